@@ -1,0 +1,201 @@
+//! The application builder: register guards and resources, then `run()`.
+//!
+//! `run()` is the whole main of a Warden app. It takes the hidden worker
+//! branch first (before any resource factory could run), then parses the CLI
+//! and builds the registry, resources and executor for the chosen command.
+
+use std::any::{Any, TypeId};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use crate::executor::{Executor, WorkerLauncher};
+use crate::guard::{Guard, Resources};
+use crate::limits::Limits;
+use crate::registry::Registry;
+
+type Factory = Box<dyn FnOnce() -> Result<Arc<dyn Any + Send + Sync>, String>>;
+
+/// A managed resource factory, run only in the server process.
+struct ResourceFactory {
+    type_id: TypeId,
+    type_name: &'static str,
+    build: Factory,
+}
+
+/// A Warden application: its guards, managed resources and limits.
+pub struct App {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) guards: Vec<Guard>,
+    resources: Vec<ResourceFactory>,
+    pub(crate) limits: Limits,
+    artifacts_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for App {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("App")
+            .field("name", &self.name)
+            .field("guards", &self.guards.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl App {
+    /// A new application called `name` (shown to clients as the server name).
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            guards: Vec::new(),
+            resources: Vec::new(),
+            limits: Limits::default(),
+            artifacts_dir: None,
+        }
+    }
+
+    /// The version reported to clients.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = version.into();
+        self
+    }
+
+    /// Registers one guard.
+    pub fn guard(mut self, guard: Guard) -> Self {
+        self.guards.push(guard);
+        self
+    }
+
+    /// Registers a managed resource. The factory runs once, in the server
+    /// process only (never in a worker), when the server or `call` starts;
+    /// the value is dropped at shutdown. A failing factory does not stop the
+    /// server: guards asking for the resource get an error quoting the reason.
+    pub fn resource<T, E, F>(mut self, factory: F) -> Self
+    where
+        T: Any + Send + Sync,
+        E: std::fmt::Display,
+        F: FnOnce() -> Result<T, E> + 'static,
+    {
+        self.resources.push(ResourceFactory {
+            type_id: TypeId::of::<T>(),
+            type_name: std::any::type_name::<T>(),
+            build: Box::new(move || {
+                factory()
+                    .map(|v| Arc::new(v) as Arc<dyn Any + Send + Sync>)
+                    .map_err(|e| e.to_string())
+            }),
+        });
+        self
+    }
+
+    /// Replaces the limits (see [`crate::limits`] for the defaults).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Where events, task directories and diagnostics go. Overridden by
+    /// `WARDEN_ARTIFACTS_DIR`; defaults to `./artifacts`.
+    pub fn artifacts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.artifacts_dir = Some(dir.into());
+        self
+    }
+
+    /// Runs the application: a stdio MCP server with no arguments, or the
+    /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
+    /// 2 a usage or configuration error.
+    pub fn run(self) -> ExitCode {
+        if std::env::args_os().nth(1).is_some_and(|a| a == crate::worker::WORKER_ARG) {
+            return match Registry::new(self.guards) {
+                Ok(registry) => crate::worker::main(&registry),
+                Err(error) => {
+                    eprintln!("warden worker: {error}");
+                    ExitCode::from(3)
+                }
+            };
+        }
+        crate::cli::main(self)
+    }
+
+    /// The artifacts root: `WARDEN_ARTIFACTS_DIR`, else the app's setting,
+    /// else `./artifacts`.
+    pub(crate) fn resolved_artifacts_dir(&self) -> PathBuf {
+        std::env::var_os("WARDEN_ARTIFACTS_DIR")
+            .map(PathBuf::from)
+            .or_else(|| self.artifacts_dir.clone())
+            .unwrap_or_else(|| PathBuf::from("artifacts"))
+    }
+
+    /// Runs the resource factories (server process only).
+    pub(crate) fn build_resources(&mut self) -> Resources {
+        let mut resources = Resources::default();
+        for factory in self.resources.drain(..) {
+            match (factory.build)() {
+                Ok(value) => resources.insert(factory.type_id, value),
+                Err(reason) => {
+                    eprintln!("warning: managed resource {} failed to load: {reason}", factory.type_name);
+                    resources.insert_failure(factory.type_id, factory.type_name, reason);
+                }
+            }
+        }
+        resources
+    }
+}
+
+/// Everything a command needs at run time.
+pub(crate) struct Runtime {
+    pub executor: Arc<Executor>,
+    pub artifacts_dir: PathBuf,
+    /// Flushes events.jsonl when dropped.
+    pub _events_guard: Option<tracing_appender::non_blocking::WorkerGuard>,
+}
+
+/// Builds the registry, resources, event log and executor.
+pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), String> {
+    let limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
+    let artifacts_dir = app.resolved_artifacts_dir();
+    let resources = app.build_resources();
+    let name = app.name.clone();
+    let version = app.version.clone();
+    let registry = Registry::new(std::mem::take(&mut app.guards)).map_err(|e| e.to_string())?;
+    let (events, guard) = match crate::events::Events::open(&artifacts_dir) {
+        Ok((events, guard)) => (events, Some(guard)),
+        Err(error) => {
+            eprintln!(
+                "warning: cannot write events to {}: {error}; events are disabled (set WARDEN_ARTIFACTS_DIR to a writable directory)",
+                artifacts_dir.display()
+            );
+            (crate::events::Events::disabled(), None)
+        }
+    };
+    let diagnostics_dir = diagnostics_dir(&artifacts_dir);
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this program's binary: {e}"))?;
+    let launcher = WorkerLauncher {
+        exe,
+        diagnostics_dir,
+        max_response: limits.max_worker_response,
+    };
+    let executor = Executor::new(Arc::new(registry), Arc::new(resources), limits, events, launcher);
+    Ok((
+        Runtime {
+            executor: Arc::new(executor),
+            artifacts_dir,
+            _events_guard: guard,
+        },
+        name,
+        version,
+    ))
+}
+
+/// `<artifacts>/.diagnostics/workers`, or a private temp dir when the
+/// artifacts directory is not writable.
+fn diagnostics_dir(artifacts_dir: &std::path::Path) -> PathBuf {
+    let preferred = artifacts_dir.join(".diagnostics").join("workers");
+    if std::fs::create_dir_all(&preferred).is_ok() {
+        return preferred;
+    }
+    let fallback = std::env::temp_dir().join(format!("warden-diagnostics-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&fallback);
+    fallback
+}

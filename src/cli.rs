@@ -1,0 +1,182 @@
+//! The command line every Warden app gets from `run()`.
+//!
+//! Raw flags become a validated command once, here; the work itself lives in
+//! the library modules. Exit codes: 0 success, 1 a failed call or check,
+//! 2 a usage or configuration error.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use serde_json::Value;
+
+use crate::app::{App, build_runtime};
+use crate::events::Origin;
+use crate::executor::{Admission, CallRequest};
+use crate::export::ToolFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    about = "A Warden MCP server. With no arguments it serves MCP over stdio (for a client such as Claude, not for typing into).",
+    disable_version_flag = true
+)]
+struct Cli {
+    /// Print the registered tools (name, mode, timeout, summary) and exit.
+    #[arg(long)]
+    list_tools: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve MCP over stdio (the default).
+    Serve,
+    /// Print every tool definition as JSON for another client's API.
+    Tools {
+        /// Output shape.
+        #[arg(long, value_enum, default_value = "mcp")]
+        format: ToolFormat,
+    },
+    /// Run one guard through the executor and print its result as JSON.
+    Call {
+        /// The tool name, e.g. price_option_t.
+        tool: String,
+        /// The arguments as a JSON object, e.g. '{"spot": 100}'.
+        #[arg(default_value = "{}")]
+        arguments: String,
+    },
+}
+
+/// Parses the command line and runs the command.
+pub(crate) fn main(app: App) -> ExitCode {
+    let name = app.name.clone();
+    let command = Cli::command().name(name.clone()).bin_name(name.clone());
+    let cli = match command.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+        Ok(cli) => cli,
+        Err(error) => {
+            let _ = error.print();
+            return if error.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    let command = match (cli.list_tools, cli.command) {
+        (true, _) => Command::Tools {
+            format: ToolFormat::Mcp,
+        },
+        (false, None) => Command::Serve,
+        (false, Some(command)) => command,
+    };
+    let list_only = cli.list_tools;
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = runtime.block_on(dispatch(app, command, list_only));
+    // Workers of calls still in flight are killed when their futures drop.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    code
+}
+
+async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
+    let (runtime, name, version) = match build_runtime(app) {
+        Ok(parts) => parts,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    match command {
+        Command::Serve => serve(runtime, &name, &version).await,
+        Command::Tools { format } if list_only => {
+            let _ = format;
+            for guard in runtime.executor.registry().iter() {
+                let summary = guard.description().lines().next().unwrap_or_default();
+                let timeout = runtime.executor.limits().guard_deadline(guard.own_timeout()).as_secs();
+                println!("{:<28} {:<10} {:>4}s  {summary}", guard.tool_name(), guard.mode().as_str(), timeout);
+            }
+            ExitCode::SUCCESS
+        }
+        Command::Tools { format } => {
+            let registry = runtime.executor.registry();
+            let tools = crate::export::mcp_tools(registry, runtime.executor.limits());
+            let value = crate::export::export(registry, &tools, format);
+            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Command::Call { tool, arguments } => call(runtime, &tool, &arguments).await,
+    }
+}
+
+async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitCode {
+    use rmcp::ServiceExt;
+    if std::io::stdin().is_terminal() {
+        eprintln!(
+            "{name} is an MCP server speaking JSON-RPC on stdin/stdout, not a chat. \
+Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
+        );
+    }
+    let server = crate::server::WardenServer::new(runtime.executor.clone(), name, version);
+    let service = match server.serve(rmcp::transport::stdio()).await {
+        Ok(service) => service,
+        Err(error) => {
+            eprintln!("error: MCP initialization failed: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    match service.waiting().await {
+        Ok(_) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: MCP service ended abnormally: {error}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {
+    let arguments: Value = match serde_json::from_str(arguments) {
+        Ok(value @ Value::Object(_)) => value,
+        Ok(_) => {
+            eprintln!("error: arguments must be a JSON object, e.g. '{{\"spot\": 100}}'");
+            return ExitCode::from(2);
+        }
+        Err(error) => {
+            eprintln!("error: arguments are not valid JSON: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if runtime.executor.registry().get(tool).is_none() {
+        eprintln!(
+            "error: unknown tool '{tool}'; available: {}",
+            runtime.executor.registry().names().join(", ")
+        );
+        return ExitCode::from(2);
+    }
+    let origin = Origin::request("direct", tool);
+    let outcome = runtime
+        .executor
+        .call(CallRequest {
+            guard: tool,
+            arguments,
+            origin: &origin,
+            cancel: tokio_util::sync::CancellationToken::new(),
+            admission: Admission::TryNow,
+        })
+        .await;
+    match outcome {
+        Ok(value) => {
+            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(failure) => {
+            eprintln!("error ({}): {}", failure.error.code, failure.error.message);
+            ExitCode::from(1)
+        }
+    }
+}

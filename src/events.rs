@@ -1,0 +1,139 @@
+//! `events.jsonl`: one JSON object per line saying what ran.
+//!
+//! The server is the only writer (workers send their events as messages), so
+//! no cross-process locking is needed. Lines go through tracing-appender's
+//! non-blocking writer with a bounded queue in *lossless* mode: when the disk
+//! falls behind, emitters wait rather than drop records or grow memory.
+//! Values (arguments, results, prompts, error text) are never written here.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use serde_json::{Map, Value, json};
+use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+
+/// Lines buffered between emitters and the writer thread: 8,192. When full,
+/// emitters block until the writer catches up (nothing is dropped).
+pub const EVENT_QUEUE_LINES: usize = 8192;
+
+/// Who a record is about: the request, how it ran and, once one exists, the
+/// task. Every record carries these fields.
+#[derive(Debug, Clone)]
+pub struct Origin {
+    pub request_id: String,
+    /// direct | coding_agent | script | batch | artifact | unknown
+    pub mode: &'static str,
+    pub tool: String,
+    pub task_id: Option<String>,
+}
+
+impl Origin {
+    /// A new request from a client, with a fresh request id.
+    pub fn request(mode: &'static str, tool: &str) -> Self {
+        Self {
+            request_id: format!("req_{}", uuid::Uuid::new_v4().simple()),
+            mode,
+            tool: tool.to_string(),
+            task_id: None,
+        }
+    }
+}
+
+/// A cheap, cloneable handle to the event log. A disabled handle (no
+/// artifacts directory) accepts and discards records.
+#[derive(Clone, Default)]
+pub struct Events {
+    writer: Option<Arc<NonBlocking>>,
+}
+
+impl std::fmt::Debug for Events {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Events").field("enabled", &self.writer.is_some()).finish()
+    }
+}
+
+impl Events {
+    /// Opens `<dir>/events.jsonl` for appending. Keep the returned guard
+    /// alive until shutdown: dropping it flushes the queue.
+    pub fn open(dir: &Path) -> std::io::Result<(Self, WorkerGuard)> {
+        std::fs::create_dir_all(dir)?;
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(dir.join("events.jsonl"))?;
+        let (writer, guard) = NonBlockingBuilder::default()
+            .lossy(false)
+            .buffered_lines_limit(EVENT_QUEUE_LINES)
+            .thread_name("warden-events")
+            .finish(file);
+        Ok((
+            Self {
+                writer: Some(Arc::new(writer)),
+            },
+            guard,
+        ))
+    }
+
+    /// A handle that writes nothing.
+    pub fn disabled() -> Self {
+        Self::default()
+    }
+
+    /// Writes one record: the common fields from `origin` plus `extra`.
+    pub fn emit(&self, origin: &Origin, event: &str, extra: Value) {
+        let Some(writer) = &self.writer else {
+            return;
+        };
+        let line = record(origin, event, extra);
+        let mut writer = (**writer).clone();
+        // A failed write must never fail the call it describes.
+        let _ = std::io::Write::write_all(&mut writer, line.as_bytes());
+    }
+}
+
+/// The JSON line for one event, newline included.
+pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> String {
+    let (trace_id, span_id) = crate::telemetry::current_ids();
+    let mut map = Map::new();
+    map.insert(
+        "timestamp".into(),
+        json!(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
+    );
+    map.insert("event_id".into(), json!(uuid::Uuid::new_v4().simple().to_string()));
+    map.insert("event".into(), json!(event));
+    map.insert("request_id".into(), json!(origin.request_id));
+    map.insert("mode".into(), json!(origin.mode));
+    map.insert("tool".into(), json!(origin.tool));
+    map.insert("task_id".into(), json!(origin.task_id));
+    map.insert("trace_id".into(), json!(trace_id));
+    map.insert("span_id".into(), json!(span_id));
+    map.insert("pid".into(), json!(std::process::id()));
+    if let Value::Object(extra) = extra {
+        map.extend(extra);
+    }
+    let mut line = Value::Object(map).to_string();
+    line.push('\n');
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_carry_every_common_field() {
+        // The contract's common fields are present on every record.
+        let origin = Origin::request("direct", "price_option_t");
+        let line = record(&origin, "request_started", json!({"status": "x"}));
+        let value: Value = serde_json::from_str(&line).unwrap();
+        for key in [
+            "timestamp", "event_id", "event", "request_id", "mode", "tool", "task_id", "trace_id",
+            "span_id", "pid",
+        ] {
+            assert!(value.get(key).is_some(), "missing {key}");
+        }
+        assert!(value["timestamp"].as_str().unwrap().ends_with('Z'));
+        assert_eq!(value["status"], "x");
+    }
+}

@@ -1,0 +1,221 @@
+//! Running a guard in a fresh worker process (`isolated` mode).
+//!
+//! One process per call: the application binary re-executed with the hidden
+//! worker argument, confined by [`super::sandbox`]. The request goes in on
+//! stdin, one capped line comes back on stdout, and the worker's stderr (and
+//! any stray stdout, which the worker redirects) lands in a per-call
+//! diagnostics log that is deleted when empty. Whatever happens — answer,
+//! deadline, cancellation, a dropped future — the process group is killed
+//! before the child is reaped, so nothing it started outlives the call.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::sandbox::{Rlimits, confine, kill_group};
+use super::{Failure, Status};
+use crate::error::{GuardError, codes};
+use crate::worker::{Request, Response, WORKER_ARG};
+
+/// Environment variables never passed to a worker: secrets the server needs
+/// and guards do not.
+pub(crate) const SCRUBBED_ENV: &[&str] = &["WARDEN_MODEL_API_KEY"];
+
+/// How to start workers: which binary and where their logs go.
+#[derive(Debug, Clone)]
+pub(crate) struct WorkerLauncher {
+    pub exe: PathBuf,
+    pub diagnostics_dir: PathBuf,
+    pub max_response: usize,
+}
+
+/// A running worker. Dropping it kills its process group, so a cancelled or
+/// abandoned call can never leave a worker behind.
+struct WorkerProcess {
+    child: Child,
+    pgid: u32,
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        kill_group(self.pgid);
+    }
+}
+
+impl WorkerLauncher {
+    /// Sends `request` to a new worker and returns its one response.
+    pub async fn call(
+        &self,
+        request: &Request,
+        rlimits: Rlimits,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        label: &str,
+    ) -> Result<Response, Failure> {
+        let log_path = self
+            .diagnostics_dir
+            .join(format!("worker-{}.log", uuid::Uuid::new_v4().simple()));
+        let result = self.call_logged(request, rlimits, deadline, cancel, label, &log_path).await;
+        remove_if_empty(&log_path);
+        result
+    }
+
+    async fn call_logged(
+        &self,
+        request: &Request,
+        rlimits: Rlimits,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        label: &str,
+        log_path: &Path,
+    ) -> Result<Response, Failure> {
+        let mut worker = self.spawn(rlimits, log_path).map_err(|e| {
+            Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::WORKER_SPAWN_FAILED,
+                    format!("could not start a worker for '{label}': {e}"),
+                ),
+            )
+        })?;
+        let exchange = exchange(&mut worker.child, request, self.max_response);
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout_at(deadline, exchange) => outcome,
+            _ = cancel.cancelled() => {
+                kill_group(worker.pgid);
+                let _ = worker.child.wait().await;
+                return Err(Failure::new(Status::Cancelled, GuardError::new(
+                    codes::CANCELLED,
+                    format!("call to '{label}' was cancelled; its worker was killed"),
+                )));
+            }
+        };
+        // Kill before reaping: the zombie keeps the group id reserved, so
+        // the kill cannot hit an unrelated process.
+        kill_group(worker.pgid);
+        let status = worker.child.wait().await.ok();
+        match outcome {
+            Err(_elapsed) => Err(Failure::new(
+                Status::TimedOut,
+                GuardError::new(
+                    codes::TIMED_OUT,
+                    format!("'{label}' timed out; its worker process group was killed"),
+                ),
+            )),
+            Ok(Exchange::Answer(response)) => Ok(response),
+            Ok(Exchange::TooLarge) => Err(Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::RESPONSE_TOO_LARGE,
+                    format!(
+                        "'{label}' returned more than {} bytes; return less (e.g. write a file and return its summary)",
+                        self.max_response
+                    ),
+                ),
+            )),
+            Ok(Exchange::Garbled(detail)) => Err(Failure::new(
+                Status::Failed,
+                GuardError::new(codes::WORKER_CRASHED, format!("worker for '{label}' sent an unreadable response: {detail}")),
+            )),
+            Ok(Exchange::NoAnswer) => Err(Failure::new(
+                Status::Failed,
+                died_without_answer(label, status, log_path, rlimits),
+            )),
+        }
+    }
+
+    fn spawn(&self, rlimits: Rlimits, log_path: &Path) -> std::io::Result<WorkerProcess> {
+        let log = std::fs::File::create(log_path)?;
+        let mut command = Command::new(&self.exe);
+        command
+            .arg(WORKER_ARG)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        for var in SCRUBBED_ENV {
+            command.env_remove(var);
+        }
+        confine(&mut command, rlimits);
+        let child = command.spawn()?;
+        let pgid = child.id().unwrap_or_default();
+        Ok(WorkerProcess { child, pgid })
+    }
+}
+
+enum Exchange {
+    Answer(Response),
+    TooLarge,
+    Garbled(String),
+    NoAnswer,
+}
+
+/// Writes the request, closes stdin and reads one capped response line.
+async fn exchange(child: &mut Child, request: &Request, cap: usize) -> Exchange {
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut line = serde_json::to_vec(request).unwrap_or_default();
+        line.push(b'\n');
+        // A worker that died at once closes the pipe; the read below
+        // then sees EOF and the exit status explains why.
+        let _ = stdin.write_all(&line).await;
+        drop(stdin);
+    }
+    let Some(stdout) = child.stdout.take() else {
+        return Exchange::NoAnswer;
+    };
+    let mut reader = BufReader::new(stdout.take(cap as u64 + 1));
+    let mut line = Vec::new();
+    match reader.read_until(b'\n', &mut line).await {
+        Ok(0) | Err(_) => Exchange::NoAnswer,
+        Ok(_) if line.len() > cap => Exchange::TooLarge,
+        Ok(_) => match serde_json::from_slice::<Response>(&line) {
+            Ok(response) => Exchange::Answer(response),
+            Err(e) if !line.ends_with(b"\n") => Exchange::Garbled(format!("truncated line ({e})")),
+            Err(e) => Exchange::Garbled(e.to_string()),
+        },
+    }
+}
+
+/// Explains a worker that exited without answering, from its exit status
+/// and the tail of its diagnostics log.
+fn died_without_answer(label: &str, status: Option<ExitStatus>, log_path: &Path, rlimits: Rlimits) -> GuardError {
+    use std::os::unix::process::ExitStatusExt;
+    let log = std::fs::read_to_string(log_path).unwrap_or_default();
+    let how = match status {
+        Some(s) if s.signal().is_some() => {
+            let signal = s.signal().unwrap_or_default();
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map(|s| s.as_str().to_string())
+                .unwrap_or_else(|_| format!("signal {signal}"));
+            format!("was killed by {name}")
+        }
+        Some(s) => format!("exited with {s}"),
+        None => "vanished".to_string(),
+    };
+    let out_of_memory = log.contains("memory allocation of") || log.contains("out of memory");
+    let (code, hint) = if out_of_memory {
+        (
+            codes::WORKER_OUT_OF_MEMORY,
+            format!(" after exceeding its {} MiB address-space limit", rlimits.memory / (1024 * 1024)),
+        )
+    } else {
+        (codes::WORKER_CRASHED, String::new())
+    };
+    let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+    let detail = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; last log lines: {tail}; full log: {}", log_path.display())
+    };
+    GuardError::new(code, format!("worker for '{label}' {how}{hint} before answering{detail}"))
+}
+
+fn remove_if_empty(path: &Path) {
+    if std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(false) {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,266 @@
+//! The executor: the one path every guard call takes.
+//!
+//! Direct MCP calls, the CLI's `call`, and (later) script and batch calls all
+//! come here. It admits the call (call slots), records
+//! `function_call_started` / `function_call_finished`, picks the runner for
+//! the guard's mode, and enforces the deadline. Nothing else runs a guard.
+
+mod in_process;
+mod isolated;
+pub(crate) mod sandbox;
+
+use std::sync::Arc;
+use std::time::Instant as StdInstant;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub(crate) use isolated::WorkerLauncher;
+use sandbox::Rlimits;
+
+use crate::error::{GuardError, codes};
+use crate::events::{Events, Origin};
+use crate::guard::{Mode, Resources};
+use crate::limits::Limits;
+use crate::registry::Registry;
+use crate::worker::{Request, Response};
+
+/// How a call ended, as recorded in events and results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Success,
+    Failed,
+    TimedOut,
+    Cancelled,
+    Rejected,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Success => "success",
+            Status::Failed => "failed",
+            Status::TimedOut => "timed_out",
+            Status::Cancelled => "cancelled",
+            Status::Rejected => "rejected",
+        }
+    }
+}
+
+/// A call that did not succeed: how it ended and the error to show.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub status: Status,
+    pub error: GuardError,
+}
+
+impl Failure {
+    pub fn new(status: Status, error: GuardError) -> Self {
+        Self { status, error }
+    }
+}
+
+/// Whether a call may wait for a slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// Take a call slot now or be rejected with `server_busy` (direct calls).
+    TryNow,
+}
+
+/// One guard call.
+#[derive(Debug)]
+pub struct CallRequest<'a> {
+    pub guard: &'a str,
+    pub arguments: Value,
+    pub origin: &'a Origin,
+    /// Fired by the client's `notifications/cancelled` (or a task ending).
+    pub cancel: CancellationToken,
+    pub admission: Admission,
+}
+
+/// Runs guards. Shared by the server and the CLI.
+pub struct Executor {
+    registry: Arc<Registry>,
+    resources: Arc<Resources>,
+    limits: Limits,
+    events: Events,
+    launcher: WorkerLauncher,
+    /// Call slots: one permit per running direct call, taken before the call
+    /// starts and released when it ends (for in-process calls, see
+    /// `in_process` for how a timed-out call gives its slot back).
+    call_slots: Arc<Semaphore>,
+    /// Permits for in-process calls that overran their deadline and are
+    /// still running; held by their threads until the function returns.
+    overdue: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for Executor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Executor").field("limits", &self.limits).finish_non_exhaustive()
+    }
+}
+
+impl Executor {
+    pub(crate) fn new(
+        registry: Arc<Registry>,
+        resources: Arc<Resources>,
+        limits: Limits,
+        events: Events,
+        launcher: WorkerLauncher,
+    ) -> Self {
+        Self {
+            call_slots: Arc::new(Semaphore::new(limits.max_concurrent_calls)),
+            overdue: Arc::new(Semaphore::new(limits.max_overdue_in_process)),
+            registry,
+            resources,
+            limits,
+            events,
+            launcher,
+        }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn events(&self) -> &Events {
+        &self.events
+    }
+
+    /// Runs one guard call through admission, its mode's runner and the
+    /// deadline, recording its events.
+    pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
+        let Some(guard) = self.registry.get(request.guard) else {
+            return Err(Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    "unknown_guard",
+                    format!(
+                        "no guard named '{}'; known guards: {}",
+                        request.guard,
+                        self.registry.names().join(", ")
+                    ),
+                ),
+            ));
+        };
+        let size = serde_json::to_vec(&request.arguments).map(|v| v.len()).unwrap_or(0);
+        if size > self.limits.max_argument_bytes {
+            return Err(Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::ARGUMENTS_TOO_LARGE,
+                    format!(
+                        "arguments are {size} bytes; the limit is {} bytes: send less data or reference a stored artifact",
+                        self.limits.max_argument_bytes
+                    ),
+                ),
+            ));
+        }
+        let permit = self.admit(request.admission)?;
+        let timeout = self.limits.guard_deadline(guard.timeout);
+        let deadline = Instant::now() + timeout;
+        let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
+        self.events.emit(
+            request.origin,
+            "function_call_started",
+            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
+        );
+        let started = StdInstant::now();
+        let outcome = match guard.mode {
+            Mode::Isolated => {
+                let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());
+                let worker_request = Request::Call {
+                    guard: guard.name.clone(),
+                    arguments: request.arguments,
+                    traceparent: None,
+                };
+                let answer = self
+                    .launcher
+                    .call(&worker_request, rlimits, deadline, &request.cancel, &guard.name)
+                    .await;
+                drop(permit);
+                match answer {
+                    Ok(Response::Result { value }) => Ok(value),
+                    Ok(Response::Error { error }) => Err(Failure::new(Status::Failed, error)),
+                    Ok(Response::Pong { .. }) => Err(Failure::new(
+                        Status::Failed,
+                        GuardError::new(codes::WORKER_CRASHED, "worker answered a call with a pong"),
+                    )),
+                    Err(failure) => Err(failure),
+                }
+            }
+            Mode::InProcess | Mode::Pure => {
+                in_process::run(
+                    guard.clone(),
+                    self.resources.clone(),
+                    request.arguments,
+                    permit,
+                    self.overdue.clone(),
+                    deadline,
+                    &request.cancel,
+                )
+                .await
+            }
+        };
+        let (status, error_type) = match &outcome {
+            Ok(_) => (Status::Success, None),
+            Err(failure) => (failure.status, Some(failure.error.code.clone())),
+        };
+        self.events.emit(
+            request.origin,
+            "function_call_finished",
+            json!({
+                "function": guard.name,
+                "call_id": call_id,
+                "status": status.as_str(),
+                "error_type": error_type,
+                "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+            }),
+        );
+        outcome
+    }
+
+    fn admit(&self, admission: Admission) -> Result<Option<OwnedSemaphorePermit>, Failure> {
+        match admission {
+            Admission::TryNow => match self.call_slots.clone().try_acquire_owned() {
+                Ok(permit) => Ok(Some(permit)),
+                Err(_) => Err(Failure::new(
+                    Status::Rejected,
+                    GuardError::new(
+                        codes::SERVER_BUSY,
+                        format!(
+                            "Server busy; retry later ({} of {} call slots in use)",
+                            self.limits.max_concurrent_calls, self.limits.max_concurrent_calls
+                        ),
+                    ),
+                )),
+            },
+        }
+    }
+
+    /// Starts a worker that answers a ping without calling any guard; used by
+    /// preflight to prove isolation works on this machine.
+    pub async fn ping_worker(&self) -> Result<(u32, usize), Failure> {
+        let timeout = std::time::Duration::from_secs(10);
+        let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());
+        let answer = self
+            .launcher
+            .call(&Request::Ping, rlimits, Instant::now() + timeout, &CancellationToken::new(), "ping")
+            .await?;
+        match answer {
+            Response::Pong { pid, guards } => Ok((pid, guards)),
+            _ => Err(Failure::new(
+                Status::Failed,
+                GuardError::new(codes::WORKER_CRASHED, "worker did not answer the ping with a pong"),
+            )),
+        }
+    }
+}

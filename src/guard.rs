@@ -1,0 +1,286 @@
+//! The guard abstraction: a typed Rust function plus its options.
+//!
+//! An application turns a function into a [`Guard`] with [`guard`]; the input
+//! type's doc comment becomes the description and both schemas come from the
+//! types, so nothing is written twice. The registry owns the finished guards;
+//! only the executor ever calls [`Guard::invoke`].
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Map, Value};
+
+use crate::error::GuardError;
+
+/// Where a guard's code runs. The default is [`Mode::Isolated`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// A fresh worker process per call: killable at its deadline, limited by
+    /// rlimits, unable to hurt the server. Costs a process spawn (~2 ms).
+    Isolated,
+    /// A thread of the server process; may borrow managed [`Resources`].
+    /// Cannot be killed at its deadline (see `DEFAULT_MAX_OVERDUE_IN_PROCESS`).
+    InProcess,
+    /// A computation with no I/O and no resources. Called directly it runs
+    /// like `in_process`; inside a script worker it runs inline, with no round
+    /// trip to the server.
+    Pure,
+}
+
+impl Mode {
+    /// The snake_case name used in tool metadata, events and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Isolated => "isolated",
+            Mode::InProcess => "in_process",
+            Mode::Pure => "pure",
+        }
+    }
+}
+
+/// MCP tool annotations. Guards check or compute, so the defaults are
+/// read-only, idempotent, not destructive and closed-world; a guard that
+/// writes or reaches outside must say so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Hints {
+    pub read_only: bool,
+    pub destructive: bool,
+    pub idempotent: bool,
+    pub open_world: bool,
+}
+
+impl Default for Hints {
+    fn default() -> Self {
+        Self {
+            read_only: true,
+            destructive: false,
+            idempotent: true,
+            open_world: false,
+        }
+    }
+}
+
+/// Managed resources (a loaded file, a pool) built from factories in the
+/// server process only, shared by `in_process` guards, dropped at shutdown.
+#[derive(Default, Clone)]
+pub struct Resources {
+    by_type: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    /// Factories that failed at startup: type name and reason, quoted to
+    /// guards that ask for them.
+    failed: HashMap<TypeId, (&'static str, String)>,
+}
+
+impl Resources {
+    pub(crate) fn insert(&mut self, id: TypeId, value: Arc<dyn Any + Send + Sync>) {
+        self.by_type.insert(id, value);
+    }
+
+    pub(crate) fn insert_failure(&mut self, id: TypeId, name: &'static str, reason: String) {
+        self.failed.insert(id, (name, reason));
+    }
+
+    /// The resource of type `T`, or an error naming the type when the app
+    /// never registered it.
+    pub fn get<T: Any + Send + Sync>(&self) -> Result<&T, GuardError> {
+        self.by_type
+            .get(&TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref::<T>())
+            .ok_or_else(|| {
+                if let Some((name, reason)) = self.failed.get(&TypeId::of::<T>()) {
+                    return GuardError::new(
+                        "resource_unavailable",
+                        format!("managed resource {name} failed to load at startup: {reason}"),
+                    );
+                }
+                GuardError::new(
+                    "resource_missing",
+                    format!(
+                        "managed resource {} is not available in this process; register it with App::resource and run the guard in_process",
+                        std::any::type_name::<T>()
+                    ),
+                )
+            })
+    }
+}
+
+/// A function usable as a guard: `Fn(Input) -> Result<Output, E>` or
+/// `Fn(&Resources, Input) -> Result<Output, E>`. The `Marker` parameter only
+/// tells the two shapes apart (the pattern axum uses for handlers).
+pub trait GuardFn<I, O, Marker>: Send + Sync + 'static {
+    /// Whether the function borrows managed resources (and so must run
+    /// in the server process).
+    const USES_RESOURCES: bool;
+    fn invoke(&self, resources: &Resources, input: I) -> Result<O, GuardError>;
+}
+
+/// Marker for `Fn(Input)`.
+pub struct Plain<E>(std::marker::PhantomData<E>);
+/// Marker for `Fn(&Resources, Input)`.
+pub struct WithResources<E>(std::marker::PhantomData<E>);
+
+impl<F, I, O, E> GuardFn<I, O, Plain<E>> for F
+where
+    F: Fn(I) -> Result<O, E> + Send + Sync + 'static,
+    E: Into<GuardError>,
+{
+    const USES_RESOURCES: bool = false;
+    fn invoke(&self, _: &Resources, input: I) -> Result<O, GuardError> {
+        self(input).map_err(Into::into)
+    }
+}
+
+impl<F, I, O, E> GuardFn<I, O, WithResources<E>> for F
+where
+    F: Fn(&Resources, I) -> Result<O, E> + Send + Sync + 'static,
+    E: Into<GuardError>,
+{
+    const USES_RESOURCES: bool = true;
+    fn invoke(&self, resources: &Resources, input: I) -> Result<O, GuardError> {
+        self(resources, input).map_err(Into::into)
+    }
+}
+
+/// The type-erased call: JSON arguments in, JSON result out.
+pub(crate) type ErasedFn = Arc<dyn Fn(&Resources, Value) -> Result<Value, GuardError> + Send + Sync>;
+
+/// One registered guard. Build it with [`guard`].
+#[derive(Clone)]
+pub struct Guard {
+    pub(crate) name: String,
+    pub(crate) description: String,
+    pub(crate) input_schema: Map<String, Value>,
+    pub(crate) output_schema: Map<String, Value>,
+    pub(crate) mode: Mode,
+    pub(crate) timeout: Option<Duration>,
+    pub(crate) hints: Hints,
+    pub(crate) uses_resources: bool,
+    pub(crate) run: ErasedFn,
+}
+
+impl std::fmt::Debug for Guard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Guard")
+            .field("name", &self.name)
+            .field("mode", &self.mode)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Turns a typed function into a guard. The tool name defaults to the
+/// function's own name (`fn price_option` → `price_option`); rename it with
+/// [`Guard::name`]. The description is the input type's doc comment.
+pub fn guard<F, I, O, M>(function: F) -> Guard
+where
+    F: GuardFn<I, O, M>,
+    I: DeserializeOwned + JsonSchema + 'static,
+    O: Serialize + JsonSchema + 'static,
+{
+    let (input_schema, description) = crate::schema::input_schema::<I>();
+    let (output_schema, wraps_scalar) = crate::schema::output_schema::<O>();
+    let function = Arc::new(function);
+    let run: ErasedFn = Arc::new(move |resources, arguments| {
+        let input: I = crate::schema::decode_arguments(arguments)?;
+        let output = function.invoke(resources, input)?;
+        let value = serde_json::to_value(output).map_err(|e| {
+            GuardError::new("bad_output", format!("guard result is not valid JSON: {e}"))
+        })?;
+        Ok(if wraps_scalar {
+            serde_json::json!({ "result": value })
+        } else {
+            value
+        })
+    });
+    Guard {
+        name: crate::schema::function_name::<F>(),
+        description,
+        input_schema,
+        output_schema,
+        mode: if F::USES_RESOURCES {
+            Mode::InProcess
+        } else {
+            Mode::Isolated
+        },
+        timeout: None,
+        hints: Hints::default(),
+        uses_resources: F::USES_RESOURCES,
+        run,
+    }
+}
+
+impl Guard {
+    /// Sets the tool name (an alias for the function name).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+    /// Runs in a fresh worker process per call (the default).
+    pub fn isolated(mut self) -> Self {
+        self.mode = Mode::Isolated;
+        self
+    }
+    /// Runs on a server thread; required for guards that borrow resources.
+    pub fn in_process(mut self) -> Self {
+        self.mode = Mode::InProcess;
+        self
+    }
+    /// Marks a computation with no I/O: runs inline inside script workers.
+    pub fn pure(mut self) -> Self {
+        self.mode = Mode::Pure;
+        self
+    }
+    /// Sets the guard's timeout (clamped to the server maximum).
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+    /// Sets all four MCP annotations at once.
+    pub fn hints(mut self, hints: Hints) -> Self {
+        self.hints = hints;
+        self
+    }
+    /// Declares that the guard changes something outside itself.
+    pub fn destructive(mut self) -> Self {
+        self.hints.read_only = false;
+        self.hints.destructive = true;
+        self.hints.idempotent = false;
+        self
+    }
+    /// Declares that the guard talks to systems outside the server.
+    pub fn open_world(mut self) -> Self {
+        self.hints.open_world = true;
+        self
+    }
+
+    pub fn tool_name(&self) -> &str {
+        &self.name
+    }
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+    pub fn input_schema(&self) -> &Map<String, Value> {
+        &self.input_schema
+    }
+    pub fn output_schema(&self) -> &Map<String, Value> {
+        &self.output_schema
+    }
+    pub fn hints_of(&self) -> Hints {
+        self.hints
+    }
+    pub fn own_timeout(&self) -> Option<Duration> {
+        self.timeout
+    }
+
+    /// Decodes, runs and encodes one call in the current thread. Only the
+    /// executor and the worker entry point call this.
+    pub(crate) fn invoke(&self, resources: &Resources, arguments: Value) -> Result<Value, GuardError> {
+        (self.run)(resources, arguments)
+    }
+}

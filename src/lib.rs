@@ -1,0 +1,30 @@
+//! Warden: register typed Rust guards once and serve them as MCP tools,
+//! script functions and sandboxed workers.
+//!
+//! The flow of a call is registry → executor → worker door: [`registry`]
+//! validates what the app registered, [`executor`] admits and runs every
+//! call (in a fresh worker process for `isolated` guards), and [`worker`] is
+//! the hidden entry point on the other side of the pipe.
+
+pub mod app;
+mod cli;
+pub mod error;
+pub mod events;
+pub mod executor;
+pub mod export;
+pub mod guard;
+pub mod limits;
+pub mod registry;
+mod schema;
+pub mod server;
+pub mod telemetry;
+pub mod worker;
+
+pub use app::App;
+pub use error::GuardError;
+pub use guard::{Guard, Hints, Mode, Resources, guard};
+pub use limits::Limits;
+pub use registry::Registry;
+
+/// Re-exported so applications derive schemas with the same version.
+pub use schemars;

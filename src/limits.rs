@@ -1,0 +1,169 @@
+//! Every limit Warden enforces, in one place.
+//!
+//! Each `DEFAULT_*` constant documents its value, its unit, what happens when
+//! it is hit and what it does *not* cover. [`Limits`] carries the values a
+//! running server uses; an application overrides them with
+//! [`crate::App::limits`] and an operator with the `WARDEN_*` environment
+//! variables read by [`Limits::from_env`]. The README's limits table mirrors
+//! this file; keep the two in step.
+
+use std::time::Duration;
+
+/// Direct guard calls running at once: 2. A call beyond it is rejected at once
+/// with "Server busy; retry later" (`server_busy`) and a `request_rejected`
+/// event; there is no queue. Does not count coding tasks or scripts, which
+/// hold task slots ([`DEFAULT_MAX_CONCURRENT_TASKS`]).
+pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 2;
+
+/// In-process calls that may keep running after their deadline: 4.
+/// A thread cannot be killed, so a timed-out `in_process`/`pure` call hands
+/// its call slot back and holds one of these "overdue" permits until the
+/// function finally returns. When all are taken, the timed-out call keeps its
+/// call slot instead, so a hung in-process guard reduces capacity visibly
+/// rather than piling up threads without bound.
+pub const DEFAULT_MAX_OVERDUE_IN_PROCESS: usize = 4;
+
+/// Per-guard timeout when the guard sets none: 60 s. At the deadline an
+/// isolated worker's process group is killed; an in-process call is answered
+/// `timed_out` (see [`DEFAULT_MAX_OVERDUE_IN_PROCESS`]).
+pub const DEFAULT_GUARD_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Upper bound on any guard timeout or task timeout: 300 s. A guard
+/// registered with a longer timeout is clamped to this.
+pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Largest JSON line a worker may send back: 1 MiB (1,048,576 bytes).
+/// A larger response kills the worker and fails the call with
+/// `response_too_large`. Does not limit what the worker writes to its
+/// diagnostics log (see [`DEFAULT_WORKER_FILE_SIZE`]).
+pub const DEFAULT_MAX_WORKER_RESPONSE: usize = 1024 * 1024;
+
+/// Largest `arguments` object accepted for one call: 8,000,000 bytes of JSON.
+/// Larger arguments are rejected with `arguments_too_large` before a worker
+/// starts.
+pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 8_000_000;
+
+/// Worker address-space limit (RLIMIT_AS): 1 GiB. An allocation past it fails
+/// and the worker aborts; the call fails with `worker_out_of_memory`.
+/// Virtual, not resident, memory: a worker that maps much but touches little
+/// still counts it all.
+pub const DEFAULT_WORKER_MEMORY: u64 = 1024 * 1024 * 1024;
+
+/// Worker open files (RLIMIT_NOFILE): 64 descriptors, pipes included.
+pub const DEFAULT_WORKER_OPEN_FILES: u64 = 64;
+
+/// Largest file a worker may write (RLIMIT_FSIZE): 16 MiB; beyond it the
+/// worker gets SIGXFSZ. This also caps its diagnostics log.
+pub const DEFAULT_WORKER_FILE_SIZE: u64 = 16 * 1024 * 1024;
+
+/// Seconds of CPU a worker may burn beyond its wall-clock timeout
+/// (RLIMIT_CPU = timeout + this): 1 s. The wall-clock deadline normally fires
+/// first; this is the backstop if the server itself is stalled.
+pub const DEFAULT_WORKER_CPU_GRACE_SECS: u64 = 1;
+
+/// The values a running server enforces. Defaults are the `DEFAULT_*`
+/// constants of this module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// See [`DEFAULT_MAX_CONCURRENT_CALLS`].
+    pub max_concurrent_calls: usize,
+    /// See [`DEFAULT_MAX_OVERDUE_IN_PROCESS`].
+    pub max_overdue_in_process: usize,
+    /// See [`DEFAULT_GUARD_TIMEOUT`].
+    pub guard_timeout: Duration,
+    /// See [`DEFAULT_MAX_TIMEOUT`].
+    pub max_timeout: Duration,
+    /// See [`DEFAULT_MAX_WORKER_RESPONSE`].
+    pub max_worker_response: usize,
+    /// See [`DEFAULT_MAX_ARGUMENT_BYTES`].
+    pub max_argument_bytes: usize,
+    /// See [`DEFAULT_WORKER_MEMORY`].
+    pub worker_memory: u64,
+    /// See [`DEFAULT_WORKER_OPEN_FILES`].
+    pub worker_open_files: u64,
+    /// See [`DEFAULT_WORKER_FILE_SIZE`].
+    pub worker_file_size: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_overdue_in_process: DEFAULT_MAX_OVERDUE_IN_PROCESS,
+            guard_timeout: DEFAULT_GUARD_TIMEOUT,
+            max_timeout: DEFAULT_MAX_TIMEOUT,
+            max_worker_response: DEFAULT_MAX_WORKER_RESPONSE,
+            max_argument_bytes: DEFAULT_MAX_ARGUMENT_BYTES,
+            worker_memory: DEFAULT_WORKER_MEMORY,
+            worker_open_files: DEFAULT_WORKER_OPEN_FILES,
+            worker_file_size: DEFAULT_WORKER_FILE_SIZE,
+        }
+    }
+}
+
+/// An environment override that could not be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{var}: expected {expected}, got '{value}'")]
+pub struct LimitError {
+    var: &'static str,
+    expected: &'static str,
+    value: String,
+}
+
+impl Limits {
+    /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
+    /// `WARDEN_MAX_TIMEOUT_SECONDS` (1–3600) and `WARDEN_WORKER_MEMORY_MB`
+    /// (64–65536) on top of `self`.
+    pub fn from_env(mut self) -> Result<Self, LimitError> {
+        if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
+            self.max_concurrent_calls = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_TIMEOUT_SECONDS", 1, 3600)? {
+            self.max_timeout = Duration::from_secs(n);
+        }
+        if let Some(n) = env_number("WARDEN_WORKER_MEMORY_MB", 64, 65536)? {
+            self.worker_memory = n * 1024 * 1024;
+        }
+        Ok(self)
+    }
+
+    /// The effective timeout for a guard: its own (or the default), never
+    /// above the server maximum.
+    pub fn guard_deadline(&self, own: Option<Duration>) -> Duration {
+        own.unwrap_or(self.guard_timeout).min(self.max_timeout)
+    }
+}
+
+fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
+    let Ok(raw) = std::env::var(var) else {
+        return Ok(None);
+    };
+    match raw.trim().parse::<u64>() {
+        Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+        _ => Err(LimitError {
+            var,
+            expected: match var {
+                "WARDEN_MAX_CONCURRENT_CALLS" => "an integer from 1 to 64",
+                "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
+                _ => "an integer from 64 to 65536",
+            },
+            value: raw,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_timeouts_are_clamped_to_the_server_maximum() {
+        // A guard asking for an hour gets the server maximum, not an hour.
+        let limits = Limits::default();
+        assert_eq!(limits.guard_deadline(None), DEFAULT_GUARD_TIMEOUT);
+        assert_eq!(
+            limits.guard_deadline(Some(Duration::from_secs(3600))),
+            DEFAULT_MAX_TIMEOUT
+        );
+    }
+}

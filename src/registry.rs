@@ -1,0 +1,222 @@
+//! The registry: every guard an application registered, validated once.
+//!
+//! Built at startup (in the server and, identically, in every worker) from the
+//! app's [`Guard`]s. It owns the rules for names and the deterministic tool
+//! order; it never runs a guard (that is the executor's job).
+
+use std::collections::BTreeMap;
+
+use crate::guard::{Guard, Mode};
+
+/// Tools the server provides itself; a guard may not take these names.
+pub const BUILTIN_TOOLS: &[&str] = &[
+    "run_coding_task",
+    "run_script",
+    "run_batch",
+    "list_tasks",
+    "get_task_result",
+    "list_artifacts",
+    "read_artifact",
+    "list_guards",
+    "describe_guard",
+];
+
+/// Names that scripts use for helpers or that Rhai reserves; a guard with one
+/// of these names could not be called from a script.
+pub const RESERVED_SCRIPT_NAMES: &[&str] = &[
+    "final_answer",
+    "write_artifact",
+    "read_written_artifact",
+    "print",
+    "debug",
+    "eval",
+    "import",
+    "export",
+    "call",
+    "curry",
+    "type_of",
+    "is_def_var",
+    "is_def_fn",
+    "fn",
+    "let",
+    "const",
+    "if",
+    "else",
+    "while",
+    "loop",
+    "for",
+    "in",
+    "do",
+    "until",
+    "break",
+    "continue",
+    "return",
+    "throw",
+    "try",
+    "catch",
+    "switch",
+    "true",
+    "false",
+    "this",
+    "private",
+    "global",
+    "timestamp",
+    "sleep",
+    "assert_causal",
+];
+
+/// Longest guard name accepted: 64 characters (the common client limit).
+pub const MAX_GUARD_NAME: usize = 64;
+
+/// Why a registration was refused. Messages name the guard and the fix.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistryError {
+    #[error(
+        "guard name could not be derived (closures have no name): call .name(\"my_guard\") on the guard"
+    )]
+    Unnamed,
+    #[error(
+        "guard name '{0}' is invalid: use 1-64 ASCII letters, digits and '_', starting with a letter, so it is both an MCP tool name and a Rhai function name"
+    )]
+    InvalidName(String),
+    #[error("guard name '{0}' is registered twice: give one of them another name with .name(..)")]
+    Duplicate(String),
+    #[error("guard name '{0}' is a built-in tool of the server: choose another name")]
+    Builtin(String),
+    #[error("guard name '{0}' is reserved in scripts: choose another name")]
+    ReservedForScripts(String),
+    #[error(
+        "guard '{0}' borrows managed resources, which exist only in the server process: register it with .in_process()"
+    )]
+    ResourcesOutsideServer(String),
+    #[error("guard '{0}' has an input type whose schema is not an object: wrap the arguments in a struct")]
+    InputNotObject(String),
+}
+
+/// All guards of an application, sorted by name.
+#[derive(Debug, Default)]
+pub struct Registry {
+    guards: BTreeMap<String, Guard>,
+}
+
+impl Registry {
+    /// Validates every guard; the first problem found is returned.
+    pub fn new(guards: Vec<Guard>) -> Result<Self, RegistryError> {
+        let mut map = BTreeMap::new();
+        for guard in guards {
+            validate_name(&guard.name)?;
+            if guard.uses_resources && guard.mode != Mode::InProcess {
+                return Err(RegistryError::ResourcesOutsideServer(guard.name));
+            }
+            if guard.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+                return Err(RegistryError::InputNotObject(guard.name));
+            }
+            if map.contains_key(&guard.name) {
+                return Err(RegistryError::Duplicate(guard.name));
+            }
+            map.insert(guard.name.clone(), guard);
+        }
+        Ok(Self { guards: map })
+    }
+
+    /// The guard called `name`, if registered.
+    pub fn get(&self, name: &str) -> Option<&Guard> {
+        self.guards.get(name)
+    }
+
+    /// Guards in name order (the order of tools/list).
+    pub fn iter(&self) -> impl Iterator<Item = &Guard> {
+        self.guards.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.guards.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.guards.is_empty()
+    }
+
+    /// Names in order, for error messages and the registry snapshot.
+    pub fn names(&self) -> Vec<&str> {
+        self.guards.keys().map(String::as_str).collect()
+    }
+}
+
+fn validate_name(name: &str) -> Result<(), RegistryError> {
+    if name.is_empty() {
+        return Err(RegistryError::Unnamed);
+    }
+    let mut chars = name.chars();
+    let starts_with_letter = chars.next().is_some_and(|c| c.is_ascii_alphabetic());
+    if !starts_with_letter
+        || name.len() > MAX_GUARD_NAME
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        return Err(RegistryError::InvalidName(name.into()));
+    }
+    if BUILTIN_TOOLS.contains(&name) {
+        return Err(RegistryError::Builtin(name.into()));
+    }
+    if RESERVED_SCRIPT_NAMES.contains(&name) {
+        return Err(RegistryError::ReservedForScripts(name.into()));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::GuardError;
+    use crate::guard::{Resources, guard};
+
+    /// Echo input.
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Echo {
+        x: f64,
+    }
+
+    fn echo(input: Echo) -> Result<f64, GuardError> {
+        Ok(input.x)
+    }
+
+    fn needs_resources(_: &Resources, input: Echo) -> Result<f64, GuardError> {
+        Ok(input.x)
+    }
+
+    #[test]
+    fn bad_names_are_refused_with_the_reason() {
+        // Every naming rule produces its own error.
+        let cases = [
+            ("1abc", RegistryError::InvalidName("1abc".into())),
+            ("with-dash", RegistryError::InvalidName("with-dash".into())),
+            ("run_script", RegistryError::Builtin("run_script".into())),
+            ("final_answer", RegistryError::ReservedForScripts("final_answer".into())),
+            ("print", RegistryError::ReservedForScripts("print".into())),
+        ];
+        for (name, expected) in cases {
+            assert_eq!(Registry::new(vec![guard(echo).name(name)]).unwrap_err(), expected);
+        }
+        assert_eq!(
+            Registry::new(vec![guard(echo), guard(echo)]).unwrap_err(),
+            RegistryError::Duplicate("echo".into())
+        );
+    }
+
+    #[test]
+    fn resource_guards_must_run_in_process() {
+        // A guard borrowing resources cannot be isolated: resources live in the server only.
+        assert!(Registry::new(vec![guard(needs_resources)]).is_ok());
+        assert_eq!(
+            Registry::new(vec![guard(needs_resources).isolated()]).unwrap_err(),
+            RegistryError::ResourcesOutsideServer("needs_resources".into())
+        );
+    }
+
+    #[test]
+    fn tools_are_listed_in_name_order() {
+        // tools/list order is deterministic.
+        let registry = Registry::new(vec![guard(echo).name("b"), guard(echo).name("a")]).unwrap();
+        assert_eq!(registry.names(), vec!["a", "b"]);
+    }
+}

@@ -1,0 +1,132 @@
+//! The MCP server: rmcp's `ServerHandler` over the registry and executor.
+//!
+//! `tools/list` is the registry in name order; `tools/call` goes through the
+//! executor and comes back as structuredContent (mirrored as text). Errors a
+//! caller can fix are normal results with `isError: true` and a stable code;
+//! an unknown tool is a protocol error (-32602). Nothing here panics across
+//! the handler, and every call is bracketed by request events.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::events::Origin;
+use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
+
+/// Instructions sent to clients at initialize.
+const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
+Errors come back as results with isError=true, a stable error code and a message naming the field to fix. \
+'Server busy; retry later' means every call slot was in use: retry after a moment.";
+
+/// The handler rmcp drives. Cheap to clone (everything is shared).
+#[derive(Clone)]
+pub struct WardenServer {
+    executor: Arc<Executor>,
+    tools: Arc<Vec<Tool>>,
+    info: Implementation,
+}
+
+impl WardenServer {
+    pub fn new(executor: Arc<Executor>, name: &str, version: &str) -> Self {
+        let tools = crate::export::mcp_tools(executor.registry(), executor.limits());
+        Self {
+            executor,
+            tools: Arc::new(tools),
+            info: Implementation::new(name, version),
+        }
+    }
+
+    /// Runs one direct guard call with request events around it.
+    async fn call_guard(&self, name: &str, arguments: Value, context: &RequestContext<RoleServer>) -> CallToolResult {
+        let origin = Origin::request("direct", name);
+        let events = self.executor.events();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome = self
+            .executor
+            .call(CallRequest {
+                guard: name,
+                arguments,
+                origin: &origin,
+                cancel: context.ct.clone(),
+                admission: Admission::TryNow,
+            })
+            .await;
+        let (status, error_type) = match &outcome {
+            Ok(_) => (Status::Success, None),
+            Err(failure) => (failure.status, Some(failure.error.code.clone())),
+        };
+        if status == Status::Rejected {
+            events.emit(&origin, "request_rejected", json!({"reason": "server_busy"}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({
+                "status": status.as_str(),
+                "task_type": null,
+                "error_type": error_type,
+                "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+            }),
+        );
+        result_of(outcome, &origin.request_id)
+    }
+}
+
+/// The MCP result for an executor outcome.
+pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> CallToolResult {
+    match outcome {
+        Ok(value) => CallToolResult::structured(value),
+        Err(failure) => CallToolResult::structured_error(json!({
+            "status": failure.status.as_str(),
+            "error": failure.error,
+            "request_id": request_id,
+        })),
+    }
+}
+
+impl ServerHandler for WardenServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(self.info.clone())
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if self.executor.registry().get(&name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool '{name}'; available tools: {}",
+                    self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+                ),
+                None,
+            ));
+        }
+        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        Ok(self.call_guard(&name, arguments, &context).await.into())
+    }
+}

@@ -1,0 +1,110 @@
+//! The worker side of isolation: the hidden entry point a worker process runs.
+//!
+//! The server re-executes the application binary with [`WORKER_ARG`]; `run()`
+//! takes this branch before it builds any managed resource. The worker keeps
+//! the original stdout descriptor for protocol lines only and points fd 1 at
+//! its stderr (the per-call diagnostics log), so a guard that prints cannot
+//! corrupt the protocol. It answers exactly one request and exits.
+
+pub mod protocol;
+
+use std::io::{BufRead, Read, Write};
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+
+pub use protocol::{Request, Response, WORKER_ARG};
+
+use crate::error::{GuardError, codes};
+use crate::guard::Resources;
+use crate::registry::Registry;
+
+/// Largest request line a worker reads: the argument cap plus room for the
+/// envelope. The server enforces the argument cap before sending.
+const MAX_REQUEST_LINE: u64 = crate::limits::DEFAULT_MAX_ARGUMENT_BYTES as u64 + 64 * 1024;
+
+/// Entry point of a guard worker process. Exit code 0 after answering; 3 when
+/// the protocol itself failed (the server then reports the diagnostics log).
+pub fn main(registry: &Registry) -> ExitCode {
+    let protocol_out = match redirect_stdout() {
+        Ok(file) => file,
+        Err(error) => {
+            eprintln!("warden worker: cannot set up the protocol descriptor: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let mut line = Vec::new();
+    let stdin = std::io::stdin();
+    let read = stdin.lock().take(MAX_REQUEST_LINE).read_until(b'\n', &mut line);
+    if let Err(error) = read {
+        eprintln!("warden worker: cannot read request: {error}");
+        return ExitCode::from(3);
+    }
+    let response = match serde_json::from_slice::<Request>(&line) {
+        Ok(Request::Ping) => Response::Pong {
+            pid: std::process::id(),
+            guards: registry.len(),
+        },
+        Ok(Request::Call {
+            guard, arguments, ..
+        }) => run_guard(registry, &guard, arguments),
+        Err(error) => {
+            eprintln!("warden worker: malformed request: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    match write_response(protocol_out, &response) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("warden worker: cannot write response: {error}");
+            ExitCode::from(3)
+        }
+    }
+}
+
+/// Runs one guard in this process, turning a panic into an error result.
+pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::Value) -> Response {
+    let Some(guard) = registry.get(name) else {
+        return Response::Error {
+            error: GuardError::new("unknown_guard", format!("no guard named '{name}' in this worker")),
+        };
+    };
+    let resources = Resources::default();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guard.invoke(&resources, arguments)
+    }));
+    match outcome {
+        Ok(Ok(value)) => Response::Result { value },
+        Ok(Err(error)) => Response::Error { error },
+        Err(payload) => Response::Error {
+            error: GuardError::new(
+                codes::GUARD_PANICKED,
+                format!("guard '{name}' panicked: {}", panic_message(&payload)),
+            ),
+        },
+    }
+}
+
+/// The text of a panic payload, when it has one.
+pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Duplicates stdout for protocol use and points fd 1 at stderr.
+fn redirect_stdout() -> std::io::Result<std::fs::File> {
+    let protocol = nix::unistd::dup(std::io::stdout().as_fd())?;
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
+    Ok(std::fs::File::from(protocol))
+}
+
+fn write_response(mut out: std::fs::File, response: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(response)?;
+    line.push(b'\n');
+    out.write_all(&line)?;
+    out.flush()
+}

@@ -1,0 +1,38 @@
+//! The JSON-lines protocol between the server and a worker process.
+//!
+//! One JSON object per line on the worker's stdin (requests) and on its
+//! protocol descriptor (responses). Both sides read lines with a byte cap, so
+//! a runaway peer cannot make the other allocate without bound.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::GuardError;
+
+/// The hidden first argument that turns the application binary into a worker.
+pub const WORKER_ARG: &str = "__warden-worker";
+
+/// What the server asks of a guard worker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// Run one guard and answer with [`Response::Result`] or [`Response::Error`].
+    Call {
+        guard: String,
+        arguments: Value,
+        /// W3C trace context of the calling span.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
+    },
+    /// Answer [`Response::Pong`] without calling anything (used by preflight).
+    Ping,
+}
+
+/// What a guard worker answers.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Response {
+    Result { value: Value },
+    Error { error: GuardError },
+    Pong { pid: u32, guards: usize },
+}
