@@ -106,7 +106,10 @@ impl App {
     /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
     /// 2 a usage or configuration error.
     pub fn run(self) -> ExitCode {
-        if std::env::args_os().nth(1).is_some_and(|a| a == crate::worker::WORKER_ARG) {
+        if std::env::args_os()
+            .nth(1)
+            .is_some_and(|a| a == crate::worker::WORKER_ARG)
+        {
             return match Registry::new(self.guards) {
                 Ok(registry) => crate::worker::main(&registry),
                 Err(error) => {
@@ -134,7 +137,10 @@ impl App {
             match (factory.build)() {
                 Ok(value) => resources.insert(factory.type_id, value),
                 Err(reason) => {
-                    eprintln!("warning: managed resource {} failed to load: {reason}", factory.type_name);
+                    eprintln!(
+                        "warning: managed resource {} failed to load: {reason}",
+                        factory.type_name
+                    );
                     resources.insert_failure(factory.type_id, factory.type_name, reason);
                 }
             }
@@ -146,7 +152,6 @@ impl App {
 /// Everything a command needs at run time.
 pub(crate) struct Runtime {
     pub executor: Arc<Executor>,
-    pub artifacts_dir: PathBuf,
     /// Flushes events.jsonl when dropped.
     pub _events_guard: Option<tracing_appender::non_blocking::WorkerGuard>,
 }
@@ -180,7 +185,6 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     Ok((
         Runtime {
             executor: Arc::new(executor),
-            artifacts_dir,
             _events_guard: guard,
         },
         name,

@@ -56,7 +56,11 @@ pub(crate) fn main(app: App) -> ExitCode {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();
-            return if error.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+            return if error.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     let command = match (cli.list_tools, cli.command) {
@@ -79,7 +83,9 @@ pub(crate) fn main(app: App) -> ExitCode {
         }
     };
     let code = runtime.block_on(dispatch(app, command, list_only));
-    // Workers of calls still in flight are killed when their futures drop.
+    // Calls may still be in flight (the client hung up mid-call): kill their
+    // workers now instead of waiting for their futures to be dropped.
+    crate::executor::kill_all_workers();
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     code
 }
@@ -98,8 +104,17 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
             let _ = format;
             for guard in runtime.executor.registry().iter() {
                 let summary = guard.description().lines().next().unwrap_or_default();
-                let timeout = runtime.executor.limits().guard_deadline(guard.own_timeout()).as_secs();
-                println!("{:<28} {:<10} {:>4}s  {summary}", guard.tool_name(), guard.mode().as_str(), timeout);
+                let timeout = runtime
+                    .executor
+                    .limits()
+                    .guard_deadline(guard.own_timeout())
+                    .as_secs();
+                println!(
+                    "{:<28} {:<10} {:>4}s  {summary}",
+                    guard.tool_name(),
+                    guard.mode().as_str(),
+                    timeout
+                );
             }
             ExitCode::SUCCESS
         }
@@ -130,12 +145,15 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
             return ExitCode::from(1);
         }
     };
-    match service.waiting().await {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: MCP service ended abnormally: {error}");
-            ExitCode::from(1)
-        }
+    tokio::select! {
+        ended = service.waiting() => match ended {
+            Ok(_) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: MCP service ended abnormally: {error}");
+                ExitCode::from(1)
+            }
+        },
+        _ = shutdown_signal() => ExitCode::SUCCESS,
     }
 }
 
@@ -178,5 +196,18 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
             eprintln!("error ({}): {}", failure.error.code, failure.error.message);
             ExitCode::from(1)
         }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT, so a supervisor's stop is a clean shutdown.
+async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
     }
 }

@@ -49,7 +49,9 @@ pub struct Events {
 
 impl std::fmt::Debug for Events {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Events").field("enabled", &self.writer.is_some()).finish()
+        f.debug_struct("Events")
+            .field("enabled", &self.writer.is_some())
+            .finish()
     }
 }
 
@@ -100,7 +102,10 @@ pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> String {
         "timestamp".into(),
         json!(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
     );
-    map.insert("event_id".into(), json!(uuid::Uuid::new_v4().simple().to_string()));
+    map.insert(
+        "event_id".into(),
+        json!(uuid::Uuid::new_v4().simple().to_string()),
+    );
     map.insert("event".into(), json!(event));
     map.insert("request_id".into(), json!(origin.request_id));
     map.insert("mode".into(), json!(origin.mode));
@@ -128,8 +133,16 @@ mod tests {
         let line = record(&origin, "request_started", json!({"status": "x"}));
         let value: Value = serde_json::from_str(&line).unwrap();
         for key in [
-            "timestamp", "event_id", "event", "request_id", "mode", "tool", "task_id", "trace_id",
-            "span_id", "pid",
+            "timestamp",
+            "event_id",
+            "event",
+            "request_id",
+            "mode",
+            "tool",
+            "task_id",
+            "trace_id",
+            "span_id",
+            "pid",
         ] {
             assert!(value.get(key).is_some(), "missing {key}");
         }

@@ -186,9 +186,8 @@ where
     let run: ErasedFn = Arc::new(move |resources, arguments| {
         let input: I = crate::schema::decode_arguments(arguments)?;
         let output = function.invoke(resources, input)?;
-        let value = serde_json::to_value(output).map_err(|e| {
-            GuardError::new("bad_output", format!("guard result is not valid JSON: {e}"))
-        })?;
+        let value = serde_json::to_value(output)
+            .map_err(|e| GuardError::new("bad_output", format!("guard result is not valid JSON: {e}")))?;
         Ok(if wraps_scalar {
             serde_json::json!({ "result": value })
         } else {

@@ -71,9 +71,7 @@ pub const MAX_GUARD_NAME: usize = 64;
 /// Why a registration was refused. Messages name the guard and the fix.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RegistryError {
-    #[error(
-        "guard name could not be derived (closures have no name): call .name(\"my_guard\") on the guard"
-    )]
+    #[error("guard name could not be derived (closures have no name): call .name(\"my_guard\") on the guard")]
     Unnamed,
     #[error(
         "guard name '{0}' is invalid: use 1-64 ASCII letters, digits and '_', starting with a letter, so it is both an MCP tool name and a Rhai function name"
@@ -191,7 +189,10 @@ mod tests {
             ("1abc", RegistryError::InvalidName("1abc".into())),
             ("with-dash", RegistryError::InvalidName("with-dash".into())),
             ("run_script", RegistryError::Builtin("run_script".into())),
-            ("final_answer", RegistryError::ReservedForScripts("final_answer".into())),
+            (
+                "final_answer",
+                RegistryError::ReservedForScripts("final_answer".into()),
+            ),
             ("print", RegistryError::ReservedForScripts("print".into())),
         ];
         for (name, expected) in cases {

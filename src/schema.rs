@@ -109,7 +109,7 @@ mod tests {
     use serde::Deserialize;
 
     /// Adds two numbers.
-    #[derive(Deserialize, JsonSchema)]
+    #[derive(Debug, Deserialize, JsonSchema)]
     #[allow(dead_code)]
     struct Add {
         /// Left operand.
@@ -141,7 +141,11 @@ mod tests {
         // A wrong type and a missing field both name the field.
         let err = decode_arguments::<Add>(json!({"a": "x", "b": 1})).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("a"));
-        assert!(err.message.starts_with("invalid arguments: a: invalid type"), "{}", err.message);
+        assert!(
+            err.message.starts_with("invalid arguments: a: invalid type"),
+            "{}",
+            err.message
+        );
         let err = decode_arguments::<Add>(json!({"a": 1})).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("b"));
         assert!(err.message.contains("missing field `b`"), "{}", err.message);

@@ -44,7 +44,12 @@ impl WardenServer {
     }
 
     /// Runs one direct guard call with request events around it.
-    async fn call_guard(&self, name: &str, arguments: Value, context: &RequestContext<RoleServer>) -> CallToolResult {
+    async fn call_guard(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
         let origin = Origin::request("direct", name);
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
@@ -121,7 +126,11 @@ impl ServerHandler for WardenServer {
             return Err(ErrorData::invalid_params(
                 format!(
                     "unknown tool '{name}'; available tools: {}",
-                    self.tools.iter().map(|t| t.name.as_ref()).collect::<Vec<_>>().join(", ")
+                    self.tools
+                        .iter()
+                        .map(|t| t.name.as_ref())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ),
                 None,
             ));

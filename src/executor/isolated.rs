@@ -16,7 +16,7 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::sandbox::{Rlimits, confine, kill_group};
+use super::sandbox::{Rlimits, confine, kill_group, release_group, track_group};
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
 use crate::worker::{Request, Response, WORKER_ARG};
@@ -42,7 +42,7 @@ struct WorkerProcess {
 
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
-        kill_group(self.pgid);
+        release_group(self.pgid);
     }
 }
 
@@ -59,7 +59,9 @@ impl WorkerLauncher {
         let log_path = self
             .diagnostics_dir
             .join(format!("worker-{}.log", uuid::Uuid::new_v4().simple()));
-        let result = self.call_logged(request, rlimits, deadline, cancel, label, &log_path).await;
+        let result = self
+            .call_logged(request, rlimits, deadline, cancel, label, &log_path)
+            .await;
         remove_if_empty(&log_path);
         result
     }
@@ -119,7 +121,10 @@ impl WorkerLauncher {
             )),
             Ok(Exchange::Garbled(detail)) => Err(Failure::new(
                 Status::Failed,
-                GuardError::new(codes::WORKER_CRASHED, format!("worker for '{label}' sent an unreadable response: {detail}")),
+                GuardError::new(
+                    codes::WORKER_CRASHED,
+                    format!("worker for '{label}' sent an unreadable response: {detail}"),
+                ),
             )),
             Ok(Exchange::NoAnswer) => Err(Failure::new(
                 Status::Failed,
@@ -143,6 +148,7 @@ impl WorkerLauncher {
         confine(&mut command, rlimits);
         let child = command.spawn()?;
         let pgid = child.id().unwrap_or_default();
+        track_group(pgid);
         Ok(WorkerProcess { child, pgid })
     }
 }
@@ -182,7 +188,12 @@ async fn exchange(child: &mut Child, request: &Request, cap: usize) -> Exchange 
 
 /// Explains a worker that exited without answering, from its exit status
 /// and the tail of its diagnostics log.
-fn died_without_answer(label: &str, status: Option<ExitStatus>, log_path: &Path, rlimits: Rlimits) -> GuardError {
+fn died_without_answer(
+    label: &str,
+    status: Option<ExitStatus>,
+    log_path: &Path,
+    rlimits: Rlimits,
+) -> GuardError {
     use std::os::unix::process::ExitStatusExt;
     let log = std::fs::read_to_string(log_path).unwrap_or_default();
     let how = match status {
@@ -200,18 +211,32 @@ fn died_without_answer(label: &str, status: Option<ExitStatus>, log_path: &Path,
     let (code, hint) = if out_of_memory {
         (
             codes::WORKER_OUT_OF_MEMORY,
-            format!(" after exceeding its {} MiB address-space limit", rlimits.memory / (1024 * 1024)),
+            format!(
+                " after exceeding its {} MiB address-space limit",
+                rlimits.memory / (1024 * 1024)
+            ),
         )
     } else {
         (codes::WORKER_CRASHED, String::new())
     };
-    let tail: String = log.lines().rev().take(3).collect::<Vec<_>>().into_iter().rev().collect::<Vec<_>>().join(" | ");
+    let tail: String = log
+        .lines()
+        .rev()
+        .take(3)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" | ");
     let detail = if tail.is_empty() {
         String::new()
     } else {
         format!("; last log lines: {tail}; full log: {}", log_path.display())
     };
-    GuardError::new(code, format!("worker for '{label}' {how}{hint} before answering{detail}"))
+    GuardError::new(
+        code,
+        format!("worker for '{label}' {how}{hint} before answering{detail}"),
+    )
 }
 
 fn remove_if_empty(path: &Path) {

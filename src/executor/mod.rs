@@ -9,6 +9,8 @@ mod in_process;
 mod isolated;
 pub(crate) mod sandbox;
 
+pub use sandbox::kill_all_workers;
+
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
@@ -100,7 +102,9 @@ pub struct Executor {
 
 impl std::fmt::Debug for Executor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Executor").field("limits", &self.limits).finish_non_exhaustive()
+        f.debug_struct("Executor")
+            .field("limits", &self.limits)
+            .finish_non_exhaustive()
     }
 }
 
@@ -151,7 +155,9 @@ impl Executor {
                 ),
             ));
         };
-        let size = serde_json::to_vec(&request.arguments).map(|v| v.len()).unwrap_or(0);
+        let size = serde_json::to_vec(&request.arguments)
+            .map(|v| v.len())
+            .unwrap_or(0);
         if size > self.limits.max_argument_bytes {
             return Err(Failure::new(
                 Status::Failed,
@@ -253,13 +259,22 @@ impl Executor {
         let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());
         let answer = self
             .launcher
-            .call(&Request::Ping, rlimits, Instant::now() + timeout, &CancellationToken::new(), "ping")
+            .call(
+                &Request::Ping,
+                rlimits,
+                Instant::now() + timeout,
+                &CancellationToken::new(),
+                "ping",
+            )
             .await?;
         match answer {
             Response::Pong { pid, guards } => Ok((pid, guards)),
             _ => Err(Failure::new(
                 Status::Failed,
-                GuardError::new(codes::WORKER_CRASHED, "worker did not answer the ping with a pong"),
+                GuardError::new(
+                    codes::WORKER_CRASHED,
+                    "worker did not answer the ping with a pong",
+                ),
             )),
         }
     }

@@ -5,7 +5,9 @@
 //! under rlimits. Only async-signal-safe calls happen here: the closure runs
 //! in the forked child before `exec`.
 
+use std::collections::BTreeSet;
 use std::io;
+use std::sync::Mutex;
 
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, killpg};
@@ -50,14 +52,9 @@ pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
             if nix::unistd::getppid() != parent {
                 return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
             }
-            setrlimit(Resource::RLIMIT_AS, rlimits.memory, rlimits.memory)
+            setrlimit(Resource::RLIMIT_AS, rlimits.memory, rlimits.memory).map_err(io::Error::from)?;
+            setrlimit(Resource::RLIMIT_CPU, rlimits.cpu_seconds, rlimits.cpu_seconds + 1)
                 .map_err(io::Error::from)?;
-            setrlimit(
-                Resource::RLIMIT_CPU,
-                rlimits.cpu_seconds,
-                rlimits.cpu_seconds + 1,
-            )
-            .map_err(io::Error::from)?;
             setrlimit(Resource::RLIMIT_NOFILE, rlimits.open_files, rlimits.open_files)
                 .map_err(io::Error::from)?;
             setrlimit(Resource::RLIMIT_FSIZE, rlimits.file_size, rlimits.file_size)
@@ -68,9 +65,39 @@ pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
     }
 }
 
+/// Process groups of workers that are running now. Shutdown kills them all
+/// explicitly rather than trusting every future to be dropped in time.
+static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
+
+/// Records a started worker's process group.
+pub(crate) fn track_group(pgid: u32) {
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        groups.insert(pgid);
+    }
+}
+
 /// Kills a worker's whole process group. Harmless if it is already gone.
 pub(crate) fn kill_group(pgid: u32) {
     if let Ok(pid) = i32::try_from(pgid) {
         let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+}
+
+/// Kills a tracked group and forgets it (the worker is being reaped).
+pub(crate) fn release_group(pgid: u32) {
+    kill_group(pgid);
+    if let Ok(mut groups) = LIVE_GROUPS.lock() {
+        groups.remove(&pgid);
+    }
+}
+
+/// Kills every worker group still running; called on shutdown.
+pub fn kill_all_workers() {
+    let groups = LIVE_GROUPS
+        .lock()
+        .map(|mut g| std::mem::take(&mut *g))
+        .unwrap_or_default();
+    for pgid in groups {
+        kill_group(pgid);
     }
 }

@@ -44,9 +44,7 @@ pub fn main(registry: &Registry) -> ExitCode {
             pid: std::process::id(),
             guards: registry.len(),
         },
-        Ok(Request::Call {
-            guard, arguments, ..
-        }) => run_guard(registry, &guard, arguments),
+        Ok(Request::Call { guard, arguments, .. }) => run_guard(registry, &guard, arguments),
         Err(error) => {
             eprintln!("warden worker: malformed request: {error}");
             return ExitCode::from(3);

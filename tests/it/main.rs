@@ -1,1 +1,7 @@
-fn main(){}
+//! Integration tests: every test spawns a real server binary and speaks MCP
+//! over stdio with the rmcp client. The model is never live.
+
+mod common;
+mod executor;
+mod lifecycle;
+mod tools;

@@ -1,0 +1,23 @@
+//! warden-finance: the example Warden application.
+//!
+//! [`domain`] is plain Rust (no MCP, no async); [`guards`] turns its functions
+//! into registered guards. `main.rs` is one line: `app().run()`.
+
+pub mod domain;
+pub mod guards;
+
+pub use guards::app;
+
+impl From<domain::DomainError> for warden::GuardError {
+    fn from(error: domain::DomainError) -> Self {
+        match error.field {
+            Some(field) => {
+                // DomainError messages already start with the field name.
+                let prefix = format!("{field}: ");
+                let message = error.message.strip_prefix(&prefix).unwrap_or(&error.message);
+                warden::GuardError::invalid_input(field, message)
+            }
+            None => warden::GuardError::failed(error.message),
+        }
+    }
+}

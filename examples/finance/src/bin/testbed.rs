@@ -1,1 +1,98 @@
-fn main() {}
+//! warden-testbed: the example app plus hostile guards, for the test suite
+//! only. Each guard misbehaves in one way a real guard might (hangs, panics,
+//! aborts, eats memory, floods stdout, answers too much), so the tests can
+//! prove the executor contains it. Never register these in a real server.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use warden::{GuardError, guard};
+
+/// Sleep for a while, then echo the tag (isolated; timeout 5 s).
+#[derive(Deserialize, JsonSchema)]
+struct SleepInput {
+    /// How long to sleep, in milliseconds.
+    millis: u64,
+    /// Echoed back.
+    #[serde(default)]
+    tag: String,
+    /// When set, first start `sleep <child_marker>` as a child process, so
+    /// tests can check the whole process group is killed.
+    #[serde(default)]
+    child_marker: Option<u64>,
+}
+
+#[derive(serde::Serialize, JsonSchema)]
+struct SleepOutput {
+    tag: String,
+    pid: u32,
+}
+
+fn slow_echo(input: SleepInput) -> Result<SleepOutput, GuardError> {
+    if let Some(marker) = input.child_marker {
+        std::process::Command::new("sleep")
+            .arg(marker.to_string())
+            .spawn()
+            .map_err(|e| GuardError::failed(format!("cannot start child: {e}")))?;
+    }
+    std::thread::sleep(Duration::from_millis(input.millis));
+    Ok(SleepOutput {
+        tag: input.tag,
+        pid: std::process::id(),
+    })
+}
+
+/// Sleep on a server thread (in_process; timeout 1 s).
+#[derive(Deserialize, JsonSchema)]
+struct InProcessSleep {
+    /// How long to sleep, in milliseconds.
+    millis: u64,
+}
+
+fn sleep_in_process(input: InProcessSleep) -> Result<u64, GuardError> {
+    std::thread::sleep(Duration::from_millis(input.millis));
+    Ok(input.millis)
+}
+
+/// Misbehave in the chosen way.
+#[derive(Deserialize, JsonSchema)]
+struct CrashInput {
+    /// panic | abort | oom | print | huge
+    how: String,
+}
+
+fn misbehave(input: CrashInput) -> Result<String, GuardError> {
+    match input.how.as_str() {
+        "panic" => panic!("deliberate panic"),
+        "abort" => std::process::abort(),
+        "oom" => {
+            let mut blocks: Vec<Vec<u8>> = Vec::new();
+            loop {
+                blocks.push(vec![1u8; 64 * 1024 * 1024]);
+            }
+        }
+        "print" => {
+            println!("stray stdout from a guard");
+            eprintln!("stray stderr from a guard");
+            Ok("printed".into())
+        }
+        "huge" => Ok("x".repeat(2 * 1024 * 1024)),
+        other => Err(GuardError::invalid_input(
+            "how",
+            format!("expected panic, abort, oom, print or huge, got '{other}'"),
+        )),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    warden_finance::app()
+        .guard(guard(slow_echo).timeout(Duration::from_secs(5)))
+        .guard(
+            guard(sleep_in_process)
+                .in_process()
+                .timeout(Duration::from_secs(1)),
+        )
+        .guard(guard(misbehave))
+        .run()
+}

@@ -1,0 +1,180 @@
+//! Shared helpers: spawn a server binary with a private artifacts directory,
+//! talk to it with the rmcp client, and look at /proc and events.jsonl.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use serde_json::{Value, json};
+
+pub const FINANCE: &str = env!("CARGO_BIN_EXE_warden-finance");
+pub const TESTBED: &str = env!("CARGO_BIN_EXE_warden-testbed");
+
+/// A running server and the client connected to it.
+pub struct Server {
+    pub client: RunningService<RoleClient, ()>,
+    pub pid: u32,
+    pub artifacts: tempfile::TempDir,
+}
+
+impl Server {
+    /// Spawns `binary` with no arguments, as an MCP client would.
+    pub async fn start(binary: &str) -> Server {
+        Self::start_with_env(binary, &[]).await
+    }
+
+    pub async fn start_with_env(binary: &str, env: &[(&str, &str)]) -> Server {
+        let artifacts = tempfile::tempdir().expect("temp dir");
+        let mut command = tokio::process::Command::new(binary);
+        command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn server");
+        let pid = transport.id().expect("server pid");
+        let client = tokio::time::timeout(Duration::from_secs(10), ().serve(transport))
+            .await
+            .expect("initialize in time")
+            .expect("initialize");
+        Server {
+            client,
+            pid,
+            artifacts,
+        }
+    }
+
+    /// Calls a tool and returns its result (panics on protocol errors).
+    pub async fn call(&self, tool: &str, arguments: Value) -> CallToolResult {
+        self.try_call(tool, arguments).await.expect("tools/call answered")
+    }
+
+    pub async fn try_call(&self, tool: &str, arguments: Value) -> Result<CallToolResult, rmcp::ServiceError> {
+        let Value::Object(arguments) = arguments else {
+            panic!("arguments must be an object")
+        };
+        self.client
+            .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(arguments))
+            .await
+    }
+
+    /// events.jsonl records, waiting up to 3 s until `ready` holds for them.
+    pub async fn events_until(&self, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let path = self.artifacts.path().join("events.jsonl");
+        let start = Instant::now();
+        loop {
+            let records = read_jsonl(&path);
+            if ready(&records) || start.elapsed() > Duration::from_secs(3) {
+                return records;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+    }
+
+    /// Pids of live worker processes whose parent is this server.
+    pub fn workers(&self) -> Vec<u32> {
+        children_of(self.pid)
+    }
+}
+
+/// Structured content of a result (always an object here).
+pub fn structured(result: &CallToolResult) -> Value {
+    result.structured_content.clone().unwrap_or(Value::Null)
+}
+
+pub fn is_error(result: &CallToolResult) -> bool {
+    result.is_error == Some(true)
+}
+
+/// The error code of an error result.
+pub fn error_code(result: &CallToolResult) -> String {
+    structured(result)["error"]["code"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+pub fn read_jsonl(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect()
+}
+
+/// Live (non-zombie) processes whose parent is `pid`.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // Fields after the command name: state, ppid, ...
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r.trim().to_string()) else {
+            continue;
+        };
+        let mut fields = rest.split_whitespace();
+        let state = fields.next().unwrap_or("");
+        let ppid = fields.next().and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(pid) && state != "Z" {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// Whether any live process runs `sleep <marker>`.
+pub fn marker_alive(marker: u64) -> bool {
+    let wanted = format!("sleep\0{marker}\0");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    entries.flatten().any(|entry| {
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let state = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        cmdline == wanted.as_bytes() && !state.contains(") Z ")
+    })
+}
+
+/// Polls `check` for up to `limit`.
+pub async fn eventually(limit: Duration, check: impl Fn() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    check()
+}
+
+/// A number unlikely to collide with another test's marker.
+pub fn unique_marker() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(7);
+    100_000 + (nanos % 800_000) + std::process::id() as u64 % 1000
+}
+
+pub fn call_args() -> Value {
+    json!({"option_type": "call", "spot": 100, "strike": 100, "time_to_expiry": 1, "volatility": 0.2, "rate": 0.05})
+}
+
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}

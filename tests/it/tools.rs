@@ -1,0 +1,218 @@
+//! tools/list and direct calls: schemas, published prices, bad input.
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+#[tokio::test]
+async fn tools_list_has_schemas_enums_and_hints() {
+    // Every guard is listed in name order with derived schemas and annotations.
+    let server = Server::start(FINANCE).await;
+    let tools = server.client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(names, sorted, "deterministic name order");
+    for wanted in [
+        "price_option_t",
+        "calc_greeks_t",
+        "get_quote",
+        "get_quote_isolated",
+    ] {
+        assert!(names.contains(&wanted), "{wanted} missing from {names:?}");
+    }
+    let price = tools.iter().find(|t| t.name == "price_option_t").unwrap();
+    let schema = Value::Object(price.input_schema.as_ref().clone());
+    assert_eq!(schema["type"], "object");
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|v| v.as_str())
+        .collect();
+    for field in [
+        "option_type",
+        "spot",
+        "strike",
+        "time_to_expiry",
+        "volatility",
+        "rate",
+    ] {
+        assert!(
+            required.contains(&field),
+            "{field} should be required: {required:?}"
+        );
+    }
+    assert!(
+        !required.contains(&"dividend_yield"),
+        "dividend_yield has a default"
+    );
+    let text = schema.to_string();
+    assert!(
+        text.contains("\"call\"") && text.contains("\"put\""),
+        "option_type enum: {text}"
+    );
+    assert!(
+        price.description.as_deref().unwrap_or("").contains("Black"),
+        "description from doc comment"
+    );
+    let annotations = price.annotations.as_ref().unwrap();
+    assert_eq!(annotations.read_only_hint, Some(true));
+    assert_eq!(annotations.destructive_hint, Some(false));
+    let output = Value::Object(price.output_schema.as_ref().unwrap().as_ref().clone());
+    assert_eq!(
+        output["properties"]["result"]["type"], "number",
+        "scalar output wrapped: {output}"
+    );
+}
+
+#[tokio::test]
+async fn published_prices_come_back_as_structured_content() {
+    // Hull's textbook values through MCP: 10.4506 / 5.5735 and 4.7594 / 0.8086.
+    let server = Server::start(FINANCE).await;
+    let cases = [
+        (
+            json!({"option_type": "call", "spot": 100, "strike": 100, "time_to_expiry": 1, "volatility": 0.2, "rate": 0.05}),
+            10.4506,
+        ),
+        (
+            json!({"option_type": "put", "spot": 100, "strike": 100, "time_to_expiry": 1, "volatility": 0.2, "rate": 0.05}),
+            5.5735,
+        ),
+        (
+            json!({"option_type": "call", "spot": 42, "strike": 40, "time_to_expiry": 0.5, "volatility": 0.2, "rate": 0.1}),
+            4.7594,
+        ),
+        (
+            json!({"option_type": "put", "spot": 42, "strike": 40, "time_to_expiry": 0.5, "volatility": 0.2, "rate": 0.1}),
+            0.8086,
+        ),
+    ];
+    for (arguments, expected) in cases {
+        let result = server.call("price_option_t", arguments.clone()).await;
+        assert!(!is_error(&result), "{result:?}");
+        let price = structured(&result)["result"].as_f64().unwrap();
+        assert!(
+            (price - expected).abs() < 5e-5,
+            "{arguments} → {price}, expected {expected}"
+        );
+        let text = result.content[0].as_text().unwrap().text.clone();
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            structured(&result),
+            "text mirrors structuredContent"
+        );
+    }
+    let greeks = server.call("calc_greeks_t", call_args()).await;
+    let delta = structured(&greeks)["delta"].as_f64().unwrap();
+    assert!((delta - 0.6368).abs() < 1e-3, "delta {delta}");
+}
+
+#[tokio::test]
+async fn quotes_in_process_and_isolated_agree() {
+    // The managed resource and the fresh read in a worker give the same quote.
+    let server = Server::start(FINANCE).await;
+    let a = server.call("get_quote", json!({"symbol": "msft"})).await;
+    let b = server.call("get_quote_isolated", json!({"symbol": "MSFT"})).await;
+    assert!(!is_error(&a) && !is_error(&b));
+    assert_eq!(structured(&a), structured(&b));
+    let unknown = server.call("get_quote", json!({"symbol": "NOPE"})).await;
+    assert!(is_error(&unknown));
+    let message = structured(&unknown)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("known symbols") && message.contains("AAPL"),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn every_bad_input_class_is_answered_and_the_server_keeps_serving() {
+    // Missing field, wrong type, out of range, unknown enum value, unknown tool.
+    let server = Server::start(FINANCE).await;
+    let mut missing = call_args();
+    missing.as_object_mut().unwrap().remove("strike");
+    let cases = [
+        (missing, "invalid_arguments", "strike"),
+        (
+            json!({"option_type": "call", "spot": "abc", "strike": 100, "time_to_expiry": 1, "volatility": 0.2, "rate": 0.05}),
+            "invalid_arguments",
+            "spot",
+        ),
+        (
+            json!({"option_type": "call", "spot": 100, "strike": 100, "time_to_expiry": 1, "volatility": -0.2, "rate": 0.05}),
+            "invalid_input",
+            "volatility",
+        ),
+        (
+            json!({"option_type": "straddle", "spot": 100, "strike": 100, "time_to_expiry": 1, "volatility": 0.2, "rate": 0.05}),
+            "invalid_arguments",
+            "option_type",
+        ),
+    ];
+    for (arguments, code, field) in cases {
+        let result = server.call("price_option_t", arguments).await;
+        assert!(is_error(&result));
+        assert_eq!(error_code(&result), code);
+        let error = &structured(&result)["error"];
+        assert_eq!(error["field"], field, "{error}");
+        assert!(error["message"].as_str().unwrap().contains(field), "{error}");
+    }
+    let unknown = server.try_call("no_such_tool", json!({})).await;
+    let message = format!("{:?}", unknown.expect_err("unknown tool is a protocol error"));
+    assert!(
+        message.contains("-32602") || message.contains("unknown tool"),
+        "{message}"
+    );
+    // Still serving.
+    let result = server.call("price_option_t", call_args()).await;
+    assert!(!is_error(&result));
+}
+
+#[tokio::test]
+async fn a_malformed_json_rpc_line_gets_a_parse_error_and_serving_continues() {
+    // A raw garbage line on stdin must not kill the server.
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = tokio::process::Command::new(FINANCE)
+        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
+    let reply: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(reply["id"], 1);
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .unwrap();
+    stdin.write_all(b"this is not json\n").await.unwrap();
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    stdin.write_all(format!("{list}\n").as_bytes()).await.unwrap();
+    let mut saw_list = false;
+    for _ in 0..3 {
+        let Ok(Some(line)) = lines.next_line().await else {
+            break;
+        };
+        let value: Value = serde_json::from_str(&line).unwrap();
+        if value["id"] == 2 {
+            assert!(value["result"]["tools"].as_array().unwrap().len() >= 4);
+            saw_list = true;
+            break;
+        }
+    }
+    assert!(saw_list, "server answered tools/list after a garbage line");
+    drop(stdin);
+    let status = tokio::time::timeout(std::time::Duration::from_secs(5), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(status.success(), "clean exit on EOF: {status}");
+}
