@@ -110,7 +110,11 @@ impl App {
             .nth(1)
             .is_some_and(|a| a == crate::worker::WORKER_ARG)
         {
+            let script = std::env::args_os()
+                .nth(2)
+                .is_some_and(|a| a == crate::script::SCRIPT_WORKER);
             return match Registry::new(self.guards) {
+                Ok(registry) if script => crate::script::worker::main(registry),
                 Ok(registry) => crate::worker::main(&registry),
                 Err(error) => {
                     eprintln!("warden worker: {error}");
@@ -152,6 +156,7 @@ impl App {
 /// Everything a command needs at run time.
 pub(crate) struct Runtime {
     pub executor: Arc<Executor>,
+    pub tasks: Arc<crate::task::TaskRunner>,
     /// Flushes events.jsonl when dropped.
     pub _events_guard: Option<tracing_appender::non_blocking::WorkerGuard>,
 }
@@ -177,14 +182,29 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let diagnostics_dir = diagnostics_dir(&artifacts_dir);
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this program's binary: {e}"))?;
     let launcher = WorkerLauncher {
-        exe,
+        exe: exe.clone(),
         diagnostics_dir,
         max_response: limits.max_worker_response,
     };
-    let executor = Executor::new(Arc::new(registry), Arc::new(resources), limits, events, launcher);
+    let max_tasks = crate::limits::DEFAULT_MAX_CONCURRENT_TASKS;
+    let executor = Arc::new(Executor::new(
+        Arc::new(registry),
+        Arc::new(resources),
+        limits,
+        events,
+        launcher,
+    ));
+    let store = crate::artifacts::ArtifactStore::new(artifacts_dir);
+    let tasks = Arc::new(crate::task::TaskRunner::new(
+        executor.clone(),
+        store,
+        exe,
+        max_tasks,
+    ));
     Ok((
         Runtime {
-            executor: Arc::new(executor),
+            executor,
+            tasks,
             _events_guard: guard,
         },
         name,

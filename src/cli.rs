@@ -137,7 +137,7 @@ async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitC
 Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
         );
     }
-    let server = crate::server::WardenServer::new(runtime.executor.clone(), name, version);
+    let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
     let service = match server.serve(rmcp::transport::stdio()).await {
         Ok(service) => service,
         Err(error) => {
@@ -185,6 +185,7 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
             origin: &origin,
             cancel: tokio_util::sync::CancellationToken::new(),
             admission: Admission::TryNow,
+            deadline_cap: None,
         })
         .await;
     match outcome {

@@ -45,6 +45,9 @@ impl Origin {
 #[derive(Clone, Default)]
 pub struct Events {
     writer: Option<Arc<NonBlocking>>,
+    /// A task's own events.jsonl, written in addition to the global log.
+    /// Buffered; flushed by [`Events::flush_task_log`] when the task ends.
+    task_log: Option<Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>>,
 }
 
 impl std::fmt::Debug for Events {
@@ -72,9 +75,33 @@ impl Events {
         Ok((
             Self {
                 writer: Some(Arc::new(writer)),
+                task_log: None,
             },
             guard,
         ))
+    }
+
+    /// A handle that also appends to `<task_dir>/events.jsonl`.
+    pub fn with_task_log(&self, task_dir: &Path) -> Self {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(task_dir.join("events.jsonl"));
+        Self {
+            writer: self.writer.clone(),
+            task_log: file
+                .ok()
+                .map(|f| Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(f)))),
+        }
+    }
+
+    /// Flushes the task log (call when the task ends).
+    pub fn flush_task_log(&self) {
+        if let Some(log) = &self.task_log
+            && let Ok(mut log) = log.lock()
+        {
+            let _ = std::io::Write::flush(&mut *log);
+        }
     }
 
     /// A handle that writes nothing.
@@ -84,13 +111,20 @@ impl Events {
 
     /// Writes one record: the common fields from `origin` plus `extra`.
     pub fn emit(&self, origin: &Origin, event: &str, extra: Value) {
-        let Some(writer) = &self.writer else {
+        if self.writer.is_none() && self.task_log.is_none() {
             return;
-        };
+        }
         let line = record(origin, event, extra);
-        let mut writer = (**writer).clone();
         // A failed write must never fail the call it describes.
-        let _ = std::io::Write::write_all(&mut writer, line.as_bytes());
+        if let Some(log) = &self.task_log
+            && let Ok(mut log) = log.lock()
+        {
+            let _ = std::io::Write::write_all(&mut *log, line.as_bytes());
+        }
+        if let Some(writer) = &self.writer {
+            let mut writer = (**writer).clone();
+            let _ = std::io::Write::write_all(&mut writer, line.as_bytes());
+        }
     }
 }
 

@@ -7,6 +7,8 @@
 //! the hidden entry point on the other side of the pipe.
 
 pub mod app;
+pub mod artifacts;
+pub mod builtins;
 mod cli;
 pub mod error;
 pub mod events;
@@ -16,7 +18,9 @@ pub mod guard;
 pub mod limits;
 pub mod registry;
 mod schema;
+pub mod script;
 pub mod server;
+pub mod task;
 pub mod telemetry;
 pub mod worker;
 

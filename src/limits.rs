@@ -167,3 +167,54 @@ mod tests {
         );
     }
 }
+
+/// Coding tasks and scripts running at once: 2 task slots, separate from the
+/// call slots, so a long task never starves direct calls. A task beyond it
+/// is rejected with `server_busy`.
+pub const DEFAULT_MAX_CONCURRENT_TASKS: usize = 2;
+
+/// Default timeout of `run_script` / `run_coding_task`: 300 s (clamped to
+/// [`DEFAULT_MAX_TIMEOUT`]). At the deadline the script worker's process
+/// group is killed and the task ends `timed_out`.
+pub const DEFAULT_TASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// Guard calls a script may send through the worker door (isolated and
+/// in-process guards, failed calls included): 10,000 per `run_script`.
+/// Inline `pure` calls are bounded by the operation limit and deadline instead.
+pub const DEFAULT_SCRIPT_DOOR_CALLS: u64 = 10_000;
+
+/// Rhai operations per script run: 500,000,000. Hitting it ends the script
+/// with a `limit` error. Not a time bound: the deadline is enforced separately.
+pub const SCRIPT_MAX_OPERATIONS: u64 = 500_000_000;
+
+/// Nested function calls in a script: 64 (`limit` error: stack overflow).
+pub const SCRIPT_MAX_CALL_LEVELS: usize = 64;
+
+/// Expression nesting: 64 at top level, 32 inside functions (parse error).
+pub const SCRIPT_MAX_EXPR_DEPTHS: (usize, usize) = (64, 32);
+
+/// Longest string a script may build: 4 MiB (`limit` error). Per string,
+/// not total: total memory is bounded by the worker's RLIMIT_AS.
+pub const SCRIPT_MAX_STRING_BYTES: usize = 4 * 1024 * 1024;
+
+/// Largest array: 200,000 items; largest object map: 20,000 keys.
+pub const SCRIPT_MAX_ARRAY_ITEMS: usize = 200_000;
+/// See [`SCRIPT_MAX_ARRAY_ITEMS`].
+pub const SCRIPT_MAX_MAP_KEYS: usize = 20_000;
+
+/// Variables alive at once in a script scope: 10,000.
+pub const SCRIPT_MAX_VARIABLES: usize = 10_000;
+
+/// Printed output kept per script run: 64 KiB; the rest is dropped and the
+/// result says `output_truncated: true`.
+pub const SCRIPT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
+
+/// Largest file `write_artifact` accepts: 1 MiB decoded (`artifact_too_large`).
+pub const DEFAULT_MAX_ARTIFACT_BYTES: usize = 1024 * 1024;
+
+/// Largest chunk `read_artifact` returns: 262,144 bytes (default 65,536).
+pub const MAX_READ_CHUNK_BYTES: usize = 256 * 1024;
+
+/// Largest result.json `get_task_result` returns inline: 256 KiB; larger
+/// ones are read with `read_artifact` in chunks.
+pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;

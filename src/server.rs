@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use crate::events::Origin;
 use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
+use crate::task::TaskRunner;
 
 /// Instructions sent to clients at initialize.
 const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
@@ -29,17 +30,76 @@ Errors come back as results with isError=true, a stable error code and a message
 #[derive(Clone)]
 pub struct WardenServer {
     executor: Arc<Executor>,
+    tasks: Arc<TaskRunner>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
 }
 
 impl WardenServer {
-    pub fn new(executor: Arc<Executor>, name: &str, version: &str) -> Self {
-        let tools = crate::export::mcp_tools(executor.registry(), executor.limits());
+    pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
+        let executor = tasks.executor.clone();
+        let mut tools = crate::export::mcp_tools(executor.registry(), executor.limits());
+        tools.extend(crate::builtins::tools());
         Self {
             executor,
+            tasks,
             tools: Arc::new(tools),
             info: Implementation::new(name, version),
+        }
+    }
+
+    /// Runs a built-in tool with request events around it.
+    async fn call_builtin(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let mut origin = Origin::request(crate::builtins::mode(name), name);
+        let events = self.executor.events().clone();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome =
+            crate::builtins::call(&self.tasks, name, arguments, &mut origin, context.ct.clone()).await;
+        let (status, task_type, error_type) = match &outcome {
+            Ok(value) => (
+                value
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("success")
+                    .to_string(),
+                value.get("task_type").cloned().unwrap_or(Value::Null),
+                value
+                    .get("error")
+                    .and_then(|e| e.get("kind"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ),
+            Err(error) if error.code == crate::error::codes::SERVER_BUSY => {
+                ("rejected".into(), Value::Null, json!(error.code))
+            }
+            Err(error) => ("failed".into(), Value::Null, json!(error.code)),
+        };
+        if status == "rejected" {
+            events.emit(&origin, "request_rejected", json!({"reason": "server_busy"}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({"status": status, "task_type": task_type, "error_type": error_type,
+                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
+        );
+        match outcome {
+            Ok(value) if status == "success" => CallToolResult::structured(value),
+            Ok(value) => CallToolResult::structured_error(value),
+            Err(error) => {
+                let status = if status == "rejected" {
+                    Status::Rejected
+                } else {
+                    Status::Failed
+                };
+                result_of(Err(Failure::new(status, error)), &origin.request_id)
+            }
         }
     }
 
@@ -62,6 +122,7 @@ impl WardenServer {
                 origin: &origin,
                 cancel: context.ct.clone(),
                 admission: Admission::TryNow,
+                deadline_cap: None,
             })
             .await;
         let (status, error_type) = match &outcome {
@@ -122,6 +183,10 @@ impl ServerHandler for WardenServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        if crate::builtins::NAMES.contains(&name.as_str()) {
+            let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+            return Ok(self.call_builtin(&name, arguments, &context).await.into());
+        }
         if self.executor.registry().get(&name).is_none() {
             return Err(ErrorData::invalid_params(
                 format!(

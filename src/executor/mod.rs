@@ -71,6 +71,9 @@ impl Failure {
 pub enum Admission {
     /// Take a call slot now or be rejected with `server_busy` (direct calls).
     TryNow,
+    /// The caller already holds a task slot, which bounds its concurrency
+    /// (one guard call at a time per script): no call slot is taken.
+    InTask,
 }
 
 /// One guard call.
@@ -82,6 +85,8 @@ pub struct CallRequest<'a> {
     /// Fired by the client's `notifications/cancelled` (or a task ending).
     pub cancel: CancellationToken,
     pub admission: Admission,
+    /// An outer deadline (the task's) that the guard's own cannot exceed.
+    pub deadline_cap: Option<Instant>,
 }
 
 /// Runs guards. Shared by the server and the CLI.
@@ -172,7 +177,10 @@ impl Executor {
         }
         let permit = self.admit(request.admission)?;
         let timeout = self.limits.guard_deadline(guard.timeout);
-        let deadline = Instant::now() + timeout;
+        let mut deadline = Instant::now() + timeout;
+        if let Some(cap) = request.deadline_cap {
+            deadline = deadline.min(cap);
+        }
         let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
         self.events.emit(
             request.origin,
@@ -249,6 +257,7 @@ impl Executor {
                     ),
                 )),
             },
+            Admission::InTask => Ok(None),
         }
     }
 

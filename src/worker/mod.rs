@@ -94,7 +94,7 @@ pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
 }
 
 /// Duplicates stdout for protocol use and points fd 1 at stderr.
-fn redirect_stdout() -> std::io::Result<std::fs::File> {
+pub(crate) fn redirect_stdout() -> std::io::Result<std::fs::File> {
     let protocol = nix::unistd::dup(std::io::stdout().as_fd())?;
     nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
     Ok(std::fs::File::from(protocol))

@@ -8,8 +8,8 @@ pub mod guards;
 
 pub use guards::app;
 
-impl From<domain::DomainError> for warden::GuardError {
-    fn from(error: domain::DomainError) -> Self {
+impl From<domain::error::DomainError> for warden::GuardError {
+    fn from(error: domain::error::DomainError) -> Self {
         match error.field {
             Some(field) => {
                 // DomainError messages already start with the field name.

@@ -15,8 +15,8 @@ pub fn app() -> App {
     App::new("warden-finance")
         .version(env!("CARGO_PKG_VERSION"))
         .resource(quotes::load_quote_book)
-        .guard(guard(domain::price_option).name("price_option_t"))
-        .guard(guard(domain::calc_greeks).name("calc_greeks_t"))
+        .guard(guard(domain::options::price_option).name("price_option_t"))
+        .guard(guard(domain::greeks::calc_greeks).name("calc_greeks_t"))
         .guard(guard(quotes::get_quote).in_process())
         .guard(guard(quotes::get_quote_isolated))
 }

@@ -6,7 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use warden::{GuardError, Resources};
 
-use crate::domain::{Quote, QuoteBook, QuoteInput};
+use crate::domain::quotes::{Quote, QuoteBook, QuoteInput};
 
 /// The CSV the quote guards read: `WARDEN_FINANCE_DATA`, else the file
 /// shipped next to this package.

@@ -149,9 +149,11 @@ impl Series {
             Some(i) => {
                 let x = self.values[i];
                 let what = if x.is_nan() {
-                    "null (missing)".to_owned()
+                    "null (missing)"
+                } else if x > 0.0 {
+                    "Infinity"
                 } else {
-                    format!("{x}")
+                    "-Infinity"
                 };
                 Err(DomainError::field(
                     field,

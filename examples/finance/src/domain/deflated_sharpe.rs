@@ -1,0 +1,251 @@
+//! Selection bias in a reported Sharpe ratio: the `check_deflated_sharpe`
+//! guard (Bailey & López de Prado 2014). It computes the probabilistic
+//! Sharpe ratio against the Sharpe ratio expected from the best of N
+//! unskilled trials, and the minimum track record length.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::error::DomainError;
+use super::metrics::{mean, moments, std_dev};
+use super::payload::{Evidence, Series, Table, fmt_num, series};
+use super::report::{Finding, GuardReport};
+use super::stats::{norm_cdf, norm_ppf};
+
+/// The Euler–Mascheroni constant γ.
+const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+
+/// Check whether a Sharpe ratio survives the number of strategies tried: the deflated Sharpe ratio (Bailey & López de Prado, 2014).
+///
+/// Give either `returns` (the selected strategy's per-period returns; SR =
+/// mean/std(ddof=1), skewness and Pearson kurtosis from biased moments) or
+/// `sharpe` + `n_obs` (+ `skew`, `kurtosis`). Every Sharpe ratio here is per
+/// observation, NOT annualised: divide an annual SR by √P and an annual
+/// variance by P. PSR(SR*) = Φ[(SR − SR*)·√(T−1)/√(1 − γ₃·SR + (γ₄−1)/4·SR²)];
+/// the expected maximum SR of N unskilled trials is SR₀ = √V·[(1−γ)·Φ⁻¹(1 −
+/// 1/N) + γ·Φ⁻¹(1 − 1/(N·e))]; DSR = PSR(SR₀). Fails when DSR < `threshold`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeflatedSharpeInput {
+    /// Per-period returns of the selected strategy, decimals; give this or `sharpe` + `n_obs`.
+    #[serde(default)]
+    #[schemars(with = "Option<Series>")]
+    pub returns: Option<Value>,
+    /// Observed Sharpe ratio per observation (not annualised: annual / √P), when `returns` is not given.
+    #[serde(default)]
+    pub sharpe: Option<f64>,
+    /// Number of return observations T behind `sharpe` (>= 2).
+    #[serde(default)]
+    pub n_obs: Option<u64>,
+    /// Skewness γ₃ of the returns (default 0), with `sharpe`.
+    #[serde(default)]
+    pub skew: Option<f64>,
+    /// Pearson kurtosis γ₄ of the returns (3 for a normal distribution, NOT excess; default 3), with `sharpe`.
+    #[serde(default)]
+    pub kurtosis: Option<f64>,
+    /// Number of independent strategies / configurations tried, N >= 1.
+    pub n_trials: u64,
+    /// Variance V of the trials' Sharpe ratios, per observation (annualised variance / P); required when n_trials > 1.
+    #[serde(default)]
+    pub trials_sharpe_variance: Option<f64>,
+    /// Pass level for the DSR, a probability in (0, 1). Default 0.95.
+    #[serde(default = "default_threshold")]
+    pub threshold: f64,
+}
+
+fn default_threshold() -> f64 {
+    0.95
+}
+
+/// SR, T, skew, Pearson kurtosis from whichever input form was given.
+fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainError> {
+    let scalars =
+        input.sharpe.is_some() || input.n_obs.is_some() || input.skew.is_some() || input.kurtosis.is_some();
+    match (&input.returns, scalars) {
+        (Some(_), true) => Err(DomainError::new(
+            "give either returns or sharpe/n_obs/skew/kurtosis, not both",
+        )),
+        (Some(v), false) => {
+            let s: Series = series(v, "returns")?;
+            let r = s.finite("returns")?;
+            if r.len() < 3 {
+                return Err(DomainError::field(
+                    "returns",
+                    format!("needs at least 3 periods, got {}", r.len()),
+                ));
+            }
+            let sd = std_dev(r);
+            if sd <= 0.0 {
+                return Err(DomainError::field(
+                    "returns",
+                    "all values are equal; the Sharpe ratio is undefined",
+                ));
+            }
+            let (sk, ku) = moments(r);
+            Ok((mean(r) / sd, r.len() as f64, sk, ku))
+        }
+        (None, _) => {
+            let (Some(sr), Some(t)) = (input.sharpe, input.n_obs) else {
+                return Err(DomainError::new(
+                    "give returns, or sharpe (per observation) together with n_obs",
+                ));
+            };
+            if !sr.is_finite() {
+                return Err(DomainError::field(
+                    "sharpe",
+                    format!("must be a finite number, got {sr}"),
+                ));
+            }
+            if t < 2 {
+                return Err(DomainError::field("n_obs", format!("must be >= 2, got {t}")));
+            }
+            let sk = input.skew.unwrap_or(0.0);
+            let ku = input.kurtosis.unwrap_or(3.0);
+            if !sk.is_finite() || !ku.is_finite() {
+                return Err(DomainError::new("skew and kurtosis must be finite numbers"));
+            }
+            if ku < 1.0 + sk * sk {
+                return Err(DomainError::field(
+                    "kurtosis",
+                    format!(
+                        "must be >= 1 + skew² = {} (Pearson kurtosis, 3 for a normal distribution), got {ku}; excess kurtosis? add 3",
+                        fmt_num(1.0 + sk * sk, 4)
+                    ),
+                ));
+            }
+            Ok((sr, t as f64, sk, ku))
+        }
+    }
+}
+
+/// Runs the deflated-Sharpe check.
+pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, DomainError> {
+    let th = input.threshold;
+    if !(th > 0.0 && th < 1.0) {
+        return Err(DomainError::field(
+            "threshold",
+            format!("must be a probability in (0, 1), got {th}"),
+        ));
+    }
+    let n = input.n_trials;
+    if n == 0 {
+        return Err(DomainError::field(
+            "n_trials",
+            "must be >= 1 (the selected strategy counts), got 0",
+        ));
+    }
+    let v = match (n, input.trials_sharpe_variance) {
+        (1, v) => v.unwrap_or(0.0),
+        (_, None) => {
+            return Err(DomainError::field(
+                "trials_sharpe_variance",
+                format!(
+                    "is required when n_trials > 1 (got n_trials = {n}): the variance of the trials' per-observation Sharpe ratios"
+                ),
+            ));
+        }
+        (_, Some(v)) => v,
+    };
+    if !(v.is_finite() && v >= 0.0) {
+        return Err(DomainError::field(
+            "trials_sharpe_variance",
+            format!("must be a finite number >= 0, got {v}"),
+        ));
+    }
+    let (sr, t, sk, ku) = observed(&input)?;
+    let den = 1.0 - sk * sr + (ku - 1.0) / 4.0 * sr * sr;
+    if den <= 0.0 {
+        return Err(DomainError::new(format!(
+            "1 − skew·SR + (kurtosis − 1)/4·SR² = {} is not positive; check sharpe, skew and kurtosis",
+            fmt_num(den, 6)
+        )));
+    }
+    let nf = n as f64;
+    let sr0 = if n == 1 {
+        0.0
+    } else {
+        v.sqrt()
+            * ((1.0 - EULER_GAMMA) * norm_ppf(1.0 - 1.0 / nf)
+                + EULER_GAMMA * norm_ppf(1.0 - 1.0 / (nf * std::f64::consts::E)))
+    };
+    let psr = |star: f64| norm_cdf((sr - star) * (t - 1.0).sqrt() / den.sqrt());
+    let dsr = psr(sr0);
+    let min_trl = if sr > sr0 {
+        1.0 + den * (norm_ppf(th) / (sr - sr0)).powi(2)
+    } else {
+        f64::INFINITY
+    };
+
+    let mut findings = Vec::new();
+    if dsr < th {
+        findings.push(Finding::error(
+            "sharpe",
+            format!(
+                "deflated Sharpe ratio {} is below {}: SR {} per observation does not clear SR₀ = {} expected from the best of {n} unskilled trials (needs {} observations, has {})",
+                fmt_num(dsr, 4), fmt_num(th, 2), fmt_num(sr, 4), fmt_num(sr0, 4), fmt_num(min_trl.ceil(), 0), t
+            ),
+        ));
+    } else {
+        findings.push(Finding::info(
+            "sharpe",
+            format!(
+                "DSR {} >= {}: the Sharpe ratio survives {n} trials",
+                fmt_num(dsr, 4),
+                fmt_num(th, 2)
+            ),
+        ));
+    }
+    if input.returns.is_none() && sr.abs() > 1.0 {
+        findings.push(Finding::warning(
+            "sharpe",
+            format!("a Sharpe ratio of {sr} per observation is implausible; was an annualised ratio passed? divide by √P"),
+        ));
+    }
+    if n == 1 {
+        findings.push(Finding::info(
+            "n_trials",
+            "one trial: no selection to deflate for, SR₀ = 0 (DSR = PSR(0))",
+        ));
+    }
+
+    let mut ev = Evidence::new();
+    for (k, x) in [
+        ("sharpe", sr),
+        ("skew", sk),
+        ("kurtosis", ku),
+        ("trials_sharpe_variance", v),
+    ] {
+        ev.number(k, x);
+    }
+    ev.put("n_obs", json!(t));
+    ev.put("n_trials", json!(n));
+    ev.number("expected_max_sharpe", sr0);
+    ev.number("psr_zero", psr(0.0));
+    ev.number("dsr", dsr);
+    ev.number("threshold", th);
+    ev.number("min_track_record_length", min_trl);
+    let mut tb = Table::new(&["quantity", "value"]);
+    for (k, x, dp) in [
+        ("SR per observation", sr, 4),
+        ("observations T", t, 0),
+        ("skew γ₃", sk, 3),
+        ("Pearson kurtosis γ₄", ku, 3),
+        ("trials N", nf, 0),
+        ("expected max SR₀", sr0, 4),
+        ("PSR(0)", psr(0.0), 4),
+        ("DSR = PSR(SR₀)", dsr, 4),
+        ("min track record (obs)", min_trl.ceil(), 0),
+    ] {
+        tb.row(vec![k.to_owned(), fmt_num(x, dp)]);
+    }
+    ev.table(&tb);
+    Ok(GuardReport::new(
+        "check_deflated_sharpe",
+        findings,
+        ev.into_value(),
+    ))
+}
+
+#[cfg(test)]
+mod tests;

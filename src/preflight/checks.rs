@@ -1,0 +1,236 @@
+//! The checks that look at the application and its configuration rather
+//! than at a running server: registration, the artifacts directory, worker
+//! start, model and telemetry configuration.
+//!
+//! Called by [`super::run_checks`]. None of them calls a guard or the model:
+//! the worker check sends the worker protocol's `ping`, and the model check
+//! only reads environment variables.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::report::Check;
+use super::schema_check::check_tool_schema;
+use crate::executor::Executor;
+use crate::registry::Registry;
+
+/// Environment variables the coding agent needs, in the order reported.
+pub const MODEL_ENV: &[&str] = &["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"];
+
+/// Selects the trace exporter: unset or `none` (disabled), `console`, `otlp`.
+pub const TRACE_EXPORTER_ENV: &str = "WARDEN_TRACE_EXPORTER";
+
+/// Longest MCP tool name clients accept: 128 characters (MCP 2025-06-18).
+const MAX_MCP_TOOL_NAME: usize = 128;
+
+/// The artifacts directory exists (or can be created) and accepts a file.
+pub(crate) fn artifacts(dir: &Path, origin: &str) -> Check {
+    let name = "artifacts_dir";
+    let fix = format!(
+        "point WARDEN_ARTIFACTS_DIR at a directory this user can write (now: {})",
+        dir.display()
+    );
+    if let Err(error) = std::fs::create_dir_all(dir) {
+        return Check::fail(name, format!("cannot create {}: {error}", dir.display()), fix);
+    }
+    let probe = dir.join(format!(".preflight-{}", uuid::Uuid::new_v4().simple()));
+    match std::fs::write(&probe, b"preflight\n") {
+        Ok(()) => {
+            let _ = std::fs::remove_file(&probe);
+            let shown = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+            Check::pass(name, format!("{} is writable ({origin})", shown.display()))
+        }
+        Err(error) => Check::fail(name, format!("cannot write into {}: {error}", dir.display()), fix),
+    }
+}
+
+/// Registration as the app itself sees it: guard count, names, schemas.
+pub(crate) fn registration(registry: &Registry) -> Check {
+    let tools: Vec<ToolView> = registry
+        .iter()
+        .map(|g| ToolView {
+            name: g.tool_name().to_string(),
+            description: g.description().to_string(),
+            input: Value::Object(g.input_schema().clone()),
+            output: Some(Value::Object(g.output_schema().clone())),
+        })
+        .collect();
+    registration_of(&tools, "registered")
+}
+
+/// Registration as a client sees it, from `tools/list` entries.
+pub(crate) fn registration_from_tools(tools: &[Value]) -> Check {
+    let views: Vec<ToolView> = tools
+        .iter()
+        .map(|t| ToolView {
+            name: t["name"].as_str().unwrap_or_default().to_string(),
+            description: t["description"].as_str().unwrap_or_default().to_string(),
+            input: t.get("inputSchema").cloned().unwrap_or(Value::Null),
+            output: t.get("outputSchema").cloned(),
+        })
+        .collect();
+    registration_of(&views, "listed")
+}
+
+struct ToolView {
+    name: String,
+    description: String,
+    input: Value,
+    output: Option<Value>,
+}
+
+fn registration_of(tools: &[ToolView], verb: &str) -> Check {
+    let name = "registration";
+    let mut problems = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for tool in tools {
+        let valid_name = !tool.name.is_empty()
+            && tool.name.len() <= MAX_MCP_TOOL_NAME
+            && tool
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+        if !valid_name {
+            problems.push(format!("tool name '{}' is not a valid MCP tool name", tool.name));
+        }
+        if !seen.insert(tool.name.as_str()) {
+            problems.push(format!("tool '{}' is listed twice", tool.name));
+        }
+        for problem in check_tool_schema(&tool.input) {
+            problems.push(format!("{} input schema {problem}", tool.name));
+        }
+        if let Some(output) = &tool.output {
+            for problem in check_tool_schema(output) {
+                problems.push(format!("{} output schema {problem}", tool.name));
+            }
+        }
+    }
+    if let Some(first) = problems.first() {
+        let more = match problems.len() {
+            1 => String::new(),
+            n => format!(" (and {} more)", n - 1),
+        };
+        return Check::fail(
+            name,
+            format!("{first}{more}"),
+            "derive schemas from the input/output types (serde + schemars) instead of writing them by hand; \
+the full list is in the JSON report",
+        );
+    }
+    if tools.is_empty() {
+        return Check::warn(
+            name,
+            format!("no tools {verb}"),
+            "register at least one guard with App::guard(guard(my_fn))",
+        );
+    }
+    let undocumented: Vec<&str> = tools
+        .iter()
+        .filter(|t| t.description.trim().is_empty())
+        .map(|t| t.name.as_str())
+        .collect();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    let summary = format!(
+        "{} tools {verb}, schemas are 2020-12 object schemas: {}",
+        tools.len(),
+        names.join(", ")
+    );
+    if undocumented.is_empty() {
+        Check::pass(name, summary)
+    } else {
+        Check::warn(
+            name,
+            format!("{summary}; without a description: {}", undocumented.join(", ")),
+            "add a doc comment to each input type: it becomes the description models read",
+        )
+    }
+}
+
+/// Starts one isolated worker and waits for its pong. No guard runs.
+pub(crate) async fn worker(executor: &Executor, expected_guards: Option<usize>, timeout: Duration) -> Check {
+    let name = "worker";
+    let started = Instant::now();
+    let answer = tokio::time::timeout(timeout, executor.ping_worker()).await;
+    let elapsed = started.elapsed().as_millis();
+    match answer {
+        Err(_) => Check::fail(
+            name,
+            format!("no pong from an isolated worker within {} s", timeout.as_secs_f64()),
+            "raise --timeout if this machine is slow; otherwise run the worker by hand to see where it hangs",
+        ),
+        Ok(Err(failure)) => Check::fail(
+            name,
+            format!("an isolated worker did not answer: {}", failure.error.message),
+            "read the worker log named above; workers need fork/exec, setsid, prctl and setrlimit",
+        ),
+        Ok(Ok((pid, guards))) => match expected_guards {
+            Some(expected) if expected != guards => Check::fail(
+                name,
+                format!("worker pid {pid} registered {guards} guards, the server {expected}"),
+                "registration must not depend on arguments, environment or time: build the same App in every process",
+            ),
+            _ => Check::pass(
+                name,
+                format!(
+                    "isolated worker pid {pid} started (setsid, PDEATHSIG, rlimits) and answered ping in {elapsed} ms; it sees {guards} guards"
+                ),
+            ),
+        },
+    }
+}
+
+/// Model settings for `run_coding_task`; never contacts the model.
+pub(crate) fn agent(require_agent: bool) -> Check {
+    let name = "agent";
+    let missing: Vec<&str> = MODEL_ENV
+        .iter()
+        .copied()
+        .filter(|var| std::env::var(var).map(|v| v.trim().is_empty()).unwrap_or(true))
+        .collect();
+    if !missing.is_empty() {
+        return Check::warn_or_fail(
+            require_agent,
+            name,
+            format!("model not configured: {} unset", missing.join(", ")),
+            format!(
+                "set {} to enable run_coding_task (other tools work without them)",
+                MODEL_ENV.join(", ")
+            ),
+        );
+    }
+    let base = std::env::var("WARDEN_MODEL_API_BASE").unwrap_or_default();
+    let model = std::env::var("WARDEN_MODEL_ID").unwrap_or_default();
+    if !(base.starts_with("https://") || base.starts_with("http://")) {
+        return Check::warn_or_fail(
+            require_agent,
+            name,
+            format!("WARDEN_MODEL_API_BASE is '{base}', not an http(s) URL"),
+            "set WARDEN_MODEL_API_BASE to the API root, e.g. https://api.example.com/v1",
+        );
+    }
+    Check::pass(
+        name,
+        format!("model '{model}' at {base} (key set; no request sent)"),
+    )
+}
+
+/// Trace exporter selection.
+pub(crate) fn telemetry() -> Check {
+    let name = "telemetry";
+    let value = std::env::var(TRACE_EXPORTER_ENV).unwrap_or_default();
+    match value.trim().to_ascii_lowercase().as_str() {
+        "" | "none" => Check::pass(name, format!("disabled ({TRACE_EXPORTER_ENV} unset)")),
+        exporter @ ("console" | "otlp") => Check::warn(
+            name,
+            format!("{TRACE_EXPORTER_ENV}={exporter}, but this build has no span exporter"),
+            "rebuild the app with warden's `otel` feature to export spans, or unset WARDEN_TRACE_EXPORTER",
+        ),
+        other => Check::fail(
+            name,
+            format!("{TRACE_EXPORTER_ENV}='{other}' is not an exporter"),
+            format!("set {TRACE_EXPORTER_ENV} to none, console or otlp"),
+        ),
+    }
+}

@@ -1,0 +1,212 @@
+//! What a script can call: every guard (a function taking an object map),
+//! plus write_artifact, read_written_artifact, to_csv and final_answer.
+//!
+//! Pure guards run inline here; all other guards and every artifact
+//! operation go through the [`Door`] to the server, which runs them via
+//! the executor. A guard error becomes a catchable Rhai error whose value is
+//! a map with `code`, `message` and `field`.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
+use serde_json::Value;
+
+use super::door::Door;
+use super::protocol::{FromWorker, PureCall};
+use crate::error::GuardError;
+use crate::guard::{Mode, Resources};
+use crate::registry::Registry;
+
+/// Value thrown to stop the script once final_answer has been recorded.
+pub const FINAL_ANSWER_MARK: &str = "__warden_final_answer";
+
+type Shared<T> = Arc<Mutex<T>>;
+type RhaiResult = Result<Dynamic, Box<EvalAltResult>>;
+
+fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
+    let mut map = Map::new();
+    map.insert("code".into(), error.code.into());
+    map.insert("message".into(), error.message.into());
+    map.insert(
+        "field".into(),
+        error.field.map(Dynamic::from).unwrap_or(Dynamic::UNIT),
+    );
+    Box::new(EvalAltResult::ErrorRuntime(map.into(), position))
+}
+
+fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
+    rhai::serde::from_dynamic::<Value>(value).map_err(|e| {
+        GuardError::new(
+            "invalid_arguments",
+            format!("value is not representable as JSON: {e}"),
+        )
+    })
+}
+
+fn to_rhai(value: Value, position: Position) -> RhaiResult {
+    rhai::serde::to_dynamic(value).map_err(|e| thrown(GuardError::failed(e.to_string()), position))
+}
+
+/// Registers every guard and helper on `engine`.
+pub fn register(
+    engine: &mut Engine,
+    registry: Arc<Registry>,
+    door: Shared<Door>,
+    final_answer: Shared<Option<Value>>,
+) {
+    let names: Vec<String> = registry.names().into_iter().map(String::from).collect();
+    for name in names {
+        let registry = registry.clone();
+        let door = door.clone();
+        let guard_name = name.clone();
+        engine.register_fn(
+            name.as_str(),
+            move |ctx: NativeCallContext, arguments: Map| -> RhaiResult {
+                let position = ctx.call_position();
+                let arguments = to_json(&Dynamic::from_map(arguments)).map_err(|e| thrown(e, position))?;
+                let result = call_guard(&registry, &door, &guard_name, arguments);
+                match result {
+                    Ok(value) => to_rhai(value, position),
+                    Err(error) => Err(thrown(error, position)),
+                }
+            },
+        );
+    }
+    register_artifacts(engine, door);
+    engine.register_fn(
+        "final_answer",
+        move |ctx: NativeCallContext, answer: Map| -> RhaiResult {
+            let value = to_json(&Dynamic::from_map(answer)).map_err(|e| thrown(e, ctx.call_position()))?;
+            if let Ok(mut slot) = final_answer.lock() {
+                *slot = Some(value);
+            }
+            Err(Box::new(EvalAltResult::ErrorTerminated(
+                FINAL_ANSWER_MARK.into(),
+                ctx.call_position(),
+            )))
+        },
+    );
+    engine.register_fn(
+        "to_csv",
+        |ctx: NativeCallContext, rows: rhai::Array| -> RhaiResult {
+            super::csv::to_csv(&rows, None)
+                .map(Into::into)
+                .map_err(|e| thrown(e, ctx.call_position()))
+        },
+    );
+    engine.register_fn(
+        "to_csv",
+        |ctx: NativeCallContext, rows: rhai::Array, columns: rhai::Array| -> RhaiResult {
+            let columns: Vec<String> = columns.iter().map(|c| c.to_string()).collect();
+            super::csv::to_csv(&rows, Some(&columns))
+                .map(Into::into)
+                .map_err(|e| thrown(e, ctx.call_position()))
+        },
+    );
+}
+
+/// Runs a guard: inline when pure, otherwise through the door.
+fn call_guard(
+    registry: &Registry,
+    door: &Shared<Door>,
+    name: &str,
+    arguments: Value,
+) -> Result<Value, GuardError> {
+    let Some(guard) = registry.get(name) else {
+        return Err(GuardError::new(
+            "unknown_guard",
+            format!("no guard named '{name}'"),
+        ));
+    };
+    let mut door = door
+        .lock()
+        .map_err(|_| GuardError::new("door_closed", "worker door lock poisoned"))?;
+    if guard.mode() == Mode::Pure {
+        let started = Instant::now();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            guard.invoke(&Resources::default(), arguments)
+        }))
+        .unwrap_or_else(|payload| {
+            Err(GuardError::new(
+                crate::error::codes::GUARD_PANICKED,
+                format!(
+                    "guard '{name}' panicked: {}",
+                    crate::worker::panic_message(&payload)
+                ),
+            ))
+        });
+        door.record_pure(PureCall {
+            function: name.to_string(),
+            ok: outcome.is_ok(),
+            error_type: outcome.as_ref().err().map(|e| e.code.clone()),
+            duration_us: started.elapsed().as_micros() as u64,
+        });
+        return outcome;
+    }
+    if door.door_calls_left == 0 {
+        return Err(GuardError::new(
+            "budget_exhausted",
+            "this task used all its guard calls through the server; do more per call or use pure guards",
+        ));
+    }
+    door.door_calls_left -= 1;
+    door.request(&FromWorker::GuardCall {
+        guard: name.to_string(),
+        arguments,
+    })
+}
+
+fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
+    let write = {
+        let door = door.clone();
+        move |ctx: &NativeCallContext, filename: &str, content: &Dynamic, encoding: &str| -> RhaiResult {
+            let content = if content.is_string() {
+                content.to_string()
+            } else {
+                to_json(content)
+                    .map(|v| v.to_string())
+                    .map_err(|e| thrown(e, ctx.call_position()))?
+            };
+            let message = FromWorker::WriteArtifact {
+                filename: filename.to_string(),
+                content,
+                encoding: encoding.to_string(),
+            };
+            let mut door = door
+                .lock()
+                .map_err(|_| thrown(GuardError::failed("door lock"), ctx.call_position()))?;
+            let reply = door
+                .request(&message)
+                .map_err(|e| thrown(e, ctx.call_position()))?;
+            to_rhai(reply, ctx.call_position())
+        }
+    };
+    let write3 = write.clone();
+    engine.register_fn(
+        "write_artifact",
+        move |ctx: NativeCallContext, filename: &str, content: Dynamic| {
+            write(&ctx, filename, &content, "utf-8")
+        },
+    );
+    engine.register_fn(
+        "write_artifact",
+        move |ctx: NativeCallContext, filename: &str, content: Dynamic, encoding: &str| {
+            write3(&ctx, filename, &content, encoding)
+        },
+    );
+    engine.register_fn(
+        "read_written_artifact",
+        move |ctx: NativeCallContext, filename: &str| -> RhaiResult {
+            let mut door = door
+                .lock()
+                .map_err(|_| thrown(GuardError::failed("door lock"), ctx.call_position()))?;
+            let reply = door
+                .request(&FromWorker::ReadArtifact {
+                    filename: filename.to_string(),
+                })
+                .map_err(|e| thrown(e, ctx.call_position()))?;
+            to_rhai(reply, ctx.call_position())
+        },
+    );
+}

@@ -1,0 +1,87 @@
+//! The script worker's side of its pipe: the only door out of the sandbox.
+//!
+//! Requests block until the server replies. Inline pure calls are buffered
+//! and flushed before any other message, so the server's event log keeps
+//! the order in which things happened.
+
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Stdin, Write};
+
+use serde_json::Value;
+
+use super::protocol::{FromWorker, PureCall, ToWorker};
+use crate::error::GuardError;
+
+/// Pure calls buffered before a flush: 1,024.
+const PURE_BATCH: usize = 1024;
+
+/// Longest reply line the worker reads: 16 MiB (artifact reads are 1 MiB).
+const MAX_REPLY_LINE: u64 = 16 * 1024 * 1024;
+
+pub struct Door {
+    input: BufReader<Stdin>,
+    output: File,
+    pure: Vec<PureCall>,
+    /// Calls through the door still allowed in this run.
+    pub door_calls_left: u64,
+}
+
+impl Door {
+    pub fn new(output: File) -> Self {
+        Self {
+            input: BufReader::new(std::io::stdin()),
+            output,
+            pure: Vec::new(),
+            door_calls_left: 0,
+        }
+    }
+
+    /// Sends one message (flushing buffered pure calls first).
+    pub fn send(&mut self, message: &FromWorker) -> std::io::Result<()> {
+        if !self.pure.is_empty() && !matches!(message, FromWorker::PureCalls { .. }) {
+            self.flush_pure()?;
+        }
+        let mut line = serde_json::to_vec(message)?;
+        line.push(b'\n');
+        self.output.write_all(&line)?;
+        self.output.flush()
+    }
+
+    pub fn flush_pure(&mut self) -> std::io::Result<()> {
+        if self.pure.is_empty() {
+            return Ok(());
+        }
+        let calls = std::mem::take(&mut self.pure);
+        self.send(&FromWorker::PureCalls { calls })
+    }
+
+    pub fn record_pure(&mut self, call: PureCall) {
+        self.pure.push(call);
+        if self.pure.len() >= PURE_BATCH {
+            let _ = self.flush_pure();
+        }
+    }
+
+    /// Reads the next message from the server; `None` at end of input.
+    pub fn receive(&mut self) -> std::io::Result<Option<ToWorker>> {
+        let mut line = Vec::new();
+        let read = (&mut self.input)
+            .take(MAX_REPLY_LINE)
+            .read_until(b'\n', &mut line)?;
+        if read == 0 {
+            return Ok(None);
+        }
+        Ok(Some(serde_json::from_slice(&line)?))
+    }
+
+    /// Sends a request and waits for its reply.
+    pub fn request(&mut self, message: &FromWorker) -> Result<Value, GuardError> {
+        let broken = |e: std::io::Error| GuardError::new("door_closed", format!("server pipe failed: {e}"));
+        self.send(message).map_err(broken)?;
+        match self.receive().map_err(broken)? {
+            Some(ToWorker::GuardReply { result }) | Some(ToWorker::ArtifactReply { result }) => result,
+            Some(ToWorker::Run { .. }) => Err(GuardError::new("door_protocol", "unexpected run message")),
+            None => Err(GuardError::new("door_closed", "server closed the pipe")),
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Messages between the server and a script worker (JSON lines both ways).
+//!
+//! The script worker's only door to the world. The server speaks first with
+//! [`ToWorker::Run`]; while a script runs, the worker may send requests
+//! ([`FromWorker::GuardCall`], [`FromWorker::WriteArtifact`],
+//! [`FromWorker::ReadArtifact`]) and blocks for the matching reply; it ends a
+//! run with [`FromWorker::Done`].
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::GuardError;
+
+/// Server → worker.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToWorker {
+    /// Run `code` in the persistent scope, stopping at `deadline_ms` from now.
+    Run {
+        code: String,
+        deadline_ms: u64,
+        door_calls_left: u64,
+    },
+    /// Reply to a guard call.
+    GuardReply { result: Result<Value, GuardError> },
+    /// Reply to write_artifact / read_written_artifact.
+    ArtifactReply { result: Result<Value, GuardError> },
+}
+
+/// Worker → server.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum FromWorker {
+    /// First line: which sandbox layers are really in force.
+    Hello {
+        layers: Layers,
+    },
+    GuardCall {
+        guard: String,
+        arguments: Value,
+    },
+    /// Inline pure calls since the last message, for the event log.
+    PureCalls {
+        calls: Vec<PureCall>,
+    },
+    WriteArtifact {
+        filename: String,
+        content: String,
+        encoding: String,
+    },
+    ReadArtifact {
+        filename: String,
+    },
+    Done {
+        outcome: RunOutcome,
+    },
+}
+
+/// Sandbox layers as the worker found them (never assumed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Layers {
+    /// A fresh network namespace (only loopback, and it is down).
+    pub network_namespace: bool,
+    /// Landlock: "full", "partial" or "unavailable".
+    pub landlock: String,
+    /// rlimits applied before exec.
+    pub rlimits: bool,
+}
+
+/// One inline pure call, for events and function_calls.json.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PureCall {
+    pub function: String,
+    pub ok: bool,
+    pub error_type: Option<String>,
+    pub duration_us: u64,
+}
+
+/// How one script run ended.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct RunOutcome {
+    /// The script's last value (null for unit).
+    pub value: Value,
+    /// Printed output (capped).
+    pub output: String,
+    pub output_truncated: bool,
+    /// The map passed to final_answer, if called.
+    pub final_answer: Option<Value>,
+    pub error: Option<ScriptError>,
+}
+
+/// A classified script error with its position.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ScriptError {
+    /// parse | runtime | limit | timeout | memory | guard | sandbox
+    pub kind: String,
+    pub message: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}

@@ -1,0 +1,315 @@
+//! The server side of one script worker: spawn, hello, run, answer requests.
+//!
+//! The session reads the worker's lines and answers its requests: guard
+//! calls go through the executor (same validation, mode, timeout and events
+//! as direct calls), artifact writes go to the store. Deadline and
+//! cancellation kill the worker's process group; so does dropping the session.
+
+use std::process::Stdio;
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::artifacts::ArtifactStore;
+use crate::error::GuardError;
+use crate::events::{Events, Origin};
+use crate::executor::sandbox::{Rlimits, confine, release_group, track_group};
+use crate::executor::{Admission, CallRequest, Executor, Status};
+use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
+use crate::script::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
+use crate::worker::WORKER_ARG;
+
+/// Longest line the server reads from a script worker: 64 MiB (a write of
+/// a 1 MiB artifact as JSON-escaped text fits many times over).
+const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
+
+/// One guard call made by a script, for function_calls.json.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CallRecord {
+    pub function: String,
+    pub status: &'static str,
+    pub error_type: Option<String>,
+    pub duration_ms: f64,
+    pub execution: &'static str,
+}
+
+/// How a run ended, from the server's side.
+#[derive(Debug)]
+pub enum RunEnd {
+    Finished(RunOutcome),
+    TimedOut,
+    Cancelled,
+    Crashed(String),
+}
+
+pub struct Session {
+    child: Child,
+    pgid: u32,
+    stdin: ChildStdin,
+    stdout: BufReader<tokio::io::Take<ChildStdout>>,
+    pub layers: Layers,
+    pub calls: Vec<CallRecord>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        release_group(self.pgid);
+    }
+}
+
+/// What a session needs from the server.
+pub struct Context<'a> {
+    pub executor: &'a Executor,
+    pub store: &'a ArtifactStore,
+    pub events: &'a Events,
+    pub origin: &'a Origin,
+    pub task_id: &'a str,
+    pub cancel: &'a CancellationToken,
+}
+
+impl Session {
+    /// Starts a script worker and waits for its hello.
+    pub(crate) async fn start(
+        exe: &std::path::Path,
+        log: std::fs::File,
+        rlimits: Rlimits,
+        deadline: Instant,
+    ) -> Result<Self, String> {
+        let mut command = Command::new(exe);
+        command
+            .arg(WORKER_ARG)
+            .arg(crate::script::SCRIPT_WORKER)
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        confine(&mut command, rlimits);
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start a script worker: {e}"))?;
+        let pgid = child.id().unwrap_or_default();
+        track_group(pgid);
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            release_group(pgid);
+            return Err("script worker has no pipes".into());
+        };
+        let mut session = Session {
+            child,
+            pgid,
+            stdin,
+            stdout: BufReader::new(stdout.take(u64::MAX)),
+            layers: Layers::default(),
+            calls: Vec::new(),
+        };
+        match tokio::time::timeout_at(deadline, session.read()).await {
+            Ok(Ok(FromWorker::Hello { layers })) => session.layers = layers,
+            Ok(Ok(other)) => return Err(format!("script worker said {other:?} instead of hello")),
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err("script worker did not start before the deadline".into()),
+        }
+        Ok(session)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pgid
+    }
+
+    async fn read(&mut self) -> Result<FromWorker, String> {
+        self.stdout.get_mut().set_limit(MAX_WORKER_LINE + 1);
+        let mut line = Vec::new();
+        let read = self
+            .stdout
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|e| e.to_string())?;
+        if read == 0 {
+            return Err("script worker closed its pipe".into());
+        }
+        if line.len() as u64 > MAX_WORKER_LINE {
+            return Err("script worker sent a line over 64 MiB".into());
+        }
+        serde_json::from_slice(&line).map_err(|e| format!("unreadable message from script worker: {e}"))
+    }
+
+    async fn send(&mut self, message: &ToWorker) -> Result<(), String> {
+        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        self.stdin
+            .write_all(&line)
+            .await
+            .map_err(|e| format!("script worker pipe: {e}"))
+    }
+
+    /// Runs `code` and serves the worker's requests until it is done, the
+    /// deadline passes or the caller cancels.
+    pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, door_calls: u64) -> RunEnd {
+        let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        let cancel = ctx.cancel.clone();
+        let served = async {
+            self.send(&ToWorker::Run {
+                code: code.to_string(),
+                deadline_ms,
+                door_calls_left: door_calls,
+            })
+            .await?;
+            loop {
+                match self.read().await? {
+                    FromWorker::Done { outcome } => return Ok(outcome),
+                    FromWorker::Hello { .. } => {}
+                    request => self.answer(ctx, request, deadline).await?,
+                }
+            }
+        };
+        let end = tokio::select! {
+            outcome = tokio::time::timeout_at(deadline, served) => match outcome {
+                Ok(Ok(outcome)) => RunEnd::Finished(outcome),
+                Ok(Err(reason)) => RunEnd::Crashed(reason),
+                Err(_) => RunEnd::TimedOut,
+            },
+            _ = cancel.cancelled() => RunEnd::Cancelled,
+        };
+        if !matches!(end, RunEnd::Finished(_)) {
+            release_group(self.pgid);
+            let status = self.child.wait().await.ok();
+            if let RunEnd::Crashed(reason) = end {
+                return RunEnd::Crashed(format!("{reason} (worker {})", describe(status)));
+            }
+        }
+        end
+    }
+
+    async fn answer(
+        &mut self,
+        ctx: &Context<'_>,
+        request: FromWorker,
+        deadline: Instant,
+    ) -> Result<(), String> {
+        let reply = match request {
+            FromWorker::GuardCall { guard, arguments } => {
+                let started = std::time::Instant::now();
+                let mode = ctx
+                    .executor
+                    .registry()
+                    .get(&guard)
+                    .map(|g| g.mode().as_str())
+                    .unwrap_or("unknown");
+                let result = ctx
+                    .executor
+                    .call(CallRequest {
+                        guard: &guard,
+                        arguments,
+                        origin: ctx.origin,
+                        cancel: ctx.cancel.clone(),
+                        admission: Admission::InTask,
+                        deadline_cap: Some(deadline),
+                    })
+                    .await;
+                self.calls.push(CallRecord {
+                    function: guard,
+                    status: result
+                        .as_ref()
+                        .map(|_| "success")
+                        .unwrap_or_else(|f| f.status.as_str()),
+                    error_type: result.as_ref().err().map(|f| f.error.code.clone()),
+                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    execution: mode,
+                });
+                ToWorker::GuardReply {
+                    result: result.map_err(|f| f.error),
+                }
+            }
+            FromWorker::PureCalls { calls } => {
+                for call in calls {
+                    let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
+                    let status = if call.ok { Status::Success } else { Status::Failed };
+                    ctx.events.emit(ctx.origin, "function_call_started", json!({"function": call.function, "call_id": call_id, "execution_mode": "pure_inline"}));
+                    let duration_ms = call.duration_us as f64 / 1000.0;
+                    ctx.events.emit(ctx.origin, "function_call_finished", json!({"function": call.function, "call_id": call_id, "status": status.as_str(), "error_type": call.error_type, "duration_ms": duration_ms}));
+                    self.calls.push(CallRecord {
+                        function: call.function,
+                        status: status.as_str(),
+                        error_type: call.error_type,
+                        duration_ms,
+                        execution: "pure_inline",
+                    });
+                }
+                return Ok(());
+            }
+            FromWorker::WriteArtifact {
+                filename,
+                content,
+                encoding,
+            } => ToWorker::ArtifactReply {
+                result: write_artifact(ctx, &filename, &content, &encoding),
+            },
+            FromWorker::ReadArtifact { filename } => ToWorker::ArtifactReply {
+                result: ctx
+                    .store
+                    .read_output(ctx.task_id, &filename, DEFAULT_MAX_ARTIFACT_BYTES)
+                    .map(Value::String),
+            },
+            FromWorker::Hello { .. } | FromWorker::Done { .. } => return Ok(()),
+        };
+        self.send(&reply).await
+    }
+
+    /// Closes stdin and reaps the worker (after a finished run).
+    pub async fn finish(mut self) -> Option<std::process::ExitStatus> {
+        let _ = self.stdin.shutdown().await;
+        let status = tokio::time::timeout(std::time::Duration::from_millis(500), self.child.wait()).await;
+        release_group(self.pgid);
+        match status {
+            Ok(Ok(status)) => Some(status),
+            _ => self.child.wait().await.ok(),
+        }
+    }
+}
+
+fn write_artifact(
+    ctx: &Context<'_>,
+    filename: &str,
+    content: &str,
+    encoding: &str,
+) -> Result<Value, GuardError> {
+    let bytes = match encoding {
+        "utf-8" | "utf8" | "text" => content.as_bytes().to_vec(),
+        "base64" => base64::engine::general_purpose::STANDARD
+            .decode(content.trim())
+            .map_err(|e| {
+                GuardError::invalid_input("encoding", format!("content is not valid base64: {e}"))
+            })?,
+        other => {
+            return Err(GuardError::invalid_input(
+                "encoding",
+                format!("expected 'utf-8' or 'base64', got '{other}'"),
+            ));
+        }
+    };
+    let size = ctx
+        .store
+        .write_output(ctx.task_id, filename, &bytes, DEFAULT_MAX_ARTIFACT_BYTES)?;
+    ctx.events.emit(
+        ctx.origin,
+        "artifact_written",
+        json!({"filename": filename, "size_bytes": size}),
+    );
+    Ok(json!({"filename": filename, "path": format!("outputs/{filename}"), "size_bytes": size}))
+}
+
+fn describe(status: Option<std::process::ExitStatus>) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match status {
+        Some(s) => match s.signal() {
+            Some(signal) => nix::sys::signal::Signal::try_from(signal)
+                .map(|s| format!("killed by {}", s.as_str()))
+                .unwrap_or_else(|_| format!("killed by signal {signal}")),
+            None => format!("exited with {s}"),
+        },
+        None => "vanished".into(),
+    }
+}
