@@ -218,3 +218,8 @@ pub const MAX_READ_CHUNK_BYTES: usize = 256 * 1024;
 /// Largest result.json `get_task_result` returns inline: 256 KiB; larger
 /// ones are read with `read_artifact` in chunks.
 pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
+
+/// How long after a task's deadline the server waits for the script worker
+/// to stop itself (with a classified `timeout` error) before killing its
+/// process group: 50 ms. The task never answers later than deadline + this.
+pub const SCRIPT_KILL_GRACE: std::time::Duration = std::time::Duration::from_millis(50);

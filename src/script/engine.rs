@@ -6,6 +6,7 @@
 //! (`no_module`). Every limit is set explicitly from [`crate::limits`]; a
 //! wall-clock deadline is checked from `on_progress`.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -61,10 +62,14 @@ pub fn build(state: &EngineState) -> Engine {
     engine.set_max_map_size(SCRIPT_MAX_MAP_KEYS);
     engine.set_max_variables(SCRIPT_MAX_VARIABLES);
     let deadline = state.deadline.clone();
+    // Operation counts may jump, so check "at least N since the last check"
+    // rather than exact multiples.
+    let next_check = AtomicU64::new(0);
     engine.on_progress(move |operations| {
-        if operations % DEADLINE_CHECK_EVERY != 0 {
+        if operations < next_check.load(Ordering::Relaxed) {
             return None;
         }
+        next_check.store(operations + DEADLINE_CHECK_EVERY, Ordering::Relaxed);
         let due = deadline.lock().ok().and_then(|d| *d)?;
         (Instant::now() >= due).then(|| Dynamic::from(DEADLINE_MARK.to_string()))
     });

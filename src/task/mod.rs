@@ -116,13 +116,15 @@ impl TaskRunner {
         let calls_ok = calls.iter().filter(|c| c.status == "success").count();
         let mut result = match end {
             RunEnd::Finished(outcome) => script_result(outcome, calls.len(), calls_ok),
-            RunEnd::TimedOut => failure(
-                "timed_out",
-                format!(
-                    "the script did not finish within {} s; its worker was killed",
-                    timeout.as_secs()
-                ),
-            ),
+            RunEnd::TimedOut => {
+                let mut value = failure(
+                    "timed_out",
+                    format!("the script did not finish within {} s; its worker was killed", timeout.as_secs()),
+                );
+                value["error"] = json!({"kind": "timeout", "line": null, "column": null,
+                    "message": "the task deadline passed; the worker did not stop by itself and was killed"});
+                value
+            }
             RunEnd::Cancelled => failure(
                 "cancelled",
                 "the request was cancelled; the script worker was killed".into(),

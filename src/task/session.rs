@@ -165,8 +165,11 @@ impl Session {
                 }
             }
         };
+        // The worker stops itself at `deadline` with a classified timeout;
+        // the server kills it if it has not answered shortly after.
+        let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
         let end = tokio::select! {
-            outcome = tokio::time::timeout_at(deadline, served) => match outcome {
+            outcome = tokio::time::timeout_at(hard_deadline, served) => match outcome {
                 Ok(Ok(outcome)) => RunEnd::Finished(outcome),
                 Ok(Err(reason)) => RunEnd::Crashed(reason),
                 Err(_) => RunEnd::TimedOut,

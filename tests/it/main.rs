@@ -4,4 +4,5 @@
 mod common;
 mod executor;
 mod lifecycle;
+mod scripts;
 mod tools;
