@@ -119,7 +119,10 @@ impl TaskRunner {
             RunEnd::TimedOut => {
                 let mut value = failure(
                     "timed_out",
-                    format!("the script did not finish within {} s; its worker was killed", timeout.as_secs()),
+                    format!(
+                        "the script did not finish within {} s; its worker was killed",
+                        timeout.as_secs()
+                    ),
                 );
                 value["error"] = json!({"kind": "timeout", "line": null, "column": null,
                     "message": "the task deadline passed; the worker did not stop by itself and was killed"});

@@ -9,7 +9,12 @@ use serde_json::{Value, json};
 use crate::common::*;
 
 async fn run(server: &Server, script: &str, timeout: u64) -> Value {
-    let result = server.call("run_script", json!({"script": script, "timeout_seconds": timeout})).await;
+    let result = server
+        .call(
+            "run_script",
+            json!({"script": script, "timeout_seconds": timeout}),
+        )
+        .await;
     structured(&result)
 }
 
@@ -34,7 +39,10 @@ async fn a_scenario_script_writes_a_csv_that_read_artifact_returns() {
     assert!(result["task_id"].as_str().unwrap().starts_with("task_"));
     let task_id = result["task_id"].as_str().unwrap();
     let read = server
-        .call("read_artifact", json!({"task_id": task_id, "filename": "outputs/scenarios.csv"}))
+        .call(
+            "read_artifact",
+            json!({"task_id": task_id, "filename": "outputs/scenarios.csv"}),
+        )
         .await;
     let content = structured(&read)["content"].as_str().unwrap().to_string();
     let lines: Vec<&str> = content.lines().collect();
@@ -42,11 +50,29 @@ async fn a_scenario_script_writes_a_csv_that_read_artifact_returns() {
     assert_eq!(lines.len(), 4, "{content}");
     let price_at_100: f64 = lines[2].split(',').nth(1).unwrap().parse().unwrap();
     // BSM by hand: d1 = 0.1425, d2 = 0.0175 → 100·N(d1) − 100·e^(−0.01)·N(d2) = 5.4721.
-    assert!((price_at_100 - 5.4721).abs() < 1e-3, "ATM 3-month call: {price_at_100}");
+    assert!(
+        (price_at_100 - 5.4721).abs() < 1e-3,
+        "ATM 3-month call: {price_at_100}"
+    );
     let listed = server.call("list_artifacts", json!({"task_id": task_id})).await;
-    let names: Vec<String> = structured(&listed)["files"].as_array().unwrap().iter().map(|f| f["filename"].as_str().unwrap().to_string()).collect();
-    for expected in ["agent_actions/action_001.rhai", "events.jsonl", "function_calls.json", "outputs/scenarios.csv", "registry.json", "result.json"] {
-        assert!(names.contains(&expected.to_string()), "{expected} missing from {names:?}");
+    let names: Vec<String> = structured(&listed)["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["filename"].as_str().unwrap().to_string())
+        .collect();
+    for expected in [
+        "agent_actions/action_001.rhai",
+        "events.jsonl",
+        "function_calls.json",
+        "outputs/scenarios.csv",
+        "registry.json",
+        "result.json",
+    ] {
+        assert!(
+            names.contains(&expected.to_string()),
+            "{expected} missing from {names:?}"
+        );
     }
     let saved = server.call("get_task_result", json!({"task_id": task_id})).await;
     assert_eq!(structured(&saved)["result"]["summary"], "3 scenarios");
@@ -61,7 +87,10 @@ async fn guard_errors_are_catchable_with_their_code() {
     let result = run(&server, r#"let r = ""; try { price_option_t(#{option_type: "call"}); } catch (e) { r = e.code + "|" + e.message; } r"#, 10).await;
     let value = result["value"].as_str().unwrap();
     assert!(value.starts_with("invalid_arguments|"), "{value}");
-    assert!(value.contains("spot") || value.contains("missing field"), "{value}");
+    assert!(
+        value.contains("spot") || value.contains("missing field"),
+        "{value}"
+    );
 }
 
 #[tokio::test]
@@ -73,7 +102,11 @@ async fn the_threat_suite_is_stopped_with_classified_errors() {
         ("fn f(n) { f(n + 1) } f(0)", 10, "limit"),
         (r#"let s = "xx"; loop { s += s; }"#, 10, "limit"),
         ("let a = [1]; loop { a += a; }", 10, "limit"),
-        ("let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; }", 20, "limit"),
+        (
+            "let m = #{}; let i = 0; loop { m[`k${i}`] = i; i += 1; }",
+            20,
+            "limit",
+        ),
         (r#"eval("1 + 1")"#, 10, "parse"),
         (r#"import "std" as s;"#, 10, "parse"),
         (r#"open_file("/etc/passwd")"#, 10, "runtime"),
@@ -85,10 +118,16 @@ async fn the_threat_suite_is_stopped_with_classified_errors() {
         assert_eq!(result["error"]["kind"], kind, "{script}: {result}");
         assert_ne!(result["status"], "success", "{script}");
         if kind == "parse" {
-            assert!(result["error"]["line"].as_u64().is_some(), "position for {script}: {result}");
+            assert!(
+                result["error"]["line"].as_u64().is_some(),
+                "position for {script}: {result}"
+            );
         }
     }
-    assert!(!is_error(&server.call("price_option_t", call_args()).await), "server alive");
+    assert!(
+        !is_error(&server.call("price_option_t", call_args()).await),
+        "server alive"
+    );
 }
 
 #[tokio::test]
@@ -108,9 +147,16 @@ async fn a_guard_sleeping_past_the_task_deadline_is_killed_at_the_deadline() {
     let server = Server::start(TESTBED).await;
     let started = Instant::now();
     let result = run(&server, r#"slow_echo(#{millis: 30000})"#, 2).await;
-    assert!(started.elapsed() < Duration::from_millis(2_300), "{:?} {result}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(2_300),
+        "{:?} {result}",
+        started.elapsed()
+    );
     assert_ne!(result["status"], "success", "{result}");
-    assert!(eventually(Duration::from_secs(2), || server.workers().is_empty()).await, "workers left behind");
+    assert!(
+        eventually(Duration::from_secs(2), || server.workers().is_empty()).await,
+        "workers left behind"
+    );
 }
 
 #[tokio::test]
@@ -129,33 +175,58 @@ async fn read_artifact_handles_utf8_boundaries_base64_and_refuses_escapes() {
     // Multi-byte boundaries, base64 of binary data, offsets past the end, traversal and unknown tasks.
     let server = Server::start(FINANCE).await;
     let binary = base64::engine::general_purpose::STANDARD.encode((0..=255u8).collect::<Vec<u8>>());
-    let script = format!(r#"write_artifact("t.txt", "aé€"); write_artifact("b.bin", "{binary}", "base64"); 1"#);
+    let script =
+        format!(r#"write_artifact("t.txt", "aé€"); write_artifact("b.bin", "{binary}", "base64"); 1"#);
     let result = run(&server, &script, 10).await;
     let task = result["task_id"].as_str().unwrap().to_string();
     let read = |filename: &str, offset: u64, max: u64, encoding: &str| {
         server.call("read_artifact", json!({"task_id": task, "filename": filename, "offset": offset, "max_bytes": max, "encoding": encoding}))
     };
     let first = structured(&read("outputs/t.txt", 0, 2, "utf-8").await);
-    assert_eq!((first["content"].as_str(), first["next_offset"].as_u64()), (Some("a"), Some(1)));
+    assert_eq!(
+        (first["content"].as_str(), first["next_offset"].as_u64()),
+        (Some("a"), Some(1))
+    );
     let mid = read("outputs/t.txt", 2, 4, "utf-8").await;
     assert!(is_error(&mid), "starting mid-character is an error");
     let b = structured(&read("outputs/b.bin", 0, 262_144, "base64").await);
-    let decoded = base64::engine::general_purpose::STANDARD.decode(b["content"].as_str().unwrap()).unwrap();
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(b["content"].as_str().unwrap())
+        .unwrap();
     assert_eq!(decoded, (0..=255u8).collect::<Vec<u8>>());
     assert!(b["next_offset"].is_null());
-    assert!(is_error(&read("outputs/t.txt", 99, 10, "utf-8").await), "offset past the end");
+    assert!(
+        is_error(&read("outputs/t.txt", 99, 10, "utf-8").await),
+        "offset past the end"
+    );
     for bad in ["../events.jsonl", "/etc/passwd", "outputs/../../x"] {
         let r = read(bad, 0, 10, "utf-8").await;
         assert!(is_error(&r), "{bad} must be refused");
     }
     let dir = server.artifacts.path().join(&task);
     std::os::unix::fs::symlink("/etc/passwd", dir.join("outputs/link.txt")).unwrap();
-    assert!(is_error(&read("outputs/link.txt", 0, 10, "utf-8").await), "symlinked file refused");
+    assert!(
+        is_error(&read("outputs/link.txt", 0, 10, "utf-8").await),
+        "symlinked file refused"
+    );
     std::os::unix::fs::symlink("/etc", dir.join("linkdir")).unwrap();
-    assert!(is_error(&read("linkdir/passwd", 0, 10, "utf-8").await), "symlinked directory refused");
-    let unknown = server.call("read_artifact", json!({"task_id": "task_00000000000000000000000000000000", "filename": "result.json"})).await;
+    assert!(
+        is_error(&read("linkdir/passwd", 0, 10, "utf-8").await),
+        "symlinked directory refused"
+    );
+    let unknown = server
+        .call(
+            "read_artifact",
+            json!({"task_id": "task_00000000000000000000000000000000", "filename": "result.json"}),
+        )
+        .await;
     assert_eq!(error_code(&unknown), "not_found");
-    let bogus = server.call("read_artifact", json!({"task_id": "../etc", "filename": "result.json"})).await;
+    let bogus = server
+        .call(
+            "read_artifact",
+            json!({"task_id": "../etc", "filename": "result.json"}),
+        )
+        .await;
     assert_eq!(structured(&bogus)["error"]["field"], "task_id");
 }
 
@@ -163,10 +234,14 @@ async fn read_artifact_handles_utf8_boundaries_base64_and_refuses_escapes() {
 async fn a_broken_final_answer_fails_the_task_with_the_reason() {
     // no_action after a call breaks the contract.
     let server = Server::start(FINANCE).await;
-    let script = r#"get_quote(#{symbol: "AAPL"}); final_answer(#{task_type: "no_action", summary: "nothing"})"#;
+    let script =
+        r#"get_quote(#{symbol: "AAPL"}); final_answer(#{task_type: "no_action", summary: "nothing"})"#;
     let result = run(&server, script, 10).await;
     assert_eq!(result["status"], "failed");
-    assert!(result["summary"].as_str().unwrap().contains("no_action"), "{result}");
+    assert!(
+        result["summary"].as_str().unwrap().contains("no_action"),
+        "{result}"
+    );
 }
 
 #[tokio::test]
@@ -178,13 +253,19 @@ async fn a_killed_script_worker_fails_the_task_and_the_server_survives() {
         for _ in 0..100 {
             tokio::time::sleep(Duration::from_millis(50)).await;
             for child in children_of(pid) {
-                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child as i32), nix::sys::signal::Signal::SIGKILL);
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(child as i32),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
             }
         }
     });
     let result = run(&server, "let i = 0; loop { i += 1; }", 20).await;
     killer.abort();
     assert_eq!(result["status"], "failed", "{result}");
-    assert!(result["summary"].as_str().unwrap().contains("SIGKILL"), "{result}");
+    assert!(
+        result["summary"].as_str().unwrap().contains("SIGKILL"),
+        "{result}"
+    );
     assert!(!is_error(&server.call("price_option_t", call_args()).await));
 }

@@ -11,12 +11,7 @@ pub use guards::app;
 impl From<domain::error::DomainError> for warden::GuardError {
     fn from(error: domain::error::DomainError) -> Self {
         match error.field {
-            Some(field) => {
-                // DomainError messages already start with the field name.
-                let prefix = format!("{field}: ");
-                let message = error.message.strip_prefix(&prefix).unwrap_or(&error.message);
-                warden::GuardError::invalid_input(field, message)
-            }
+            Some(field) => warden::GuardError::invalid_input(field, &error.message),
             None => warden::GuardError::failed(error.message),
         }
     }

@@ -190,7 +190,7 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
         findings.push(Finding::info(
             "sharpe",
             format!(
-                "DSR {} >= {}: the Sharpe ratio survives {n} trials",
+                "deflated Sharpe ratio {} >= {}: the Sharpe ratio survives {n} trials",
                 fmt_num(dsr, 4),
                 fmt_num(th, 2)
             ),

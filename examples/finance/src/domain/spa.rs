@@ -163,16 +163,16 @@ fn differentials(models: &Frame, bench: &Series) -> Result<(Vec<String>, Vec<f64
             ),
         ));
     }
-    if let (Some(a), Some(c)) = (&models.index, &bench.index) {
-        if let Some(i) = (0..n).find(|&i| a[i] != c[i]) {
-            return Err(DomainError::field(
-                "benchmark",
-                format!(
-                    "index[{i}] is '{}' but models has '{}' there; align them first",
-                    c[i], a[i]
-                ),
-            ));
-        }
+    if let (Some(a), Some(c)) = (&models.index, &bench.index)
+        && let Some(i) = (0..n).find(|&i| a[i] != c[i])
+    {
+        return Err(DomainError::field(
+            "benchmark",
+            format!(
+                "index[{i}] is '{}' but models has '{}' there; align them first",
+                c[i], a[i]
+            ),
+        ));
     }
     let k = models.columns.len();
     let mut d = vec![0.0; n * k];

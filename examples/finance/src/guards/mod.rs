@@ -19,4 +19,13 @@ pub fn app() -> App {
         .guard(guard(domain::greeks::calc_greeks).name("calc_greeks_t"))
         .guard(guard(quotes::get_quote).in_process())
         .guard(guard(quotes::get_quote_isolated))
+        // Research-integrity checks: pure computations, inline in scripts.
+        .guard(guard(domain::check_cost_curve).pure())
+        .guard(guard(domain::check_rf_convention).pure())
+        .guard(guard(domain::check_performance).pure())
+        .guard(guard(domain::check_deflated_sharpe).pure())
+        .guard(guard(domain::check_spa).pure())
+        .guard(guard(domain::check_brinson).pure())
+        .guard(guard(domain::check_pit_universe).pure())
+        .guard(guard(domain::check_survivorship).pure())
 }

@@ -114,10 +114,10 @@ impl Frame {
             Value::Object(obj) => {
                 check_keys(obj, &FRAME_KEYS, field)?;
                 let declared = labels(obj.get("columns"), field, "columns")?;
-                if let Some(cols) = &declared {
-                    if let Some(c) = cols.iter().enumerate().find(|(i, c)| cols[..*i].contains(c)) {
-                        return Err(DomainError::field(field, format!("duplicate column '{}'", c.1)));
-                    }
+                if let Some(cols) = &declared
+                    && let Some(c) = cols.iter().enumerate().find(|(i, c)| cols[..*i].contains(c))
+                {
+                    return Err(DomainError::field(field, format!("duplicate column '{}'", c.1)));
                 }
                 let mut frame = match obj.get("records") {
                     Some(Value::Array(items)) => records(items, declared, field)?,
@@ -147,17 +147,17 @@ impl Frame {
                     }
                 }
                 frame.index = labels(obj.get("index"), field, "index")?;
-                if let Some(ix) = &frame.index {
-                    if ix.len() != frame.rows.len() {
-                        return Err(DomainError::field(
-                            field,
-                            format!(
-                                "index has {} labels but there are {} records",
-                                ix.len(),
-                                frame.rows.len()
-                            ),
-                        ));
-                    }
+                if let Some(ix) = &frame.index
+                    && ix.len() != frame.rows.len()
+                {
+                    return Err(DomainError::field(
+                        field,
+                        format!(
+                            "index has {} labels but there are {} records",
+                            ix.len(),
+                            frame.rows.len()
+                        ),
+                    ));
                 }
                 Ok(frame)
             }
