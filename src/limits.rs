@@ -152,22 +152,6 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn guard_timeouts_are_clamped_to_the_server_maximum() {
-        // A guard asking for an hour gets the server maximum, not an hour.
-        let limits = Limits::default();
-        assert_eq!(limits.guard_deadline(None), DEFAULT_GUARD_TIMEOUT);
-        assert_eq!(
-            limits.guard_deadline(Some(Duration::from_secs(3600))),
-            DEFAULT_MAX_TIMEOUT
-        );
-    }
-}
-
 /// Coding tasks and scripts running at once: 2 task slots, separate from the
 /// call slots, so a long task never starves direct calls. A task beyond it
 /// is rejected with `server_busy`.
@@ -223,3 +207,19 @@ pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
 /// to stop itself (with a classified `timeout` error) before killing its
 /// process group: 50 ms. The task never answers later than deadline + this.
 pub const SCRIPT_KILL_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn guard_timeouts_are_clamped_to_the_server_maximum() {
+        // A guard asking for an hour gets the server maximum, not an hour.
+        let limits = Limits::default();
+        assert_eq!(limits.guard_deadline(None), DEFAULT_GUARD_TIMEOUT);
+        assert_eq!(
+            limits.guard_deadline(Some(Duration::from_secs(3600))),
+            DEFAULT_MAX_TIMEOUT
+        );
+    }
+}
