@@ -1,8 +1,11 @@
 //! The command line every Warden app gets from `run()`.
 //!
 //! Raw flags become a validated command once, here; the work itself lives in
-//! the library modules. Exit codes: 0 success, 1 a failed call or check,
-//! 2 a usage or configuration error.
+//! the library modules: `--check` runs [`crate::preflight`] on this app,
+//! `preflight -- <command>` and `test --config … --suite …` are the
+//! client-side tools of [`crate::preflight`] and [`crate::testing`] (they
+//! build their own runtime and never build this app's). Exit codes: 0
+//! success, 1 a failed call or check, 2 a usage or configuration error.
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -24,6 +27,19 @@ struct Cli {
     /// Print the registered tools (name, mode, timeout, summary) and exit.
     #[arg(long)]
     list_tools: bool,
+    /// Run the preflight checks on this app (registration, artifacts, worker, sandbox, model and
+    /// telemetry configuration, a real MCP session with this binary) and exit: 0 ok, 1 a failure.
+    #[arg(long, conflicts_with = "list_tools")]
+    check: bool,
+    /// With --check: print one JSON report instead of lines.
+    #[arg(long, requires = "check")]
+    json: bool,
+    /// With --check: seconds each stage may take, >0 and ≤300 [default: 30].
+    #[arg(long, requires = "check", value_name = "SECONDS", value_parser = crate::preflight::parse_timeout)]
+    timeout: Option<std::time::Duration>,
+    /// With --check: fail (instead of warn) when the model for run_coding_task is not configured.
+    #[arg(long, requires = "check")]
+    require_agent: bool,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -46,6 +62,10 @@ enum Command {
         #[arg(default_value = "{}")]
         arguments: String,
     },
+    /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
+    Preflight(crate::preflight::PreflightArgs),
+    /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
+    Test(crate::testing::TestArgs),
 }
 
 /// Parses the command line and runs the command.
@@ -63,11 +83,23 @@ pub(crate) fn main(app: App) -> ExitCode {
             };
         }
     };
+    if cli.check && cli.command.is_some() {
+        eprintln!("error: --check runs on its own; drop the subcommand or the flag (see --help)");
+        return ExitCode::from(2);
+    }
+    let check = cli.check.then(|| crate::preflight::PreflightOptions {
+        json: cli.json,
+        timeout: cli.timeout.unwrap_or(crate::preflight::DEFAULT_STAGE_TIMEOUT),
+        require_agent: cli.require_agent,
+    });
     let command = match (cli.list_tools, cli.command) {
         (true, _) => Command::Tools {
             format: ToolFormat::Mcp,
         },
         (false, None) => Command::Serve,
+        // Client-side tools build their own runtime and never build this app's.
+        (false, Some(Command::Preflight(args))) => return crate::preflight::main(args),
+        (false, Some(Command::Test(args))) => return crate::testing::main(args),
         (false, Some(command)) => command,
     };
     let list_only = cli.list_tools;
@@ -82,12 +114,24 @@ pub(crate) fn main(app: App) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let code = runtime.block_on(dispatch(app, command, list_only));
+    let code = match check {
+        Some(options) => runtime.block_on(preflight(app, options)),
+        None => runtime.block_on(dispatch(app, command, list_only)),
+    };
     // Calls may still be in flight (the client hung up mid-call): kill their
     // workers now instead of waiting for their futures to be dropped.
     crate::executor::kill_all_workers();
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     code
+}
+
+/// `--check`: preflight with the app's own registry, executor and binary.
+async fn preflight(app: App, options: crate::preflight::PreflightOptions) -> ExitCode {
+    let artifacts_dir = app.resolved_artifacts_dir();
+    let name = app.name.clone();
+    let built = build_runtime(app);
+    let executor = built.as_ref().map(|(runtime, _, _)| &runtime.executor);
+    crate::preflight::check_app(executor.map_err(Clone::clone), &name, &artifacts_dir, &options).await
 }
 
 async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
@@ -126,6 +170,8 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Call { tool, arguments } => call(runtime, &tool, &arguments).await,
+        // Handled in `main` before any runtime exists (they build their own).
+        Command::Preflight(_) | Command::Test(_) => ExitCode::from(2),
     }
 }
 

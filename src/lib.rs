@@ -16,12 +16,14 @@ pub mod executor;
 pub mod export;
 pub mod guard;
 pub mod limits;
+pub mod preflight;
 pub mod registry;
 mod schema;
 pub mod script;
 pub mod server;
 pub mod task;
 pub mod telemetry;
+pub mod testing;
 pub mod worker;
 
 pub use app::App;

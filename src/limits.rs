@@ -181,10 +181,12 @@ pub const SCRIPT_MAX_EXPR_DEPTHS: (usize, usize) = (64, 32);
 /// not total: total memory is bounded by the worker's RLIMIT_AS.
 pub const SCRIPT_MAX_STRING_BYTES: usize = 4 * 1024 * 1024;
 
-/// Largest array: 200,000 items; largest object map: 20,000 keys.
+/// Largest array: 200,000 items; largest object map: 10,000 keys.
+/// Rhai re-measures a container on every insert, so growth is quadratic:
+/// keep tables to tens of thousands of rows (aggregate in guards instead).
 pub const SCRIPT_MAX_ARRAY_ITEMS: usize = 200_000;
 /// See [`SCRIPT_MAX_ARRAY_ITEMS`].
-pub const SCRIPT_MAX_MAP_KEYS: usize = 20_000;
+pub const SCRIPT_MAX_MAP_KEYS: usize = 10_000;
 
 /// Variables alive at once in a script scope: 10,000.
 pub const SCRIPT_MAX_VARIABLES: usize = 10_000;

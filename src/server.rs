@@ -31,6 +31,7 @@ Errors come back as results with isError=true, a stable error code and a message
 pub struct WardenServer {
     executor: Arc<Executor>,
     tasks: Arc<TaskRunner>,
+    builtins: Arc<Vec<Box<dyn crate::builtins::Builtin>>>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
 }
@@ -39,10 +40,12 @@ impl WardenServer {
     pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
         let mut tools = crate::export::mcp_tools(executor.registry(), executor.limits());
-        tools.extend(crate::builtins::tools());
+        let builtins = crate::builtins::all();
+        tools.extend(builtins.iter().map(|b| b.tool()));
         Self {
             executor,
             tasks,
+            builtins: Arc::new(builtins),
             tools: Arc::new(tools),
             info: Implementation::new(name, version),
         }
@@ -51,16 +54,23 @@ impl WardenServer {
     /// Runs a built-in tool with request events around it.
     async fn call_builtin(
         &self,
-        name: &str,
+        builtin: &dyn crate::builtins::Builtin,
         arguments: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let mut origin = Origin::request(crate::builtins::mode(name), name);
+        let name = builtin.name();
+        let mut origin = Origin::request(builtin.mode(), name);
         let events = self.executor.events().clone();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
-        let outcome =
-            crate::builtins::call(&self.tasks, name, arguments, &mut origin, context.ct.clone()).await;
+        let outcome = builtin
+            .call(crate::builtins::Call {
+                tasks: &self.tasks,
+                arguments,
+                origin: &mut origin,
+                cancel: context.ct.clone(),
+            })
+            .await;
         let (status, task_type, error_type) = match &outcome {
             Ok(value) => (
                 value
@@ -183,9 +193,12 @@ impl ServerHandler for WardenServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if crate::builtins::NAMES.contains(&name.as_str()) {
+        if let Some(builtin) = self.builtins.iter().find(|b| b.name() == name) {
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-            return Ok(self.call_builtin(&name, arguments, &context).await.into());
+            return Ok(self
+                .call_builtin(builtin.as_ref(), arguments, &context)
+                .await
+                .into());
         }
         if self.executor.registry().get(&name).is_none() {
             return Err(ErrorData::invalid_params(

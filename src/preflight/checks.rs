@@ -2,7 +2,7 @@
 //! than at a running server: registration, the artifacts directory, worker
 //! start, model and telemetry configuration.
 //!
-//! Called by [`super::run_checks`]. None of them calls a guard or the model:
+//! Called by [`super`] for both entry points. None of them calls a guard or the model:
 //! the worker check sends the worker protocol's `ping`, and the model check
 //! only reads environment variables.
 
@@ -157,7 +157,10 @@ pub(crate) async fn worker(executor: &Executor, expected_guards: Option<usize>, 
     match answer {
         Err(_) => Check::fail(
             name,
-            format!("no pong from an isolated worker within {} s", timeout.as_secs_f64()),
+            format!(
+                "no pong from an isolated worker within {} s",
+                timeout.as_secs_f64()
+            ),
             "raise --timeout if this machine is slow; otherwise run the worker by hand to see where it hangs",
         ),
         Ok(Err(failure)) => Check::fail(

@@ -19,11 +19,15 @@ const PREFIX: &str = "preflight-";
 
 /// Creates this run's diagnostics directory.
 pub(crate) fn create(artifacts_dir: &Path) -> std::io::Result<PathBuf> {
-    let parent = artifacts_dir.join(".diagnostics");
+    let absolute = std::path::absolute(artifacts_dir).unwrap_or_else(|_| artifacts_dir.to_path_buf());
+    let parent = absolute.join(".diagnostics");
     let stamp = humantime::format_rfc3339_seconds(SystemTime::now())
         .to_string()
         .replace(':', "");
-    let name = format!("{PREFIX}{stamp}-{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
+    let name = format!(
+        "{PREFIX}{stamp}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
     let preferred = parent.join(name);
     let created = std::fs::DirBuilder::new()
         .recursive(true)

@@ -1,7 +1,7 @@
 //! The preflight report: one [`Check`] per thing verified, printed for people
 //! (one line per check, a fix under each failure) or as one JSON object.
 //!
-//! Built by [`super::run_checks`]; printed by the `--check` flag of every app
+//! Built by `check_app` (`--check`) and `main` (`preflight`) in [`super`]; printed by the `--check` flag of every app
 //! and by `warden preflight`. The JSON shape is the contract's
 //! `{ok, server, checks:[{name, status, message, fix}], diagnostics_dir}`.
 
@@ -62,8 +62,17 @@ impl Check {
         Self::new(name, CheckStatus::Fail, message, Some(fix.into()))
     }
     /// FAIL when `strict`, else WARN.
-    pub fn warn_or_fail(strict: bool, name: &str, message: impl Into<String>, fix: impl Into<String>) -> Self {
-        let status = if strict { CheckStatus::Fail } else { CheckStatus::Warn };
+    pub fn warn_or_fail(
+        strict: bool,
+        name: &str,
+        message: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> Self {
+        let status = if strict {
+            CheckStatus::Fail
+        } else {
+            CheckStatus::Warn
+        };
         Self::new(name, status, message, Some(fix.into()))
     }
     fn new(name: &str, status: CheckStatus, message: impl Into<String>, fix: Option<String>) -> Self {
@@ -142,7 +151,7 @@ impl Report {
         }
         out.push_str(&format!("diagnostics: {}\n", self.diagnostics_dir.display()));
         out.push_str(&format!(
-            "result: {} ({} passed, {} warnings, {} failed, {} skipped)\n",
+            "result: {} ({} passed, {} warned, {} failed, {} skipped)\n",
             if self.ok { "ok" } else { "FAILED" },
             self.count(CheckStatus::Pass),
             self.count(CheckStatus::Warn),

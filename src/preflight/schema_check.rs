@@ -16,7 +16,9 @@ pub const DIALECT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema"
 /// rather than walked (a guard schema is never that deep).
 const MAX_DEPTH: usize = 64;
 
-const TYPES: &[&str] = &["null", "boolean", "object", "array", "number", "string", "integer"];
+const TYPES: &[&str] = &[
+    "null", "boolean", "object", "array", "number", "string", "integer",
+];
 /// Keywords whose value is one subschema.
 const ONE_SCHEMA: &[&str] = &[
     "items",
@@ -58,7 +60,15 @@ const COUNTS: &[&str] = &[
     "minContains",
     "maxContains",
 ];
-const STRINGS: &[&str] = &["title", "description", "pattern", "format", "$id", "$anchor", "$comment"];
+const STRINGS: &[&str] = &[
+    "title",
+    "description",
+    "pattern",
+    "format",
+    "$id",
+    "$anchor",
+    "$comment",
+];
 
 /// Problems with a tool schema (input or output): empty when it is a
 /// well-formed 2020-12 schema whose root is an object schema. Each problem
@@ -72,13 +82,17 @@ pub fn check_tool_schema(schema: &Value) -> Vec<String> {
     if root.get("type") != Some(&Value::String("object".into())) {
         problems.push(format!(
             "#/type: a tool schema's root must be \"type\": \"object\", found {}",
-            root.get("type").map(Value::to_string).unwrap_or_else(|| "nothing".into())
+            root.get("type")
+                .map(Value::to_string)
+                .unwrap_or_else(|| "nothing".into())
         ));
     }
     if let Some(dialect) = root.get("$schema")
         && dialect.as_str() != Some(DIALECT_2020_12)
     {
-        problems.push(format!("#/$schema: expected \"{DIALECT_2020_12}\", found {dialect}"));
+        problems.push(format!(
+            "#/$schema: expected \"{DIALECT_2020_12}\", found {dialect}"
+        ));
     }
     walk(schema, root, "#", 0, &mut problems);
     problems
@@ -89,12 +103,16 @@ fn walk(node: &Value, root: &Map<String, Value>, at: &str, depth: usize, out: &m
         Value::Bool(_) => return,
         Value::Object(map) => map,
         other => {
-            out.push(format!("{at}: a schema must be an object or a boolean, found {other}"));
+            out.push(format!(
+                "{at}: a schema must be an object or a boolean, found {other}"
+            ));
             return;
         }
     };
     if depth > MAX_DEPTH {
-        out.push(format!("{at}: nested deeper than {MAX_DEPTH} levels; not examined further"));
+        out.push(format!(
+            "{at}: nested deeper than {MAX_DEPTH} levels; not examined further"
+        ));
         return;
     }
     for (key, value) in map {
@@ -166,13 +184,18 @@ fn check_type(value: &Value, here: &str, out: &mut Vec<String>) {
         Value::Array(list) if !list.is_empty() => list.iter().collect(),
         Value::String(_) => vec![value],
         _ => {
-            out.push(format!("{here}: must be a type name or a non-empty array of them"));
+            out.push(format!(
+                "{here}: must be a type name or a non-empty array of them"
+            ));
             return;
         }
     };
     for name in &names {
         if !name.as_str().is_some_and(|n| TYPES.contains(&n)) {
-            out.push(format!("{here}: unknown type {name}; expected one of {}", TYPES.join(", ")));
+            out.push(format!(
+                "{here}: unknown type {name}; expected one of {}",
+                TYPES.join(", ")
+            ));
         }
     }
     check_unique(&names, here, out);
@@ -209,7 +232,9 @@ fn check_ref(value: &Value, root: &Map<String, Value>, here: &str, out: &mut Vec
     };
     let document = Value::Object(root.clone());
     if !pointer.is_empty() && document.pointer(pointer).is_none() {
-        out.push(format!("{here}: \"{target}\" does not resolve inside this schema"));
+        out.push(format!(
+            "{here}: \"{target}\" does not resolve inside this schema"
+        ));
     }
 }
 
@@ -226,7 +251,11 @@ mod tests {
             "properties": {"kind": {"$ref": "#/$defs/Kind"}, "n": {"type": ["number", "null"], "minimum": 0}},
             "$defs": {"Kind": {"type": "string", "enum": ["call", "put"]}}
         });
-        assert!(check_tool_schema(&good).is_empty(), "{:?}", check_tool_schema(&good));
+        assert!(
+            check_tool_schema(&good).is_empty(),
+            "{:?}",
+            check_tool_schema(&good)
+        );
         let bad = json!({
             "type": "array", "required": "kind",
             "properties": {"a": {"type": "float"}, "b": {"$ref": "#/$defs/Missing"}, "c": {"items": [{}]}},

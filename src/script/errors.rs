@@ -63,7 +63,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
         ),
         EvalAltResult::ErrorDataTooLarge(what, pos) => make(
             "limit",
-            format!("{what} too large: strings ≤ 4 MiB, arrays ≤ 200,000 items, maps ≤ 20,000 keys"),
+            format!("{what} too large: strings ≤ 4 MiB, arrays ≤ 200,000 items, maps ≤ 10,000 keys"),
             *pos,
         ),
         EvalAltResult::ErrorTooManyVariables(pos) => make(

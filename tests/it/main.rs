@@ -4,5 +4,7 @@
 mod common;
 mod executor;
 mod lifecycle;
+mod preflight;
+mod scenarios;
 mod scripts;
 mod tools;

@@ -178,3 +178,36 @@ pub fn call_args() -> Value {
 pub fn workspace_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// What a CLI run of an app binary printed and how it exited.
+#[derive(Debug)]
+pub struct CliRun {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `binary args…` in `cwd` to completion, with the model and trace
+/// settings removed from the environment and `env` added.
+pub fn run_cli(binary: &str, args: &[&str], env: &[(&str, &str)], cwd: &Path) -> CliRun {
+    let mut command = std::process::Command::new(binary);
+    command.args(args).current_dir(cwd).stdin(Stdio::null());
+    for var in [
+        "WARDEN_MODEL_API_KEY",
+        "WARDEN_MODEL_API_BASE",
+        "WARDEN_MODEL_ID",
+        "WARDEN_TRACE_EXPORTER",
+        "WARDEN_TESTBED_STRAY_STDOUT",
+    ] {
+        command.env_remove(var);
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("run the binary");
+    CliRun {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}

@@ -85,7 +85,15 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
     }
 }
 
+/// Set to make the server (started with no arguments, as a client starts
+/// it) print a line to stdout before `run()`: the fault preflight's
+/// `mcp.stdout` check must catch. Workers and CLI commands stay quiet.
+const STRAY_STDOUT_ENV: &str = "WARDEN_TESTBED_STRAY_STDOUT";
+
 fn main() -> std::process::ExitCode {
+    if std::env::var_os(STRAY_STDOUT_ENV).is_some() && std::env::args_os().len() == 1 {
+        println!("testbed: hello from main (stray stdout)");
+    }
     warden_finance::app()
         .guard(guard(slow_echo).timeout(Duration::from_secs(5)))
         .guard(

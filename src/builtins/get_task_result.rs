@@ -1,0 +1,55 @@
+//! `get_task_result`: a task's saved result.json.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{BoxFuture, Builtin, Call, decode, tool};
+use crate::error::GuardError;
+use crate::limits::MAX_INLINE_RESULT_BYTES;
+
+/// Get a task's saved result.json (inline up to 256 KiB; larger results are read with read_artifact).
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetTaskResultInput {
+    /// The task id, e.g. "task_0123…" as returned by run_script.
+    pub task_id: String,
+}
+
+pub struct GetTaskResult;
+
+impl Builtin for GetTaskResult {
+    fn name(&self) -> &'static str {
+        "get_task_result"
+    }
+    fn tool(&self) -> rmcp::model::Tool {
+        tool::<GetTaskResultInput>(self.name(), true)
+    }
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+        Box::pin(async move {
+            let input: GetTaskResultInput = decode(call.arguments)?;
+            let store = &call.tasks.store;
+            let dir = store.task_dir(&input.task_id)?;
+            let chunk = store.read(
+                &input.task_id,
+                "result.json",
+                0,
+                MAX_INLINE_RESULT_BYTES,
+                Default::default(),
+            )?;
+            let mut value = json!({"task_id": input.task_id, "task_dir": dir.display().to_string()});
+            if chunk["next_offset"].is_null() {
+                let result: Value =
+                    serde_json::from_str(chunk["content"].as_str().unwrap_or("")).unwrap_or(Value::Null);
+                value["request_id"] = result.get("request_id").cloned().unwrap_or(Value::Null);
+                value["result"] = result;
+            } else {
+                value["result"] = Value::Null;
+                value["note"] =
+                    json!("result.json is larger than 256 KiB: read it with read_artifact in chunks");
+                value["size_bytes"] = chunk["size_bytes"].clone();
+            }
+            Ok(value)
+        })
+    }
+}

@@ -1,0 +1,61 @@
+//! `run_script`: a client-written Rhai script run as a task, no model needed.
+
+use std::time::Duration;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
+use crate::error::GuardError;
+use crate::limits::DEFAULT_TASK_TIMEOUT;
+
+/// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
+///
+/// Every guard is a function taking an object map, e.g. `price_option_t(#{option_type: "call", spot: 100.0, ...})`,
+/// returning a map. Helpers: `write_artifact(filename, content[, "utf-8"|"base64"])` writes outputs/<filename>
+/// (1 MiB max), `read_written_artifact(filename)`, `to_csv(rows[, columns])`, `print(..)`, and
+/// `final_answer(#{task_type: "analysis"|"no_action"|"needs_input"|"unsupported"|"failed", summary, metrics, assumptions})`.
+/// Guard errors are catchable: `try { … } catch (e) { e.code; e.message }`. No files, network or eval.
+/// Returns {request_id, task_id, task_dir, status, task_type, summary, metrics, assumptions, artifacts, value, output}.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunScriptInput {
+    /// The Rhai source code.
+    pub script: String,
+    /// Seconds before the script worker is killed (default 300, at most the server maximum).
+    #[serde(default)]
+    pub timeout_seconds: Option<u64>,
+}
+
+pub struct RunScript;
+
+impl Builtin for RunScript {
+    fn name(&self) -> &'static str {
+        "run_script"
+    }
+    fn mode(&self) -> &'static str {
+        "script"
+    }
+    fn tool(&self) -> rmcp::model::Tool {
+        tool::<RunScriptInput>(self.name(), false)
+    }
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+        Box::pin(async move {
+            let input: RunScriptInput = decode(call.arguments)?;
+            let max = call.tasks.executor.limits().max_timeout.as_secs();
+            let seconds = match input.timeout_seconds {
+                Some(s) => in_range("timeout_seconds", s, 1, max)?,
+                None => DEFAULT_TASK_TIMEOUT.as_secs().min(max),
+            };
+            call.tasks
+                .run_script(
+                    &input.script,
+                    Duration::from_secs(seconds),
+                    call.origin,
+                    call.cancel,
+                )
+                .await
+        })
+    }
+}

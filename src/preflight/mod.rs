@@ -1,0 +1,319 @@
+//! Preflight: everything that must hold before a client connects, checked
+//! without calling a guard or the model.
+//!
+//! Two entry points share the checks. `<app> --check` ([`check_app`]) knows
+//! the application: it reads the registry itself, starts a real isolated
+//! worker through the executor, and probes its own binary (`current_exe()`,
+//! no arguments, same cwd and environment) over MCP. `warden preflight --
+//! <command> [args…]` ([`main`]) checks any Warden server command from the
+//! outside: registration comes from `tools/list`, and the worker check
+//! re-executes the command's program as a worker. Exit codes: 0 no failure
+//! (warnings allowed), 1 a failure, 2 a usage error.
+
+mod checks;
+mod diagnostics;
+mod mcp_probe;
+mod report;
+mod sandbox_probe;
+pub(crate) mod schema_check;
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use checks::{MODEL_ENV, TRACE_EXPORTER_ENV};
+pub use diagnostics::KEEP_PREFLIGHT_DIRS;
+pub use mcp_probe::{MAX_PROBE_LINE, MAX_TOOL_PAGES, PROBE_PROTOCOL_VERSION};
+pub use report::{Check, CheckStatus, Report, ServerSummary};
+
+use crate::executor::{Executor, WorkerLauncher};
+use crate::registry::Registry;
+
+/// Default bound on each preflight stage (worker ping, each MCP request,
+/// server shutdown): 30 s.
+pub const DEFAULT_STAGE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Largest `--timeout` accepted: 300 s. Larger values are a usage error.
+pub const MAX_STAGE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Programs that start a server rather than being one; `warden preflight`
+/// cannot start an isolated worker through them, so the worker check is
+/// skipped for them instead of failing.
+const LAUNCHERS: &[&str] = &[
+    "cargo", "sh", "bash", "zsh", "env", "npx", "node", "uv", "uvx", "python", "python3", "docker", "podman",
+];
+
+/// Options shared by `--check` and `preflight`.
+#[derive(Debug, Clone)]
+pub struct PreflightOptions {
+    /// Print one JSON report instead of lines.
+    pub json: bool,
+    /// Bound on each stage.
+    pub timeout: Duration,
+    /// Missing model configuration fails instead of warning.
+    pub require_agent: bool,
+}
+
+/// `preflight [--json] [--timeout S] [--require-agent] -- <command> [args…]`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct PreflightArgs {
+    /// Print one JSON report {ok, server, checks, diagnostics_dir} instead of lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Seconds each stage may take (worker start, each MCP request, shutdown): >0 and ≤300.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_timeout, default_value = "30")]
+    pub timeout: Duration,
+    /// Fail (instead of warn) when the model for run_coding_task is not configured.
+    #[arg(long)]
+    pub require_agent: bool,
+    /// The server command, exactly as an MCP client would start it.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<OsString>,
+}
+
+impl PreflightArgs {
+    pub fn options(&self) -> PreflightOptions {
+        PreflightOptions {
+            json: self.json,
+            timeout: self.timeout,
+            require_agent: self.require_agent,
+        }
+    }
+}
+
+/// Parses `--timeout`: seconds, fractional allowed, >0 and ≤300.
+pub fn parse_timeout(raw: &str) -> Result<Duration, String> {
+    let max = MAX_STAGE_TIMEOUT.as_secs_f64();
+    match raw.trim().parse::<f64>() {
+        Ok(secs) if secs > 0.0 && secs <= max => Ok(Duration::from_secs_f64(secs)),
+        _ => Err(format!(
+            "expected seconds greater than 0 and at most {max}, got '{raw}'"
+        )),
+    }
+}
+
+/// `warden preflight -- <command>`: builds its own runtime, so call it
+/// only from outside one.
+pub fn main(args: PreflightArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("error: cannot start the async runtime: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let code = runtime.block_on(check_command(args));
+    crate::executor::kill_all_workers();
+    code
+}
+
+async fn check_command(args: PreflightArgs) -> ExitCode {
+    let options = args.options();
+    let Some((program, rest)) = args.command.split_first() else {
+        eprintln!("error: preflight needs a server command after `--`, e.g. `preflight -- ./my-server`");
+        return ExitCode::from(2);
+    };
+    let (artifacts_dir, origin) = outside_artifacts_dir();
+    let mut found = vec![checks::artifacts(&artifacts_dir, origin)];
+    let diag = match diagnostics::create(&artifacts_dir) {
+        Ok(dir) => dir,
+        Err(error) => return no_diagnostics(error),
+    };
+    found.push(outside_worker(program, &diag, options.timeout).await);
+    let probe = probe_machine_and_server(&mut found, program, rest, &options, &diag).await;
+    let registration = match &probe.tools {
+        Some(tools) => checks::registration_from_tools(tools),
+        None => Check::skip("registration", "tools/list did not answer; see the mcp checks"),
+    };
+    found.insert(0, registration);
+    let title = format!("preflight: {}", probe.server.command.join(" "));
+    finish(Report::new(probe.server, found, diag), &options, &title)
+}
+
+/// `<app> --check`: the app's own registry, executor and binary.
+pub(crate) async fn check_app(
+    built: Result<&Arc<Executor>, String>,
+    app_name: &str,
+    artifacts_dir: &Path,
+    options: &PreflightOptions,
+) -> ExitCode {
+    let origin = match std::env::var_os("WARDEN_ARTIFACTS_DIR") {
+        Some(_) => "from WARDEN_ARTIFACTS_DIR",
+        None => "the app's artifacts directory; WARDEN_ARTIFACTS_DIR moves it",
+    };
+    let mut found = vec![checks::artifacts(artifacts_dir, origin)];
+    let diag = match diagnostics::create(artifacts_dir) {
+        Ok(dir) => dir,
+        Err(error) => return no_diagnostics(error),
+    };
+    let expected: Option<Vec<String>> = match &built {
+        Ok(executor) => {
+            let registry = executor.registry();
+            found.insert(0, checks::registration(registry));
+            found.push(checks::worker(executor, Some(registry.len()), options.timeout).await);
+            Some(registry.names().iter().map(|n| n.to_string()).collect())
+        }
+        Err(error) => {
+            found.insert(
+                0,
+                Check::fail(
+                    "registration",
+                    format!("the application did not build: {error}"),
+                    "fix the error named (a guard registration or a WARDEN_* setting); the in-app checks need a built app",
+                ),
+            );
+            found.push(Check::skip("worker", "the application did not build"));
+            None
+        }
+    };
+    let exe = match std::env::current_exe() {
+        Ok(exe) => exe.into_os_string(),
+        Err(error) => {
+            eprintln!("error: cannot locate this program's binary: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let probe = probe_machine_and_server(&mut found, &exe, &[], options, &diag).await;
+    if let (Some(expected), Some(tools)) = (expected, &probe.tools) {
+        let listed: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+        let missing: Vec<&str> = expected
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !listed.contains(n))
+            .collect();
+        if !missing.is_empty() {
+            found.push(Check::fail(
+                "mcp.registry",
+                format!("tools/list lacks registered guards: {}", missing.join(", ")),
+                "every registered guard must be listed; check that the served binary is this one",
+            ));
+        }
+    }
+    let title = format!("{app_name} --check");
+    finish(Report::new(probe.server, found, diag), options, &title)
+}
+
+/// Machine-level checks, then the MCP probe; returns what the probe saw.
+async fn probe_machine_and_server(
+    found: &mut Vec<Check>,
+    program: &OsString,
+    args: &[OsString],
+    options: &PreflightOptions,
+    diag: &Path,
+) -> mcp_probe::ProbeOutcome {
+    let timeout = options.timeout;
+    let sandbox = tokio::task::spawn_blocking(|| {
+        let mut checks = vec![sandbox_probe::network_namespace(), sandbox_probe::landlock()];
+        checks.extend(sandbox_probe::rlimits());
+        checks
+    });
+    match tokio::time::timeout(timeout, sandbox).await {
+        Ok(Ok(checks)) => found.extend(checks),
+        _ => found.push(Check::warn(
+            "sandbox",
+            format!("sandbox probes did not finish within {} s", timeout.as_secs_f64()),
+            "rerun with a larger --timeout",
+        )),
+    }
+    found.push(checks::agent(options.require_agent));
+    found.push(checks::telemetry());
+    let probe = mcp_probe::probe(program, args, timeout, diag).await;
+    found.extend(probe.checks.iter().cloned());
+    probe
+}
+
+/// Starts an isolated worker from the command's program, as its server
+/// would; skipped for launchers (cargo, shells, interpreters).
+async fn outside_worker(program: &OsString, diag: &Path, timeout: Duration) -> Check {
+    let base = Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let interpreter = base.starts_with("python");
+    if LAUNCHERS.contains(&base.as_str()) || interpreter {
+        return Check::skip(
+            "worker",
+            format!(
+                "the command starts through '{base}', so its workers cannot be started from here; run the app binary's own --check"
+            ),
+        );
+    }
+    let Some(exe) = resolve_program(program) else {
+        return Check::fail(
+            "worker",
+            format!("'{}' was not found on PATH", program.to_string_lossy()),
+            "give the server command as a path or put it on PATH",
+        );
+    };
+    let limits = match crate::limits::Limits::default().from_env() {
+        Ok(limits) => limits,
+        Err(error) => return Check::fail("worker", error.to_string(), "fix the WARDEN_* variable named"),
+    };
+    let launcher = WorkerLauncher {
+        exe,
+        diagnostics_dir: diag.to_path_buf(),
+        max_response: limits.max_worker_response,
+    };
+    let executor = Executor::new(
+        Arc::new(Registry::default()),
+        Arc::new(crate::guard::Resources::default()),
+        limits,
+        crate::events::Events::disabled(),
+        launcher,
+    );
+    checks::worker(&executor, None, timeout).await
+}
+
+/// The program's path: as given when it contains a slash, else from PATH.
+fn resolve_program(program: &OsString) -> Option<PathBuf> {
+    let path = Path::new(program);
+    if path.components().count() > 1 {
+        return Some(path.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .map(|paths| {
+            std::env::split_paths(&paths)
+                .map(|dir| dir.join(path))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .find(|candidate| candidate.is_file())
+}
+
+/// The artifacts root a server started from here would use, and where that
+/// came from (an app's own builder setting is invisible from outside).
+fn outside_artifacts_dir() -> (PathBuf, &'static str) {
+    match std::env::var_os("WARDEN_ARTIFACTS_DIR") {
+        Some(dir) => (PathBuf::from(dir), "from WARDEN_ARTIFACTS_DIR"),
+        None => (
+            PathBuf::from("artifacts"),
+            "the default ./artifacts; an app-configured directory is not visible from outside",
+        ),
+    }
+}
+
+fn no_diagnostics(error: std::io::Error) -> ExitCode {
+    eprintln!(
+        "error: cannot create a private diagnostics directory: {error}; set TMPDIR to a writable directory"
+    );
+    ExitCode::from(1)
+}
+
+/// Saves the report beside the diagnostics, prints it, and picks the exit code.
+fn finish(report: Report, options: &PreflightOptions, title: &str) -> ExitCode {
+    let json = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let _ = std::fs::write(report.diagnostics_dir.join("report.json"), format!("{json}\n"));
+    if options.json {
+        println!("{json}");
+    } else {
+        print!("{}", report.render_text(title));
+    }
+    report.exit_code()
+}

@@ -1,0 +1,125 @@
+//! Probes for the kernel features the script sandbox layers on: a private
+//! network namespace, Landlock, and the rlimits every worker runs under.
+//!
+//! Called by [`super`] for both entry points. Each probe leaves this process as it
+//! found it: the namespace is tried in a forked child that exits at once,
+//! Landlock only creates (never applies) a ruleset, and rlimits are read,
+//! not changed. A missing layer is a warning: workers still run, with one
+//! wall fewer.
+
+use nix::sys::resource::{Resource, getrlimit};
+
+use super::report::Check;
+
+/// The network namespace check: can an unprivileged child get its own
+/// (empty) network stack?
+pub(crate) fn network_namespace() -> Check {
+    let name = "sandbox.network";
+    match unshare_in_child() {
+        Ok(()) => Check::pass(
+            name,
+            "a child can unshare(CLONE_NEWUSER|CLONE_NEWNET): script workers get no network",
+        ),
+        Err(reason) => Check::warn(
+            name,
+            format!("unshare(CLONE_NEWUSER|CLONE_NEWNET) refused: {reason}"),
+            "allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
+the container's seccomp/AppArmor profile); without them scripts are kept off the network only by the Rhai engine",
+        ),
+    }
+}
+
+/// Forks a child that tries the unshare and exits with the errno (0 on success).
+#[allow(unsafe_code)]
+fn unshare_in_child() -> Result<(), String> {
+    use nix::sched::{CloneFlags, unshare};
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork};
+    // SAFETY: the child makes only two system calls (unshare, _exit) and
+    // touches no lock, allocator or runtime state, so forking a
+    // multi-threaded process is sound here.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let code = match unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET) {
+                Ok(()) => 0,
+                Err(errno) => (errno as i32).clamp(1, 255),
+            };
+            // SAFETY: _exit ends the child without running this process's
+            // atexit handlers or destructors, which belong to the parent.
+            unsafe { nix::libc::_exit(code) }
+        }
+        Ok(ForkResult::Parent { child }) => match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, 0)) => Ok(()),
+            Ok(WaitStatus::Exited(_, code)) => Err(nix::errno::Errno::from_raw(code).desc().to_string()),
+            Ok(other) => Err(format!("probe child ended unexpectedly: {other:?}")),
+            Err(errno) => Err(format!("waitpid failed: {errno}")),
+        },
+        Err(errno) => Err(format!("fork failed: {errno}")),
+    }
+}
+
+/// The Landlock check: the highest ABI whose filesystem rights the kernel
+/// enforces, found by creating (not applying) rulesets.
+pub(crate) fn landlock() -> Check {
+    use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
+    let name = "sandbox.landlock";
+    let abis = [
+        (ABI::V6, 6),
+        (ABI::V5, 5),
+        (ABI::V4, 4),
+        (ABI::V3, 3),
+        (ABI::V2, 2),
+        (ABI::V1, 1),
+    ];
+    let mut last_error = String::from("no ABI probed");
+    for (abi, number) in abis {
+        let created = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(abi))
+            .and_then(|ruleset| ruleset.create());
+        match created {
+            Ok(_ruleset) => {
+                return Check::pass(
+                    name,
+                    format!("Landlock available: filesystem rights of ABI v{number} enforceable"),
+                );
+            }
+            Err(error) => last_error = error.to_string(),
+        }
+    }
+    Check::warn(
+        name,
+        format!("Landlock unavailable: {last_error}"),
+        "use Linux 5.13+ with Landlock enabled (lsm=...,landlock); without it script workers have no kernel filesystem wall",
+    )
+}
+
+/// The rlimits workers are confined by: one PASS, or one WARN per missing limit.
+pub(crate) fn rlimits() -> Vec<Check> {
+    let wanted = [
+        (Resource::RLIMIT_AS, "RLIMIT_AS", "memory"),
+        (Resource::RLIMIT_CPU, "RLIMIT_CPU", "CPU time"),
+        (Resource::RLIMIT_NOFILE, "RLIMIT_NOFILE", "open files"),
+        (Resource::RLIMIT_FSIZE, "RLIMIT_FSIZE", "file size"),
+        (Resource::RLIMIT_CORE, "RLIMIT_CORE", "core dumps"),
+    ];
+    let mut checks = Vec::new();
+    let mut present = Vec::new();
+    for (resource, label, what) in wanted {
+        match getrlimit(resource) {
+            Ok(_) => present.push(label),
+            Err(errno) => checks.push(Check::warn(
+                &format!("sandbox.rlimit.{}", label.to_ascii_lowercase()),
+                format!("{label} ({what}) unavailable: {errno}"),
+                "run on a Linux kernel that supports this rlimit; workers cannot be capped on it",
+            )),
+        }
+    }
+    if checks.is_empty() {
+        checks.push(Check::pass(
+            "sandbox.rlimits",
+            format!("{} supported", present.join(", ")),
+        ));
+    }
+    checks
+}
