@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::executor::{Executor, WorkerLauncher};
 use crate::guard::{Guard, Resources};
 use crate::limits::Limits;
-use crate::registry::Registry;
+use crate::registry::{Registry, RegistryError, ScriptFunction};
 
 type Factory = Box<dyn FnOnce() -> Result<Arc<dyn Any + Send + Sync>, String>>;
 
@@ -28,6 +28,8 @@ pub struct App {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) guards: Vec<Guard>,
+    /// Script-only functions, registered into script engines only.
+    pub(crate) script_functions: Vec<ScriptFunction>,
     resources: Vec<ResourceFactory>,
     pub(crate) limits: Limits,
     artifacts_dir: Option<PathBuf>,
@@ -49,6 +51,7 @@ impl App {
             name: name.into(),
             version: env!("CARGO_PKG_VERSION").to_string(),
             guards: Vec::new(),
+            script_functions: Vec::new(),
             resources: Vec::new(),
             limits: Limits::default(),
             artifacts_dir: None,
@@ -64,6 +67,15 @@ impl App {
     /// Registers one guard.
     pub fn guard(mut self, guard: Guard) -> Self {
         self.guards.push(guard);
+        self
+    }
+
+    /// Registers a function that exists only inside scripts (it takes values
+    /// JSON cannot carry, such as a function pointer). It is listed by
+    /// `list_guards` as script-only, with its reason; the name rules of
+    /// guards apply and it may not clash with one.
+    pub fn script_function(mut self, function: ScriptFunction) -> Self {
+        self.script_functions.push(function);
         self
     }
 
@@ -95,6 +107,14 @@ impl App {
         self
     }
 
+    /// Lets `run_batch` call guards annotated destructive (refused in a
+    /// batch by default; see [`Limits::allow_destructive_in_batch`]). Call it
+    /// after [`App::limits`], which replaces every limit.
+    pub fn allow_destructive_in_batch(mut self) -> Self {
+        self.limits.allow_destructive_in_batch = true;
+        self
+    }
+
     /// Where events, task directories and diagnostics go. Overridden by
     /// `WARDEN_ARTIFACTS_DIR`; defaults to `./artifacts`.
     pub fn artifacts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
@@ -113,7 +133,7 @@ impl App {
             let script = std::env::args_os()
                 .nth(2)
                 .is_some_and(|a| a == crate::script::SCRIPT_WORKER);
-            return match Registry::new(self.guards) {
+            return match build_registry(self.guards, self.script_functions) {
                 Ok(registry) if script => crate::script::worker::main(registry),
                 Ok(registry) => crate::worker::main(&registry),
                 Err(error) => {
@@ -168,7 +188,11 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let resources = app.build_resources();
     let name = app.name.clone();
     let version = app.version.clone();
-    let registry = Registry::new(std::mem::take(&mut app.guards)).map_err(|e| e.to_string())?;
+    let registry = build_registry(
+        std::mem::take(&mut app.guards),
+        std::mem::take(&mut app.script_functions),
+    )
+    .map_err(|e| e.to_string())?;
     let (events, guard) = match crate::events::Events::open(&artifacts_dir) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
@@ -210,6 +234,12 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         name,
         version,
     ))
+}
+
+/// The registry of guards and script functions; the server and every
+/// worker build it the same way.
+fn build_registry(guards: Vec<Guard>, functions: Vec<ScriptFunction>) -> Result<Registry, RegistryError> {
+    Registry::new(guards)?.with_script_functions(functions)
 }
 
 /// `<artifacts>/.diagnostics/workers`, or a private temp dir when the

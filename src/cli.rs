@@ -57,10 +57,15 @@ enum Command {
     /// Run one guard through the executor and print its result as JSON.
     Call {
         /// The tool name, e.g. price_option_t.
-        tool: String,
+        #[arg(required_unless_present = "batch")]
+        tool: Option<String>,
         /// The arguments as a JSON object, e.g. '{"spot": 100}'.
         #[arg(default_value = "{}")]
         arguments: String,
+        /// Run a batch instead: a JSON file holding run_batch's arguments ({"calls": [{"name", "arguments"}, …]}
+        /// or a bare list of calls), with the same semantics; prints the batch result.
+        #[arg(long, value_name = "FILE", conflicts_with = "tool")]
+        batch: Option<std::path::PathBuf>,
     },
     /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
     Preflight(crate::preflight::PreflightArgs),
@@ -169,7 +174,12 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
             println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
             ExitCode::SUCCESS
         }
-        Command::Call { tool, arguments } => call(runtime, &tool, &arguments).await,
+        Command::Call {
+            batch: Some(file), ..
+        } => crate::batch::run_file(&runtime.tasks, &file).await,
+        Command::Call { tool, arguments, .. } => {
+            call(runtime, tool.as_deref().unwrap_or_default(), &arguments).await
+        }
         // Handled in `main` before any runtime exists (they build their own).
         Command::Preflight(_) | Command::Test(_) => ExitCode::from(2),
     }

@@ -43,6 +43,9 @@ impl Mode {
     }
 }
 
+/// The category of a guard that did not set one with [`Guard::category`].
+pub const DEFAULT_CATEGORY: &str = "general";
+
 /// MCP tool annotations. Guards check or compute, so the defaults are
 /// read-only, idempotent, not destructive and closed-world; a guard that
 /// writes or reaches outside must say so.
@@ -156,6 +159,8 @@ pub struct Guard {
     pub(crate) input_schema: Map<String, Value>,
     pub(crate) output_schema: Map<String, Value>,
     pub(crate) mode: Mode,
+    /// Catalogue group shown by `list_guards` (default [`DEFAULT_CATEGORY`]).
+    pub(crate) category: String,
     pub(crate) timeout: Option<Duration>,
     pub(crate) hints: Hints,
     pub(crate) uses_resources: bool,
@@ -204,6 +209,7 @@ where
         } else {
             Mode::Isolated
         },
+        category: DEFAULT_CATEGORY.to_string(),
         timeout: None,
         hints: Hints::default(),
         uses_resources: F::USES_RESOURCES,
@@ -230,6 +236,12 @@ impl Guard {
     /// Marks a computation with no I/O: runs inline inside script workers.
     pub fn pure(mut self) -> Self {
         self.mode = Mode::Pure;
+        self
+    }
+    /// Sets the catalogue category `list_guards` groups it under, e.g.
+    /// "costs" (default "general").
+    pub fn category(mut self, category: impl Into<String>) -> Self {
+        self.category = category.into();
         self
     }
     /// Sets the guard's timeout (clamped to the server maximum).
@@ -263,6 +275,9 @@ impl Guard {
     }
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+    pub fn category_of(&self) -> &str {
+        &self.category
     }
     pub fn input_schema(&self) -> &Map<String, Value> {
         &self.input_schema

@@ -8,7 +8,9 @@
 
 pub mod app;
 pub mod artifacts;
+mod batch;
 pub mod builtins;
+pub mod catalogue;
 mod cli;
 pub mod error;
 pub mod events;
@@ -30,7 +32,10 @@ pub use app::App;
 pub use error::GuardError;
 pub use guard::{Guard, Hints, Mode, Resources, guard};
 pub use limits::Limits;
-pub use registry::Registry;
+pub use registry::{Registry, ScriptFunction};
 
 /// Re-exported so applications derive schemas with the same version.
 pub use schemars;
+
+/// Re-exported so script-only functions register on the same engine type.
+pub use rhai;

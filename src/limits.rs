@@ -83,6 +83,13 @@ pub struct Limits {
     pub worker_open_files: u64,
     /// See [`DEFAULT_WORKER_FILE_SIZE`].
     pub worker_file_size: u64,
+    /// Whether `run_batch` may call guards annotated destructive
+    /// ([`crate::Guard::destructive`]): default `false`, so a batch naming one
+    /// is refused before anything runs and the guard must be called directly,
+    /// one deliberate call at a time. Set with
+    /// [`crate::App::allow_destructive_in_batch`]. Does not affect direct
+    /// calls or scripts.
+    pub allow_destructive_in_batch: bool,
 }
 
 impl Default for Limits {
@@ -97,6 +104,7 @@ impl Default for Limits {
             worker_memory: DEFAULT_WORKER_MEMORY,
             worker_open_files: DEFAULT_WORKER_OPEN_FILES,
             worker_file_size: DEFAULT_WORKER_FILE_SIZE,
+            allow_destructive_in_batch: false,
         }
     }
 }
@@ -197,6 +205,12 @@ pub const SCRIPT_MAX_OUTPUT_BYTES: usize = 64 * 1024;
 
 /// Largest file `write_artifact` accepts: 1 MiB decoded (`artifact_too_large`).
 pub const DEFAULT_MAX_ARTIFACT_BYTES: usize = 1024 * 1024;
+
+/// Calls in one `run_batch` request: 1 to 25. A batch outside that range is
+/// refused before anything runs (`invalid_input` on `calls`). However many
+/// calls it has, a batch holds one call slot and runs at most
+/// `max_concurrent_calls` of its calls at once.
+pub const MAX_BATCH_CALLS: usize = 25;
 
 /// Largest chunk `read_artifact` returns: 262,144 bytes (default 65,536).
 pub const MAX_READ_CHUNK_BYTES: usize = 256 * 1024;

@@ -2,7 +2,10 @@
 //!
 //! Built at startup (in the server and, identically, in every worker) from the
 //! app's [`Guard`]s. It owns the rules for names and the deterministic tool
-//! order; it never runs a guard (that is the executor's job).
+//! order; it never runs a guard (that is the executor's job). It also
+//! carries the app's script-only functions ([`ScriptFunction`]), under the
+//! same name rules, so the script worker (which rebuilds this registry)
+//! can register them into its engine.
 
 use std::collections::BTreeMap;
 
@@ -19,6 +22,8 @@ pub const BUILTIN_TOOLS: &[&str] = &[
     "read_artifact",
     "list_guards",
     "describe_guard",
+    "bundle_coverage",
+    "check_backtest",
 ];
 
 /// Names that scripts use for helpers or that Rhai reserves; a guard with one
@@ -62,7 +67,6 @@ pub const RESERVED_SCRIPT_NAMES: &[&str] = &[
     "global",
     "timestamp",
     "sleep",
-    "assert_causal",
 ];
 
 /// Longest guard name accepted: 64 characters (the common client limit).
@@ -89,12 +93,37 @@ pub enum RegistryError {
     ResourcesOutsideServer(String),
     #[error("guard '{0}' has an input type whose schema is not an object: wrap the arguments in a struct")]
     InputNotObject(String),
+    #[error(
+        "script function '{0}' has the name of a registered guard or of another script function: rename one of them"
+    )]
+    ScriptFunctionClash(String),
+}
+
+/// A function that exists only inside scripts: it takes script values (a
+/// function pointer, an array of maps) that have no JSON form, so it is not
+/// an MCP tool. `list_guards` shows it as script-only with `reason`.
+#[derive(Debug, Clone)]
+pub struct ScriptFunction {
+    /// The Rhai function name; same rules as a guard name.
+    pub name: &'static str,
+    /// Catalogue category, like [`Guard::category`].
+    pub category: &'static str,
+    /// How to call it, e.g. `assert_causal(signal_fn, bars, k) -> map`.
+    pub signature: &'static str,
+    /// Full semantics; the first line is the one-line summary.
+    pub description: &'static str,
+    /// Why it is script-only (what JSON cannot carry).
+    pub reason: &'static str,
+    /// Registers the function (under `name`) on a script engine. Runs only
+    /// in script workers; must be cheap and free of side effects.
+    pub register: fn(&mut rhai::Engine),
 }
 
 /// All guards of an application, sorted by name.
 #[derive(Debug, Default)]
 pub struct Registry {
     guards: BTreeMap<String, Guard>,
+    script_functions: BTreeMap<String, ScriptFunction>,
 }
 
 impl Registry {
@@ -114,7 +143,33 @@ impl Registry {
             }
             map.insert(guard.name.clone(), guard);
         }
-        Ok(Self { guards: map })
+        Ok(Self {
+            guards: map,
+            script_functions: BTreeMap::new(),
+        })
+    }
+
+    /// Adds script-only functions; a name must follow the guard rules and
+    /// clash with no guard and no other script function.
+    pub fn with_script_functions(mut self, functions: Vec<ScriptFunction>) -> Result<Self, RegistryError> {
+        for function in functions {
+            validate_name(function.name)?;
+            if self.guards.contains_key(function.name) || self.script_functions.contains_key(function.name) {
+                return Err(RegistryError::ScriptFunctionClash(function.name.into()));
+            }
+            self.script_functions.insert(function.name.into(), function);
+        }
+        Ok(self)
+    }
+
+    /// Script-only functions in name order.
+    pub fn script_functions(&self) -> impl Iterator<Item = &ScriptFunction> {
+        self.script_functions.values()
+    }
+
+    /// The script-only function called `name`, if registered.
+    pub fn script_function(&self, name: &str) -> Option<&ScriptFunction> {
+        self.script_functions.get(name)
     }
 
     /// The guard called `name`, if registered.
@@ -211,6 +266,44 @@ mod tests {
         assert_eq!(
             Registry::new(vec![guard(needs_resources).isolated()]).unwrap_err(),
             RegistryError::ResourcesOutsideServer("needs_resources".into())
+        );
+    }
+
+    fn no_op(_: &mut rhai::Engine) {}
+
+    fn script_fn(name: &'static str) -> ScriptFunction {
+        ScriptFunction {
+            name,
+            category: "general",
+            signature: "f(x)",
+            description: "Does nothing.",
+            reason: "takes a function pointer",
+            register: no_op,
+        }
+    }
+
+    #[test]
+    fn script_functions_follow_the_name_rules_and_never_clash() {
+        // A script-only function may not shadow a guard, a built-in, or another script function.
+        let registry = || Registry::new(vec![guard(echo)]).unwrap();
+        assert!(registry().with_script_functions(vec![script_fn("lag")]).is_ok());
+        assert_eq!(
+            registry()
+                .with_script_functions(vec![script_fn("echo")])
+                .unwrap_err(),
+            RegistryError::ScriptFunctionClash("echo".into())
+        );
+        assert_eq!(
+            registry()
+                .with_script_functions(vec![script_fn("lag"), script_fn("lag")])
+                .unwrap_err(),
+            RegistryError::ScriptFunctionClash("lag".into())
+        );
+        assert_eq!(
+            registry()
+                .with_script_functions(vec![script_fn("list_guards")])
+                .unwrap_err(),
+            RegistryError::Builtin("list_guards".into())
         );
     }
 

@@ -42,6 +42,8 @@ impl WardenServer {
         let mut tools = crate::export::mcp_tools(executor.registry(), executor.limits());
         let builtins = crate::builtins::all();
         tools.extend(builtins.iter().map(|b| b.tool()));
+        // One deterministic order for guards and built-ins alike.
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
             executor,
             tasks,
@@ -69,6 +71,10 @@ impl WardenServer {
                 arguments,
                 origin: &mut origin,
                 cancel: context.ct.clone(),
+                progress: context
+                    .meta
+                    .get_progress_token()
+                    .map(|token| Arc::new(crate::task::progress::Progress::new(context.peer.clone(), token))),
             })
             .await;
         let (status, task_type, error_type) = match &outcome {

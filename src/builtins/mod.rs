@@ -6,10 +6,15 @@
 //! guard calls they cause still go through the executor. To add one, write
 //! a file with a type implementing [`Builtin`] and list it in [`all`].
 
+mod bundle_coverage;
+mod check_backtest;
+mod describe_guard;
 mod get_task_result;
 mod list_artifacts;
+mod list_guards;
 mod list_tasks;
 mod read_artifact;
+pub(crate) mod run_batch;
 mod run_script;
 
 use std::future::Future;
@@ -35,6 +40,8 @@ pub struct Call<'a> {
     pub origin: &'a mut Origin,
     /// Fired when the client cancels the request.
     pub cancel: CancellationToken,
+    /// Progress sink when the client sent a progressToken.
+    pub progress: Option<Arc<crate::task::progress::Progress>>,
 }
 
 /// A tool the server provides itself.
@@ -54,10 +61,15 @@ pub trait Builtin: Send + Sync {
 pub fn all() -> Vec<Box<dyn Builtin>> {
     vec![
         Box::new(run_script::RunScript),
+        Box::new(run_batch::RunBatch),
         Box::new(list_tasks::ListTasks),
         Box::new(get_task_result::GetTaskResult),
         Box::new(list_artifacts::ListArtifacts),
         Box::new(read_artifact::ReadArtifact),
+        Box::new(list_guards::ListGuards),
+        Box::new(describe_guard::DescribeGuard),
+        Box::new(bundle_coverage::BundleCoverage),
+        Box::new(check_backtest::CheckBacktest),
     ]
 }
 

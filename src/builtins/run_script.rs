@@ -54,6 +54,7 @@ impl Builtin for RunScript {
                     Duration::from_secs(seconds),
                     call.origin,
                     call.cancel,
+                    call.progress.as_deref(),
                 )
                 .await
         })

@@ -242,6 +242,19 @@ impl Executor {
         outcome
     }
 
+    /// Takes one call slot for a tool that then runs several guards with
+    /// [`Admission::InTask`] (check_backtest, run_batch): the whole batch
+    /// counts as one direct call. Rejected with `server_busy` like a direct
+    /// call when no slot is free; the slot is released when the permit drops.
+    pub fn try_admit_batch(&self) -> Result<OwnedSemaphorePermit, Failure> {
+        self.admit(Admission::TryNow)?.ok_or_else(|| {
+            Failure::new(
+                Status::Failed,
+                GuardError::failed("admission returned no call slot for a batch"),
+            )
+        })
+    }
+
     fn admit(&self, admission: Admission) -> Result<Option<OwnedSemaphorePermit>, Failure> {
         match admission {
             Admission::TryNow => match self.call_slots.clone().try_acquire_owned() {

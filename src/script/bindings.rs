@@ -1,5 +1,6 @@
 //! What a script can call: every guard (a function taking an object map),
-//! plus write_artifact, read_written_artifact, to_csv and final_answer.
+//! the app's script-only functions, plus write_artifact,
+//! read_written_artifact, to_csv and final_answer.
 //!
 //! Pure guards run inline here; all other guards and every artifact
 //! operation go through the [`Door`] to the server, which runs them via
@@ -73,6 +74,11 @@ pub fn register(
             },
         );
     }
+    // Script-only functions register themselves; the registry has already
+    // checked that their names clash with no guard.
+    for function in registry.script_functions() {
+        (function.register)(engine);
+    }
     register_artifacts(engine, door);
     engine.register_fn(
         "final_answer",
@@ -122,7 +128,19 @@ fn call_guard(
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new("door_closed", "worker door lock poisoned"))?;
+    let budget_exhausted = || {
+        GuardError::new(
+            "budget_exhausted",
+            "this task used all its guard calls; do more per call, or finish with final_answer",
+        )
+    };
     if guard.mode() == Mode::Pure {
+        if door.count_pure {
+            if door.calls_left == 0 {
+                return Err(budget_exhausted());
+            }
+            door.calls_left -= 1;
+        }
         let started = Instant::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             guard.invoke(&Resources::default(), arguments)
@@ -144,13 +162,10 @@ fn call_guard(
         });
         return outcome;
     }
-    if door.door_calls_left == 0 {
-        return Err(GuardError::new(
-            "budget_exhausted",
-            "this task used all its guard calls through the server; do more per call or use pure guards",
-        ));
+    if door.calls_left == 0 {
+        return Err(budget_exhausted());
     }
-    door.door_calls_left -= 1;
+    door.calls_left -= 1;
     door.request(&FromWorker::GuardCall {
         guard: name.to_string(),
         arguments,

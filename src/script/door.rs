@@ -22,8 +22,10 @@ pub struct Door {
     input: BufReader<Stdin>,
     output: File,
     pure: Vec<PureCall>,
-    /// Calls through the door still allowed in this run.
-    pub door_calls_left: u64,
+    /// Guard calls still allowed in this run.
+    pub calls_left: u64,
+    /// Whether inline pure calls count against `calls_left`.
+    pub count_pure: bool,
 }
 
 impl Door {
@@ -32,7 +34,8 @@ impl Door {
             input: BufReader::new(std::io::stdin()),
             output,
             pure: Vec::new(),
-            door_calls_left: 0,
+            calls_left: 0,
+            count_pure: false,
         }
     }
 

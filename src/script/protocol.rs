@@ -15,11 +15,16 @@ use crate::error::GuardError;
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToWorker {
-    /// Run `code` in the persistent scope, stopping at `deadline_ms` from now.
+    /// Run `code` in the persistent scope, stopping at `deadline_ms` from
+    /// now. `calls_left` bounds guard calls through the door; when
+    /// `count_pure` is set, inline pure calls count against it too (coding
+    /// tasks have one budget for every guard call).
     Run {
         code: String,
         deadline_ms: u64,
-        door_calls_left: u64,
+        calls_left: u64,
+        #[serde(default)]
+        count_pure: bool,
     },
     /// Reply to a guard call.
     GuardReply { result: Result<Value, GuardError> },

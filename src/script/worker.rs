@@ -54,7 +54,8 @@ pub fn main(registry: Registry) -> ExitCode {
         let ToWorker::Run {
             code,
             deadline_ms,
-            door_calls_left,
+            calls_left,
+            count_pure,
         } = message
         else {
             eprintln!("warden script worker: expected a run message");
@@ -64,7 +65,8 @@ pub fn main(registry: Registry) -> ExitCode {
             *deadline = Some(Instant::now() + Duration::from_millis(deadline_ms));
         }
         if let Ok(mut door) = door.lock() {
-            door.door_calls_left = door_calls_left;
+            door.calls_left = calls_left;
+            door.count_pure = count_pure;
         }
         if let Ok(mut slot) = final_answer.lock() {
             *slot = None;

@@ -1,38 +1,60 @@
-//! Tasks: a script run with a task directory, events and a checked result.
+//! Tasks: script runs with a task directory, events and a checked result.
 //!
-//! `run_script` (and, in time, the coding agent) come here. A task holds a
-//! task slot (separate from call slots), gets `<artifacts>/task_…/`, runs in
-//! a sandboxed script worker ([`session`]) and ends with `result.json`
+//! `run_script` and the coding agent both come here. A task holds a task
+//! slot (separate from call slots), gets `<artifacts>/task_…/`, runs in a
+//! sandboxed script worker ([`session`]) and ends with `result.json`,
 //! written by the server after the final answer passed [`contract`].
 
 pub mod contract;
+pub mod progress;
 pub mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::{ArtifactStore, OUTPUTS_DIR};
 use crate::error::{GuardError, codes};
-use crate::events::Origin;
+use crate::events::{Events, Origin};
 use crate::executor::Executor;
 use crate::executor::sandbox::Rlimits;
 use crate::limits::DEFAULT_SCRIPT_DOOR_CALLS;
-use session::{Context, RunEnd, Session};
+use crate::script::protocol::{Layers, RunOutcome};
+use progress::Progress;
+use session::{Budget, CallRecord, Context, RunEnd, Session};
 
 /// Runs tasks. Shared by the server's built-in tools.
 pub struct TaskRunner {
     pub executor: Arc<Executor>,
     pub store: ArtifactStore,
     exe: std::path::PathBuf,
-    /// Task slots: one permit per running task, taken before its directory is
-    /// created and released when the task's future ends.
+    /// Task slots: one permit per running task, taken before its directory
+    /// is created and released when the task's [`Task`] is dropped.
     task_slots: Arc<Semaphore>,
     max_tasks: usize,
+}
+
+/// A task in progress: its slot, directory and event log.
+pub struct Task {
+    _slot: OwnedSemaphorePermit,
+    pub id: String,
+    pub dir: std::path::PathBuf,
+    pub events: Events,
+    pub deadline: Instant,
+    pub timeout: Duration,
+    started: std::time::Instant,
+}
+
+/// What the worker side of a task produced, for the result.
+#[derive(Default)]
+pub struct WorkerFacts {
+    pub layers: Layers,
+    pub calls: Vec<CallRecord>,
+    pub pid: u32,
 }
 
 impl TaskRunner {
@@ -51,15 +73,9 @@ impl TaskRunner {
         }
     }
 
-    /// Runs a client-written script as a task and returns the task result.
-    pub async fn run_script(
-        &self,
-        script: &str,
-        timeout: Duration,
-        origin: &mut Origin,
-        cancel: CancellationToken,
-    ) -> Result<Value, GuardError> {
-        let Ok(_slot) = self.task_slots.clone().try_acquire_owned() else {
+    /// Takes a task slot and creates the task directory.
+    pub fn begin(&self, origin: &mut Origin, timeout: Duration) -> Result<Task, GuardError> {
+        let Ok(slot) = self.task_slots.clone().try_acquire_owned() else {
             return Err(GuardError::new(
                 codes::SERVER_BUSY,
                 format!(
@@ -69,105 +85,131 @@ impl TaskRunner {
             ));
         };
         let started = std::time::Instant::now();
-        let deadline = Instant::now() + timeout;
-        let (task_id, task_dir) = self.store.create_task()?;
-        origin.task_id = Some(task_id.clone());
-        let events = self.executor.events().with_task_log(&task_dir);
-        events.emit(origin, "task_created", json!({"task_id": task_id}));
-        self.store
-            .write_task_file(&task_id, "agent_actions/action_001.rhai", script.as_bytes())?;
+        let (id, dir) = self.store.create_task()?;
+        origin.task_id = Some(id.clone());
+        let events = self.executor.events().with_task_log(&dir);
+        events.emit(origin, "task_created", json!({"task_id": id}));
         self.store.write_task_file(
-            &task_id,
+            &id,
             "registry.json",
             registry_snapshot(&self.executor).to_string().as_bytes(),
         )?;
-        let log = std::fs::File::create(task_dir.join("worker_stderr.log"))
-            .map_err(|e| GuardError::failed(format!("cannot create the worker log: {e}")))?;
-        let rlimits = Rlimits::for_call(self.executor.limits(), timeout.as_secs());
-        let session = Session::start(&self.exe, log, rlimits, deadline).await;
-        let (end, layers, calls, pid) = match session {
+        Ok(Task {
+            _slot: slot,
+            id,
+            dir,
+            events,
+            deadline: Instant::now() + timeout,
+            timeout,
+            started,
+        })
+    }
+
+    /// Starts the task's script worker.
+    pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
+        let log = std::fs::File::create(task.dir.join("worker_stderr.log"))
+            .map_err(|e| format!("cannot create the worker log: {e}"))?;
+        let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
+        let session = Session::start(&self.exe, log, rlimits, task.deadline).await?;
+        task.events.emit(
+            origin,
+            "task_worker_started",
+            json!({"task_id": task.id, "pid": session.pid(), "sandbox": session.layers}),
+        );
+        Ok(session)
+    }
+
+    /// The session context for `task`.
+    pub fn context<'a>(
+        &'a self,
+        task: &'a Task,
+        origin: &'a Origin,
+        cancel: &'a CancellationToken,
+        progress: Option<&'a Progress>,
+    ) -> Context<'a> {
+        Context {
+            executor: &self.executor,
+            store: &self.store,
+            events: &task.events,
+            origin,
+            task_id: &task.id,
+            cancel,
+            progress,
+        }
+    }
+
+    /// Completes `result` with the task's common fields, saves
+    /// function_calls.json and result.json, and records the worker's end.
+    pub fn finish(&self, task: Task, origin: &Origin, mut result: Value, facts: WorkerFacts) -> Value {
+        task.events.emit(
+            origin,
+            "task_worker_finished",
+            json!({"task_id": task.id, "pid": facts.pid, "status": result["status"]}),
+        );
+        if let Value::Object(map) = &mut result {
+            map.insert("request_id".into(), json!(origin.request_id));
+            map.insert("task_id".into(), json!(task.id));
+            map.insert("task_dir".into(), json!(task.dir.display().to_string()));
+            map.insert("artifacts".into(), self.outputs(&task.id));
+            map.insert("function_calls".into(), json!(facts.calls.len()));
+            map.insert("sandbox".into(), json!(facts.layers));
+            map.insert(
+                "duration_ms".into(),
+                json!(task.started.elapsed().as_secs_f64() * 1000.0),
+            );
+        }
+        let calls = serde_json::to_string_pretty(&facts.calls).unwrap_or_default();
+        let _ = self
+            .store
+            .write_task_file(&task.id, "function_calls.json", calls.as_bytes());
+        let saved = serde_json::to_string_pretty(&result).unwrap_or_default();
+        let _ = self
+            .store
+            .write_task_file(&task.id, "result.json", saved.as_bytes());
+        task.events.flush_task_log();
+        result
+    }
+
+    /// Runs a client-written script as a task and returns the task result.
+    pub async fn run_script(
+        &self,
+        script: &str,
+        timeout: Duration,
+        origin: &mut Origin,
+        cancel: CancellationToken,
+        progress: Option<&Progress>,
+    ) -> Result<Value, GuardError> {
+        let task = self.begin(origin, timeout)?;
+        self.store
+            .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())?;
+        let origin: &Origin = origin;
+        let mut facts = WorkerFacts::default();
+        let end = match self.start_worker(&task, origin).await {
             Ok(mut session) => {
-                events.emit(
-                    origin,
-                    "task_worker_started",
-                    json!({"task_id": task_id, "pid": session.pid(), "sandbox": session.layers}),
-                );
-                let ctx = Context {
-                    executor: &self.executor,
-                    store: &self.store,
-                    events: &events,
-                    origin,
-                    task_id: &task_id,
-                    cancel: &cancel,
+                let ctx = self.context(&task, origin, &cancel, progress);
+                let budget = Budget {
+                    calls_left: DEFAULT_SCRIPT_DOOR_CALLS,
+                    count_pure: false,
                 };
-                let end = session
-                    .run(&ctx, script, deadline, DEFAULT_SCRIPT_DOOR_CALLS)
-                    .await;
-                let layers = session.layers.clone();
-                let calls = std::mem::take(&mut session.calls);
-                let pid = session.pid();
+                let end = session.run(&ctx, script, task.deadline, budget).await;
+                facts = WorkerFacts {
+                    layers: session.layers.clone(),
+                    calls: std::mem::take(&mut session.calls),
+                    pid: session.pid(),
+                };
                 if matches!(end, RunEnd::Finished(_)) {
                     session.finish().await;
                 }
-                (end, layers, calls, pid)
+                end
             }
-            Err(reason) => (RunEnd::Crashed(reason), Default::default(), Vec::new(), 0),
+            Err(reason) => RunEnd::Crashed(reason),
         };
-        let calls_ok = calls.iter().filter(|c| c.status == "success").count();
-        let mut result = match end {
-            RunEnd::Finished(outcome) => script_result(outcome, calls.len(), calls_ok),
-            RunEnd::TimedOut => {
-                let mut value = failure(
-                    "timed_out",
-                    format!(
-                        "the script did not finish within {} s; its worker was killed",
-                        timeout.as_secs()
-                    ),
-                );
-                value["error"] = json!({"kind": "timeout", "line": null, "column": null,
-                    "message": "the task deadline passed; the worker did not stop by itself and was killed"});
-                value
-            }
-            RunEnd::Cancelled => failure(
-                "cancelled",
-                "the request was cancelled; the script worker was killed".into(),
-            ),
-            RunEnd::Crashed(reason) => failure("failed", format!("the script worker failed: {reason}")),
+        let calls_ok = facts.calls.iter().filter(|c| c.status == "success").count();
+        let result = match end {
+            RunEnd::Finished(outcome) => script_result(outcome, facts.calls.len(), calls_ok),
+            other => abnormal_end(other, task.timeout),
         };
-        events.emit(
-            origin,
-            "task_worker_finished",
-            json!({"task_id": task_id, "pid": pid, "status": result["status"]}),
-        );
-        let artifacts = self.outputs(&task_id);
-        if let Value::Object(map) = &mut result {
-            map.insert("request_id".into(), json!(origin.request_id));
-            map.insert("task_id".into(), json!(task_id));
-            map.insert("task_dir".into(), json!(task_dir.display().to_string()));
-            map.insert("artifacts".into(), artifacts);
-            map.insert("function_calls".into(), json!(calls.len()));
-            map.insert("sandbox".into(), json!(layers));
-            map.insert(
-                "duration_ms".into(),
-                json!(started.elapsed().as_secs_f64() * 1000.0),
-            );
-        }
-        let _ = self.store.write_task_file(
-            &task_id,
-            "function_calls.json",
-            serde_json::to_string_pretty(&calls)
-                .unwrap_or_default()
-                .as_bytes(),
-        );
-        let _ = self.store.write_task_file(
-            &task_id,
-            "result.json",
-            serde_json::to_string_pretty(&result)
-                .unwrap_or_default()
-                .as_bytes(),
-        );
-        events.flush_task_log();
-        Ok(result)
+        Ok(self.finish(task, origin, result, facts))
     }
 
     /// `[{name, path}]` of the files under outputs/.
@@ -186,25 +228,44 @@ impl TaskRunner {
     }
 }
 
+/// The result of a run that did not finish: deadline, cancellation, crash.
+pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
+    match end {
+        RunEnd::TimedOut => {
+            let mut value = failure(
+                "timed_out",
+                format!(
+                    "the task did not finish within {} s; its worker was killed",
+                    timeout.as_secs()
+                ),
+            );
+            value["error"] = json!({"kind": "timeout", "line": null, "column": null,
+                "message": "the task deadline passed; the worker did not stop by itself and was killed"});
+            value
+        }
+        RunEnd::Cancelled => failure(
+            "cancelled",
+            "the request was cancelled; the script worker was killed".into(),
+        ),
+        RunEnd::Crashed(reason) => failure("failed", format!("the script worker failed: {reason}")),
+        RunEnd::Finished(_) => failure("failed", "internal: finished run passed as abnormal".into()),
+    }
+}
+
 /// The task result of a script that ran to its end.
-fn script_result(outcome: session_outcome::RunOutcome, calls: usize, calls_ok: usize) -> Value {
+fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize) -> Value {
     let mut result = if let Some(error) = &outcome.error {
-        let mut value = failure(
-            if error.kind == "timeout" {
-                "timed_out"
-            } else {
-                "failed"
-            },
-            format!("{} error: {}", error.kind, error.message),
-        );
+        let status = if error.kind == "timeout" {
+            "timed_out"
+        } else {
+            "failed"
+        };
+        let mut value = failure(status, format!("{} error: {}", error.kind, error.message));
         value["error"] = json!(error);
         value
     } else if let Some(answer) = &outcome.final_answer {
         match contract::check(answer, calls, calls_ok) {
-            Ok(answer) => json!({
-                "status": answer.status, "task_type": answer.task_type, "summary": answer.summary,
-                "metrics": answer.metrics, "assumptions": answer.assumptions,
-            }),
+            Ok(answer) => answer_json(&answer),
             Err(reason) => failure("failed", format!("the final answer broke the contract: {reason}")),
         }
     } else {
@@ -221,11 +282,16 @@ fn script_result(outcome: session_outcome::RunOutcome, calls: usize, calls_ok: u
     result
 }
 
-mod session_outcome {
-    pub use crate::script::protocol::RunOutcome;
+/// The result fields of an accepted final answer.
+pub fn answer_json(answer: &contract::Answer) -> Value {
+    json!({
+        "status": answer.status, "task_type": answer.task_type, "summary": answer.summary,
+        "metrics": answer.metrics, "assumptions": answer.assumptions,
+    })
 }
 
-fn failure(status: &str, summary: String) -> Value {
+/// A failed task result with `summary` saying why.
+pub fn failure(status: &str, summary: String) -> Value {
     json!({"status": status, "task_type": "failed", "summary": summary, "metrics": {}, "assumptions": []})
 }
 

@@ -27,6 +27,10 @@ use crate::worker::WORKER_ARG;
 /// a 1 MiB artifact as JSON-escaped text fits many times over).
 const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
 
+/// How long a worker whose stdin was closed gets to exit before its group
+/// is killed: 200 ms (it normally exits within a millisecond).
+const WORKER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// One guard call made by a script, for function_calls.json.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct CallRecord {
@@ -35,6 +39,14 @@ pub struct CallRecord {
     pub error_type: Option<String>,
     pub duration_ms: f64,
     pub execution: &'static str,
+}
+
+/// Guard calls a run may make.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    pub calls_left: u64,
+    /// Whether inline pure calls count too (coding tasks).
+    pub count_pure: bool,
 }
 
 /// How a run ended, from the server's side.
@@ -49,7 +61,8 @@ pub enum RunEnd {
 pub struct Session {
     child: Child,
     pgid: u32,
-    stdin: ChildStdin,
+    /// Closed (dropped) by [`Session::finish`] so the worker sees EOF.
+    stdin: Option<ChildStdin>,
     stdout: BufReader<tokio::io::Take<ChildStdout>>,
     pub layers: Layers,
     pub calls: Vec<CallRecord>,
@@ -69,6 +82,7 @@ pub struct Context<'a> {
     pub origin: &'a Origin,
     pub task_id: &'a str,
     pub cancel: &'a CancellationToken,
+    pub progress: Option<&'a super::progress::Progress>,
 }
 
 impl Session {
@@ -101,7 +115,7 @@ impl Session {
         let mut session = Session {
             child,
             pgid,
-            stdin,
+            stdin: Some(stdin),
             stdout: BufReader::new(stdout.take(u64::MAX)),
             layers: Layers::default(),
             calls: Vec::new(),
@@ -139,7 +153,10 @@ impl Session {
     async fn send(&mut self, message: &ToWorker) -> Result<(), String> {
         let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
         line.push(b'\n');
-        self.stdin
+        let Some(stdin) = self.stdin.as_mut() else {
+            return Err("script worker pipe is closed".into());
+        };
+        stdin
             .write_all(&line)
             .await
             .map_err(|e| format!("script worker pipe: {e}"))
@@ -147,14 +164,15 @@ impl Session {
 
     /// Runs `code` and serves the worker's requests until it is done, the
     /// deadline passes or the caller cancels.
-    pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, door_calls: u64) -> RunEnd {
+    pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
         let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         let cancel = ctx.cancel.clone();
         let served = async {
             self.send(&ToWorker::Run {
                 code: code.to_string(),
                 deadline_ms,
-                door_calls_left: door_calls,
+                calls_left: budget.calls_left,
+                count_pure: budget.count_pure,
             })
             .await?;
             loop {
@@ -222,6 +240,12 @@ impl Session {
                     duration_ms: started.elapsed().as_secs_f64() * 1000.0,
                     execution: mode,
                 });
+                let last = self
+                    .calls
+                    .last()
+                    .map(|c| format!("{} {}", c.function, c.status))
+                    .unwrap_or_default();
+                super::progress::note(ctx.progress, format!("guard call {last}")).await;
                 ToWorker::GuardReply {
                     result: result.map_err(|f| f.error),
                 }
@@ -247,9 +271,11 @@ impl Session {
                 filename,
                 content,
                 encoding,
-            } => ToWorker::ArtifactReply {
-                result: write_artifact(ctx, &filename, &content, &encoding),
-            },
+            } => {
+                let result = write_artifact(ctx, &filename, &content, &encoding);
+                super::progress::note(ctx.progress, format!("artifact {filename}")).await;
+                ToWorker::ArtifactReply { result }
+            }
             FromWorker::ReadArtifact { filename } => ToWorker::ArtifactReply {
                 result: ctx
                     .store
@@ -263,8 +289,8 @@ impl Session {
 
     /// Closes stdin and reaps the worker (after a finished run).
     pub async fn finish(mut self) -> Option<std::process::ExitStatus> {
-        let _ = self.stdin.shutdown().await;
-        let status = tokio::time::timeout(std::time::Duration::from_millis(500), self.child.wait()).await;
+        drop(self.stdin.take());
+        let status = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
         release_group(self.pgid);
         match status {
             Ok(Ok(status)) => Some(status),

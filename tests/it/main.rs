@@ -1,6 +1,7 @@
 //! Integration tests: every test spawns a real server binary and speaks MCP
 //! over stdio with the rmcp client. The model is never live.
 
+mod catalogue;
 mod common;
 mod executor;
 mod lifecycle;

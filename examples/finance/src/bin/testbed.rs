@@ -85,6 +85,18 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
     }
 }
 
+/// Pretend to delete a named scratch record (annotated destructive; deletes
+/// nothing). `run_batch` must refuse it unless the app allows it.
+#[derive(Deserialize, JsonSchema)]
+struct WipeInput {
+    /// The record to "delete".
+    record: String,
+}
+
+fn wipe_scratch(input: WipeInput) -> Result<String, GuardError> {
+    Ok(format!("wiped {}", input.record))
+}
+
 /// Set to make the server (started with no arguments, as a client starts
 /// it) print a line to stdout before `run()`: the fault preflight's
 /// `mcp.stdout` check must catch. Workers and CLI commands stay quiet.
@@ -102,5 +114,6 @@ fn main() -> std::process::ExitCode {
                 .timeout(Duration::from_secs(1)),
         )
         .guard(guard(misbehave))
+        .guard(guard(wipe_scratch).destructive())
         .run()
 }

@@ -1,0 +1,295 @@
+//! References inside batch arguments: parsing, dotted paths, substitution.
+//!
+//! Any argument value that is an object with a `$result` key refers to an
+//! earlier call's output (`{"$result": 0 | "r1", "path": "a.b.0"}`); one with
+//! an `$artifact` key loads a CSV column (see [`super::artifact`]). This file
+//! checks their shape when the batch is planned and, for `$result`, swaps in
+//! the value just before the call runs. It never runs a guard and never reads
+//! a file. Paths are checked against a result only at substitution time: a
+//! result does not exist before its call has run.
+
+use serde_json::{Map, Value};
+
+/// Key that marks a reference to an earlier call's result.
+pub(crate) const RESULT_KEY: &str = "$result";
+/// Key that marks a reference to a CSV artifact.
+pub(crate) const ARTIFACT_KEY: &str = "$artifact";
+
+/// The ref id of call `index`: "r1" for calls[0].
+pub(crate) fn ref_id(index: usize) -> String {
+    format!("r{}", index + 1)
+}
+
+/// A checked `$result` reference.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ResultRef {
+    /// Index of the call whose output is used.
+    pub call: usize,
+    /// The dotted path as written ("" for the whole output).
+    pub path: String,
+}
+
+/// Whether `map` is a reference object (of either kind).
+pub(crate) fn is_reference(map: &Map<String, Value>) -> bool {
+    map.contains_key(RESULT_KEY) || map.contains_key(ARTIFACT_KEY)
+}
+
+/// Parses a `$result` reference found in call `current` of a batch of
+/// `count` calls. Forward and self references are refused here.
+pub(crate) fn parse_result(
+    map: &Map<String, Value>,
+    current: usize,
+    count: usize,
+) -> Result<ResultRef, String> {
+    if let Some(key) = map.keys().find(|k| *k != RESULT_KEY && *k != "path") {
+        return Err(format!(
+            "unknown key '{key}' in a $result reference; write {{\"$result\": <index or \"rN\">, \"path\": \"a.b.0\"}}"
+        ));
+    }
+    let target = match map.get(RESULT_KEY) {
+        Some(Value::Number(n)) => n.as_u64().map(|n| n as usize),
+        Some(Value::String(s)) => s
+            .strip_prefix('r')
+            .and_then(|digits| digits.parse::<usize>().ok())
+            .filter(|n| *n >= 1)
+            .map(|n| n - 1),
+        _ => None,
+    };
+    let Some(target) = target else {
+        return Err(format!(
+            "$result must be a call index (0, 1, …) or a ref id (\"r1\", \"r2\", …), got {}",
+            map.get(RESULT_KEY).unwrap_or(&Value::Null)
+        ));
+    };
+    let this = format!("calls[{current}] ({})", ref_id(current));
+    if target == current {
+        return Err(format!(
+            "$result refers to {this} itself; a call can only use the results of calls before it"
+        ));
+    }
+    if target >= count {
+        return Err(format!(
+            "$result refers to calls[{target}], but the batch has only {count} calls (calls[0] to calls[{}])",
+            count - 1
+        ));
+    }
+    if target > current {
+        return Err(format!(
+            "$result is a forward reference to calls[{target}] ({}), which comes after {this}; move that call before this one",
+            ref_id(target)
+        ));
+    }
+    let path = match map.get("path") {
+        None | Some(Value::Null) => String::new(),
+        Some(Value::String(path)) => path.clone(),
+        Some(other) => {
+            return Err(format!(
+                "path must be a dotted string like \"a.b.0\", got {other}"
+            ));
+        }
+    };
+    check_path(&path)?;
+    Ok(ResultRef { call: target, path })
+}
+
+/// Checks a dotted path's syntax: "" (everything) or non-empty segments.
+pub(crate) fn check_path(path: &str) -> Result<(), String> {
+    if !path.is_empty() && path.split('.').any(str::is_empty) {
+        return Err(format!(
+            "path '{path}' has an empty segment; separate fields with single dots, e.g. \"evidence.sharpe\" or \"rows.0.price\""
+        ));
+    }
+    Ok(())
+}
+
+/// The value at a dotted `path` inside `root` ("" is `root` itself). Digits
+/// index lists. The error says where the walk stopped and what exists there.
+pub(crate) fn resolve<'a>(root: &'a Value, path: &str) -> Result<&'a Value, String> {
+    if path.is_empty() {
+        return Ok(root);
+    }
+    let mut here = root;
+    let mut walked = String::new();
+    for segment in path.split('.') {
+        let at = if walked.is_empty() {
+            "the top level".to_string()
+        } else {
+            format!("'{walked}'")
+        };
+        here = match here {
+            Value::Object(map) => match map.get(segment) {
+                Some(next) => next,
+                None => {
+                    let fields: Vec<&str> = map.keys().map(String::as_str).collect();
+                    let fields = if fields.is_empty() {
+                        "none (an empty object)".to_string()
+                    } else {
+                        fields.join(", ")
+                    };
+                    return Err(format!("no field '{segment}' at {at}; fields there: {fields}"));
+                }
+            },
+            Value::Array(items) => match segment.parse::<usize>() {
+                Ok(i) if i < items.len() => &items[i],
+                _ if items.is_empty() => {
+                    return Err(format!("{at} is an empty list; it has no item '{segment}'"));
+                }
+                _ => {
+                    return Err(format!(
+                        "'{segment}' is not an index of {at}, a list of {} items; use 0 to {}",
+                        items.len(),
+                        items.len() - 1
+                    ));
+                }
+            },
+            other => {
+                return Err(format!(
+                    "{at} is {}, not an object or a list, so it has no '{segment}'",
+                    kind(other)
+                ));
+            }
+        };
+        if !walked.is_empty() {
+            walked.push('.');
+        }
+        walked.push_str(segment);
+    }
+    Ok(here)
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Rebuilds `value`, replacing every reference object with what `replace`
+/// returns for it. `at` is the location of `value` for messages
+/// (`calls[1].arguments.legs[0].spot`). Values `replace` returns are not
+/// searched again, so a result that itself contains `$result` is data.
+pub(crate) fn rewrite(
+    value: Value,
+    at: &str,
+    replace: &mut dyn FnMut(&str, Map<String, Value>) -> Result<Value, String>,
+) -> Result<Value, (String, String)> {
+    match value {
+        Value::Object(map) if is_reference(&map) => replace(at, map).map_err(|e| (at.to_string(), e)),
+        Value::Object(map) => {
+            let mut out = Map::new();
+            for (key, item) in map {
+                let value = rewrite(item, &format!("{at}.{key}"), replace)?;
+                out.insert(key, value);
+            }
+            Ok(Value::Object(out))
+        }
+        Value::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(i, item)| rewrite(item, &format!("{at}[{i}]"), replace))
+            .collect::<Result<Vec<_>, _>>()
+            .map(Value::Array),
+        other => Ok(other),
+    }
+}
+
+/// Visits every reference object in `value` with its location, collecting
+/// what `visit` reports (used to check a whole batch before it runs).
+pub(crate) fn visit(value: &Value, at: &str, visit_ref: &mut dyn FnMut(&str, &Map<String, Value>)) {
+    match value {
+        Value::Object(map) if is_reference(map) => visit_ref(at, map),
+        Value::Object(map) => {
+            for (key, item) in map {
+                visit(item, &format!("{at}.{key}"), visit_ref);
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                visit(item, &format!("{at}[{i}]"), visit_ref);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse(value: Value, current: usize, count: usize) -> Result<ResultRef, String> {
+        parse_result(value.as_object().unwrap(), current, count)
+    }
+
+    #[test]
+    fn indices_and_ref_ids_name_the_same_call() {
+        // {"$result": 0} and {"$result": "r1"} both mean calls[0].
+        let a = parse(json!({"$result": 0, "path": "a.b"}), 2, 3).unwrap();
+        let b = parse(json!({"$result": "r1", "path": "a.b"}), 2, 3).unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.call, 0);
+    }
+
+    #[test]
+    fn self_forward_and_malformed_references_are_refused() {
+        // Each refusal says what is wrong and how to fix it.
+        assert!(parse(json!({"$result": 1}), 1, 3).unwrap_err().contains("itself"));
+        assert!(
+            parse(json!({"$result": "r3"}), 0, 3)
+                .unwrap_err()
+                .contains("forward reference")
+        );
+        assert!(
+            parse(json!({"$result": 7}), 0, 3)
+                .unwrap_err()
+                .contains("only 3 calls")
+        );
+        assert!(
+            parse(json!({"$result": "x"}), 1, 3)
+                .unwrap_err()
+                .contains("ref id")
+        );
+        assert!(
+            parse(json!({"$result": 0, "paht": "a"}), 1, 3)
+                .unwrap_err()
+                .contains("'paht'")
+        );
+        assert!(
+            parse(json!({"$result": 0, "path": "a..b"}), 1, 3)
+                .unwrap_err()
+                .contains("empty segment")
+        );
+    }
+
+    #[test]
+    fn paths_walk_objects_and_lists_and_list_what_exists() {
+        // A bad path stops where the walk did and lists the fields there.
+        let root = json!({"evidence": {"sharpe": 1.5, "rows": [{"p": 1}, {"p": 2}]}});
+        assert_eq!(resolve(&root, "evidence.rows.1.p").unwrap(), &json!(2));
+        assert_eq!(resolve(&root, "").unwrap(), &root);
+        let err = resolve(&root, "evidence.sharp").unwrap_err();
+        assert!(err.contains("no field 'sharp' at 'evidence'"), "{err}");
+        assert!(err.contains("rows, sharpe"), "{err}");
+        let err = resolve(&root, "evidence.rows.5").unwrap_err();
+        assert!(err.contains("use 0 to 1"), "{err}");
+        let err = resolve(&root, "evidence.sharpe.x").unwrap_err();
+        assert!(err.contains("is a number"), "{err}");
+    }
+
+    #[test]
+    fn rewrite_replaces_nested_references_only() {
+        // References inside lists and objects are replaced; other values stay.
+        let args = json!({"a": 1, "b": [{"$result": 0}], "c": {"d": {"$result": "r1"}}});
+        let out = rewrite(args, "calls[1].arguments", &mut |_, _| Ok(json!(9))).unwrap();
+        assert_eq!(out, json!({"a": 1, "b": [9], "c": {"d": 9}}));
+        let err = rewrite(json!({"x": [{"$result": 0}]}), "args", &mut |_, _| {
+            Err("bad".into())
+        })
+        .unwrap_err();
+        assert_eq!(err, ("args.x[0]".to_string(), "bad".to_string()));
+    }
+}
