@@ -75,6 +75,9 @@ enum Command {
 
 /// Parses the command line and runs the command.
 pub(crate) fn main(app: App) -> ExitCode {
+    // Before any thread exists: `.env` in the working directory fills in
+    // variables the environment does not already set.
+    crate::agent::dotenv::load(std::path::Path::new(".env"));
     let name = app.name.clone();
     let command = Cli::command().name(name.clone()).bin_name(name.clone());
     let cli = match command.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {

@@ -6,6 +6,7 @@
 //! call (in a fresh worker process for `isolated` guards), and [`worker`] is
 //! the hidden entry point on the other side of the pipe.
 
+pub mod agent;
 pub mod app;
 pub mod artifacts;
 mod batch;

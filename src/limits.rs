@@ -224,6 +224,33 @@ pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
 /// process group: 50 ms. The task never answers later than deadline + this.
 pub const SCRIPT_KILL_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// Per model call timeout (`WARDEN_MODEL_TIMEOUT_SECONDS`): 120 s, never
+/// beyond the task deadline. A slow model fails the task with a `timeout`
+/// model error.
+pub const DEFAULT_MODEL_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Largest accepted `WARDEN_MODEL_TIMEOUT_SECONDS`: 600 s.
+pub const MAX_MODEL_CALL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Code actions a coding task may run: 12. Then the task fails saying the
+/// model never finished.
+pub const AGENT_MAX_STEPS: usize = 12;
+
+/// Model calls per coding task: 16 (replies without code use a call but
+/// not a step).
+pub const AGENT_MAX_MODEL_CALLS: usize = 16;
+
+/// Guard calls per coding task, failed ones and inline pure ones included:
+/// 100. Further calls fail with a catchable `budget_exhausted` error.
+pub const AGENT_MAX_GUARD_CALLS: u64 = 100;
+
+/// Every this many steps the model is asked to restate its plan: 3.
+pub const AGENT_PLANNING_INTERVAL: usize = 3;
+
+/// Observation text sent back to the model per step: 8 KiB (the rest is
+/// cut with a note).
+pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
+
 #[cfg(test)]
 mod tests {
     use super::*;

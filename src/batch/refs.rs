@@ -168,15 +168,15 @@ fn kind(value: &Value) -> &'static str {
     }
 }
 
+/// Produces the value for one reference object found at a location, or
+/// the reason it cannot.
+pub(crate) type Replace<'a> = dyn FnMut(&str, Map<String, Value>) -> Result<Value, String> + 'a;
+
 /// Rebuilds `value`, replacing every reference object with what `replace`
 /// returns for it. `at` is the location of `value` for messages
 /// (`calls[1].arguments.legs[0].spot`). Values `replace` returns are not
 /// searched again, so a result that itself contains `$result` is data.
-pub(crate) fn rewrite(
-    value: Value,
-    at: &str,
-    replace: &mut dyn FnMut(&str, Map<String, Value>) -> Result<Value, String>,
-) -> Result<Value, (String, String)> {
+pub(crate) fn rewrite(value: Value, at: &str, replace: &mut Replace<'_>) -> Result<Value, (String, String)> {
     match value {
         Value::Object(map) if is_reference(&map) => replace(at, map).map_err(|e| (at.to_string(), e)),
         Value::Object(map) => {

@@ -1,9 +1,12 @@
 //! Integration tests: every test spawns a real server binary and speaks MCP
 //! over stdio with the rmcp client. The model is never live.
 
+mod agent;
+mod batch;
 mod catalogue;
 mod common;
 mod executor;
+mod fake_model;
 mod lifecycle;
 mod preflight;
 mod scenarios;

@@ -1,0 +1,65 @@
+//! Model configuration from the environment.
+
+use std::time::Duration;
+
+use crate::limits::{DEFAULT_MODEL_CALL_TIMEOUT, MAX_MODEL_CALL_TIMEOUT};
+
+/// Where and how to reach the model. The key is never logged or echoed.
+#[derive(Clone)]
+pub struct ModelConfig {
+    pub api_key: String,
+    /// Base URL of an OpenAI-compatible API, e.g. `https://api.openai.com/v1`.
+    pub api_base: String,
+    pub model_id: String,
+    /// Per-call timeout (`WARDEN_MODEL_TIMEOUT_SECONDS`, 1–600, default 120).
+    pub call_timeout: Duration,
+}
+
+impl std::fmt::Debug for ModelConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ModelConfig")
+            .field("api_base", &self.api_base)
+            .field("model_id", &self.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ModelConfig {
+    /// Reads `WARDEN_MODEL_API_KEY`, `WARDEN_MODEL_API_BASE`,
+    /// `WARDEN_MODEL_ID` and `WARDEN_MODEL_TIMEOUT_SECONDS`. The error names
+    /// what is missing and how to fix it.
+    pub fn from_env() -> Result<Self, String> {
+        let get = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let missing: Vec<&str> = ["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"]
+            .into_iter()
+            .filter(|n| get(n).is_none())
+            .collect();
+        if !missing.is_empty() {
+            return Err(format!(
+                "no model is configured ({} unset): set them in the environment or a .env file (see .env.example), or send the script yourself with run_script",
+                missing.join(", ")
+            ));
+        }
+        let call_timeout = match get("WARDEN_MODEL_TIMEOUT_SECONDS") {
+            None => DEFAULT_MODEL_CALL_TIMEOUT,
+            Some(raw) => match raw.trim().parse::<u64>() {
+                Ok(n) if n >= 1 && n <= MAX_MODEL_CALL_TIMEOUT.as_secs() => Duration::from_secs(n),
+                _ => {
+                    return Err(format!(
+                        "WARDEN_MODEL_TIMEOUT_SECONDS: expected an integer from 1 to {}, got '{raw}'",
+                        MAX_MODEL_CALL_TIMEOUT.as_secs()
+                    ));
+                }
+            },
+        };
+        Ok(Self {
+            api_key: get("WARDEN_MODEL_API_KEY").unwrap_or_default(),
+            api_base: get("WARDEN_MODEL_API_BASE")
+                .unwrap_or_default()
+                .trim_end_matches('/')
+                .to_string(),
+            model_id: get("WARDEN_MODEL_ID").unwrap_or_default(),
+            call_timeout,
+        })
+    }
+}

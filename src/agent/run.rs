@@ -1,0 +1,280 @@
+//! The coding-agent loop: model → code → script worker → observation → …
+//!
+//! Runs in the server. The model client never enters the sandbox; the code
+//! it writes runs in the task's script worker with a persistent scope, so
+//! a failed step can be repaired by the next. Budgets: steps, model calls,
+//! guard calls (one budget, pure calls included), per-model-call timeout and
+//! the task deadline. The final answer must pass the contract.
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::config::ModelConfig;
+use super::model::{Message, complete};
+use crate::error::GuardError;
+use crate::events::Origin;
+use crate::limits::{
+    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
+    AGENT_PLANNING_INTERVAL,
+};
+use crate::script::protocol::RunOutcome;
+use crate::task::progress::{Progress, note};
+use crate::task::session::{Budget, RunEnd, Session};
+use crate::task::{Task, TaskRunner, WorkerFacts, abnormal_end, answer_json, contract, failure};
+
+/// Runs one coding task and returns its result.
+pub async fn run_coding_task(
+    runner: &TaskRunner,
+    config: &ModelConfig,
+    prompt: &str,
+    timeout: std::time::Duration,
+    origin: &mut Origin,
+    cancel: CancellationToken,
+    progress: Option<&Progress>,
+) -> Result<Value, GuardError> {
+    let task = runner.begin(origin, timeout)?;
+    let system = super::prompt::system_prompt(runner.executor.registry());
+    runner
+        .store
+        .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())?;
+    runner
+        .store
+        .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())?;
+    let origin: &Origin = origin;
+    task.events.emit(
+        origin,
+        "agent_started",
+        json!({"registered_functions": runner.executor.registry().len(), "model": config.model_id}),
+    );
+    let mut facts = WorkerFacts::default();
+    let mut actions = 0usize;
+    let result = match runner.start_worker(&task, origin).await {
+        Ok(mut session) => {
+            let mut agent = Agent {
+                runner,
+                config,
+                task: &task,
+                origin,
+                cancel: &cancel,
+                progress,
+                session: &mut session,
+                messages: vec![Message::system(system), Message::user(prompt)],
+                model_calls: 0,
+                actions: 0,
+            };
+            let result = agent.drive().await;
+            actions = agent.actions;
+            facts = WorkerFacts {
+                layers: session.layers.clone(),
+                calls: std::mem::take(&mut session.calls),
+                pid: session.pid(),
+            };
+            session.finish().await;
+            result
+        }
+        Err(reason) => failure("failed", format!("the script worker failed to start: {reason}")),
+    };
+    task.events.emit(
+        origin,
+        "agent_finished",
+        json!({"status": result["status"], "task_type": result["task_type"], "actions": actions,
+               "function_calls": facts.calls.len()}),
+    );
+    Ok(runner.finish(task, origin, result, facts))
+}
+
+struct Agent<'a> {
+    runner: &'a TaskRunner,
+    config: &'a ModelConfig,
+    task: &'a Task,
+    origin: &'a Origin,
+    cancel: &'a CancellationToken,
+    progress: Option<&'a Progress>,
+    session: &'a mut Session,
+    messages: Vec<Message>,
+    model_calls: usize,
+    actions: usize,
+}
+
+impl Agent<'_> {
+    /// Loops until a final answer passes the contract or a budget runs out.
+    async fn drive(&mut self) -> Value {
+        let mut last_problem = String::from("the model never called final_answer");
+        while self.actions < AGENT_MAX_STEPS {
+            if self.model_calls >= AGENT_MAX_MODEL_CALLS {
+                return failure(
+                    "failed",
+                    format!("model call budget ({AGENT_MAX_MODEL_CALLS}) exhausted; {last_problem}"),
+                );
+            }
+            if self.cancel.is_cancelled() {
+                return abnormal_end(RunEnd::Cancelled, self.task.timeout);
+            }
+            let reply = match self.ask().await {
+                Ok(reply) => reply,
+                Err(result) => return result,
+            };
+            self.messages.push(Message::assistant(reply.clone()));
+            let Some(code) = super::extract::code_block(&reply) else {
+                last_problem = "the model replied without a code block".into();
+                self.messages.push(Message::user(
+                    "Observation: your reply had no ```rhai code block. Reply with exactly one code block; finish with final_answer(#{...}).",
+                ));
+                continue;
+            };
+            self.actions += 1;
+            let step = self.actions;
+            let code_file = format!("agent_actions/action_{step:03}.rhai");
+            let _ = self
+                .runner
+                .store
+                .write_task_file(&self.task.id, &code_file, code.as_bytes());
+            let calls_used = self.session.calls.len() as u64;
+            let budget = Budget {
+                calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used),
+                count_pure: true,
+            };
+            let ctx = self
+                .runner
+                .context(self.task, self.origin, self.cancel, self.progress);
+            let end = self.session.run(&ctx, &code, self.task.deadline, budget).await;
+            let outcome = match end {
+                RunEnd::Finished(outcome) => outcome,
+                other => {
+                    self.step_event(step, "failed", Some("worker"), &code_file);
+                    return abnormal_end(other, self.task.timeout);
+                }
+            };
+            let error_kind = outcome.error.as_ref().map(|e| e.kind.clone());
+            let status = if error_kind.is_some() { "failed" } else { "success" };
+            self.step_event(step, status, error_kind.as_deref(), &code_file);
+            note(self.progress, format!("step {step} {status}")).await;
+            if error_kind.as_deref() == Some("timeout") {
+                return abnormal_end(RunEnd::TimedOut, self.task.timeout);
+            }
+            if let Some(answer) = &outcome.final_answer {
+                let made = self.session.calls.len();
+                let ok = self
+                    .session
+                    .calls
+                    .iter()
+                    .filter(|c| c.status == "success")
+                    .count();
+                match contract::check(answer, made, ok) {
+                    Ok(answer) => {
+                        let mut result = answer_json(&answer);
+                        result["steps"] = json!(self.actions);
+                        result["model_calls"] = json!(self.model_calls);
+                        return result;
+                    }
+                    Err(reason) => {
+                        last_problem = format!("the final answer broke the contract: {reason}");
+                        self.messages.push(Message::user(format!(
+                            "Observation: final_answer was refused: {reason}. Fix it and call final_answer again."
+                        )));
+                        continue;
+                    }
+                }
+            }
+            if let Some(error) = &outcome.error {
+                last_problem = format!(
+                    "the last step failed with a {} error: {}",
+                    error.kind, error.message
+                );
+            }
+            let mut observation = observation(&outcome);
+            if self.actions % AGENT_PLANNING_INTERVAL == 0 {
+                observation.push_str("\n\nYou have used {n} of {max} steps. Restate your plan briefly in a comment, then continue."
+                    .replace("{n}", &self.actions.to_string())
+                    .replace("{max}", &AGENT_MAX_STEPS.to_string())
+                    .as_str());
+            }
+            self.messages.push(Message::user(observation));
+        }
+        failure(
+            "failed",
+            format!("step budget ({AGENT_MAX_STEPS}) exhausted; {last_problem}"),
+        )
+    }
+
+    /// One model call with its events; a failure ends the task.
+    async fn ask(&mut self) -> Result<String, Value> {
+        self.model_calls += 1;
+        let n = self.model_calls;
+        let events = &self.task.events;
+        events.emit(
+            self.origin,
+            "model_call_started",
+            json!({"model_call": n, "streaming": false}),
+        );
+        let remaining = self.task.deadline.saturating_duration_since(Instant::now());
+        let timeout = self.config.call_timeout.min(remaining);
+        let started = std::time::Instant::now();
+        let reply = tokio::select! {
+            reply = complete(self.config, &self.messages, timeout) => reply,
+            _ = self.cancel.cancelled() => return Err(abnormal_end(RunEnd::Cancelled, self.task.timeout)),
+        };
+        let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let (status, error_type) = match &reply {
+            Ok(_) => ("success", None),
+            Err(error) => ("failed", Some(error.kind)),
+        };
+        events.emit(
+            self.origin,
+            "model_call_finished",
+            json!({"model_call": n, "streaming": false, "status": status, "error_type": error_type, "duration_ms": duration_ms}),
+        );
+        note(self.progress, format!("model call {n} {status}")).await;
+        reply.map_err(|error| {
+            if error.kind == "timeout" && Instant::now() >= self.task.deadline {
+                return abnormal_end(RunEnd::TimedOut, self.task.timeout);
+            }
+            let mut result = failure("failed", format!("model call {n} failed: {error}"));
+            result["error"] = json!({"kind": "model", "model_error": error.kind, "message": error.message});
+            result
+        })
+    }
+
+    fn step_event(&self, step: usize, status: &str, error_type: Option<&str>, code_file: &str) {
+        self.task.events.emit(
+            self.origin,
+            "agent_step_finished",
+            json!({"step": step, "status": status, "error_type": error_type, "code_file": code_file}),
+        );
+    }
+}
+
+/// What the model sees after a step: output, value or classified error.
+fn observation(outcome: &RunOutcome) -> String {
+    let mut text = String::from("Observation:\n");
+    if !outcome.output.is_empty() {
+        text.push_str("printed:\n");
+        text.push_str(&outcome.output);
+        if outcome.output_truncated {
+            text.push_str("[output truncated]\n");
+        }
+    }
+    match &outcome.error {
+        Some(error) => {
+            let at = match (error.line, error.column) {
+                (Some(line), Some(column)) => format!(" at line {line}, column {column}"),
+                _ => String::new(),
+            };
+            text.push_str(&format!(
+                "error ({}){at}: {}\nFix the code and try again.",
+                error.kind, error.message
+            ));
+        }
+        None => text.push_str(&format!("value: {}", outcome.value)),
+    }
+    if text.len() > AGENT_MAX_OBSERVATION_BYTES {
+        let mut cut = AGENT_MAX_OBSERVATION_BYTES;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n[observation truncated]");
+    }
+    text
+}

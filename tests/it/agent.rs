@@ -1,0 +1,282 @@
+//! run_coding_task end to end with a scripted model on 127.0.0.1: the real
+//! HTTP client path, the loop, repairs, budgets, contract checks, failures.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+use crate::fake_model::{FakeModel, Reply};
+
+fn code(body: &str) -> Reply {
+    Reply::Content(format!("Plan: do it.\n```rhai\n{body}\n```"))
+}
+
+async fn server_for(model: &FakeModel, extra: &[(&str, &str)]) -> Server {
+    let env = model.env();
+    let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    pairs.extend_from_slice(extra);
+    Server::start_with_env(FINANCE, &pairs).await
+}
+
+async fn task(server: &Server, prompt: &str, timeout: u64) -> Value {
+    let result = server
+        .call(
+            "run_coding_task",
+            json!({"prompt": prompt, "timeout_seconds": timeout}),
+        )
+        .await;
+    structured(&result)
+}
+
+const SCENARIO: &str = r#"let rows = [];
+for s in [90.0, 100.0, 110.0] {
+  let a = #{option_type: "call", spot: s, strike: 100.0, time_to_expiry: 0.25, volatility: 0.25, rate: 0.04, dividend_yield: 0.0};
+  rows.push(#{spot: s, price: price_option_t(a).result, delta: calc_greeks_t(a).delta});
+}
+write_artifact("scenarios.csv", to_csv(rows, ["spot", "price", "delta"]));
+final_answer(#{task_type: "analysis", summary: "priced 3 spots", metrics: #{atm_price: rows[1].price}})"#;
+
+#[tokio::test]
+async fn the_issue_scenario_runs_end_to_end_through_mcp() {
+    // Prompt → scripted model writes the loop → CSV artifact → final answer; read back with read_artifact.
+    let model = FakeModel::start(vec![code(SCENARIO)]).await;
+    let server = server_for(&model, &[]).await;
+    let result = task(
+        &server,
+        "compare a European call at spots 90, 100 and 110; save scenarios.csv",
+        60,
+    )
+    .await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["task_type"], "analysis");
+    assert_eq!(result["steps"], 1);
+    let atm = result["metrics"]["atm_price"].as_f64().unwrap();
+    assert!((atm - 5.4721).abs() < 1e-3, "{atm}");
+    let task_id = result["task_id"].as_str().unwrap();
+    let csv = server
+        .call(
+            "read_artifact",
+            json!({"task_id": task_id, "filename": "outputs/scenarios.csv"}),
+        )
+        .await;
+    assert!(
+        structured(&csv)["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("spot,price,delta\n")
+    );
+    // The system prompt came from the registry.
+    let first = &model.requests()[0];
+    let system = first["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("price_option_t(#{"), "signature in prompt");
+    assert!(system.contains("\"call\"|\"put\""), "enum spelled out");
+    assert_eq!(first["model"], "scripted");
+    // Task directory contents and events.
+    let files = server.call("list_artifacts", json!({"task_id": task_id})).await;
+    let names: Vec<String> = structured(&files)["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["filename"].as_str().unwrap().to_string())
+        .collect();
+    for expected in [
+        "prompt.txt",
+        "agent_instructions.md",
+        "agent_actions/action_001.rhai",
+        "result.json",
+    ] {
+        assert!(names.contains(&expected.to_string()), "{expected} in {names:?}");
+    }
+    let events = read_jsonl(&server.artifacts.path().join(task_id).join("events.jsonl"));
+    let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    for expected in [
+        "task_created",
+        "agent_started",
+        "task_worker_started",
+        "model_call_started",
+        "model_call_finished",
+        "function_call_finished",
+        "artifact_written",
+        "agent_step_finished",
+        "agent_finished",
+    ] {
+        assert!(kinds.contains(&expected), "{expected} missing from {kinds:?}");
+    }
+    let raw = std::fs::read_to_string(server.artifacts.path().join("events.jsonl")).unwrap();
+    assert!(
+        !raw.contains("compare a European call"),
+        "prompt text leaked into events"
+    );
+}
+
+#[tokio::test]
+async fn a_failing_step_is_repaired_in_the_next_with_variables_kept() {
+    // Step 1 defines a variable then fails; step 2 uses the variable and finishes.
+    let model = FakeModel::start(vec![
+        code("let strike = 100.0;\nprice_option_t(#{option_type: \"call\", spot: \"oops\"})"),
+        code(
+            "let p = price_option_t(#{option_type: \"call\", spot: 100.0, strike: strike, time_to_expiry: 1.0, volatility: 0.2, rate: 0.05});\nfinal_answer(#{task_type: \"analysis\", summary: \"fixed\", metrics: #{price: p.result}})",
+        ),
+    ])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "price it", 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["steps"], 2);
+    let second = &model.requests()[1];
+    let observation = second["messages"].as_array().unwrap().last().unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        observation.contains("error (guard)") && observation.contains("line"),
+        "{observation}"
+    );
+}
+
+#[tokio::test]
+async fn a_model_that_never_finishes_exhausts_the_step_budget() {
+    // Code without final_answer forever → failed after 12 steps, saying why.
+    let model = FakeModel::start(vec![code("1 + 1")]).await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "loop forever", 60).await;
+    assert_eq!(result["status"], "failed");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("step budget (12)") && summary.contains("final_answer"),
+        "{summary}"
+    );
+    assert_eq!(model.requests().len(), 12);
+}
+
+#[tokio::test]
+async fn replies_without_code_use_model_calls_until_that_budget_ends() {
+    // Prose only: each reply costs a model call; 16 calls then failed.
+    let model = FakeModel::start(vec![Reply::Content("I think the answer is 42.".into())]).await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "chat", 60).await;
+    assert_eq!(result["status"], "failed");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap()
+            .contains("model call budget (16)"),
+        "{result}"
+    );
+}
+
+#[tokio::test]
+async fn a_contract_violation_is_refused_and_fails_the_task_if_never_fixed() {
+    // no_action after a guard call is refused each time; the task fails with the contract reason.
+    let model = FakeModel::start(vec![code(
+        "get_quote(#{symbol: \"AAPL\"});\nfinal_answer(#{task_type: \"no_action\", summary: \"nothing\"})",
+    )])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "do nothing", 60).await;
+    assert_eq!(result["status"], "failed");
+    assert!(
+        result["summary"].as_str().unwrap().contains("no_action"),
+        "{result}"
+    );
+    let refusal = model.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .clone();
+    assert!(
+        refusal.as_str().unwrap().contains("final_answer was refused"),
+        "{refusal}"
+    );
+}
+
+#[tokio::test]
+async fn a_guard_budget_of_100_calls_is_enforced_including_pure_calls() {
+    // 150 calls of a pure guard in one step: the 101st fails with budget_exhausted.
+    let model = FakeModel::start(vec![code(
+        "let n = 0; let e = \"\";\nfor i in 0..150 { try { check_rf_convention(#{rf: 0.0001, periods_per_year: 252}); n += 1; } catch (err) { e = err.code; } }\nfinal_answer(#{task_type: \"analysis\", summary: `${n} ok, then ${e}`})",
+    )])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "many calls", 60).await;
+    assert_eq!(result["summary"], "100 ok, then budget_exhausted", "{result}");
+}
+
+#[tokio::test]
+async fn an_unreachable_model_fails_the_task_with_the_reason() {
+    // Nothing listens on port 1 → a clear connection error naming the setting.
+    let server = Server::start_with_env(
+        FINANCE,
+        &[
+            ("WARDEN_MODEL_API_KEY", "k"),
+            ("WARDEN_MODEL_API_BASE", "http://127.0.0.1:1/v1"),
+            ("WARDEN_MODEL_ID", "m"),
+        ],
+    )
+    .await;
+    let result = task(&server, "anything", 30).await;
+    assert_eq!(result["status"], "failed");
+    let summary = result["summary"].as_str().unwrap();
+    assert!(
+        summary.contains("cannot reach the model") && summary.contains("WARDEN_MODEL_API_BASE"),
+        "{summary}"
+    );
+}
+
+#[tokio::test]
+async fn a_slow_model_times_out_per_call() {
+    // WARDEN_MODEL_TIMEOUT_SECONDS=1 against a 5 s reply → failed after about 1 s.
+    let model = FakeModel::start(vec![Reply::Slow(
+        Duration::from_secs(5),
+        "```rhai\n1\n```".into(),
+    )])
+    .await;
+    let server = server_for(&model, &[("WARDEN_MODEL_TIMEOUT_SECONDS", "1")]).await;
+    let started = Instant::now();
+    let result = task(&server, "slow", 30).await;
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["error"]["model_error"], "timeout", "{result}");
+    assert!(
+        started.elapsed() < Duration::from_millis(2_500),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn the_task_deadline_bounds_a_slow_model_too() {
+    // A 2 s task whose model takes 10 s ends timed_out at the task deadline.
+    let model = FakeModel::start(vec![Reply::Slow(
+        Duration::from_secs(10),
+        "```rhai\n1\n```".into(),
+    )])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let started = Instant::now();
+    let result = task(&server, "slow", 2).await;
+    assert_eq!(result["status"], "timed_out", "{result}");
+    assert!(
+        started.elapsed() < Duration::from_millis(2_600),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn without_model_settings_the_tool_says_what_to_set() {
+    // No WARDEN_MODEL_* → isError with model_not_configured naming the variables and run_script.
+    let server = Server::start(FINANCE).await;
+    let result = server.call("run_coding_task", json!({"prompt": "x"})).await;
+    assert!(is_error(&result));
+    assert_eq!(error_code(&result), "model_not_configured");
+    let message = structured(&result)["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.contains("WARDEN_MODEL_API_KEY") && message.contains("run_script"),
+        "{message}"
+    );
+}
