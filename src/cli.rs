@@ -245,6 +245,7 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
             cancel: tokio_util::sync::CancellationToken::new(),
             admission: Admission::TryNow,
             deadline_cap: None,
+            events: None,
         })
         .await;
     match outcome {

@@ -139,6 +139,7 @@ impl WardenServer {
                 cancel: context.ct.clone(),
                 admission: Admission::TryNow,
                 deadline_cap: None,
+                events: None,
             })
             .await;
         let (status, error_type) = match &outcome {

@@ -322,6 +322,7 @@ async fn run_one(
             cancel,
             admission: Admission::InTask,
             deadline_cap: Some(deadline),
+            events: None,
         })
         .await;
     Outcome::Ran {

@@ -83,6 +83,7 @@ impl Builtin for CheckBacktest {
                         cancel: call.cancel.clone(),
                         admission: Admission::InTask,
                         deadline_cap: Some(deadline),
+                        events: None,
                     })
                     .await;
                 match outcome {

@@ -87,6 +87,9 @@ pub struct CallRequest<'a> {
     pub admission: Admission,
     /// An outer deadline (the task's) that the guard's own cannot exceed.
     pub deadline_cap: Option<Instant>,
+    /// Where to record the call's events when not (only) the global log,
+    /// e.g. a task's handle that also writes `<task_dir>/events.jsonl`.
+    pub events: Option<&'a Events>,
 }
 
 /// Runs guards. Shared by the server and the CLI.
@@ -182,7 +185,8 @@ impl Executor {
             deadline = deadline.min(cap);
         }
         let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
-        self.events.emit(
+        let events = request.events.unwrap_or(&self.events);
+        events.emit(
             request.origin,
             "function_call_started",
             json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
@@ -228,7 +232,7 @@ impl Executor {
             Ok(_) => (Status::Success, None),
             Err(failure) => (failure.status, Some(failure.error.code.clone())),
         };
-        self.events.emit(
+        events.emit(
             request.origin,
             "function_call_finished",
             json!({

@@ -228,6 +228,7 @@ impl Session {
                         cancel: ctx.cancel.clone(),
                         admission: Admission::InTask,
                         deadline_cap: Some(deadline),
+                        events: Some(ctx.events),
                     })
                     .await;
                 self.calls.push(CallRecord {
