@@ -46,6 +46,18 @@ pub fn system_prompt(registry: &Registry) -> String {
         text.push_str(&describe(guard));
         text.push('\n');
     }
+    let mut script_only = registry.script_functions().peekable();
+    if script_only.peek().is_some() {
+        text.push_str("\nScript-only functions (not guards over JSON; call them directly):\n");
+        for function in script_only {
+            let doc: String = function
+                .description
+                .lines()
+                .map(|l| format!("    {l}\n"))
+                .collect();
+            text.push_str(&format!("- {}\n{doc}\n", function.signature));
+        }
+    }
     text
 }
 

@@ -184,7 +184,7 @@ impl Agent<'_> {
                 );
             }
             let mut observation = observation(&outcome);
-            if self.actions % AGENT_PLANNING_INTERVAL == 0 {
+            if self.actions.is_multiple_of(AGENT_PLANNING_INTERVAL) {
                 observation.push_str("\n\nYou have used {n} of {max} steps. Restate your plan briefly in a comment, then continue."
                     .replace("{n}", &self.actions.to_string())
                     .replace("{max}", &AGENT_MAX_STEPS.to_string())

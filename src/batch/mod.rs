@@ -24,42 +24,28 @@
 mod artifact;
 mod plan;
 mod refs;
+mod schedule;
 mod shape;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
 use serde_json::{Value, json};
-use tokio::sync::Semaphore;
-use tokio::task::JoinSet;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::ArtifactStore;
 use crate::builtins::run_batch::{ReturnMode, RunBatchInput};
-use crate::error::{GuardError, codes};
+use crate::error::GuardError;
 use crate::events::Origin;
-use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
-use plan::Planned;
+use crate::executor::Executor;
 use refs::ref_id;
+use schedule::{Outcome, execute};
 
 /// Most significant figures `digits` accepts (an f64 holds about 17).
 const MAX_DIGITS: u64 = 17;
-
-/// How one call of a batch ended.
-#[derive(Debug)]
-enum Outcome {
-    /// It reached the executor (or failed substituting its references).
-    Ran {
-        result: Result<Value, Failure>,
-        duration_ms: f64,
-    },
-    /// It never ran: a call it depends on did not succeed.
-    Skipped { reason: String },
-}
 
 /// Plans, admits and runs a batch; the result lists every call.
 pub(crate) async fn run(
@@ -151,184 +137,6 @@ pub(crate) async fn run(
         "skipped": skipped,
         "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
     }))
-}
-
-/// Runs the planned calls, each as soon as the calls it depends on have
-/// ended, at most `max_concurrent_calls` at a time. Returns one outcome per
-/// call, in call order.
-async fn execute(
-    executor: &Arc<Executor>,
-    calls: Vec<Planned>,
-    names: &[String],
-    origin: &Origin,
-    cancel: &CancellationToken,
-) -> Vec<Outcome> {
-    let limits = executor.limits();
-    // The batch's workers: a call holds a permit while it runs, taken in
-    // spawn (call) order and released when the call's task ends. Never
-    // closed, and dropped with the batch.
-    let workers = Arc::new(Semaphore::new(limits.max_concurrent_calls));
-    let deadline = Instant::now() + limits.max_timeout;
-    let count = calls.len();
-    let mut outcomes: Vec<Option<Outcome>> = (0..count).map(|_| None).collect();
-    let mut pending: Vec<Option<Planned>> = calls.into_iter().map(Some).collect();
-    // Running calls. Dropping the set (the request future dropped) aborts
-    // them, which drops their executor futures and kills their workers.
-    let mut running: JoinSet<Outcome> = JoinSet::new();
-    let mut index_of: HashMap<tokio::task::Id, usize> = HashMap::new();
-    loop {
-        // Dependencies always point backwards, so one pass in order settles
-        // every call whose dependencies are settled, skips included.
-        for i in 0..count {
-            let ready = pending[i]
-                .as_ref()
-                .is_some_and(|call| call.deps.iter().all(|d| outcomes[*d].is_some()));
-            if !ready {
-                continue;
-            }
-            let Some(call) = pending[i].take() else {
-                continue;
-            };
-            if let Some(reason) = blocked(&call.deps, &outcomes) {
-                outcomes[i] = Some(Outcome::Skipped { reason });
-                continue;
-            }
-            match substitute(i, call.arguments, &outcomes, names) {
-                Err(error) => {
-                    outcomes[i] = Some(Outcome::Ran {
-                        result: Err(Failure::new(Status::Failed, error)),
-                        duration_ms: 0.0,
-                    });
-                }
-                Ok(arguments) => {
-                    let handle = running.spawn(run_one(
-                        executor.clone(),
-                        call.name,
-                        arguments,
-                        origin.clone(),
-                        cancel.clone(),
-                        workers.clone(),
-                        deadline,
-                    ));
-                    index_of.insert(handle.id(), i);
-                }
-            }
-        }
-        let Some(joined) = running.join_next_with_id().await else {
-            break;
-        };
-        let (id, outcome) = match joined {
-            Ok((id, outcome)) => (id, outcome),
-            Err(error) => (
-                error.id(),
-                Outcome::Ran {
-                    result: Err(Failure::new(
-                        Status::Failed,
-                        GuardError::failed(format!("the call's task ended abnormally: {error}")),
-                    )),
-                    duration_ms: 0.0,
-                },
-            ),
-        };
-        if let Some(i) = index_of.get(&id) {
-            outcomes[*i] = Some(outcome);
-        }
-    }
-    outcomes
-        .into_iter()
-        .map(|outcome| {
-            outcome.unwrap_or_else(|| Outcome::Skipped {
-                reason: "it was never scheduled".into(),
-            })
-        })
-        .collect()
-}
-
-/// Why a call cannot run: the first dependency that did not succeed.
-fn blocked(deps: &BTreeSet<usize>, outcomes: &[Option<Outcome>]) -> Option<String> {
-    deps.iter().find_map(|d| match &outcomes[*d] {
-        Some(Outcome::Ran { result: Ok(_), .. }) => None,
-        Some(Outcome::Ran { result: Err(f), .. }) => Some(format!(
-            "it uses the result of calls[{d}] ({}), which ended {} ({}); fix that call and run the batch again",
-            ref_id(*d),
-            f.status.as_str(),
-            f.error.code
-        )),
-        Some(Outcome::Skipped { .. }) | None => Some(format!(
-            "it uses the result of calls[{d}] ({}), which was skipped",
-            ref_id(*d)
-        )),
-    })
-}
-
-/// Replaces call `index`'s `$result` references with the values they name.
-fn substitute(
-    index: usize,
-    arguments: Value,
-    outcomes: &[Option<Outcome>],
-    names: &[String],
-) -> Result<Value, GuardError> {
-    let at = format!("calls[{index}].arguments");
-    refs::rewrite(arguments, &at, &mut |_, map| {
-        let reference = refs::parse_result(&map, index, outcomes.len())?;
-        let source = reference.call;
-        let Some(Some(Outcome::Ran {
-            result: Ok(output), ..
-        })) = outcomes.get(source)
-        else {
-            return Err(format!("the result of calls[{source}] is not available"));
-        };
-        refs::resolve(output, &reference.path).cloned().map_err(|e| {
-            format!(
-                "path '{}' into the result of calls[{source}] ({}, {}): {e}",
-                reference.path,
-                ref_id(source),
-                names[source]
-            )
-        })
-    })
-    .map_err(|(location, message)| GuardError::invalid_input(location, message))
-}
-
-/// One call: wait for a batch worker permit, then the executor.
-async fn run_one(
-    executor: Arc<Executor>,
-    name: String,
-    arguments: Value,
-    origin: Origin,
-    cancel: CancellationToken,
-    workers: Arc<Semaphore>,
-    deadline: Instant,
-) -> Outcome {
-    let not_started = |status: Status, code: &str, message: &str| Outcome::Ran {
-        result: Err(Failure::new(status, GuardError::new(code, message))),
-        duration_ms: 0.0,
-    };
-    let _permit = tokio::select! {
-        permit = workers.acquire_owned() => permit.ok(),
-        _ = cancel.cancelled() => {
-            return not_started(Status::Cancelled, codes::CANCELLED, "the request was cancelled before this call started");
-        }
-        _ = tokio::time::sleep_until(deadline) => {
-            return not_started(Status::TimedOut, codes::TIMED_OUT, "the batch deadline passed before this call started; split the batch");
-        }
-    };
-    let started = StdInstant::now();
-    let result = executor
-        .call(CallRequest {
-            guard: &name,
-            arguments,
-            origin: &origin,
-            cancel,
-            admission: Admission::InTask,
-            deadline_cap: Some(deadline),
-            events: None,
-        })
-        .await;
-    Outcome::Ran {
-        result,
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-    }
 }
 
 /// `<app> call --batch file.json`: a `run_batch` argument object (or a bare

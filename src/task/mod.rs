@@ -297,13 +297,12 @@ pub fn failure(status: &str, summary: String) -> Value {
 
 /// Names, modes and descriptions of the guards a task could call.
 fn registry_snapshot(executor: &Executor) -> Value {
-    Value::Array(
-        executor
-            .registry()
-            .iter()
-            .map(
-                |g| json!({"name": g.tool_name(), "mode": g.mode().as_str(), "description": g.description()}),
-            )
-            .collect(),
-    )
+    let registry = executor.registry();
+    let guards = registry
+        .iter()
+        .map(|g| json!({"name": g.tool_name(), "mode": g.mode().as_str(), "description": g.description()}));
+    let script_only = registry.script_functions().map(|f| {
+        json!({"name": f.name, "mode": "script_only", "signature": f.signature, "description": f.description})
+    });
+    Value::Array(guards.chain(script_only).collect())
 }

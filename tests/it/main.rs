@@ -11,4 +11,5 @@ mod lifecycle;
 mod preflight;
 mod scenarios;
 mod scripts;
+mod tasks;
 mod tools;

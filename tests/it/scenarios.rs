@@ -15,6 +15,7 @@ const SUITES: &[&str] = &[
     "concurrency.json",
     "timeouts.json",
     "prompts.json",
+    "research.json",
 ];
 
 fn mcp_dir() -> PathBuf {

@@ -1,0 +1,121 @@
+//! Task-level promises: progress notifications, cancellation, and task
+//! slots that are separate from call slots.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{CallToolRequestParams, ProgressNotificationParam};
+use rmcp::service::NotificationContext;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// A client that keeps every progress message it receives.
+#[derive(Clone, Default)]
+struct ProgressCollector {
+    messages: Arc<Mutex<Vec<String>>>,
+}
+
+impl ClientHandler for ProgressCollector {
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Ok(mut messages) = self.messages.lock() {
+            messages.push(params.message.unwrap_or_default());
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_script_reports_progress_for_guard_calls_and_artifacts() {
+    // The client's progressToken gets one notification per guard call and artifact.
+    let artifacts = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new(FINANCE);
+    command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
+    let (transport, _) = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let collector = ProgressCollector::default();
+    let client = collector.clone().serve(transport).await.unwrap();
+    let script =
+        r#"get_quote(#{symbol: "AAPL"}); get_quote(#{symbol: "MSFT"}); write_artifact("a.txt", "x"); 1"#;
+    let arguments = json!({"script": script}).as_object().unwrap().clone();
+    let result = client
+        .call_tool(CallToolRequestParams::new("run_script").with_arguments(arguments))
+        .await
+        .unwrap();
+    assert_eq!(structured(&result)["status"], "success");
+    let messages = collector.messages.lock().unwrap().clone();
+    let guard_notes = messages
+        .iter()
+        .filter(|m| m.starts_with("guard call get_quote"))
+        .count();
+    assert_eq!(guard_notes, 2, "{messages:?}");
+    assert!(messages.iter().any(|m| m == "artifact a.txt"), "{messages:?}");
+}
+
+#[tokio::test]
+async fn cancelling_a_script_kills_its_worker_and_records_cancelled() {
+    // A dropped run_script call ends with a cancelled result.json and no worker left.
+    let server = Server::start(FINANCE).await;
+    let call = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 60}));
+    assert!(
+        tokio::time::timeout(Duration::from_millis(800), call)
+            .await
+            .is_err()
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || server.workers().is_empty()).await,
+        "script worker survived"
+    );
+    let saved = eventually(Duration::from_secs(3), || {
+        std::fs::read_dir(server.artifacts.path())
+            .unwrap()
+            .flatten()
+            .any(|e| e.path().join("result.json").exists())
+    })
+    .await;
+    assert!(saved, "result.json written");
+    let tasks = server.call("list_tasks", json!({})).await;
+    assert_eq!(
+        structured(&tasks)["tasks"][0]["status"],
+        "cancelled",
+        "{:?}",
+        structured(&tasks)
+    );
+}
+
+#[tokio::test]
+async fn task_slots_are_separate_from_call_slots() {
+    // Two long scripts fill the task slots: a third is busy, yet direct calls still run.
+    let server = Server::start(FINANCE).await;
+    let long = || server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 3}));
+    let (first, second, third) = tokio::join!(long(), long(), async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        let busy = server.call("run_script", json!({"script": "1"})).await;
+        let direct = server.call("price_option_t", call_args()).await;
+        (busy, direct)
+    });
+    let (busy, direct) = third;
+    assert_eq!(error_code(&busy), "server_busy", "{:?}", structured(&busy));
+    assert!(
+        !is_error(&direct),
+        "direct call starved by tasks: {:?}",
+        structured(&direct)
+    );
+    for long in [first, second] {
+        assert_eq!(structured(&long)["status"], "timed_out");
+    }
+    let records: Vec<Value> = server
+        .events_until(|r| r.iter().any(|e| e["event"] == "request_rejected"))
+        .await;
+    assert!(
+        records
+            .iter()
+            .any(|e| e["event"] == "request_rejected" && e["tool"] == "run_script")
+    );
+}
