@@ -21,6 +21,7 @@ pub mod guard;
 pub mod limits;
 pub mod preflight;
 pub mod registry;
+pub mod resources;
 mod schema;
 pub mod script;
 pub mod server;

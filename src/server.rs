@@ -10,8 +10,9 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -106,8 +107,16 @@ impl WardenServer {
                    "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
         );
         match outcome {
-            Ok(value) if status == "success" => CallToolResult::structured(value),
-            Ok(value) => CallToolResult::structured_error(value),
+            Ok(value) => {
+                let links = crate::resources::links(&value);
+                let mut result = if status == "success" {
+                    CallToolResult::structured(value)
+                } else {
+                    CallToolResult::structured_error(value)
+                };
+                result.content.extend(links);
+                result
+            }
             Err(error) => {
                 let status = if status == "rejected" {
                     Status::Rejected
@@ -177,9 +186,14 @@ pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> Ca
 
 impl ServerHandler for WardenServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
-            .with_server_info(self.info.clone())
-            .with_instructions(INSTRUCTIONS)
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(self.info.clone())
+        .with_instructions(INSTRUCTIONS)
     }
 
     async fn list_tools(
@@ -188,6 +202,24 @@ impl ServerHandler for WardenServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            crate::resources::template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        crate::resources::read(&self.tasks.store, &request.uri).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

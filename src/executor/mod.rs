@@ -71,8 +71,9 @@ impl Failure {
 pub enum Admission {
     /// Take a call slot now or be rejected with `server_busy` (direct calls).
     TryNow,
-    /// The caller already holds a task slot, which bounds its concurrency
-    /// (one guard call at a time per script): no call slot is taken.
+    /// The caller already bounds its own concurrency: a script holds a task
+    /// slot (one guard call at a time), a batch or check_backtest holds one
+    /// call slot plus a batch-local semaphore. No call slot is taken here.
     InTask,
 }
 

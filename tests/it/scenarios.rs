@@ -16,6 +16,7 @@ const SUITES: &[&str] = &[
     "timeouts.json",
     "prompts.json",
     "research.json",
+    "batch.json",
 ];
 
 fn mcp_dir() -> PathBuf {

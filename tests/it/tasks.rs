@@ -119,3 +119,42 @@ async fn task_slots_are_separate_from_call_slots() {
             .any(|e| e["event"] == "request_rejected" && e["tool"] == "run_script")
     );
 }
+
+#[tokio::test]
+async fn task_results_link_their_artifacts_as_readable_resources() {
+    // Each output file comes back as a resource_link whose URI resources/read serves.
+    let server = Server::start(FINANCE).await;
+    let result = server
+        .call(
+            "run_script",
+            json!({"script": r#"write_artifact("r.csv", "a,b\n1,2\n"); 1"#}),
+        )
+        .await;
+    let link = result
+        .content
+        .iter()
+        .find_map(|c| match c {
+            rmcp::model::ContentBlock::ResourceLink(resource) => Some(resource.clone()),
+            _ => None,
+        })
+        .expect("a resource link");
+    assert!(
+        link.uri.starts_with("warden://artifacts/task_") && link.uri.ends_with("/outputs/r.csv"),
+        "{}",
+        link.uri
+    );
+    let read = server
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(link.uri.clone()))
+        .await
+        .unwrap();
+    let text = serde_json::to_value(&read).unwrap().to_string();
+    assert!(text.contains("a,b\\n1,2\\n"), "{text}");
+    let escape = server
+        .client
+        .read_resource(rmcp::model::ReadResourceRequestParams::new(
+            link.uri.replace("outputs/r.csv", "../x"),
+        ))
+        .await;
+    assert!(escape.is_err(), "traversal through a resource URI is refused");
+}
