@@ -122,6 +122,8 @@ pub(crate) fn main(app: App) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Spans are recorded for the server and `call`, not for preflight.
+    let telemetry = check.is_none().then(crate::telemetry::init);
     let code = match check {
         Some(options) => runtime.block_on(preflight(app, options)),
         None => runtime.block_on(dispatch(app, command, list_only)),
@@ -130,6 +132,8 @@ pub(crate) fn main(app: App) -> ExitCode {
     // workers now instead of waiting for their futures to be dropped.
     crate::executor::kill_all_workers();
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Flushes exporters after the last span ended.
+    drop(telemetry);
     code
 }
 

@@ -26,6 +26,8 @@ pub struct Origin {
     pub mode: &'static str,
     pub tool: String,
     pub task_id: Option<String>,
+    /// The span records are attributed to (its ids go into every record).
+    pub trace: opentelemetry::Context,
 }
 
 impl Origin {
@@ -36,6 +38,7 @@ impl Origin {
             mode,
             tool: tool.to_string(),
             task_id: None,
+            trace: opentelemetry::Context::new(),
         }
     }
 }
@@ -130,7 +133,7 @@ impl Events {
 
 /// The JSON line for one event, newline included.
 pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> String {
-    let (trace_id, span_id) = crate::telemetry::current_ids();
+    let (trace_id, span_id) = crate::telemetry::ids(&origin.trace);
     let mut map = Map::new();
     map.insert(
         "timestamp".into(),

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 use crate::events::Origin;
 use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
 use crate::task::TaskRunner;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 
 /// Instructions sent to clients at initialize.
 const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
@@ -62,7 +64,7 @@ impl WardenServer {
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let name = builtin.name();
-        let mut origin = Origin::request(builtin.mode(), name);
+        let mut origin = request_origin(builtin.mode(), name, context);
         let events = self.executor.events().clone();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
@@ -106,6 +108,7 @@ impl WardenServer {
             json!({"status": status, "task_type": task_type, "error_type": error_type,
                    "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
         );
+        crate::telemetry::end(&origin.trace, &status, error_type.as_str());
         match outcome {
             Ok(value) => {
                 let links = crate::resources::links(&value);
@@ -135,7 +138,7 @@ impl WardenServer {
         arguments: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let origin = Origin::request("direct", name);
+        let origin = request_origin("direct", name, context);
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
@@ -168,8 +171,31 @@ impl WardenServer {
                 "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
             }),
         );
+        crate::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
         result_of(outcome, &origin.request_id)
     }
+}
+
+/// A new request's origin with its `mcp.tool.call` span started, as a
+/// child of the caller's `traceparent` (request `_meta`) when it sent one.
+fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
+    let parent = context
+        .meta
+        .get_traceparent()
+        .map(crate::telemetry::from_traceparent)
+        .unwrap_or_default();
+    let mut origin = Origin::request(mode, tool);
+    origin.trace = crate::telemetry::start(
+        "mcp.tool.call",
+        SpanKind::Server,
+        &parent,
+        vec![
+            KeyValue::new("mcp.tool.name", tool.to_string()),
+            KeyValue::new("warden.mode", mode),
+            KeyValue::new("warden.request_id", origin.request_id.clone()),
+        ],
+    );
+    origin
 }
 
 /// The MCP result for an executor outcome.

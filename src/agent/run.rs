@@ -6,6 +6,8 @@
 //! guard calls (one budget, pure calls included), per-model-call timeout and
 //! the task deadline. The final answer must pass the contract.
 
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -49,13 +51,20 @@ pub async fn run_coding_task(
     );
     let mut facts = WorkerFacts::default();
     let mut actions = 0usize;
+    let mut agent_origin = task.origin_under(origin);
+    agent_origin.trace = crate::telemetry::start(
+        "agent.run",
+        SpanKind::Internal,
+        &task.trace,
+        vec![KeyValue::new("gen_ai.request.model", config.model_id.clone())],
+    );
     let result = match runner.start_worker(&task, origin).await {
         Ok(mut session) => {
             let mut agent = Agent {
                 runner,
                 config,
                 task: &task,
-                origin,
+                origin: &agent_origin,
                 cancel: &cancel,
                 progress,
                 session: &mut session,
@@ -75,6 +84,11 @@ pub async fn run_coding_task(
         }
         Err(reason) => failure("failed", format!("the script worker failed to start: {reason}")),
     };
+    crate::telemetry::end(
+        &agent_origin.trace,
+        result["status"].as_str().unwrap_or("failed"),
+        result["error"]["kind"].as_str(),
+    );
     task.events.emit(
         origin,
         "agent_finished",
@@ -211,6 +225,15 @@ impl Agent<'_> {
         let remaining = self.task.deadline.saturating_duration_since(Instant::now());
         let timeout = self.config.call_timeout.min(remaining);
         let started = std::time::Instant::now();
+        let span = crate::telemetry::start(
+            "model.generate",
+            SpanKind::Client,
+            &self.origin.trace,
+            vec![
+                KeyValue::new("gen_ai.request.model", self.config.model_id.clone()),
+                KeyValue::new("warden.model_call", n as i64),
+            ],
+        );
         let reply = tokio::select! {
             reply = complete(self.config, &self.messages, timeout) => reply,
             _ = self.cancel.cancelled() => return Err(abnormal_end(RunEnd::Cancelled, self.task.timeout)),
@@ -220,6 +243,7 @@ impl Agent<'_> {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error.kind)),
         };
+        crate::telemetry::end(&span, status, error_type);
         events.emit(
             self.origin,
             "model_call_finished",

@@ -26,6 +26,7 @@ type HeldPermit = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
 pub(super) async fn run(
     guard: Guard,
     resources: Arc<Resources>,
+    parent: opentelemetry::Context,
     arguments: Value,
     permit: Option<OwnedSemaphorePermit>,
     overdue: Arc<Semaphore>,
@@ -37,9 +38,28 @@ pub(super) async fn run(
     let (sender, receiver) = oneshot::channel();
     let name = guard.name.clone();
     tokio::task::spawn_blocking(move || {
+        let span = crate::telemetry::start(
+            "library.function",
+            opentelemetry::trace::SpanKind::Internal,
+            &parent,
+            vec![opentelemetry::KeyValue::new(
+                "warden.function",
+                guard.name.clone(),
+            )],
+        );
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             guard.invoke(&resources, arguments)
         }));
+        let error_type = match &outcome {
+            Ok(Ok(_)) => None,
+            Ok(Err(error)) => Some(error.code.as_str()),
+            Err(_) => Some(crate::error::codes::GUARD_PANICKED),
+        };
+        crate::telemetry::end(
+            &span,
+            if error_type.is_none() { "success" } else { "failed" },
+            error_type,
+        );
         // The function returned: whatever permit it held is free now.
         if let Ok(mut slot) = held_by_thread.lock() {
             slot.take();

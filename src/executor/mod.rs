@@ -14,6 +14,8 @@ pub use sandbox::kill_all_workers;
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -193,22 +195,36 @@ impl Executor {
             json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
         );
         let started = StdInstant::now();
+        let span = crate::telemetry::start(
+            "function.call",
+            SpanKind::Internal,
+            &request.origin.trace,
+            vec![
+                KeyValue::new("warden.function", guard.name.clone()),
+                KeyValue::new("warden.execution_mode", guard.mode.as_str()),
+            ],
+        );
         let outcome = match guard.mode {
             Mode::Isolated => {
                 let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());
                 let worker_request = Request::Call {
                     guard: guard.name.clone(),
                     arguments: request.arguments,
-                    traceparent: None,
+                    traceparent: crate::telemetry::recording()
+                        .then(|| crate::telemetry::traceparent(&span))
+                        .flatten(),
                 };
                 let answer = self
                     .launcher
                     .call(&worker_request, rlimits, deadline, &request.cancel, &guard.name)
                     .await;
                 drop(permit);
+                if let Ok(Response::Result { spans, .. } | Response::Error { spans, .. }) = &answer {
+                    crate::telemetry::import_worker_spans(spans);
+                }
                 match answer {
-                    Ok(Response::Result { value }) => Ok(value),
-                    Ok(Response::Error { error }) => Err(Failure::new(Status::Failed, error)),
+                    Ok(Response::Result { value, .. }) => Ok(value),
+                    Ok(Response::Error { error, .. }) => Err(Failure::new(Status::Failed, error)),
                     Ok(Response::Pong { .. }) => Err(Failure::new(
                         Status::Failed,
                         GuardError::new(codes::WORKER_CRASHED, "worker answered a call with a pong"),
@@ -220,6 +236,7 @@ impl Executor {
                 in_process::run(
                     guard.clone(),
                     self.resources.clone(),
+                    span.clone(),
                     request.arguments,
                     permit,
                     self.overdue.clone(),
@@ -233,6 +250,7 @@ impl Executor {
             Ok(_) => (Status::Success, None),
             Err(failure) => (failure.status, Some(failure.error.code.clone())),
         };
+        crate::telemetry::end(&span, status.as_str(), error_type.as_deref());
         events.emit(
             request.origin,
             "function_call_finished",

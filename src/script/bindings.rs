@@ -142,6 +142,7 @@ fn call_guard(
             door.calls_left -= 1;
         }
         let started = Instant::now();
+        let started_wall = std::time::SystemTime::now();
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             guard.invoke(&Resources::default(), arguments)
         }))
@@ -159,6 +160,10 @@ fn call_guard(
             ok: outcome.is_ok(),
             error_type: outcome.as_ref().err().map(|e| e.code.clone()),
             duration_us: started.elapsed().as_micros() as u64,
+            started_unix_ns: started_wall
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0),
         });
         return outcome;
     }

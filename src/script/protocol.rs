@@ -79,6 +79,9 @@ pub struct PureCall {
     pub ok: bool,
     pub error_type: Option<String>,
     pub duration_us: u64,
+    /// Wall-clock start (Unix nanoseconds), for the span the server records.
+    #[serde(default)]
+    pub started_unix_ns: u64,
 }
 
 /// How one script run ended.

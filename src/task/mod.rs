@@ -41,6 +41,8 @@ pub struct TaskRunner {
 /// A task in progress: its slot, directory and event log.
 pub struct Task {
     _slot: OwnedSemaphorePermit,
+    /// The `task.worker` span; ended by [`TaskRunner::finish`].
+    pub trace: opentelemetry::Context,
     pub id: String,
     pub dir: std::path::PathBuf,
     pub events: Events,
@@ -55,6 +57,15 @@ pub struct WorkerFacts {
     pub layers: Layers,
     pub calls: Vec<CallRecord>,
     pub pid: u32,
+}
+
+impl Task {
+    /// `origin` with this task's span as the parent of what happens next.
+    pub fn origin_under(&self, origin: &Origin) -> Origin {
+        let mut child = origin.clone();
+        child.trace = self.trace.clone();
+        child
+    }
 }
 
 impl TaskRunner {
@@ -94,7 +105,14 @@ impl TaskRunner {
             "registry.json",
             registry_snapshot(&self.executor).to_string().as_bytes(),
         )?;
+        let trace = crate::telemetry::start(
+            "task.worker",
+            opentelemetry::trace::SpanKind::Internal,
+            &origin.trace,
+            vec![opentelemetry::KeyValue::new("warden.task_id", id.clone())],
+        );
         Ok(Task {
+            trace,
             _slot: slot,
             id,
             dir,
@@ -162,6 +180,9 @@ impl TaskRunner {
         let _ = self
             .store
             .write_task_file(&task.id, "function_calls.json", calls.as_bytes());
+        let status = result["status"].as_str().unwrap_or("failed").to_string();
+        let kind = result["error"]["kind"].as_str().map(str::to_string);
+        crate::telemetry::end(&task.trace, &status, kind.as_deref());
         let saved = serde_json::to_string_pretty(&result).unwrap_or_default();
         let _ = self
             .store
@@ -186,7 +207,8 @@ impl TaskRunner {
         let mut facts = WorkerFacts::default();
         let end = match self.start_worker(&task, origin).await {
             Ok(mut session) => {
-                let ctx = self.context(&task, origin, &cancel, progress);
+                let under_task = task.origin_under(origin);
+                let ctx = self.context(&task, &under_task, &cancel, progress);
                 let budget = Budget {
                     calls_left: DEFAULT_SCRIPT_DOOR_CALLS,
                     count_pure: false,

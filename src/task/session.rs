@@ -258,6 +258,22 @@ impl Session {
                     ctx.events.emit(ctx.origin, "function_call_started", json!({"function": call.function, "call_id": call_id, "execution_mode": "pure_inline"}));
                     let duration_ms = call.duration_us as f64 / 1000.0;
                     ctx.events.emit(ctx.origin, "function_call_finished", json!({"function": call.function, "call_id": call_id, "status": status.as_str(), "error_type": call.error_type, "duration_ms": duration_ms}));
+                    if crate::telemetry::recording() {
+                        let start =
+                            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
+                        let end = start + std::time::Duration::from_micros(call.duration_us);
+                        crate::telemetry::record_finished(
+                            "function.call",
+                            &ctx.origin.trace,
+                            start,
+                            end,
+                            vec![
+                                opentelemetry::KeyValue::new("warden.function", call.function.clone()),
+                                opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
+                            ],
+                            call.error_type.as_deref(),
+                        );
+                    }
                     self.calls.push(CallRecord {
                         function: call.function,
                         status: status.as_str(),

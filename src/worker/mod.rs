@@ -44,7 +44,11 @@ pub fn main(registry: &Registry) -> ExitCode {
             pid: std::process::id(),
             guards: registry.len(),
         },
-        Ok(Request::Call { guard, arguments, .. }) => run_guard(registry, &guard, arguments),
+        Ok(Request::Call {
+            guard,
+            arguments,
+            traceparent,
+        }) => traced_guard(registry, &guard, arguments, traceparent.as_deref()),
         Err(error) => {
             eprintln!("warden worker: malformed request: {error}");
             return ExitCode::from(3);
@@ -59,11 +63,43 @@ pub fn main(registry: &Registry) -> ExitCode {
     }
 }
 
+/// Runs one guard inside a `library.function` span that is a child of the
+/// server's `function.call` (when it sent a trace context), and returns the
+/// recorded spans with the response.
+fn traced_guard(
+    registry: &Registry,
+    name: &str,
+    arguments: serde_json::Value,
+    traceparent: Option<&str>,
+) -> Response {
+    let parent = crate::telemetry::worker_parent(traceparent);
+    let span = crate::telemetry::start(
+        "library.function",
+        opentelemetry::trace::SpanKind::Internal,
+        &parent,
+        vec![
+            opentelemetry::KeyValue::new("warden.function", name.to_string()),
+            opentelemetry::KeyValue::new("process.pid", i64::from(std::process::id())),
+        ],
+    );
+    let mut response = run_guard(registry, name, arguments);
+    let (outcome, error_type) = match &response {
+        Response::Error { error, .. } => ("failed", Some(error.code.clone())),
+        _ => ("success", None),
+    };
+    crate::telemetry::end(&span, outcome, error_type.as_deref());
+    if let Response::Result { spans, .. } | Response::Error { spans, .. } = &mut response {
+        *spans = crate::telemetry::worker_spans();
+    }
+    response
+}
+
 /// Runs one guard in this process, turning a panic into an error result.
 pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::Value) -> Response {
     let Some(guard) = registry.get(name) else {
         return Response::Error {
             error: GuardError::new("unknown_guard", format!("no guard named '{name}' in this worker")),
+            spans: Vec::new(),
         };
     };
     let resources = Resources::default();
@@ -71,13 +107,20 @@ pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::
         guard.invoke(&resources, arguments)
     }));
     match outcome {
-        Ok(Ok(value)) => Response::Result { value },
-        Ok(Err(error)) => Response::Error { error },
+        Ok(Ok(value)) => Response::Result {
+            value,
+            spans: Vec::new(),
+        },
+        Ok(Err(error)) => Response::Error {
+            error,
+            spans: Vec::new(),
+        },
         Err(payload) => Response::Error {
             error: GuardError::new(
                 codes::GUARD_PANICKED,
                 format!("guard '{name}' panicked: {}", panic_message(&payload)),
             ),
+            spans: Vec::new(),
         },
     }
 }

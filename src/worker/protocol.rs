@@ -32,7 +32,19 @@ pub enum Request {
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Response {
-    Result { value: Value },
-    Error { error: GuardError },
-    Pong { pid: u32, guards: usize },
+    Result {
+        value: Value,
+        /// Spans the worker recorded (portable JSON), when traced.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        spans: Vec<Value>,
+    },
+    Error {
+        error: GuardError,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        spans: Vec<Value>,
+    },
+    Pong {
+        pid: u32,
+        guards: usize,
+    },
 }

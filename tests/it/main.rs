@@ -13,3 +13,4 @@ mod scenarios;
 mod scripts;
 mod tasks;
 mod tools;
+mod tracing;
