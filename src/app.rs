@@ -133,7 +133,9 @@ impl App {
             let script = std::env::args_os()
                 .nth(2)
                 .is_some_and(|a| a == crate::script::SCRIPT_WORKER);
-            return match build_registry(self.guards, self.script_functions) {
+            let registry = Registry::for_worker(self.guards)
+                .and_then(|r| r.with_script_functions(self.script_functions));
+            return match registry {
                 Ok(registry) if script => crate::script::worker::main(registry),
                 Ok(registry) => crate::worker::main(&registry),
                 Err(error) => {

@@ -32,10 +32,10 @@ pub fn mcp_tool(guard: &Guard, timeout_seconds: u64) -> Tool {
     meta.insert("warden/timeout_seconds".into(), json!(timeout_seconds));
     Tool::new(
         guard.name.clone(),
-        guard.description.clone(),
-        Arc::new(guard.input_schema.clone()),
+        guard.description().to_string(),
+        Arc::new(guard.input_schema().clone()),
     )
-    .with_raw_output_schema(Arc::new(guard.output_schema.clone()))
+    .with_raw_output_schema(Arc::new(guard.output_schema().clone()))
     .with_annotations(
         ToolAnnotations::new()
             .read_only(hints.read_only)
@@ -57,19 +57,19 @@ pub fn export(registry: &Registry, tools: &[Tool], format: ToolFormat) -> Value 
 }
 
 fn entry(guard: &Guard, tool: &Tool, format: ToolFormat) -> Value {
-    let parameters = Value::Object(guard.input_schema.clone());
+    let parameters = Value::Object(guard.input_schema().clone());
     match format {
         ToolFormat::Mcp => serde_json::to_value(tool).unwrap_or(Value::Null),
         ToolFormat::Anthropic => json!({
-            "name": guard.name, "description": guard.description, "input_schema": parameters,
+            "name": guard.name, "description": guard.description(), "input_schema": parameters,
         }),
         ToolFormat::Openai => json!({
-            "type": "function", "name": guard.name, "description": guard.description,
+            "type": "function", "name": guard.name, "description": guard.description(),
             "parameters": parameters,
         }),
         ToolFormat::OpenaiChat => json!({
             "type": "function",
-            "function": {"name": guard.name, "description": guard.description, "parameters": parameters},
+            "function": {"name": guard.name, "description": guard.description(), "parameters": parameters},
         }),
     }
 }

@@ -7,7 +7,7 @@
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use schemars::JsonSchema;
@@ -151,13 +151,31 @@ where
 /// The type-erased call: JSON arguments in, JSON result out.
 pub(crate) type ErasedFn = Arc<dyn Fn(&Resources, Value) -> Result<Value, GuardError> + Send + Sync>;
 
+/// A guard's schemas, generated on first use. Workers re-execute the app's
+/// `main` and build every guard, but only ever need the output shape of the
+/// one they run, so generating all schemas eagerly would cost every worker
+/// a few milliseconds.
+pub(crate) struct LazySchemas {
+    input: OnceLock<(Map<String, Value>, String)>,
+    output: OnceLock<(Map<String, Value>, bool)>,
+    make_input: fn() -> (Map<String, Value>, String),
+    make_output: fn() -> (Map<String, Value>, bool),
+}
+
+impl LazySchemas {
+    fn input(&self) -> &(Map<String, Value>, String) {
+        self.input.get_or_init(self.make_input)
+    }
+    fn output(&self) -> &(Map<String, Value>, bool) {
+        self.output.get_or_init(self.make_output)
+    }
+}
+
 /// One registered guard. Build it with [`guard`].
 #[derive(Clone)]
 pub struct Guard {
     pub(crate) name: String,
-    pub(crate) description: String,
-    pub(crate) input_schema: Map<String, Value>,
-    pub(crate) output_schema: Map<String, Value>,
+    pub(crate) schemas: Arc<LazySchemas>,
     pub(crate) mode: Mode,
     /// Catalogue group shown by `list_guards` (default [`DEFAULT_CATEGORY`]).
     pub(crate) category: String,
@@ -185,14 +203,20 @@ where
     I: DeserializeOwned + JsonSchema + 'static,
     O: Serialize + JsonSchema + 'static,
 {
-    let (input_schema, description) = crate::schema::input_schema::<I>();
-    let (output_schema, wraps_scalar) = crate::schema::output_schema::<O>();
+    let schemas = Arc::new(LazySchemas {
+        input: OnceLock::new(),
+        output: OnceLock::new(),
+        make_input: crate::schema::input_schema::<I>,
+        make_output: crate::schema::output_schema::<O>,
+    });
     let function = Arc::new(function);
+    let shapes = schemas.clone();
     let run: ErasedFn = Arc::new(move |resources, arguments| {
         let input: I = crate::schema::decode_arguments(arguments)?;
         let output = function.invoke(resources, input)?;
         let value = serde_json::to_value(output)
             .map_err(|e| GuardError::new("bad_output", format!("guard result is not valid JSON: {e}")))?;
+        let wraps_scalar = shapes.output().1;
         Ok(if wraps_scalar {
             serde_json::json!({ "result": value })
         } else {
@@ -201,9 +225,7 @@ where
     });
     Guard {
         name: crate::schema::function_name::<F>(),
-        description,
-        input_schema,
-        output_schema,
+        schemas,
         mode: if F::USES_RESOURCES {
             Mode::InProcess
         } else {
@@ -271,7 +293,7 @@ impl Guard {
         &self.name
     }
     pub fn description(&self) -> &str {
-        &self.description
+        &self.schemas.input().1
     }
     pub fn mode(&self) -> Mode {
         self.mode
@@ -280,10 +302,10 @@ impl Guard {
         &self.category
     }
     pub fn input_schema(&self) -> &Map<String, Value> {
-        &self.input_schema
+        &self.schemas.input().0
     }
     pub fn output_schema(&self) -> &Map<String, Value> {
-        &self.output_schema
+        &self.schemas.output().0
     }
     pub fn hints_of(&self) -> Hints {
         self.hints

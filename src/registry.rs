@@ -129,13 +129,24 @@ pub struct Registry {
 impl Registry {
     /// Validates every guard; the first problem found is returned.
     pub fn new(guards: Vec<Guard>) -> Result<Self, RegistryError> {
+        Self::build(guards, true)
+    }
+
+    /// The registry a worker builds: the same names and modes, without
+    /// generating every schema (the server already checked them, and a
+    /// worker only needs the output shape of the one guard it runs).
+    pub fn for_worker(guards: Vec<Guard>) -> Result<Self, RegistryError> {
+        Self::build(guards, false)
+    }
+
+    fn build(guards: Vec<Guard>, check_schemas: bool) -> Result<Self, RegistryError> {
         let mut map = BTreeMap::new();
         for guard in guards {
             validate_name(&guard.name)?;
             if guard.uses_resources && guard.mode != Mode::InProcess {
                 return Err(RegistryError::ResourcesOutsideServer(guard.name));
             }
-            if guard.input_schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+            if check_schemas && guard.input_schema().get("type").and_then(|t| t.as_str()) != Some("object") {
                 return Err(RegistryError::InputNotObject(guard.name));
             }
             if map.contains_key(&guard.name) {

@@ -44,8 +44,8 @@ impl Builtin for DescribeGuard {
                 return Ok(json!({
                     "name": guard.name,
                     "category": guard.category,
-                    "summary": summary(&guard.description),
-                    "description": guard.description,
+                    "summary": summary(&guard.description()),
+                    "description": guard.description(),
                     "slots": required,
                     "optional_slots": optional,
                     "mode": guard.mode.as_str(),
@@ -58,8 +58,8 @@ impl Builtin for DescribeGuard {
                     },
                     "callable": "json_and_script",
                     "reason": GUARD_REASON,
-                    "input_schema": guard.input_schema,
-                    "output_schema": guard.output_schema,
+                    "input_schema": guard.input_schema(),
+                    "output_schema": guard.output_schema(),
                 }));
             }
             if let Some(function) = registry.script_function(&input.name) {
