@@ -152,7 +152,7 @@ pub fn guard_entry(guard: &Guard) -> Value {
     json!({
         "name": guard.name,
         "category": guard.category,
-        "summary": summary(&guard.description()),
+        "summary": summary(guard.description()),
         "slots": required,
         "optional_slots": optional,
         "mode": guard.mode.as_str(),

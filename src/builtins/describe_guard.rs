@@ -44,7 +44,7 @@ impl Builtin for DescribeGuard {
                 return Ok(json!({
                     "name": guard.name,
                     "category": guard.category,
-                    "summary": summary(&guard.description()),
+                    "summary": summary(guard.description()),
                     "description": guard.description(),
                     "slots": required,
                     "optional_slots": optional,

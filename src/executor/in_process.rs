@@ -22,17 +22,23 @@ use crate::worker::panic_message;
 
 type HeldPermit = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
 
+/// The call's slot (if it holds one) and the overdue pool it may move to.
+pub(super) struct Slots {
+    pub permit: Option<OwnedSemaphorePermit>,
+    pub overdue: Arc<Semaphore>,
+}
+
 /// Runs `guard` on a blocking thread, answering by `deadline` at the latest.
 pub(super) async fn run(
     guard: Guard,
     resources: Arc<Resources>,
     parent: opentelemetry::Context,
     arguments: Value,
-    permit: Option<OwnedSemaphorePermit>,
-    overdue: Arc<Semaphore>,
+    slots: Slots,
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<Value, Failure> {
+    let Slots { permit, overdue } = slots;
     let held: HeldPermit = Arc::new(Mutex::new(permit));
     let held_by_thread = held.clone();
     let (sender, receiver) = oneshot::channel();

@@ -238,8 +238,10 @@ impl Executor {
                     self.resources.clone(),
                     span.clone(),
                     request.arguments,
-                    permit,
-                    self.overdue.clone(),
+                    in_process::Slots {
+                        permit,
+                        overdue: self.overdue.clone(),
+                    },
                     deadline,
                     &request.cancel,
                 )

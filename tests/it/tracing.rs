@@ -31,7 +31,7 @@ fn by_name<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
 fn parent_of<'a>(spans: &'a [Value], span: &Value) -> Option<&'a Value> {
     let index: HashMap<&str, &Value> = spans
         .iter()
-        .map(|s| (s["span_id"].as_str().unwrap(), s))
+        .map(|s| (s["span_id"].as_str().unwrap_or_default(), s))
         .collect();
     index.get(span["parent_span_id"].as_str()?).copied()
 }
