@@ -68,6 +68,11 @@ pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<
     } else {
         arguments
     };
+    // Fast path: valid arguments decode without path tracking; only a
+    // failure pays for a second pass that names the field.
+    if let Ok(decoded) = T::deserialize(&arguments) {
+        return Ok(decoded);
+    }
     serde_path_to_error::deserialize::<_, T>(arguments).map_err(|error| {
         let path = error.path().to_string();
         let inner = error.into_inner().to_string();

@@ -187,7 +187,7 @@ impl Executor {
         if let Some(cap) = request.deadline_cap {
             deadline = deadline.min(cap);
         }
-        let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
+        let call_id = crate::events::next_id("call");
         let events = request.events.unwrap_or(&self.events);
         events.emit(
             request.origin,

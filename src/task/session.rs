@@ -252,36 +252,7 @@ impl Session {
                 }
             }
             FromWorker::PureCalls { calls } => {
-                for call in calls {
-                    let call_id = format!("call_{}", uuid::Uuid::new_v4().simple());
-                    let status = if call.ok { Status::Success } else { Status::Failed };
-                    ctx.events.emit(ctx.origin, "function_call_started", json!({"function": call.function, "call_id": call_id, "execution_mode": "pure_inline"}));
-                    let duration_ms = call.duration_us as f64 / 1000.0;
-                    ctx.events.emit(ctx.origin, "function_call_finished", json!({"function": call.function, "call_id": call_id, "status": status.as_str(), "error_type": call.error_type, "duration_ms": duration_ms}));
-                    if crate::telemetry::recording() {
-                        let start =
-                            std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
-                        let end = start + std::time::Duration::from_micros(call.duration_us);
-                        crate::telemetry::record_finished(
-                            "function.call",
-                            &ctx.origin.trace,
-                            start,
-                            end,
-                            vec![
-                                opentelemetry::KeyValue::new("warden.function", call.function.clone()),
-                                opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
-                            ],
-                            call.error_type.as_deref(),
-                        );
-                    }
-                    self.calls.push(CallRecord {
-                        function: call.function,
-                        status: status.as_str(),
-                        error_type: call.error_type,
-                        duration_ms,
-                        execution: "pure_inline",
-                    });
-                }
+                self.record_pure_calls(ctx, calls);
                 return Ok(());
             }
             FromWorker::WriteArtifact {
@@ -302,6 +273,51 @@ impl Session {
             FromWorker::Hello { .. } | FromWorker::Done { .. } => return Ok(()),
         };
         self.send(&reply).await
+    }
+
+    /// Records a batch of inline pure calls: events (one write for the
+    /// batch), spans when tracing, and function_calls.json entries.
+    fn record_pure_calls(&mut self, ctx: &Context<'_>, calls: Vec<crate::script::protocol::PureCall>) {
+        let mut records = Vec::with_capacity(calls.len() * 2);
+        for call in calls {
+            let call_id = crate::events::next_id("call");
+            let status = if call.ok { Status::Success } else { Status::Failed };
+            let start = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
+            let end = start + std::time::Duration::from_micros(call.duration_us);
+            let duration_ms = call.duration_us as f64 / 1000.0;
+            records.push((
+                start,
+                "function_call_started",
+                json!({"function": call.function, "call_id": call_id, "execution_mode": "pure_inline"}),
+            ));
+            records.push((
+                end,
+                "function_call_finished",
+                json!({"function": call.function, "call_id": call_id, "status": status.as_str(),
+                       "error_type": call.error_type, "duration_ms": duration_ms}),
+            ));
+            if crate::telemetry::recording() {
+                crate::telemetry::record_finished(
+                    "function.call",
+                    &ctx.origin.trace,
+                    start,
+                    end,
+                    vec![
+                        opentelemetry::KeyValue::new("warden.function", call.function.clone()),
+                        opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
+                    ],
+                    call.error_type.as_deref(),
+                );
+            }
+            self.calls.push(CallRecord {
+                function: call.function,
+                status: status.as_str(),
+                error_type: call.error_type,
+                duration_ms,
+                execution: "pure_inline",
+            });
+        }
+        ctx.events.emit_many(ctx.origin, &records);
     }
 
     /// Closes stdin and reaps the worker (after a finished run).

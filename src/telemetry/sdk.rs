@@ -71,7 +71,6 @@ pub fn install_server() -> Result<Option<SdkTracerProvider>, String> {
 
 #[cfg(feature = "otel-otlp")]
 fn otlp() -> Result<Arc<dyn SpanProcessor>, String> {
-    use opentelemetry_otlp::WithExportConfig as _;
     let exporter = opentelemetry_otlp::SpanExporter::builder()
         .with_http()
         .build()

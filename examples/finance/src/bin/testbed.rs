@@ -102,11 +102,25 @@ fn wipe_scratch(input: WipeInput) -> Result<String, GuardError> {
 /// `mcp.stdout` check must catch. Workers and CLI commands stay quiet.
 const STRAY_STDOUT_ENV: &str = "WARDEN_TESTBED_STRAY_STDOUT";
 
+/// Add two numbers (pure; the cheapest possible guard, for measuring the framework's own per-call cost).
+#[derive(Deserialize, JsonSchema)]
+struct AddInput {
+    /// Left operand.
+    a: f64,
+    /// Right operand.
+    b: f64,
+}
+
+fn add_pure(input: AddInput) -> Result<f64, GuardError> {
+    Ok(input.a + input.b)
+}
+
 fn main() -> std::process::ExitCode {
     if std::env::var_os(STRAY_STDOUT_ENV).is_some() && std::env::args_os().len() == 1 {
         println!("testbed: hello from main (stray stdout)");
     }
     warden_finance::app()
+        .guard(guard(add_pure).pure())
         .guard(guard(slow_echo).timeout(Duration::from_secs(5)))
         .guard(
             guard(sleep_in_process)
