@@ -91,6 +91,20 @@ pub(crate) fn decode<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardEr
     crate::schema::decode_arguments(arguments)
 }
 
+/// A task's timeout: `timeout_seconds` (1 to the server maximum) or the
+/// default task timeout, clamped to that maximum.
+pub(crate) fn task_timeout(
+    tasks: &TaskRunner,
+    seconds: Option<u64>,
+) -> Result<std::time::Duration, GuardError> {
+    let max = tasks.executor.limits().max_timeout.as_secs();
+    let seconds = match seconds {
+        Some(s) => in_range("timeout_seconds", s, 1, max)?,
+        None => crate::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
+    };
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
 pub(crate) fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, GuardError> {
     if (min..=max).contains(&value) {
         Ok(value)

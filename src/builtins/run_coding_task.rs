@@ -1,15 +1,12 @@
 //! `run_coding_task`: the model writes Rhai that composes the guards.
 
-use std::time::Duration;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
+use super::{BoxFuture, Builtin, Call, decode, task_timeout, tool};
 use crate::agent::config::ModelConfig;
 use crate::error::GuardError;
-use crate::limits::DEFAULT_TASK_TIMEOUT;
 
 /// Ask the server's model to solve a task by writing Rhai scripts that call the registered guards.
 ///
@@ -45,17 +42,13 @@ impl Builtin for RunCodingTask {
             if input.prompt.trim().is_empty() {
                 return Err(GuardError::invalid_input("prompt", "must not be blank"));
             }
-            let max = call.tasks.executor.limits().max_timeout.as_secs();
-            let seconds = match input.timeout_seconds {
-                Some(s) => in_range("timeout_seconds", s, 1, max)?,
-                None => DEFAULT_TASK_TIMEOUT.as_secs().min(max),
-            };
+            let timeout = task_timeout(call.tasks, input.timeout_seconds)?;
             let config = ModelConfig::from_env().map_err(|e| GuardError::new("model_not_configured", e))?;
             crate::agent::run::run_coding_task(
                 call.tasks,
                 &config,
                 &input.prompt,
-                Duration::from_secs(seconds),
+                timeout,
                 call.origin,
                 call.cancel,
                 call.progress.as_deref(),

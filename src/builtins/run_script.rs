@@ -1,14 +1,11 @@
 //! `run_script`: a client-written Rhai script run as a task, no model needed.
 
-use std::time::Duration;
-
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
+use super::{BoxFuture, Builtin, Call, decode, task_timeout, tool};
 use crate::error::GuardError;
-use crate::limits::DEFAULT_TASK_TIMEOUT;
 
 /// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
 ///
@@ -43,15 +40,11 @@ impl Builtin for RunScript {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {
             let input: RunScriptInput = decode(call.arguments)?;
-            let max = call.tasks.executor.limits().max_timeout.as_secs();
-            let seconds = match input.timeout_seconds {
-                Some(s) => in_range("timeout_seconds", s, 1, max)?,
-                None => DEFAULT_TASK_TIMEOUT.as_secs().min(max),
-            };
+            let timeout = task_timeout(call.tasks, input.timeout_seconds)?;
             call.tasks
                 .run_script(
                     &input.script,
-                    Duration::from_secs(seconds),
+                    timeout,
                     call.origin,
                     call.cancel,
                     call.progress.as_deref(),

@@ -24,6 +24,20 @@ async fn spans_until(path: &std::path::Path, ready: impl Fn(&[Value]) -> bool) -
     }
 }
 
+/// A server exporting spans to a file; returns the file's path.
+async fn traced_server(extra: &[(&str, &str)]) -> (Server, tempfile::TempDir, std::path::PathBuf) {
+    let trace_dir = tempfile::tempdir().unwrap();
+    let trace_file = trace_dir.path().join("spans.jsonl");
+    let file = trace_file.to_string_lossy().to_string();
+    let mut env = vec![
+        ("WARDEN_TRACE_EXPORTER", "file"),
+        ("WARDEN_TRACE_FILE", file.as_str()),
+    ];
+    env.extend_from_slice(extra);
+    let server = Server::start_with_env(FINANCE, &env).await;
+    (server, trace_dir, trace_file)
+}
+
 fn by_name<'a>(spans: &'a [Value], name: &str) -> Vec<&'a Value> {
     spans.iter().filter(|s| s["name"] == name).collect()
 }
@@ -39,14 +53,7 @@ fn parent_of<'a>(spans: &'a [Value], span: &Value) -> Option<&'a Value> {
 #[tokio::test]
 async fn a_direct_isolated_call_traces_from_the_client_into_the_worker() {
     // mcp.tool.call (SERVER, child of the caller's traceparent) → function.call → library.function in the worker.
-    let trace_dir = tempfile::tempdir().unwrap();
-    let trace_file = trace_dir.path().join("spans.jsonl");
-    let file = trace_file.to_string_lossy().to_string();
-    let server = Server::start_with_env(
-        FINANCE,
-        &[("WARDEN_TRACE_EXPORTER", "file"), ("WARDEN_TRACE_FILE", &file)],
-    )
-    .await;
+    let (server, _trace_dir, trace_file) = traced_server(&[]).await;
     let mut meta = MetaObject::new();
     meta.set_traceparent(INCOMING);
     let mut params =
@@ -89,14 +96,7 @@ async fn a_direct_isolated_call_traces_from_the_client_into_the_worker() {
 #[tokio::test]
 async fn a_failed_call_sets_the_error_status() {
     // Outcome and error status on every span of a failing call.
-    let trace_dir = tempfile::tempdir().unwrap();
-    let trace_file = trace_dir.path().join("spans.jsonl");
-    let file = trace_file.to_string_lossy().to_string();
-    let server = Server::start_with_env(
-        FINANCE,
-        &[("WARDEN_TRACE_EXPORTER", "file"), ("WARDEN_TRACE_FILE", &file)],
-    )
-    .await;
+    let (server, _trace_dir, trace_file) = traced_server(&[]).await;
     server.call("get_quote", json!({"symbol": "NOPE"})).await;
     let spans = spans_until(&trace_file, |s| by_name(s, "mcp.tool.call").len() == 1).await;
     for name in ["mcp.tool.call", "function.call", "library.function"] {
@@ -117,14 +117,9 @@ async fn a_coding_task_traces_agent_model_and_guard_calls_across_processes() {
             .into(),
     )])
     .await;
-    let trace_dir = tempfile::tempdir().unwrap();
-    let trace_file = trace_dir.path().join("spans.jsonl");
-    let file = trace_file.to_string_lossy().to_string();
     let env = model.env();
-    let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    pairs.push(("WARDEN_TRACE_EXPORTER", "file"));
-    pairs.push(("WARDEN_TRACE_FILE", &file));
-    let server = Server::start_with_env(FINANCE, &pairs).await;
+    let pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let (server, _trace_dir, trace_file) = traced_server(&pairs).await;
     let result = server
         .call(
             "run_coding_task",
