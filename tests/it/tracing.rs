@@ -26,7 +26,7 @@ async fn spans_until(path: &std::path::Path, ready: impl Fn(&[Value]) -> bool) -
 
 /// A server exporting spans to a file; returns the file's path.
 async fn traced_server(extra: &[(&str, &str)]) -> (Server, tempfile::TempDir, std::path::PathBuf) {
-    let trace_dir = tempfile::tempdir().unwrap();
+    let trace_dir = tempfile::tempdir().expect("temp dir");
     let trace_file = trace_dir.path().join("spans.jsonl");
     let file = trace_file.to_string_lossy().to_string();
     let mut env = vec![
