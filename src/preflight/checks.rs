@@ -223,17 +223,46 @@ pub(crate) fn agent(require_agent: bool) -> Check {
 pub(crate) fn telemetry() -> Check {
     let name = "telemetry";
     let value = std::env::var(TRACE_EXPORTER_ENV).unwrap_or_default();
-    match value.trim().to_ascii_lowercase().as_str() {
+    let exporter = value.trim().to_ascii_lowercase();
+    let built = |feature: &str| match feature {
+        "otel" => cfg!(feature = "otel"),
+        _ => cfg!(feature = "otel-otlp"),
+    };
+    match exporter.as_str() {
         "" | "none" => Check::pass(name, format!("disabled ({TRACE_EXPORTER_ENV} unset)")),
-        exporter @ ("console" | "otlp") => Check::warn(
-            name,
-            format!("{TRACE_EXPORTER_ENV}={exporter}, but this build has no span exporter"),
-            "rebuild the app with warden's `otel` feature to export spans, or unset WARDEN_TRACE_EXPORTER",
-        ),
+        "console" | "file" | "otlp" => {
+            let feature = if exporter == "otlp" { "otel-otlp" } else { "otel" };
+            if !built(feature) {
+                return Check::warn(
+                    name,
+                    format!(
+                        "{TRACE_EXPORTER_ENV}={exporter}, but this build lacks warden's `{feature}` feature"
+                    ),
+                    format!(
+                        "rebuild the app with warden's `{feature}` feature, or unset {TRACE_EXPORTER_ENV}"
+                    ),
+                );
+            }
+            if exporter == "file"
+                && std::env::var("WARDEN_TRACE_FILE")
+                    .map(|v| v.trim().is_empty())
+                    .unwrap_or(true)
+            {
+                return Check::fail(
+                    name,
+                    format!("{TRACE_EXPORTER_ENV}=file but WARDEN_TRACE_FILE is unset"),
+                    "set WARDEN_TRACE_FILE to a path the server can append spans to",
+                );
+            }
+            Check::pass(
+                name,
+                format!("spans exported with {TRACE_EXPORTER_ENV}={exporter}"),
+            )
+        }
         other => Check::fail(
             name,
             format!("{TRACE_EXPORTER_ENV}='{other}' is not an exporter"),
-            format!("set {TRACE_EXPORTER_ENV} to none, console or otlp"),
+            format!("set {TRACE_EXPORTER_ENV} to none, console, file or otlp"),
         ),
     }
 }
