@@ -125,10 +125,9 @@ impl TaskRunner {
 
     /// Starts the task's script worker.
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let log = std::fs::File::create(task.dir.join("worker_stderr.log"))
-            .map_err(|e| format!("cannot create the worker log: {e}"))?;
+        let log = task.dir.join("worker_stderr.log");
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
-        let session = Session::start(&self.exe, log, rlimits, task.deadline).await?;
+        let session = Session::start(&self.exe, &log, rlimits, task.deadline).await?;
         task.events.emit(
             origin,
             "task_worker_started",
@@ -269,7 +268,16 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
             "cancelled",
             "the request was cancelled; the script worker was killed".into(),
         ),
-        RunEnd::Crashed(reason) => failure("failed", format!("the script worker failed: {reason}")),
+        RunEnd::Crashed(reason) => {
+            let kind = if reason.starts_with("out of memory") {
+                "memory"
+            } else {
+                "worker"
+            };
+            let mut value = failure("failed", format!("the script worker failed: {reason}"));
+            value["error"] = json!({"kind": kind, "message": reason, "line": null, "column": null});
+            value
+        }
         RunEnd::Finished(_) => failure("failed", "internal: finished run passed as abnormal".into()),
     }
 }

@@ -61,6 +61,9 @@ pub enum RunEnd {
 pub struct Session {
     child: Child,
     pgid: u32,
+    /// The worker's stderr; read to explain a crash.
+    log_path: std::path::PathBuf,
+    memory_limit: u64,
     /// Closed (dropped) by [`Session::finish`] so the worker sees EOF.
     stdin: Option<ChildStdin>,
     stdout: BufReader<tokio::io::Take<ChildStdout>>,
@@ -89,10 +92,12 @@ impl Session {
     /// Starts a script worker and waits for its hello.
     pub(crate) async fn start(
         exe: &std::path::Path,
-        log: std::fs::File,
+        log_path: &std::path::Path,
         rlimits: Rlimits,
         deadline: Instant,
     ) -> Result<Self, String> {
+        let log =
+            std::fs::File::create(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
         let mut command = Command::new(exe);
         command
             .arg(WORKER_ARG)
@@ -116,6 +121,8 @@ impl Session {
             child,
             pgid,
             stdin: Some(stdin),
+            log_path: log_path.to_path_buf(),
+            memory_limit: rlimits.memory,
             stdout: BufReader::new(stdout.take(u64::MAX)),
             layers: Layers::default(),
             calls: Vec::new(),
@@ -198,6 +205,14 @@ impl Session {
             release_group(self.pgid);
             let status = self.child.wait().await.ok();
             if let RunEnd::Crashed(reason) = end {
+                let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+                if log.contains("memory allocation of") {
+                    return RunEnd::Crashed(format!(
+                        "out of memory: the script worker hit its {} MiB address-space limit (worker {})",
+                        self.memory_limit / (1024 * 1024),
+                        describe(status)
+                    ));
+                }
                 return RunEnd::Crashed(format!("{reason} (worker {})", describe(status)));
             }
         }

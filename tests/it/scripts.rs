@@ -115,6 +115,12 @@ async fn the_threat_suite_is_stopped_with_classified_errors() {
             2,
             "timeout",
         ),
+        // ...and the address-space limit is what stops big values stored that way.
+        (
+            "let m = #{}; let s = \"x\"; s.pad(3000000, \"y\"); let i = 0; loop { m[`k${i}`] = s + \"z\"; i += 1; }",
+            20,
+            "memory",
+        ),
         (r#"eval("1 + 1")"#, 10, "parse"),
         (r#"import "std" as s;"#, 10, "parse"),
         (r#"open_file("/etc/passwd")"#, 10, "runtime"),
