@@ -224,9 +224,12 @@ pub(crate) fn telemetry() -> Check {
     let name = "telemetry";
     let value = std::env::var(TRACE_EXPORTER_ENV).unwrap_or_default();
     let exporter = value.trim().to_ascii_lowercase();
-    let built = |feature: &str| match feature {
-        "otel" => cfg!(feature = "otel"),
-        _ => cfg!(feature = "otel-otlp"),
+    let built = |feature: &str| {
+        if feature == "otel" {
+            cfg!(feature = "otel")
+        } else {
+            cfg!(feature = "otel-otlp")
+        }
     };
     match exporter.as_str() {
         "" | "none" => Check::pass(name, format!("disabled ({TRACE_EXPORTER_ENV} unset)")),
