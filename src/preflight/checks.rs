@@ -220,22 +220,24 @@ pub(crate) fn agent(require_agent: bool) -> Check {
 }
 
 /// Trace exporter selection.
+/// Whether this binary can record spans / export OTLP.
+const BUILT_WITH_OTEL: bool = cfg!(feature = "otel");
+const BUILT_WITH_OTLP: bool = cfg!(feature = "otel-otlp");
+
 pub(crate) fn telemetry() -> Check {
     let name = "telemetry";
     let value = std::env::var(TRACE_EXPORTER_ENV).unwrap_or_default();
     let exporter = value.trim().to_ascii_lowercase();
-    let built = |feature: &str| {
-        if feature == "otel" {
-            cfg!(feature = "otel")
-        } else {
-            cfg!(feature = "otel-otlp")
-        }
-    };
+
     match exporter.as_str() {
         "" | "none" => Check::pass(name, format!("disabled ({TRACE_EXPORTER_ENV} unset)")),
         "console" | "file" | "otlp" => {
-            let feature = if exporter == "otlp" { "otel-otlp" } else { "otel" };
-            if !built(feature) {
+            let (feature, built) = if exporter == "otlp" {
+                ("otel-otlp", BUILT_WITH_OTLP)
+            } else {
+                ("otel", BUILT_WITH_OTEL)
+            };
+            if !built {
                 return Check::warn(
                     name,
                     format!(
