@@ -17,6 +17,7 @@ const SUITES: &[&str] = &[
     "prompts.json",
     "research.json",
     "batch.json",
+    "scripts.json",
 ];
 
 fn mcp_dir() -> PathBuf {
