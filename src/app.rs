@@ -220,7 +220,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         events,
         launcher,
     ));
-    let store = crate::artifacts::ArtifactStore::new(artifacts_dir);
+    let store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
     let tasks = Arc::new(crate::task::TaskRunner::new(
         executor.clone(),
         store,

@@ -90,7 +90,15 @@ pub struct Limits {
     /// [`crate::App::allow_destructive_in_batch`]. Does not affect direct
     /// calls or scripts.
     pub allow_destructive_in_batch: bool,
+    /// See [`DEFAULT_TASKS_KEPT`].
+    pub tasks_kept: usize,
 }
+
+/// Task directories kept under the artifacts root: 500. Creating a task
+/// beyond it deletes the oldest task directories (by modification time),
+/// so the store cannot fill the disk over weeks of use. Operators override
+/// it with `WARDEN_TASKS_KEPT` (1–100,000). Does not cover events.jsonl.
+pub const DEFAULT_TASKS_KEPT: usize = 500;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -105,6 +113,7 @@ impl Default for Limits {
             worker_open_files: DEFAULT_WORKER_OPEN_FILES,
             worker_file_size: DEFAULT_WORKER_FILE_SIZE,
             allow_destructive_in_batch: false,
+            tasks_kept: DEFAULT_TASKS_KEPT,
         }
     }
 }
@@ -120,8 +129,8 @@ pub struct LimitError {
 
 impl Limits {
     /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
-    /// `WARDEN_MAX_TIMEOUT_SECONDS` (1–3600) and `WARDEN_WORKER_MEMORY_MB`
-    /// (64–65536) on top of `self`.
+    /// `WARDEN_MAX_TIMEOUT_SECONDS` (1–3600), `WARDEN_WORKER_MEMORY_MB`
+    /// (64–65536) and `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -131,6 +140,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_WORKER_MEMORY_MB", 64, 65536)? {
             self.worker_memory = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_TASKS_KEPT", 1, 100_000)? {
+            self.tasks_kept = n as usize;
         }
         Ok(self)
     }
@@ -153,6 +165,7 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
             expected: match var {
                 "WARDEN_MAX_CONCURRENT_CALLS" => "an integer from 1 to 64",
                 "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
+                "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
                 _ => "an integer from 64 to 65536",
             },
             value: raw,

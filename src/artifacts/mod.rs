@@ -22,11 +22,17 @@ pub const OUTPUTS_DIR: &str = "outputs";
 #[derive(Debug, Clone)]
 pub struct ArtifactStore {
     root: PathBuf,
+    /// Task directories kept; older ones are deleted when a task is created.
+    keep: usize,
 }
 
 impl ArtifactStore {
-    pub fn new(root: impl Into<PathBuf>) -> Self {
-        Self { root: root.into() }
+    /// A store under `root` keeping the newest `keep` task directories.
+    pub fn new(root: impl Into<PathBuf>, keep: usize) -> Self {
+        Self {
+            root: root.into(),
+            keep: keep.max(1),
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -43,7 +49,33 @@ impl ArtifactStore {
                 self.root.display()
             ))
         })?;
+        self.prune(&task_id);
         Ok((task_id, dir))
+    }
+
+    /// Deletes the oldest task directories beyond the retention limit.
+    /// A task without `result.json` may still be running: it is kept until
+    /// it is an hour old (longer than any task may run). Failures are
+    /// ignored: retention must not fail a task.
+    fn prune(&self, current: &str) {
+        let running_grace = std::time::Duration::from_secs(3600);
+        for old in self
+            .task_ids()
+            .iter()
+            .skip(self.keep)
+            .filter(|id| id.as_str() != current)
+        {
+            let dir = self.root.join(old);
+            let finished = dir.join("result.json").exists();
+            let age = std::fs::metadata(&dir)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .unwrap_or_default();
+            if finished || age > running_grace {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+        }
     }
 
     /// The directory of an existing task, after validating the id.

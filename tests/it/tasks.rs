@@ -158,3 +158,26 @@ async fn task_results_link_their_artifacts_as_readable_resources() {
         .await;
     assert!(escape.is_err(), "traversal through a resource URI is refused");
 }
+
+#[tokio::test]
+async fn old_task_directories_are_pruned_beyond_the_retention_limit() {
+    // WARDEN_TASKS_KEPT=2: after four tasks only the two newest remain.
+    let server = Server::start_with_env(FINANCE, &[("WARDEN_TASKS_KEPT", "2")]).await;
+    let mut ids = Vec::new();
+    for n in 0..4 {
+        let result = server.call("run_script", json!({"script": format!("{n}")})).await;
+        ids.push(structured(&result)["task_id"].as_str().unwrap().to_string());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let tasks = server.call("list_tasks", json!({})).await;
+    let listed: Vec<String> = structured(&tasks)["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    assert!(listed.contains(&ids[3]), "the newest task is kept: {listed:?}");
+    let gone = server.call("get_task_result", json!({"task_id": ids[0]})).await;
+    assert_eq!(error_code(&gone), "not_found");
+}
