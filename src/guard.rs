@@ -151,6 +151,11 @@ where
 /// The type-erased call: JSON arguments in, JSON result out.
 pub(crate) type ErasedFn = Arc<dyn Fn(&Resources, Value) -> Result<Value, GuardError> + Send + Sync>;
 
+/// The same call for inline use in scripts: Rhai values in and out, with
+/// no JSON in between (a pure guard in a loop pays only for itself).
+pub(crate) type ScriptFn =
+    Arc<dyn Fn(&Resources, rhai::Dynamic) -> Result<rhai::Dynamic, GuardError> + Send + Sync>;
+
 /// A guard's schemas, generated on first use. Workers re-execute the app's
 /// `main` and build every guard, but only ever need the output shape of the
 /// one they run, so generating all schemas eagerly would cost every worker
@@ -183,6 +188,7 @@ pub struct Guard {
     pub(crate) hints: Hints,
     pub(crate) uses_resources: bool,
     pub(crate) run: ErasedFn,
+    pub(crate) run_inline: ScriptFn,
 }
 
 impl std::fmt::Debug for Guard {
@@ -192,6 +198,45 @@ impl std::fmt::Debug for Guard {
             .field("mode", &self.mode)
             .finish_non_exhaustive()
     }
+}
+
+/// The Rhai-native erased call. Arguments decode straight from the script's
+/// map; when that fails (or a value needs JSON's looser number rules) the
+/// JSON decoder runs instead, so errors name the field exactly as for MCP.
+fn inline_fn<F, I, O, M>(function: Arc<F>, shapes: Arc<LazySchemas>) -> ScriptFn
+where
+    F: GuardFn<I, O, M>,
+    I: DeserializeOwned + JsonSchema + 'static,
+    O: Serialize + JsonSchema + 'static,
+{
+    Arc::new(move |resources, arguments: rhai::Dynamic| {
+        let input: I = match rhai::serde::from_dynamic::<I>(&arguments) {
+            Ok(input) => input,
+            Err(_) => {
+                let json = rhai::serde::from_dynamic::<Value>(&arguments).map_err(|e| {
+                    GuardError::new(
+                        crate::error::codes::INVALID_ARGUMENTS,
+                        format!("invalid arguments: not representable as JSON: {e}"),
+                    )
+                })?;
+                crate::schema::decode_arguments(json)?
+            }
+        };
+        let output = function.invoke(resources, input)?;
+        let value = rhai::serde::to_dynamic(&output).map_err(|e| {
+            GuardError::new(
+                "bad_output",
+                format!("guard result is not representable in a script: {e}"),
+            )
+        })?;
+        Ok(if shapes.output().1 {
+            let mut map = rhai::Map::new();
+            map.insert("result".into(), value);
+            map.into()
+        } else {
+            value
+        })
+    })
 }
 
 /// Turns a typed function into a guard. The tool name defaults to the
@@ -210,6 +255,7 @@ where
         make_output: crate::schema::output_schema::<O>,
     });
     let function = Arc::new(function);
+    let run_inline = inline_fn::<F, I, O, M>(function.clone(), schemas.clone());
     let shapes = schemas.clone();
     let run: ErasedFn = Arc::new(move |resources, arguments| {
         let input: I = crate::schema::decode_arguments(arguments)?;
@@ -236,6 +282,7 @@ where
         hints: Hints::default(),
         uses_resources: F::USES_RESOURCES,
         run,
+        run_inline,
     }
 }
 
@@ -318,5 +365,15 @@ impl Guard {
     /// executor and the worker entry point call this.
     pub(crate) fn invoke(&self, resources: &Resources, arguments: Value) -> Result<Value, GuardError> {
         (self.run)(resources, arguments)
+    }
+
+    /// [`Guard::invoke`] on Rhai values, for pure guards run inline in a
+    /// script worker.
+    pub(crate) fn invoke_inline(
+        &self,
+        resources: &Resources,
+        arguments: rhai::Dynamic,
+    ) -> Result<rhai::Dynamic, GuardError> {
+        (self.run_inline)(resources, arguments)
     }
 }

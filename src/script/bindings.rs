@@ -65,6 +65,12 @@ pub fn register(
             name.as_str(),
             move |ctx: NativeCallContext, arguments: Map| -> RhaiResult {
                 let position = ctx.call_position();
+                if let Some(guard) = registry.get(&guard_name)
+                    && guard.mode() == Mode::Pure
+                {
+                    return call_pure(guard, &door, Dynamic::from_map(arguments))
+                        .map_err(|e| thrown(e, position));
+                }
                 let arguments = to_json(&Dynamic::from_map(arguments)).map_err(|e| thrown(e, position))?;
                 let result = call_guard(&registry, &door, &guard_name, arguments);
                 match result {
@@ -112,61 +118,73 @@ pub fn register(
     );
 }
 
-/// Runs a guard: inline when pure, otherwise through the door.
+/// Runs a pure guard inline, on Rhai values, and records the call for the
+/// server's event log (budgeted when the task counts pure calls).
+fn call_pure(
+    guard: &crate::guard::Guard,
+    door: &Shared<Door>,
+    arguments: Dynamic,
+) -> Result<Dynamic, GuardError> {
+    let mut door = door
+        .lock()
+        .map_err(|_| GuardError::new("door_closed", "worker door lock poisoned"))?;
+    if door.count_pure {
+        if door.calls_left == 0 {
+            return Err(budget_exhausted());
+        }
+        door.calls_left -= 1;
+    }
+    let name = guard.tool_name();
+    let started = Instant::now();
+    let started_wall = std::time::SystemTime::now();
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guard.invoke_inline(&Resources::default(), arguments)
+    }))
+    .unwrap_or_else(|payload| {
+        Err(GuardError::new(
+            crate::error::codes::GUARD_PANICKED,
+            format!(
+                "guard '{name}' panicked: {}",
+                crate::worker::panic_message(&payload)
+            ),
+        ))
+    });
+    door.record_pure(PureCall {
+        function: name.to_string(),
+        ok: outcome.is_ok(),
+        error_type: outcome.as_ref().err().map(|e| e.code.clone()),
+        duration_us: started.elapsed().as_micros() as u64,
+        started_unix_ns: started_wall
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    });
+    outcome
+}
+
+fn budget_exhausted() -> GuardError {
+    GuardError::new(
+        "budget_exhausted",
+        "this task used all its guard calls; do more per call, or finish with final_answer",
+    )
+}
+
+/// Runs a guard that is not pure through the door (the server runs it).
 fn call_guard(
     registry: &Registry,
     door: &Shared<Door>,
     name: &str,
     arguments: Value,
 ) -> Result<Value, GuardError> {
-    let Some(guard) = registry.get(name) else {
+    if registry.get(name).is_none() {
         return Err(GuardError::new(
             "unknown_guard",
             format!("no guard named '{name}'"),
         ));
-    };
+    }
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new("door_closed", "worker door lock poisoned"))?;
-    let budget_exhausted = || {
-        GuardError::new(
-            "budget_exhausted",
-            "this task used all its guard calls; do more per call, or finish with final_answer",
-        )
-    };
-    if guard.mode() == Mode::Pure {
-        if door.count_pure {
-            if door.calls_left == 0 {
-                return Err(budget_exhausted());
-            }
-            door.calls_left -= 1;
-        }
-        let started = Instant::now();
-        let started_wall = std::time::SystemTime::now();
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            guard.invoke(&Resources::default(), arguments)
-        }))
-        .unwrap_or_else(|payload| {
-            Err(GuardError::new(
-                crate::error::codes::GUARD_PANICKED,
-                format!(
-                    "guard '{name}' panicked: {}",
-                    crate::worker::panic_message(&payload)
-                ),
-            ))
-        });
-        door.record_pure(PureCall {
-            function: name.to_string(),
-            ok: outcome.is_ok(),
-            error_type: outcome.as_ref().err().map(|e| e.code.clone()),
-            duration_us: started.elapsed().as_micros() as u64,
-            started_unix_ns: started_wall
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(0),
-        });
-        return outcome;
-    }
     if door.calls_left == 0 {
         return Err(budget_exhausted());
     }

@@ -175,7 +175,13 @@ impl TaskRunner {
                 json!(task.started.elapsed().as_secs_f64() * 1000.0),
             );
         }
-        let calls = serde_json::to_string_pretty(&facts.calls).unwrap_or_default();
+        // Readable when small; compact when a script made thousands of calls.
+        let calls = if facts.calls.len() <= 1000 {
+            serde_json::to_string_pretty(&facts.calls)
+        } else {
+            serde_json::to_string(&facts.calls)
+        }
+        .unwrap_or_default();
         let _ = self
             .store
             .write_task_file(&task.id, "function_calls.json", calls.as_bytes());

@@ -41,6 +41,15 @@ pub struct CallRecord {
     pub execution: &'static str,
 }
 
+/// How a `pure_calls` line starts (serde writes the tag first).
+const PURE_CALLS_PREFIX: &[u8] = br#"{"type":"pure_calls","#;
+
+/// The body of a `pure_calls` line.
+#[derive(serde::Deserialize)]
+struct PureCallsLine {
+    calls: Vec<crate::script::protocol::PureCall>,
+}
+
 /// Guard calls a run may make.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
@@ -153,6 +162,14 @@ impl Session {
         }
         if line.len() as u64 > MAX_WORKER_LINE {
             return Err("script worker sent a line over 64 MiB".into());
+        }
+        // Batches of inline calls are most of the traffic; an internally
+        // tagged enum would buffer each into a generic tree first, so they
+        // are decoded straight into their own shape.
+        if line.starts_with(PURE_CALLS_PREFIX) {
+            let batch: PureCallsLine = serde_json::from_slice(&line)
+                .map_err(|e| format!("unreadable message from script worker: {e}"))?;
+            return Ok(FromWorker::PureCalls { calls: batch.calls });
         }
         serde_json::from_slice(&line).map_err(|e| format!("unreadable message from script worker: {e}"))
     }
@@ -294,24 +311,31 @@ impl Session {
     /// batch), spans when tracing, and function_calls.json entries.
     fn record_pure_calls(&mut self, ctx: &Context<'_>, calls: Vec<crate::script::protocol::PureCall>) {
         let mut records = Vec::with_capacity(calls.len() * 2);
+        let tracing = crate::telemetry::recording();
         for call in calls {
             let call_id = crate::events::next_id("call");
             let status = if call.ok { Status::Success } else { Status::Failed };
             let start = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
             let end = start + std::time::Duration::from_micros(call.duration_us);
             let duration_ms = call.duration_us as f64 / 1000.0;
+            // Guard names are validated identifiers and call ids are ours,
+            // so only the error code needs JSON escaping.
+            let function = Value::from(call.function.as_str()).to_string();
+            let error_type = serde_json::to_string(&call.error_type).unwrap_or_else(|_| "null".into());
             records.push((
                 start,
                 "function_call_started",
-                json!({"function": call.function, "call_id": call_id, "execution_mode": "pure_inline"}),
+                format!(r#""function":{function},"call_id":"{call_id}","execution_mode":"pure_inline""#),
             ));
             records.push((
                 end,
                 "function_call_finished",
-                json!({"function": call.function, "call_id": call_id, "status": status.as_str(),
-                       "error_type": call.error_type, "duration_ms": duration_ms}),
+                format!(
+                    r#""function":{function},"call_id":"{call_id}","status":"{}","error_type":{error_type},"duration_ms":{duration_ms}"#,
+                    status.as_str()
+                ),
             ));
-            if crate::telemetry::recording() {
+            if tracing {
                 crate::telemetry::record_finished(
                     "function.call",
                     &ctx.origin.trace,
