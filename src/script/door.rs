@@ -18,6 +18,15 @@ const PURE_BATCH: usize = 1024;
 /// Longest reply line the worker reads: 16 MiB (artifact reads are 1 MiB).
 const MAX_REPLY_LINE: u64 = 16 * 1024 * 1024;
 
+const GUARD_REPLY_PREFIX: &[u8] = br#"{"type":"guard_reply","#;
+const ARTIFACT_REPLY_PREFIX: &[u8] = br#"{"type":"artifact_reply","#;
+
+/// The body of a reply line.
+#[derive(serde::Deserialize)]
+struct ReplyLine {
+    result: Result<Value, GuardError>,
+}
+
 pub struct Door {
     input: BufReader<Stdin>,
     output: File,
@@ -73,6 +82,18 @@ impl Door {
             .read_until(b'\n', &mut line)?;
         if read == 0 {
             return Ok(None);
+        }
+        // Replies are most of the traffic: decode them without the generic
+        // buffering an internally tagged enum needs.
+        for (prefix, artifact) in [(GUARD_REPLY_PREFIX, false), (ARTIFACT_REPLY_PREFIX, true)] {
+            if line.starts_with(prefix) {
+                let reply: ReplyLine = serde_json::from_slice(&line)?;
+                return Ok(Some(if artifact {
+                    ToWorker::ArtifactReply { result: reply.result }
+                } else {
+                    ToWorker::GuardReply { result: reply.result }
+                }));
+            }
         }
         Ok(Some(serde_json::from_slice(&line)?))
     }

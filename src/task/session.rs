@@ -44,6 +44,16 @@ pub struct CallRecord {
 /// How a `pure_calls` line starts (serde writes the tag first).
 const PURE_CALLS_PREFIX: &[u8] = br#"{"type":"pure_calls","#;
 
+/// How a `guard_call` line starts.
+const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
+
+/// The body of a `guard_call` line.
+#[derive(serde::Deserialize)]
+struct GuardCallLine {
+    guard: String,
+    arguments: Value,
+}
+
 /// The body of a `pure_calls` line.
 #[derive(serde::Deserialize)]
 struct PureCallsLine {
@@ -166,10 +176,17 @@ impl Session {
         // Batches of inline calls are most of the traffic; an internally
         // tagged enum would buffer each into a generic tree first, so they
         // are decoded straight into their own shape.
+        let unreadable = |e: serde_json::Error| format!("unreadable message from script worker: {e}");
         if line.starts_with(PURE_CALLS_PREFIX) {
-            let batch: PureCallsLine = serde_json::from_slice(&line)
-                .map_err(|e| format!("unreadable message from script worker: {e}"))?;
+            let batch: PureCallsLine = serde_json::from_slice(&line).map_err(unreadable)?;
             return Ok(FromWorker::PureCalls { calls: batch.calls });
+        }
+        if line.starts_with(GUARD_CALL_PREFIX) {
+            let call: GuardCallLine = serde_json::from_slice(&line).map_err(unreadable)?;
+            return Ok(FromWorker::GuardCall {
+                guard: call.guard,
+                arguments: call.arguments,
+            });
         }
         serde_json::from_slice(&line).map_err(|e| format!("unreadable message from script worker: {e}"))
     }

@@ -286,3 +286,21 @@ async fn a_killed_script_worker_fails_the_task_and_the_server_survives() {
     );
     assert!(!is_error(&server.call("price_option_t", call_args()).await));
 }
+
+#[tokio::test]
+async fn inline_pure_calls_validate_like_direct_calls() {
+    // Integers where floats are expected still decode; a wrong type names the field, as over MCP.
+    let server = Server::start(FINANCE).await;
+    let ok = run(
+        &server,
+        "check_rf_convention(#{rf: 0, periods_per_year: 252}).passed",
+        10,
+    )
+    .await;
+    assert_eq!(ok["value"], true, "{ok}");
+    let script = r#"let r = ""; try { check_rf_convention(#{rf: "high"}); } catch (e) { r = e.code + "|" + e.field; } r"#;
+    let bad = run(&server, script, 10).await;
+    assert_eq!(bad["value"], "invalid_arguments|rf", "{bad}");
+    let direct = server.call("check_rf_convention", json!({"rf": "high"})).await;
+    assert_eq!(structured(&direct)["error"]["field"], "rf");
+}
