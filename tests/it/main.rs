@@ -8,6 +8,7 @@ mod common;
 mod executor;
 mod fake_model;
 mod lifecycle;
+mod limits;
 mod preflight;
 mod scenarios;
 mod scripts;

@@ -78,9 +78,37 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
             Ok("printed".into())
         }
         "huge" => Ok("x".repeat(2 * 1024 * 1024)),
+        "files" => {
+            // Holds descriptors open until one is refused (RLIMIT_NOFILE).
+            let mut held = Vec::new();
+            for _ in 0..1000 {
+                match std::fs::File::open("/dev/null") {
+                    Ok(file) => held.push(file),
+                    Err(error) => {
+                        return Err(GuardError::failed(format!("after {} files: {error}", held.len())));
+                    }
+                }
+            }
+            Ok(format!("opened {} files", held.len()))
+        }
+        "bigfile" => {
+            // Writes past RLIMIT_FSIZE; the kernel answers with SIGXFSZ.
+            let path = std::env::temp_dir().join(format!("warden-testbed-{}.bin", std::process::id()));
+            let chunk = vec![0u8; 1024 * 1024];
+            let mut file = std::fs::File::create(&path).map_err(|e| GuardError::failed(e.to_string()))?;
+            let mut result = Ok("wrote 64 MiB".to_string());
+            for _ in 0..64 {
+                if let Err(error) = std::io::Write::write_all(&mut file, &chunk) {
+                    result = Err(GuardError::failed(format!("write refused: {error}")));
+                    break;
+                }
+            }
+            let _ = std::fs::remove_file(&path);
+            result
+        }
         other => Err(GuardError::invalid_input(
             "how",
-            format!("expected panic, abort, oom, print or huge, got '{other}'"),
+            format!("expected panic, abort, oom, print, huge, files or bigfile, got '{other}'"),
         )),
     }
 }
