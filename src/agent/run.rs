@@ -78,8 +78,9 @@ pub async fn run_coding_task(
                 layers: session.layers.clone(),
                 calls: std::mem::take(&mut session.calls),
                 pid: session.pid(),
+                exit_status: None,
             };
-            session.finish().await;
+            facts.exit_status = Some(session.finish().await);
             result
         }
         Err(reason) => failure("failed", format!("the script worker failed to start: {reason}")),

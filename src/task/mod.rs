@@ -57,6 +57,8 @@ pub struct WorkerFacts {
     pub layers: Layers,
     pub calls: Vec<CallRecord>,
     pub pid: u32,
+    /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
+    pub exit_status: Option<String>,
 }
 
 impl Task {
@@ -161,7 +163,8 @@ impl TaskRunner {
         task.events.emit(
             origin,
             "task_worker_finished",
-            json!({"task_id": task.id, "pid": facts.pid, "status": result["status"]}),
+            json!({"task_id": task.id, "pid": facts.pid, "status": result["status"],
+                   "exit_status": facts.exit_status}),
         );
         if let Value::Object(map) = &mut result {
             map.insert("request_id".into(), json!(origin.request_id));
@@ -223,10 +226,9 @@ impl TaskRunner {
                     layers: session.layers.clone(),
                     calls: std::mem::take(&mut session.calls),
                     pid: session.pid(),
+                    exit_status: None,
                 };
-                if matches!(end, RunEnd::Finished(_)) {
-                    session.finish().await;
-                }
+                facts.exit_status = Some(session.finish().await);
                 end
             }
             Err(reason) => RunEnd::Crashed(reason),

@@ -80,6 +80,8 @@ pub enum RunEnd {
 pub struct Session {
     child: Child,
     pgid: u32,
+    /// How the worker process ended, once it has been reaped.
+    pub exit_status: Option<String>,
     /// The worker's stderr; read to explain a crash.
     log_path: std::path::PathBuf,
     memory_limit: u64,
@@ -140,6 +142,7 @@ impl Session {
             child,
             pgid,
             stdin: Some(stdin),
+            exit_status: None,
             log_path: log_path.to_path_buf(),
             memory_limit: rlimits.memory,
             stdout: BufReader::new(stdout.take(u64::MAX)),
@@ -238,6 +241,7 @@ impl Session {
         if !matches!(end, RunEnd::Finished(_)) {
             release_group(self.pgid);
             let status = self.child.wait().await.ok();
+            self.exit_status = Some(describe(status));
             if let RunEnd::Crashed(reason) = end {
                 let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
                 if log.contains("memory allocation of") {
@@ -377,14 +381,20 @@ impl Session {
     }
 
     /// Closes stdin and reaps the worker (after a finished run).
-    pub async fn finish(mut self) -> Option<std::process::ExitStatus> {
+    /// Returns how the worker ended (already known after an abnormal run).
+    pub async fn finish(mut self) -> String {
+        if let Some(known) = self.exit_status.take() {
+            release_group(self.pgid);
+            return known;
+        }
         drop(self.stdin.take());
         let status = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
         release_group(self.pgid);
-        match status {
+        let status = match status {
             Ok(Ok(status)) => Some(status),
             _ => self.child.wait().await.ok(),
-        }
+        };
+        describe(status)
     }
 }
 

@@ -74,6 +74,15 @@ async fn a_scenario_script_writes_a_csv_that_read_artifact_returns() {
             "{expected} missing from {names:?}"
         );
     }
+    let task_events = read_jsonl(&server.artifacts.path().join(task_id).join("events.jsonl"));
+    let finished = task_events
+        .iter()
+        .find(|e| e["event"] == "task_worker_finished")
+        .expect("task_worker_finished recorded");
+    assert_eq!(
+        finished["exit_status"], "exited with exit status: 0",
+        "{finished}"
+    );
     let saved = server.call("get_task_result", json!({"task_id": task_id})).await;
     assert_eq!(structured(&saved)["result"]["summary"], "3 scenarios");
     let tasks = server.call("list_tasks", json!({})).await;
