@@ -111,16 +111,9 @@ pub(crate) fn main(app: App) -> ExitCode {
         (false, Some(command)) => command,
     };
     let list_only = cli.list_tools;
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     // Spans are recorded for the server and `call`, not for preflight.
     let telemetry = check.is_none().then(crate::telemetry::init);

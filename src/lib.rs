@@ -41,3 +41,17 @@ pub use schemars;
 
 /// Re-exported so script-only functions register on the same engine type.
 pub use rhai;
+
+/// The multi-threaded runtime every Warden command runs on (two workers:
+/// this is a small server on small machines). On failure the error has
+/// been printed and the caller exits with 2.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, std::process::ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("error: cannot start the async runtime: {error}");
+            std::process::ExitCode::from(2)
+        })
+}

@@ -74,12 +74,7 @@ pub async fn run_coding_task(
             };
             let result = agent.drive().await;
             actions = agent.actions;
-            facts = WorkerFacts {
-                layers: session.layers.clone(),
-                calls: std::mem::take(&mut session.calls),
-                pid: session.pid(),
-                exit_status: None,
-            };
+            facts = session.take_facts();
             facts.exit_status = Some(session.finish().await);
             result
         }

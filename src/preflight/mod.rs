@@ -97,16 +97,9 @@ pub fn parse_timeout(raw: &str) -> Result<Duration, String> {
 /// `warden preflight -- <command>`: builds its own runtime, so call it
 /// only from outside one.
 pub fn main(args: PreflightArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::runtime() {
         Ok(runtime) => runtime,
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     let code = runtime.block_on(check_command(args));
     crate::executor::kill_all_workers();

@@ -222,12 +222,7 @@ impl TaskRunner {
                     count_pure: false,
                 };
                 let end = session.run(&ctx, script, task.deadline, budget).await;
-                facts = WorkerFacts {
-                    layers: session.layers.clone(),
-                    calls: std::mem::take(&mut session.calls),
-                    pid: session.pid(),
-                    exit_status: None,
-                };
+                facts = session.take_facts();
                 facts.exit_status = Some(session.finish().await);
                 end
             }

@@ -381,6 +381,16 @@ impl Session {
     }
 
     /// Closes stdin and reaps the worker (after a finished run).
+    /// What the worker side produced so far, for the task result.
+    pub fn take_facts(&mut self) -> super::WorkerFacts {
+        super::WorkerFacts {
+            layers: self.layers.clone(),
+            calls: std::mem::take(&mut self.calls),
+            pid: self.pgid,
+            exit_status: None,
+        }
+    }
+
     /// Returns how the worker ended (already known after an abnormal run).
     pub async fn finish(mut self) -> String {
         if let Some(known) = self.exit_status.take() {

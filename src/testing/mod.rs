@@ -71,16 +71,9 @@ pub enum SetupError {
 
 /// Builds a runtime and runs; call only from outside a runtime.
 pub fn main(args: TestArgs) -> ExitCode {
-    match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    match crate::runtime() {
         Ok(runtime) => runtime.block_on(run(&args)),
-        Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
-            ExitCode::from(2)
-        }
+        Err(code) => code,
     }
 }
 
