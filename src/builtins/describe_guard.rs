@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{BoxFuture, Builtin, Call, decode, tool};
-use crate::catalogue::{GUARD_REASON, SCRIPT_MODE, Slots, slots, summary};
+use crate::catalogue::{guard_entry, script_entry};
 use crate::error::GuardError;
 
 /// Describe one guard: input and output schema, slots, execution mode, timeout, annotations, and its full description with the units and conventions it expects.
@@ -38,43 +38,26 @@ impl Builtin for DescribeGuard {
             let input: DescribeGuardInput = decode(call.arguments)?;
             let executor = &call.tasks.executor;
             let registry = executor.registry();
+            // The list_guards row, plus what only a full description carries.
             if let Some(guard) = registry.get(&input.name) {
-                let Slots { required, optional } = slots(guard);
                 let hints = guard.hints;
-                return Ok(json!({
-                    "name": guard.name,
-                    "category": guard.category,
-                    "summary": summary(guard.description()),
-                    "description": guard.description(),
-                    "slots": required,
-                    "optional_slots": optional,
-                    "mode": guard.mode.as_str(),
-                    "timeout_seconds": executor.limits().guard_deadline(guard.timeout).as_secs(),
-                    "annotations": {
-                        "read_only": hints.read_only,
-                        "destructive": hints.destructive,
-                        "idempotent": hints.idempotent,
-                        "open_world": hints.open_world,
-                    },
-                    "callable": "json_and_script",
-                    "reason": GUARD_REASON,
-                    "input_schema": guard.input_schema(),
-                    "output_schema": guard.output_schema(),
-                }));
+                let mut entry = guard_entry(guard);
+                entry["description"] = json!(guard.description());
+                entry["timeout_seconds"] = json!(executor.limits().guard_deadline(guard.timeout).as_secs());
+                entry["annotations"] = json!({
+                    "read_only": hints.read_only,
+                    "destructive": hints.destructive,
+                    "idempotent": hints.idempotent,
+                    "open_world": hints.open_world,
+                });
+                entry["input_schema"] = Value::Object(guard.input_schema().clone());
+                entry["output_schema"] = Value::Object(guard.output_schema().clone());
+                return Ok(entry);
             }
             if let Some(function) = registry.script_function(&input.name) {
-                return Ok(json!({
-                    "name": function.name,
-                    "category": function.category,
-                    "summary": summary(function.description),
-                    "description": function.description,
-                    "signature": function.signature,
-                    "slots": [],
-                    "optional_slots": [],
-                    "mode": SCRIPT_MODE,
-                    "callable": "script_only",
-                    "reason": function.reason,
-                }));
+                let mut entry = script_entry(function);
+                entry["description"] = json!(function.description);
+                return Ok(entry);
             }
             let mut known: Vec<&str> = registry.names();
             known.extend(registry.script_functions().map(|f| f.name));
