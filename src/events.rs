@@ -10,12 +10,17 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
+
+use crate::script::protocol::PureCall;
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 /// Lines buffered between emitters and the writer thread: 8,192. When full,
 /// emitters block until the writer catches up (nothing is dropped).
 pub const EVENT_QUEUE_LINES: usize = 8192;
+
+/// Bytes the writer thread gathers before a write: 256 KiB.
+const EVENT_WRITE_BUFFER: usize = 256 * 1024;
 
 /// Who a record is about: the request, how it ran and, once one exists, the
 /// task. Every record carries these fields.
@@ -74,7 +79,9 @@ impl Events {
             .lossy(false)
             .buffered_lines_limit(EVENT_QUEUE_LINES)
             .thread_name("warden-events")
-            .finish(file);
+            // The writer thread drains every queued line before it
+            // flushes, so a burst of records becomes one write.
+            .finish(std::io::BufWriter::with_capacity(EVENT_WRITE_BUFFER, file));
         Ok((
             Self {
                 writer: Some(Arc::new(writer)),
@@ -118,58 +125,24 @@ impl Events {
             return;
         }
         let line = record(origin, event, extra);
-        self.write(&line);
+        self.write_raw(&line);
     }
 
-    /// Writes many records of one origin, each at its own time, in one
-    /// write per sink. Each record's extra fields come pre-serialized as
-    /// `"k":v,...` (no braces), so a batch of 100,000 calls builds no maps. Used for the inline pure calls a script worker
-    /// reports in batches: the common fields are serialized once and the
-    /// writer thread is woken once per batch instead of twice per call.
-    pub fn emit_many(&self, origin: &Origin, records: &[(SystemTime, &str, String)]) {
-        if self.writer.is_none() && self.task_log.is_none() {
+    /// Writes complete JSON lines (e.g. [`pure_call_records`]) to every
+    /// sink in one write each.
+    pub fn write_raw(&self, lines: &[u8]) {
+        if lines.is_empty() {
             return;
         }
-        let common = common_fields(origin);
-        let mut text = String::with_capacity(records.len() * 320);
-        // Calls in a batch are microseconds apart: format each millisecond once.
-        let mut stamp: (u128, String) = (u128::MAX, String::new());
-        for (at, event, extra) in records {
-            let extra = extra.as_str();
-            let millis = at
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis())
-                .unwrap_or(0);
-            if millis != stamp.0 {
-                stamp = (millis, humantime::format_rfc3339_millis(*at).to_string());
-            }
-            text.push_str("{\"timestamp\":\"");
-            text.push_str(&stamp.1);
-            text.push_str("\",\"event_id\":\"");
-            text.push_str(&next_id("evt"));
-            text.push_str("\",\"event\":");
-            text.push_str(&Value::from(*event).to_string());
-            text.push(',');
-            text.push_str(&common);
-            if !extra.is_empty() {
-                text.push(',');
-                text.push_str(extra);
-            }
-            text.push_str("}\n");
-        }
-        self.write(&text);
-    }
-
-    fn write(&self, line: &str) {
         // A failed write must never fail the call it describes.
         if let Some(log) = &self.task_log
             && let Ok(mut log) = log.lock()
         {
-            let _ = std::io::Write::write_all(&mut *log, line.as_bytes());
+            let _ = std::io::Write::write_all(&mut *log, lines);
         }
         if let Some(writer) = &self.writer {
             let mut writer = (**writer).clone();
-            let _ = std::io::Write::write_all(&mut writer, line.as_bytes());
+            let _ = std::io::Write::write_all(&mut writer, lines);
         }
     }
 }
@@ -178,67 +151,149 @@ impl Events {
 /// call ids are minted per guard call (200,000 for a script making 100,000
 /// inline calls), so they cost a counter increment, not a random draw.
 pub fn next_id(kind: &str) -> String {
-    use std::sync::OnceLock;
+    let mut id = String::with_capacity(32);
+    push_id(&mut id, kind, next_counter(1));
+    id
+}
+
+/// Reserves `n` consecutive id numbers.
+fn next_counter(n: u64) -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
-    static PREFIX: OnceLock<String> = OnceLock::new();
     static COUNTER: AtomicU64 = AtomicU64::new(0);
+    COUNTER.fetch_add(n, Ordering::Relaxed)
+}
+
+fn push_id(out: &mut String, kind: &str, number: u64) {
+    use std::fmt::Write as _;
+    use std::sync::OnceLock;
+    static PREFIX: OnceLock<String> = OnceLock::new();
     let prefix = PREFIX.get_or_init(|| uuid::Uuid::new_v4().simple().to_string()[..12].to_string());
-    format!("{kind}_{prefix}_{:x}", COUNTER.fetch_add(1, Ordering::Relaxed))
+    let _ = write!(out, "{kind}_{prefix}_{number:x}");
 }
 
-/// The fields every record of `origin` shares, as `"k":v,...` (no braces).
-fn common_fields(origin: &Origin) -> String {
+/// The common fields of every record, in contract order, skipping any that
+/// `extra` overrides. Appended as `,"k":v` pairs.
+fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Value>>) {
     let (trace_id, span_id) = crate::telemetry::ids(&origin.trace);
-    let map = json!({
-        "request_id": origin.request_id, "mode": origin.mode, "tool": origin.tool,
-        "task_id": origin.task_id, "trace_id": trace_id, "span_id": span_id, "pid": std::process::id(),
-    });
-    strip_braces(&map.to_string()).to_string()
+    let fields: [(&str, Value); 7] = [
+        ("request_id", Value::from(origin.request_id.as_str())),
+        ("mode", Value::from(origin.mode)),
+        ("tool", Value::from(origin.tool.as_str())),
+        (
+            "task_id",
+            origin.task_id.as_deref().map_or(Value::Null, Value::from),
+        ),
+        ("trace_id", trace_id.map_or(Value::Null, Value::from)),
+        ("span_id", span_id.map_or(Value::Null, Value::from)),
+        ("pid", Value::from(std::process::id())),
+    ];
+    for (key, value) in &fields {
+        if extra.is_some_and(|e| e.contains_key(*key)) {
+            continue;
+        }
+        push_pair(out, key, value);
+    }
 }
 
-/// `{...}` → `...` (exactly one brace each side).
-fn strip_braces(object: &str) -> &str {
-    object
-        .strip_prefix('{')
-        .and_then(|s| s.strip_suffix('}'))
-        .unwrap_or("")
+/// Appends `,"key":value`.
+fn push_pair(out: &mut Vec<u8>, key: &str, value: &Value) {
+    out.push(b',');
+    let _ = serde_json::to_writer(&mut *out, key);
+    out.push(b':');
+    let _ = serde_json::to_writer(&mut *out, value);
+}
+
+/// Appends `{"timestamp":…,"event_id":…,"event":…` (no closing brace).
+fn push_head(out: &mut Vec<u8>, timestamp: &str, event_id: u64, event: &str) {
+    out.extend_from_slice(b"{\"timestamp\":\"");
+    out.extend_from_slice(timestamp.as_bytes());
+    out.extend_from_slice(b"\",\"event_id\":\"");
+    let mut id = String::with_capacity(32);
+    push_id(&mut id, "evt", event_id);
+    out.extend_from_slice(id.as_bytes());
+    out.extend_from_slice(b"\",\"event\":");
+    let _ = serde_json::to_writer(&mut *out, event);
 }
 
 /// The JSON line for one event, newline included.
-pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> String {
-    let (trace_id, span_id) = crate::telemetry::ids(&origin.trace);
-    let mut map = Map::new();
-    map.insert(
-        "timestamp".into(),
-        json!(humantime::format_rfc3339_millis(SystemTime::now()).to_string()),
-    );
-    map.insert("event_id".into(), json!(next_id("evt")));
-    map.insert("event".into(), json!(event));
-    map.insert("request_id".into(), json!(origin.request_id));
-    map.insert("mode".into(), json!(origin.mode));
-    map.insert("tool".into(), json!(origin.tool));
-    map.insert("task_id".into(), json!(origin.task_id));
-    map.insert("trace_id".into(), json!(trace_id));
-    map.insert("span_id".into(), json!(span_id));
-    map.insert("pid".into(), json!(std::process::id()));
-    if let Value::Object(extra) = extra {
-        map.extend(extra);
+pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> Vec<u8> {
+    let extra = match extra {
+        Value::Object(map) => map,
+        _ => Map::new(),
+    };
+    let mut line = Vec::with_capacity(384);
+    let now = humantime::format_rfc3339_millis(SystemTime::now()).to_string();
+    push_head(&mut line, &now, next_counter(1), event);
+    push_common(&mut line, origin, Some(&extra));
+    for (key, value) in &extra {
+        push_pair(&mut line, key, value);
     }
-    let mut line = Value::Object(map).to_string();
-    line.push('\n');
+    line.extend_from_slice(b"}\n");
     line
+}
+
+/// The two records (`function_call_started`, `function_call_finished`) of
+/// each inline pure call in `calls`, each at its own time, as JSON lines.
+/// A batch of 1,024 calls builds no maps: the common fields are serialized
+/// once and each millisecond's timestamp is formatted once.
+pub fn pure_call_records(origin: &Origin, calls: &[PureCall]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut common = Vec::with_capacity(256);
+    push_common(&mut common, origin, None);
+    let mut out = Vec::with_capacity(calls.len() * 2 * (common.len() + 200));
+    let mut numbers = next_counter(3 * calls.len() as u64);
+    let mut stamp: (u128, String) = (u128::MAX, String::new());
+    let mut stamp_of = |at: SystemTime| -> String {
+        let millis = at
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis())
+            .unwrap_or(0);
+        if millis != stamp.0 {
+            stamp = (millis, humantime::format_rfc3339_millis(at).to_string());
+        }
+        stamp.1.clone()
+    };
+    let mut call_id = String::with_capacity(32);
+    for call in calls {
+        let start = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
+        let end = start + std::time::Duration::from_micros(call.duration_us);
+        call_id.clear();
+        push_id(&mut call_id, "call", numbers);
+        let function = Value::from(call.function.as_str());
+
+        push_head(&mut out, &stamp_of(start), numbers + 1, "function_call_started");
+        out.extend_from_slice(&common);
+        push_pair(&mut out, "function", &function);
+        let _ = write!(out, r#","call_id":"{call_id}","execution_mode":"pure_inline"}}"#);
+        out.push(b'\n');
+
+        push_head(&mut out, &stamp_of(end), numbers + 2, "function_call_finished");
+        out.extend_from_slice(&common);
+        push_pair(&mut out, "function", &function);
+        let _ = write!(
+            out,
+            r#","call_id":"{call_id}","status":"{}","error_type":"#,
+            if call.ok { "success" } else { "failed" }
+        );
+        let _ = serde_json::to_writer(&mut out, &call.error_type);
+        let _ = write!(out, r#","duration_ms":{}}}"#, call.duration_us as f64 / 1000.0);
+        out.push(b'\n');
+        numbers += 3;
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn records_carry_every_common_field() {
         // The contract's common fields are present on every record.
         let origin = Origin::request("direct", "price_option_t");
         let line = record(&origin, "request_started", json!({"status": "x"}));
-        let value: Value = serde_json::from_str(&line).unwrap();
+        let value: Value = serde_json::from_slice(&line).unwrap();
         for key in [
             "timestamp",
             "event_id",

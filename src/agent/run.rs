@@ -140,7 +140,7 @@ impl Agent<'_> {
                 .runner
                 .store
                 .write_task_file(&self.task.id, &code_file, code.as_bytes());
-            let calls_used = self.session.calls.len() as u64;
+            let calls_used = self.session.call_counts().0 as u64;
             let budget = Budget {
                 calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used),
                 count_pure: true,
@@ -164,13 +164,7 @@ impl Agent<'_> {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
             if let Some(answer) = &outcome.final_answer {
-                let made = self.session.calls.len();
-                let ok = self
-                    .session
-                    .calls
-                    .iter()
-                    .filter(|c| c.status == "success")
-                    .count();
+                let (made, ok) = self.session.call_counts();
                 match contract::check(answer, made, ok) {
                     Ok(answer) => {
                         let mut result = answer_json(&answer);

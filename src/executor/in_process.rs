@@ -44,28 +44,7 @@ pub(super) async fn run(
     let (sender, receiver) = oneshot::channel();
     let name = guard.name.clone();
     tokio::task::spawn_blocking(move || {
-        let span = crate::telemetry::start(
-            "library.function",
-            opentelemetry::trace::SpanKind::Internal,
-            &parent,
-            vec![opentelemetry::KeyValue::new(
-                "warden.function",
-                guard.name.clone(),
-            )],
-        );
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            guard.invoke(&resources, arguments)
-        }));
-        let error_type = match &outcome {
-            Ok(Ok(_)) => None,
-            Ok(Err(error)) => Some(error.code.as_str()),
-            Err(_) => Some(crate::error::codes::GUARD_PANICKED),
-        };
-        crate::telemetry::end(
-            &span,
-            if error_type.is_none() { "success" } else { "failed" },
-            error_type,
-        );
+        let outcome = invoke_caught(&guard, &resources, &parent, arguments);
         // The function returned: whatever permit it held is free now.
         if let Ok(mut slot) = held_by_thread.lock() {
             slot.take();
@@ -73,14 +52,9 @@ pub(super) async fn run(
         let _ = sender.send(outcome);
     });
     tokio::select! {
-        outcome = receiver => match outcome {
-            Ok(Ok(result)) => result.map_err(|e| Failure::new(Status::Failed, e)),
-            Ok(Err(payload)) => Err(Failure::new(Status::Failed, GuardError::new(
-                codes::GUARD_PANICKED,
-                format!("guard '{name}' panicked: {}", panic_message(&payload)),
-            ))),
-            Err(_) => Err(Failure::new(Status::Failed, GuardError::failed("guard thread ended without a result"))),
-        },
+        outcome = receiver => outcome.unwrap_or_else(|_| {
+            Err(Failure::new(Status::Failed, GuardError::failed("guard thread ended without a result")))
+        }),
         _ = tokio::time::sleep_until(deadline) => {
             release_to_overdue(&held, &overdue);
             Err(Failure::new(Status::TimedOut, GuardError::new(
@@ -93,6 +67,45 @@ pub(super) async fn run(
             Err(Failure::new(Status::Cancelled, GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled"))))
         }
     }
+}
+
+/// Runs `guard` on the current thread under a `library.function` span,
+/// turning a panic into a `guard_panicked` failure.
+pub(super) fn invoke_caught(
+    guard: &Guard,
+    resources: &Resources,
+    parent: &opentelemetry::Context,
+    arguments: Value,
+) -> Result<Value, Failure> {
+    let span = crate::telemetry::start(
+        "library.function",
+        opentelemetry::trace::SpanKind::Internal,
+        parent,
+        vec![opentelemetry::KeyValue::new(
+            "warden.function",
+            guard.name.clone(),
+        )],
+    );
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        guard.invoke(resources, arguments)
+    }));
+    let outcome = match outcome {
+        Ok(result) => result.map_err(|e| Failure::new(Status::Failed, e)),
+        Err(payload) => Err(Failure::new(
+            Status::Failed,
+            GuardError::new(
+                codes::GUARD_PANICKED,
+                format!("guard '{}' panicked: {}", guard.name, panic_message(&payload)),
+            ),
+        )),
+    };
+    let error_type = outcome.as_ref().err().map(|f| f.error.code.as_str());
+    crate::telemetry::end(
+        &span,
+        if error_type.is_none() { "success" } else { "failed" },
+        error_type,
+    );
+    outcome
 }
 
 /// Swaps the call slot held by a still-running thread for an overdue permit.

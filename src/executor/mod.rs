@@ -79,6 +79,22 @@ pub enum Admission {
     InTask,
 }
 
+/// A call that [`Executor::begin_here`] or the executor itself has started:
+/// its `function_call_started` is written and its span is open. Settled
+/// exactly once, by [`Executor::end`].
+#[derive(Debug)]
+pub(crate) struct StartedCall {
+    pub function: String,
+    pub call_id: String,
+    pub span: opentelemetry::Context,
+    pub at: StdInstant,
+    /// The guard's own timeout (before the caller's cap).
+    pub timeout: std::time::Duration,
+    /// When the call must be answered: the guard's timeout, capped by the
+    /// caller's deadline.
+    pub deadline: Instant,
+}
+
 /// One guard call.
 #[derive(Debug)]
 pub struct CallRequest<'a> {
@@ -153,70 +169,27 @@ impl Executor {
     /// Runs one guard call through admission, its mode's runner and the
     /// deadline, recording its events.
     pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
-        let Some(guard) = self.registry.get(request.guard) else {
-            return Err(Failure::new(
-                Status::Failed,
-                GuardError::new(
-                    "unknown_guard",
-                    format!(
-                        "no guard named '{}'; known guards: {}",
-                        request.guard,
-                        self.registry.names().join(", ")
-                    ),
-                ),
-            ));
-        };
-        let size = serde_json::to_vec(&request.arguments)
-            .map(|v| v.len())
-            .unwrap_or(0);
-        if size > self.limits.max_argument_bytes {
-            return Err(Failure::new(
-                Status::Failed,
-                GuardError::new(
-                    codes::ARGUMENTS_TOO_LARGE,
-                    format!(
-                        "arguments are {size} bytes; the limit is {} bytes: send less data or reference a stored artifact",
-                        self.limits.max_argument_bytes
-                    ),
-                ),
-            ));
-        }
-        let permit = self.admit(request.admission)?;
-        let timeout = self.limits.guard_deadline(guard.timeout);
-        let mut deadline = Instant::now() + timeout;
-        if let Some(cap) = request.deadline_cap {
-            deadline = deadline.min(cap);
-        }
-        let call_id = crate::events::next_id("call");
-        let events = request.events.unwrap_or(&self.events);
-        events.emit(
-            request.origin,
-            "function_call_started",
-            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
-        );
-        let started = StdInstant::now();
-        let span = crate::telemetry::start(
-            "function.call",
-            SpanKind::Internal,
-            &request.origin.trace,
-            vec![
-                KeyValue::new("warden.function", guard.name.clone()),
-                KeyValue::new("warden.execution_mode", guard.mode.as_str()),
-            ],
-        );
+        let (started, permit) = self.begin(&request, request.admission)?;
+        let guard = self.guard(&started.function)?;
         let outcome = match guard.mode {
             Mode::Isolated => {
-                let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());
+                let rlimits = Rlimits::for_call(&self.limits, started.timeout.as_secs());
                 let worker_request = Request::Call {
                     guard: guard.name.clone(),
                     arguments: request.arguments,
                     traceparent: crate::telemetry::recording()
-                        .then(|| crate::telemetry::traceparent(&span))
+                        .then(|| crate::telemetry::traceparent(&started.span))
                         .flatten(),
                 };
                 let answer = self
                     .launcher
-                    .call(&worker_request, rlimits, deadline, &request.cancel, &guard.name)
+                    .call(
+                        &worker_request,
+                        rlimits,
+                        started.deadline,
+                        &request.cancel,
+                        &guard.name,
+                    )
                     .await;
                 drop(permit);
                 if let Ok(Response::Result { spans, .. } | Response::Error { spans, .. }) = &answer {
@@ -236,35 +209,150 @@ impl Executor {
                 in_process::run(
                     guard.clone(),
                     self.resources.clone(),
-                    span.clone(),
+                    started.span.clone(),
                     request.arguments,
                     in_process::Slots {
                         permit,
                         overdue: self.overdue.clone(),
                     },
-                    deadline,
+                    started.deadline,
                     &request.cancel,
                 )
                 .await
             }
         };
-        let (status, error_type) = match &outcome {
+        let events = request.events.unwrap_or(&self.events);
+        self.end(events, request.origin, started, &outcome);
+        outcome
+    }
+
+    /// Starts a call whose guard the caller will run on its own thread
+    /// with [`Executor::run_here`]: the script door's server thread, which
+    /// answers a worker's `in_process` calls without a thread handoff.
+    /// Same lookup, argument cap, deadline, span and `function_call_started`
+    /// event as [`Executor::call`]; no call slot (the task holds one).
+    /// Isolated guards are refused: they need [`Executor::call`].
+    pub(crate) fn begin_here(&self, request: &CallRequest<'_>) -> Result<StartedCall, Failure> {
+        if let Some(guard) = self.registry.get(request.guard)
+            && guard.mode == Mode::Isolated
+        {
+            return Err(Failure::new(
+                Status::Failed,
+                GuardError::failed(format!("guard '{}' is isolated and cannot run here", guard.name)),
+            ));
+        }
+        self.begin(request, Admission::InTask).map(|(started, _)| started)
+    }
+
+    /// Runs a call begun by [`Executor::begin_here`] on the current thread,
+    /// catching a panic. The caller owns the deadline: a thread cannot be
+    /// interrupted, so it must be able to answer `timed_out` without this
+    /// function returning (see `task::door`).
+    pub(crate) fn run_here(
+        &self,
+        function: &str,
+        span: &opentelemetry::Context,
+        arguments: Value,
+    ) -> Result<Value, Failure> {
+        let guard = self.guard(function)?;
+        in_process::invoke_caught(guard, &self.resources, span, arguments)
+    }
+
+    /// Ends a call: closes its span and records `function_call_finished`.
+    /// Called exactly once per begun call, by whoever settles it.
+    pub(crate) fn end(
+        &self,
+        events: &Events,
+        origin: &Origin,
+        started: StartedCall,
+        outcome: &Result<Value, Failure>,
+    ) {
+        let (status, error_type) = match outcome {
             Ok(_) => (Status::Success, None),
-            Err(failure) => (failure.status, Some(failure.error.code.clone())),
+            Err(failure) => (failure.status, Some(failure.error.code.as_str())),
         };
-        crate::telemetry::end(&span, status.as_str(), error_type.as_deref());
+        crate::telemetry::end(&started.span, status.as_str(), error_type);
         events.emit(
-            request.origin,
+            origin,
             "function_call_finished",
             json!({
-                "function": guard.name,
-                "call_id": call_id,
+                "function": started.function,
+                "call_id": started.call_id,
                 "status": status.as_str(),
                 "error_type": error_type,
-                "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+                "duration_ms": started.at.elapsed().as_secs_f64() * 1000.0,
             }),
         );
-        outcome
+    }
+
+    /// Looks the guard up, checks the argument cap, admits the call, fixes
+    /// its deadline, opens its span and records `function_call_started`.
+    fn begin(
+        &self,
+        request: &CallRequest<'_>,
+        admission: Admission,
+    ) -> Result<(StartedCall, Option<OwnedSemaphorePermit>), Failure> {
+        let guard = self.guard(request.guard)?;
+        let size = serde_json::to_vec(&request.arguments)
+            .map(|v| v.len())
+            .unwrap_or(0);
+        if size > self.limits.max_argument_bytes {
+            return Err(Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::ARGUMENTS_TOO_LARGE,
+                    format!(
+                        "arguments are {size} bytes; the limit is {} bytes: send less data or reference a stored artifact",
+                        self.limits.max_argument_bytes
+                    ),
+                ),
+            ));
+        }
+        let permit = self.admit(admission)?;
+        let timeout = self.limits.guard_deadline(guard.timeout);
+        let mut deadline = Instant::now() + timeout;
+        if let Some(cap) = request.deadline_cap {
+            deadline = deadline.min(cap);
+        }
+        let call_id = crate::events::next_id("call");
+        request.events.unwrap_or(&self.events).emit(
+            request.origin,
+            "function_call_started",
+            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
+        );
+        let span = crate::telemetry::start(
+            "function.call",
+            SpanKind::Internal,
+            &request.origin.trace,
+            vec![
+                KeyValue::new("warden.function", guard.name.clone()),
+                KeyValue::new("warden.execution_mode", guard.mode.as_str()),
+            ],
+        );
+        let started = StartedCall {
+            function: guard.name.clone(),
+            call_id,
+            span,
+            at: StdInstant::now(),
+            timeout,
+            deadline,
+        };
+        Ok((started, permit))
+    }
+
+    fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {
+        self.registry.get(name).ok_or_else(|| {
+            Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    "unknown_guard",
+                    format!(
+                        "no guard named '{name}'; known guards: {}",
+                        self.registry.names().join(", ")
+                    ),
+                ),
+            )
+        })
     }
 
     /// Takes one call slot for a tool that then runs several guards with

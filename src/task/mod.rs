@@ -6,6 +6,7 @@
 //! written by the server after the final answer passed [`contract`].
 
 pub mod contract;
+pub mod door;
 pub mod progress;
 pub mod session;
 
@@ -129,7 +130,7 @@ impl TaskRunner {
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
         let log = task.dir.join("worker_stderr.log");
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
-        let session = Session::start(&self.exe, &log, rlimits, task.deadline).await?;
+        let session = Session::start(self.executor.clone(), &self.exe, &log, rlimits, task.deadline).await?;
         task.events.emit(
             origin,
             "task_worker_started",

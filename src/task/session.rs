@@ -1,19 +1,25 @@
 //! The server side of one script worker: spawn, hello, run, answer requests.
 //!
-//! The session reads the worker's lines and answers its requests: guard
-//! calls go through the executor (same validation, mode, timeout and events
-//! as direct calls), artifact writes go to the store. Deadline and
-//! cancellation kill the worker's process group; so does dropping the session.
+//! The worker's pipe is served by a door thread ([`super::door`]), which
+//! runs `in_process` guard calls itself and records inline pure calls; the
+//! session answers what needs the async world: isolated guard calls go
+//! through the executor (same validation, mode, timeout and events as
+//! direct calls), artifact writes and reads go to the store. The session
+//! also keeps every deadline: the in-flight call's (via the door's
+//! watchdog) and the task's. Deadline and cancellation kill the worker's
+//! process group; so does dropping the session.
 
 use std::process::Stdio;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::door::{Door, DoorEvent, RunScope};
 use crate::artifacts::ArtifactStore;
 use crate::error::GuardError;
 use crate::events::{Events, Origin};
@@ -22,10 +28,6 @@ use crate::executor::{Admission, CallRequest, Executor, Status};
 use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::script::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use crate::worker::WORKER_ARG;
-
-/// Longest line the server reads from a script worker: 64 MiB (a write of
-/// a 1 MiB artifact as JSON-escaped text fits many times over).
-const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
 
 /// How long a worker whose stdin was closed gets to exit before its group
 /// is killed: 200 ms (it normally exits within a millisecond).
@@ -39,25 +41,6 @@ pub struct CallRecord {
     pub error_type: Option<String>,
     pub duration_ms: f64,
     pub execution: &'static str,
-}
-
-/// How a `pure_calls` line starts (serde writes the tag first).
-const PURE_CALLS_PREFIX: &[u8] = br#"{"type":"pure_calls","#;
-
-/// How a `guard_call` line starts.
-const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
-
-/// The body of a `guard_call` line.
-#[derive(serde::Deserialize)]
-struct GuardCallLine {
-    guard: String,
-    arguments: Value,
-}
-
-/// The body of a `pure_calls` line.
-#[derive(serde::Deserialize)]
-struct PureCallsLine {
-    calls: Vec<crate::script::protocol::PureCall>,
 }
 
 /// Guard calls a run may make.
@@ -85,15 +68,16 @@ pub struct Session {
     /// The worker's stderr; read to explain a crash.
     log_path: std::path::PathBuf,
     memory_limit: u64,
-    /// Closed (dropped) by [`Session::finish`] so the worker sees EOF.
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<tokio::io::Take<ChildStdout>>,
+    /// The worker's pipes and the threads serving them.
+    door: Arc<Door>,
+    /// What the door threads hand over; closed when the last one exits.
+    from_door: UnboundedReceiver<DoorEvent>,
     pub layers: Layers,
-    pub calls: Vec<CallRecord>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.door.close();
         release_group(self.pgid);
     }
 }
@@ -112,6 +96,7 @@ pub struct Context<'a> {
 impl Session {
     /// Starts a script worker and waits for its hello.
     pub(crate) async fn start(
+        executor: Arc<Executor>,
         exe: &std::path::Path,
         log_path: &std::path::Path,
         rlimits: Rlimits,
@@ -119,40 +104,51 @@ impl Session {
     ) -> Result<Self, String> {
         let log =
             std::fs::File::create(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
+        // Plain blocking pipes: the door thread reads and writes them
+        // directly, with no reactor between the worker and its answer.
+        let pipe_error = |e: std::io::Error| format!("cannot create the worker's pipes: {e}");
+        let (worker_stdin, to_worker) = std::io::pipe().map_err(pipe_error)?;
+        let (from_worker, worker_stdout) = std::io::pipe().map_err(pipe_error)?;
         let mut command = Command::new(exe);
         command
             .arg(WORKER_ARG)
             .arg(crate::script::SCRIPT_WORKER)
             .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
+            .stdin(Stdio::from(worker_stdin))
+            .stdout(Stdio::from(worker_stdout))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
         confine(&mut command, rlimits);
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot start a script worker: {e}"))?;
+        let spawned = command.spawn();
+        // The child's ends must close here, or the door never sees EOF.
+        drop(command);
+        let child = spawned.map_err(|e| format!("cannot start a script worker: {e}"))?;
         let pgid = child.id().unwrap_or_default();
         track_group(pgid);
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            release_group(pgid);
-            return Err("script worker has no pipes".into());
+        let (sender, mut from_door) = unbounded_channel();
+        let door = match Door::open(executor, from_worker, to_worker, sender) {
+            Ok(door) => door,
+            Err(error) => {
+                release_group(pgid);
+                return Err(format!("cannot start the door thread: {error}"));
+            }
         };
+        let hello = tokio::time::timeout_at(deadline, from_door.recv()).await;
         let mut session = Session {
             child,
             pgid,
-            stdin: Some(stdin),
             exit_status: None,
             log_path: log_path.to_path_buf(),
             memory_limit: rlimits.memory,
-            stdout: BufReader::new(stdout.take(u64::MAX)),
+            door,
+            from_door,
             layers: Layers::default(),
-            calls: Vec::new(),
         };
-        match tokio::time::timeout_at(deadline, session.read()).await {
-            Ok(Ok(FromWorker::Hello { layers })) => session.layers = layers,
-            Ok(Ok(other)) => return Err(format!("script worker said {other:?} instead of hello")),
-            Ok(Err(e)) => return Err(e),
+        match hello {
+            Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
+            Ok(Some(DoorEvent::Closed(reason))) => return Err(reason),
+            Ok(Some(other)) => return Err(format!("script worker said {other:?} instead of hello")),
+            Ok(None) => return Err("script worker closed its pipe".into()),
             Err(_) => return Err("script worker did not start before the deadline".into()),
         }
         Ok(session)
@@ -162,74 +158,55 @@ impl Session {
         self.pgid
     }
 
-    async fn read(&mut self) -> Result<FromWorker, String> {
-        self.stdout.get_mut().set_limit(MAX_WORKER_LINE + 1);
-        let mut line = Vec::new();
-        let read = self
-            .stdout
-            .read_until(b'\n', &mut line)
-            .await
-            .map_err(|e| e.to_string())?;
-        if read == 0 {
-            return Err("script worker closed its pipe".into());
-        }
-        if line.len() as u64 > MAX_WORKER_LINE {
-            return Err("script worker sent a line over 64 MiB".into());
-        }
-        // Batches of inline calls are most of the traffic; an internally
-        // tagged enum would buffer each into a generic tree first, so they
-        // are decoded straight into their own shape.
-        let unreadable = |e: serde_json::Error| format!("unreadable message from script worker: {e}");
-        if line.starts_with(PURE_CALLS_PREFIX) {
-            let batch: PureCallsLine = serde_json::from_slice(&line).map_err(unreadable)?;
-            return Ok(FromWorker::PureCalls { calls: batch.calls });
-        }
-        if line.starts_with(GUARD_CALL_PREFIX) {
-            let call: GuardCallLine = serde_json::from_slice(&line).map_err(unreadable)?;
-            return Ok(FromWorker::GuardCall {
-                guard: call.guard,
-                arguments: call.arguments,
-            });
-        }
-        serde_json::from_slice(&line).map_err(|e| format!("unreadable message from script worker: {e}"))
-    }
-
-    async fn send(&mut self, message: &ToWorker) -> Result<(), String> {
-        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
-        line.push(b'\n');
-        let Some(stdin) = self.stdin.as_mut() else {
-            return Err("script worker pipe is closed".into());
-        };
-        stdin
-            .write_all(&line)
-            .await
-            .map_err(|e| format!("script worker pipe: {e}"))
+    /// Guard calls made so far, and how many of them succeeded.
+    pub fn call_counts(&self) -> (usize, usize) {
+        let calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
+        let ok = calls.iter().filter(|c| c.status == "success").count();
+        (calls.len(), ok)
     }
 
     /// Runs `code` and serves the worker's requests until it is done, the
     /// deadline passes or the caller cancels.
     pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
         let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
-        let cancel = ctx.cancel.clone();
+        self.door.set_scope(RunScope {
+            events: ctx.events.clone(),
+            origin: ctx.origin.clone(),
+            cancel: ctx.cancel.clone(),
+            deadline,
+            progress: ctx.progress.is_some(),
+        });
+        // The worker stops itself at `deadline` with a classified timeout;
+        // the server kills it if it has not answered shortly after.
+        let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
+        let door = self.door.clone();
         let served = async {
-            self.send(&ToWorker::Run {
+            door.reply(&ToWorker::Run {
                 code: code.to_string(),
                 deadline_ms,
                 calls_left: budget.calls_left,
                 count_pure: budget.count_pure,
-            })
-            .await?;
+            })?;
             loop {
-                match self.read().await? {
-                    FromWorker::Done { outcome } => return Ok(outcome),
-                    FromWorker::Hello { .. } => {}
-                    request => self.answer(ctx, request, deadline).await?,
+                let check = door.next_check(Instant::now(), hard_deadline);
+                let event = tokio::select! {
+                    event = self.from_door.recv() => event,
+                    _ = tokio::time::sleep_until(check) => {
+                        door.settle_overdue(Instant::now(), None);
+                        continue;
+                    }
+                };
+                match event {
+                    Some(DoorEvent::Done(outcome)) => return Ok(*outcome),
+                    Some(DoorEvent::Request(request)) => answer(ctx, &door, request, deadline).await?,
+                    Some(DoorEvent::Progress(message)) => super::progress::note(ctx.progress, message).await,
+                    Some(DoorEvent::Hello(_)) => {}
+                    Some(DoorEvent::Closed(reason)) => return Err(reason),
+                    None => return Err("script worker closed its pipe".to_string()),
                 }
             }
         };
-        // The worker stops itself at `deadline` with a classified timeout;
-        // the server kills it if it has not answered shortly after.
-        let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
+        let cancel = ctx.cancel.clone();
         let end = tokio::select! {
             outcome = tokio::time::timeout_at(hard_deadline, served) => match outcome {
                 Ok(Ok(outcome)) => RunEnd::Finished(outcome),
@@ -239,6 +216,12 @@ impl Session {
             _ = cancel.cancelled() => RunEnd::Cancelled,
         };
         if !matches!(end, RunEnd::Finished(_)) {
+            let status = match end {
+                RunEnd::Cancelled => Status::Cancelled,
+                RunEnd::TimedOut => Status::TimedOut,
+                _ => Status::Failed,
+            };
+            self.door.settle_overdue(Instant::now(), Some(status));
             release_group(self.pgid);
             let status = self.child.wait().await.ok();
             self.exit_status = Some(describe(status));
@@ -257,135 +240,12 @@ impl Session {
         end
     }
 
-    async fn answer(
-        &mut self,
-        ctx: &Context<'_>,
-        request: FromWorker,
-        deadline: Instant,
-    ) -> Result<(), String> {
-        let reply = match request {
-            FromWorker::GuardCall { guard, arguments } => {
-                let started = std::time::Instant::now();
-                let mode = ctx
-                    .executor
-                    .registry()
-                    .get(&guard)
-                    .map(|g| g.mode().as_str())
-                    .unwrap_or("unknown");
-                let result = ctx
-                    .executor
-                    .call(CallRequest {
-                        guard: &guard,
-                        arguments,
-                        origin: ctx.origin,
-                        cancel: ctx.cancel.clone(),
-                        admission: Admission::InTask,
-                        deadline_cap: Some(deadline),
-                        events: Some(ctx.events),
-                    })
-                    .await;
-                self.calls.push(CallRecord {
-                    function: guard,
-                    status: result
-                        .as_ref()
-                        .map(|_| "success")
-                        .unwrap_or_else(|f| f.status.as_str()),
-                    error_type: result.as_ref().err().map(|f| f.error.code.clone()),
-                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-                    execution: mode,
-                });
-                let last = self
-                    .calls
-                    .last()
-                    .map(|c| format!("{} {}", c.function, c.status))
-                    .unwrap_or_default();
-                super::progress::note(ctx.progress, format!("guard call {last}")).await;
-                ToWorker::GuardReply {
-                    result: result.map_err(|f| f.error),
-                }
-            }
-            FromWorker::PureCalls { calls } => {
-                self.record_pure_calls(ctx, calls);
-                return Ok(());
-            }
-            FromWorker::WriteArtifact {
-                filename,
-                content,
-                encoding,
-            } => {
-                let result = write_artifact(ctx, &filename, &content, &encoding);
-                super::progress::note(ctx.progress, format!("artifact {filename}")).await;
-                ToWorker::ArtifactReply { result }
-            }
-            FromWorker::ReadArtifact { filename } => ToWorker::ArtifactReply {
-                result: ctx
-                    .store
-                    .read_output(ctx.task_id, &filename, DEFAULT_MAX_ARTIFACT_BYTES)
-                    .map(Value::String),
-            },
-            FromWorker::Hello { .. } | FromWorker::Done { .. } => return Ok(()),
-        };
-        self.send(&reply).await
-    }
-
-    /// Records a batch of inline pure calls: events (one write for the
-    /// batch), spans when tracing, and function_calls.json entries.
-    fn record_pure_calls(&mut self, ctx: &Context<'_>, calls: Vec<crate::script::protocol::PureCall>) {
-        let mut records = Vec::with_capacity(calls.len() * 2);
-        let tracing = crate::telemetry::recording();
-        for call in calls {
-            let call_id = crate::events::next_id("call");
-            let status = if call.ok { Status::Success } else { Status::Failed };
-            let start = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
-            let end = start + std::time::Duration::from_micros(call.duration_us);
-            let duration_ms = call.duration_us as f64 / 1000.0;
-            // Guard names are validated identifiers and call ids are ours,
-            // so only the error code needs JSON escaping.
-            let function = Value::from(call.function.as_str()).to_string();
-            let error_type = serde_json::to_string(&call.error_type).unwrap_or_else(|_| "null".into());
-            records.push((
-                start,
-                "function_call_started",
-                format!(r#""function":{function},"call_id":"{call_id}","execution_mode":"pure_inline""#),
-            ));
-            records.push((
-                end,
-                "function_call_finished",
-                format!(
-                    r#""function":{function},"call_id":"{call_id}","status":"{}","error_type":{error_type},"duration_ms":{duration_ms}"#,
-                    status.as_str()
-                ),
-            ));
-            if tracing {
-                crate::telemetry::record_finished(
-                    "function.call",
-                    &ctx.origin.trace,
-                    start,
-                    end,
-                    vec![
-                        opentelemetry::KeyValue::new("warden.function", call.function.clone()),
-                        opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
-                    ],
-                    call.error_type.as_deref(),
-                );
-            }
-            self.calls.push(CallRecord {
-                function: call.function,
-                status: status.as_str(),
-                error_type: call.error_type,
-                duration_ms,
-                execution: "pure_inline",
-            });
-        }
-        ctx.events.emit_many(ctx.origin, &records);
-    }
-
-    /// Closes stdin and reaps the worker (after a finished run).
     /// What the worker side produced so far, for the task result.
     pub fn take_facts(&mut self) -> super::WorkerFacts {
+        let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
         super::WorkerFacts {
             layers: self.layers.clone(),
-            calls: std::mem::take(&mut self.calls),
+            calls: std::mem::take(&mut *calls),
             pid: self.pgid,
             exit_status: None,
         }
@@ -397,7 +257,7 @@ impl Session {
             release_group(self.pgid);
             return known;
         }
-        drop(self.stdin.take());
+        self.door.close();
         let status = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
         release_group(self.pgid);
         let status = match status {
@@ -406,6 +266,70 @@ impl Session {
         };
         describe(status)
     }
+}
+
+/// Answers a request the door thread handed over, through the door.
+async fn answer(
+    ctx: &Context<'_>,
+    door: &Door,
+    request: FromWorker,
+    deadline: Instant,
+) -> Result<(), String> {
+    let reply = match request {
+        FromWorker::GuardCall { guard, arguments } => {
+            let started = std::time::Instant::now();
+            let mode = ctx
+                .executor
+                .registry()
+                .get(&guard)
+                .map(|g| g.mode().as_str())
+                .unwrap_or("unknown");
+            let result = ctx
+                .executor
+                .call(CallRequest {
+                    guard: &guard,
+                    arguments,
+                    origin: ctx.origin,
+                    cancel: ctx.cancel.clone(),
+                    admission: Admission::InTask,
+                    deadline_cap: Some(deadline),
+                    events: Some(ctx.events),
+                })
+                .await;
+            let (status, error_type) = super::door::failure_status(&result);
+            super::progress::note(ctx.progress, format!("guard call {guard} {status}")).await;
+            door.calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(CallRecord {
+                    function: guard,
+                    status,
+                    error_type,
+                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    execution: mode,
+                });
+            ToWorker::GuardReply {
+                result: result.map_err(|f| f.error),
+            }
+        }
+        FromWorker::WriteArtifact {
+            filename,
+            content,
+            encoding,
+        } => {
+            let result = write_artifact(ctx, &filename, &content, &encoding);
+            super::progress::note(ctx.progress, format!("artifact {filename}")).await;
+            ToWorker::ArtifactReply { result }
+        }
+        FromWorker::ReadArtifact { filename } => ToWorker::ArtifactReply {
+            result: ctx
+                .store
+                .read_output(ctx.task_id, &filename, DEFAULT_MAX_ARTIFACT_BYTES)
+                .map(Value::String),
+        },
+        FromWorker::Hello { .. } | FromWorker::Done { .. } | FromWorker::PureCalls { .. } => return Ok(()),
+    };
+    door.reply(&reply)
 }
 
 fn write_artifact(

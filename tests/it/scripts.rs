@@ -313,3 +313,34 @@ async fn inline_pure_calls_validate_like_direct_calls() {
     let direct = server.call("check_rf_convention", json!({"rf": "high"})).await;
     assert_eq!(structured(&direct)["error"]["field"], "rf");
 }
+
+#[tokio::test]
+async fn an_in_process_call_past_its_own_timeout_is_answered_and_the_script_goes_on() {
+    // The door thread runs in_process guards itself; its watchdog answers a
+    // hung call `timed_out` at the guard's 1 s deadline and a fresh door
+    // thread serves the rest of the script.
+    let server = Server::start(TESTBED).await;
+    let started = Instant::now();
+    let script = r#"
+        let caught = "";
+        try { sleep_in_process(#{millis: 4000}); } catch (e) { caught = e.code; }
+        let after = sleep_in_process(#{millis: 10}).result;
+        #{caught: caught, after: after}
+    "#;
+    let result = run(&server, script, 20).await;
+    let elapsed = started.elapsed();
+    assert_eq!(result["value"]["caught"], "timed_out", "{result}");
+    assert_eq!(result["value"]["after"], 10, "{result}");
+    assert_eq!(result["function_calls"], 2, "{result}");
+    assert!(
+        elapsed < Duration::from_millis(2_500),
+        "answered after {elapsed:?}, not at the guard's 1 s deadline"
+    );
+    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    let finished: Vec<Value> = read_jsonl(&task_dir.join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e["event"] == "function_call_finished")
+        .collect();
+    let statuses: Vec<&str> = finished.iter().map(|e| e["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["timed_out", "success"], "{finished:?}");
+}

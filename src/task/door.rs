@@ -1,0 +1,433 @@
+//! The server's end of a script worker's door: a thread that answers it.
+//!
+//! A script blocks on every guard call it sends, so what one call costs is
+//! the hops between the worker and whoever answers. An async reader plus a
+//! blocking thread for the guard made four thread wake-ups per call; here
+//! one OS thread per session (the *door thread*) reads the worker's pipe
+//! with blocking reads and runs `in_process` guards itself through
+//! [`Executor::begin_here`] / [`Executor::run_here`] — same validation,
+//! events, spans and deadline as any call — so a call costs the two pipe
+//! crossings and nothing else. Inline pure-call batches are recorded here
+//! too. Everything that needs the async world (isolated guards, artifact
+//! writes and reads, progress notifications, the end of a run) is handed to
+//! the session as a [`DoorEvent`].
+//!
+//! A thread cannot be interrupted, so the *deadline* of a call running here
+//! is kept by the session's watchdog ([`Door::settle_overdue`]): it answers
+//! the worker `timed_out`, records the call's end, and starts a fresh door
+//! thread on the same pipe. The stuck thread finds its call settled when
+//! the guard finally returns and exits without touching the pipe again.
+//! The watchdog needs no message per call: it wakes at the in-flight call's
+//! deadline or after the shortest `in_process` timeout, whichever is first,
+//! and any call that starts meanwhile cannot be due before that.
+
+use std::io::{BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::session::CallRecord;
+use crate::error::{GuardError, codes};
+use crate::events::{Events, Origin};
+use crate::executor::{Admission, CallRequest, Executor, Failure, StartedCall, Status};
+use crate::guard::Mode;
+use crate::script::protocol::{FromWorker, Layers, PureCall, RunOutcome, ToWorker};
+
+/// Longest line the server reads from a script worker: 64 MiB (a write of
+/// a 1 MiB artifact as JSON-escaped text fits many times over).
+const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
+
+/// How a `pure_calls` line starts (serde writes the tag first).
+const PURE_CALLS_PREFIX: &[u8] = br#"{"type":"pure_calls","#;
+
+/// How a `guard_call` line starts.
+const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
+
+/// What the door thread hands to the session, in the order it happened.
+#[derive(Debug)]
+pub enum DoorEvent {
+    Hello(Layers),
+    /// A request the session answers with [`Door::reply`]: an isolated
+    /// guard call, write_artifact or read_written_artifact.
+    Request(FromWorker),
+    /// A progress message (sent only when the client asked for progress).
+    Progress(String),
+    Done(Box<RunOutcome>),
+    /// The pipe closed or carried something unreadable; the run is over.
+    Closed(String),
+}
+
+/// What the calls of the current run are attributed to. Set by the session
+/// before each run.
+pub struct RunScope {
+    pub events: Events,
+    pub origin: Origin,
+    pub cancel: CancellationToken,
+    /// The task's deadline: no call may be answered later.
+    pub deadline: Instant,
+    pub progress: bool,
+}
+
+/// A call running on a door thread.
+struct InFlight {
+    /// The door thread running it (see [`Door::generation`]).
+    generation: u64,
+    started: StartedCall,
+    scope: Arc<RunScope>,
+}
+
+/// Shared by the session and its door threads.
+pub struct Door {
+    executor: Arc<Executor>,
+    /// The worker's stdout. Held only by the active door thread while it
+    /// reads a line; an abandoned thread never takes it again.
+    reader: Mutex<BufReader<PipeReader>>,
+    /// The worker's stdin; `None` once the session closed it.
+    writer: Mutex<Option<PipeWriter>>,
+    /// The call a door thread is running now, if any. Whoever takes it out
+    /// (the thread when the guard returns, or the watchdog at the deadline)
+    /// settles that call; the other side then leaves it alone.
+    in_flight: Mutex<Option<InFlight>>,
+    /// Identity of the active door thread; bumped when the watchdog
+    /// replaces a stuck one.
+    generation: AtomicU64,
+    scope: Mutex<Option<Arc<RunScope>>>,
+    /// Every guard call of the session, for function_calls.json.
+    pub calls: Mutex<Vec<CallRecord>>,
+    /// The shortest timeout of any guard that runs here (see the module
+    /// doc): how long the watchdog may sleep with nothing in flight.
+    shortest_timeout: Option<Duration>,
+    events: UnboundedSender<DoorEvent>,
+}
+
+impl Door {
+    /// Takes the parent's ends of the worker's pipes and starts the first
+    /// door thread.
+    pub fn open(
+        executor: Arc<Executor>,
+        from_worker: PipeReader,
+        to_worker: PipeWriter,
+        events: UnboundedSender<DoorEvent>,
+    ) -> std::io::Result<Arc<Self>> {
+        let shortest_timeout = executor
+            .registry()
+            .iter()
+            .filter(|g| g.mode() == Mode::InProcess)
+            .map(|g| executor.limits().guard_deadline(g.own_timeout()))
+            .min();
+        let door = Arc::new(Self {
+            executor,
+            reader: Mutex::new(BufReader::with_capacity(256 * 1024, from_worker)),
+            writer: Mutex::new(Some(to_worker)),
+            in_flight: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            scope: Mutex::new(None),
+            calls: Mutex::new(Vec::new()),
+            shortest_timeout,
+            events,
+        });
+        door.spawn_thread(0)?;
+        Ok(door)
+    }
+
+    /// Sets what the next run's calls are attributed to.
+    pub fn set_scope(&self, scope: RunScope) {
+        *lock(&self.scope) = Some(Arc::new(scope));
+    }
+
+    /// Writes one message to the worker.
+    pub fn reply(&self, message: &ToWorker) -> Result<(), String> {
+        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        let mut writer = lock(&self.writer);
+        let Some(writer) = writer.as_mut() else {
+            return Err("script worker pipe is closed".into());
+        };
+        writer
+            .write_all(&line)
+            .map_err(|e| format!("script worker pipe: {e}"))
+    }
+
+    /// Closes the worker's stdin so that it exits after its current run.
+    pub fn close(&self) {
+        lock(&self.writer).take();
+    }
+
+    /// When the watchdog must look again: the in-flight call's deadline, or
+    /// after the shortest timeout of a guard that could start meanwhile.
+    pub fn next_check(&self, now: Instant, latest: Instant) -> Instant {
+        let mut next = latest;
+        if let Some(shortest) = self.shortest_timeout {
+            next = next.min(now + shortest);
+        }
+        if let Some(call) = lock(&self.in_flight).as_ref() {
+            next = next.min(call.started.deadline);
+        }
+        next
+    }
+
+    /// Settles the in-flight call if its deadline has passed (or at once
+    /// when `forced` names how the run ended): records its end, and unless
+    /// forced, answers the worker `timed_out` and starts a fresh door
+    /// thread in place of the stuck one.
+    pub fn settle_overdue(self: &Arc<Self>, now: Instant, forced: Option<Status>) {
+        let call = {
+            let mut slot = lock(&self.in_flight);
+            match slot.as_ref() {
+                Some(call) if forced.is_some() || call.started.deadline <= now => slot.take(),
+                _ => None,
+            }
+        };
+        let Some(call) = call else { return };
+        let name = call.started.function.clone();
+        let status = forced.unwrap_or(Status::TimedOut);
+        let error = match status {
+            Status::Cancelled => GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled")),
+            _ => GuardError::new(
+                codes::TIMED_OUT,
+                format!(
+                    "guard '{name}' timed out; it runs in the server process and may still finish in the background"
+                ),
+            ),
+        };
+        let outcome = Err(Failure::new(status, error));
+        self.settle(call, &outcome);
+        if forced.is_some() {
+            return;
+        }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let replaced = self
+            .reply(&ToWorker::GuardReply {
+                result: outcome.map_err(|f| f.error),
+            })
+            .map_err(std::io::Error::other)
+            .and_then(|()| self.spawn_thread(generation));
+        if let Err(error) = replaced {
+            let _ = self.events.send(DoorEvent::Closed(format!(
+                "cannot resume the door after a timed-out call: {error}"
+            )));
+        }
+    }
+
+    fn spawn_thread(self: &Arc<Self>, generation: u64) -> std::io::Result<()> {
+        let door = self.clone();
+        std::thread::Builder::new()
+            .name("warden-door".into())
+            .spawn(move || door.serve(generation))
+            .map(drop)
+    }
+
+    /// The door thread: reads the worker's lines until the pipe closes or
+    /// the thread is replaced.
+    fn serve(&self, generation: u64) {
+        loop {
+            let message = match self.read() {
+                Ok(message) => message,
+                Err(reason) => {
+                    let _ = self.events.send(DoorEvent::Closed(reason));
+                    return;
+                }
+            };
+            let event = match message {
+                FromWorker::GuardCall { guard, arguments } if self.runs_here(&guard) => {
+                    if self.call_here(generation, guard, arguments) {
+                        continue;
+                    }
+                    return;
+                }
+                FromWorker::PureCalls { calls } => {
+                    self.record_pure_calls(calls);
+                    continue;
+                }
+                FromWorker::Hello { layers } => DoorEvent::Hello(layers),
+                FromWorker::Done { outcome } => DoorEvent::Done(Box::new(outcome)),
+                request => DoorEvent::Request(request),
+            };
+            if self.events.send(event).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn runs_here(&self, guard: &str) -> bool {
+        self.executor
+            .registry()
+            .get(guard)
+            .is_some_and(|g| g.mode() != Mode::Isolated)
+    }
+
+    /// Runs one guard call on this thread. Returns false when the watchdog
+    /// settled the call first: this thread has been replaced and must stop.
+    fn call_here(&self, generation: u64, guard: String, arguments: Value) -> bool {
+        let Some(scope) = lock(&self.scope).clone() else {
+            return self
+                .reply(&ToWorker::GuardReply {
+                    result: Err(GuardError::failed("guard call outside a run")),
+                })
+                .is_ok();
+        };
+        let request = CallRequest {
+            guard: &guard,
+            arguments,
+            origin: &scope.origin,
+            cancel: scope.cancel.clone(),
+            admission: Admission::InTask,
+            deadline_cap: Some(scope.deadline),
+            events: Some(&scope.events),
+        };
+        let outcome = match self.executor.begin_here(&request) {
+            Ok(started) => {
+                let span = started.span.clone();
+                *lock(&self.in_flight) = Some(InFlight {
+                    generation,
+                    started,
+                    scope: scope.clone(),
+                });
+                let outcome = self.executor.run_here(&guard, &span, request.arguments);
+                let call = {
+                    let mut slot = lock(&self.in_flight);
+                    match slot.as_ref() {
+                        Some(call) if call.generation == generation => slot.take(),
+                        _ => None,
+                    }
+                };
+                let Some(call) = call else { return false };
+                self.settle(call, &outcome);
+                outcome
+            }
+            Err(failure) => {
+                lock(&self.calls).push(CallRecord {
+                    function: guard,
+                    status: failure.status.as_str(),
+                    error_type: Some(failure.error.code.clone()),
+                    duration_ms: 0.0,
+                    execution: "in_process",
+                });
+                Err(failure)
+            }
+        };
+        self.reply(&ToWorker::GuardReply {
+            result: outcome.map_err(|f| f.error),
+        })
+        .is_ok()
+    }
+
+    /// Ends a call (events, span) and records it for function_calls.json.
+    fn settle(&self, call: InFlight, outcome: &Result<Value, Failure>) {
+        let InFlight { started, scope, .. } = call;
+        let function = started.function.clone();
+        let duration_ms = started.at.elapsed().as_secs_f64() * 1000.0;
+        self.executor.end(&scope.events, &scope.origin, started, outcome);
+        let (status, error_type) = failure_status(outcome);
+        if scope.progress {
+            let _ = self
+                .events
+                .send(DoorEvent::Progress(format!("guard call {function} {status}")));
+        }
+        lock(&self.calls).push(CallRecord {
+            function,
+            status,
+            error_type,
+            duration_ms,
+            execution: "in_process",
+        });
+    }
+
+    /// Records a batch of inline pure calls: events (one write for the
+    /// batch), spans when tracing, and function_calls.json entries.
+    fn record_pure_calls(&self, calls: Vec<PureCall>) {
+        let Some(scope) = lock(&self.scope).clone() else {
+            return;
+        };
+        let records = crate::events::pure_call_records(&scope.origin, &calls);
+        scope.events.write_raw(&records);
+        if crate::telemetry::recording() {
+            for call in &calls {
+                let start = std::time::UNIX_EPOCH + Duration::from_nanos(call.started_unix_ns);
+                crate::telemetry::record_finished(
+                    "function.call",
+                    &scope.origin.trace,
+                    start,
+                    start + Duration::from_micros(call.duration_us),
+                    vec![
+                        opentelemetry::KeyValue::new("warden.function", call.function.clone()),
+                        opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
+                    ],
+                    call.error_type.as_deref(),
+                );
+            }
+        }
+        let mut log = lock(&self.calls);
+        log.reserve(calls.len());
+        log.extend(calls.into_iter().map(|call| CallRecord {
+            status: if call.ok { "success" } else { "failed" },
+            duration_ms: call.duration_us as f64 / 1000.0,
+            function: call.function,
+            error_type: call.error_type,
+            execution: "pure_inline",
+        }));
+    }
+
+    /// Reads and decodes the worker's next line.
+    fn read(&self) -> Result<FromWorker, String> {
+        let mut line = Vec::new();
+        let read = (&mut *lock(&self.reader))
+            .take(MAX_WORKER_LINE + 1)
+            .read_until(b'\n', &mut line)
+            .map_err(|e| e.to_string())?;
+        if read == 0 {
+            return Err("script worker closed its pipe".into());
+        }
+        if line.len() as u64 > MAX_WORKER_LINE {
+            return Err("script worker sent a line over 64 MiB".into());
+        }
+        decode(&line)
+    }
+}
+
+/// Decodes one worker line. Guard calls and batches of inline calls are
+/// most of the traffic; an internally tagged enum would buffer each into a
+/// generic tree first, so they are decoded straight into their own shape.
+fn decode(line: &[u8]) -> Result<FromWorker, String> {
+    #[derive(serde::Deserialize)]
+    struct GuardCallLine {
+        guard: String,
+        arguments: Value,
+    }
+    #[derive(serde::Deserialize)]
+    struct PureCallsLine {
+        calls: Vec<PureCall>,
+    }
+    let unreadable = |e: serde_json::Error| format!("unreadable message from script worker: {e}");
+    if line.starts_with(PURE_CALLS_PREFIX) {
+        let batch: PureCallsLine = serde_json::from_slice(line).map_err(unreadable)?;
+        return Ok(FromWorker::PureCalls { calls: batch.calls });
+    }
+    if line.starts_with(GUARD_CALL_PREFIX) {
+        let call: GuardCallLine = serde_json::from_slice(line).map_err(unreadable)?;
+        return Ok(FromWorker::GuardCall {
+            guard: call.guard,
+            arguments: call.arguments,
+        });
+    }
+    serde_json::from_slice(line).map_err(unreadable)
+}
+
+/// `(status, error_type)` of a call outcome, as function_calls.json has them.
+pub fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option<String>) {
+    match outcome {
+        Ok(_) => ("success", None),
+        Err(failure) => (failure.status.as_str(), Some(failure.error.code.clone())),
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it:
+/// every value behind these locks stays consistent between statements.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
