@@ -236,7 +236,10 @@ pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> Vec<u8> {
 /// each inline pure call in `calls`, each at its own time, as JSON lines.
 /// A batch of 1,024 calls builds no maps: the common fields are serialized
 /// once and each millisecond's timestamp is formatted once.
-pub fn pure_call_records(origin: &Origin, calls: &[PureCall]) -> Vec<u8> {
+pub fn pure_call_records(origin: &Origin, calls: &[PureCall<'_>]) -> Vec<u8> {
+    if calls.is_empty() {
+        return Vec::new();
+    }
     use std::io::Write as _;
     let mut common = Vec::with_capacity(256);
     push_common(&mut common, origin, None);
@@ -256,10 +259,10 @@ pub fn pure_call_records(origin: &Origin, calls: &[PureCall]) -> Vec<u8> {
     let mut call_id = String::with_capacity(32);
     for call in calls {
         let start = std::time::UNIX_EPOCH + std::time::Duration::from_nanos(call.started_unix_ns);
-        let end = start + std::time::Duration::from_micros(call.duration_us);
+        let end = start + std::time::Duration::from_nanos(call.duration_ns);
         call_id.clear();
         push_id(&mut call_id, "call", numbers);
-        let function = Value::from(call.function.as_str());
+        let function = Value::from(call.function);
 
         push_head(&mut out, &stamp_of(start), numbers + 1, "function_call_started");
         out.extend_from_slice(&common);
@@ -276,11 +279,41 @@ pub fn pure_call_records(origin: &Origin, calls: &[PureCall]) -> Vec<u8> {
             if call.ok { "success" } else { "failed" }
         );
         let _ = serde_json::to_writer(&mut out, &call.error_type);
-        let _ = write!(out, r#","duration_ms":{}}}"#, call.duration_us as f64 / 1000.0);
+        let _ = write!(out, r#","duration_ms":{}}}"#, call.duration_ns as f64 / 1e6);
         out.push(b'\n');
         numbers += 3;
     }
     out
+}
+
+/// One `pure_calls_summarized` record for `calls` (see
+/// [`crate::limits::DEFAULT_PURE_CALLS_DETAILED`]): how many, how many
+/// failed, counts per function and per error type, and their total
+/// duration.
+pub fn pure_calls_summary(origin: &Origin, calls: &[PureCall<'_>]) -> Vec<u8> {
+    let mut functions: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut error_types: std::collections::BTreeMap<&str, u64> = Default::default();
+    let mut duration_ns = 0u64;
+    for call in calls {
+        *functions.entry(call.function).or_default() += 1;
+        if let Some(code) = call.error_type.as_deref() {
+            *error_types.entry(code).or_default() += 1;
+        }
+        duration_ns = duration_ns.saturating_add(call.duration_ns);
+    }
+    let failed = calls.iter().filter(|c| !c.ok).count();
+    record(
+        origin,
+        "pure_calls_summarized",
+        serde_json::json!({
+            "calls": calls.len(),
+            "failed": failed,
+            "functions": functions,
+            "error_types": error_types,
+            "duration_ms": duration_ns as f64 / 1e6,
+            "execution_mode": "pure_inline",
+        }),
+    )
 }
 
 #[cfg(test)]

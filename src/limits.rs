@@ -232,6 +232,17 @@ pub const MAX_READ_CHUNK_BYTES: usize = 256 * 1024;
 /// ones are read with `read_artifact` in chunks.
 pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
 
+/// Inline pure calls per task recorded one by one in events.jsonl: 1,000
+/// (a `function_call_started` and a `function_call_finished` each, like
+/// any call). Beyond it, each batch of up to 1,024 calls the script worker
+/// reports becomes one `pure_calls_summarized` record — calls, failed,
+/// counts per function and per error type, total duration — in both event
+/// logs. function_calls.json and, when tracing, spans still keep every
+/// call. Why: two ~390-byte records per call let one 100,000-call loop add
+/// 78 MB to each event log (the global one has no retention) and cost the
+/// server more than the calls themselves cost the worker.
+pub const DEFAULT_PURE_CALLS_DETAILED: usize = 1_000;
+
 /// How long after a task's deadline the server waits for the script worker
 /// to stop itself (with a classified `timeout` error) before killing its
 /// process group: 50 ms. The task never answers later than deadline + this.

@@ -89,7 +89,7 @@ pub async fn run_coding_task(
         origin,
         "agent_finished",
         json!({"status": result["status"], "task_type": result["task_type"], "actions": actions,
-               "function_calls": facts.calls.len()}),
+               "function_calls": facts.calls.made}),
     );
     Ok(runner.finish(task, origin, result, facts))
 }
@@ -140,7 +140,7 @@ impl Agent<'_> {
                 .runner
                 .store
                 .write_task_file(&self.task.id, &code_file, code.as_bytes());
-            let calls_used = self.session.call_counts().0 as u64;
+            let calls_used = self.session.call_counts().made as u64;
             let budget = Budget {
                 calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used),
                 count_pure: true,
@@ -164,8 +164,8 @@ impl Agent<'_> {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
             if let Some(answer) = &outcome.final_answer {
-                let (made, ok) = self.session.call_counts();
-                match contract::check(answer, made, ok) {
+                let counts = self.session.call_counts();
+                match contract::check(answer, counts.made, counts.ok) {
                     Ok(answer) => {
                         let mut result = answer_json(&answer);
                         result["steps"] = json!(self.actions);

@@ -14,7 +14,7 @@ use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
 use serde_json::Value;
 
 use super::door::Door;
-use super::protocol::{FromWorker, PureCall};
+use super::protocol::FromWorker;
 use crate::error::GuardError;
 use crate::guard::{Mode, Resources};
 use crate::registry::Registry;
@@ -61,13 +61,13 @@ pub fn register(
         let registry = registry.clone();
         let door = door.clone();
         let guard_name = name.clone();
+        // Looked up once here, not on every call of a loop.
+        let pure = registry.get(&name).filter(|g| g.mode() == Mode::Pure).cloned();
         engine.register_fn(
             name.as_str(),
             move |ctx: NativeCallContext, arguments: Map| -> RhaiResult {
                 let position = ctx.call_position();
-                if let Some(guard) = registry.get(&guard_name)
-                    && guard.mode() == Mode::Pure
-                {
+                if let Some(guard) = &pure {
                     return call_pure(guard, &door, Dynamic::from_map(arguments))
                         .map_err(|e| thrown(e, position));
                 }
@@ -136,7 +136,6 @@ fn call_pure(
     }
     let name = guard.tool_name();
     let started = Instant::now();
-    let started_wall = std::time::SystemTime::now();
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         guard.invoke_inline(&Resources::default(), arguments)
     }))
@@ -149,16 +148,8 @@ fn call_pure(
             ),
         ))
     });
-    door.record_pure(PureCall {
-        function: name.to_string(),
-        ok: outcome.is_ok(),
-        error_type: outcome.as_ref().err().map(|e| e.code.clone()),
-        duration_us: started.elapsed().as_micros() as u64,
-        started_unix_ns: started_wall
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos() as u64)
-            .unwrap_or(0),
-    });
+    let error = outcome.as_ref().err().map(|e| e.code.as_str());
+    door.record_pure(name, started, Instant::now(), error);
     outcome
 }
 

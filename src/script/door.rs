@@ -4,13 +4,13 @@
 //! and flushed before any other message, so the server's event log keeps
 //! the order in which things happened.
 
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Stdin, Write};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::protocol::{FromWorker, PureCall, ToWorker};
+use super::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
 use crate::error::GuardError;
 
 /// Pure calls buffered before a flush: 1,024.
@@ -22,6 +22,15 @@ const MAX_REPLY_LINE: u64 = 16 * 1024 * 1024;
 const GUARD_REPLY_PREFIX: &[u8] = br#"{"type":"guard_reply","#;
 const ARTIFACT_REPLY_PREFIX: &[u8] = br#"{"type":"artifact_reply","#;
 
+/// Now, on both clocks.
+fn wall_clock_now() -> (Instant, u64) {
+    let unix_ns = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    (Instant::now(), unix_ns)
+}
+
 /// The body of a reply line.
 #[derive(serde::Deserialize)]
 struct ReplyLine {
@@ -31,7 +40,12 @@ struct ReplyLine {
 pub struct Door {
     input: BufReader<Stdin>,
     output: File,
-    pure: Vec<PureCall>,
+    /// The pending [`super::protocol::PureBatch`] line, open at its end.
+    pure_line: String,
+    pure_count: usize,
+    /// Wall-clock time of `clock_base`, so that a call's start costs one
+    /// monotonic clock read instead of two clock reads.
+    clock_base: (Instant, u64),
     /// Guard calls still allowed in this run.
     pub calls_left: u64,
     /// Whether inline pure calls count against `calls_left`.
@@ -43,7 +57,9 @@ impl Door {
         Self {
             input: BufReader::new(std::io::stdin()),
             output,
-            pure: Vec::new(),
+            pure_line: String::new(),
+            pure_count: 0,
+            clock_base: wall_clock_now(),
             calls_left: 0,
             count_pure: false,
         }
@@ -51,49 +67,59 @@ impl Door {
 
     /// Sends one message (flushing buffered pure calls first).
     pub fn send(&mut self, message: &FromWorker) -> std::io::Result<()> {
-        if !self.pure.is_empty() && !matches!(message, FromWorker::PureCalls { .. }) {
-            self.flush_pure()?;
-        }
+        self.flush_pure()?;
         let mut line = serde_json::to_vec(message)?;
         line.push(b'\n');
         self.output.write_all(&line)?;
         self.output.flush()
     }
 
+    /// Re-reads the wall clock (once per run, so a long-lived worker's
+    /// timestamps follow clock adjustments).
+    pub fn reset_clock(&mut self) {
+        self.clock_base = wall_clock_now();
+    }
+
     pub fn flush_pure(&mut self) -> std::io::Result<()> {
-        if self.pure.is_empty() {
+        if self.pure_count == 0 {
             return Ok(());
         }
-        let calls = std::mem::take(&mut self.pure);
-        // Written by hand: this line carries every inline call, and serde's
-        // generic map writer (escaping every key) was a sixth of a script's
-        // cost in a loop of cheap calls. The shape is exactly what
-        // `FromWorker::PureCalls` serializes to.
-        let mut line = String::with_capacity(64 + calls.len() * 110);
-        line.push_str(r#"{"type":"pure_calls","calls":["#);
-        for (i, call) in calls.iter().enumerate() {
-            if i > 0 {
-                line.push(',');
-            }
-            let function = serde_json::Value::from(call.function.as_str()).to_string();
-            let error_type = match &call.error_type {
-                Some(code) => serde_json::Value::from(code.as_str()).to_string(),
-                None => "null".into(),
-            };
-            let _ = write!(
-                line,
-                r#"{{"function":{function},"ok":{},"error_type":{error_type},"duration_us":{},"started_unix_ns":{}}}"#,
-                call.ok, call.duration_us, call.started_unix_ns
-            );
-        }
-        line.push_str("]}\n");
-        self.output.write_all(line.as_bytes())?;
+        self.pure_line.push_str("]}\n");
+        let written = self.output.write_all(self.pure_line.as_bytes());
+        self.pure_line.clear();
+        self.pure_count = 0;
+        written?;
         self.output.flush()
     }
 
-    pub fn record_pure(&mut self, call: PureCall) {
-        self.pure.push(call);
-        if self.pure.len() >= PURE_BATCH {
+    /// Records one inline pure call. Written by hand into the pending
+    /// batch line: serde's generic writer was a sixth of a script's cost
+    /// in a loop of cheap calls. `function` is a registered guard name,
+    /// which the registry restricts to identifier characters.
+    pub fn record_pure(&mut self, function: &str, started: Instant, ended: Instant, error: Option<&str>) {
+        let line = &mut self.pure_line;
+        if self.pure_count == 0 {
+            line.push_str(std::str::from_utf8(PURE_BATCH_PREFIX).unwrap_or_default());
+        } else {
+            line.push(',');
+        }
+        line.push_str("[\"");
+        line.push_str(function);
+        line.push_str(if error.is_none() { "\",true," } else { "\",false," });
+        match error {
+            None => line.push_str("null"),
+            Some(code) => line.push_str(&Value::from(code).to_string()),
+        }
+        let mut number = itoa::Buffer::new();
+        line.push(',');
+        line.push_str(number.format(ended.saturating_duration_since(started).as_nanos() as u64));
+        line.push(',');
+        let (base, base_unix_ns) = self.clock_base;
+        let offset = started.saturating_duration_since(base).as_nanos() as u64;
+        line.push_str(number.format(base_unix_ns + offset));
+        line.push(']');
+        self.pure_count += 1;
+        if self.pure_count >= PURE_BATCH {
             let _ = self.flush_pure();
         }
     }

@@ -4,7 +4,8 @@
 //! [`ToWorker::Run`]; while a script runs, the worker may send requests
 //! ([`FromWorker::GuardCall`], [`FromWorker::WriteArtifact`],
 //! [`FromWorker::ReadArtifact`]) and blocks for the matching reply; it ends a
-//! run with [`FromWorker::Done`].
+//! run with [`FromWorker::Done`]. Between those lines it sends its inline
+//! pure calls as [`PureBatch`] lines, which need no reply.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,10 +45,6 @@ pub enum FromWorker {
         guard: String,
         arguments: Value,
     },
-    /// Inline pure calls since the last message, for the event log.
-    PureCalls {
-        calls: Vec<PureCall>,
-    },
     WriteArtifact {
         filename: String,
         content: String,
@@ -72,15 +69,30 @@ pub struct Layers {
     pub rlimits: bool,
 }
 
-/// One inline pure call, for events and function_calls.json.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct PureCall {
-    pub function: String,
+/// How a [`PureBatch`] line starts; no [`FromWorker`] line starts so.
+pub const PURE_BATCH_PREFIX: &[u8] = br#"{"type":"pure_calls","calls":["#;
+
+/// Inline pure calls since the worker's last message, for the event log
+/// and function_calls.json: `{"type":"pure_calls","calls":[[…],…]}`.
+/// Each call is an array in [`PureCall`]'s field order: it is the bulk of
+/// the traffic of a script that loops over a pure guard, and keys would
+/// double it.
+#[derive(Debug, Deserialize)]
+pub struct PureBatch<'a> {
+    #[serde(borrow)]
+    pub calls: Vec<PureCall<'a>>,
+}
+
+/// One inline pure call.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PureCall<'a> {
+    /// A registered guard name (an identifier: never needs escaping).
+    pub function: &'a str,
     pub ok: bool,
+    /// The error code when the call failed.
     pub error_type: Option<String>,
-    pub duration_us: u64,
-    /// Wall-clock start (Unix nanoseconds), for the span the server records.
-    #[serde(default)]
+    pub duration_ns: u64,
+    /// Wall-clock start (Unix nanoseconds), for events and spans.
     pub started_unix_ns: u64,
 }
 

@@ -67,6 +67,7 @@ pub fn main(registry: Registry) -> ExitCode {
         if let Ok(mut door) = door.lock() {
             door.calls_left = calls_left;
             door.count_pure = count_pure;
+            door.reset_clock();
         }
         if let Ok(mut slot) = final_answer.lock() {
             *slot = None;

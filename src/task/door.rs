@@ -8,7 +8,7 @@
 //! [`Executor::begin_here`] / [`Executor::run_here`] — same validation,
 //! events, spans and deadline as any call — so a call costs the two pipe
 //! crossings and nothing else. Inline pure-call batches are recorded here
-//! too. Everything that needs the async world (isolated guards, artifact
+//! too, and every call goes to the task's function_calls.json. Everything that needs the async world (isolated guards, artifact
 //! writes and reads, progress notifications, the end of a run) is handed to
 //! the session as a [`DoorEvent`].
 //!
@@ -31,19 +31,17 @@ use tokio::sync::mpsc::UnboundedSender;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::session::CallRecord;
+use super::calls::{CallLog, CallRecord};
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::executor::{Admission, CallRequest, Executor, Failure, StartedCall, Status};
 use crate::guard::Mode;
-use crate::script::protocol::{FromWorker, Layers, PureCall, RunOutcome, ToWorker};
+use crate::limits::DEFAULT_PURE_CALLS_DETAILED;
+use crate::script::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
 
 /// Longest line the server reads from a script worker: 64 MiB (a write of
 /// a 1 MiB artifact as JSON-escaped text fits many times over).
 const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
-
-/// How a `pure_calls` line starts (serde writes the tag first).
-const PURE_CALLS_PREFIX: &[u8] = br#"{"type":"pure_calls","#;
 
 /// How a `guard_call` line starts.
 const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
@@ -97,8 +95,11 @@ pub struct Door {
     /// replaces a stuck one.
     generation: AtomicU64,
     scope: Mutex<Option<Arc<RunScope>>>,
-    /// Every guard call of the session, for function_calls.json.
-    pub calls: Mutex<Vec<CallRecord>>,
+    /// Every guard call of the session: function_calls.json and counts.
+    pub calls: Mutex<CallLog>,
+    /// Inline pure calls still to be recorded one by one in events.jsonl
+    /// (see [`DEFAULT_PURE_CALLS_DETAILED`]); later ones are summarized.
+    detailed_pure_left: Mutex<usize>,
     /// The shortest timeout of any guard that runs here (see the module
     /// doc): how long the watchdog may sleep with nothing in flight.
     shortest_timeout: Option<Duration>,
@@ -112,6 +113,7 @@ impl Door {
         executor: Arc<Executor>,
         from_worker: PipeReader,
         to_worker: PipeWriter,
+        calls: CallLog,
         events: UnboundedSender<DoorEvent>,
     ) -> std::io::Result<Arc<Self>> {
         let shortest_timeout = executor
@@ -127,7 +129,8 @@ impl Door {
             in_flight: Mutex::new(None),
             generation: AtomicU64::new(0),
             scope: Mutex::new(None),
-            calls: Mutex::new(Vec::new()),
+            calls: Mutex::new(calls),
+            detailed_pure_left: Mutex::new(DEFAULT_PURE_CALLS_DETAILED),
             shortest_timeout,
             events,
         });
@@ -225,9 +228,11 @@ impl Door {
     /// The door thread: reads the worker's lines until the pipe closes or
     /// the thread is replaced.
     fn serve(&self, generation: u64) {
+        let mut line = Vec::new();
         loop {
-            let message = match self.read() {
-                Ok(message) => message,
+            let message = match self.read(&mut line) {
+                Ok(None) => continue,
+                Ok(Some(message)) => message,
                 Err(reason) => {
                     let _ = self.events.send(DoorEvent::Closed(reason));
                     return;
@@ -239,10 +244,6 @@ impl Door {
                         continue;
                     }
                     return;
-                }
-                FromWorker::PureCalls { calls } => {
-                    self.record_pure_calls(calls);
-                    continue;
                 }
                 FromWorker::Hello { layers } => DoorEvent::Hello(layers),
                 FromWorker::Done { outcome } => DoorEvent::Done(Box::new(outcome)),
@@ -301,11 +302,11 @@ impl Door {
                 outcome
             }
             Err(failure) => {
-                lock(&self.calls).push(CallRecord {
-                    function: guard,
+                lock(&self.calls).push(&CallRecord {
+                    function: &guard,
                     status: failure.status.as_str(),
-                    error_type: Some(failure.error.code.clone()),
-                    duration_ms: 0.0,
+                    error_type: Some(&failure.error.code),
+                    duration_ns: 0,
                     execution: "in_process",
                 });
                 Err(failure)
@@ -321,41 +322,55 @@ impl Door {
     fn settle(&self, call: InFlight, outcome: &Result<Value, Failure>) {
         let InFlight { started, scope, .. } = call;
         let function = started.function.clone();
-        let duration_ms = started.at.elapsed().as_secs_f64() * 1000.0;
+        let duration_ns = started.at.elapsed().as_nanos() as u64;
         self.executor.end(&scope.events, &scope.origin, started, outcome);
         let (status, error_type) = failure_status(outcome);
+        lock(&self.calls).push(&CallRecord {
+            function: &function,
+            status,
+            error_type,
+            duration_ns,
+            execution: "in_process",
+        });
         if scope.progress {
             let _ = self
                 .events
                 .send(DoorEvent::Progress(format!("guard call {function} {status}")));
         }
-        lock(&self.calls).push(CallRecord {
-            function,
-            status,
-            error_type,
-            duration_ms,
-            execution: "in_process",
-        });
     }
 
-    /// Records a batch of inline pure calls: events (one write for the
-    /// batch), spans when tracing, and function_calls.json entries.
-    fn record_pure_calls(&self, calls: Vec<PureCall>) {
+    /// Records a batch of inline pure calls: function_calls.json entries,
+    /// events (one per call while [`DEFAULT_PURE_CALLS_DETAILED`] lasts,
+    /// then one summary per batch) and, when tracing, a span per call.
+    fn record_pure_batch(&self, line: &[u8]) -> Result<(), String> {
+        let batch: PureBatch<'_> = serde_json::from_slice(line)
+            .map_err(|e| format!("unreadable pure_calls line from script worker: {e}"))?;
         let Some(scope) = lock(&self.scope).clone() else {
-            return;
+            return Ok(());
         };
-        let records = crate::events::pure_call_records(&scope.origin, &calls);
-        scope.events.write_raw(&records);
+        let calls = batch.calls.as_slice();
+        let detailed = {
+            let mut left = lock(&self.detailed_pure_left);
+            let detailed = calls.len().min(*left);
+            *left -= detailed;
+            detailed
+        };
+        let (one_by_one, summarized) = calls.split_at(detailed);
+        let mut lines = crate::events::pure_call_records(&scope.origin, one_by_one);
+        if !summarized.is_empty() {
+            lines.extend(crate::events::pure_calls_summary(&scope.origin, summarized));
+        }
+        scope.events.write_raw(&lines);
         if crate::telemetry::recording() {
-            for call in &calls {
+            for call in calls {
                 let start = std::time::UNIX_EPOCH + Duration::from_nanos(call.started_unix_ns);
                 crate::telemetry::record_finished(
                     "function.call",
                     &scope.origin.trace,
                     start,
-                    start + Duration::from_micros(call.duration_us),
+                    start + Duration::from_nanos(call.duration_ns),
                     vec![
-                        opentelemetry::KeyValue::new("warden.function", call.function.clone()),
+                        opentelemetry::KeyValue::new("warden.function", call.function.to_string()),
                         opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
                     ],
                     call.error_type.as_deref(),
@@ -363,22 +378,25 @@ impl Door {
             }
         }
         let mut log = lock(&self.calls);
-        log.reserve(calls.len());
-        log.extend(calls.into_iter().map(|call| CallRecord {
-            status: if call.ok { "success" } else { "failed" },
-            duration_ms: call.duration_us as f64 / 1000.0,
-            function: call.function,
-            error_type: call.error_type,
-            execution: "pure_inline",
-        }));
+        for call in calls {
+            log.push(&CallRecord {
+                function: call.function,
+                status: if call.ok { "success" } else { "failed" },
+                error_type: call.error_type.as_deref(),
+                duration_ns: call.duration_ns,
+                execution: "pure_inline",
+            });
+        }
+        Ok(())
     }
 
-    /// Reads and decodes the worker's next line.
-    fn read(&self) -> Result<FromWorker, String> {
-        let mut line = Vec::new();
+    /// Reads the worker's next line into `line` and decodes it; a batch of
+    /// pure calls is recorded at once and yields `None`.
+    fn read(&self, line: &mut Vec<u8>) -> Result<Option<FromWorker>, String> {
+        line.clear();
         let read = (&mut *lock(&self.reader))
             .take(MAX_WORKER_LINE + 1)
-            .read_until(b'\n', &mut line)
+            .read_until(b'\n', line)
             .map_err(|e| e.to_string())?;
         if read == 0 {
             return Err("script worker closed its pipe".into());
@@ -386,28 +404,24 @@ impl Door {
         if line.len() as u64 > MAX_WORKER_LINE {
             return Err("script worker sent a line over 64 MiB".into());
         }
-        decode(&line)
+        if line.starts_with(PURE_BATCH_PREFIX) {
+            self.record_pure_batch(line)?;
+            return Ok(None);
+        }
+        decode(line).map(Some)
     }
 }
 
-/// Decodes one worker line. Guard calls and batches of inline calls are
-/// most of the traffic; an internally tagged enum would buffer each into a
-/// generic tree first, so they are decoded straight into their own shape.
+/// Decodes one worker line. Guard calls are most of the traffic; an
+/// internally tagged enum would buffer each into a generic tree first, so
+/// they are decoded straight into their own shape.
 fn decode(line: &[u8]) -> Result<FromWorker, String> {
     #[derive(serde::Deserialize)]
     struct GuardCallLine {
         guard: String,
         arguments: Value,
     }
-    #[derive(serde::Deserialize)]
-    struct PureCallsLine {
-        calls: Vec<PureCall>,
-    }
     let unreadable = |e: serde_json::Error| format!("unreadable message from script worker: {e}");
-    if line.starts_with(PURE_CALLS_PREFIX) {
-        let batch: PureCallsLine = serde_json::from_slice(line).map_err(unreadable)?;
-        return Ok(FromWorker::PureCalls { calls: batch.calls });
-    }
     if line.starts_with(GUARD_CALL_PREFIX) {
         let call: GuardCallLine = serde_json::from_slice(line).map_err(unreadable)?;
         return Ok(FromWorker::GuardCall {
@@ -419,10 +433,10 @@ fn decode(line: &[u8]) -> Result<FromWorker, String> {
 }
 
 /// `(status, error_type)` of a call outcome, as function_calls.json has them.
-pub fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option<String>) {
+pub fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option<&str>) {
     match outcome {
         Ok(_) => ("success", None),
-        Err(failure) => (failure.status.as_str(), Some(failure.error.code.clone())),
+        Err(failure) => (failure.status.as_str(), Some(failure.error.code.as_str())),
     }
 }
 

@@ -5,6 +5,7 @@
 //! sandboxed script worker ([`session`]) and ends with `result.json`,
 //! written by the server after the final answer passed [`contract`].
 
+pub mod calls;
 pub mod contract;
 pub mod door;
 pub mod progress;
@@ -25,8 +26,12 @@ use crate::executor::Executor;
 use crate::executor::sandbox::Rlimits;
 use crate::limits::DEFAULT_SCRIPT_DOOR_CALLS;
 use crate::script::protocol::{Layers, RunOutcome};
+use calls::CallCounts;
 use progress::Progress;
-use session::{Budget, CallRecord, Context, RunEnd, Session};
+use session::{Budget, Context, RunEnd, Session};
+
+/// Every guard call of a task, in its directory (see [`calls`]).
+pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
 
 /// Runs tasks. Shared by the server's built-in tools.
 pub struct TaskRunner {
@@ -56,7 +61,7 @@ pub struct Task {
 #[derive(Default)]
 pub struct WorkerFacts {
     pub layers: Layers,
-    pub calls: Vec<CallRecord>,
+    pub calls: CallCounts,
     pub pid: u32,
     /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
     pub exit_status: Option<String>,
@@ -128,9 +133,15 @@ impl TaskRunner {
 
     /// Starts the task's script worker.
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let log = task.dir.join("worker_stderr.log");
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
-        let session = Session::start(self.executor.clone(), &self.exe, &log, rlimits, task.deadline).await?;
+        let session = Session::start(
+            self.executor.clone(),
+            &self.exe,
+            &task.dir,
+            rlimits,
+            task.deadline,
+        )
+        .await?;
         task.events.emit(
             origin,
             "task_worker_started",
@@ -172,23 +183,18 @@ impl TaskRunner {
             map.insert("task_id".into(), json!(task.id));
             map.insert("task_dir".into(), json!(task.dir.display().to_string()));
             map.insert("artifacts".into(), self.outputs(&task.id));
-            map.insert("function_calls".into(), json!(facts.calls.len()));
+            map.insert("function_calls".into(), json!(facts.calls.made));
             map.insert("sandbox".into(), json!(facts.layers));
             map.insert(
                 "duration_ms".into(),
                 json!(task.started.elapsed().as_secs_f64() * 1000.0),
             );
         }
-        // Readable when small; compact when a script made thousands of calls.
-        let calls = if facts.calls.len() <= 1000 {
-            serde_json::to_string_pretty(&facts.calls)
-        } else {
-            serde_json::to_string(&facts.calls)
+        // The session streamed the calls; a task whose worker never
+        // started still gets its (empty) list.
+        if !task.dir.join(FUNCTION_CALLS_FILE).exists() {
+            let _ = self.store.write_task_file(&task.id, FUNCTION_CALLS_FILE, b"[]\n");
         }
-        .unwrap_or_default();
-        let _ = self
-            .store
-            .write_task_file(&task.id, "function_calls.json", calls.as_bytes());
         let status = result["status"].as_str().unwrap_or("failed").to_string();
         let kind = result["error"]["kind"].as_str().map(str::to_string);
         crate::telemetry::end(&task.trace, &status, kind.as_deref());
@@ -229,9 +235,8 @@ impl TaskRunner {
             }
             Err(reason) => RunEnd::Crashed(reason),
         };
-        let calls_ok = facts.calls.iter().filter(|c| c.status == "success").count();
         let result = match end {
-            RunEnd::Finished(outcome) => script_result(outcome, facts.calls.len(), calls_ok),
+            RunEnd::Finished(outcome) => script_result(outcome, facts.calls.made, facts.calls.ok),
             other => abnormal_end(other, task.timeout),
         };
         Ok(self.finish(task, origin, result, facts))

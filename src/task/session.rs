@@ -19,6 +19,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::calls::{CallCounts, CallLog, CallRecord};
 use super::door::{Door, DoorEvent, RunScope};
 use crate::artifacts::ArtifactStore;
 use crate::error::GuardError;
@@ -32,16 +33,6 @@ use crate::worker::WORKER_ARG;
 /// How long a worker whose stdin was closed gets to exit before its group
 /// is killed: 200 ms (it normally exits within a millisecond).
 const WORKER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
-
-/// One guard call made by a script, for function_calls.json.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct CallRecord {
-    pub function: String,
-    pub status: &'static str,
-    pub error_type: Option<String>,
-    pub duration_ms: f64,
-    pub execution: &'static str,
-}
 
 /// Guard calls a run may make.
 #[derive(Debug, Clone, Copy)]
@@ -94,14 +85,17 @@ pub struct Context<'a> {
 }
 
 impl Session {
-    /// Starts a script worker and waits for its hello.
+    /// Starts a script worker for the task in `task_dir` (its stderr goes
+    /// to `worker_stderr.log` there, its calls to `function_calls.json`)
+    /// and waits for its hello.
     pub(crate) async fn start(
         executor: Arc<Executor>,
         exe: &std::path::Path,
-        log_path: &std::path::Path,
+        task_dir: &std::path::Path,
         rlimits: Rlimits,
         deadline: Instant,
     ) -> Result<Self, String> {
+        let log_path = &task_dir.join("worker_stderr.log");
         let log =
             std::fs::File::create(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
         // Plain blocking pipes: the door thread reads and writes them
@@ -126,7 +120,8 @@ impl Session {
         let pgid = child.id().unwrap_or_default();
         track_group(pgid);
         let (sender, mut from_door) = unbounded_channel();
-        let door = match Door::open(executor, from_worker, to_worker, sender) {
+        let calls = CallLog::create(&task_dir.join(super::FUNCTION_CALLS_FILE));
+        let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
             Ok(door) => door,
             Err(error) => {
                 release_group(pgid);
@@ -159,10 +154,8 @@ impl Session {
     }
 
     /// Guard calls made so far, and how many of them succeeded.
-    pub fn call_counts(&self) -> (usize, usize) {
-        let calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
-        let ok = calls.iter().filter(|c| c.status == "success").count();
-        (calls.len(), ok)
+    pub fn call_counts(&self) -> CallCounts {
+        self.door.calls.lock().unwrap_or_else(|p| p.into_inner()).counts()
     }
 
     /// Runs `code` and serves the worker's requests until it is done, the
@@ -240,12 +233,14 @@ impl Session {
         end
     }
 
-    /// What the worker side produced so far, for the task result.
+    /// What the worker side produced, for the task result; closes
+    /// function_calls.json.
     pub fn take_facts(&mut self) -> super::WorkerFacts {
         let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.close();
         super::WorkerFacts {
             layers: self.layers.clone(),
-            calls: std::mem::take(&mut *calls),
+            calls: calls.counts(),
             pid: self.pgid,
             exit_status: None,
         }
@@ -301,11 +296,11 @@ async fn answer(
             door.calls
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .push(CallRecord {
-                    function: guard,
+                .push(&CallRecord {
+                    function: &guard,
                     status,
                     error_type,
-                    duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                    duration_ns: started.elapsed().as_nanos() as u64,
                     execution: mode,
                 });
             ToWorker::GuardReply {
@@ -327,7 +322,7 @@ async fn answer(
                 .read_output(ctx.task_id, &filename, DEFAULT_MAX_ARTIFACT_BYTES)
                 .map(Value::String),
         },
-        FromWorker::Hello { .. } | FromWorker::Done { .. } | FromWorker::PureCalls { .. } => return Ok(()),
+        FromWorker::Hello { .. } | FromWorker::Done { .. } => return Ok(()),
     };
     door.reply(&reply)
 }

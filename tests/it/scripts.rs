@@ -344,3 +344,59 @@ async fn an_in_process_call_past_its_own_timeout_is_answered_and_the_script_goes
     let statuses: Vec<&str> = finished.iter().map(|e| e["status"].as_str().unwrap()).collect();
     assert_eq!(statuses, ["timed_out", "success"], "{finished:?}");
 }
+
+#[tokio::test]
+async fn inline_pure_calls_beyond_the_first_thousand_are_summarized_in_events() {
+    // DEFAULT_PURE_CALLS_DETAILED: the first 1,000 inline calls of a task get
+    // their own two records, later ones one summary per batch; every call is
+    // still counted in the summaries and listed in function_calls.json.
+    let server = Server::start(TESTBED).await;
+    let script = r#"
+        let n = 0.0;
+        for i in 0..3000 { n += add_pure(#{a: 1.0, b: 2.0}).result; }
+        for i in 0..5 { try { add_pure(#{a: "x", b: 1.0}); } catch (e) {} }
+        n
+    "#;
+    let result = run(&server, script, 30).await;
+    assert_eq!(result["value"], 9000.0, "{result}");
+    assert_eq!(result["function_calls"], 3005, "{result}");
+    let task_id = result["task_id"].as_str().unwrap().to_string();
+    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    let task_log = read_jsonl(&task_dir.join("events.jsonl"));
+    let global: Vec<Value> = server
+        .events_until(|records| records.iter().any(|r| r["event"] == "request_finished"))
+        .await
+        .into_iter()
+        .filter(|r| r["task_id"] == task_id.as_str())
+        .collect();
+    for log in [&task_log, &global] {
+        let count = |event: &str| log.iter().filter(|r| r["event"] == event).count();
+        assert_eq!(count("function_call_started"), 1000);
+        assert_eq!(count("function_call_finished"), 1000);
+        let summaries: Vec<&Value> = log
+            .iter()
+            .filter(|r| r["event"] == "pure_calls_summarized")
+            .collect();
+        let summarized: u64 = summaries.iter().map(|r| r["calls"].as_u64().unwrap()).sum();
+        let failed: u64 = summaries.iter().map(|r| r["failed"].as_u64().unwrap()).sum();
+        let by_function: u64 = summaries
+            .iter()
+            .map(|r| r["functions"]["add_pure"].as_u64().unwrap())
+            .sum();
+        assert_eq!((summarized, failed, by_function), (2005, 5, 2005));
+        assert!(
+            summaries
+                .iter()
+                .any(|r| r["error_types"]["invalid_arguments"] == 5)
+        );
+        assert!(summaries.iter().all(|r| r["request_id"].is_string()));
+    }
+    let calls: Value =
+        serde_json::from_str(&std::fs::read_to_string(task_dir.join("function_calls.json")).unwrap())
+            .expect("function_calls.json is valid JSON");
+    let calls = calls.as_array().unwrap();
+    assert_eq!(calls.len(), 3005);
+    assert_eq!(calls[0]["execution"], "pure_inline");
+    assert_eq!(calls[3004]["status"], "failed");
+    assert_eq!(calls[3004]["error_type"], "invalid_arguments");
+}
