@@ -212,7 +212,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         diagnostics_dir,
         max_response: limits.max_worker_response,
     };
-    let max_tasks = crate::limits::DEFAULT_MAX_CONCURRENT_TASKS;
+    let max_tasks = limits.max_concurrent_tasks;
     let executor = Arc::new(Executor::new(
         Arc::new(registry),
         Arc::new(resources),

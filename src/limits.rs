@@ -67,6 +67,8 @@ pub const DEFAULT_WORKER_CPU_GRACE_SECS: u64 = 1;
 pub struct Limits {
     /// See [`DEFAULT_MAX_CONCURRENT_CALLS`].
     pub max_concurrent_calls: usize,
+    /// See [`DEFAULT_MAX_CONCURRENT_TASKS`].
+    pub max_concurrent_tasks: usize,
     /// See [`DEFAULT_MAX_OVERDUE_IN_PROCESS`].
     pub max_overdue_in_process: usize,
     /// See [`DEFAULT_GUARD_TIMEOUT`].
@@ -104,6 +106,7 @@ impl Default for Limits {
     fn default() -> Self {
         Self {
             max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_concurrent_tasks: DEFAULT_MAX_CONCURRENT_TASKS,
             max_overdue_in_process: DEFAULT_MAX_OVERDUE_IN_PROCESS,
             guard_timeout: DEFAULT_GUARD_TIMEOUT,
             max_timeout: DEFAULT_MAX_TIMEOUT,
@@ -129,11 +132,15 @@ pub struct LimitError {
 
 impl Limits {
     /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
-    /// `WARDEN_MAX_TIMEOUT_SECONDS` (1–3600), `WARDEN_WORKER_MEMORY_MB`
-    /// (64–65536) and `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
+    /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
+    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536) and
+    /// `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_TASKS", 1, 64)? {
+            self.max_concurrent_tasks = n as usize;
         }
         if let Some(n) = env_number("WARDEN_MAX_TIMEOUT_SECONDS", 1, 3600)? {
             self.max_timeout = Duration::from_secs(n);
@@ -163,7 +170,7 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
         _ => Err(LimitError {
             var,
             expected: match var {
-                "WARDEN_MAX_CONCURRENT_CALLS" => "an integer from 1 to 64",
+                "WARDEN_MAX_CONCURRENT_CALLS" | "WARDEN_MAX_CONCURRENT_TASKS" => "an integer from 1 to 64",
                 "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
                 "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
                 _ => "an integer from 64 to 65536",
@@ -175,7 +182,8 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
 
 /// Coding tasks and scripts running at once: 2 task slots, separate from the
 /// call slots, so a long task never starves direct calls. A task beyond it
-/// is rejected with `server_busy`.
+/// is rejected with `server_busy`. Operators override it with
+/// `WARDEN_MAX_CONCURRENT_TASKS` (1–64); each task holds one script worker.
 pub const DEFAULT_MAX_CONCURRENT_TASKS: usize = 2;
 
 /// Default timeout of `run_script` / `run_coding_task`: 300 s (clamped to

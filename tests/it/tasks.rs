@@ -181,3 +181,26 @@ async fn old_task_directories_are_pruned_beyond_the_retention_limit() {
     let gone = server.call("get_task_result", json!({"task_id": ids[0]})).await;
     assert_eq!(error_code(&gone), "not_found");
 }
+
+#[tokio::test]
+async fn the_task_slot_count_is_set_by_warden_max_concurrent_tasks() {
+    // With one task slot, a second script is busy while the first runs, and runs once it ended.
+    let server = Server::start_with_env(FINANCE, &[("WARDEN_MAX_CONCURRENT_TASKS", "1")]).await;
+    let long = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 2}));
+    let (long, busy) = tokio::join!(long, async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        server.call("run_script", json!({"script": "1"})).await
+    });
+    assert_eq!(structured(&long)["status"], "timed_out");
+    assert_eq!(error_code(&busy), "server_busy", "{:?}", structured(&busy));
+    assert!(
+        structured(&busy)["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("all 1 task slots"),
+        "{:?}",
+        structured(&busy)
+    );
+    let after = server.call("run_script", json!({"script": "1"})).await;
+    assert_eq!(structured(&after)["status"], "success");
+}
