@@ -191,12 +191,13 @@ impl Door {
         let status = forced.unwrap_or(Status::TimedOut);
         let error = match status {
             Status::Cancelled => GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled")),
-            _ => GuardError::new(
+            Status::TimedOut => GuardError::new(
                 codes::TIMED_OUT,
                 format!(
                     "guard '{name}' timed out; it runs in the server process and may still finish in the background"
                 ),
             ),
+            _ => GuardError::failed(format!("the script worker ended while '{name}' was running")),
         };
         let outcome = Err(Failure::new(status, error));
         self.settle(call, &outcome);

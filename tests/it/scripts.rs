@@ -400,3 +400,22 @@ async fn inline_pure_calls_beyond_the_first_thousand_are_summarized_in_events() 
     assert_eq!(calls[3004]["status"], "failed");
     assert_eq!(calls[3004]["error_type"], "invalid_arguments");
 }
+
+#[tokio::test]
+async fn an_in_process_guard_cannot_hold_a_task_past_its_deadline() {
+    // The door thread is stuck in a 5 s guard inside a 1 s task: the task
+    // still ends at its deadline, with the call recorded as timed out.
+    let server = Server::start(TESTBED).await;
+    let started = Instant::now();
+    let result = run(&server, "sleep_in_process(#{millis: 5000}); 1", 1).await;
+    let elapsed = started.elapsed();
+    assert!(elapsed < Duration::from_millis(1_600), "{elapsed:?} {result}");
+    assert_ne!(result["status"], "success", "{result}");
+    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    let finished: Vec<Value> = read_jsonl(&task_dir.join("events.jsonl"))
+        .into_iter()
+        .filter(|e| e["event"] == "function_call_finished")
+        .collect();
+    assert_eq!(finished.len(), 1, "{finished:?}");
+    assert_eq!(finished[0]["status"], "timed_out");
+}
