@@ -43,6 +43,10 @@ use crate::script::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, 
 /// a 1 MiB artifact as JSON-escaped text fits many times over).
 const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
 
+/// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
+/// pure calls is ~60 KiB).
+const READ_BUFFER: usize = 256 * 1024;
+
 /// How a `guard_call` line starts.
 const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
 
@@ -94,6 +98,7 @@ pub struct Door {
     /// Identity of the active door thread; bumped when the watchdog
     /// replaces a stuck one.
     generation: AtomicU64,
+    /// The current run's attribution, replaced by [`Door::set_scope`].
     scope: Mutex<Option<Arc<RunScope>>>,
     /// Every guard call of the session: function_calls.json and counts.
     pub calls: Mutex<CallLog>,
@@ -103,6 +108,9 @@ pub struct Door {
     /// The shortest timeout of any guard that runs here (see the module
     /// doc): how long the watchdog may sleep with nothing in flight.
     shortest_timeout: Option<Duration>,
+    /// To the session, which reads it during runs. Lives as long as the
+    /// door, so the end of the worker is told by [`DoorEvent::Closed`],
+    /// not by the channel closing.
     events: UnboundedSender<DoorEvent>,
 }
 
@@ -124,7 +132,7 @@ impl Door {
             .min();
         let door = Arc::new(Self {
             executor,
-            reader: Mutex::new(BufReader::with_capacity(256 * 1024, from_worker)),
+            reader: Mutex::new(BufReader::with_capacity(READ_BUFFER, from_worker)),
             writer: Mutex::new(Some(to_worker)),
             in_flight: Mutex::new(None),
             generation: AtomicU64::new(0),
