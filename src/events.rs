@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
+use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 use crate::script::protocol::PureCall;
-use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 /// Lines buffered between emitters and the writer thread: 8,192. When full,
 /// emitters block until the writer catches up (nothing is dropped).

@@ -61,7 +61,8 @@ pub struct Session {
     memory_limit: u64,
     /// The worker's pipes and the threads serving them.
     door: Arc<Door>,
-    /// What the door threads hand over; closed when the last one exits.
+    /// What the door threads hand over, in order. The door owns the
+    /// sender, so the worker's end arrives as [`DoorEvent::Closed`].
     from_door: UnboundedReceiver<DoorEvent>,
     pub layers: Layers,
 }
