@@ -16,6 +16,7 @@ mod mcp_probe;
 mod report;
 mod sandbox_probe;
 pub(crate) mod schema_check;
+mod script_probe;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -150,6 +151,7 @@ pub(crate) async fn check_app(
             let registry = executor.registry();
             found.insert(0, checks::registration(registry));
             found.push(checks::worker(executor, Some(registry.len()), options.timeout).await);
+            found.push(script_probe::script_worker(executor, &diag, options.timeout).await);
             Some(registry.names().iter().map(|n| n.to_string()).collect())
         }
         Err(error) => {
@@ -162,6 +164,7 @@ pub(crate) async fn check_app(
                 ),
             );
             found.push(Check::skip("worker", "the application did not build"));
+            found.push(Check::skip("script_worker", "the application did not build"));
             None
         }
     };

@@ -55,6 +55,7 @@ fn check_passes_on_the_shipped_example() {
         "registration",
         "artifacts_dir",
         "worker",
+        "script_worker",
         "telemetry",
         "mcp.initialize",
         "mcp.ping",
