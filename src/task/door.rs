@@ -350,7 +350,8 @@ impl Door {
 
     /// Records a batch of inline pure calls: function_calls.json entries,
     /// events (one per call while [`DEFAULT_PURE_CALLS_DETAILED`] lasts,
-    /// then one summary per batch) and, when tracing, a span per call.
+    /// then one summary per batch), when tracing a span per call, and one
+    /// progress note.
     fn record_pure_batch(&self, line: &[u8]) -> Result<(), String> {
         let batch: PureBatch<'_> = serde_json::from_slice(line)
             .map_err(|e| format!("unreadable pure_calls line from script worker: {e}"))?;
@@ -386,15 +387,26 @@ impl Door {
                 );
             }
         }
-        let mut log = lock(&self.calls);
-        for call in calls {
-            log.push(&CallRecord {
-                function: call.function,
-                status: if call.ok { "success" } else { "failed" },
-                error_type: call.error_type.as_deref(),
-                duration_ns: call.duration_ns,
-                execution: "pure_inline",
-            });
+        let made = {
+            let mut log = lock(&self.calls);
+            for call in calls {
+                log.push(&CallRecord {
+                    function: call.function,
+                    status: if call.ok { "success" } else { "failed" },
+                    error_type: call.error_type.as_deref(),
+                    duration_ns: call.duration_ns,
+                    execution: "pure_inline",
+                });
+            }
+            log.counts().made
+        };
+        // One note per batch, not per call: a long loop of inline calls
+        // still shows that it is alive without flooding the client.
+        if scope.progress {
+            let _ = self.events.send(DoorEvent::Progress(format!(
+                "inline pure calls: {} more, {made} guard calls so far",
+                calls.len()
+            )));
         }
         Ok(())
     }

@@ -31,7 +31,8 @@ impl ClientHandler for ProgressCollector {
 
 #[tokio::test]
 async fn a_script_reports_progress_for_guard_calls_and_artifacts() {
-    // The client's progressToken gets one notification per guard call and artifact.
+    // The client's progressToken gets one notification per guard call and
+    // artifact, and one per batch of inline pure calls.
     let artifacts = tempfile::tempdir().unwrap();
     let mut command = tokio::process::Command::new(FINANCE);
     command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
@@ -41,8 +42,8 @@ async fn a_script_reports_progress_for_guard_calls_and_artifacts() {
         .unwrap();
     let collector = ProgressCollector::default();
     let client = collector.clone().serve(transport).await.unwrap();
-    let script =
-        r#"get_quote(#{symbol: "AAPL"}); get_quote(#{symbol: "MSFT"}); write_artifact("a.txt", "x"); 1"#;
+    let script = r#"get_quote(#{symbol: "AAPL"}); get_quote(#{symbol: "MSFT"}); write_artifact("a.txt", "x");
+        for i in 0..1500 { check_rf_convention(#{rf: 0.0, periods_per_year: 252}); } 1"#;
     let arguments = json!({"script": script}).as_object().unwrap().clone();
     let result = client
         .call_tool(CallToolRequestParams::new("run_script").with_arguments(arguments))
@@ -56,6 +57,12 @@ async fn a_script_reports_progress_for_guard_calls_and_artifacts() {
         .count();
     assert_eq!(guard_notes, 2, "{messages:?}");
     assert!(messages.iter().any(|m| m == "artifact a.txt"), "{messages:?}");
+    let inline: Vec<&String> = messages
+        .iter()
+        .filter(|m| m.starts_with("inline pure calls"))
+        .collect();
+    assert_eq!(inline.len(), 2, "batches of 1,024: {messages:?}");
+    assert!(inline[1].ends_with("1502 guard calls so far"), "{messages:?}");
 }
 
 #[tokio::test]
