@@ -230,7 +230,19 @@ impl Door {
         let door = self.clone();
         std::thread::Builder::new()
             .name("warden-door".into())
-            .spawn(move || door.serve(generation))
+            .spawn(move || {
+                // Guards' panics are caught per call; this catches a bug in
+                // the door itself, so the run ends now instead of at its
+                // deadline.
+                let served =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| door.serve(generation)));
+                if let Err(payload) = served {
+                    let _ = door.events.send(DoorEvent::Closed(format!(
+                        "the door thread panicked: {}",
+                        crate::worker::panic_message(&payload)
+                    )));
+                }
+            })
             .map(drop)
     }
 
