@@ -20,6 +20,10 @@
 //! The watchdog needs no message per call: it wakes at the in-flight call's
 //! deadline or after the shortest `in_process` timeout, whichever is first,
 //! and any call that starts meanwhile cannot be due before that.
+//!
+//! A door thread must never start a worker process itself: `PDEATHSIG`
+//! follows the thread that forked, and door threads end when they are
+//! replaced. Isolated calls are therefore always handed to the session.
 
 use std::io::{BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
 use std::sync::atomic::{AtomicU64, Ordering};
