@@ -67,6 +67,15 @@ enum Command {
         #[arg(long, value_name = "FILE", conflicts_with = "tool")]
         batch: Option<std::path::PathBuf>,
     },
+    /// Run a Rhai script file as a task (as the run_script tool does: same sandbox, task
+    /// directory and result) and print the task result as JSON; exit 1 unless it succeeded.
+    Script {
+        /// The script file; `-` reads standard input.
+        file: std::path::PathBuf,
+        /// Seconds before the script worker is killed (default 300, at most the server maximum).
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<u64>,
+    },
     /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
     Preflight(crate::preflight::PreflightArgs),
     /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
@@ -180,6 +189,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         Command::Call { tool, arguments, .. } => {
             call(runtime, tool.as_deref().unwrap_or_default(), &arguments).await
         }
+        Command::Script { file, timeout } => script(runtime, &file, timeout).await,
         // Handled in `main` before any runtime exists (they build their own).
         Command::Preflight(_) | Command::Test(_) => ExitCode::from(2),
     }
@@ -252,6 +262,65 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
         }
         Err(failure) => {
             eprintln!("error ({}): {}", failure.error.code, failure.error.message);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `script FILE`: runs the file as a task; Ctrl-C cancels it (the worker
+/// is killed and the task recorded `cancelled`).
+async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: Option<u64>) -> ExitCode {
+    let source = if file == std::path::Path::new("-") {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    };
+    let source = match source {
+        Ok(source) => source,
+        Err(error) => {
+            eprintln!("error: cannot read script {}: {error}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let max = runtime.executor.limits().max_timeout.as_secs();
+    let timeout = match crate::builtins::task_timeout(&runtime.tasks, timeout) {
+        Ok(timeout) => timeout,
+        Err(_) => {
+            eprintln!(
+                "error: --timeout must be from 1 to {max} seconds (the server maximum, WARDEN_MAX_TIMEOUT_SECONDS), got {}",
+                timeout.unwrap_or_default()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let on_signal = cancel.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        on_signal.cancel();
+    });
+    let mut origin = Origin::request("script", "run_script");
+    let outcome = runtime
+        .tasks
+        .run_script(&source, timeout, &mut origin, cancel, None)
+        .await;
+    print_result(outcome)
+}
+
+/// Prints a task or batch result as JSON: exit 0 when its status is
+/// `success`, 1 otherwise (or when it could not run at all).
+pub(crate) fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
+    match outcome {
+        Ok(result) => {
+            println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
+            if result["status"] == "success" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(error) => {
+            eprintln!("error ({}): {}", error.code, error.message);
             ExitCode::from(1)
         }
     }

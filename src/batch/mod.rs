@@ -172,26 +172,13 @@ pub(crate) async fn run_file(tasks: &crate::task::TaskRunner, file: &Path) -> Ex
         }
     };
     let origin = Origin::request("batch", "run_batch");
-    match run(
+    let outcome = run(
         &tasks.executor,
         &tasks.store,
         input,
         &origin,
         CancellationToken::new(),
     )
-    .await
-    {
-        Ok(result) => {
-            println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
-            if result["status"] == "success" {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
-        Err(error) => {
-            eprintln!("error ({}): {}", error.code, error.message);
-            ExitCode::from(1)
-        }
-    }
+    .await;
+    crate::cli::print_result(outcome)
 }

@@ -419,3 +419,32 @@ async fn an_in_process_guard_cannot_hold_a_task_past_its_deadline() {
     assert_eq!(finished.len(), 1, "{finished:?}");
     assert_eq!(finished[0]["status"], "timed_out");
 }
+
+#[test]
+fn the_script_command_runs_a_file_as_a_task() {
+    // `script FILE` runs the scenario with no client (exit 0), a broken
+    // script exits 1 with its classified error, a bad --timeout exits 2.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("scenario.rhai");
+    std::fs::write(&file, SCENARIOS).unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let env = [("WARDEN_ARTIFACTS_DIR", artifacts.to_str().unwrap())];
+    let path = file.to_str().unwrap();
+    let run = run_cli(FINANCE, &["script", path, "--timeout", "30"], &env, dir.path());
+    assert_eq!(run.code, 0, "{run:?}");
+    let result: Value = serde_json::from_str(&run.stdout).expect("the task result as JSON");
+    assert_eq!(result["status"], "success", "{result}");
+    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    assert!(task_dir.join("outputs/scenarios.csv").is_file());
+    assert!(task_dir.starts_with(&artifacts));
+
+    std::fs::write(&file, "let x = ;").unwrap();
+    let run = run_cli(FINANCE, &["script", path], &env, dir.path());
+    assert_eq!(run.code, 1, "{run:?}");
+    let result: Value = serde_json::from_str(&run.stdout).unwrap();
+    assert_eq!(result["error"]["kind"], "parse", "{result}");
+
+    let run = run_cli(FINANCE, &["script", path, "--timeout", "0"], &env, dir.path());
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--timeout must be from 1"), "{run:?}");
+}
