@@ -1,16 +1,17 @@
 //! The server's end of a script worker's door: a thread that answers it.
 //!
 //! A script blocks on every guard call it sends, so what one call costs is
-//! the hops between the worker and whoever answers. An async reader plus a
-//! blocking thread for the guard made four thread wake-ups per call; here
-//! one OS thread per session (the *door thread*) reads the worker's pipe
-//! with blocking reads and runs `in_process` guards itself through
-//! [`Executor::begin_here`] / [`Executor::run_here`] — same validation,
-//! events, spans and deadline as any call — so a call costs the two pipe
-//! crossings and nothing else. Inline pure-call batches are recorded here
-//! too, and every call goes to the task's function_calls.json. Everything that needs the async world (isolated guards, artifact
-//! writes and reads, progress notifications, the end of a run) is handed to
-//! the session as a [`DoorEvent`].
+//! the hops between the worker and whoever answers. An async reader handing
+//! each call to a blocking thread and back cost about eleven context
+//! switches per call; here one OS thread per session (the *door thread*)
+//! reads the worker's pipe with blocking reads and runs `in_process` guards
+//! itself through [`Executor::begin_here`] / [`Executor::run_here`] — same
+//! validation, events, spans and deadline as any call — so a call costs the
+//! two pipe crossings and nothing else. Inline pure-call batches are
+//! recorded here too, and every call goes to the task's
+//! function_calls.json. Everything that needs the async world (isolated
+//! guards, artifact writes and reads, progress notifications, the end of a
+//! run) is handed to the session as a [`DoorEvent`].
 //!
 //! A thread cannot be interrupted, so the *deadline* of a call running here
 //! is kept by the session's watchdog ([`Door::settle_overdue`]): it answers
