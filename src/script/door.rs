@@ -43,8 +43,8 @@ pub struct Door {
     /// The pending [`super::protocol::PureBatch`] line, open at its end.
     pure_line: String,
     pure_count: usize,
-    /// Wall-clock time of `clock_base`, so that a call's start costs one
-    /// monotonic clock read instead of two clock reads.
+    /// A monotonic instant and the Unix time (ns) at that instant, so that
+    /// a call's wall-clock start costs no clock read of its own.
     clock_base: (Instant, u64),
     /// Guard calls still allowed in this run.
     pub calls_left: u64,
@@ -99,7 +99,7 @@ impl Door {
     pub fn record_pure(&mut self, function: &str, started: Instant, ended: Instant, error: Option<&str>) {
         let line = &mut self.pure_line;
         if self.pure_count == 0 {
-            line.push_str(std::str::from_utf8(PURE_BATCH_PREFIX).unwrap_or_default());
+            line.push_str(PURE_BATCH_PREFIX);
         } else {
             line.push(',');
         }
@@ -157,5 +157,40 @@ impl Door {
             Some(ToWorker::Run { .. }) => Err(GuardError::new("door_protocol", "unexpected run message")),
             None => Err(GuardError::new("door_closed", "server closed the pipe")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Read, Seek};
+    use std::time::Duration;
+
+    use super::*;
+    use crate::script::protocol::PureBatch;
+
+    #[test]
+    fn a_pure_batch_line_decodes_as_the_server_reads_it() {
+        // The worker's hand-written batch and the server's PureBatch agree field by field.
+        let mut file = tempfile::tempfile().expect("temp file");
+        let mut door = Door::new(file.try_clone().expect("clone"));
+        let started = Instant::now();
+        door.record_pure("add_pure", started, started + Duration::from_nanos(1_500), None);
+        door.record_pure("add_pure", started, started, Some("bad \"code\""));
+        door.flush_pure().expect("flush");
+        let mut line = String::new();
+        file.rewind().expect("rewind");
+        file.read_to_string(&mut line).expect("read");
+        assert!(
+            line.starts_with(PURE_BATCH_PREFIX) && line.ends_with("]}\n"),
+            "{line}"
+        );
+        let batch: PureBatch<'_> = serde_json::from_str(&line).expect("decodes");
+        assert_eq!(batch.calls.len(), 2);
+        assert_eq!(batch.calls[0].function, "add_pure");
+        assert!(batch.calls[0].ok);
+        assert_eq!(batch.calls[0].duration_ns, 1_500);
+        assert!(batch.calls[0].started_unix_ns > 1_700_000_000_000_000_000);
+        assert!(!batch.calls[1].ok);
+        assert_eq!(batch.calls[1].error_type.as_deref(), Some("bad \"code\""));
     }
 }

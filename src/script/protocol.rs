@@ -70,7 +70,7 @@ pub struct Layers {
 }
 
 /// How a [`PureBatch`] line starts; no [`FromWorker`] line starts so.
-pub const PURE_BATCH_PREFIX: &[u8] = br#"{"type":"pure_calls","calls":["#;
+pub const PURE_BATCH_PREFIX: &str = r#"{"type":"pure_calls","calls":["#;
 
 /// Inline pure calls since the worker's last message, for the event log
 /// and function_calls.json: `{"type":"pure_calls","calls":[[…],…]}`.

@@ -442,7 +442,7 @@ impl Door {
         if line.len() as u64 > MAX_WORKER_LINE {
             return Err("script worker sent a line over 64 MiB".into());
         }
-        if line.starts_with(PURE_BATCH_PREFIX) {
+        if line.starts_with(PURE_BATCH_PREFIX.as_bytes()) {
             self.record_pure_batch(line)?;
             return Ok(None);
         }
