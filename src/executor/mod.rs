@@ -169,8 +169,7 @@ impl Executor {
     /// Runs one guard call through admission, its mode's runner and the
     /// deadline, recording its events.
     pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
-        let (started, permit) = self.begin(&request, request.admission)?;
-        let guard = self.guard(&started.function)?;
+        let (guard, started, permit) = self.begin(&request, request.admission)?;
         let outcome = match guard.mode {
             Mode::Isolated => {
                 let rlimits = Rlimits::for_call(&self.limits, started.timeout.as_secs());
@@ -241,7 +240,8 @@ impl Executor {
                 GuardError::failed(format!("guard '{}' is isolated and cannot run here", guard.name)),
             ));
         }
-        self.begin(request, Admission::InTask).map(|(started, _)| started)
+        self.begin(request, Admission::InTask)
+            .map(|(_, started, _)| started)
     }
 
     /// Runs a call begun by [`Executor::begin_here`] on the current thread,
@@ -291,7 +291,7 @@ impl Executor {
         &self,
         request: &CallRequest<'_>,
         admission: Admission,
-    ) -> Result<(StartedCall, Option<OwnedSemaphorePermit>), Failure> {
+    ) -> Result<(&crate::guard::Guard, StartedCall, Option<OwnedSemaphorePermit>), Failure> {
         let guard = self.guard(request.guard)?;
         let size = serde_json::to_vec(&request.arguments)
             .map(|v| v.len())
@@ -337,7 +337,7 @@ impl Executor {
             timeout,
             deadline,
         };
-        Ok((started, permit))
+        Ok((guard, started, permit))
     }
 
     fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {
