@@ -15,6 +15,14 @@ use nix::unistd::Pid;
 
 use crate::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
 
+/// What a worker receives when the server dies without killing it (a
+/// SIGKILL of the server): SIGTERM, not SIGKILL, because a guard worker
+/// turns it into a SIGKILL of its whole process group
+/// ([`crate::worker::kill_group_on_parent_death`]), so processes a guard
+/// started die with the server too. A worker that has not set that up yet,
+/// and every script worker, dies by SIGTERM's default action.
+pub(crate) const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
+
 /// The rlimits for one worker, fixed before the fork.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Rlimits {
@@ -46,7 +54,7 @@ pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(Signal::SIGKILL).map_err(io::Error::from)?;
+            nix::sys::prctl::set_pdeathsig(PARENT_DEATH_SIGNAL).map_err(io::Error::from)?;
             // The server may have died between fork and prctl: then no
             // signal would ever come, so refuse to start.
             if nix::unistd::getppid() != parent {

@@ -25,6 +25,7 @@ const MAX_REQUEST_LINE: u64 = crate::limits::DEFAULT_MAX_ARGUMENT_BYTES as u64 +
 /// Entry point of a guard worker process. Exit code 0 after answering; 3 when
 /// the protocol itself failed (the server then reports the diagnostics log).
 pub fn main(registry: &Registry) -> ExitCode {
+    kill_group_on_parent_death();
     let protocol_out = match redirect_stdout() {
         Ok(file) => file,
         Err(error) => {
@@ -60,6 +61,31 @@ pub fn main(registry: &Registry) -> ExitCode {
             eprintln!("warden worker: cannot write response: {error}");
             ExitCode::from(3)
         }
+    }
+}
+
+/// Makes the parent-death signal kill this worker's whole process group,
+/// and with it anything a guard started (the worker is its group's leader).
+/// The signal is blocked in every thread (threads started later inherit
+/// the mask; std resets it in child processes) and taken by a watcher
+/// thread with `sigwait`. Called first thing in a guard worker.
+pub(crate) fn kill_group_on_parent_death() {
+    use nix::sys::signal::{SigSet, Signal, killpg};
+    let mut signals = SigSet::empty();
+    signals.add(crate::executor::sandbox::PARENT_DEATH_SIGNAL);
+    if signals.thread_block().is_err() {
+        return;
+    }
+    let watcher = std::thread::Builder::new()
+        .name("warden-parent-watch".into())
+        .spawn(move || {
+            if signals.wait().is_ok() {
+                let _ = killpg(nix::unistd::getpgrp(), Signal::SIGKILL);
+            }
+        });
+    if watcher.is_err() {
+        // No watcher: let the signal's default action end the worker.
+        let _ = signals.thread_unblock();
     }
 }
 

@@ -55,13 +55,18 @@ async fn stdin_eof_exits_cleanly_and_leaves_no_worker() {
 
 #[tokio::test]
 async fn sigkill_of_the_server_takes_its_workers_down() {
-    // PDEATHSIG: a worker never outlives a server killed with SIGKILL.
+    // PDEATHSIG: neither a worker nor a process its guard started outlives
+    // a server killed with SIGKILL (the worker kills its own group).
     let server = Server::start(TESTBED).await;
-    let (_marker, workers, _pending) = start_long_call(&server).await;
+    let (marker, workers, _pending) = start_long_call(&server).await;
     let pid = nix::unistd::Pid::from_raw(server.pid as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL).unwrap();
     assert!(
         eventually(Duration::from_secs(3), || workers.iter().all(|w| gone(*w))).await,
         "worker outlived the server"
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || !marker_alive(marker)).await,
+        "the guard's child process outlived the server"
     );
 }
