@@ -78,6 +78,8 @@ pub(crate) fn kill_group_on_parent_death() {
     }
     let watcher = std::thread::Builder::new()
         .name("warden-parent-watch".into())
+        // RLIMIT_AS counts reserved stack: keep the guard's budget whole.
+        .stack_size(64 * 1024)
         .spawn(move || {
             if signals.wait().is_ok() {
                 let _ = killpg(nix::unistd::getpgrp(), Signal::SIGKILL);
