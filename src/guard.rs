@@ -3,7 +3,7 @@
 //! An application turns a function into a [`Guard`] with [`guard`]; the input
 //! type's doc comment becomes the description and both schemas come from the
 //! types, so nothing is written twice. The registry owns the finished guards;
-//! only the executor ever calls [`Guard::invoke`].
+//! only the executor ever calls `Guard::invoke`.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;

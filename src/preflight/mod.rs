@@ -1,7 +1,7 @@
 //! Preflight: everything that must hold before a client connects, checked
 //! without calling a guard or the model.
 //!
-//! Two entry points share the checks. `<app> --check` ([`check_app`]) knows
+//! Two entry points share the checks. `<app> --check` (`check_app`) knows
 //! the application: it reads the registry itself, starts a real isolated
 //! worker through the executor, and probes its own binary (`current_exe()`,
 //! no arguments, same cwd and environment) over MCP. `warden preflight --

@@ -7,7 +7,7 @@
 
 pub mod calls;
 pub mod contract;
-pub mod door;
+pub(crate) mod door;
 pub mod progress;
 pub mod session;
 
