@@ -22,7 +22,10 @@ pub const MAX_GRID: usize = 50;
 /// capital, buys and sells both counted (a full rotation is 2.0); costs are
 /// basis points per side (1 bp = 0.01%) charged on turnover:
 /// net = gross − turnover·bps/10,000. `rf` is the risk-free return per
-/// period. Sharpe = √P·mean(x − rf)/std(x − rf, ddof=1). Breakeven cost per
+/// period. Sharpe = √P·mean(x − rf)/std(x − rf, ddof=1). Annual returns are
+/// given both ways: arithmetic P·mean(net) (`annual_return_arithmetic`) and
+/// geometric (1 + total)^(P/n) − 1, the CAGR (`annual_return_geometric`; also
+/// under its older name `annualised_return`). Breakeven cost per
 /// side = 10,000·(mean(gross) − rf)/mean(turnover) ("Infinity" when turnover
 /// is zero). Fails when the breakeven is at or below `cost_bps`. Series are
 /// {"index": [...], "values": [...]} objects or bare lists of numbers.
@@ -127,7 +130,8 @@ pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport, DomainErro
     let mut table = Table::new(&[
         "cost_bps",
         "total",
-        "annualised",
+        "annual arithmetic P·mean",
+        "annual geometric (CAGR)",
         "sharpe",
         "max_drawdown",
         "verdict",
@@ -136,6 +140,7 @@ pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport, DomainErro
         let net = net_at(bps);
         let ok = mean(&net) - rf > 0.0;
         let verdict = if ok { "edge survives" } else { "edge gone" };
+        let arith = p * mean(&net);
         let (tot, ann, sr, dd) = (
             total_return(&net),
             cagr(&net, p),
@@ -146,6 +151,7 @@ pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport, DomainErro
         table.row(vec![
             format!("{}{mark}", fmt_num(bps, 1)),
             fmt_pct(tot, 2),
+            fmt_pct(arith, 2),
             fmt_pct(ann, 2),
             fmt_num(sr, 2),
             fmt_pct(dd, 2),
@@ -153,6 +159,7 @@ pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport, DomainErro
         ]);
         rows.push(json!({
             "cost_bps": num(bps), "total_return": num(tot), "annualised_return": num(ann),
+            "annual_return_arithmetic": num(arith), "annual_return_geometric": num(ann),
             "sharpe": num(sr), "max_drawdown": num(dd), "verdict": verdict,
         }));
     }
@@ -213,6 +220,9 @@ pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport, DomainErro
     ev.number("sharpe_gross", sr_gross);
     ev.number("sharpe_at_cost", sr_cost);
     ev.number("avg_turnover", avg_turn);
+    let at_cost = net_at(cost);
+    ev.number("annual_return_arithmetic_at_cost", p * mean(&at_cost));
+    ev.number("annual_return_geometric_at_cost", cagr(&at_cost, p));
     ev.put("n_periods", json!(gross.len()));
     ev.number("periods_per_year", p);
     ev.rows("curve", rows);

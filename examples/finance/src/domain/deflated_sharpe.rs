@@ -1,7 +1,10 @@
 //! Selection bias in a reported Sharpe ratio: the `check_deflated_sharpe`
 //! guard (Bailey & López de Prado 2014). It computes the probabilistic
 //! Sharpe ratio against the Sharpe ratio expected from the best of N
-//! unskilled trials, and the minimum track record length.
+//! unskilled trials (whose Sharpe ratios may have a non-zero mean), and
+//! against an optional benchmark Sharpe ratio (Bailey & López de Prado
+//! 2012, "The Sharpe Ratio Efficient Frontier"), each with its minimum
+//! track record length.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -23,8 +26,11 @@ const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
 /// `sharpe` + `n_obs` (+ `skew`, `kurtosis`). Every Sharpe ratio here is per
 /// observation, NOT annualised: divide an annual SR by √P and an annual
 /// variance by P. PSR(SR*) = Φ[(SR − SR*)·√(T−1)/√(1 − γ₃·SR + (γ₄−1)/4·SR²)];
-/// the expected maximum SR of N unskilled trials is SR₀ = √V·[(1−γ)·Φ⁻¹(1 −
-/// 1/N) + γ·Φ⁻¹(1 − 1/(N·e))]; DSR = PSR(SR₀). Fails when DSR < `threshold`.
+/// the expected maximum SR of N unskilled trials is SR₀ = M + √V·[(1−γ)·Φ⁻¹(1 −
+/// 1/N) + γ·Φ⁻¹(1 − 1/(N·e))] (M = mean of the trials' SRs; SR₀ = M when
+/// N = 1); DSR = PSR(SR₀). MinTRL(SR*) = 1 + (1 − γ₃·SR + (γ₄−1)/4·SR²)·(Φ⁻¹(threshold)/(SR − SR*))².
+/// With `benchmark_sharpe` SR_b, PSR(SR_b) and MinTRL(SR_b) are reported too.
+/// Fails when DSR < `threshold`, or PSR(SR_b) < `threshold` when a benchmark is given.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeflatedSharpeInput {
@@ -48,7 +54,17 @@ pub struct DeflatedSharpeInput {
     pub n_trials: u64,
     /// Variance V of the trials' Sharpe ratios, per observation (annualised variance / P); required when n_trials > 1.
     #[serde(default)]
+    #[schemars(extend(
+        "x-required-when" = "n_trials > 1",
+        "x-hint" = "sample variance of the per-observation Sharpe ratios of all N trials; annual SR variance / P"
+    ))]
     pub trials_sharpe_variance: Option<f64>,
+    /// Mean M of the trials' Sharpe ratios, per observation (annual / √P). Default 0 (unskilled trials).
+    #[serde(default)]
+    pub trials_sharpe_mean: f64,
+    /// Benchmark Sharpe ratio SR_b per observation (annual / √P): PSR and MinTRL are also computed against it, and the guard fails when PSR(SR_b) < threshold. Default none.
+    #[serde(default)]
+    pub benchmark_sharpe: Option<f64>,
     /// Pass level for the DSR, a probability in (0, 1). Default 0.95.
     #[serde(default = "default_threshold")]
     pub threshold: f64,
@@ -119,6 +135,31 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
     }
 }
 
+/// Refuses a non-finite optional Sharpe input.
+fn finite(field: &str, x: f64) -> Result<f64, DomainError> {
+    if x.is_finite() {
+        Ok(x)
+    } else {
+        Err(DomainError::field(
+            field,
+            format!("must be a finite Sharpe ratio per observation, got {x}"),
+        ))
+    }
+}
+
+/// E[max SR] of `n` trials whose SRs have mean `mu` and variance `v`
+/// (Bailey & López de Prado 2014, eq. for SR₀); `mu` itself for one trial,
+/// where the extreme-value approximation (Φ⁻¹(0) = −∞) does not apply.
+fn expected_max_sharpe(n: u64, mu: f64, v: f64) -> f64 {
+    if n == 1 {
+        return mu;
+    }
+    let nf = n as f64;
+    mu + v.sqrt()
+        * ((1.0 - EULER_GAMMA) * norm_ppf(1.0 - 1.0 / nf)
+            + EULER_GAMMA * norm_ppf(1.0 - 1.0 / (nf * std::f64::consts::E)))
+}
+
 /// Runs the deflated-Sharpe check.
 pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, DomainError> {
     let th = input.threshold;
@@ -153,6 +194,11 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
             format!("must be a finite number >= 0, got {v}"),
         ));
     }
+    let mu = finite("trials_sharpe_mean", input.trials_sharpe_mean)?;
+    let bench = input
+        .benchmark_sharpe
+        .map(|b| finite("benchmark_sharpe", b))
+        .transpose()?;
     let (sr, t, sk, ku) = observed(&input)?;
     let den = 1.0 - sk * sr + (ku - 1.0) / 4.0 * sr * sr;
     if den <= 0.0 {
@@ -162,20 +208,17 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
         )));
     }
     let nf = n as f64;
-    let sr0 = if n == 1 {
-        0.0
-    } else {
-        v.sqrt()
-            * ((1.0 - EULER_GAMMA) * norm_ppf(1.0 - 1.0 / nf)
-                + EULER_GAMMA * norm_ppf(1.0 - 1.0 / (nf * std::f64::consts::E)))
-    };
+    let sr0 = expected_max_sharpe(n, mu, v);
     let psr = |star: f64| norm_cdf((sr - star) * (t - 1.0).sqrt() / den.sqrt());
-    let dsr = psr(sr0);
-    let min_trl = if sr > sr0 {
-        1.0 + den * (norm_ppf(th) / (sr - sr0)).powi(2)
-    } else {
-        f64::INFINITY
+    let min_trl_against = |star: f64| {
+        if sr > star {
+            1.0 + den * (norm_ppf(th) / (sr - star)).powi(2)
+        } else {
+            f64::INFINITY
+        }
     };
+    let dsr = psr(sr0);
+    let min_trl = min_trl_against(sr0);
 
     let mut findings = Vec::new();
     if dsr < th {
@@ -196,6 +239,23 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
             ),
         ));
     }
+    if let Some(b) = bench {
+        let (p, need) = (psr(b), min_trl_against(b));
+        let head = format!(
+            "PSR against the benchmark SR_b = {} per observation is {}",
+            fmt_num(b, 4),
+            fmt_num(p, 4)
+        );
+        let tail = format!("needs {} observations, has {t}", fmt_num(need.ceil(), 0));
+        findings.push(if p < th {
+            Finding::error(
+                "benchmark_sharpe",
+                format!("{head}, below {} ({tail})", fmt_num(th, 2)),
+            )
+        } else {
+            Finding::info("benchmark_sharpe", format!("{head} >= {} ({tail})", fmt_num(th, 2)))
+        });
+    }
     if input.returns.is_none() && sr.abs() > 1.0 {
         findings.push(Finding::warning(
             "sharpe",
@@ -205,7 +265,7 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
     if n == 1 {
         findings.push(Finding::info(
             "n_trials",
-            "one trial: no selection to deflate for, SR₀ = 0 (DSR = PSR(0))",
+            "one trial: no selection to deflate for, SR₀ = trials_sharpe_mean (DSR = PSR(M), PSR(0) by default)",
         ));
     }
 
@@ -220,11 +280,18 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
     }
     ev.put("n_obs", json!(t));
     ev.put("n_trials", json!(n));
+    ev.number("trials_sharpe_mean", mu);
     ev.number("expected_max_sharpe", sr0);
     ev.number("psr_zero", psr(0.0));
     ev.number("dsr", dsr);
     ev.number("threshold", th);
     ev.number("min_track_record_length", min_trl);
+    ev.number("benchmark_sharpe", bench.unwrap_or(f64::NAN));
+    ev.number("psr_benchmark", bench.map_or(f64::NAN, psr));
+    ev.number(
+        "min_track_record_length_benchmark",
+        bench.map_or(f64::NAN, min_trl_against),
+    );
     let mut tb = Table::new(&["quantity", "value"]);
     for (k, x, dp) in [
         ("SR per observation", sr, 4),
@@ -238,6 +305,14 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, 
         ("min track record (obs)", min_trl.ceil(), 0),
     ] {
         tb.row(vec![k.to_owned(), fmt_num(x, dp)]);
+    }
+    if let Some(b) = bench {
+        tb.row(vec!["benchmark SR_b".into(), fmt_num(b, 4)]);
+        tb.row(vec!["PSR(SR_b)".into(), fmt_num(psr(b), 4)]);
+        tb.row(vec![
+            "min track record vs SR_b (obs)".into(),
+            fmt_num(min_trl_against(b).ceil(), 0),
+        ]);
     }
     ev.table(&tb);
     Ok(GuardReport::new(

@@ -46,9 +46,17 @@ pub fn sharpe(x: &[f64], rf: f64, periods_per_year: f64) -> f64 {
 /// a positive mean.
 pub fn sortino(r: &[f64], mar: f64, periods_per_year: f64) -> f64 {
     let ex: Vec<f64> = r.iter().map(|v| v - mar).collect();
-    let dd = (ex.iter().map(|v| v.min(0.0).powi(2)).sum::<f64>() / ex.len() as f64).sqrt()
-        * periods_per_year.sqrt();
-    ratio(periods_per_year * mean(&ex), dd)
+    ratio(
+        periods_per_year * mean(&ex),
+        downside_deviation(r, mar, periods_per_year),
+    )
+}
+
+/// Annualised downside deviation √(mean over all n of min(r − MAR, 0)²)·√P,
+/// the Sortino denominator (periods above MAR count as zeros, not dropped).
+pub fn downside_deviation(r: &[f64], mar: f64, periods_per_year: f64) -> f64 {
+    (r.iter().map(|v| (v - mar).min(0.0).powi(2)).sum::<f64>() / r.len() as f64).sqrt()
+        * periods_per_year.sqrt()
 }
 
 /// Equity after each period, V₀ = 1, floored at 0 once wiped out.

@@ -1,13 +1,14 @@
 //! Headline performance figures with their conventions spelled out: the
-//! `check_performance` guard (CAGR, volatility, Sharpe, Sortino, maximum
-//! drawdown) and the sanity findings that go with them.
+//! `check_performance` guard (CAGR, volatility, Sharpe, Sortino with its
+//! downside deviation, maximum drawdown) and the sanity findings that go
+//! with them, including a flag on figures annualised from under a year.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::DomainError;
-use super::metrics::{cagr, max_drawdown, mean, sharpe, sortino, std_dev, total_return};
+use super::metrics::{cagr, downside_deviation, max_drawdown, mean, sharpe, sortino, std_dev, total_return};
 use super::payload::{Evidence, Series, Table, fmt_num, fmt_pct, series};
 use super::report::{Finding, GuardReport};
 use super::rf_convention::{check_periods_per_year, check_rf, default_periods_per_year, diagnose_rf};
@@ -19,8 +20,12 @@ use super::rf_convention::{check_periods_per_year, check_rf, default_periods_per
 /// std(ddof=1)·√P; Sharpe = √P·mean(r − rf)/std(r − rf, ddof=1); Sortino =
 /// P·mean(r − MAR)/DD with DD = √(mean over all n of min(r − MAR, 0)²)·√P
 /// ("Infinity" with no downside); max drawdown = min(V/running peak − 1)
-/// with V₀ = 1 as the first peak. `rf` and `mar` are per period. Fails only
-/// on impossible input (a return at or below −100%, or rf in the wrong units).
+/// with V₀ = 1 as the first peak. `rf` and `mar` are per period. DD is
+/// reported as `downside_deviation` (annualised). With fewer than P periods
+/// (under a year) the annualised figures are extrapolations:
+/// `annualised_from_short_sample` is true, they are listed in
+/// `extrapolated` and starred in the table. Fails only on impossible input
+/// (a return at or below −100%, or rf in the wrong units).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PerformanceInput {
@@ -37,6 +42,9 @@ pub struct PerformanceInput {
     #[serde(default)]
     pub mar: f64,
 }
+
+/// The evidence keys annualised with P, flagged when the sample is under a year.
+const ANNUALISED: [&str; 5] = ["cagr", "volatility", "sharpe", "sortino", "downside_deviation"];
 
 /// Runs the performance check.
 pub fn check_performance(input: PerformanceInput) -> Result<GuardReport, DomainError> {
@@ -73,19 +81,23 @@ pub fn check_performance(input: PerformanceInput) -> Result<GuardReport, DomainE
             ),
         ));
     }
-    if (r.len() as f64) < p {
+    let years = r.len() as f64 / p;
+    let short = years < 1.0;
+    if short {
         findings.push(Finding::warning(
             "returns",
             format!(
-                "{} periods is less than one year at {} periods per year; annualised figures extrapolate",
+                "{} periods is less than one year ({} years at {} periods per year): {} are annualised by extrapolation",
                 r.len(),
-                fmt_num(p, 0)
+                fmt_num(years, 2),
+                fmt_num(p, 0),
+                ANNUALISED.join(", ")
             ),
         ));
     }
 
     let (tot, cg, vol) = (total_return(r), cagr(r, p), std_dev(r) * p.sqrt());
-    let (sr, so) = (sharpe(r, rf, p), sortino(r, mar, p));
+    let (sr, so, dd_down) = (sharpe(r, rf, p), sortino(r, mar, p), downside_deviation(r, mar, p));
     let dd = max_drawdown(r);
     let label = |i: Option<usize>, start: &str| i.map_or_else(|| start.to_owned(), |i| s.label(i));
     let peak = label(dd.peak, "start");
@@ -99,33 +111,55 @@ pub fn check_performance(input: PerformanceInput) -> Result<GuardReport, DomainE
     ev.number("volatility", vol);
     ev.number("sharpe", sr);
     ev.number("sortino", so);
+    ev.number("downside_deviation", dd_down);
     ev.number("max_drawdown", dd.max_drawdown);
     ev.text("drawdown_peak", &peak);
     ev.text("drawdown_trough", &trough);
     ev.number("mean_return", mean(r));
+    ev.number("sample_years", years);
+    ev.put("annualised_from_short_sample", json!(short));
+    let extrapolated: Vec<Value> = if short {
+        ANNUALISED.iter().map(|k| json!(k)).collect()
+    } else {
+        Vec::new()
+    };
+    ev.list("extrapolated", extrapolated);
+    let star = |name: &str| if short { format!("{name} *") } else { name.to_owned() };
     let mut t = Table::new(&["metric", "value", "convention"]);
     t.row(vec![
         "total return".into(),
         fmt_pct(tot, 2),
         "V_n − 1, V₀ = 1".into(),
     ]);
-    t.row(vec!["CAGR".into(), fmt_pct(cg, 2), "V_n^(P/n) − 1".into()]);
+    t.row(vec![star("CAGR"), fmt_pct(cg, 2), "V_n^(P/n) − 1".into()]);
     t.row(vec![
-        "volatility".into(),
+        star("volatility"),
         fmt_pct(vol, 2),
         "std(ddof=1)·√P".into(),
     ]);
     t.row(vec![
-        "Sharpe".into(),
+        star("Sharpe"),
         fmt_num(sr, 3),
         "√P·mean(r−rf)/std(r−rf)".into(),
     ]);
-    t.row(vec!["Sortino".into(), fmt_num(so, 3), "P·mean(r−MAR)/DD".into()]);
+    t.row(vec![star("Sortino"), fmt_num(so, 3), "P·mean(r−MAR)/DD".into()]);
+    t.row(vec![
+        star("downside deviation DD"),
+        fmt_pct(dd_down, 2),
+        "√(mean min(r−MAR, 0)²)·√P".into(),
+    ]);
     t.row(vec![
         "max drawdown".into(),
         fmt_pct(dd.max_drawdown, 2),
         format!("peak {peak} → trough {trough}"),
     ]);
+    if short {
+        t.row(vec![
+            "* annualised from a short sample".into(),
+            format!("{} years", fmt_num(years, 2)),
+            "extrapolated: read with care".into(),
+        ]);
+    }
     ev.table(&t);
     Ok(GuardReport::new("check_performance", findings, ev.into_value()))
 }
@@ -166,6 +200,31 @@ mod tests {
                 .iter()
                 .any(|f| f.message.contains("less than one year"))
         );
+    }
+
+    #[test]
+    fn downside_deviation_matches_numpy_and_short_samples_are_flagged() {
+        // Pins DD against numpy 2.4 (independent computation):
+        //   r = np.array([0.10, -0.05, 0.02, -0.10, 0.08]); mar = 0.001
+        //   np.sqrt(np.mean(np.minimum(r - mar, 0)**2)) * np.sqrt(12) = 0.17528491093074727
+        // and the short-sample flag: 5 months = 0.4167 years → every annualised figure listed.
+        let r = run(json!({"returns": [0.10, -0.05, 0.02, -0.10, 0.08], "periods_per_year": 12, "mar": 0.001}));
+        let e = &r.evidence;
+        assert!((e["downside_deviation"].as_f64().unwrap() - 0.175_284_910_930_747_27).abs() < 1e-15);
+        // Sortino = P·mean(r − MAR)/DD with the same DD.
+        let so = 12.0 * (0.01 - 0.001) / 0.175_284_910_930_747_27;
+        assert!((e["sortino"].as_f64().unwrap() - so).abs() < 1e-12);
+        assert_eq!(e["annualised_from_short_sample"], json!(true));
+        assert!((e["sample_years"].as_f64().unwrap() - 5.0 / 12.0).abs() < 1e-15);
+        assert_eq!(
+            e["extrapolated"],
+            json!(["cagr", "volatility", "sharpe", "sortino", "downside_deviation"])
+        );
+        assert!(e["table"].as_str().unwrap().contains("CAGR *"));
+        // A full year is not flagged.
+        let r = run(json!({"returns": vec![0.01; 12], "periods_per_year": 12}));
+        assert_eq!(r.evidence["annualised_from_short_sample"], json!(false));
+        assert_eq!(r.evidence["extrapolated"], json!([]));
     }
 
     #[test]

@@ -21,8 +21,11 @@ pub const MAX_PLAUSIBLE_ANNUAL_RF: f64 = 0.25;
 /// when rf >= 1 (a percentage such as 5 for 5%), or when, with more than one
 /// period a year, rf compounds to more than 25% a year ((1 + rf)^P − 1):
 /// an annual rate passed as a per-period one. The evidence gives the
-/// geometric per-period rate (1 + R)^(1/P) − 1 of the annual rate R the
-/// caller probably meant.
+/// verdict as fields — `units` ("decimal" or "percent") and `period`
+/// ("per_period" or "annual": how rf reads; a percentage is read as an
+/// annual rate when P > 1, as rates are quoted) — and the geometric
+/// per-period rate (1 + R)^(1/P) − 1 of the annual rate R the caller
+/// probably meant.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RfConventionInput {
@@ -73,6 +76,10 @@ pub(super) struct RfDiagnosis {
     pub meant_annual: Option<f64>,
     /// (1 + meant)^(1/P) − 1, the per-period rf to pass instead.
     pub suggested_rf: Option<f64>,
+    /// How rf reads: "decimal" or "percent" (rf >= 1).
+    pub units: &'static str,
+    /// How rf reads: "per_period" (as the guards expect) or "annual".
+    pub period: &'static str,
 }
 
 /// Diagnoses the units of a per-period rf (validated) at `field`.
@@ -107,7 +114,17 @@ pub(super) fn diagnose_rf(field: &str, rf: f64, p: f64) -> RfDiagnosis {
     } else {
         (None, None)
     };
+    let units = if rf >= 1.0 { "percent" } else { "decimal" };
+    // A percentage is read as an annual rate (P > 1), as in `advice` above;
+    // with P = 1 the per-period rate is the annual one.
+    let period = if meant.is_some() && p > 1.0 {
+        "annual"
+    } else {
+        "per_period"
+    };
     RfDiagnosis {
+        units,
+        period,
         errors: message.map(|m| Finding::error(field, m)).into_iter().collect(),
         implied_annual,
         meant_annual: meant,
@@ -137,11 +154,14 @@ pub fn check_rf_convention(input: RfConventionInput) -> Result<GuardReport, Doma
     let mut ev = Evidence::new();
     ev.number("rf", rf);
     ev.number("periods_per_year", p);
+    ev.text("units", d.units);
+    ev.text("period", d.period);
     ev.number("implied_annual_rate", d.implied_annual);
     ev.number("probable_annual_rate", d.meant_annual.unwrap_or(f64::NAN));
     ev.number("suggested_rf_per_period", d.suggested_rf.unwrap_or(f64::NAN));
     let mut t = Table::new(&["quantity", "value"]);
     t.row(vec!["rf as given (per period)".into(), rf.to_string()]);
+    t.row(vec!["reads as".into(), format!("{} {}", d.units, d.period)]);
     t.row(vec![
         "implied annual (1+rf)^P − 1".into(),
         fmt_pct(d.implied_annual, 4),
@@ -212,6 +232,33 @@ mod tests {
         // ...and monthly 0.004 (≈ 4.9% a year) passes while monthly 0.05 (≈ 79.6%) fails.
         assert!(run(0.004, 12.0).passed);
         assert!(!run(0.05, 12.0).passed);
+    }
+
+    #[test]
+    fn structured_verdict_names_units_and_period() {
+        // Pins units/period per case, with the conversions computed independently in Python 3.11:
+        //   1.02**(1/12)-1 = 0.0016515813019202241; 1.05**(1/252)-1 = 0.00019363050654397362;
+        //   1.003**12-1 = 0.03659998028813005 (0.3% a month is a plausible per-period rf).
+        let verdict = |r: &GuardReport| {
+            (
+                r.evidence["units"].as_str().unwrap().to_owned(),
+                r.evidence["period"].as_str().unwrap().to_owned(),
+            )
+        };
+        let r = run(2.0, 12.0);
+        assert_eq!(verdict(&r), ("percent".into(), "annual".into()));
+        let s = r.evidence["suggested_rf_per_period"].as_f64().unwrap();
+        assert!((s - 0.001_651_581_301_920_224_1).abs() < 1e-15);
+        let r = run(0.05, 252.0);
+        assert_eq!(verdict(&r), ("decimal".into(), "annual".into()));
+        let s = r.evidence["suggested_rf_per_period"].as_f64().unwrap();
+        assert!((s - 0.000_193_630_506_543_973_62).abs() < 1e-15);
+        let r = run(0.003, 12.0);
+        assert_eq!(verdict(&r), ("decimal".into(), "per_period".into()));
+        let implied = r.evidence["implied_annual_rate"].as_f64().unwrap();
+        assert!((implied - 0.036_599_980_288_130_05).abs() < 1e-15);
+        // P = 1: a percentage per year is still a percentage, the period is right.
+        assert_eq!(verdict(&run(5.0, 1.0)), ("percent".into(), "per_period".into()));
     }
 
     #[test]

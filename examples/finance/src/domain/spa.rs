@@ -29,12 +29,15 @@ pub const MIN_SPA_PERIODS: usize = 10;
 /// the statistic is max(maxₖ √n·d̄ₖ/ω̂ₖ, 0), ω̂ₖ² the stationary-bootstrap
 /// variance; p-values (lower, consistent, upper) come from a Politis–Romano
 /// stationary bootstrap with mean block `block_length`, seeded: the same
-/// seed gives the same p-values. Fails (no superior model) when the
-/// consistent p-value is at or above `alpha`.
+/// seed gives the same p-values. A p-value counts replications with
+/// T* > T, as arch's SPA and Hansen (2005) do; only when T = 0 (no model
+/// ahead of the benchmark) every replication counts, so p = 1. Per-model
+/// rows (`models` in the evidence) follow the input's column order. Fails
+/// (no superior model) when the consistent p-value is at or above `alpha`.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpaInput {
-    /// Per-period returns of the candidate strategies: one column per strategy, one record per period (dates in the frame's index).
+    /// Per-period returns of the candidate strategies: one column per strategy, one record per period (dates in the frame's index). Results follow `columns` when given (record keys otherwise, which JSON objects and script maps sort by name).
     #[schemars(with = "Frame")]
     pub models: Value,
     /// Per-period returns of the benchmark, aligned with the models' records.
@@ -73,10 +76,23 @@ pub(super) struct SpaOutcome {
     pub p_upper: f64,
 }
 
+/// Whether a bootstrap replication's T* counts against the observed T.
+///
+/// Ties: arch's SPA (`(max_simulated > max_loss_diff).mean()`) and Hansen
+/// (2005) count T* > T strictly, and so does this for T > 0, where a tie
+/// has probability zero with continuous returns. The one exception is
+/// T = 0: T and every T* are floored at 0 here (Hansen's max(·, 0)), so a
+/// strict count would give p = share of T* > 0, which is small when every
+/// model trails and would declare a trailing model superior. Counting all
+/// replications there gives p = 1. Effect against arch, which does not
+/// floor: identical counts for T > 0; for T = 0, p = 1 here where arch
+/// reports a large p below 1 — neither rejects.
+pub(super) fn exceeds(t_star: f64, t: f64) -> bool {
+    if t > 0.0 { t_star > t } else { true }
+}
+
 /// Hansen's SPA on row-major differentials `d` (n rows x k columns) with
-/// per-model mean `dbar` and ω̂ `omega` (all > 0). A p-value is the share of
-/// replications with T* >= T: ">=" rather than ">" so that T = 0 (no model
-/// ahead of the benchmark at all) gives p = 1, not the share of T* > 0.
+/// per-model mean `dbar` and ω̂ `omega` (all > 0); ties as in [`exceeds`].
 pub(super) fn spa_test(
     d: &[f64],
     n: usize,
@@ -113,7 +129,7 @@ pub(super) fn spa_test(
             }
         }
         for (e, b) in exceed.iter_mut().zip(best) {
-            *e += u32::from(b >= stat);
+            *e += u32::from(exceeds(b, stat));
         }
     }
     let r = f64::from(reps);
@@ -229,7 +245,7 @@ pub fn check_spa(input: SpaInput) -> Result<GuardReport, DomainError> {
         let m = col.iter().sum::<f64>() / n as f64;
         let w = stationary_variance(&col, p).sqrt();
         let t_stat = (n as f64).sqrt() * m / w;
-        rows.push((names[j].clone(), m, w, t_stat));
+        rows.push((names[j].clone(), m, w, t_stat, w > 0.0));
         if w > 0.0 {
             kept.push(j);
             dbar.push(m);
@@ -252,8 +268,14 @@ pub fn check_spa(input: SpaInput) -> Result<GuardReport, DomainError> {
         .map(|(t, j)| d[t * k + j])
         .collect();
     let out = spa_test(&dk, n, &dbar, &omega, reps, p, input.seed);
-    rows.sort_by(|a, b| b.3.total_cmp(&a.3));
-    let best = rows[0].clone();
+    // Rows stay in input order; `rank` 1 is the highest t-statistic.
+    let mut order: Vec<usize> = (0..k).collect();
+    order.sort_by(|&a, &b| rows[b].3.total_cmp(&rows[a].3));
+    let mut rank = vec![0usize; k];
+    for (r, &j) in order.iter().enumerate() {
+        rank[j] = r + 1;
+    }
+    let best = rows[order[0]].clone();
     let ps = format!(
         "consistent p = {} (lower {}, upper {})",
         fmt_num(out.p_consistent, 4),
@@ -304,11 +326,18 @@ pub fn check_spa(input: SpaInput) -> Result<GuardReport, DomainError> {
     ev.put("n_bootstrap", json!(reps));
     ev.number("block_length", block);
     ev.put("seed", json!(input.seed));
-    let mut table = Table::new(&["model", "mean_diff", "omega", "t_stat"]);
+    let mut table = Table::new(&["model", "mean_diff", "omega", "t_stat", "rank"]);
     let mut list = Vec::new();
-    for (name, m, w, t) in &rows {
-        table.row(vec![name.clone(), fmt_num(*m, 6), fmt_num(*w, 6), fmt_num(*t, 3)]);
-        list.push(json!({"model": name, "mean_diff": num(*m), "omega": num(*w), "t_stat": num(*t)}));
+    for (j, (name, m, w, t, in_test)) in rows.iter().enumerate() {
+        table.row(vec![
+            name.clone(),
+            fmt_num(*m, 6),
+            fmt_num(*w, 6),
+            fmt_num(*t, 3),
+            rank[j].to_string(),
+        ]);
+        list.push(json!({"model": name, "mean_diff": num(*m), "omega": num(*w), "t_stat": num(*t),
+                         "rank": rank[j], "in_test": in_test}));
     }
     ev.rows("models", list);
     ev.table(&table);

@@ -121,3 +121,28 @@ fn percent_units_draw_warnings() {
             .any(|f| f.location == "turnover" && f.message.contains("percent"))
     );
 }
+
+#[test]
+fn arithmetic_and_geometric_annual_returns_match_numpy() {
+    // Pins both annual returns at 10 bps against numpy 2.4 (independent computation):
+    //   g = np.array([0.01, -0.004, 0.006, 0.002, -0.001]); t = np.array([1.0, 0.2, 0.6, 0.0, 2.0])
+    //   net = g - t*10/1e4
+    //   252*net.mean() = 0.46368000000000004; np.prod(1+net)**(252/5) - 1 = 0.5843038045648725
+    let g = [0.01, -0.004, 0.006, 0.002, -0.001];
+    let t = [1.0, 0.2, 0.6, 0.0, 2.0];
+    let r = check_cost_curve(input(json!(g), json!(t), 10.0)).unwrap();
+    let e = &r.evidence;
+    assert!((e["annual_return_arithmetic_at_cost"].as_f64().unwrap() - 0.463_68).abs() < 1e-12);
+    assert!((e["annual_return_geometric_at_cost"].as_f64().unwrap() - 0.584_303_804_564_872_5).abs() < 1e-12);
+    let row = e["curve"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|row| row["cost_bps"] == json!(10.0))
+        .unwrap();
+    assert!((row["annual_return_arithmetic"].as_f64().unwrap() - 0.463_68).abs() < 1e-12);
+    assert!((row["annual_return_geometric"].as_f64().unwrap() - 0.584_303_804_564_872_5).abs() < 1e-12);
+    // The older name stays, equal to the geometric figure.
+    assert_eq!(row["annualised_return"], row["annual_return_geometric"]);
+    assert!(e["table"].as_str().unwrap().contains("annual geometric (CAGR)"));
+}

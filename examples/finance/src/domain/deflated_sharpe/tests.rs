@@ -94,3 +94,61 @@ fn refusals() {
     assert!(e(json!({"sharpe": 0.1, "n_obs": 100, "n_trials": 1, "threshold": 95})).starts_with("threshold"));
     assert!(e(json!({"returns": {"values": [1, 1, 1]}, "n_trials": 1})).contains("all values are equal"));
 }
+
+#[test]
+fn trials_mean_and_benchmark_match_an_independent_scipy_computation() {
+    // Pins SR₀ = M + √V·z(N), DSR, PSR(SR_b) and both MinTRLs against scipy 1.17 (Bailey &
+    // López de Prado 2012 eq. for PSR/MinTRL, 2014 for SR₀), computed independently:
+    //   from scipy.stats import norm; import numpy as np; g = np.euler_gamma
+    //   sr, T, sk, ku, N, V, mu, srb, th = 0.15, 500, -0.5, 4.0, 20, 0.002, 0.02, 0.05, 0.95
+    //   den = 1 - sk*sr + (ku-1)/4*sr**2
+    //   sr0 = mu + np.sqrt(V)*((1-g)*norm.ppf(1-1/N) + g*norm.ppf(1-1/(N*np.e)))
+    //   psr = lambda s: norm.cdf((sr-s)*np.sqrt(T-1)/np.sqrt(den))
+    //   mintrl = lambda s: 1 + den*(norm.ppf(th)/(sr-s))**2
+    //   → sr0 0.10500224368431026, psr(sr0) 0.8319638481246562, psr(srb) 0.9837328587757146,
+    //     mintrl(srb) 296.41152589404294, mintrl(sr0) 1459.967833722076
+    let r = run(json!({
+        "sharpe": 0.15, "n_obs": 500, "skew": -0.5, "kurtosis": 4.0, "n_trials": 20,
+        "trials_sharpe_variance": 0.002, "trials_sharpe_mean": 0.02, "benchmark_sharpe": 0.05
+    }))
+    .unwrap();
+    let f = |k: &str| r.evidence[k].as_f64().unwrap();
+    assert!((f("expected_max_sharpe") - 0.105_002_243_684_310_26).abs() < 1e-12);
+    assert!((f("dsr") - 0.831_963_848_124_656_2).abs() < 1e-9, "{}", f("dsr"));
+    assert!((f("psr_benchmark") - 0.983_732_858_775_714_6).abs() < 1e-9);
+    assert!((f("min_track_record_length_benchmark") - 296.411_525_894_042_94).abs() < 1e-6);
+    assert!((f("min_track_record_length") - 1_459.967_833_722_076).abs() < 1e-5);
+    assert_eq!(f("trials_sharpe_mean"), 0.02);
+    // DSR 0.83 < 0.95 fails; the benchmark test alone passes (info, not error).
+    assert!(!r.passed);
+    assert_eq!(r.n_errors, 1);
+    assert!(
+        r.findings
+            .iter()
+            .any(|x| x.location == "benchmark_sharpe" && x.severity == super::super::report::Severity::Info)
+    );
+}
+
+#[test]
+fn benchmark_alone_can_fail_the_guard() {
+    // Pins the benchmark verdict: one trial, SR 0.05 vs SR_b 0.04 over 250 obs gives PSR(SR_b)
+    // = Φ(0.01·√249/√(1 + 0.5·0.0025)) ≈ 0.58 < 0.95 → error at benchmark_sharpe.
+    let r = run(json!({"sharpe": 0.05, "n_obs": 250, "n_trials": 1, "benchmark_sharpe": 0.04})).unwrap();
+    let want = norm_cdf(0.01 * 249f64.sqrt() / (1.0f64 + 0.5 * 0.0025).sqrt());
+    assert!((r.evidence["psr_benchmark"].as_f64().unwrap() - want).abs() < 1e-14);
+    assert!(
+        r.findings
+            .iter()
+            .any(|x| x.location == "benchmark_sharpe" && x.severity == super::super::report::Severity::Error)
+    );
+    // Without a benchmark the benchmark fields are null (NaN), as before.
+    let r = run(json!({"sharpe": 0.05, "n_obs": 250, "n_trials": 1})).unwrap();
+    assert!(r.evidence["psr_benchmark"].is_null());
+}
+
+#[test]
+fn one_trial_hurdle_is_the_trials_mean() {
+    // Pins N = 1 → SR₀ = M (the expected maximum of one draw is its mean).
+    let r = run(json!({"sharpe": 0.1, "n_obs": 100, "n_trials": 1, "trials_sharpe_mean": 0.03})).unwrap();
+    assert_eq!(r.evidence["expected_max_sharpe"].as_f64().unwrap(), 0.03);
+}

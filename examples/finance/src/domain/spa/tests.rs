@@ -137,3 +137,59 @@ fn refusals() {
     let text = json!([{"date": "2024-01-01", "m": 0.1}]);
     assert!(bad(json!({"models": text, "benchmark": [0.0]})).contains("records[0].date must be a number"));
 }
+
+/// The deterministic two-model panel of the arch reference below.
+fn arch_panel() -> (Vec<f64>, [Vec<f64>; 2]) {
+    let t: Vec<f64> = (0..40).map(f64::from).collect();
+    let bench = t.iter().map(|t| 0.005 * (0.3 * t).sin()).collect();
+    let m0 = t.iter().map(|t| 0.01 * (1.3 * t).sin() + 0.002).collect();
+    let m1 = t.iter().map(|t| 0.01 * (0.7 * t).cos() - 0.001).collect();
+    (bench, [m0, m1])
+}
+
+#[test]
+fn omega_and_statistic_match_arch() {
+    // Pins ω̂², the consistent-threshold validity and T against arch 8.0's SPA (Hansen 2005), on
+    // deterministic data so no bootstrap draw is involved (our RNG differs from arch's):
+    //   import numpy as np; from arch.bootstrap import SPA
+    //   t = np.arange(40); bench = 0.005*np.sin(0.3*t)
+    //   models = np.column_stack([0.01*np.sin(1.3*t) + 0.002, 0.01*np.cos(0.7*t) - 0.001])
+    //   spa = SPA(-bench, -models, block_size=10, reps=100, seed=0)   # losses = −returns
+    //   spa._compute_variance(); spa._loss_diff_var
+    //   → [3.7301131497571215e-05, 6.960089945414707e-05]; spa._check_column_validity() → [True, True]
+    //   d = models - bench[:, None]; max(0, max(np.sqrt(40)*d.mean(0)/np.sqrt(var))) → 2.0398099199167445
+    let (bench, [m0, m1]) = arch_panel();
+    let records: Vec<Value> = (0..40).map(|t| json!({"m0": m0[t], "m1": m1[t]})).collect();
+    let r = run(json!(records), json!(bench), 0);
+    let rows = r.evidence["models"].as_array().unwrap();
+    let omega2 = |i: usize| rows[i]["omega"].as_f64().unwrap().powi(2);
+    assert!((omega2(0) / 3.730_113_149_757_121_5e-5 - 1.0).abs() < 1e-10, "{}", omega2(0));
+    assert!((omega2(1) / 6.960_089_945_414_707e-5 - 1.0).abs() < 1e-10, "{}", omega2(1));
+    assert!((r.evidence["statistic"].as_f64().unwrap() - 2.039_809_919_916_744_5).abs() < 1e-10);
+    assert!(rows.iter().all(|row| row["in_test"] == json!(true)));
+}
+
+#[test]
+fn ties_count_strictly_except_at_zero() {
+    // Pins the tie rule: T* > T for T > 0 (arch: `(max_simulated_vals > max_loss_diff).mean()`),
+    // every replication at T = 0 (our floor at 0; see `exceeds`).
+    assert!(!exceeds(1.5, 1.5));
+    assert!(exceeds(1.5000001, 1.5));
+    assert!(!exceeds(1.0, 1.5));
+    assert!(exceeds(0.0, 0.0));
+}
+
+#[test]
+fn per_model_rows_follow_the_declared_column_order() {
+    // Pins input order: columns ["zeta", "alpha"] come back in that order, ranked by t-statistic.
+    let (bench, [m0, m1]) = arch_panel();
+    let records: Vec<Value> = (0..40).map(|t| json!({"zeta": m1[t], "alpha": m0[t]})).collect();
+    let models = json!({"columns": ["zeta", "alpha"], "records": records});
+    let r = run(models, json!(bench), 0);
+    let rows = r.evidence["models"].as_array().unwrap();
+    let names: Vec<&str> = rows.iter().map(|row| row["model"].as_str().unwrap()).collect();
+    assert_eq!(names, ["zeta", "alpha"]);
+    // alpha (m0, mean diff > 0) has the higher t-statistic: rank 1, and is the best model.
+    assert_eq!((rows[0]["rank"].clone(), rows[1]["rank"].clone()), (json!(2), json!(1)));
+    assert_eq!(r.evidence["best_model"], "alpha");
+}
