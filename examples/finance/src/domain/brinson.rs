@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::DomainError;
-use super::payload::{Evidence, Frame, Table, fmt_pct, frame, num};
+use super::payload::{Evidence, F64OrInf, Frame, Table, fmt_pct, frame, num};
 use super::report::{Finding, GuardReport};
 
 /// Tolerance on weight sums and on the reconciliation residual.
@@ -121,8 +121,52 @@ fn read(f: &Frame, notes: &mut Vec<Finding>) -> Result<Vec<Seg>, DomainError> {
     Ok(out)
 }
 
+/// The evidence of `check_brinson` (schema only; see `report`). Returns and effects are decimals.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct BrinsonEvidence {
+    /// The allocation formula used.
+    pub method: BrinsonMethod,
+    /// R_p = Σ w_p·r_p.
+    pub portfolio_return: F64OrInf,
+    /// R_b = Σ w_b·r_b.
+    pub benchmark_return: F64OrInf,
+    /// R_p − R_b.
+    pub active_return: F64OrInf,
+    /// Total allocation effect.
+    pub allocation: F64OrInf,
+    /// Total selection effect.
+    pub selection: F64OrInf,
+    /// Total interaction effect.
+    pub interaction: F64OrInf,
+    /// R_p − R_b minus the three effects (≈ 0 when they reconcile).
+    pub residual: F64OrInf,
+    /// Σ w_p.
+    pub portfolio_weight_sum: F64OrInf,
+    /// Σ w_b.
+    pub benchmark_weight_sum: F64OrInf,
+    /// Per segment: segment, allocation, selection, interaction, total.
+    pub segments: Vec<BrinsonSegmentRow>,
+    /// Paste-ready text table.
+    pub table: String,
+}
+
+/// One segment's effects.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct BrinsonSegmentRow {
+    /// Segment name.
+    pub segment: String,
+    /// Allocation effect.
+    pub allocation: F64OrInf,
+    /// Selection effect.
+    pub selection: F64OrInf,
+    /// Interaction effect.
+    pub interaction: F64OrInf,
+    /// Sum of the three.
+    pub total: F64OrInf,
+}
+
 /// Runs the attribution check.
-pub fn check_brinson(input: BrinsonInput) -> Result<GuardReport, DomainError> {
+pub fn check_brinson(input: BrinsonInput) -> Result<GuardReport<BrinsonEvidence>, DomainError> {
     let f = frame(&input.segments, "segments")?;
     if f.is_empty() {
         return Err(DomainError::field(

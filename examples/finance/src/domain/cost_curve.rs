@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::error::DomainError;
 use super::metrics::{cagr, max_drawdown, mean, sharpe, total_return};
-use super::payload::{Evidence, Series, Table, fmt_num, fmt_pct, num, series};
+use super::payload::{Evidence, F64OrInf, Series, Table, fmt_num, fmt_pct, num, series};
 use super::report::{Finding, GuardReport};
 use super::rf_convention::{check_periods_per_year, check_rf, default_periods_per_year, diagnose_rf};
 
@@ -66,8 +66,56 @@ fn nonneg(field: &str, x: f64, unit: &str) -> Result<f64, DomainError> {
     }
 }
 
+/// The evidence of `check_cost_curve` (schema only; see `report`).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct CostCurveEvidence {
+    /// 10,000·(mean(gross) − rf)/mean(turnover), bps per side.
+    pub breakeven_bps: F64OrInf,
+    /// Your cost, bps per side.
+    pub cost_bps: f64,
+    /// Annualised Sharpe ratio before costs.
+    pub sharpe_gross: F64OrInf,
+    /// Annualised Sharpe ratio net of your cost.
+    pub sharpe_at_cost: F64OrInf,
+    /// Mean turnover per period.
+    pub avg_turnover: f64,
+    /// Arithmetic annual return net of your cost, P·mean(net).
+    pub annual_return_arithmetic_at_cost: F64OrInf,
+    /// Geometric annual return (CAGR) net of your cost, (1 + total)^(P/n) − 1.
+    pub annual_return_geometric_at_cost: F64OrInf,
+    /// Periods in the sample.
+    pub n_periods: usize,
+    /// Periods per year used to annualise.
+    pub periods_per_year: f64,
+    /// One row per cost level (bps per side), ascending.
+    pub curve: Vec<CostCurveRow>,
+    /// Paste-ready text table of the curve.
+    pub table: String,
+}
+
+/// One cost level of the curve.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct CostCurveRow {
+    /// Cost level, bps per side.
+    pub cost_bps: f64,
+    /// Compounded net total return.
+    pub total_return: F64OrInf,
+    /// Same as `annual_return_geometric` (older name).
+    pub annualised_return: F64OrInf,
+    /// P·mean(net).
+    pub annual_return_arithmetic: F64OrInf,
+    /// (1 + total)^(P/n) − 1, the CAGR.
+    pub annual_return_geometric: F64OrInf,
+    /// Net annualised Sharpe ratio.
+    pub sharpe: F64OrInf,
+    /// Net maximum drawdown (<= 0).
+    pub max_drawdown: F64OrInf,
+    /// "edge survives" or "edge gone".
+    pub verdict: String,
+}
+
 /// Runs the cost-curve check.
-pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport, DomainError> {
+pub fn check_cost_curve(input: CostCurveInput) -> Result<GuardReport<CostCurveEvidence>, DomainError> {
     let p = check_periods_per_year(input.periods_per_year)?;
     let rf = check_rf("rf", input.rf)?;
     let cost = nonneg("cost_bps", input.cost_bps, "basis points per side")?;

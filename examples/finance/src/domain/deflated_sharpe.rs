@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::error::DomainError;
 use super::metrics::{mean, moments, std_dev};
-use super::payload::{Evidence, Series, Table, fmt_num, series};
+use super::payload::{Evidence, F64OrInf, Series, Table, fmt_num, series};
 use super::report::{Finding, GuardReport};
 use super::stats::{norm_cdf, norm_ppf};
 
@@ -135,6 +135,43 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
     }
 }
 
+/// The evidence of `check_deflated_sharpe` (schema only; see `report`). All Sharpe ratios per observation.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct DeflatedSharpeEvidence {
+    /// Observed SR.
+    pub sharpe: f64,
+    /// Skewness γ₃.
+    pub skew: f64,
+    /// Pearson kurtosis γ₄.
+    pub kurtosis: f64,
+    /// Variance V of the trials' SRs.
+    pub trials_sharpe_variance: f64,
+    /// Mean M of the trials' SRs.
+    pub trials_sharpe_mean: f64,
+    /// Observations T.
+    pub n_obs: f64,
+    /// Trials N.
+    pub n_trials: u64,
+    /// SR₀ = E[max SR of N trials].
+    pub expected_max_sharpe: f64,
+    /// PSR(0).
+    pub psr_zero: f64,
+    /// Deflated Sharpe ratio PSR(SR₀), the verdict's probability.
+    pub dsr: f64,
+    /// Pass level.
+    pub threshold: f64,
+    /// Observations needed for PSR(SR₀) >= threshold.
+    pub min_track_record_length: F64OrInf,
+    /// SR_b as given; null without a benchmark.
+    pub benchmark_sharpe: F64OrInf,
+    /// PSR(SR_b); null without a benchmark.
+    pub psr_benchmark: F64OrInf,
+    /// Observations needed for PSR(SR_b) >= threshold; null without a benchmark.
+    pub min_track_record_length_benchmark: F64OrInf,
+    /// Paste-ready text table.
+    pub table: String,
+}
+
 /// Refuses a non-finite optional Sharpe input.
 fn finite(field: &str, x: f64) -> Result<f64, DomainError> {
     if x.is_finite() {
@@ -161,7 +198,7 @@ fn expected_max_sharpe(n: u64, mu: f64, v: f64) -> f64 {
 }
 
 /// Runs the deflated-Sharpe check.
-pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport, DomainError> {
+pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport<DeflatedSharpeEvidence>, DomainError> {
     let th = input.threshold;
     if !(th > 0.0 && th < 1.0) {
         return Err(DomainError::field(

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::error::DomainError;
 use super::metrics::{cagr, downside_deviation, max_drawdown, mean, sharpe, sortino, std_dev, total_return};
-use super::payload::{Evidence, Series, Table, fmt_num, fmt_pct, series};
+use super::payload::{Evidence, F64OrInf, Series, Table, fmt_num, fmt_pct, series};
 use super::report::{Finding, GuardReport};
 use super::rf_convention::{check_periods_per_year, check_rf, default_periods_per_year, diagnose_rf};
 
@@ -43,11 +43,48 @@ pub struct PerformanceInput {
     pub mar: f64,
 }
 
+/// The evidence of `check_performance` (schema only; see `report`).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct PerformanceEvidence {
+    /// Periods in the sample.
+    pub n_periods: usize,
+    /// Periods per year used to annualise.
+    pub periods_per_year: f64,
+    /// V_n − 1.
+    pub total_return: F64OrInf,
+    /// Geometric annual return V_n^(P/n) − 1.
+    pub cagr: F64OrInf,
+    /// std(ddof=1)·√P.
+    pub volatility: F64OrInf,
+    /// Annualised Sharpe ratio.
+    pub sharpe: F64OrInf,
+    /// Annualised Sortino ratio P·mean(r − MAR)/DD.
+    pub sortino: F64OrInf,
+    /// DD = √(mean over all n of min(r − MAR, 0)²)·√P, annualised.
+    pub downside_deviation: F64OrInf,
+    /// Worst fall from a running peak (<= 0).
+    pub max_drawdown: F64OrInf,
+    /// Label of the peak before the worst trough ("start" = V₀).
+    pub drawdown_peak: String,
+    /// Label of the worst trough ("none" without a drawdown).
+    pub drawdown_trough: String,
+    /// Arithmetic mean return per period.
+    pub mean_return: F64OrInf,
+    /// n / P.
+    pub sample_years: f64,
+    /// True when n < P: the annualised figures are extrapolations.
+    pub annualised_from_short_sample: bool,
+    /// The annualised keys that are extrapolated (empty for a year or more).
+    pub extrapolated: Vec<String>,
+    /// Paste-ready text table (extrapolated figures starred).
+    pub table: String,
+}
+
 /// The evidence keys annualised with P, flagged when the sample is under a year.
 const ANNUALISED: [&str; 5] = ["cagr", "volatility", "sharpe", "sortino", "downside_deviation"];
 
 /// Runs the performance check.
-pub fn check_performance(input: PerformanceInput) -> Result<GuardReport, DomainError> {
+pub fn check_performance(input: PerformanceInput) -> Result<GuardReport<PerformanceEvidence>, DomainError> {
     let p = check_periods_per_year(input.periods_per_year)?;
     let rf = check_rf("rf", input.rf)?;
     let mar = check_rf("mar", input.mar)?;
@@ -169,8 +206,10 @@ pub fn check_performance(input: PerformanceInput) -> Result<GuardReport, DomainE
 mod tests {
     use super::*;
 
-    fn run(v: Value) -> GuardReport {
-        check_performance(serde_json::from_value(v).unwrap()).unwrap()
+    fn run(v: Value) -> GuardReport<PerformanceEvidence> {
+        let r = check_performance(serde_json::from_value(v).unwrap()).unwrap();
+        super::super::report::assert_evidence_matches(&r);
+        r
     }
 
     #[test]

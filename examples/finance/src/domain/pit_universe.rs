@@ -77,8 +77,38 @@ fn reason(date: Date, ivs: &[(Date, Option<Date>)]) -> Option<String> {
     })
 }
 
+/// The evidence of `check_pit_universe` (schema only; see `report`).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct PitUniverseEvidence {
+    /// Trades checked.
+    pub n_trades: usize,
+    /// Trades outside their symbol's membership.
+    pub n_violations: usize,
+    /// Symbols in the universe.
+    pub n_universe_symbols: usize,
+    /// Symbols with at least one violation.
+    pub symbols_with_violations: Vec<String>,
+    /// The violations (first 50).
+    pub violations: Vec<PitViolation>,
+    /// Paste-ready text table; absent without violations.
+    pub table: Option<String>,
+}
+
+/// One trade outside its symbol's membership.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct PitViolation {
+    /// Record number in `trades`.
+    pub trade: usize,
+    /// Trade date, YYYY-MM-DD.
+    pub date: String,
+    /// Symbol.
+    pub symbol: String,
+    /// Why, e.g. "after membership (left 2020-06-30)".
+    pub problem: String,
+}
+
 /// Runs the point-in-time universe check.
-pub fn check_pit_universe(input: PitUniverseInput) -> Result<GuardReport, DomainError> {
+pub fn check_pit_universe(input: PitUniverseInput) -> Result<GuardReport<PitUniverseEvidence>, DomainError> {
     let trades = frame(&input.trades, "trades")?;
     let universe = frame(&input.universe, "universe")?;
     let (dates, syms) = if trades.is_empty() {
@@ -160,9 +190,11 @@ pub fn check_pit_universe(input: PitUniverseInput) -> Result<GuardReport, Domain
 mod tests {
     use super::*;
 
-    fn run(trades: Value, universe: Value) -> GuardReport {
-        check_pit_universe(serde_json::from_value(json!({"trades": trades, "universe": universe})).unwrap())
-            .unwrap()
+    fn run(trades: Value, universe: Value) -> GuardReport<PitUniverseEvidence> {
+        let r = check_pit_universe(serde_json::from_value(json!({"trades": trades, "universe": universe})).unwrap())
+            .unwrap();
+        super::super::report::assert_evidence_matches(&r);
+        r
     }
 
     fn universe() -> Value {

@@ -1,6 +1,14 @@
 //! The result shape every research guard returns: `GuardReport` with its
 //! `Finding`s and `Severity`, plus `GUARD_CATEGORIES`, the guard → category
 //! map a catalogue can be built from.
+//!
+//! A report's `evidence` is built with the capped `Evidence` builder and
+//! travels as JSON; its *schema* comes from the guard's evidence type `E`
+//! (schema-only, never constructed), so `tools/list` and the coding-task
+//! prompt show typed evidence instead of `any`. `assert_evidence_matches`
+//! (tests) pins that what a guard emits is what `E` declares.
+
+use std::marker::PhantomData;
 
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -69,9 +77,9 @@ impl Finding {
     }
 }
 
-/// What a research guard returns.
+/// What a research guard returns; `E` is the schema of its evidence.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
-pub struct GuardReport {
+pub struct GuardReport<E = Value> {
     /// The guard's name, e.g. "check_cost_curve".
     pub guard: String,
     /// True when there is no error finding.
@@ -80,11 +88,16 @@ pub struct GuardReport {
     pub findings: Vec<Finding>,
     /// Number of error findings (all of them, including any left out).
     pub n_errors: usize,
-    /// The numbers behind the verdict; `table` is a paste-ready text table, `truncated` says what was cut.
+    /// The numbers behind the verdict; `table` is a paste-ready text table, `truncated` (present only when something was cut) says what was cut.
+    #[schemars(with = "E")]
     pub evidence: Value,
+    /// Ties the report to its evidence schema; carries no data.
+    #[serde(skip)]
+    #[schemars(skip)]
+    shape: PhantomData<fn() -> E>,
 }
 
-impl GuardReport {
+impl<E> GuardReport<E> {
     /// Assembles a report: `passed` and `n_errors` follow from the findings.
     pub fn new(guard: &str, mut findings: Vec<Finding>, evidence: Value) -> Self {
         let n_errors = findings.iter().filter(|f| f.severity == Severity::Error).count();
@@ -102,7 +115,30 @@ impl GuardReport {
             findings,
             n_errors,
             evidence,
+            shape: PhantomData,
         }
+    }
+}
+
+/// Pins that a report's evidence keys are the ones its schema type `E`
+/// declares (plus `truncated`), and that every required one is present.
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+pub(super) fn assert_evidence_matches<E: JsonSchema>(r: &GuardReport<E>) {
+    let schema = serde_json::to_value(schemars::schema_for!(E)).unwrap();
+    let declared = schema["properties"].as_object().unwrap();
+    let got = r.evidence.as_object().unwrap();
+    for key in got.keys() {
+        assert!(
+            key == "truncated" || declared.contains_key(key),
+            "{}: evidence key '{key}' is not declared by {}",
+            r.guard,
+            E::schema_name()
+        );
+    }
+    for key in schema["required"].as_array().into_iter().flatten() {
+        let key = key.as_str().unwrap();
+        assert!(got.contains_key(key), "{}: evidence lacks required '{key}'", r.guard);
     }
 }
 
@@ -115,9 +151,9 @@ mod tests {
     #[test]
     fn passed_follows_errors_only() {
         // Pins that warnings do not fail a guard and errors do.
-        let r = GuardReport::new("g", vec![Finding::warning("x", "hmm")], json!({}));
+        let r: GuardReport = GuardReport::new("g", vec![Finding::warning("x", "hmm")], json!({}));
         assert!(r.passed);
-        let r = GuardReport::new("g", vec![Finding::error("x", "bad")], json!({}));
+        let r: GuardReport = GuardReport::new("g", vec![Finding::error("x", "bad")], json!({}));
         assert!(!r.passed);
         assert_eq!(r.n_errors, 1);
     }
@@ -125,7 +161,7 @@ mod tests {
     #[test]
     fn wire_shape() {
         // Pins the JSON keys: severity lowercase, `where`, n_errors.
-        let r = GuardReport::new("g", vec![Finding::error("returns", "bad")], json!({"a": 1}));
+        let r: GuardReport = GuardReport::new("g", vec![Finding::error("returns", "bad")], json!({"a": 1}));
         let v = serde_json::to_value(&r).unwrap();
         assert_eq!(
             v,
@@ -138,7 +174,7 @@ mod tests {
     fn findings_are_capped_but_all_errors_counted() {
         // Pins the 500-finding cap with an info note, and n_errors counting every error.
         let f: Vec<Finding> = (0..600).map(|i| Finding::error("x", i.to_string())).collect();
-        let r = GuardReport::new("g", f, json!({}));
+        let r: GuardReport = GuardReport::new("g", f, json!({}));
         assert_eq!(r.findings.len(), 500);
         assert_eq!(r.n_errors, 600);
         assert_eq!(r.findings[499].message, "101 more findings not shown");

@@ -7,7 +7,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::error::DomainError;
-use super::payload::{Evidence, Table, fmt_num, fmt_pct};
+use super::payload::{Evidence, F64OrInf, Table, fmt_num, fmt_pct};
 use super::report::{Finding, GuardReport};
 
 /// Above this compounded annual rate a per-period rf is taken to be an annual rate.
@@ -132,8 +132,45 @@ pub(super) fn diagnose_rf(field: &str, rf: f64, p: f64) -> RfDiagnosis {
     }
 }
 
+/// The evidence of `check_rf_convention` (schema only; see `report`).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct RfConventionEvidence {
+    /// rf as given.
+    pub rf: f64,
+    /// Periods per year.
+    pub periods_per_year: f64,
+    /// How rf reads: "decimal", or "percent" (rf >= 1).
+    pub units: RfUnits,
+    /// How rf reads: "per_period" (what the guards expect) or "annual".
+    pub period: RfPeriod,
+    /// (1 + rf)^P − 1.
+    pub implied_annual_rate: F64OrInf,
+    /// The annual rate probably meant; null when rf looks right.
+    pub probable_annual_rate: F64OrInf,
+    /// The per-period decimal rf to pass instead; null when rf looks right.
+    pub suggested_rf_per_period: F64OrInf,
+    /// Paste-ready text table.
+    pub table: String,
+}
+
+/// Units a risk-free rate reads in.
+#[derive(Debug, Clone, Copy, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
+pub enum RfUnits {
+    Decimal,
+    Percent,
+}
+
+/// Period a risk-free rate reads as.
+#[derive(Debug, Clone, Copy, JsonSchema)]
+#[schemars(rename_all = "snake_case")]
+pub enum RfPeriod {
+    PerPeriod,
+    Annual,
+}
+
 /// Checks the units of a per-period risk-free rate.
-pub fn check_rf_convention(input: RfConventionInput) -> Result<GuardReport, DomainError> {
+pub fn check_rf_convention(input: RfConventionInput) -> Result<GuardReport<RfConventionEvidence>, DomainError> {
     let p = check_periods_per_year(input.periods_per_year)?;
     let rf = check_rf("rf", input.rf)?;
     let d = diagnose_rf("rf", rf, p);
@@ -182,12 +219,14 @@ pub fn check_rf_convention(input: RfConventionInput) -> Result<GuardReport, Doma
 mod tests {
     use super::*;
 
-    fn run(rf: f64, p: f64) -> GuardReport {
-        check_rf_convention(RfConventionInput {
+    fn run(rf: f64, p: f64) -> GuardReport<RfConventionEvidence> {
+        let r = check_rf_convention(RfConventionInput {
             rf,
             periods_per_year: p,
         })
-        .unwrap()
+        .unwrap();
+        super::super::report::assert_evidence_matches(&r);
+        r
     }
 
     #[test]
@@ -239,7 +278,7 @@ mod tests {
         // Pins units/period per case, with the conversions computed independently in Python 3.11:
         //   1.02**(1/12)-1 = 0.0016515813019202241; 1.05**(1/252)-1 = 0.00019363050654397362;
         //   1.003**12-1 = 0.03659998028813005 (0.3% a month is a plausible per-period rf).
-        let verdict = |r: &GuardReport| {
+        let verdict = |r: &GuardReport<RfConventionEvidence>| {
             (
                 r.evidence["units"].as_str().unwrap().to_owned(),
                 r.evidence["period"].as_str().unwrap().to_owned(),

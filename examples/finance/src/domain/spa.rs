@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use super::bootstrap::{SplitMix64, stationary_indices, stationary_variance};
 use super::error::DomainError;
-use super::payload::{Evidence, Frame, Series, Table, fmt_num, frame, num, series};
+use super::payload::{Evidence, F64OrInf, Frame, Series, Table, fmt_num, frame, num, series};
 use super::report::{Finding, GuardReport};
 
 /// Most bootstrap replications.
@@ -74,6 +74,61 @@ pub(super) struct SpaOutcome {
     pub p_lower: f64,
     pub p_consistent: f64,
     pub p_upper: f64,
+}
+
+/// The evidence of `check_spa` (schema only; see `report`).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct SpaEvidence {
+    /// T = max(maxₖ √n·d̄ₖ/ω̂ₖ, 0).
+    pub statistic: f64,
+    /// The three bootstrap p-values.
+    pub p_values: SpaPValues,
+    /// Significance level.
+    pub alpha: f64,
+    /// Model with the highest t-statistic.
+    pub best_model: String,
+    /// Models K.
+    pub n_models: usize,
+    /// Periods n.
+    pub n_periods: usize,
+    /// Bootstrap replications.
+    pub n_bootstrap: u32,
+    /// Mean block length.
+    pub block_length: f64,
+    /// Bootstrap seed.
+    pub seed: u64,
+    /// One row per model, in input column order.
+    pub models: Vec<SpaModelRow>,
+    /// Paste-ready text table.
+    pub table: String,
+}
+
+/// Hansen's three SPA p-values.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct SpaPValues {
+    /// Lower (liberal) p-value.
+    pub lower: f64,
+    /// Consistent p-value, the verdict's.
+    pub consistent: f64,
+    /// Upper (conservative) p-value.
+    pub upper: f64,
+}
+
+/// One model's differential against the benchmark.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct SpaModelRow {
+    /// Column name.
+    pub model: String,
+    /// d̄ = mean(model − benchmark).
+    pub mean_diff: F64OrInf,
+    /// ω̂, the stationary-bootstrap standard deviation of √n·d̄.
+    pub omega: F64OrInf,
+    /// √n·d̄/ω̂.
+    pub t_stat: F64OrInf,
+    /// 1 = highest t-statistic.
+    pub rank: usize,
+    /// False when the differential never varies (left out of the test).
+    pub in_test: bool,
 }
 
 /// Whether a bootstrap replication's T* counts against the observed T.
@@ -208,7 +263,7 @@ fn differentials(models: &Frame, bench: &Series) -> Result<(Vec<String>, Vec<f64
 }
 
 /// Runs Hansen's SPA test.
-pub fn check_spa(input: SpaInput) -> Result<GuardReport, DomainError> {
+pub fn check_spa(input: SpaInput) -> Result<GuardReport<SpaEvidence>, DomainError> {
     let (reps, block, alpha) = validate(&input)?;
     let models = frame(&input.models, "models")?;
     let bench = series(&input.benchmark, "benchmark")?;

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::error::DomainError;
-use super::payload::{Date, Evidence, Frame, Table, fmt_pct, frame, name_list};
+use super::payload::{Date, Evidence, F64OrInf, Frame, Table, fmt_pct, frame, name_list};
 use super::report::{Finding, GuardReport};
 
 /// Check a price panel for survivorship bias: flags a universe in which no symbol stops trading before the sample end, and reports the delisted names.
@@ -62,8 +62,44 @@ fn panel_dates(f: &Frame) -> Result<Vec<Date>, DomainError> {
     Ok(dates)
 }
 
+/// The evidence of `check_survivorship` (schema only; see `report`).
+#[derive(Debug, Clone, JsonSchema)]
+pub struct SurvivorshipEvidence {
+    /// Dates in the panel.
+    pub n_dates: usize,
+    /// First date, YYYY-MM-DD.
+    pub sample_start: String,
+    /// Last date, YYYY-MM-DD.
+    pub sample_end: String,
+    /// Symbols with at least one price.
+    pub n_symbols: usize,
+    /// Symbols that stop trading before the last date.
+    pub n_delisted: usize,
+    /// n_delisted / n_symbols.
+    pub delisted_share: F64OrInf,
+    /// The delisted symbols with their first and last price dates.
+    pub delisted: Vec<SurvivorshipRow>,
+    /// Symbols whose first price comes after the first date.
+    pub listed_during_sample: Vec<String>,
+    /// Symbols without any price.
+    pub without_prices: Vec<String>,
+    /// Paste-ready text table.
+    pub table: String,
+}
+
+/// One delisted symbol.
+#[derive(Debug, Clone, JsonSchema)]
+pub struct SurvivorshipRow {
+    /// Symbol.
+    pub symbol: String,
+    /// Date of its first price.
+    pub first_price: String,
+    /// Date of its last price.
+    pub last_price: String,
+}
+
 /// Runs the survivorship check.
-pub fn check_survivorship(input: SurvivorshipInput) -> Result<GuardReport, DomainError> {
+pub fn check_survivorship(input: SurvivorshipInput) -> Result<GuardReport<SurvivorshipEvidence>, DomainError> {
     let f = frame(&input.prices, "prices")?;
     if f.is_empty() {
         return Err(DomainError::field(
@@ -179,8 +215,10 @@ pub fn check_survivorship(input: SurvivorshipInput) -> Result<GuardReport, Domai
 mod tests {
     use super::*;
 
-    fn run(prices: Value) -> GuardReport {
-        check_survivorship(serde_json::from_value(json!({"prices": prices})).unwrap()).unwrap()
+    fn run(prices: Value) -> GuardReport<SurvivorshipEvidence> {
+        let r = check_survivorship(serde_json::from_value(json!({"prices": prices})).unwrap()).unwrap();
+        super::super::report::assert_evidence_matches(&r);
+        r
     }
 
     #[test]

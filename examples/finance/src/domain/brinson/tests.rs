@@ -12,8 +12,11 @@ fn two_segments() -> Value {
     ])
 }
 
-fn run(segments: Value, method: &str) -> GuardReport {
-    check_brinson(serde_json::from_value(json!({"segments": segments, "method": method})).unwrap()).unwrap()
+fn run(segments: Value, method: &str) -> GuardReport<BrinsonEvidence> {
+    let r = check_brinson(serde_json::from_value(json!({"segments": segments, "method": method})).unwrap())
+        .unwrap();
+    super::super::report::assert_evidence_matches(&r);
+    r
 }
 
 #[test]

@@ -55,6 +55,7 @@ fn net_sharpe_matches_a_naive_recomputation() {
 fn zero_turnover_gives_infinite_breakeven_not_null() {
     // Pins breakeven = +∞ serialized as "Infinity" when nothing trades and the edge is positive.
     let r = check_cost_curve(input(json!([0.01, 0.0, 0.02]), json!([0, 0, 0]), 10.0)).unwrap();
+    super::super::report::assert_evidence_matches(&r);
     assert!(r.passed);
     assert_eq!(r.evidence["breakeven_bps"], json!("Infinity"));
     let v = serde_json::to_value(&r).unwrap();
@@ -132,6 +133,7 @@ fn arithmetic_and_geometric_annual_returns_match_numpy() {
     let t = [1.0, 0.2, 0.6, 0.0, 2.0];
     let r = check_cost_curve(input(json!(g), json!(t), 10.0)).unwrap();
     let e = &r.evidence;
+    super::super::report::assert_evidence_matches(&r);
     assert!((e["annual_return_arithmetic_at_cost"].as_f64().unwrap() - 0.463_68).abs() < 1e-12);
     assert!((e["annual_return_geometric_at_cost"].as_f64().unwrap() - 0.584_303_804_564_872_5).abs() < 1e-12);
     let row = e["curve"]

@@ -5,8 +5,12 @@
 
 use super::*;
 
-fn run(v: Value) -> Result<GuardReport, DomainError> {
-    check_deflated_sharpe(serde_json::from_value(v).unwrap())
+fn run(v: Value) -> Result<GuardReport<DeflatedSharpeEvidence>, DomainError> {
+    let r = check_deflated_sharpe(serde_json::from_value(v).unwrap());
+    if let Ok(r) = &r {
+        super::super::report::assert_evidence_matches(r);
+    }
+    r
 }
 
 #[test]

@@ -76,6 +76,7 @@ pub fn show(v: &Value) -> String {
 
 /// Schema-only type for an `f64` that may be ±∞ or missing on the wire: a
 /// number, `"Infinity"`, `"-Infinity"` or `null`.
+#[derive(Debug, Clone, Copy)]
 pub struct F64OrInf;
 
 impl JsonSchema for F64OrInf {

@@ -32,14 +32,16 @@ fn data(edges: &[f64], n: usize, seed: u64) -> (Value, Value) {
     (json!(records), json!(bench))
 }
 
-fn run(models: Value, bench: Value, seed: u64) -> GuardReport {
-    check_spa(
+fn run(models: Value, bench: Value, seed: u64) -> GuardReport<SpaEvidence> {
+    let r = check_spa(
         serde_json::from_value(
             json!({"models": models, "benchmark": bench, "seed": seed, "n_bootstrap": 300}),
         )
         .unwrap(),
     )
-    .unwrap()
+    .unwrap();
+    super::super::report::assert_evidence_matches(&r);
+    r
 }
 
 #[test]
