@@ -2,7 +2,8 @@
 //!
 //! [`run`] drives the loop; [`model`] talks to an OpenAI-compatible
 //! endpoint configured by [`config`] (optionally from a [`dotenv`] file);
-//! [`prompt`] builds the system prompt from the registry; [`extract`] finds
+//! [`prompt`] builds the system prompt from the registry, rendering each
+//! guard with [`signature`]; [`extract`] finds
 //! the code in a reply. The model client runs in the server, never in the
 //! sandbox.
 
@@ -12,3 +13,4 @@ pub mod extract;
 pub mod model;
 pub mod prompt;
 pub mod run;
+pub mod signature;

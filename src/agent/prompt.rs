@@ -1,14 +1,17 @@
-//! The system prompt, generated from the registry.
+//! The system prompt, generated from the registry and the limits.
 //!
-//! Each guard appears with its Rhai call signature (named arguments in an
-//! object map, optional ones marked `?`, enums spelled out), its output
-//! shape and its doc text; then the helpers and the final-answer contract.
-//! Nothing here is written by hand per guard.
+//! The rules (how to reply, the budgets from `limits`, the final-answer
+//! contract and how its `task_type` maps to the task's status), then each
+//! guard as [`super::signature`] renders it (arguments with defaults and
+//! conditional requirements, typed outputs, doc text), then the script-only
+//! functions. Nothing here is written by hand per guard.
 
-use serde_json::{Map, Value};
+use serde_json::json;
 
-use crate::guard::Guard;
+use super::signature::{Renderer, shared_types};
+use crate::limits::{AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL};
 use crate::registry::Registry;
+use crate::task::contract::{self, TASK_TYPES};
 
 const RULES: &str = r#"You are a careful quantitative analyst. You answer by writing Rhai scripts that call the
 functions below, which run in a sandbox. Reply with exactly ONE fenced code block per message:
@@ -19,7 +22,8 @@ functions below, which run in a sandbox. Reply with exactly ONE fenced code bloc
 
 Rules:
 - Each function takes ONE object map of named arguments: f(#{name: value, ...}) and returns a map.
-  Use floats for numbers (100.0, not 100) where the type is number.
+  Use floats for numbers (100.0, not 100) where the type is number. `name?` is optional; `= v` is
+  its default.
 - Variables and functions you define persist between your messages; the last expression's value,
   printed output (print(...)) and any error come back to you as the observation.
 - Errors are catchable: try { ... } catch (e) { print(e.code + ": " + e.message); }
@@ -41,11 +45,26 @@ Rules:
 /// The whole system prompt for `registry`.
 pub fn system_prompt(registry: &Registry) -> String {
     let mut text = String::from(RULES);
-    text.push_str("\nFunctions:\n");
+    text.push_str(&format!("- {}\n", status_rule()));
+    text.push_str(&format!("- {}\n", budget_line()));
+    let mut renderer = Renderer::new(shared_types(registry.iter()));
+    let mut functions = String::new();
     for guard in registry.iter() {
-        text.push_str(&describe(guard));
-        text.push('\n');
+        functions.push_str(&renderer.describe(guard));
+        functions.push('\n');
     }
+    if !renderer.specials.is_empty() {
+        let specials: Vec<&str> = renderer.specials.iter().map(String::as_str).collect();
+        text.push_str(&format!(
+            "- number* is a number or one of {} (JSON has no NaN or infinity).\n",
+            specials.join(", ")
+        ));
+    }
+    for (name, spelled) in &renderer.used {
+        text.push_str(&format!("- {name} = {spelled}\n"));
+    }
+    text.push_str("\nFunctions:\n");
+    text.push_str(&functions);
     let mut script_only = registry.script_functions().peekable();
     if script_only.peek().is_some() {
         text.push_str("\nScript-only functions (not guards over JSON; call them directly):\n");
@@ -61,99 +80,61 @@ pub fn system_prompt(registry: &Registry) -> String {
     text
 }
 
-fn describe(guard: &Guard) -> String {
-    let input = guard.input_schema();
-    let output = guard.output_schema();
-    let defs = input
-        .get("$defs")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let required: Vec<&str> = input
-        .get("required")
-        .and_then(Value::as_array)
-        .map(|r| r.iter().filter_map(Value::as_str).collect())
-        .unwrap_or_default();
-    let mut arguments = Vec::new();
-    if let Some(properties) = input.get("properties").and_then(Value::as_object) {
-        for (name, schema) in properties {
-            let optional = if required.contains(&name.as_str()) {
-                ""
-            } else {
-                "?"
-            };
-            arguments.push(format!("{name}{optional}: {}", type_of(schema, &defs)));
-        }
-    }
-    let out_defs = output
-        .get("$defs")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let returns = match output.get("properties").and_then(Value::as_object) {
-        Some(properties) => {
-            let fields: Vec<String> = properties
-                .iter()
-                .map(|(k, v)| format!("{k}: {}", type_of(v, &out_defs)))
-                .collect();
-            format!("#{{{}}}", fields.join(", "))
-        }
-        None => "map".into(),
-    };
-    let doc: String = guard
-        .description()
-        .lines()
-        .map(|l| format!("    {l}\n"))
-        .collect();
+/// The budgets, from `limits`: what a task may spend before it ends.
+pub fn budget_line() -> String {
     format!(
-        "- {}(#{{{}}}) -> {returns}\n{doc}",
-        guard.tool_name(),
-        arguments.join(", ")
+        "Budgets: {AGENT_MAX_STEPS} steps (code blocks run), {AGENT_MAX_MODEL_CALLS} replies from you, \
+         {AGENT_MAX_GUARD_CALLS} function calls (failed and inline ones count; beyond that a call throws \
+         budget_exhausted). Out of steps or replies, the task ends failed. Every \
+         {AGENT_PLANNING_INTERVAL} steps you are told how many are used."
     )
 }
 
-/// A short type for a schema: `number`, `"call"|"put"`, `array of number`…
-fn type_of(schema: &Value, defs: &Map<String, Value>) -> String {
-    if let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
-        let name = reference.rsplit('/').next().unwrap_or_default();
-        return match defs.get(name) {
-            Some(def) => type_of(def, defs),
-            None => name.to_string(),
-        };
-    }
-    if let Some(constant) = schema.get("const") {
-        return constant.to_string();
-    }
-    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
-        return values.iter().map(Value::to_string).collect::<Vec<_>>().join("|");
-    }
-    for key in ["oneOf", "anyOf"] {
-        if let Some(options) = schema.get(key).and_then(Value::as_array) {
-            let mut kinds: Vec<String> = options.iter().map(|o| type_of(o, defs)).collect();
-            kinds.dedup();
-            let all_constants = options
-                .iter()
-                .all(|o| o.get("const").is_some() || o.get("enum").is_some());
-            return kinds.join(if all_constants { "|" } else { " or " });
+/// How `task_type` maps to the task's status, asked of the contract itself
+/// so the prompt cannot drift from it.
+pub fn status_rule() -> String {
+    let (mut success, mut failed) = (Vec::new(), Vec::new());
+    for task_type in TASK_TYPES {
+        // One successful call and none made: every type's own preconditions hold.
+        let probe = json!({"task_type": task_type, "summary": "-"});
+        match contract::check(&probe, 0, 1).map(|answer| answer.status) {
+            Ok("success") => success.push(*task_type),
+            Ok(_) => failed.push(*task_type),
+            Err(_) => {}
         }
     }
-    match schema.get("type") {
-        Some(Value::String(kind)) if kind == "array" => {
-            let item = schema
-                .get("items")
-                .map(|i| type_of(i, defs))
-                .unwrap_or_else(|| "any".into());
-            format!("array of {item}")
+    format!(
+        "The task's status follows task_type: {} end success; {} end failed (so use them only when \
+         you cannot answer).",
+        success.join(", "),
+        failed.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_rule_names_each_task_type_once() {
+        // Pins the mapping the prompt states against the contract: unsupported and failed end failed.
+        let rule = status_rule();
+        assert!(
+            rule.contains("analysis, no_action, needs_input end success; unsupported, failed end failed"),
+            "{rule}"
+        );
+    }
+
+    #[test]
+    fn the_budget_line_quotes_the_limits() {
+        // Pins the numbers in the budget line to the limits module.
+        let line = budget_line();
+        for n in [
+            AGENT_MAX_STEPS,
+            AGENT_MAX_MODEL_CALLS,
+            AGENT_MAX_GUARD_CALLS as usize,
+        ] {
+            assert!(line.contains(&n.to_string()), "{line}");
         }
-        Some(Value::String(kind)) if kind == "object" => "map".into(),
-        Some(Value::String(kind)) if kind == "integer" => "integer".into(),
-        Some(Value::String(kind)) => kind.clone(),
-        Some(Value::Array(kinds)) => kinds
-            .iter()
-            .filter_map(Value::as_str)
-            .filter(|k| *k != "null")
-            .collect::<Vec<_>>()
-            .join(" or "),
-        _ => "any".into(),
     }
 }

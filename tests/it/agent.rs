@@ -280,3 +280,51 @@ async fn without_model_settings_the_tool_says_what_to_set() {
         "{message}"
     );
 }
+
+/// The system prompt the scripted model received in its first request.
+fn system_prompt_seen(model: &FakeModel) -> String {
+    model.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .expect("the first request carries the system prompt")
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_prompt_states_budgets_defaults_conditions_outputs_and_the_task_type_rule() {
+    // Pins what the model is told before its first line of code: budgets, defaults, conditional
+    // requirements with a hint, typed evidence, and that `unsupported` ends the task failed.
+    let model = FakeModel::start(vec![code(
+        "final_answer(#{task_type: \"unsupported\", summary: \"no such function\"})",
+    )])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "forecast the weather", 60).await;
+    // The rule the prompt states is the rule applied.
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["task_type"], "unsupported");
+    let system = system_prompt_seen(&model);
+    eprintln!("system prompt for warden-finance: {} bytes", system.len());
+    for expected in [
+        // The budget line, numbers from src/limits.rs.
+        "Budgets: 12 steps (code blocks run), 16 replies from you, 100 function calls",
+        // task_type → status.
+        "analysis, no_action, needs_input end success; unsupported, failed end failed",
+        // Defaults from the input schemas.
+        "periods_per_year?: number = 252.0",
+        "threshold?: number = 0.95",
+        "n_bootstrap?: integer = 1000",
+        "grid?: array of number = [0.0,5.0,10.0,20.0,50.0]",
+        // A conditional requirement with its hint, declared on the input type.
+        "trials_sharpe_variance is required when n_trials > 1: sample variance",
+        "sharpe is required when returns is not given",
+        // Typed evidence, not `evidence: any`.
+        "dsr: number",
+        "downside_deviation: number*",
+        "units: \"decimal\"|\"percent\"",
+        "number* is a number or one of",
+    ] {
+        assert!(system.contains(expected), "missing {expected:?} in:\n{system}");
+    }
+    assert!(!system.contains("evidence: any"), "untyped evidence left");
+    assert!(system.len() < 20_000, "prompt grew to {} bytes", system.len());
+}

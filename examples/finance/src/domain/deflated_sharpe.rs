@@ -40,9 +40,11 @@ pub struct DeflatedSharpeInput {
     pub returns: Option<Value>,
     /// Observed Sharpe ratio per observation (not annualised: annual / √P), when `returns` is not given.
     #[serde(default)]
+    #[schemars(extend("x-required-when" = "returns is not given", "x-hint" = "annual SR / √P"))]
     pub sharpe: Option<f64>,
     /// Number of return observations T behind `sharpe` (>= 2).
     #[serde(default)]
+    #[schemars(extend("x-required-when" = "returns is not given"))]
     pub n_obs: Option<u64>,
     /// Skewness γ₃ of the returns (default 0), with `sharpe`.
     #[serde(default)]
@@ -198,7 +200,9 @@ fn expected_max_sharpe(n: u64, mu: f64, v: f64) -> f64 {
 }
 
 /// Runs the deflated-Sharpe check.
-pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport<DeflatedSharpeEvidence>, DomainError> {
+pub fn check_deflated_sharpe(
+    input: DeflatedSharpeInput,
+) -> Result<GuardReport<DeflatedSharpeEvidence>, DomainError> {
     let th = input.threshold;
     if !(th > 0.0 && th < 1.0) {
         return Err(DomainError::field(
@@ -290,7 +294,10 @@ pub fn check_deflated_sharpe(input: DeflatedSharpeInput) -> Result<GuardReport<D
                 format!("{head}, below {} ({tail})", fmt_num(th, 2)),
             )
         } else {
-            Finding::info("benchmark_sharpe", format!("{head} >= {} ({tail})", fmt_num(th, 2)))
+            Finding::info(
+                "benchmark_sharpe",
+                format!("{head} >= {} ({tail})", fmt_num(th, 2)),
+            )
         });
     }
     if input.returns.is_none() && sr.abs() > 1.0 {

@@ -134,7 +134,11 @@ pub fn check_performance(input: PerformanceInput) -> Result<GuardReport<Performa
     }
 
     let (tot, cg, vol) = (total_return(r), cagr(r, p), std_dev(r) * p.sqrt());
-    let (sr, so, dd_down) = (sharpe(r, rf, p), sortino(r, mar, p), downside_deviation(r, mar, p));
+    let (sr, so, dd_down) = (
+        sharpe(r, rf, p),
+        sortino(r, mar, p),
+        downside_deviation(r, mar, p),
+    );
     let dd = max_drawdown(r);
     let label = |i: Option<usize>, start: &str| i.map_or_else(|| start.to_owned(), |i| s.label(i));
     let peak = label(dd.peak, "start");
@@ -161,7 +165,13 @@ pub fn check_performance(input: PerformanceInput) -> Result<GuardReport<Performa
         Vec::new()
     };
     ev.list("extrapolated", extrapolated);
-    let star = |name: &str| if short { format!("{name} *") } else { name.to_owned() };
+    let star = |name: &str| {
+        if short {
+            format!("{name} *")
+        } else {
+            name.to_owned()
+        }
+    };
     let mut t = Table::new(&["metric", "value", "convention"]);
     t.row(vec![
         "total return".into(),
@@ -169,11 +179,7 @@ pub fn check_performance(input: PerformanceInput) -> Result<GuardReport<Performa
         "V_n − 1, V₀ = 1".into(),
     ]);
     t.row(vec![star("CAGR"), fmt_pct(cg, 2), "V_n^(P/n) − 1".into()]);
-    t.row(vec![
-        star("volatility"),
-        fmt_pct(vol, 2),
-        "std(ddof=1)·√P".into(),
-    ]);
+    t.row(vec![star("volatility"), fmt_pct(vol, 2), "std(ddof=1)·√P".into()]);
     t.row(vec![
         star("Sharpe"),
         fmt_num(sr, 3),
@@ -247,7 +253,8 @@ mod tests {
         //   r = np.array([0.10, -0.05, 0.02, -0.10, 0.08]); mar = 0.001
         //   np.sqrt(np.mean(np.minimum(r - mar, 0)**2)) * np.sqrt(12) = 0.17528491093074727
         // and the short-sample flag: 5 months = 0.4167 years → every annualised figure listed.
-        let r = run(json!({"returns": [0.10, -0.05, 0.02, -0.10, 0.08], "periods_per_year": 12, "mar": 0.001}));
+        let r =
+            run(json!({"returns": [0.10, -0.05, 0.02, -0.10, 0.08], "periods_per_year": 12, "mar": 0.001}));
         let e = &r.evidence;
         assert!((e["downside_deviation"].as_f64().unwrap() - 0.175_284_910_930_747_27).abs() < 1e-15);
         // Sortino = P·mean(r − MAR)/DD with the same DD.

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::DomainError;
@@ -78,7 +78,8 @@ fn reason(date: Date, ivs: &[(Date, Option<Date>)]) -> Option<String> {
 }
 
 /// The evidence of `check_pit_universe` (schema only; see `report`).
-#[derive(Debug, Clone, JsonSchema)]
+/// `Serialize` only so the schema can say `table` may be absent.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PitUniverseEvidence {
     /// Trades checked.
     pub n_trades: usize,
@@ -91,11 +92,12 @@ pub struct PitUniverseEvidence {
     /// The violations (first 50).
     pub violations: Vec<PitViolation>,
     /// Paste-ready text table; absent without violations.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
 }
 
 /// One trade outside its symbol's membership.
-#[derive(Debug, Clone, JsonSchema)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
 pub struct PitViolation {
     /// Record number in `trades`.
     pub trade: usize,
@@ -191,8 +193,10 @@ mod tests {
     use super::*;
 
     fn run(trades: Value, universe: Value) -> GuardReport<PitUniverseEvidence> {
-        let r = check_pit_universe(serde_json::from_value(json!({"trades": trades, "universe": universe})).unwrap())
-            .unwrap();
+        let r = check_pit_universe(
+            serde_json::from_value(json!({"trades": trades, "universe": universe})).unwrap(),
+        )
+        .unwrap();
         super::super::report::assert_evidence_matches(&r);
         r
     }

@@ -138,7 +138,11 @@ pub(super) fn assert_evidence_matches<E: JsonSchema>(r: &GuardReport<E>) {
     }
     for key in schema["required"].as_array().into_iter().flatten() {
         let key = key.as_str().unwrap();
-        assert!(got.contains_key(key), "{}: evidence lacks required '{key}'", r.guard);
+        assert!(
+            got.contains_key(key),
+            "{}: evidence lacks required '{key}'",
+            r.guard
+        );
     }
 }
 

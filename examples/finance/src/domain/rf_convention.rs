@@ -170,7 +170,9 @@ pub enum RfPeriod {
 }
 
 /// Checks the units of a per-period risk-free rate.
-pub fn check_rf_convention(input: RfConventionInput) -> Result<GuardReport<RfConventionEvidence>, DomainError> {
+pub fn check_rf_convention(
+    input: RfConventionInput,
+) -> Result<GuardReport<RfConventionEvidence>, DomainError> {
     let p = check_periods_per_year(input.periods_per_year)?;
     let rf = check_rf("rf", input.rf)?;
     let d = diagnose_rf("rf", rf, p);

@@ -391,8 +391,10 @@ pub fn check_spa(input: SpaInput) -> Result<GuardReport<SpaEvidence>, DomainErro
             fmt_num(*t, 3),
             rank[j].to_string(),
         ]);
-        list.push(json!({"model": name, "mean_diff": num(*m), "omega": num(*w), "t_stat": num(*t),
-                         "rank": rank[j], "in_test": in_test}));
+        list.push(
+            json!({"model": name, "mean_diff": num(*m), "omega": num(*w), "t_stat": num(*t),
+                         "rank": rank[j], "in_test": in_test}),
+        );
     }
     ev.rows("models", list);
     ev.table(&table);

@@ -99,7 +99,9 @@ pub struct SurvivorshipRow {
 }
 
 /// Runs the survivorship check.
-pub fn check_survivorship(input: SurvivorshipInput) -> Result<GuardReport<SurvivorshipEvidence>, DomainError> {
+pub fn check_survivorship(
+    input: SurvivorshipInput,
+) -> Result<GuardReport<SurvivorshipEvidence>, DomainError> {
     let f = frame(&input.prices, "prices")?;
     if f.is_empty() {
         return Err(DomainError::field(

@@ -165,8 +165,16 @@ fn omega_and_statistic_match_arch() {
     let r = run(json!(records), json!(bench), 0);
     let rows = r.evidence["models"].as_array().unwrap();
     let omega2 = |i: usize| rows[i]["omega"].as_f64().unwrap().powi(2);
-    assert!((omega2(0) / 3.730_113_149_757_121_5e-5 - 1.0).abs() < 1e-10, "{}", omega2(0));
-    assert!((omega2(1) / 6.960_089_945_414_707e-5 - 1.0).abs() < 1e-10, "{}", omega2(1));
+    assert!(
+        (omega2(0) / 3.730_113_149_757_121_5e-5 - 1.0).abs() < 1e-10,
+        "{}",
+        omega2(0)
+    );
+    assert!(
+        (omega2(1) / 6.960_089_945_414_707e-5 - 1.0).abs() < 1e-10,
+        "{}",
+        omega2(1)
+    );
     assert!((r.evidence["statistic"].as_f64().unwrap() - 2.039_809_919_916_744_5).abs() < 1e-10);
     assert!(rows.iter().all(|row| row["in_test"] == json!(true)));
 }
@@ -192,6 +200,9 @@ fn per_model_rows_follow_the_declared_column_order() {
     let names: Vec<&str> = rows.iter().map(|row| row["model"].as_str().unwrap()).collect();
     assert_eq!(names, ["zeta", "alpha"]);
     // alpha (m0, mean diff > 0) has the higher t-statistic: rank 1, and is the best model.
-    assert_eq!((rows[0]["rank"].clone(), rows[1]["rank"].clone()), (json!(2), json!(1)));
+    assert_eq!(
+        (rows[0]["rank"].clone(), rows[1]["rank"].clone()),
+        (json!(2), json!(1))
+    );
     assert_eq!(r.evidence["best_model"], "alpha");
 }
