@@ -90,6 +90,17 @@ pub fn budget_line() -> String {
     )
 }
 
+/// What is left of the budgets after a step, for the step's observation
+/// (the loop in `run` decides where to show it).
+pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64) -> String {
+    format!(
+        "Left: {} steps, {} replies, {} function calls.",
+        AGENT_MAX_STEPS.saturating_sub(steps_used),
+        AGENT_MAX_MODEL_CALLS.saturating_sub(model_calls_used),
+        AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used)
+    )
+}
+
 /// How `task_type` maps to the task's status, asked of the contract itself
 /// so the prompt cannot drift from it.
 pub fn status_rule() -> String {
@@ -122,6 +133,19 @@ mod tests {
         assert!(
             rule.contains("analysis, no_action, needs_input end success; unsupported, failed end failed"),
             "{rule}"
+        );
+    }
+
+    #[test]
+    fn what_is_left_counts_down_from_the_limits() {
+        // Pins the remaining-budget line: 12 − 2 steps, 16 − 3 replies, 100 − 40 calls, floored at 0.
+        assert_eq!(
+            budget_left(2, 3, 40),
+            "Left: 10 steps, 13 replies, 60 function calls."
+        );
+        assert_eq!(
+            budget_left(99, 99, 999),
+            "Left: 0 steps, 0 replies, 0 function calls."
         );
     }
 

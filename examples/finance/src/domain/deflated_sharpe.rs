@@ -154,8 +154,8 @@ pub struct DeflatedSharpeEvidence {
     pub n_obs: f64,
     /// Trials N.
     pub n_trials: u64,
-    /// SR₀ = E[max SR of N trials].
-    pub expected_max_sharpe: f64,
+    /// SR₀ = E[max SR of N trials] ("Infinity" when N is too large for Φ⁻¹(1 − 1/N) in double precision).
+    pub expected_max_sharpe: F64OrInf,
     /// PSR(0).
     pub psr_zero: f64,
     /// Deflated Sharpe ratio PSR(SR₀), the verdict's probability.
