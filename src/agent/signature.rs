@@ -14,7 +14,7 @@
 //!   convention) is `number*`; the constants seen are collected so the prompt
 //!   can explain the star once.
 //! - An output object type defined (`$defs`) by several guards, such as a
-//!   report's finding, is shown by name and spelled out once ([`shared_types`]).
+//!   report's finding, is shown by name and spelled out once (`shared_types`).
 
 use std::collections::{BTreeMap, BTreeSet};
 
