@@ -4,7 +4,7 @@
 //! book is a managed resource, so `get_quote` runs `in_process`, and
 //! `get_quote_isolated` re-reads the CSV inside a worker for comparison.
 //! Research guards take their catalogue category from
-//! `domain::GUARD_CATEGORIES`; `assert_causal` is script-only ([`causal`]).
+//! `domain::GUARD_CATEGORIES`; `assert_causal` is script-only (`causal`).
 
 mod causal;
 mod quotes;
