@@ -283,6 +283,59 @@ pub const AGENT_PLANNING_INTERVAL: usize = 3;
 /// cut with a note).
 pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
 
+// ---- charts ----
+// Script charts (`line_chart`, `bar_chart`, `scatter_chart`, `heatmap`,
+// rendered by `crate::script::charts` inside the script worker). A chart
+// that breaks one of these is refused with a catchable script error
+// (`chart_too_large`, naming the option or `rows`) before anything is
+// drawn. What is written still counts as one file against the task's
+// artifact limits (DEFAULT_MAX_ARTIFACT_BYTES and any per-task quota),
+// exactly like write_artifact of text; none of these bound that.
+
+/// Default chart size when `width`/`height` are not given: 800 × 500 pixels.
+pub const CHART_DEFAULT_WIDTH: u32 = 800;
+/// See [`CHART_DEFAULT_WIDTH`].
+pub const CHART_DEFAULT_HEIGHT: u32 = 500;
+
+/// Smallest `width`/`height`: 200 × 150 pixels. Below it axes and title do
+/// not fit; a smaller value is refused (`invalid_input`), not enlarged.
+pub const CHART_MIN_WIDTH: u32 = 200;
+/// See [`CHART_MIN_WIDTH`].
+pub const CHART_MIN_HEIGHT: u32 = 150;
+
+/// Largest `width`/`height`: 2,400 pixels each (a 2,400 × 2,400 RGB canvas
+/// is 17 MB of worker memory while it is drawn). Larger is refused with
+/// `chart_too_large`. Does not bound the encoded file, which is capped by
+/// the artifact size limit (a noisy full-size PNG can exceed it:
+/// write_artifact then fails with `artifact_too_large`).
+pub const CHART_MAX_SIDE_PX: u32 = 2_400;
+
+/// Points per chart, all series together (line and scatter points, bars):
+/// 20,000. More is refused with `chart_too_large` on `rows`; aggregate or
+/// sample first. Rows without a value are not points and do not count.
+pub const CHART_MAX_POINTS: usize = 20_000;
+
+/// Cells of a heatmap (distinct x values × distinct y values): 10,000
+/// (e.g. 100 × 100). More is refused with `chart_too_large` on `rows`.
+/// Empty cells of the grid count too: it is the grid that is drawn.
+pub const CHART_MAX_HEATMAP_CELLS: usize = 10_000;
+
+/// Series in one chart (y columns × `series` groups): 12. Beyond it the
+/// colours repeat and the legend hides the plot, so it is refused
+/// (`chart_too_large` on `series` or `y`).
+pub const CHART_MAX_SERIES: usize = 12;
+
+/// Characters in a title or axis label: 200 (`invalid_input`). Category
+/// labels of a bar chart are cut to 40 characters instead, with "…".
+pub const CHART_MAX_LABEL_CHARS: usize = 200;
+
+/// Sections in one `report(...)`: 100; rows shown per table section: 500
+/// (the rest is left out with a note saying how many). The page is one
+/// artifact, so it is also bounded by the artifact size limit.
+pub const REPORT_MAX_SECTIONS: usize = 100;
+/// See [`REPORT_MAX_SECTIONS`].
+pub const REPORT_MAX_TABLE_ROWS: usize = 500;
+
 #[cfg(test)]
 mod tests {
     use super::*;

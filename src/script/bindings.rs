@@ -1,6 +1,7 @@
 //! What a script can call: every guard (a function taking an object map),
 //! the app's script-only functions, plus write_artifact,
-//! read_written_artifact, to_csv and final_answer.
+//! read_written_artifact, to_csv, final_answer, the chart helpers and
+//! report (`super::charts`).
 //!
 //! Pure guards run inline here; all other guards and every artifact
 //! operation go through the [`Door`] to the server, which runs them via
@@ -13,6 +14,7 @@ use std::time::Instant;
 use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
 use serde_json::Value;
 
+use super::charts::Chart;
 use super::door::Door;
 use super::protocol::FromWorker;
 use crate::error::GuardError;
@@ -85,6 +87,7 @@ pub fn register(
     for function in registry.script_functions() {
         (function.register)(engine);
     }
+    super::charts::register(engine, thrown);
     register_artifacts(engine, door);
     engine.register_fn(
         "final_answer",
@@ -186,16 +189,29 @@ fn call_guard(
     })
 }
 
+/// write_artifact content that is not a chart: a string as is, anything
+/// else as JSON.
+fn text_content(ctx: &NativeCallContext, content: &Dynamic) -> Result<String, Box<EvalAltResult>> {
+    if content.is_string() {
+        Ok(content.to_string())
+    } else {
+        to_json(content)
+            .map(|v| v.to_string())
+            .map_err(|e| thrown(e, ctx.call_position()))
+    }
+}
+
 fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
     let write = {
         let door = door.clone();
         move |ctx: &NativeCallContext, filename: &str, content: &Dynamic, encoding: &str| -> RhaiResult {
-            let content = if content.is_string() {
-                content.to_string()
+            // A chart is drawn here, in the worker, as the extension asks.
+            let (content, encoding) = if let Some(chart) = content.read_lock::<Chart>() {
+                let (text, encoding) = super::charts::artifact_content(&chart, filename)
+                    .map_err(|e| thrown(e, ctx.call_position()))?;
+                (text, encoding)
             } else {
-                to_json(content)
-                    .map(|v| v.to_string())
-                    .map_err(|e| thrown(e, ctx.call_position()))?
+                (text_content(ctx, content)?, encoding)
             };
             let message = FromWorker::WriteArtifact {
                 filename: filename.to_string(),
@@ -212,6 +228,16 @@ fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
         }
     };
     let write3 = write.clone();
+    let write_report = write.clone();
+    engine.register_fn(
+        "report",
+        move |ctx: NativeCallContext, options: Map| -> RhaiResult {
+            let page = super::charts::report::html(&options).map_err(|e| thrown(e, ctx.call_position()))?;
+            let filename =
+                super::charts::report::filename(&options).map_err(|e| thrown(e, ctx.call_position()))?;
+            write_report(&ctx, &filename, &Dynamic::from(page), "utf-8")
+        },
+    );
     engine.register_fn(
         "write_artifact",
         move |ctx: NativeCallContext, filename: &str, content: Dynamic| {

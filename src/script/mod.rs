@@ -2,10 +2,12 @@
 //!
 //! Worker side: [`worker`] (entry point), [`layers`] (namespace, Landlock),
 //! [`engine`] (limits, deadline), [`bindings`] (guards and helpers),
-//! [`door`] (the pipe). Shared: [`protocol`]. The server side of a script
+//! [`door`] (the pipe), [`charts`] (charts and the report page). Shared:
+//! [`protocol`]. The server side of a script
 //! run lives in `crate::task`.
 
 pub mod bindings;
+pub mod charts;
 mod csv;
 pub mod door;
 pub mod engine;
