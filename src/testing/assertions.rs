@@ -242,7 +242,7 @@ impl Outcome {
         match self {
             Outcome::TimedOut { .. } => true,
             Outcome::Result(result) => {
-                let content = &result["structuredContent"];
+                let content = &error_json(result);
                 result["isError"] == true
                     && (content["status"] == "timed_out" || content["error"]["code"] == "timed_out")
             }
@@ -431,6 +431,19 @@ pub fn check_prompt(case: &PromptCase, answer: &PromptAnswer, listed: &[String])
         ));
     }
     out
+}
+
+/// The JSON of a result: its structuredContent, or — for a guard's error,
+/// which carries its JSON only as text (see `crate::server`) — the first
+/// text block parsed.
+fn error_json(result: &Value) -> Value {
+    if let Some(content) = result.get("structuredContent").filter(|c| !c.is_null()) {
+        return content.clone();
+    }
+    result["content"][0]["text"]
+        .as_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]
