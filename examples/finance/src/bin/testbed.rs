@@ -58,7 +58,7 @@ fn sleep_in_process(input: InProcessSleep) -> Result<u64, GuardError> {
 /// Misbehave in the chosen way.
 #[derive(Deserialize, JsonSchema)]
 struct CrashInput {
-    /// panic | abort | oom | print | huge
+    /// panic | abort | oom | print | huge | files | bigfile | code:<error code to fail with>
     how: String,
 }
 
@@ -106,6 +106,9 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
             let _ = std::fs::remove_file(&path);
             result
         }
+        // A guard that puts caller input into its error code: events must
+        // still stay small.
+        code if code.starts_with("code:") => Err(GuardError::new(&code[5..], "failed with the requested code")),
         other => Err(GuardError::invalid_input(
             "how",
             format!("expected panic, abort, oom, print, huge, files or bigfile, got '{other}'"),

@@ -1,0 +1,183 @@
+//! Hostile input at the transport and in the logs (issue 10, classes 2, 4
+//! and 9): malformed and oversized JSON-RPC lines, a client that stops
+//! reading answers, huge strings headed for events.jsonl, event-log
+//! rotation, guard error results and non-finite guard output.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::*;
+
+/// A server spoken to line by line, without an MCP client, so a test can
+/// send what no client library would.
+struct Raw {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: mpsc::Receiver<String>,
+    _artifacts: tempfile::TempDir,
+}
+
+impl Raw {
+    /// Starts `binary` and completes the MCP handshake.
+    fn start(binary: &str, env: &[(&str, &str)]) -> Raw {
+        let artifacts = tempfile::tempdir().unwrap();
+        let mut command = Command::new(binary);
+        command
+            .env("WARDEN_ARTIFACTS_DIR", artifacts.path())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut child = command.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        // A rendezvous channel: the reader thread reads a line only when
+        // the test asks for one, so a test that asks for none leaves the
+        // server's answers unread in the pipe, like a stalled client.
+        let (tx, lines) = mpsc::sync_channel(0);
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut raw = Raw {
+            child,
+            stdin,
+            lines,
+            _artifacts: artifacts,
+        };
+        raw.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"}}}));
+        assert_eq!(raw.next(30)["id"], 0);
+        raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        raw
+    }
+
+    fn send_line(&mut self, line: &[u8]) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: &Value) {
+        self.send_line(message.to_string().as_bytes());
+    }
+
+    /// The next message from the server, waiting up to `seconds`.
+    fn next(&self, seconds: u64) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(seconds))
+            .expect("the server answered in time");
+        serde_json::from_str(&line).expect("the server wrote JSON")
+    }
+
+    fn memory(&self) -> (u64, u64) {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb = |key: &str| -> u64 {
+            status
+                .lines()
+                .find(|l| l.starts_with(key))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|n| n.parse().ok())
+                .unwrap()
+        };
+        (kb("VmRSS:"), kb("VmHWM:"))
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn malformed_messages_get_error_replies_with_their_id_and_serving_goes_on() {
+    // Broken JSON → -32700 with the id a lenient scan recovers; wrong shape → -32600; then a ping works.
+    let mut raw = Raw::start(FINANCE, &[]);
+    raw.send_line(br#"{"jsonrpc":"2.0","id":41,"method":"tools/list","params":{"#);
+    let reply = raw.next(10);
+    assert_eq!(reply["id"], 41, "{reply}");
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    raw.send_line(br#"{"jsonrpc":"2.0","id":"q-42","method":7}"#);
+    let reply = raw.next(10);
+    assert_eq!(reply["id"], "q-42", "{reply}");
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    raw.send_line(b"not json at all");
+    let reply = raw.next(10);
+    assert_eq!(reply["id"], Value::Null, "{reply}");
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    raw.send(&json!({"jsonrpc": "2.0", "id": 43, "method": "ping"}));
+    let reply = raw.next(10);
+    assert_eq!(reply["id"], 43, "{reply}");
+    assert!(reply.get("result").is_some(), "{reply}");
+}
+
+#[test]
+fn an_oversized_line_is_answered_without_being_buffered() {
+    // A 96 MB line gets -32600 naming the cap, with its id, and the server's peak RSS grows far less than the line.
+    let mut raw = Raw::start(FINANCE, &[]);
+    let (_, before) = raw.memory();
+    let mut line = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{"pad":""#.to_vec();
+    line.resize(line.len() + 96 * 1024 * 1024, b'a');
+    line.extend_from_slice(br#""}}}"#);
+    raw.send_line(&line);
+    drop(line);
+    let reply = raw.next(60);
+    assert_eq!(reply["id"], 7, "{reply}");
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap();
+    assert!(message.contains("WARDEN_MAX_MESSAGE_BYTES"), "{message}");
+    let (_, after) = raw.memory();
+    assert!(
+        after - before < 40 * 1024,
+        "peak RSS grew by {} KiB for a 96 MiB line",
+        after - before
+    );
+    raw.send(&json!({"jsonrpc": "2.0", "id": 8, "method": "ping"}));
+    assert_eq!(raw.next(10)["id"], 8);
+}
+
+#[test]
+fn a_client_that_stops_reading_answers_stops_the_server_reading() {
+    // 20k requests with no answer read: server memory stays < 100 MB; once read, every request is answered.
+    const REQUESTS: i64 = 20_000;
+    let mut raw = Raw::start(FINANCE, &[]);
+    let mut stdin = raw.stdin.take().unwrap();
+    // The writer blocks once the server stops reading: that is the point.
+    let writer = std::thread::spawn(move || {
+        for id in 1..=REQUESTS {
+            let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+            if writeln!(stdin, "{request}").is_err() {
+                return;
+            }
+        }
+        let _ = stdin.flush();
+        // Keep stdin open until the answers are read.
+        std::thread::sleep(Duration::from_secs(600));
+    });
+    std::thread::sleep(Duration::from_secs(15));
+    let (rss, peak) = raw.memory();
+    assert!(peak < 100 * 1024, "server peak RSS {peak} KiB (now {rss} KiB) with answers unread");
+    let mut answered = std::collections::HashSet::new();
+    while answered.len() < REQUESTS as usize {
+        let reply = raw.next(120);
+        assert!(reply.get("result").is_some(), "{reply}");
+        answered.insert(reply["id"].as_i64().unwrap());
+    }
+    drop(writer);
+}
