@@ -181,3 +181,85 @@ fn a_client_that_stops_reading_answers_stops_the_server_reading() {
     }
     drop(writer);
 }
+
+#[tokio::test]
+async fn a_huge_caller_chosen_string_never_enters_events_whole() {
+    // A 500 KB error code built from the caller's input is cut with a marker in every event record.
+    let server = Server::start(TESTBED).await;
+    let code = format!("code:{}", "E".repeat(500_000));
+    let result = server.call("misbehave", json!({"how": code})).await;
+    assert!(is_error(&result));
+    assert!(error_code(&result).len() >= 500_000, "the caller still gets the whole code");
+    let records = server
+        .events_until(|r| r.iter().any(|e| e["event"] == "request_finished"))
+        .await;
+    let finished = records
+        .iter()
+        .find(|e| e["event"] == "request_finished")
+        .expect("request_finished recorded");
+    let error_type = finished["error_type"].as_str().unwrap();
+    assert!(error_type.len() < 2048, "{} bytes", error_type.len());
+    assert!(error_type.ends_with("…[truncated 498976 bytes]"), "{}", &error_type[1000..]);
+    let raw = std::fs::read_to_string(server.artifacts.path().join("events.jsonl")).unwrap();
+    assert!(raw.lines().all(|line| line.len() < 8 * 1024), "an event line is too long");
+}
+
+#[tokio::test]
+async fn the_event_log_rotates_at_its_size_and_keeps_n_files() {
+    // With a 4 KiB cap and 2 kept, many calls leave events.jsonl, .1 and .2, each ≤ 4 KiB, whole records only.
+    let server = Server::start_with_env(
+        FINANCE,
+        &[("WARDEN_EVENTS_MAX_BYTES", "4096"), ("WARDEN_EVENTS_KEEP", "2")],
+    )
+    .await;
+    for _ in 0..40 {
+        server.call("price_option_t", call_args()).await;
+    }
+    let dir = server.artifacts.path();
+    let _ = server
+        .events_until(|r| r.iter().filter(|e| e["event"] == "request_finished").count() >= 2)
+        .await;
+    let mut total = 0;
+    for name in ["events.jsonl", "events.jsonl.1", "events.jsonl.2"] {
+        let text = std::fs::read_to_string(dir.join(name)).unwrap_or_else(|_| panic!("{name} exists"));
+        assert!(text.len() <= 4096, "{name}: {} bytes", text.len());
+        for line in text.lines() {
+            serde_json::from_str::<Value>(line).unwrap_or_else(|_| panic!("{name}: a split record"));
+        }
+        total += text.lines().count();
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join(name)).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "{name}");
+    }
+    assert!(total >= 10, "{total} records kept");
+    assert!(!dir.join("events.jsonl.3").exists(), "more than 2 rotated files kept");
+}
+
+#[tokio::test]
+async fn a_guard_error_has_no_structured_content_contradicting_its_output_schema() {
+    // isError results of a guard with an outputSchema carry their error JSON in text, and no structuredContent.
+    let server = Server::start(FINANCE).await;
+    let tools = server.client.list_all_tools().await.unwrap();
+    let tool = tools.iter().find(|t| t.name == "price_option_t").unwrap();
+    assert!(tool.output_schema.is_some());
+    let result = server.call("price_option_t", json!({"spot": "abc"})).await;
+    assert!(is_error(&result));
+    assert!(result.structured_content.is_none(), "{:?}", result.structured_content);
+    let text = &result.content[0].as_text().unwrap().text;
+    let error: Value = serde_json::from_str(text).unwrap();
+    assert_eq!(error["error"]["code"], "invalid_arguments", "{error}");
+    assert!(error["request_id"].as_str().unwrap().starts_with("req_"));
+}
+
+#[tokio::test]
+async fn a_non_finite_guard_output_fails_naming_the_field() {
+    // 1e308 + 1e308 is infinity: the call fails with non_finite_output on `result`, never {"result": null}.
+    let server = Server::start(TESTBED).await;
+    let result = server.call("add_pure", json!({"a": 1e308, "b": 1e308})).await;
+    assert!(is_error(&result), "{:?}", result.structured_content);
+    let error = &structured(&result)["error"];
+    assert_eq!(error["code"], "non_finite_output", "{error}");
+    assert_eq!(error["field"], "result", "{error}");
+    let fine = server.call("add_pure", json!({"a": 1, "b": 2})).await;
+    assert_eq!(structured(&fine)["result"], 3.0);
+}
