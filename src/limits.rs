@@ -276,7 +276,7 @@ pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
 /// counts per function and per error type, total duration — in both event
 /// logs. function_calls.json and, when tracing, spans still keep every
 /// call. Why: two ~390-byte records per call let one 100,000-call loop add
-/// 78 MB to each event log (the global one has no retention) and cost the
+/// 78 MB to each event log and cost the
 /// server more than the calls themselves cost the worker.
 pub const DEFAULT_PURE_CALLS_DETAILED: usize = 1_000;
 

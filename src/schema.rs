@@ -349,15 +349,39 @@ mod tests {
     fn non_finite_output_fails_naming_the_field() {
         // NaN or infinity where the schema allows only numbers fails the call, never a silent null.
         let (schema, wraps) = output_schema::<Sum>();
-        let error = output_value(&Sum { sum: f64::INFINITY, parts: vec![] }, &schema, wraps).unwrap_err();
+        let error = output_value(
+            &Sum {
+                sum: f64::INFINITY,
+                parts: vec![],
+            },
+            &schema,
+            wraps,
+        )
+        .unwrap_err();
         assert_eq!(error.code, codes::NON_FINITE_OUTPUT);
         assert_eq!(error.field.as_deref(), Some("sum"));
-        let error = output_value(&Sum { sum: 1.0, parts: vec![1.0, f64::NAN] }, &schema, wraps).unwrap_err();
+        let error = output_value(
+            &Sum {
+                sum: 1.0,
+                parts: vec![1.0, f64::NAN],
+            },
+            &schema,
+            wraps,
+        )
+        .unwrap_err();
         assert_eq!(error.field.as_deref(), Some("parts[1]"));
         let (schema, wraps) = output_schema::<f64>();
         let error = output_value(&f64::NEG_INFINITY, &schema, wraps).unwrap_err();
         assert_eq!(error.field.as_deref(), Some("result"));
-        let fine = output_value(&Sum { sum: 2.0, parts: vec![1.0] }, &output_schema::<Sum>().0, false).unwrap();
+        let fine = output_value(
+            &Sum {
+                sum: 2.0,
+                parts: vec![1.0],
+            },
+            &output_schema::<Sum>().0,
+            false,
+        )
+        .unwrap();
         assert_eq!(fine, json!({"sum": 2.0, "parts": [1.0]}));
     }
 

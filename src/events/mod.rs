@@ -103,7 +103,15 @@ fn truncation_marker(lines: &[u8], max_bytes: u64) -> Vec<u8> {
     let first = lines.split(|b| *b == b'\n').next().unwrap_or_default();
     let replaced: Map<String, Value> = serde_json::from_slice(first).unwrap_or_default();
     let mut extra = Map::new();
-    for key in ["request_id", "mode", "tool", "task_id", "trace_id", "span_id", "pid"] {
+    for key in [
+        "request_id",
+        "mode",
+        "tool",
+        "task_id",
+        "trace_id",
+        "span_id",
+        "pid",
+    ] {
         extra.insert(key.into(), replaced.get(key).cloned().unwrap_or(Value::Null));
     }
     extra.insert("limit_bytes".into(), Value::from(max_bytes));
@@ -491,8 +499,17 @@ mod bound_tests {
         assert!(line.len() < 8 * MAX_EVENT_STRING_BYTES, "{} bytes", line.len());
         let value: Value = serde_json::from_slice(&line).unwrap();
         let tool = value["tool"].as_str().unwrap();
-        assert!(tool.ends_with("…[truncated 998976 bytes]"), "{} bytes", tool.len());
-        assert!(value["nested"]["filename"][0].as_str().unwrap().contains("…[truncated "));
+        assert!(
+            tool.ends_with("…[truncated 998976 bytes]"),
+            "{} bytes",
+            tool.len()
+        );
+        assert!(
+            value["nested"]["filename"][0]
+                .as_str()
+                .unwrap()
+                .contains("…[truncated ")
+        );
         assert_eq!(bounded("short"), "short");
     }
 

@@ -107,7 +107,7 @@ mod tests {
         log.flush().unwrap();
         for name in ["events.jsonl", "events.jsonl.1", "events.jsonl.2"] {
             let len = std::fs::metadata(dir.path().join(name)).unwrap().len();
-            assert!(len <= 100 && len % 40 == 0, "{name}: {len}");
+            assert!(len <= 100 && len.is_multiple_of(40), "{name}: {len}");
         }
         assert!(!dir.path().join("events.jsonl.3").exists());
         use std::os::unix::fs::PermissionsExt;

@@ -103,8 +103,14 @@ mod tests {
     #[test]
     fn reads_the_top_level_id_of_broken_json() {
         // A malformed message still yields the id the client waits on.
-        assert_eq!(id(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"#).as_deref(), Some("7"));
-        assert_eq!(id(r#"{"id" : "a\"b", "method": tools/list}"#).as_deref(), Some("a\"b"));
+        assert_eq!(
+            id(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"#).as_deref(),
+            Some("7")
+        );
+        assert_eq!(
+            id(r#"{"id" : "a\"b", "method": tools/list}"#).as_deref(),
+            Some("a\"b")
+        );
         assert_eq!(id(r#"{"params":{"id":1},"id":-3,"x":}"#).as_deref(), Some("-3"));
     }
 

@@ -83,7 +83,9 @@ enum Line {
     Whole,
     /// The line was longer than the cap: `total` bytes, of which the first
     /// [`ID_SCAN_BYTES`] are in `line`.
-    Oversized { total: usize },
+    Oversized {
+        total: usize,
+    },
     Eof,
 }
 
@@ -210,11 +212,15 @@ send large data as an artifact or in several calls",
             ),
             Err(error) => (
                 ErrorCode::PARSE_ERROR,
-                format!("parse error: the message is not valid JSON ({error}); send one JSON-RPC message per line"),
+                format!(
+                    "parse error: the message is not valid JSON ({error}); send one JSON-RPC message per line"
+                ),
             ),
             Ok(_) => (
                 ErrorCode::INVALID_REQUEST,
-                format!("invalid request: {detail}; expected a JSON-RPC 2.0 request, notification or response"),
+                format!(
+                    "invalid request: {detail}; expected a JSON-RPC 2.0 request, notification or response"
+                ),
             ),
         };
         tracing::warn!(code = code.0, ?id, "{message}");

@@ -24,7 +24,7 @@ struct Raw {
 impl Raw {
     /// Starts `binary` and completes the MCP handshake.
     fn start(binary: &str, env: &[(&str, &str)]) -> Raw {
-        let artifacts = tempfile::tempdir().unwrap();
+        let artifacts = tempfile::tempdir().expect("temp dir");
         let mut command = Command::new(binary);
         command
             .env("WARDEN_ARTIFACTS_DIR", artifacts.path())
@@ -34,8 +34,8 @@ impl Raw {
         for (key, value) in env {
             command.env(key, value);
         }
-        let mut child = command.spawn().unwrap();
-        let stdout = child.stdout.take().unwrap();
+        let mut child = command.spawn().expect("spawn server");
+        let stdout = child.stdout.take().expect("piped stdout");
         // A rendezvous channel: the reader thread reads a line only when
         // the test asks for one, so a test that asks for none leaves the
         // server's answers unread in the pipe, like a stalled client.
@@ -55,19 +55,21 @@ impl Raw {
             lines,
             _artifacts: artifacts,
         };
-        raw.send(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        raw.send(
+            &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
             "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "1"}}}));
+            "clientInfo": {"name": "raw", "version": "1"}}}),
+        );
         assert_eq!(raw.next(30)["id"], 0);
         raw.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
         raw
     }
 
     fn send_line(&mut self, line: &[u8]) {
-        let stdin = self.stdin.as_mut().unwrap();
-        stdin.write_all(line).unwrap();
-        stdin.write_all(b"\n").unwrap();
-        stdin.flush().unwrap();
+        let stdin = self.stdin.as_mut().expect("stdin still open");
+        stdin.write_all(line).expect("server reads stdin");
+        stdin.write_all(b"\n").expect("server reads stdin");
+        stdin.flush().expect("server reads stdin");
     }
 
     fn send(&mut self, message: &Value) {
@@ -84,14 +86,15 @@ impl Raw {
     }
 
     fn memory(&self) -> (u64, u64) {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).expect("server alive");
         let kb = |key: &str| -> u64 {
             status
                 .lines()
                 .find(|l| l.starts_with(key))
                 .and_then(|l| l.split_whitespace().nth(1))
                 .and_then(|n| n.parse().ok())
-                .unwrap()
+                .expect("a memory figure")
         };
         (kb("VmRSS:"), kb("VmHWM:"))
     }
@@ -132,7 +135,9 @@ fn an_oversized_line_is_answered_without_being_buffered() {
     // A 96 MB line gets -32600 naming the cap, with its id, and the server's peak RSS grows far less than the line.
     let mut raw = Raw::start(FINANCE, &[]);
     let (_, before) = raw.memory();
-    let mut line = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{"pad":""#.to_vec();
+    let mut line =
+        br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","arguments":{"pad":""#
+            .to_vec();
     line.resize(line.len() + 96 * 1024 * 1024, b'a');
     line.extend_from_slice(br#""}}}"#);
     raw.send_line(&line);
@@ -172,7 +177,10 @@ fn a_client_that_stops_reading_answers_stops_the_server_reading() {
     });
     std::thread::sleep(Duration::from_secs(15));
     let (rss, peak) = raw.memory();
-    assert!(peak < 100 * 1024, "server peak RSS {peak} KiB (now {rss} KiB) with answers unread");
+    assert!(
+        peak < 100 * 1024,
+        "server peak RSS {peak} KiB (now {rss} KiB) with answers unread"
+    );
     let mut answered = std::collections::HashSet::new();
     while answered.len() < REQUESTS as usize {
         let reply = raw.next(120);
@@ -189,7 +197,10 @@ async fn a_huge_caller_chosen_string_never_enters_events_whole() {
     let code = format!("code:{}", "E".repeat(500_000));
     let result = server.call("misbehave", json!({"how": code})).await;
     assert!(is_error(&result));
-    assert!(error_code(&result).len() >= 500_000, "the caller still gets the whole code");
+    assert!(
+        error_code(&result).len() >= 500_000,
+        "the caller still gets the whole code"
+    );
     let records = server
         .events_until(|r| r.iter().any(|e| e["event"] == "request_finished"))
         .await;
@@ -199,9 +210,16 @@ async fn a_huge_caller_chosen_string_never_enters_events_whole() {
         .expect("request_finished recorded");
     let error_type = finished["error_type"].as_str().unwrap();
     assert!(error_type.len() < 2048, "{} bytes", error_type.len());
-    assert!(error_type.ends_with("…[truncated 498976 bytes]"), "{}", &error_type[1000..]);
+    assert!(
+        error_type.ends_with("…[truncated 498976 bytes]"),
+        "{}",
+        &error_type[1000..]
+    );
     let raw = std::fs::read_to_string(server.artifacts.path().join("events.jsonl")).unwrap();
-    assert!(raw.lines().all(|line| line.len() < 8 * 1024), "an event line is too long");
+    assert!(
+        raw.lines().all(|line| line.len() < 8 * 1024),
+        "an event line is too long"
+    );
 }
 
 #[tokio::test]
@@ -232,7 +250,10 @@ async fn the_event_log_rotates_at_its_size_and_keeps_n_files() {
         assert_eq!(mode & 0o777, 0o600, "{name}");
     }
     assert!(total >= 10, "{total} records kept");
-    assert!(!dir.join("events.jsonl.3").exists(), "more than 2 rotated files kept");
+    assert!(
+        !dir.join("events.jsonl.3").exists(),
+        "more than 2 rotated files kept"
+    );
 }
 
 #[tokio::test]
@@ -244,7 +265,11 @@ async fn a_guard_error_has_no_structured_content_contradicting_its_output_schema
     assert!(tool.output_schema.is_some());
     let result = server.call("price_option_t", json!({"spot": "abc"})).await;
     assert!(is_error(&result));
-    assert!(result.structured_content.is_none(), "{:?}", result.structured_content);
+    assert!(
+        result.structured_content.is_none(),
+        "{:?}",
+        result.structured_content
+    );
     let text = &result.content[0].as_text().unwrap().text;
     let error: Value = serde_json::from_str(text).unwrap();
     assert_eq!(error["error"]["code"], "invalid_arguments", "{error}");

@@ -108,7 +108,9 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
         }
         // A guard that puts caller input into its error code: events must
         // still stay small.
-        code if code.starts_with("code:") => Err(GuardError::new(&code[5..], "failed with the requested code")),
+        code if code.starts_with("code:") => {
+            Err(GuardError::new(&code[5..], "failed with the requested code"))
+        }
         other => Err(GuardError::invalid_input(
             "how",
             format!("expected panic, abort, oom, print, huge, files or bigfile, got '{other}'"),
