@@ -278,13 +278,43 @@ async fn a_guard_error_has_no_structured_content_contradicting_its_output_schema
 
 #[tokio::test]
 async fn a_non_finite_guard_output_fails_naming_the_field() {
-    // 1e308 + 1e308 is infinity: the call fails with non_finite_output on `result`, never {"result": null}.
+    // 1e308 + 1e308 is infinity: in-process (pure) and isolated calls fail with non_finite_output on `result`, never {"result": null}.
     let server = Server::start(TESTBED).await;
-    let result = server.call("add_pure", json!({"a": 1e308, "b": 1e308})).await;
-    assert!(is_error(&result), "{:?}", result.structured_content);
-    let error = &structured(&result)["error"];
-    assert_eq!(error["code"], "non_finite_output", "{error}");
-    assert_eq!(error["field"], "result", "{error}");
+    for guard in ["add_pure", "add_isolated"] {
+        let result = server.call(guard, json!({"a": 1e308, "b": 1e308})).await;
+        assert!(is_error(&result), "{guard}: {:?}", result.structured_content);
+        let error = &structured(&result)["error"];
+        assert_eq!(error["code"], "non_finite_output", "{guard}: {error}");
+        assert_eq!(error["field"], "result", "{guard}: {error}");
+    }
     let fine = server.call("add_pure", json!({"a": 1, "b": 2})).await;
     assert_eq!(structured(&fine)["result"], 3.0);
+}
+
+#[test]
+fn reusing_the_id_of_a_running_request_is_refused_and_the_first_is_answered() {
+    // A second request with a running request's id gets -32600 at once; the first still gets its answer.
+    let mut raw = Raw::start(TESTBED, &[]);
+    let call = |millis: u64| {
+        json!({"jsonrpc": "2.0", "id": 50, "method": "tools/call",
+               "params": {"name": "slow_echo", "arguments": {"millis": millis, "tag": format!("t{millis}")}}})
+    };
+    raw.send(&call(1500));
+    raw.send(&call(1));
+    let refused = raw.next(10);
+    assert_eq!(refused["id"], 50, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already used"),
+        "{refused}"
+    );
+    let answered = raw.next(30);
+    assert_eq!(answered["id"], 50, "{answered}");
+    assert_eq!(
+        answered["result"]["structuredContent"]["tag"], "t1500",
+        "{answered}"
+    );
 }

@@ -154,6 +154,8 @@ fn main() -> std::process::ExitCode {
     }
     warden_finance::app()
         .guard(guard(add_pure).pure())
+        // The same sum in a worker process: non-finite output is caught there too.
+        .guard(guard(add_pure).name("add_isolated"))
         .guard(guard(slow_echo).timeout(Duration::from_secs(5)))
         .guard(
             guard(sleep_in_process)
