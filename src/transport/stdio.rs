@@ -89,6 +89,16 @@ enum Line {
     Eof,
 }
 
+/// Why a line gets an error reply instead of reaching the service.
+enum Rejected {
+    /// Longer than `max_message_bytes` (`total` bytes).
+    TooLarge { total: usize },
+    /// Not JSON: `-32700`.
+    NotJson(serde_json::Error),
+    /// JSON, but not a JSON-RPC message the server understands: `-32600`.
+    NotAMessage(serde_json::Error),
+}
+
 type Writer<W> = Arc<Mutex<Option<W>>>;
 
 /// The stdio transport `serve` hands to rmcp. Build it with
@@ -198,28 +208,28 @@ where
         }));
     }
 
-    /// The reply for a line that is not a message the service can take.
-    fn reject(&mut self, bytes_total: usize, parsed: Result<Value, serde_json::Error>, detail: String) {
+    /// Answers the line in `line`, which the service cannot take.
+    fn reject(&mut self, why: Rejected) {
         let id = super::recover::request_id(&self.line);
-        let (code, message) = match parsed {
-            _ if bytes_total > self.limits.max_message_bytes => (
+        let (code, message) = match why {
+            Rejected::TooLarge { total } => (
                 ErrorCode::INVALID_REQUEST,
                 format!(
-                    "message too large: {bytes_total} bytes, the limit is {} bytes (WARDEN_MAX_MESSAGE_BYTES); \
+                    "message too large: {total} bytes, the limit is {} bytes (WARDEN_MAX_MESSAGE_BYTES); \
 send large data as an artifact or in several calls",
                     self.limits.max_message_bytes
                 ),
             ),
-            Err(error) => (
+            Rejected::NotJson(error) => (
                 ErrorCode::PARSE_ERROR,
                 format!(
                     "parse error: the message is not valid JSON ({error}); send one JSON-RPC message per line"
                 ),
             ),
-            Ok(_) => (
+            Rejected::NotAMessage(error) => (
                 ErrorCode::INVALID_REQUEST,
                 format!(
-                    "invalid request: {detail}; expected a JSON-RPC 2.0 request, notification or response"
+                    "invalid request: {error}; expected a JSON-RPC 2.0 request, notification or response"
                 ),
             ),
         };
@@ -239,22 +249,21 @@ send large data as an artifact or in several calls",
         match serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(text) {
             Ok(message) => Some(message),
             Err(error) => {
-                let total = self.line_total;
-                let value = serde_json::from_slice::<Value>(text);
-                if let Ok(value) = &value
-                    && ignorable_notification(value)
-                {
-                    return None;
-                }
-                self.reject(total, value, error.to_string());
+                let why = match serde_json::from_slice::<Value>(text) {
+                    Ok(value) if ignorable_notification(&value) => return None,
+                    Ok(_) => Rejected::NotAMessage(error),
+                    Err(error) => Rejected::NotJson(error),
+                };
+                self.reject(why);
                 None
             }
         }
     }
 }
 
-/// A notification from outside MCP (e.g. an editor's LSP traffic) or a
-/// non-standard `notifications/…`: ignored, as rmcp's own transport does.
+/// A notification the server cannot take (a method from outside MCP, such
+/// as an editor's LSP traffic, or bad params): ignored, since JSON-RPC never
+/// answers a notification — rmcp's own transport ignores them too.
 fn ignorable_notification(value: &Value) -> bool {
     value.get("id").is_none() && value.get("method").is_some_and(Value::is_string)
 }
@@ -329,7 +338,7 @@ where
             let message = match line {
                 Line::Eof => return None,
                 Line::Oversized { total } => {
-                    self.reject(total, Ok(Value::Null), String::new());
+                    self.reject(Rejected::TooLarge { total });
                     None
                 }
                 Line::Whole => self.parse_line(),
