@@ -207,9 +207,11 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
     let transport_limits = crate::transport::TransportLimits {
         // Never below the argument cap plus room for the envelope, so a
         // call the executor accepts is never refused by the transport.
-        max_message_bytes: limits
-            .max_message_bytes
-            .max(limits.max_argument_bytes + crate::limits::MESSAGE_ENVELOPE_BYTES),
+        max_message_bytes: limits.max_message_bytes.max(
+            limits
+                .max_argument_bytes
+                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
+        ),
         max_pending_responses: limits.max_pending_responses,
     };
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
