@@ -158,17 +158,15 @@ where
                 }
                 let newline = available.iter().position(|b| *b == b'\n');
                 let take = newline.map_or(available.len(), |at| at + 1);
-                let piece = &available[..take];
-                let room = if self.line_total + take > self.limits.max_message_bytes {
-                    ID_SCAN_BYTES.saturating_sub(self.line.len())
-                } else {
-                    take
-                };
-                self.line.extend_from_slice(&piece[..room.min(take)]);
-                if self.line_total + take > self.limits.max_message_bytes {
-                    self.line.truncate(ID_SCAN_BYTES);
-                }
                 self.line_total += take;
+                if self.line_total > self.limits.max_message_bytes {
+                    // Past the cap: keep only the start, for the id.
+                    self.line.truncate(ID_SCAN_BYTES);
+                    let room = ID_SCAN_BYTES.saturating_sub(self.line.len()).min(take);
+                    self.line.extend_from_slice(&available[..room]);
+                } else {
+                    self.line.extend_from_slice(&available[..take]);
+                }
                 (take, newline.is_some())
             };
             self.read.consume(consumed);
