@@ -7,10 +7,10 @@
 //! Values (arguments, results, prompts, error text) are never written here.
 //!
 //! Every string that goes into a record — names, filenames, reasons, error
-//! types, however nested — passes through [`push_value`], which cuts it at
+//! types, however nested — passes through `push_value`, which cuts it at
 //! [`MAX_EVENT_STRING_BYTES`] with a visible marker, so no client or script
 //! can make one record large. The global log rotates by size
-//! ([`rotate`]); a task's own log stops at [`DEFAULT_TASK_EVENTS_MAX_BYTES`]
+//! (`rotate`); a task's own log stops at [`DEFAULT_TASK_EVENTS_MAX_BYTES`]
 //! with one `task_events_truncated` record. Both are opened without
 //! following links and created 0600.
 
