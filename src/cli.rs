@@ -203,8 +203,21 @@ async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitC
 Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
         );
     }
+    let limits = runtime.executor.limits();
+    let transport_limits = crate::transport::TransportLimits {
+        // Never below the argument cap plus room for the envelope, so a
+        // call the executor accepts is never refused by the transport.
+        max_message_bytes: limits.max_message_bytes.max(
+            limits
+                .max_argument_bytes
+                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
+        ),
+        max_pending_responses: limits.max_pending_responses,
+    };
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
     let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
-    let service = match server.serve(rmcp::transport::stdio()).await {
+    let service = match server.serve(transport).await {
         Ok(service) => service,
         Err(error) => {
             eprintln!("error: MCP initialization failed: {error}");

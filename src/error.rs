@@ -33,6 +33,9 @@ pub mod codes {
     pub const WORKER_SPAWN_FAILED: &str = "worker_spawn_failed";
     /// The guard panicked.
     pub const GUARD_PANICKED: &str = "guard_panicked";
+    /// The guard returned NaN or ±infinity where its output schema allows
+    /// only numbers (JSON has neither); the error's field names where.
+    pub const NON_FINITE_OUTPUT: &str = "non_finite_output";
 }
 
 /// An error a caller can act on: a stable `code`, a lowercase `message` that

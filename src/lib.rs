@@ -28,6 +28,7 @@ pub mod server;
 pub mod task;
 pub mod telemetry;
 pub mod testing;
+pub mod transport;
 pub mod worker;
 
 pub use app::App;

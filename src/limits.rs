@@ -94,6 +94,14 @@ pub struct Limits {
     pub allow_destructive_in_batch: bool,
     /// See [`DEFAULT_TASKS_KEPT`].
     pub tasks_kept: usize,
+    /// See [`DEFAULT_MAX_MESSAGE_BYTES`].
+    pub max_message_bytes: usize,
+    /// See [`DEFAULT_MAX_PENDING_RESPONSES`].
+    pub max_pending_responses: usize,
+    /// See [`DEFAULT_EVENTS_MAX_BYTES`].
+    pub events_max_bytes: u64,
+    /// See [`DEFAULT_EVENTS_KEEP`].
+    pub events_keep: usize,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -117,6 +125,10 @@ impl Default for Limits {
             worker_file_size: DEFAULT_WORKER_FILE_SIZE,
             allow_destructive_in_batch: false,
             tasks_kept: DEFAULT_TASKS_KEPT,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_pending_responses: DEFAULT_MAX_PENDING_RESPONSES,
+            events_max_bytes: DEFAULT_EVENTS_MAX_BYTES,
+            events_keep: DEFAULT_EVENTS_KEEP,
         }
     }
 }
@@ -133,8 +145,9 @@ pub struct LimitError {
 impl Limits {
     /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
     /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
-    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536) and
-    /// `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
+    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536),
+    /// `WARDEN_TASKS_KEPT` (1–100,000) and the transport and event-log
+    /// overrides (see their constants) on top of `self`.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -150,6 +163,18 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_TASKS_KEPT", 1, 100_000)? {
             self.tasks_kept = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_MESSAGE_BYTES", 65_536, 1 << 30)? {
+            self.max_message_bytes = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_PENDING_RESPONSES", 1, 1024)? {
+            self.max_pending_responses = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_EVENTS_MAX_BYTES", 4096, 1 << 40)? {
+            self.events_max_bytes = n;
+        }
+        if let Some(n) = env_number("WARDEN_EVENTS_KEEP", 1, 100)? {
+            self.events_keep = n as usize;
         }
         Ok(self)
     }
@@ -173,6 +198,10 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
                 "WARDEN_MAX_CONCURRENT_CALLS" | "WARDEN_MAX_CONCURRENT_TASKS" => "an integer from 1 to 64",
                 "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
                 "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
+                "WARDEN_MAX_MESSAGE_BYTES" => "an integer from 65536 to 1073741824",
+                "WARDEN_MAX_PENDING_RESPONSES" => "an integer from 1 to 1024",
+                "WARDEN_EVENTS_MAX_BYTES" => "an integer from 4096 to 1099511627776",
+                "WARDEN_EVENTS_KEEP" => "an integer from 1 to 100",
                 _ => "an integer from 64 to 65536",
             },
             value: raw,
@@ -247,7 +276,7 @@ pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
 /// counts per function and per error type, total duration — in both event
 /// logs. function_calls.json and, when tracing, spans still keep every
 /// call. Why: two ~390-byte records per call let one 100,000-call loop add
-/// 78 MB to each event log (the global one has no retention) and cost the
+/// 78 MB to each event log and cost the
 /// server more than the calls themselves cost the worker.
 pub const DEFAULT_PURE_CALLS_DETAILED: usize = 1_000;
 
@@ -282,6 +311,61 @@ pub const AGENT_PLANNING_INTERVAL: usize = 3;
 /// Observation text sent back to the model per step: 8 KiB (the rest is
 /// cut with a note).
 pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
+
+// ---- transport ----
+
+/// Largest JSON-RPC message (one stdin line) the server reads: 9,048,576
+/// bytes, a megabyte above [`DEFAULT_MAX_ARGUMENT_BYTES`] for the envelope.
+/// A longer line is streamed past without being buffered (only its first
+/// 4 KiB are kept, to find its id) and answered with a `-32600` error;
+/// the server keeps serving. The effective cap is never below the argument
+/// cap plus that megabyte. Operators override it with
+/// `WARDEN_MAX_MESSAGE_BYTES` (65,536 – 1,073,741,824). Does not bound
+/// what the server writes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = DEFAULT_MAX_ARGUMENT_BYTES + MESSAGE_ENVELOPE_BYTES;
+
+/// Room for the JSON-RPC envelope above the argument cap: 1 MiB. The
+/// effective message cap is at least `max_argument_bytes` plus this.
+pub const MESSAGE_ENVELOPE_BYTES: usize = 1024 * 1024;
+
+/// Requests read from the client and not yet answered: 32. With that many
+/// answers unwritten (running, or waiting for a client that stopped
+/// reading stdout), the server reads no further requests until one is
+/// written or cancelled, so its memory holds at most this many requests
+/// and answers. Progress notifications are bounded by it too: each running
+/// request waits for its notification to be written before sending the
+/// next. Operators override it with `WARDEN_MAX_PENDING_RESPONSES`
+/// (1–1024). Does not bound the size of one answer (see
+/// [`MAX_INLINE_RESULT_BYTES`] and [`DEFAULT_MAX_WORKER_RESPONSE`]).
+pub const DEFAULT_MAX_PENDING_RESPONSES: usize = 32;
+
+/// Size at which the global `events.jsonl` is rotated: 64 MiB
+/// (67,108,864 bytes). The full file becomes `events.jsonl.1`, older ones
+/// shift up to `.N` ([`DEFAULT_EVENTS_KEEP`]) and the oldest is deleted, so
+/// the event log never holds more than (N + 1) × this on disk. Operators
+/// override it with `WARDEN_EVENTS_MAX_BYTES` (4,096 – 2^40). Records are
+/// never split across files. Does not cover the per-task events.jsonl
+/// (see [`DEFAULT_TASK_EVENTS_MAX_BYTES`]).
+pub const DEFAULT_EVENTS_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Rotated event logs kept besides `events.jsonl`: 4 (`events.jsonl.1` …
+/// `.4`). Operators override it with `WARDEN_EVENTS_KEEP` (1–100).
+pub const DEFAULT_EVENTS_KEEP: usize = 4;
+
+/// Bytes of records one task's own `events.jsonl` may hold: 16 MiB. The
+/// record that would cross it is replaced by one `task_events_truncated`
+/// record, and the task's later records go to the global log only. The
+/// task directory is bounded by the task quotas; this keeps a task making
+/// 100,000 door calls (two records each) from spending them on its log.
+pub const DEFAULT_TASK_EVENTS_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Longest string value written into an event record: 1,024 bytes. A
+/// longer value (a tool or function name, a filename, an error message or
+/// type, a reason) is cut at a character boundary and ends with
+/// `…[truncated N bytes]`. Applies to every string in a record, however
+/// deeply nested; keys are fixed by the code. Does not bound how many
+/// values a record has: records are built by the server from fixed fields.
+pub const MAX_EVENT_STRING_BYTES: usize = 1024;
 
 #[cfg(test)]
 mod tests {
