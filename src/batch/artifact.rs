@@ -122,7 +122,8 @@ impl Table {
     /// The value `reference` stands for, made now (a copy per call).
     pub(crate) fn value(&self, reference: &ArtifactRef) -> Result<Value, String> {
         let parse = |i: usize| {
-            serde_json::from_slice(&self.columns[i]).map_err(|e| format!("column {} did not load: {e}", self.headers[i]))
+            serde_json::from_slice(&self.columns[i])
+                .map_err(|e| format!("column {} did not load: {e}", self.headers[i]))
         };
         let picked = self.pick(reference)?;
         match &reference.columns {

@@ -233,7 +233,10 @@ reference to {} of task {} ({size} bytes): split the batch",
             let listed: Vec<String> = over.iter().map(|(at, m)| format!("{at}: {m}")).collect();
             Err(GuardError {
                 code: codes::ARGUMENTS_TOO_LARGE.into(),
-                message: format!("batch refused before any file was read or any call ran: {}", listed.join("; ")),
+                message: format!(
+                    "batch refused before any file was read or any call ran: {}",
+                    listed.join("; ")
+                ),
                 field: Some(field.clone()),
             })
         }

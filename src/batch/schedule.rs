@@ -97,7 +97,14 @@ pub(super) async fn execute(
                 }
             };
             let Ok(permit) = permit else { continue };
-            match substitute(i, call.arguments, &outcomes, names, tables, limits.max_argument_bytes) {
+            match substitute(
+                i,
+                call.arguments,
+                &outcomes,
+                names,
+                tables,
+                limits.max_argument_bytes,
+            ) {
                 Err(error) => {
                     outcomes[i] = Some(Outcome::Ran {
                         result: Err(Failure::new(Status::Failed, error)),
@@ -189,31 +196,32 @@ fn substitute(
     let mut total = json_size(&arguments);
     let mut too_large = false;
     let rewritten = refs::rewrite(arguments, &at, &mut |_, map| {
-        let (size, make): (usize, Box<dyn FnOnce() -> Result<Value, String>>) = if map.contains_key(ARTIFACT_KEY) {
-            let reference = artifact::parse(&map)?;
-            let table = tables
-                .get(&reference.key())
-                .ok_or_else(|| format!("{} was not loaded when the batch was planned", reference.filename))?;
-            (table.size(&reference)?, Box::new(move || table.value(&reference)))
-        } else {
-            let reference = refs::parse_result(&map, index, outcomes.len())?;
-            let source = reference.call;
-            let Some(Some(Outcome::Ran {
-                result: Ok(output), ..
-            })) = outcomes.get(source)
-            else {
-                return Err(format!("the result of calls[{source}] is not available"));
+        let (size, make): (usize, Box<dyn FnOnce() -> Result<Value, String>>) =
+            if map.contains_key(ARTIFACT_KEY) {
+                let reference = artifact::parse(&map)?;
+                let table = tables.get(&reference.key()).ok_or_else(|| {
+                    format!("{} was not loaded when the batch was planned", reference.filename)
+                })?;
+                (table.size(&reference)?, Box::new(move || table.value(&reference)))
+            } else {
+                let reference = refs::parse_result(&map, index, outcomes.len())?;
+                let source = reference.call;
+                let Some(Some(Outcome::Ran {
+                    result: Ok(output), ..
+                })) = outcomes.get(source)
+                else {
+                    return Err(format!("the result of calls[{source}] is not available"));
+                };
+                let value = refs::resolve(output, &reference.path).map_err(|e| {
+                    format!(
+                        "path '{}' into the result of calls[{source}] ({}, {}): {e}",
+                        reference.path,
+                        ref_id(source),
+                        names[source]
+                    )
+                })?;
+                (json_size(value), Box::new(|| Ok(value.clone())))
             };
-            let value = refs::resolve(output, &reference.path).map_err(|e| {
-                format!(
-                    "path '{}' into the result of calls[{source}] ({}, {}): {e}",
-                    reference.path,
-                    ref_id(source),
-                    names[source]
-                )
-            })?;
-            (json_size(value), Box::new(|| Ok(value.clone())))
-        };
         total += size;
         if total > cap {
             too_large = true;

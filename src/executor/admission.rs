@@ -108,12 +108,16 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         // The queue (1) is full: refused at once.
-        let refused = slots.admit(&never).await.err().expect("queue full");
-        assert!(refused.error.message.contains("already wait"), "{}", refused.error.message);
+        let refused = slots.admit(&never).await.expect_err("queue full");
+        assert!(
+            refused.error.message.contains("already wait"),
+            "{}",
+            refused.error.message
+        );
         drop(held);
         assert!(waiter.await.expect("joined").is_ok());
         let held = slots.admit(&never).await.expect("free again");
-        let late = slots.admit(&never).await.err().expect("wait ran out");
+        let late = slots.admit(&never).await.expect_err("wait ran out");
         assert_eq!(late.status, Status::Rejected);
         assert!(late.error.message.contains("300 ms"), "{}", late.error.message);
         drop(held);

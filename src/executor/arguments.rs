@@ -153,7 +153,11 @@ mod tests {
         assert!(check(&nested(MAX_ARGUMENT_DEPTH), 1_000).is_ok());
         let deep = check(&nested(MAX_ARGUMENT_DEPTH + 1), 1_000).unwrap_err();
         assert_eq!(deep.error.code, codes::INVALID_ARGUMENTS);
-        assert!(deep.error.message.contains("65 levels deep; the limit is 64"), "{}", deep.error.message);
+        assert!(
+            deep.error.message.contains("65 levels deep; the limit is 64"),
+            "{}",
+            deep.error.message
+        );
         let large = check(&json!({"a": "x".repeat(100)}), 50).unwrap_err();
         assert_eq!(large.error.code, codes::ARGUMENTS_TOO_LARGE);
         assert_eq!(json_size(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#.len());

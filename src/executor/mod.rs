@@ -32,8 +32,8 @@ use tokio_util::sync::CancellationToken;
 use admission::CallSlots;
 pub(crate) use isolated::WorkerLauncher;
 use sandbox::Rlimits;
-pub(crate) use threads::Held;
 use threads::GuardThreads;
+pub(crate) use threads::Held;
 
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};

@@ -300,7 +300,11 @@ mod tests {
         }
         let refused = threads.acquire(None, &never).await.err().expect("busy");
         assert_eq!(refused.error.code, codes::SERVER_BUSY);
-        assert!(refused.error.message.contains("all 2"), "{}", refused.error.message);
+        assert!(
+            refused.error.message.contains("all 2"),
+            "{}",
+            refused.error.message
+        );
         assert_eq!(threads.pool_threads(), 3);
         for _ in 0..3 {
             release.send(()).expect("send");

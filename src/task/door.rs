@@ -54,7 +54,9 @@ use crate::events::{Events, Origin};
 use crate::executor::arguments::{text_depth, too_deep};
 use crate::executor::{Admission, CallRequest, Executor, Failure, Held, StartedCall, Status};
 use crate::guard::Mode;
-use crate::limits::{DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap};
+use crate::limits::{
+    DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap,
+};
 use crate::script::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
 
 /// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
@@ -77,7 +79,10 @@ enum Incoming {
     Message(FromWorker),
     /// A request answered at once without being decoded: over the line cap,
     /// or nested too deeply to decode. `guard` names a refused guard call.
-    Refused { guard: Option<String>, reply: ToWorker },
+    Refused {
+        guard: Option<String>,
+        reply: ToWorker,
+    },
 }
 
 /// What the door thread hands to the session, in the order it happened.
@@ -364,9 +369,7 @@ impl Door {
                     scope: scope.clone(),
                     held: held.clone(),
                 });
-                let outcome = self
-                    .executor
-                    .run_here(&guard, &span, request.arguments, &held);
+                let outcome = self.executor.run_here(&guard, &span, request.arguments, &held);
                 let call = {
                     let mut slot = lock(&self.in_flight);
                     match slot.as_ref() {
@@ -671,7 +674,11 @@ mod tests {
             content: String::new(),
             encoding: "utf-8".into(),
         };
-        assert!(serde_json::to_vec(&write).unwrap().starts_with(WRITE_ARTIFACT_PREFIX));
+        assert!(
+            serde_json::to_vec(&write)
+                .unwrap()
+                .starts_with(WRITE_ARTIFACT_PREFIX)
+        );
         let done = FromWorker::Done {
             outcome: RunOutcome::default(),
         };

@@ -337,7 +337,10 @@ async fn a_batch_takes_one_call_slot_and_is_rejected_busy_like_a_direct_call() {
     // With both call slots held by direct calls (and no admission wait), a batch is rejected server_busy at once.
     let server = Server::start_with_env(
         TESTBED,
-        &[("WARDEN_MAX_CONCURRENT_CALLS", "2"), ("WARDEN_ADMISSION_WAIT_MS", "0")],
+        &[
+            ("WARDEN_MAX_CONCURRENT_CALLS", "2"),
+            ("WARDEN_ADMISSION_WAIT_MS", "0"),
+        ],
     )
     .await;
     let slow = json!({"millis": 1500, "tag": "hold"});

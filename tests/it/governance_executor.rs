@@ -31,7 +31,9 @@ fn threads_named(server: &Server, name: &str) -> usize {
         .map(|tasks| {
             tasks
                 .flatten()
-                .filter(|task| std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name))
+                .filter(|task| {
+                    std::fs::read_to_string(task.path().join("comm")).is_ok_and(|c| c.trim() == name)
+                })
                 .count()
         })
         .unwrap_or(0)
@@ -138,7 +140,11 @@ async fn with_every_guard_thread_hung_ping_and_fresh_calls_are_still_answered() 
         text.starts_with("Server busy; retry later") && text.contains("all 3 in-process guard threads"),
         "{text}"
     );
-    assert!(started.elapsed() < Duration::from_secs(3), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
     // Isolated guards need no guard thread.
     let isolated = server.call("price_option_t", call_args()).await;
     assert!(!is_error(&isolated), "{:?}", structured(&isolated));
@@ -175,7 +181,10 @@ async fn overrunning_batches_cannot_exhaust_the_servers_threads() {
     assert!((8..=12).contains(&timed_out), "{codes:?}");
     assert_eq!(codes.get("server_busy"), Some(&(500 - timed_out)), "{codes:?}");
     let guard_threads = threads_named(&server, "warden-guard");
-    assert!(guard_threads <= 12, "{guard_threads} guard threads; the budget is 12");
+    assert!(
+        guard_threads <= 12,
+        "{guard_threads} guard threads; the budget is 12"
+    );
     let after = threads(&server);
     assert!(
         after <= before + 12 + TOKIO_SLACK,
@@ -221,7 +230,10 @@ async fn a_script_looping_over_a_hanging_guard_does_not_grow_threads() {
     let door_threads = threads_named(&server, "warden-door");
     assert!(door_threads <= 3, "{door_threads} door threads");
     let after = threads(&server);
-    assert!(after <= before + 3 + TOKIO_SLACK, "threads grew from {before} to {after}");
+    assert!(
+        after <= before + 3 + TOKIO_SLACK,
+        "threads grew from {before} to {after}"
+    );
     assert!(ping(&server).await < Duration::from_secs(1));
 }
 
@@ -240,7 +252,11 @@ async fn a_direct_call_waits_briefly_for_a_slot_instead_of_being_refused() {
     );
     assert!(!is_error(&held), "{:?}", structured(&held));
     let (result, elapsed) = waited;
-    assert!(!is_error(&result), "refused instead of waiting: {:?}", structured(&result));
+    assert!(
+        !is_error(&result),
+        "refused instead of waiting: {:?}",
+        structured(&result)
+    );
     assert!(elapsed > Duration::from_millis(150), "did not wait: {elapsed:?}");
 }
 
@@ -319,22 +335,32 @@ async fn a_batch_of_thousands_of_artifact_references_is_refused_before_loading()
     let reference = json!({"$artifact": {"task_id": task_id, "filename": "outputs/big.csv"}, "column": "v"});
     let call = json!({"name": "check_performance", "arguments": {"returns": vec![reference; 80]}});
     let started = Instant::now();
-    let result = server
-        .call("run_batch", json!({"calls": vec![call; 25]}))
-        .await;
+    let result = server.call("run_batch", json!({"calls": vec![call; 25]})).await;
     let value = structured(&result);
     assert!(is_error(&result), "{value}");
     assert_eq!(value["error"]["code"], "arguments_too_large", "{value}");
     // 0.9 MiB × 9 references pass the 8,000,000-byte cap.
-    assert_eq!(value["error"]["field"], "calls[0].arguments.returns[8]", "{value}");
+    assert_eq!(
+        value["error"]["field"], "calls[0].arguments.returns[8]",
+        "{value}"
+    );
     let text = message(&value);
     assert!(
-        text.contains("calls[0] (check_performance)") && text.contains("outputs/big.csv") && text.contains("917506 bytes"),
+        text.contains("calls[0] (check_performance)")
+            && text.contains("outputs/big.csv")
+            && text.contains("917506 bytes"),
         "{text}"
     );
-    assert!(started.elapsed() < Duration::from_secs(5), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
     let peak_kb = status_field(server.pid, "VmHWM");
-    assert!(peak_kb > 0 && peak_kb < 100 * 1024, "server peak RSS {peak_kb} kB");
+    assert!(
+        peak_kb > 0 && peak_kb < 100 * 1024,
+        "server peak RSS {peak_kb} kB"
+    );
     let events = server.events_until(|_| false).await;
     assert!(
         !events
@@ -359,7 +385,12 @@ async fn arguments_nested_too_deep_are_invalid_arguments_on_every_path() {
     let server = Server::start(TESTBED).await;
     let deep = json!({"symbol": "AAPL", "extra": nested(69)});
     let direct = server.call("get_quote", deep.clone()).await;
-    assert_eq!(error_code(&direct), "invalid_arguments", "{:?}", structured(&direct));
+    assert_eq!(
+        error_code(&direct),
+        "invalid_arguments",
+        "{:?}",
+        structured(&direct)
+    );
     let text = message(&structured(&direct));
     assert!(text.contains("70 levels deep; the limit is 64"), "{text}");
 
@@ -427,11 +458,15 @@ async fn a_worker_message_over_the_cap_is_refused_and_the_server_keeps_serving()
     let caught = result["value"].as_array().expect("list");
     let call = caught[0].as_str().unwrap_or_default();
     assert!(
-        call.starts_with("arguments_too_large: the call to 'get_quote' is a 12582") && call.contains("capped at 8065536 bytes"),
+        call.starts_with("arguments_too_large: the call to 'get_quote' is a 12582")
+            && call.contains("capped at 8065536 bytes"),
         "{caught:?}"
     );
     let write = caught[1].as_str().unwrap_or_default();
-    assert!(write.starts_with("artifact_too_large: write_artifact sent a"), "{caught:?}");
+    assert!(
+        write.starts_with("artifact_too_large: write_artifact sent a"),
+        "{caught:?}"
+    );
 
     // A result over the cap ends the run with the reason.
     let result = run_script(&server, &format!("{build} s"), 60).await;
