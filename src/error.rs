@@ -15,7 +15,7 @@ pub mod codes {
     pub const INVALID_INPUT: &str = "invalid_input";
     /// The guard ran and reported a failure of its own.
     pub const GUARD_FAILED: &str = "guard_failed";
-    /// All call slots were busy; nothing ran.
+    /// All call slots (or, for an in-process guard, guard threads) stayed busy; nothing ran.
     pub const SERVER_BUSY: &str = "server_busy";
     /// The deadline passed; an isolated worker was killed.
     pub const TIMED_OUT: &str = "timed_out";

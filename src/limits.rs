@@ -9,18 +9,25 @@
 
 use std::time::Duration;
 
-/// Direct guard calls running at once: 2. A call beyond it is rejected at once
-/// with "Server busy; retry later" (`server_busy`) and a `request_rejected`
-/// event; there is no queue. Does not count coding tasks or scripts, which
+/// Direct guard calls (and batches) running at once: 2, or the machine's
+/// core count when that is larger ([`default_concurrent_calls`]). A call
+/// beyond it waits in the admission queue ([`DEFAULT_ADMISSION_QUEUE`],
+/// [`DEFAULT_ADMISSION_WAIT`]); when the queue is full or no slot frees in
+/// time it is rejected with "Server busy; retry later" (`server_busy`) and a
+/// `request_rejected` event. Does not count coding tasks or scripts, which
 /// hold task slots ([`DEFAULT_MAX_CONCURRENT_TASKS`]).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 2;
 
-/// In-process calls that may keep running after their deadline: 4.
-/// A thread cannot be killed, so a timed-out `in_process`/`pure` call hands
-/// its call slot back and holds one of these "overdue" permits until the
-/// function finally returns. When all are taken, the timed-out call keeps its
-/// call slot instead, so a hung in-process guard reduces capacity visibly
-/// rather than piling up threads without bound.
+/// In-process guard threads that may keep running after their call's
+/// deadline: 4 "overdue" permits. A thread cannot be killed, so a timed-out
+/// `in_process`/`pure` call (direct, batch, `check_backtest` or script door
+/// alike) is answered `timed_out` while the function runs on; at that moment
+/// its thread swaps its guard-thread permit ([`DEFAULT_MAX_GUARD_THREADS`])
+/// for one of these, so the running capacity is free again at once. When all
+/// are taken, the thread keeps its guard-thread permit instead: hung guards
+/// show up as fewer threads for new in-process calls (which then get
+/// `server_busy`), never as more threads. Operators override it with
+/// `WARDEN_MAX_OVERDUE_IN_PROCESS` (0–256).
 pub const DEFAULT_MAX_OVERDUE_IN_PROCESS: usize = 4;
 
 /// Per-guard timeout when the guard sets none: 60 s. At the deadline an
@@ -102,6 +109,12 @@ pub struct Limits {
     pub events_max_bytes: u64,
     /// See [`DEFAULT_EVENTS_KEEP`].
     pub events_keep: usize,
+    /// See [`DEFAULT_ADMISSION_WAIT`].
+    pub admission_wait: Duration,
+    /// See [`DEFAULT_ADMISSION_QUEUE`].
+    pub admission_queue: usize,
+    /// See [`DEFAULT_MAX_GUARD_THREADS`].
+    pub max_guard_threads: usize,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -113,7 +126,7 @@ pub const DEFAULT_TASKS_KEPT: usize = 500;
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_concurrent_calls: default_concurrent_calls(),
             max_concurrent_tasks: DEFAULT_MAX_CONCURRENT_TASKS,
             max_overdue_in_process: DEFAULT_MAX_OVERDUE_IN_PROCESS,
             guard_timeout: DEFAULT_GUARD_TIMEOUT,
@@ -129,6 +142,9 @@ impl Default for Limits {
             max_pending_responses: DEFAULT_MAX_PENDING_RESPONSES,
             events_max_bytes: DEFAULT_EVENTS_MAX_BYTES,
             events_keep: DEFAULT_EVENTS_KEEP,
+            admission_wait: DEFAULT_ADMISSION_WAIT,
+            admission_queue: DEFAULT_ADMISSION_QUEUE,
+            max_guard_threads: default_guard_threads(),
         }
     }
 }
@@ -146,8 +162,11 @@ impl Limits {
     /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
     /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
     /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536),
-    /// `WARDEN_TASKS_KEPT` (1–100,000) and the transport and event-log
-    /// overrides (see their constants) on top of `self`.
+    /// `WARDEN_TASKS_KEPT` (1–100,000), `WARDEN_ADMISSION_WAIT_MS`
+    /// (0–60,000), `WARDEN_ADMISSION_QUEUE` (0–4096),
+    /// `WARDEN_MAX_GUARD_THREADS` (1–1024),
+    /// `WARDEN_MAX_OVERDUE_IN_PROCESS` (0–256) and the transport and
+    /// event-log overrides (see their constants) on top of `self`.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -176,6 +195,18 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_EVENTS_KEEP", 1, 100)? {
             self.events_keep = n as usize;
         }
+        if let Some(n) = env_number("WARDEN_ADMISSION_WAIT_MS", 0, 60_000)? {
+            self.admission_wait = Duration::from_millis(n);
+        }
+        if let Some(n) = env_number("WARDEN_ADMISSION_QUEUE", 0, 4096)? {
+            self.admission_queue = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_GUARD_THREADS", 1, 1024)? {
+            self.max_guard_threads = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_OVERDUE_IN_PROCESS", 0, 256)? {
+            self.max_overdue_in_process = n as usize;
+        }
         Ok(self)
     }
 
@@ -202,6 +233,10 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
                 "WARDEN_MAX_PENDING_RESPONSES" => "an integer from 1 to 1024",
                 "WARDEN_EVENTS_MAX_BYTES" => "an integer from 4096 to 1099511627776",
                 "WARDEN_EVENTS_KEEP" => "an integer from 1 to 100",
+                "WARDEN_ADMISSION_WAIT_MS" => "an integer from 0 to 60000 (milliseconds)",
+                "WARDEN_ADMISSION_QUEUE" => "an integer from 0 to 4096",
+                "WARDEN_MAX_GUARD_THREADS" => "an integer from 1 to 1024",
+                "WARDEN_MAX_OVERDUE_IN_PROCESS" => "an integer from 0 to 256",
                 _ => "an integer from 64 to 65536",
             },
             value: raw,
@@ -366,6 +401,90 @@ pub const DEFAULT_TASK_EVENTS_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// deeply nested; keys are fixed by the code. Does not bound how many
 /// values a record has: records are built by the server from fixed fields.
 pub const MAX_EVENT_STRING_BYTES: usize = 1024;
+// ---- executor ----
+
+/// How long a direct call (or a batch, or `check_backtest`) waits for a call
+/// slot when all are taken: 1 s. Slots of in-process and isolated calls turn
+/// over in milliseconds, so a burst of callers is absorbed instead of being
+/// refused; a call still waiting at the end gets `server_busy`. The same
+/// wait bounds how long any in-process call waits for a guard thread
+/// ([`DEFAULT_MAX_GUARD_THREADS`]). The guard's own timeout starts after
+/// admission. Operators override it with `WARDEN_ADMISSION_WAIT_MS`
+/// (0–60,000; 0 refuses at once). Does not apply to task slots.
+pub const DEFAULT_ADMISSION_WAIT: Duration = Duration::from_secs(1);
+
+/// Calls that may wait for a call slot at once: 64. One more is refused
+/// `server_busy` at once, so a flood of requests costs a bounded number of
+/// waiting futures, not an unbounded queue. Tokio's semaphore serves
+/// waiters in arrival order. Operators override it with
+/// `WARDEN_ADMISSION_QUEUE` (0–4096; 0 means no queue). Does not bound
+/// requests that need no slot (`ping`, `tools/list`, task lookups).
+pub const DEFAULT_ADMISSION_QUEUE: usize = 64;
+
+/// Threads that may run in-process guard code at once, on time: 16, or
+/// twice the core count when that is larger ([`default_guard_threads`]).
+/// EVERY in-process or direct `pure` execution — a direct call, a call of a
+/// batch or `check_backtest`, a script's call through the worker door —
+/// takes one of these permits before its function starts, and the thread
+/// running it holds the permit until the function really returns (or swaps
+/// it for an overdue permit at its deadline, see
+/// [`DEFAULT_MAX_OVERDUE_IN_PROCESS`]). So at most this many plus the
+/// overdue permits run guard code at any time, whatever clients and
+/// scripts do. Guards run on Warden's own bounded thread pool, never on
+/// tokio's blocking pool, which the stdio transport needs to read stdin. A
+/// call that finds no permit waits up to [`DEFAULT_ADMISSION_WAIT`], then
+/// fails `server_busy` (catchable in scripts); nothing else is spawned.
+/// Isolated guards need no permit: they run in worker processes. Operators
+/// override it with `WARDEN_MAX_GUARD_THREADS` (1–1024).
+pub const DEFAULT_MAX_GUARD_THREADS: usize = 16;
+
+/// Deepest nesting of a call's `arguments`: 64 levels of objects and lists
+/// (`{"a": [1]}` is 2 levels). Deeper arguments are refused with
+/// `invalid_arguments` naming the depth, before anything runs, on every
+/// path: direct calls, batch calls (after `$result` substitution) and
+/// script calls through the worker door, where the error is catchable.
+/// Why 64: guard inputs are typed structs a few levels deep, and every
+/// recursive walk of a value (serialising, dropping, a guard worker's
+/// parse with serde_json's 128-level recursion limit, envelope included)
+/// stays far from the stack's end. serde_json's own limit also means a
+/// JSON-RPC message nested deeper than 128 levels is refused by the
+/// transport before it reaches the executor.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// Room for a script worker's message around its payload: 64 KiB (message
+/// type, guard name, artifact filename and encoding).
+pub const WORKER_LINE_ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// Longest line the server reads from a script worker, for a server whose
+/// argument cap is `max_argument_bytes`: what the largest legitimate message
+/// needs, plus [`WORKER_LINE_ENVELOPE_BYTES`]. That is a guard call with
+/// arguments at the cap, or a `write_artifact` of
+/// [`DEFAULT_MAX_ARTIFACT_BYTES`] in the worst JSON escaping (6 bytes per
+/// byte, `\u0001`; base64 needs only 4 per 3), whichever is larger: 8,065,536
+/// bytes with the defaults. A longer line is read no further than this:
+/// the rest is skipped, and a guard call or artifact write gets a catchable
+/// `arguments_too_large` / `artifact_too_large` reply; any other message
+/// ends the run with the reason. Does not cap what the server sends back.
+pub fn worker_line_cap(max_argument_bytes: usize) -> usize {
+    max_argument_bytes.max(6 * DEFAULT_MAX_ARTIFACT_BYTES) + WORKER_LINE_ENVELOPE_BYTES
+}
+
+/// The default number of call slots: [`DEFAULT_MAX_CONCURRENT_CALLS`] or
+/// the core count (`std::thread::available_parallelism`), whichever is
+/// larger, and at most 64 (the largest `WARDEN_MAX_CONCURRENT_CALLS`).
+pub fn default_concurrent_calls() -> usize {
+    cores().clamp(DEFAULT_MAX_CONCURRENT_CALLS, 64)
+}
+
+/// The default number of guard threads: [`DEFAULT_MAX_GUARD_THREADS`] or
+/// twice the core count, whichever is larger, and at most 1024.
+pub fn default_guard_threads() -> usize {
+    (2 * cores()).clamp(DEFAULT_MAX_GUARD_THREADS, 1024)
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
 
 #[cfg(test)]
 mod tests {

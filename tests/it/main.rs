@@ -8,6 +8,7 @@ mod common;
 mod executor;
 mod fake_model;
 mod governance_transport;
+mod governance_executor;
 mod lifecycle;
 mod limits;
 mod preflight;
