@@ -133,8 +133,10 @@ pub struct LimitError {
 impl Limits {
     /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
     /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
-    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536) and
-    /// `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
+    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536),
+    /// `WARDEN_TASKS_KEPT` (1–100,000) and `WARDEN_MAX_ARGUMENT_BYTES`
+    /// (1,024–1,073,741,824) on top of `self`, read through
+    /// [`crate::config`] (the environment, then `.env`).
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -151,6 +153,9 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_TASKS_KEPT", 1, 100_000)? {
             self.tasks_kept = n as usize;
         }
+        if let Some(n) = env_number(MAX_ARGUMENT_BYTES_ENV, MIN_ARGUMENT_BYTES, MAX_ARGUMENT_BYTES)? {
+            self.max_argument_bytes = n as usize;
+        }
         Ok(self)
     }
 
@@ -162,7 +167,7 @@ impl Limits {
 }
 
 fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
-    let Ok(raw) = std::env::var(var) else {
+    let Some(raw) = crate::config::var(var) else {
         return Ok(None);
     };
     match raw.trim().parse::<u64>() {
@@ -173,6 +178,7 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
                 "WARDEN_MAX_CONCURRENT_CALLS" | "WARDEN_MAX_CONCURRENT_TASKS" => "an integer from 1 to 64",
                 "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
                 "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
+                MAX_ARGUMENT_BYTES_ENV => "an integer from 1024 to 1073741824 (bytes)",
                 _ => "an integer from 64 to 65536",
             },
             value: raw,
@@ -282,6 +288,30 @@ pub const AGENT_PLANNING_INTERVAL: usize = 3;
 /// Observation text sent back to the model per step: 8 KiB (the rest is
 /// cut with a note).
 pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
+
+// ---- sandbox ----
+
+/// Operator override of [`Limits::max_argument_bytes`] (default
+/// [`DEFAULT_MAX_ARGUMENT_BYTES`]): `WARDEN_MAX_ARGUMENT_BYTES`, from
+/// [`MIN_ARGUMENT_BYTES`] to [`MAX_ARGUMENT_BYTES`]. An isolated guard
+/// worker is told the value and reads requests up to it (plus
+/// [`WORKER_REQUEST_ENVELOPE_BYTES`]), so raising it works for every mode.
+/// Does not raise the worker's memory limit ([`DEFAULT_WORKER_MEMORY`]):
+/// arguments near 1 GiB also need `WARDEN_WORKER_MEMORY_MB`.
+pub const MAX_ARGUMENT_BYTES_ENV: &str = "WARDEN_MAX_ARGUMENT_BYTES";
+
+/// Smallest accepted `WARDEN_MAX_ARGUMENT_BYTES`: 1,024 bytes.
+pub const MIN_ARGUMENT_BYTES: u64 = 1024;
+
+/// Largest accepted `WARDEN_MAX_ARGUMENT_BYTES`: 1 GiB (1,073,741,824 bytes).
+pub const MAX_ARGUMENT_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Room a guard worker allows around the arguments in its one request line
+/// (the JSON envelope: guard name, trace context): 64 KiB. A request line
+/// longer than `max_argument_bytes` + this is cut off and the worker
+/// exits with a protocol error; the server never sends one, since it
+/// refuses larger arguments with `arguments_too_large` first.
+pub const WORKER_REQUEST_ENVELOPE_BYTES: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {
