@@ -176,6 +176,7 @@ pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     // stderr. An app embedding Warden through `App::serve` brings its own.
     let _ = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_max_level(tracing::Level::WARN)
         .try_init();
     // Spans are recorded for the server and `call`, not for preflight.

@@ -129,11 +129,13 @@ pub fn apply() -> Layers {
         deny_filesystem_and_network()
     };
     let no_new_privileges = nix::sys::prctl::get_no_new_privs().unwrap_or(false);
+    let rlimits = address_space_limited();
+    // Last: the filter forbids what the layers above needed.
     let seccomp = !skipped("seccomp") && install_syscall_filter().is_ok();
     Layers {
         network_namespace,
         landlock,
-        rlimits: address_space_limited(),
+        rlimits,
         no_new_privileges,
         capabilities_dropped,
         process_limit,
@@ -200,10 +202,26 @@ fn address_space_limited() -> bool {
 /// does not happen.
 pub fn syscall_filter() -> Result<seccompiler::BpfProgram, String> {
     let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
-    let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED_SYSCALLS
+    let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED_SYSCALLS
         .iter()
         .map(|&call| (i64::from(call), Vec::new()))
         .collect();
+    // `fcntl` only to read descriptor flags (std checks a descriptor is
+    // open before closing it); never F_DUPFD, which makes a new one.
+    let read_flags = [libc::F_GETFD, libc::F_GETFL]
+        .into_iter()
+        .map(|command| {
+            seccompiler::SeccompCondition::new(
+                1,
+                seccompiler::SeccompCmpArgLen::Dword,
+                seccompiler::SeccompCmpOp::Eq,
+                command as u64,
+            )
+            .and_then(|condition| seccompiler::SeccompRule::new(vec![condition]))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    rules.insert(libc::SYS_fcntl, read_flags);
     let filter = seccompiler::SeccompFilter::new(
         rules,
         seccompiler::SeccompAction::Errno(libc::EPERM as u32),
@@ -325,17 +343,31 @@ mod tests {
         assert!(refusal(Mode::Strict, &no_landlock).is_some());
     }
 
+    #[allow(unsafe_code)]
+    fn duplicate_descriptor() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_fcntl, 2, libc::F_DUPFD, 10) }
+    }
+
+    #[allow(unsafe_code)]
+    fn read_descriptor_flags() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_fcntl, 2, libc::F_GETFD) }
+    }
+
     #[test]
     fn the_filter_denies_files_sockets_processes_exec_and_ptrace() {
         // Under the script worker's filter each of these fails with EPERM;
         // an allowed call (getpid) still works.
         assert_eq!(errno_under_filter(get_pid), 0);
+        assert_eq!(errno_under_filter(read_descriptor_flags), 0);
         for (what, probe) in [
             ("openat", open_file as fn() -> libc::c_long),
             ("socket", open_socket),
             ("clone (fork)", start_process),
             ("execve", exec_shell),
             ("ptrace", trace_parent),
+            ("fcntl F_DUPFD", duplicate_descriptor),
         ] {
             assert_eq!(errno_under_filter(probe), libc::EPERM, "{what} was not denied");
         }
