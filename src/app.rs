@@ -299,3 +299,19 @@ fn diagnostics_dir(artifacts_dir: &std::path::Path) -> PathBuf {
     let _ = std::fs::create_dir_all(&fallback);
     fallback
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serve_runs_a_command_inside_an_existing_runtime() {
+        // App::serve on the caller's runtime: no nested runtime, no panic,
+        // and the command's exit code (0 for --list-tools, 2 for bad flags).
+        let dir = tempfile::tempdir().expect("temp dir");
+        let app = || App::new("embedded").artifacts_dir(dir.path());
+        let args = |extra: &str| vec!["embedded".into(), extra.into()];
+        assert_eq!(app().serve_with_args(args("--list-tools")).await, ExitCode::SUCCESS);
+        assert_eq!(app().serve_with_args(args("--no-such-flag")).await, ExitCode::from(2));
+    }
+}

@@ -7,6 +7,7 @@ mod catalogue;
 mod common;
 mod executor;
 mod fake_model;
+mod governance_sandbox;
 mod lifecycle;
 mod limits;
 mod preflight;
