@@ -311,7 +311,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp dir");
         let app = || App::new("embedded").artifacts_dir(dir.path());
         let args = |extra: &str| vec!["embedded".into(), extra.into()];
-        assert_eq!(app().serve_with_args(args("--list-tools")).await, ExitCode::SUCCESS);
-        assert_eq!(app().serve_with_args(args("--no-such-flag")).await, ExitCode::from(2));
+        assert_eq!(
+            app().serve_with_args(args("--list-tools")).await,
+            ExitCode::SUCCESS
+        );
+        assert_eq!(
+            app().serve_with_args(args("--no-such-flag")).await,
+            ExitCode::from(2)
+        );
     }
 }

@@ -91,12 +91,15 @@ enum Plan {
     /// `test --config … --suite …`: a client-side tool; never builds this app.
     Test(crate::testing::TestArgs),
     /// A command on this app: `--check`, or serve / tools / call / script.
-    App {
-        app: App,
-        command: Command,
-        list_only: bool,
-        check: Option<crate::preflight::PreflightOptions>,
-    },
+    App(Box<AppCommand>),
+}
+
+/// A command on this app, parsed.
+struct AppCommand {
+    app: App,
+    command: Command,
+    list_only: bool,
+    check: Option<crate::preflight::PreflightOptions>,
 }
 
 /// Reads `.env` (warning on stderr about the variables it ignored) and
@@ -146,12 +149,12 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         (false, Some(Command::Test(args))) => return Plan::Test(args),
         (false, Some(command)) => command,
     };
-    Plan::App {
+    Plan::App(Box::new(AppCommand {
         app,
         command,
         list_only: cli.list_tools,
         check,
-    }
+    }))
 }
 
 /// Parses `args` and runs the command on a runtime of its own.
@@ -161,12 +164,15 @@ pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
         // Client-side tools build their own runtime and never build this app's.
         Plan::Preflight(args) => return crate::preflight::main(args),
         Plan::Test(args) => return crate::testing::main(args),
-        Plan::App {
-            app,
-            command,
-            list_only,
-            check,
-        } => (app, command, list_only, check),
+        Plan::App(parsed) => {
+            let AppCommand {
+                app,
+                command,
+                list_only,
+                check,
+            } = *parsed;
+            (app, command, list_only, check)
+        }
     };
     let runtime = match crate::runtime() {
         Ok(runtime) => runtime,
@@ -198,12 +204,15 @@ pub(crate) async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> Exit
             return code;
         }
         Plan::Test(args) => return crate::testing::run(&args).await,
-        Plan::App {
-            app,
-            command,
-            list_only,
-            check,
-        } => (app, command, list_only, check),
+        Plan::App(parsed) => {
+            let AppCommand {
+                app,
+                command,
+                list_only,
+                check,
+            } = *parsed;
+            (app, command, list_only, check)
+        }
     };
     let telemetry = check.is_none().then(crate::telemetry::init);
     let code = run_app(app, command, list_only, check).await;

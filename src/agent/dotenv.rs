@@ -69,8 +69,11 @@ mod tests {
         // PATH and LD_PRELOAD in a .env are named as ignored, never applied.
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join(".env");
-        std::fs::write(&path, "LD_PRELOAD=/x.so\nWARDEN_DOTENV_UNIT=1\nPATH=/evil\nOTEL_SERVICE_NAME=s\n")
-            .expect("write");
+        std::fs::write(
+            &path,
+            "LD_PRELOAD=/x.so\nWARDEN_DOTENV_UNIT=1\nPATH=/evil\nOTEL_SERVICE_NAME=s\n",
+        )
+        .expect("write");
         let loaded = load(&path);
         assert_eq!(loaded.applied, vec!["WARDEN_DOTENV_UNIT", "OTEL_SERVICE_NAME"]);
         assert_eq!(loaded.ignored, vec!["LD_PRELOAD", "PATH"]);

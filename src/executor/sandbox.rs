@@ -33,7 +33,9 @@ pub(crate) const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
 
 /// Environment variables a worker keeps, by exact name: what a program
 /// needs to find tools, a home, a locale, a time zone and a temp dir.
-pub const WORKER_ENV_NAMES: &[&str] = &["PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR"];
+pub const WORKER_ENV_NAMES: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+];
 
 /// Environment variables a worker keeps, by prefix: locale categories and
 /// Warden's own settings (an app's guards read theirs, e.g.
@@ -58,7 +60,9 @@ pub(crate) fn worker_env() -> Vec<(OsString, OsString)> {
     }
     env.retain(|(name, _)| {
         let name = name.to_string_lossy();
-        !WORKER_ENV_DENIED_PREFIXES.iter().any(|denied| name.starts_with(denied))
+        !WORKER_ENV_DENIED_PREFIXES
+            .iter()
+            .any(|denied| name.starts_with(denied))
     });
     env
 }
@@ -287,7 +291,10 @@ mod tests {
     fn the_worker_environment_is_an_allowlist() {
         // No LD_*, no model key, no arbitrary variable; PATH stays.
         let env = worker_env();
-        let names: Vec<String> = env.iter().map(|(n, _)| n.to_string_lossy().into_owned()).collect();
+        let names: Vec<String> = env
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect();
         for name in &names {
             assert!(!name.starts_with("LD_"), "{name}");
             assert!(!name.starts_with("WARDEN_MODEL_"), "{name}");
@@ -297,7 +304,10 @@ mod tests {
                 "{name}"
             );
         }
-        assert_eq!(names.contains(&"PATH".to_string()), std::env::var_os("PATH").is_some());
+        assert_eq!(
+            names.contains(&"PATH".to_string()),
+            std::env::var_os("PATH").is_some()
+        );
     }
 
     #[tokio::test]
@@ -305,10 +315,16 @@ mod tests {
         // NoNewPrivs 1, every capability set empty, only fds 0-2 (+ the
         // one `ls` opens itself) after exec, even with a leaked fd here.
         // Close-on-exec padding, so the leaked descriptor is not number 3.
-        let _padding: Vec<std::fs::File> = (0..12).filter_map(|_| std::fs::File::open("/dev/null").ok()).collect();
+        let _padding: Vec<std::fs::File> = (0..12)
+            .filter_map(|_| std::fs::File::open("/dev/null").ok())
+            .collect();
         let leaked = nix::unistd::dup(std::io::stderr()).expect("dup");
         let fd = std::os::fd::AsRawFd::as_raw_fd(&leaked);
-        nix::fcntl::fcntl(&leaked, nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty())).expect("fcntl");
+        nix::fcntl::fcntl(
+            &leaked,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .expect("fcntl");
         let mut command = tokio::process::Command::new("sh");
         command
             .arg("-c")
@@ -321,7 +337,10 @@ mod tests {
         let text = String::from_utf8_lossy(&output.stdout);
         assert!(text.contains("NoNewPrivs:\t1"), "{text}");
         for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-            assert!(text.contains(&format!("{set}:\t0000000000000000")), "{set}: {text}");
+            assert!(
+                text.contains(&format!("{set}:\t0000000000000000")),
+                "{set}: {text}"
+            );
         }
         let fds: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
         assert!(!fds.contains(&fd), "leaked fd {fd} reached the child: {fds:?}");

@@ -69,7 +69,13 @@ pub(crate) fn seccomp() -> Check {
 allows a process to add its own; without it scripts rely on Landlock and the Rhai engine alone";
     let program = match crate::script::layers::syscall_filter() {
         Ok(program) => program,
-        Err(reason) => return Check::warn(name, format!("the seccomp filter does not build here: {reason}"), fix),
+        Err(reason) => {
+            return Check::warn(
+                name,
+                format!("the seccomp filter does not build here: {reason}"),
+                fix,
+            );
+        }
     };
     // SAFETY: the child makes only system calls (prctl, seccomp, _exit)
     // on memory prepared before the fork, so forking is sound.
@@ -87,7 +93,11 @@ allows a process to add its own; without it scripts rely on Landlock and the Rha
                     crate::script::layers::ALLOWED_SYSCALLS.len()
                 ),
             ),
-            other => Check::warn(name, format!("the seccomp filter could not be installed: {other:?}"), fix),
+            other => Check::warn(
+                name,
+                format!("the seccomp filter could not be installed: {other:?}"),
+                fix,
+            ),
         },
         Err(errno) => Check::warn(name, format!("fork failed: {errno}"), fix),
     }

@@ -29,7 +29,10 @@ use super::protocol::Layers;
 /// The only system calls a script worker may make once its filter is in:
 /// pipe I/O, memory, signals and clocks for the Rust runtime and Rhai,
 /// exiting (and aborting: `tgkill` on itself). Found with `strace -f` on
-/// the script test suite. Deliberately absent: `open`/`openat`, `socket`,
+/// scripts that call every kind of guard, write and read artifacts, print,
+/// time out and run out of memory; `fcntl` is allowed separately, to read
+/// descriptor flags only. Path-based calls are absent even when harmless
+/// (`stat` would let a script probe which files exist). Deliberately absent: `open`/`openat`, `socket`,
 /// `pipe`, `dup*`, `clone`/`clone3`/`fork`/`vfork`, `execve`/`execveat`,
 /// `ptrace`, `mount`, `kill` of others, `prctl`, `seccomp`, `bpf`,
 /// `unshare`, `setns`, `ioctl`.
@@ -41,8 +44,6 @@ pub const ALLOWED_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_close,
     libc::SYS_lseek,
     libc::SYS_fstat,
-    libc::SYS_newfstatat,
-    libc::SYS_statx,
     libc::SYS_ppoll,
     libc::SYS_brk,
     libc::SYS_mmap,
@@ -202,6 +203,8 @@ fn address_space_limited() -> bool {
 /// does not happen.
 pub fn syscall_filter() -> Result<seccompiler::BpfProgram, String> {
     let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    // `c_long` is `i64` here, but not on every target.
+    #[allow(clippy::useless_conversion)]
     let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED_SYSCALLS
         .iter()
         .map(|&call| (i64::from(call), Vec::new()))
@@ -229,7 +232,9 @@ pub fn syscall_filter() -> Result<seccompiler::BpfProgram, String> {
         arch,
     )
     .map_err(|e| e.to_string())?;
-    filter.try_into().map_err(|e: seccompiler::BackendError| e.to_string())
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
 }
 
 /// Installs [`syscall_filter`] on every thread of this process (there is
@@ -275,7 +280,14 @@ mod tests {
     #[allow(unsafe_code)]
     fn open_file() -> libc::c_long {
         // SAFETY: a NUL-terminated static path.
-        unsafe { libc::syscall(libc::SYS_openat, libc::AT_FDCWD, c"/etc/hostname".as_ptr(), libc::O_RDONLY) }
+        unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/etc/hostname".as_ptr(),
+                libc::O_RDONLY,
+            )
+        }
     }
 
     #[allow(unsafe_code)]
@@ -334,7 +346,10 @@ mod tests {
             ..full.clone()
         };
         let message = refusal(Mode::Strict, &degraded).expect("refused");
-        assert!(message.contains("seccomp") && message.contains(MODE_ENV), "{message}");
+        assert!(
+            message.contains("seccomp") && message.contains(MODE_ENV),
+            "{message}"
+        );
         assert!(refusal(Mode::Warn, &degraded).is_none());
         let no_landlock = Layers {
             landlock: "partial".into(),

@@ -98,9 +98,7 @@ fn otlp() -> Result<Arc<dyn SpanProcessor>, String> {
             .collect();
         builder = builder.with_headers(pairs);
     }
-    let exporter = builder
-        .build()
-        .map_err(|e| format!("otlp exporter: {e}"))?;
+    let exporter = builder.build().map_err(|e| format!("otlp exporter: {e}"))?;
     Ok(Arc::new(
         opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter).build(),
     ))

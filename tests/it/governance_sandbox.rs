@@ -89,7 +89,11 @@ fn assert_unprivileged(pid: u32, what: &str) {
     let status = status(pid);
     assert_eq!(status_field(&status, "NoNewPrivs"), "1", "{what}: {status}");
     for set in ["CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"] {
-        assert_eq!(status_field(&status, set), "0000000000000000", "{what} {set}: {status}");
+        assert_eq!(
+            status_field(&status, set),
+            "0000000000000000",
+            "{what} {set}: {status}"
+        );
     }
 }
 
@@ -115,7 +119,11 @@ async fn dotenv_applies_only_warden_and_otel_variables_and_names_the_rest() {
     .expect("write .env");
     let run = run_cli(TESTBED, &["--list-tools"], &[], dir.path());
     assert_eq!(run.code, 0, "{run:?}");
-    assert!(run.stdout.contains("    7s"), "WARDEN_* from .env not applied: {}", run.stdout);
+    assert!(
+        run.stdout.contains("    7s"),
+        "WARDEN_* from .env not applied: {}",
+        run.stdout
+    );
     let warnings: Vec<&str> = run.stderr.lines().filter(|l| l.contains(".env")).collect();
     assert_eq!(warnings.len(), 1, "{}", run.stderr);
     assert!(
@@ -123,15 +131,21 @@ async fn dotenv_applies_only_warden_and_otel_variables_and_names_the_rest() {
         "{}",
         warnings[0]
     );
-    assert!(!run.stderr.contains("/nonexistent"), "a value was printed: {}", run.stderr);
+    assert!(
+        !run.stderr.contains("/nonexistent"),
+        "a value was printed: {}",
+        run.stderr
+    );
 }
 
 #[tokio::test]
 async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors() {
     // The server has LD_*, the model key, and a leaked fd 7; .env adds an
-    // allowed and a foreign variable. The server's own environment gains
-    // neither .env value; its guard worker sees only the allowlist (plus
-    // the allowed .env value), holds fds 0-3 only, no-new-privs and no
+    // allowed and a foreign variable. Its guard worker sees only the
+    // allowlist (plus the allowed .env value, which reaches it through the
+    // configuration, not the server's environment: that is pinned by the
+    // unit test agent::dotenv::tests, since /proc/<pid>/environ shows only
+    // the exec-time block), holds fds 0-3 only, no-new-privs and no
     // capability.
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
@@ -154,12 +168,6 @@ async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors()
         "precondition: the server has LD_*"
     );
     assert!(
-        !server_env
-            .iter()
-            .any(|e| e.contains("DOTENV_PROBE") || e.starts_with("LD_AUDIT")),
-        ".env changed the server's environment: {server_env:?}"
-    );
-    assert!(
         open_fds(server.pid).contains(&LEAKED_FD),
         "precondition: the server holds fd {LEAKED_FD}"
     );
@@ -167,14 +175,19 @@ async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors()
     let client = server.client.peer().clone();
     let call = tokio::spawn(async move {
         let arguments = json!({"millis": 3000, "tag": "env"});
-        let Value::Object(arguments) = arguments else { unreachable!() };
+        let Value::Object(arguments) = arguments else {
+            unreachable!()
+        };
         client
             .call_tool(rmcp::model::CallToolRequestParams::new("slow_echo").with_arguments(arguments))
             .await
     });
     let worker = the_worker(&server).await;
     let env = environ(worker);
-    assert!(env.iter().any(|e| e == "WARDEN_DOTENV_PROBE=from-dotenv"), "{env:?}");
+    assert!(
+        env.iter().any(|e| e == "WARDEN_DOTENV_PROBE=from-dotenv"),
+        "{env:?}"
+    );
     for entry in &env {
         let name = entry.split('=').next().unwrap_or_default();
         assert!(!name.starts_with("LD_"), "{entry}");
@@ -207,7 +220,9 @@ async fn the_script_worker_runs_under_seccomp_with_every_layer_reported() {
     let client = server.client.peer().clone();
     let run = tokio::spawn(async move {
         let arguments = json!({"script": "let x = 0; loop { x += 1; }", "timeout_seconds": 3});
-        let Value::Object(arguments) = arguments else { unreachable!() };
+        let Value::Object(arguments) = arguments else {
+            unreachable!()
+        };
         client
             .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
             .await
@@ -215,7 +230,11 @@ async fn the_script_worker_runs_under_seccomp_with_every_layer_reported() {
     let worker = the_worker(&server).await;
     // The layers are applied right after exec: wait for the filter.
     assert!(
-        eventually(Duration::from_secs(5), || status_field(&status(worker), "Seccomp") == "2").await,
+        eventually(Duration::from_secs(5), || status_field(
+            &status(worker),
+            "Seccomp"
+        ) == "2")
+        .await,
         "script worker not under a seccomp filter: {}",
         status(worker)
     );
@@ -277,7 +296,10 @@ async fn a_degraded_sandbox_warns_at_every_task_start_and_strict_refuses() {
     let events = warn
         .events_until(|r| r.iter().filter(|e| e["event"] == "sandbox_degraded").count() >= 2)
         .await;
-    let degraded: Vec<&Value> = events.iter().filter(|e| e["event"] == "sandbox_degraded").collect();
+    let degraded: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "sandbox_degraded")
+        .collect();
     assert_eq!(degraded.len(), 2, "one warning per task start: {events:?}");
     assert_eq!(degraded[0]["missing"], json!(["seccomp"]), "{}", degraded[0]);
 
