@@ -151,12 +151,18 @@ fn enter_network_namespace() -> bool {
         || unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_ok()
 }
 
-/// Whether every capability set of this process is empty, per the kernel.
+/// Whether this process holds no capability, per the kernel: every set
+/// empty, the bounding set too when running as root (only root regains
+/// bounding capabilities on `exec`; an unprivileged process cannot drop
+/// them and, under no-new-privileges, cannot use them).
 fn no_capabilities_left() -> bool {
     let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
         return false;
     };
-    let sets = ["CapInh:", "CapPrm:", "CapEff:", "CapBnd:", "CapAmb:"];
+    let mut sets = vec!["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"];
+    if nix::unistd::geteuid().is_root() {
+        sets.push("CapBnd:");
+    }
     sets.iter().all(|set| {
         status
             .lines()
