@@ -118,6 +118,8 @@ run `--check` to see what the kernel refused, or unset {MODE_ENV} to run with a 
 pub fn apply() -> Layers {
     let skip = std::env::var(SKIP_ENV).unwrap_or_default();
     let skipped = |layer: &str| skip.split(',').any(|s| s.trim() == layer);
+    // Read before Landlock denies /proc.
+    let others = other_threads();
     let network_namespace = !skipped("network_namespace") && enter_network_namespace();
     // The user namespace just entered grants every capability inside it:
     // give them back before running anything.
@@ -127,7 +129,13 @@ pub fn apply() -> Layers {
     let landlock = if skipped("landlock") {
         "skipped".to_string()
     } else {
-        deny_filesystem_and_network()
+        match (deny_filesystem_and_network(), others) {
+            // Landlock binds the calling thread only (an app that embeds
+            // Warden in its own runtime starts threads before the worker
+            // branch): say so rather than "full".
+            (status, 0) => status,
+            (status, n) => format!("{status}, this thread only ({n} others unrestricted)"),
+        }
     };
     let no_new_privileges = nix::sys::prctl::get_no_new_privs().unwrap_or(false);
     let rlimits = address_space_limited();
@@ -149,6 +157,19 @@ fn enter_network_namespace() -> bool {
     // grants the capability for it.
     unshare(CloneFlags::CLONE_NEWNET).is_ok()
         || unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_ok()
+}
+
+/// Threads of this process besides the calling one, per the kernel.
+fn other_threads() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+        })
+        .map_or(0, |n| n.saturating_sub(1))
 }
 
 /// Whether this process holds no capability, per the kernel: every set
@@ -332,6 +353,16 @@ mod tests {
     fn get_pid() -> libc::c_long {
         // SAFETY: no arguments.
         unsafe { libc::syscall(libc::SYS_getpid) }
+    }
+
+    #[test]
+    fn other_threads_are_counted_so_landlock_is_not_reported_full_for_them() {
+        // A second live thread is seen (Landlock would bind only this one).
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || wait.recv());
+        assert!(other_threads() >= 1);
+        drop(stop);
+        let _ = thread.join();
     }
 
     #[test]
