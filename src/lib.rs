@@ -13,6 +13,7 @@ mod batch;
 pub mod builtins;
 pub mod catalogue;
 mod cli;
+pub mod config;
 pub mod error;
 pub mod events;
 pub mod executor;

@@ -151,10 +151,11 @@ impl Default for Limits {
 
 /// An environment override that could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("{var}: expected {expected}, got '{value}'")]
+#[error("{var}: expected an integer from {min} to {max}, got '{value}'")]
 pub struct LimitError {
     var: &'static str,
-    expected: &'static str,
+    min: u64,
+    max: u64,
     value: String,
 }
 
@@ -165,8 +166,10 @@ impl Limits {
     /// `WARDEN_TASKS_KEPT` (1–100,000), `WARDEN_ADMISSION_WAIT_MS`
     /// (0–60,000), `WARDEN_ADMISSION_QUEUE` (0–4096),
     /// `WARDEN_MAX_GUARD_THREADS` (1–1024),
-    /// `WARDEN_MAX_OVERDUE_IN_PROCESS` (0–256) and the transport and
-    /// event-log overrides (see their constants) on top of `self`.
+    /// `WARDEN_MAX_OVERDUE_IN_PROCESS` (0–256), `WARDEN_MAX_ARGUMENT_BYTES`
+    /// (1,024–1,073,741,824) and the transport and event-log overrides (see
+    /// their constants) on top of `self`, read through [`crate::config`]
+    /// (the environment, then `.env`).
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -207,6 +210,9 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_MAX_OVERDUE_IN_PROCESS", 0, 256)? {
             self.max_overdue_in_process = n as usize;
         }
+        if let Some(n) = env_number(MAX_ARGUMENT_BYTES_ENV, MIN_ARGUMENT_BYTES, MAX_ARGUMENT_BYTES)? {
+            self.max_argument_bytes = n as usize;
+        }
         Ok(self)
     }
 
@@ -218,27 +224,15 @@ impl Limits {
 }
 
 fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
-    let Ok(raw) = std::env::var(var) else {
+    let Some(raw) = crate::config::var(var) else {
         return Ok(None);
     };
     match raw.trim().parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
         _ => Err(LimitError {
             var,
-            expected: match var {
-                "WARDEN_MAX_CONCURRENT_CALLS" | "WARDEN_MAX_CONCURRENT_TASKS" => "an integer from 1 to 64",
-                "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
-                "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
-                "WARDEN_MAX_MESSAGE_BYTES" => "an integer from 65536 to 1073741824",
-                "WARDEN_MAX_PENDING_RESPONSES" => "an integer from 1 to 1024",
-                "WARDEN_EVENTS_MAX_BYTES" => "an integer from 4096 to 1099511627776",
-                "WARDEN_EVENTS_KEEP" => "an integer from 1 to 100",
-                "WARDEN_ADMISSION_WAIT_MS" => "an integer from 0 to 60000 (milliseconds)",
-                "WARDEN_ADMISSION_QUEUE" => "an integer from 0 to 4096",
-                "WARDEN_MAX_GUARD_THREADS" => "an integer from 1 to 1024",
-                "WARDEN_MAX_OVERDUE_IN_PROCESS" => "an integer from 0 to 256",
-                _ => "an integer from 64 to 65536",
-            },
+            min,
+            max,
             value: raw,
         }),
     }
@@ -485,6 +479,29 @@ pub fn default_guard_threads() -> usize {
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
+// ---- sandbox ----
+
+/// Operator override of [`Limits::max_argument_bytes`] (default
+/// [`DEFAULT_MAX_ARGUMENT_BYTES`]): `WARDEN_MAX_ARGUMENT_BYTES`, from
+/// [`MIN_ARGUMENT_BYTES`] to [`MAX_ARGUMENT_BYTES`]. An isolated guard
+/// worker is told the value and reads requests up to it (plus
+/// [`WORKER_REQUEST_ENVELOPE_BYTES`]), so raising it works for every mode.
+/// Does not raise the worker's memory limit ([`DEFAULT_WORKER_MEMORY`]):
+/// arguments near 1 GiB also need `WARDEN_WORKER_MEMORY_MB`.
+pub const MAX_ARGUMENT_BYTES_ENV: &str = "WARDEN_MAX_ARGUMENT_BYTES";
+
+/// Smallest accepted `WARDEN_MAX_ARGUMENT_BYTES`: 1,024 bytes.
+pub const MIN_ARGUMENT_BYTES: u64 = 1024;
+
+/// Largest accepted `WARDEN_MAX_ARGUMENT_BYTES`: 1 GiB (1,073,741,824 bytes).
+pub const MAX_ARGUMENT_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Room a guard worker allows around the arguments in its one request line
+/// (the JSON envelope: guard name, trace context): 64 KiB. A request line
+/// longer than `max_argument_bytes` + this is cut off and the worker
+/// exits with a protocol error; the server never sends one, since it
+/// refuses larger arguments with `arguments_too_large` first.
+pub const WORKER_REQUEST_ENVELOPE_BYTES: usize = 64 * 1024;
 
 #[cfg(test)]
 mod tests {

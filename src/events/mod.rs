@@ -133,18 +133,9 @@ impl std::fmt::Debug for Events {
 
 impl Events {
     /// Opens `<dir>/events.jsonl` for appending, rotated at the size and
-    /// count of [`crate::limits::Limits::from_env`] (`WARDEN_EVENTS_MAX_BYTES`,
-    /// `WARDEN_EVENTS_KEEP`). Keep the returned guard alive until shutdown:
-    /// dropping it flushes the queue.
-    pub fn open(dir: &Path) -> std::io::Result<(Self, WorkerGuard)> {
-        let limits = crate::limits::Limits::default()
-            .from_env()
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?;
-        Self::open_with(dir, &limits)
-    }
-
-    /// [`Events::open`] with the rotation bounds of `limits`.
-    pub fn open_with(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, WorkerGuard)> {
+    /// count of `limits` (`events_max_bytes`, `events_keep`). Keep the
+    /// returned guard alive until shutdown: dropping it flushes the queue.
+    pub fn open(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, WorkerGuard)> {
         std::fs::create_dir_all(dir)?;
         let file = rotate::RotatingFile::open(
             dir.join("events.jsonl"),

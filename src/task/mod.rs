@@ -131,8 +131,11 @@ impl TaskRunner {
         })
     }
 
-    /// Starts the task's script worker.
+    /// Starts the task's script worker. A sandbox layer it lacks is a
+    /// `sandbox_degraded` event and a `tracing` warning at every start;
+    /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
+        let mode = crate::script::layers::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -147,7 +150,19 @@ impl TaskRunner {
             "task_worker_started",
             json!({"task_id": task.id, "pid": session.pid(), "sandbox": session.layers}),
         );
-        Ok(session)
+        let missing = session.layers.missing();
+        if !missing.is_empty() {
+            tracing::warn!(task_id = %task.id, missing = %missing.join(", "), "script sandbox degraded");
+            task.events.emit(
+                origin,
+                "sandbox_degraded",
+                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::layers::Mode::Strict}),
+            );
+        }
+        match crate::script::layers::refusal(mode, &session.layers) {
+            Some(reason) => Err(reason),
+            None => Ok(session),
+        }
     }
 
     /// The session context for `task`.

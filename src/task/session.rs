@@ -108,11 +108,11 @@ impl Session {
         command
             .arg(WORKER_ARG)
             .arg(crate::script::SCRIPT_WORKER)
-            .env_clear()
             .stdin(Stdio::from(worker_stdin))
             .stdout(Stdio::from(worker_stdout))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
+        crate::executor::sandbox::scrub_env(&mut command);
         confine(&mut command, rlimits);
         let spawned = command.spawn();
         // The child's ends must close here, or the door never sees EOF.

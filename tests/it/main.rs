@@ -9,6 +9,7 @@ mod executor;
 mod fake_model;
 mod governance_transport;
 mod governance_executor;
+mod governance_sandbox;
 mod lifecycle;
 mod limits;
 mod preflight;
