@@ -203,6 +203,8 @@ async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitC
 Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
         );
     }
+    // Task records: tasks a dead server left running become `interrupted`.
+    runtime.tasks.store.mark_interrupted();
     let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
     let service = match server.serve(rmcp::transport::stdio()).await {
         Ok(service) => service,
@@ -211,7 +213,7 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
             return ExitCode::from(1);
         }
     };
-    tokio::select! {
+    let code = tokio::select! {
         ended = service.waiting() => match ended {
             Ok(_) => ExitCode::SUCCESS,
             Err(error) => {
@@ -220,7 +222,11 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
             }
         },
         _ = shutdown_signal() => ExitCode::SUCCESS,
-    }
+    };
+    // Task records: running tasks are cancelled and recorded `cancelled`
+    // before the process exits.
+    runtime.tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    code
 }
 
 async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {

@@ -33,6 +33,8 @@ pub mod codes {
     pub const WORKER_SPAWN_FAILED: &str = "worker_spawn_failed";
     /// The guard panicked.
     pub const GUARD_PANICKED: &str = "guard_panicked";
+    /// A task quota (artifact files, bytes, depth, name length) is used up.
+    pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
 }
 
 /// An error a caller can act on: a stable `code`, a lowercase `message` that

@@ -94,6 +94,14 @@ pub struct Limits {
     pub allow_destructive_in_batch: bool,
     /// See [`DEFAULT_TASKS_KEPT`].
     pub tasks_kept: usize,
+    /// See [`DEFAULT_TASK_MAX_FILES`].
+    pub task_max_files: usize,
+    /// See [`DEFAULT_TASK_MAX_BYTES`].
+    pub task_max_bytes: u64,
+    /// See [`DEFAULT_STORE_MAX_BYTES`].
+    pub store_max_bytes: u64,
+    /// See [`DEFAULT_TASKS_MAX_AGE`].
+    pub tasks_max_age: Duration,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -117,6 +125,10 @@ impl Default for Limits {
             worker_file_size: DEFAULT_WORKER_FILE_SIZE,
             allow_destructive_in_batch: false,
             tasks_kept: DEFAULT_TASKS_KEPT,
+            task_max_files: DEFAULT_TASK_MAX_FILES,
+            task_max_bytes: DEFAULT_TASK_MAX_BYTES,
+            store_max_bytes: DEFAULT_STORE_MAX_BYTES,
+            tasks_max_age: DEFAULT_TASKS_MAX_AGE,
         }
     }
 }
@@ -133,8 +145,10 @@ pub struct LimitError {
 impl Limits {
     /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
     /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
-    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536) and
-    /// `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
+    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536),
+    /// `WARDEN_TASKS_KEPT` (1–100,000), `WARDEN_TASK_MAX_FILES` (1–100,000),
+    /// `WARDEN_TASK_MAX_MB` (1–16,384), `WARDEN_STORE_MAX_MB` (1–1,048,576)
+    /// and `WARDEN_TASKS_MAX_AGE_HOURS` (1–87,600) on top of `self`.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -150,6 +164,18 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_TASKS_KEPT", 1, 100_000)? {
             self.tasks_kept = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_MAX_FILES", 1, 100_000)? {
+            self.task_max_files = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_MAX_MB", 1, 16_384)? {
+            self.task_max_bytes = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_STORE_MAX_MB", 1, 1_048_576)? {
+            self.store_max_bytes = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_TASKS_MAX_AGE_HOURS", 1, 87_600)? {
+            self.tasks_max_age = Duration::from_secs(n * 3600);
         }
         Ok(self)
     }
@@ -172,7 +198,10 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
             expected: match var {
                 "WARDEN_MAX_CONCURRENT_CALLS" | "WARDEN_MAX_CONCURRENT_TASKS" => "an integer from 1 to 64",
                 "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
-                "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
+                "WARDEN_TASKS_KEPT" | "WARDEN_TASK_MAX_FILES" => "an integer from 1 to 100000",
+                "WARDEN_TASK_MAX_MB" => "an integer from 1 to 16384",
+                "WARDEN_STORE_MAX_MB" => "an integer from 1 to 1048576",
+                "WARDEN_TASKS_MAX_AGE_HOURS" => "an integer from 1 to 87600",
                 _ => "an integer from 64 to 65536",
             },
             value: raw,
@@ -282,6 +311,70 @@ pub const AGENT_PLANNING_INTERVAL: usize = 3;
 /// Observation text sent back to the model per step: 8 KiB (the rest is
 /// cut with a note).
 pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
+
+// ---- storage ----
+
+/// Files and directories a task may create under `outputs/`: 1,000 entries
+/// (`WARDEN_TASK_MAX_FILES`, 1–100,000). The next new name fails
+/// `write_artifact` with a catchable `quota_exceeded`; overwriting an
+/// existing file still works. Why: every entry costs an inode, a line in
+/// `list_artifacts` and a step when the store is pruned. Does not count the
+/// server's own files (result.json, logs).
+pub const DEFAULT_TASK_MAX_FILES: usize = 1_000;
+
+/// Bytes a task may keep under `outputs/`: 64 MiB (`WARDEN_TASK_MAX_MB`,
+/// 1–16,384). A write that would take the task past it fails with a
+/// catchable `quota_exceeded` and writes nothing; an overwrite counts the
+/// new size, not both. Does not cover the server's own files, which are
+/// bounded by their own limits.
+pub const DEFAULT_TASK_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Components in an artifact name: 8 (`a/b/c/d/e/f/g/h.csv` at most).
+/// Deeper names fail with a catchable `quota_exceeded`. Why: deep trees cost
+/// a descriptor per level to walk and delete, for no reporting value.
+pub const MAX_ARTIFACT_DEPTH: usize = 8;
+
+/// Longest component of an artifact name: 255 bytes (the Linux `NAME_MAX`);
+/// longer ones fail with a catchable `quota_exceeded`.
+pub const MAX_ARTIFACT_NAME_BYTES: usize = 255;
+
+/// Longest whole artifact name: 1,024 bytes; longer ones fail with a
+/// catchable `quota_exceeded`. Keeps every path the server builds and lists
+/// far below `PATH_MAX`.
+pub const MAX_ARTIFACT_PATH_BYTES: usize = 1_024;
+
+/// Guard calls recorded one by one in a task's `function_calls.json`:
+/// 10,000 (about 1.2 MB). Later calls are counted into one closing
+/// `{"summarized": …}` record (calls, failed, per function, per error type,
+/// total duration), so the file stays valid JSON and its counts stay right
+/// however long a script loops. Does not limit the calls themselves.
+pub const DEFAULT_CALLS_RECORDED: usize = 10_000;
+
+/// Bytes the whole task store may hold: 4 GiB (`WARDEN_STORE_MAX_MB`,
+/// 1–1,048,576). When a task starts beyond it, the oldest finished task
+/// directories are removed (on a background thread) until the store fits.
+/// Running tasks are never removed; does not cover events.jsonl.
+pub const DEFAULT_STORE_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Age after which a finished task directory is removed: 30 days
+/// (`WARDEN_TASKS_MAX_AGE_HOURS`, 1–87,600), by its modification time, at
+/// the next task start. Running tasks are never removed.
+pub const DEFAULT_TASKS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Artifacts listed inline in a task result: the first 100 (by name);
+/// the result also says how many there are and to call `list_artifacts`
+/// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`].
+pub const MAX_RESULT_ARTIFACTS: usize = 100;
+
+/// Largest `value` returned inline in a task result: 64 KiB of JSON. A
+/// larger value is saved as `value.json` in the task directory and the
+/// result says where (`value_file`, `value_bytes`).
+pub const MAX_RESULT_VALUE_BYTES: usize = 64 * 1024;
+
+/// How long the stdio server, when its client goes away or it is stopped,
+/// waits for running tasks to record themselves `cancelled`: 2 s. Tasks
+/// not done by then are marked `interrupted` at the next start.
+pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

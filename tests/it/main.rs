@@ -7,6 +7,7 @@ mod catalogue;
 mod common;
 mod executor;
 mod fake_model;
+mod governance_storage;
 mod lifecycle;
 mod limits;
 mod preflight;
