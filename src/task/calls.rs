@@ -262,7 +262,7 @@ mod tests {
         assert_eq!(items.len(), 4);
         assert_eq!(items[3]["summarized"], true);
         assert_eq!(items[3]["calls"], 7);
-        assert_eq!(items[3]["failed"], 3);
+        assert_eq!(items[3]["failed"], 4);
         assert_eq!(items[3]["by_function"]["add"], 7);
     }
 
