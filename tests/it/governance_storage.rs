@@ -378,6 +378,40 @@ async fn a_client_that_disconnects_leaves_a_cancelled_record() {
 }
 
 #[tokio::test]
+async fn a_server_stopped_by_sigterm_records_its_running_task_cancelled() {
+    // TaskRunner::shutdown: on SIGTERM the server cancels its running tasks and waits for their
+    // `cancelled` records before it exits.
+    let server = Server::start(TESTBED).await;
+    let root = server.artifacts.path().to_path_buf();
+    let call = server.try_call("run_script", json!({"script": "loop {}", "timeout_seconds": 60}));
+    let stopper = async {
+        let dir = first_task(&root).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(server.pid as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        )
+        .unwrap();
+        dir
+    };
+    let (_answer, dir) = tokio::join!(call, stopper);
+    let pid = server.pid;
+    assert!(
+        eventually(Duration::from_secs(10), || !Path::new(&format!(
+            "/proc/{pid}/stat"
+        ))
+        .exists()
+            || std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .unwrap_or_default()
+                .contains(") Z"))
+        .await,
+        "the server did not exit"
+    );
+    let result = read_result(&dir).expect("result.json written before exit");
+    assert_eq!(result["status"], "cancelled", "{result}");
+}
+
+#[tokio::test]
 async fn a_task_left_by_a_killed_server_is_interrupted_after_restart() {
     // A SIGKILLed server leaves a task without result.json; the next server marks it
     // `interrupted` (status failed), so list_tasks and get_task_result tell the truth.
