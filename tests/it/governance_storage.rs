@@ -59,11 +59,13 @@ fn read_result(dir: &Path) -> Option<Value> {
 /// A finished task directory planted in the store, `hours` old.
 fn plant_task(root: &Path, id_digit: char, bytes: usize, hours: u64) -> PathBuf {
     let dir = root.join(format!("task_{}", id_digit.to_string().repeat(32)));
-    std::fs::create_dir_all(dir.join("outputs")).unwrap();
-    std::fs::write(dir.join("outputs/data.bin"), vec![b'x'; bytes]).unwrap();
-    std::fs::write(dir.join("result.json"), r#"{"status":"success"}"#).unwrap();
+    std::fs::create_dir_all(dir.join("outputs")).expect("plant outputs");
+    std::fs::write(dir.join("outputs/data.bin"), vec![b'x'; bytes]).expect("plant data");
+    std::fs::write(dir.join("result.json"), r#"{"status":"success"}"#).expect("plant result");
     let when = std::time::SystemTime::now() - Duration::from_secs(hours * 3600);
-    std::fs::File::open(&dir).unwrap().set_modified(when).unwrap();
+    std::fs::File::open(&dir)
+        .and_then(|d| d.set_modified(when))
+        .expect("age the planted task");
     dir
 }
 
