@@ -37,12 +37,18 @@ pub async fn run_coding_task(
 ) -> Result<Value, GuardError> {
     let task = runner.begin(origin, timeout, &cancel)?;
     let system = super::prompt::system_prompt(runner.executor.registry());
-    runner
+    let saved = runner
         .store
-        .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())?;
-    runner
-        .store
-        .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())?;
+        .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())
+        .and_then(|()| {
+            runner
+                .store
+                .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())
+        });
+    if let Err(error) = saved {
+        task.abandon(&error);
+        return Err(error);
+    }
     let origin: &Origin = origin;
     task.events.emit(
         origin,

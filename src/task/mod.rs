@@ -125,6 +125,21 @@ impl Drop for Task {
 }
 
 impl Task {
+    /// Records the task `failed` because its directory could not be set
+    /// up, then lets it go (its slot and registration end on drop).
+    pub fn abandon(mut self, error: &GuardError) {
+        let mut result = failure(
+            "failed",
+            format!("the task could not be set up: {}", error.message),
+        );
+        result["task_id"] = json!(self.id);
+        result["error"] = json!({"kind": "storage", "message": error.message, "line": null, "column": null});
+        let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        let _ = self.store.write_result(&self.id, &bytes);
+        self.recorded = true;
+        crate::telemetry::end(&self.trace, "failed", Some("storage"));
+    }
+
     /// `origin` with this task's span as the parent of what happens next.
     pub fn origin_under(&self, origin: &Origin) -> Origin {
         let mut child = origin.clone();
@@ -206,18 +221,14 @@ impl TaskRunner {
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);
         events.emit(origin, "task_created", json!({"task_id": id}));
-        self.store.write_task_file(
-            &id,
-            "registry.json",
-            registry_snapshot(&self.executor).to_string().as_bytes(),
-        )?;
+        let registry = registry_snapshot(&self.executor).to_string();
         let trace = crate::telemetry::start(
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
             &origin.trace,
             vec![opentelemetry::KeyValue::new("warden.task_id", id.clone())],
         );
-        Ok(Task {
+        let task = Task {
             trace,
             _slot: slot,
             recorded: false,
@@ -229,7 +240,15 @@ impl TaskRunner {
             deadline: Instant::now() + timeout,
             timeout,
             started,
-        })
+        };
+        if let Err(error) = self
+            .store
+            .write_task_file(&task.id, "registry.json", registry.as_bytes())
+        {
+            task.abandon(&error);
+            return Err(error);
+        }
+        Ok(task)
     }
 
     /// Starts the task's script worker.
@@ -344,8 +363,13 @@ impl TaskRunner {
         progress: Option<&Progress>,
     ) -> Result<Value, GuardError> {
         let task = self.begin(origin, timeout, &cancel)?;
-        self.store
-            .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())?;
+        if let Err(error) =
+            self.store
+                .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())
+        {
+            task.abandon(&error);
+            return Err(error);
+        }
         let origin: &Origin = origin;
         let mut facts = WorkerFacts::default();
         let end = match self.start_worker(&task, origin).await {
