@@ -184,9 +184,16 @@ impl ArtifactStore {
 
     /// Marks `interrupted` every task a dead server left running: no
     /// `result.json`, and an owner that is gone (or no owner file and
-    /// older than a minute). Called once when a server opens the store.
-    /// Returns the ids marked.
+    /// older than a minute). Called once when a server opens the store;
+    /// also asks for a retention pass, so a store over its budgets is
+    /// trimmed without waiting for a task. Returns the ids marked.
     pub fn mark_interrupted(&self) -> Vec<String> {
+        let marked = self.mark_dead_tasks();
+        self.request_prune();
+        marked
+    }
+
+    fn mark_dead_tasks(&self) -> Vec<String> {
         let mut marked = Vec::new();
         let Ok(root) = safe_path::open_root(&self.root) else {
             return marked;
@@ -415,7 +422,7 @@ impl ArtifactStore {
 }
 
 impl retention::Pass for ArtifactStore {
-    fn run(&self, _pruner: &Pruner) {
+    fn run(&self) {
         self.prune();
     }
 }

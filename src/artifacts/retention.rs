@@ -83,9 +83,9 @@ pub struct Pruner {
     sizes: Mutex<HashMap<String, u64>>,
 }
 
-/// What a pass needs from the store.
+/// One retention pass over a store, run on the retention thread.
 pub trait Pass: Send + 'static {
-    fn run(&self, pruner: &Pruner);
+    fn run(&self);
 }
 
 impl Pruner {
@@ -117,7 +117,7 @@ impl Pruner {
                 }
                 state.pending = false;
             }
-            pass.run(self);
+            pass.run();
             lock(&self.state).passes += 1;
             self.wake.notify_all();
         }
@@ -209,8 +209,8 @@ mod tests {
             entry("e", 3, true, 1),
             entry("f", 100, true, 1),
         ];
-        // b is running (kept, and its bytes count); c no longer fits 100 bytes;
-        // d fits (40+500 > 100 already) — no: every later finished task is over budget.
+        // b is running: kept, and its 500 bytes count, so every older finished
+        // task is over the 100-byte budget.
         assert_eq!(doomed(&entries, policy), vec!["c", "d", "e", "f"]);
         let roomy = Policy {
             max_bytes: u64::MAX,
