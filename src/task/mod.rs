@@ -469,6 +469,32 @@ impl TaskRunner {
                 "the final answer made the result {size} bytes, over {MAX_INLINE_RESULT_BYTES}; its full summary, metrics and assumptions are in {ANSWER_FILE}"
             ));
         }
+        // Long artifact names and a full output can still add up: list
+        // fewer artifacts (list_artifacts has them all), then cut output.
+        while serde_json::to_vec(&*result).map(|v| v.len()).unwrap_or(0) > MAX_INLINE_RESULT_BYTES {
+            let listed = result["artifacts"].as_array().map(Vec::len).unwrap_or(0);
+            if listed > 0 {
+                if let Some(list) = result["artifacts"].as_array_mut() {
+                    list.truncate(listed / 2);
+                }
+                result["artifacts_note"] = json!(format!(
+                    "the first {} of {} artifacts are listed; call list_artifacts with this task_id for all of them",
+                    listed / 2,
+                    result["artifacts_total"]
+                ));
+                continue;
+            }
+            let output = result["output"].as_str().unwrap_or_default();
+            if output.is_empty() {
+                break;
+            }
+            let mut end = output.len() / 2;
+            while !output.is_char_boundary(end) {
+                end -= 1;
+            }
+            result["output"] = json!(output[..end]);
+            result["output_truncated"] = json!(true);
+        }
     }
 }
 

@@ -295,6 +295,59 @@ async fn a_large_value_is_saved_to_a_file_and_referenced() {
 }
 
 #[tokio::test]
+async fn an_oversized_final_answer_is_saved_to_a_file_and_the_result_stays_small() {
+    // A final answer that would make the result larger than 256 KiB keeps a short summary
+    // inline; its full summary, metrics and assumptions go to answer.json.
+    let server = Server::start(TESTBED).await;
+    let script = r#"
+        add_pure(#{a: 1.0, b: 2.0});
+        let s = ""; s.pad(200000, "m");
+        final_answer(#{task_type: "analysis", summary: s, metrics: #{a: s}, assumptions: [s]})
+    "#;
+    let answer = server
+        .call("run_script", json!({"script": script, "timeout_seconds": 30}))
+        .await;
+    let bytes = serde_json::to_vec(&answer).expect("json").len();
+    let result = structured(&answer);
+    assert!(bytes <= 256 * 1024, "{bytes} bytes");
+    assert_eq!(result["status"], "success", "{}", result["summary"]);
+    assert_eq!(result["answer_file"], "answer.json");
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(task_dir(&result).join("answer.json")).expect("answer.json"),
+    )
+    .expect("json");
+    assert_eq!(saved["metrics"]["a"].as_str().map(str::len), Some(200000));
+}
+
+#[tokio::test]
+async fn long_artifact_names_a_full_output_and_a_big_value_still_fit_the_result() {
+    // The result stays ≤ 256 KiB even when 100 listed artifacts have ~1 KB names and value and
+    // output are near their own caps: fewer artifacts are listed, with the count and the pointer.
+    let server = Server::start(TESTBED).await;
+    let script = r#"
+        let part = ""; part.pad(240, "p");
+        for i in 0..120 { write_artifact(part + "/" + part + "/" + part + "/" + part + i, "x"); }
+        let s = ""; s.pad(60000, "o");
+        print(s);
+        let v = ""; v.pad(60000, "v");
+        v
+    "#;
+    let result = run(&server, script, 60).await;
+    let bytes = serde_json::to_vec(&result).expect("json").len();
+    assert!(bytes <= 256 * 1024, "{bytes} bytes");
+    assert_eq!(result["artifacts_total"], 120, "{}", result["summary"]);
+    let listed = result["artifacts"].as_array().map(Vec::len).unwrap_or(0);
+    assert!(listed > 0 && listed < 100, "{listed} listed");
+    assert!(
+        result["artifacts_note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("list_artifacts")
+    );
+    assert_eq!(result["value"].as_str().map(str::len), Some(60000));
+}
+
+#[tokio::test]
 async fn a_refused_write_leaves_no_partial_or_temporary_file() {
     // A write that fails (its name is taken by a directory) leaves the old tree as it was and no
     // temporary file; the one-by-one failure of the write itself is pinned by the safe_path unit test.
