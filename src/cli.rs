@@ -206,7 +206,10 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
     // Task records: tasks a dead server left running become `interrupted`.
     runtime.tasks.store.mark_interrupted();
     let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
-    let service = match server.serve(rmcp::transport::stdio()).await {
+    // Task records: the end of input (the client went away) cancels tasks.
+    let (input, output) = rmcp::transport::stdio();
+    let input = runtime.tasks.cancel_on_eof(input);
+    let service = match server.serve((input, output)).await {
         Ok(service) => service,
         Err(error) => {
             eprintln!("error: MCP initialization failed: {error}");

@@ -17,14 +17,14 @@ pub mod calls;
 pub mod contract;
 pub(crate) mod door;
 pub mod progress;
+pub mod running;
 pub mod session;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +40,7 @@ use crate::limits::{
 use crate::script::protocol::{Layers, RunOutcome};
 use calls::CallCounts;
 use progress::Progress;
+use running::Running;
 use session::{Budget, Context, RunEnd, Session};
 
 /// Every guard call of a task, in its directory (see [`calls`]).
@@ -57,26 +58,6 @@ pub struct TaskRunner {
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
     running: Arc<Running>,
-}
-
-/// Running tasks by id. A [`Task`] registers its request's token in
-/// [`TaskRunner::begin`] and removes it when its record is written (or
-/// when it is dropped), then notifies `done`.
-#[derive(Default)]
-struct Running {
-    tokens: Mutex<HashMap<String, CancellationToken>>,
-    done: Notify,
-}
-
-impl Running {
-    fn remove(&self, id: &str) {
-        self.tokens.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-        self.done.notify_waiters();
-    }
-
-    fn count(&self) -> usize {
-        self.tokens.lock().unwrap_or_else(|p| p.into_inner()).len()
-    }
 }
 
 /// A task in progress: its slot, directory and event log.
@@ -171,17 +152,7 @@ impl TaskRunner {
     /// when the grace ran out (they are marked `interrupted` at the next
     /// start).
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        let tokens: Vec<CancellationToken> = self
-            .running
-            .tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .values()
-            .cloned()
-            .collect();
-        for token in tokens {
-            token.cancel();
-        }
+        self.running.cancel_all();
         let until = Instant::now() + grace;
         loop {
             let done = self.running.done.notified();
@@ -192,6 +163,13 @@ impl TaskRunner {
                 return self.running.count();
             }
         }
+    }
+
+    /// Wraps the server's input so that its end (the client went away)
+    /// cancels every running task at once, rather than after the transport
+    /// has waited for them to finish.
+    pub fn cancel_on_eof<R>(&self, input: R) -> running::CancelOnEof<R> {
+        running::CancelOnEof::new(input, self.running.clone())
     }
 
     /// Takes a task slot and creates the task directory; `cancel` is the
@@ -213,11 +191,7 @@ impl TaskRunner {
         };
         let started = std::time::Instant::now();
         let (id, dir) = self.store.create_task()?;
-        self.running
-            .tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id.clone(), cancel.clone());
+        self.running.insert(&id, cancel);
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);
         events.emit(origin, "task_created", json!({"task_id": id}));
