@@ -302,6 +302,8 @@ async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitC
 Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
         );
     }
+    // Task records: tasks a dead server left running become `interrupted`.
+    runtime.tasks.store.mark_interrupted();
     let limits = runtime.executor.limits();
     let transport_limits = crate::transport::TransportLimits {
         // Never below the argument cap plus room for the envelope, so a
@@ -314,6 +316,8 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
         max_pending_responses: limits.max_pending_responses,
     };
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    // Task records: the end of input (the client went away) cancels tasks.
+    let stdin = runtime.tasks.cancel_on_eof(stdin);
     let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
     let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
     let service = match server.serve(transport).await {
@@ -323,7 +327,7 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
             return ExitCode::from(1);
         }
     };
-    tokio::select! {
+    let code = tokio::select! {
         ended = service.waiting() => match ended {
             Ok(_) => ExitCode::SUCCESS,
             Err(error) => {
@@ -332,7 +336,11 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
             }
         },
         _ = shutdown_signal() => ExitCode::SUCCESS,
-    }
+    };
+    // Task records: running tasks are cancelled and recorded `cancelled`
+    // before the process exits.
+    runtime.tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    code
 }
 
 async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {

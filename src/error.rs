@@ -36,6 +36,8 @@ pub mod codes {
     /// The guard returned NaN or ±infinity where its output schema allows
     /// only numbers (JSON has neither); the error's field names where.
     pub const NON_FINITE_OUTPUT: &str = "non_finite_output";
+    /// A task quota (artifact files, bytes, depth, name length) is used up.
+    pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
 }
 
 /// An error a caller can act on: a stable `code`, a lowercase `message` that

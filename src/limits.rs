@@ -115,6 +115,14 @@ pub struct Limits {
     pub admission_queue: usize,
     /// See [`DEFAULT_MAX_GUARD_THREADS`].
     pub max_guard_threads: usize,
+    /// See [`DEFAULT_TASK_MAX_FILES`].
+    pub task_max_files: usize,
+    /// See [`DEFAULT_TASK_MAX_BYTES`].
+    pub task_max_bytes: u64,
+    /// See [`DEFAULT_STORE_MAX_BYTES`].
+    pub store_max_bytes: u64,
+    /// See [`DEFAULT_TASKS_MAX_AGE`].
+    pub tasks_max_age: Duration,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -145,6 +153,10 @@ impl Default for Limits {
             admission_wait: DEFAULT_ADMISSION_WAIT,
             admission_queue: DEFAULT_ADMISSION_QUEUE,
             max_guard_threads: default_guard_threads(),
+            task_max_files: DEFAULT_TASK_MAX_FILES,
+            task_max_bytes: DEFAULT_TASK_MAX_BYTES,
+            store_max_bytes: DEFAULT_STORE_MAX_BYTES,
+            tasks_max_age: DEFAULT_TASKS_MAX_AGE,
         }
     }
 }
@@ -160,16 +172,11 @@ pub struct LimitError {
 }
 
 impl Limits {
-    /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
-    /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
-    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536),
-    /// `WARDEN_TASKS_KEPT` (1–100,000), `WARDEN_ADMISSION_WAIT_MS`
-    /// (0–60,000), `WARDEN_ADMISSION_QUEUE` (0–4096),
-    /// `WARDEN_MAX_GUARD_THREADS` (1–1024),
-    /// `WARDEN_MAX_OVERDUE_IN_PROCESS` (0–256), `WARDEN_MAX_ARGUMENT_BYTES`
-    /// (1,024–1,073,741,824) and the transport and event-log overrides (see
-    /// their constants) on top of `self`, read through [`crate::config`]
-    /// (the environment, then `.env`).
+    /// Applies the operator overrides on top of `self`: one `WARDEN_*`
+    /// variable per tunable limit, each with the range given here and in
+    /// the README's limits table, read through [`crate::config`] (the
+    /// environment, then `.env`). A value out of range is an error naming
+    /// the variable and the range, never silently clamped.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -212,6 +219,18 @@ impl Limits {
         }
         if let Some(n) = env_number(MAX_ARGUMENT_BYTES_ENV, MIN_ARGUMENT_BYTES, MAX_ARGUMENT_BYTES)? {
             self.max_argument_bytes = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_MAX_FILES", 1, 100_000)? {
+            self.task_max_files = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_MAX_MB", 1, 16_384)? {
+            self.task_max_bytes = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_STORE_MAX_MB", 1, 1_048_576)? {
+            self.store_max_bytes = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_TASKS_MAX_AGE_HOURS", 1, 87_600)? {
+            self.tasks_max_age = Duration::from_secs(n * 3600);
         }
         Ok(self)
     }
@@ -502,6 +521,69 @@ pub const MAX_ARGUMENT_BYTES: u64 = 1024 * 1024 * 1024;
 /// exits with a protocol error; the server never sends one, since it
 /// refuses larger arguments with `arguments_too_large` first.
 pub const WORKER_REQUEST_ENVELOPE_BYTES: usize = 64 * 1024;
+// ---- storage ----
+
+/// Files and directories a task may create under `outputs/`: 1,000 entries
+/// (`WARDEN_TASK_MAX_FILES`, 1–100,000). The next new name fails
+/// `write_artifact` with a catchable `quota_exceeded`; overwriting an
+/// existing file still works. Why: every entry costs an inode, a line in
+/// `list_artifacts` and a step when the store is pruned. Does not count the
+/// server's own files (result.json, logs).
+pub const DEFAULT_TASK_MAX_FILES: usize = 1_000;
+
+/// Bytes a task may keep under `outputs/`: 64 MiB (`WARDEN_TASK_MAX_MB`,
+/// 1–16,384). A write that would take the task past it fails with a
+/// catchable `quota_exceeded` and writes nothing; an overwrite counts the
+/// new size, not both. Does not cover the server's own files, which are
+/// bounded by their own limits.
+pub const DEFAULT_TASK_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Components in an artifact name: 8 (`a/b/c/d/e/f/g/h.csv` at most).
+/// Deeper names fail with a catchable `quota_exceeded`. Why: deep trees cost
+/// a descriptor per level to walk and delete, for no reporting value.
+pub const MAX_ARTIFACT_DEPTH: usize = 8;
+
+/// Longest component of an artifact name: 255 bytes (the Linux `NAME_MAX`);
+/// longer ones fail with a catchable `quota_exceeded`.
+pub const MAX_ARTIFACT_NAME_BYTES: usize = 255;
+
+/// Longest whole artifact name: 1,024 bytes; longer ones fail with a
+/// catchable `quota_exceeded`. Keeps every path the server builds and lists
+/// far below `PATH_MAX`.
+pub const MAX_ARTIFACT_PATH_BYTES: usize = 1_024;
+
+/// Guard calls recorded one by one in a task's `function_calls.json`:
+/// 10,000 (about 1.2 MB). Later calls are counted into one closing
+/// `{"summarized": …}` record (calls, failed, per function, per error type,
+/// total duration), so the file stays valid JSON and its counts stay right
+/// however long a script loops. Does not limit the calls themselves.
+pub const DEFAULT_CALLS_RECORDED: usize = 10_000;
+
+/// Bytes the whole task store may hold: 4 GiB (`WARDEN_STORE_MAX_MB`,
+/// 1–1,048,576). When a task starts beyond it, the oldest finished task
+/// directories are removed (on a background thread) until the store fits.
+/// Running tasks are never removed; does not cover events.jsonl.
+pub const DEFAULT_STORE_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Age after which a finished task directory is removed: 30 days
+/// (`WARDEN_TASKS_MAX_AGE_HOURS`, 1–87,600), by its modification time, at
+/// the next task start. Running tasks are never removed.
+pub const DEFAULT_TASKS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Artifacts listed inline in a task result: the first 100 (by name);
+/// the result also says how many there are and to call `list_artifacts`
+/// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`].
+pub const MAX_RESULT_ARTIFACTS: usize = 100;
+
+/// Largest `value` returned inline in a task result: 64 KiB of JSON. A
+/// larger value is saved as `value.json` in the task directory and the
+/// result says where (`value_file`, `value_bytes`).
+pub const MAX_RESULT_VALUE_BYTES: usize = 64 * 1024;
+
+/// How long the stdio server, when its client goes away or it is stopped,
+/// waits for running tasks to record themselves `cancelled`: 2 s. Tasks
+/// not done by then are marked `interrupted` at the next start.
+pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 #[cfg(test)]
 mod tests {

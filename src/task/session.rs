@@ -97,8 +97,7 @@ impl Session {
         deadline: Instant,
     ) -> Result<Self, String> {
         let log_path = &task_dir.join("worker_stderr.log");
-        let log =
-            std::fs::File::create(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
+        let log = create_private(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let pipe_error = |e: std::io::Error| format!("cannot create the worker's pipes: {e}");
@@ -357,6 +356,18 @@ fn write_artifact(
         json!({"filename": filename, "size_bytes": size}),
     );
     Ok(json!({"filename": filename, "path": format!("outputs/{filename}"), "size_bytes": size}))
+}
+
+/// Creates (or truncates) a server-written file 0600, refusing a link.
+fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(crate::artifacts::safe_path::FILE_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
 }
 
 fn describe(status: Option<std::process::ExitStatus>) -> String {

@@ -10,6 +10,7 @@ mod fake_model;
 mod governance_transport;
 mod governance_executor;
 mod governance_sandbox;
+mod governance_storage;
 mod lifecycle;
 mod limits;
 mod preflight;
