@@ -116,7 +116,8 @@ impl App {
     }
 
     /// Where events, task directories and diagnostics go. Overridden by
-    /// `WARDEN_ARTIFACTS_DIR`; defaults to `./artifacts`.
+    /// `WARDEN_ARTIFACTS_DIR` (environment or `.env`); defaults to
+    /// `./artifacts`.
     pub fn artifacts_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.artifacts_dir = Some(dir.into());
         self
@@ -125,32 +126,68 @@ impl App {
     /// Runs the application: a stdio MCP server with no arguments, or the
     /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
     /// 2 a usage or configuration error.
+    ///
+    /// Builds its own tokio runtime, so call it from a plain `fn main`;
+    /// inside an existing runtime (`#[tokio::main]`) use [`App::serve`].
     pub fn run(self) -> ExitCode {
-        if std::env::args_os()
-            .nth(1)
-            .is_some_and(|a| a == crate::worker::WORKER_ARG)
-        {
-            let script = std::env::args_os()
-                .nth(2)
-                .is_some_and(|a| a == crate::script::SCRIPT_WORKER);
-            let registry = Registry::for_worker(self.guards)
-                .and_then(|r| r.with_script_functions(self.script_functions));
-            return match registry {
-                Ok(registry) if script => crate::script::worker::main(registry),
-                Ok(registry) => crate::worker::main(&registry),
-                Err(error) => {
-                    eprintln!("warden worker: {error}");
-                    ExitCode::from(3)
-                }
-            };
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if is_worker(&args) {
+            return self.run_worker(&args);
         }
-        crate::cli::main(self)
+        crate::cli::main(self, args)
+    }
+
+    /// [`App::run`] for an application that already runs a tokio runtime:
+    /// the same command line, commands and exit codes, on the caller's
+    /// runtime (multi-threaded, with I/O and time enabled).
+    ///
+    /// ```no_run
+    /// #[tokio::main]
+    /// async fn main() -> std::process::ExitCode {
+    ///     warden::App::new("my-server").serve().await
+    /// }
+    /// ```
+    ///
+    /// Workers re-execute the same `main`, so a worker process starts the
+    /// caller's runtime threads before it reaches this call: its sandbox
+    /// layers that need a single-threaded process (the network namespace)
+    /// then report as missing. Prefer [`App::run`] from a plain `main` for
+    /// the full script sandbox.
+    pub async fn serve(self) -> ExitCode {
+        self.serve_with_args(std::env::args_os().collect()).await
+    }
+
+    /// [`App::serve`] with an explicit command line (`args[0]` is the
+    /// program name), e.g. `["my-server", "--list-tools"]`.
+    pub async fn serve_with_args(self, args: Vec<std::ffi::OsString>) -> ExitCode {
+        if is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        crate::cli::serve_async(self, args).await
+    }
+
+    /// The hidden worker branch, taken before any resource factory runs.
+    fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
+        let script = args.get(2).is_some_and(|a| a == crate::script::SCRIPT_WORKER);
+        let registry =
+            Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
+        match registry {
+            Ok(registry) if script => crate::script::worker::main(registry),
+            Ok(registry) => {
+                let max_request = crate::worker::max_request_line(args.iter().skip(2).cloned());
+                crate::worker::main(&registry, max_request)
+            }
+            Err(error) => {
+                eprintln!("warden worker: {error}");
+                ExitCode::from(3)
+            }
+        }
     }
 
     /// The artifacts root: `WARDEN_ARTIFACTS_DIR`, else the app's setting,
     /// else `./artifacts`.
     pub(crate) fn resolved_artifacts_dir(&self) -> PathBuf {
-        std::env::var_os("WARDEN_ARTIFACTS_DIR")
+        crate::config::var_os("WARDEN_ARTIFACTS_DIR")
             .map(PathBuf::from)
             .or_else(|| self.artifacts_dir.clone())
             .unwrap_or_else(|| PathBuf::from("artifacts"))
@@ -175,6 +212,11 @@ impl App {
     }
 }
 
+/// Whether `args` start a worker process (the hidden first argument).
+fn is_worker(args: &[std::ffi::OsString]) -> bool {
+    args.get(1).is_some_and(|a| a == crate::worker::WORKER_ARG)
+}
+
 /// Everything a command needs at run time.
 pub(crate) struct Runtime {
     pub executor: Arc<Executor>,
@@ -186,6 +228,7 @@ pub(crate) struct Runtime {
 /// Builds the registry, resources, event log and executor.
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), String> {
     let limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
+    crate::script::layers::mode()?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();
     let name = app.name.clone();
@@ -195,7 +238,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         std::mem::take(&mut app.script_functions),
     )
     .map_err(|e| e.to_string())?;
-    let (events, guard) = match crate::events::Events::open(&artifacts_dir) {
+    let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
             eprintln!(
@@ -211,6 +254,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         exe: exe.clone(),
         diagnostics_dir,
         max_response: limits.max_worker_response,
+        max_request: limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
     };
     let max_tasks = limits.max_concurrent_tasks;
     let executor = Arc::new(Executor::new(
@@ -254,4 +298,26 @@ fn diagnostics_dir(artifacts_dir: &std::path::Path) -> PathBuf {
     let fallback = std::env::temp_dir().join(format!("warden-diagnostics-{}", std::process::id()));
     let _ = std::fs::create_dir_all(&fallback);
     fallback
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serve_runs_a_command_inside_an_existing_runtime() {
+        // App::serve on the caller's runtime: no nested runtime, no panic,
+        // and the command's exit code (0 for --list-tools, 2 for bad flags).
+        let dir = tempfile::tempdir().expect("temp dir");
+        let app = || App::new("embedded").artifacts_dir(dir.path());
+        let args = |extra: &str| vec!["embedded".into(), extra.into()];
+        assert_eq!(
+            app().serve_with_args(args("--list-tools")).await,
+            ExitCode::SUCCESS
+        );
+        assert_eq!(
+            app().serve_with_args(args("--no-such-flag")).await,
+            ExitCode::from(2)
+        );
+    }
 }

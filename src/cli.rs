@@ -82,27 +82,58 @@ enum Command {
     Test(crate::testing::TestArgs),
 }
 
-/// Parses the command line and runs the command.
-pub(crate) fn main(app: App) -> ExitCode {
-    // Before any thread exists: `.env` in the working directory fills in
-    // variables the environment does not already set.
-    crate::agent::dotenv::load(std::path::Path::new(".env"));
+/// What the command line asks for, decided before any runtime exists.
+enum Plan {
+    /// Nothing to run (help, a usage error): exit with this code.
+    Exit(ExitCode),
+    /// `preflight -- <command>`: a client-side tool; never builds this app.
+    Preflight(crate::preflight::PreflightArgs),
+    /// `test --config … --suite …`: a client-side tool; never builds this app.
+    Test(crate::testing::TestArgs),
+    /// A command on this app: `--check`, or serve / tools / call / script.
+    App(Box<AppCommand>),
+}
+
+/// A command on this app, parsed.
+struct AppCommand {
+    app: App,
+    command: Command,
+    list_only: bool,
+    check: Option<crate::preflight::PreflightOptions>,
+}
+
+/// Reads `.env` (warning on stderr about the variables it ignored) and
+/// parses `args` into a [`Plan`].
+fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
+    // `.env` in the working directory fills in WARDEN_*/OTEL_* settings the
+    // environment does not set, through crate::config: the process
+    // environment itself is never changed.
+    let loaded = crate::agent::dotenv::load(std::path::Path::new(".env"));
+    if !loaded.ignored.is_empty() {
+        eprintln!(
+            "warning: .env sets {}, which Warden ignores: a .env file may only set WARDEN_* and OTEL_* variables (set others in the real environment)",
+            loaded.ignored.join(", ")
+        );
+    }
     let name = app.name.clone();
     let command = Cli::command().name(name.clone()).bin_name(name.clone());
-    let cli = match command.try_get_matches().and_then(|m| Cli::from_arg_matches(&m)) {
+    let cli = match command
+        .try_get_matches_from(args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
         Ok(cli) => cli,
         Err(error) => {
             let _ = error.print();
-            return if error.use_stderr() {
+            return Plan::Exit(if error.use_stderr() {
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS
-            };
+            });
         }
     };
     if cli.check && cli.command.is_some() {
         eprintln!("error: --check runs on its own; drop the subcommand or the flag (see --help)");
-        return ExitCode::from(2);
+        return Plan::Exit(ExitCode::from(2));
     }
     let check = cli.check.then(|| crate::preflight::PreflightOptions {
         json: cli.json,
@@ -114,28 +145,96 @@ pub(crate) fn main(app: App) -> ExitCode {
             format: ToolFormat::Mcp,
         },
         (false, None) => Command::Serve,
-        // Client-side tools build their own runtime and never build this app's.
-        (false, Some(Command::Preflight(args))) => return crate::preflight::main(args),
-        (false, Some(Command::Test(args))) => return crate::testing::main(args),
+        (false, Some(Command::Preflight(args))) => return Plan::Preflight(args),
+        (false, Some(Command::Test(args))) => return Plan::Test(args),
         (false, Some(command)) => command,
     };
-    let list_only = cli.list_tools;
+    Plan::App(Box::new(AppCommand {
+        app,
+        command,
+        list_only: cli.list_tools,
+        check,
+    }))
+}
+
+/// Parses `args` and runs the command on a runtime of its own.
+pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
+    let (app, command, list_only, check) = match plan(app, args) {
+        Plan::Exit(code) => return code,
+        // Client-side tools build their own runtime and never build this app's.
+        Plan::Preflight(args) => return crate::preflight::main(args),
+        Plan::Test(args) => return crate::testing::main(args),
+        Plan::App(parsed) => {
+            let AppCommand {
+                app,
+                command,
+                list_only,
+                check,
+            } = *parsed;
+            (app, command, list_only, check)
+        }
+    };
     let runtime = match crate::runtime() {
         Ok(runtime) => runtime,
         Err(code) => return code,
     };
+    // The binary's own log: warnings (e.g. a degraded script sandbox) on
+    // stderr. An app embedding Warden through `App::serve` brings its own.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_max_level(tracing::Level::WARN)
+        .try_init();
     // Spans are recorded for the server and `call`, not for preflight.
     let telemetry = check.is_none().then(crate::telemetry::init);
+    let code = runtime.block_on(run_app(app, command, list_only, check));
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Flushes exporters after the last span ended.
+    drop(telemetry);
+    code
+}
+
+/// [`main`] on the caller's runtime (`App::serve`).
+pub(crate) async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
+    let (app, command, list_only, check) = match plan(app, args) {
+        Plan::Exit(code) => return code,
+        Plan::Preflight(args) => {
+            let code = crate::preflight::check_command(args).await;
+            crate::executor::kill_all_workers();
+            return code;
+        }
+        Plan::Test(args) => return crate::testing::run(&args).await,
+        Plan::App(parsed) => {
+            let AppCommand {
+                app,
+                command,
+                list_only,
+                check,
+            } = *parsed;
+            (app, command, list_only, check)
+        }
+    };
+    let telemetry = check.is_none().then(crate::telemetry::init);
+    let code = run_app(app, command, list_only, check).await;
+    // Exporters may block while flushing: not on a runtime thread.
+    let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
+    code
+}
+
+/// Runs a command on this app, then kills any worker still running.
+async fn run_app(
+    app: App,
+    command: Command,
+    list_only: bool,
+    check: Option<crate::preflight::PreflightOptions>,
+) -> ExitCode {
     let code = match check {
-        Some(options) => runtime.block_on(preflight(app, options)),
-        None => runtime.block_on(dispatch(app, command, list_only)),
+        Some(options) => preflight(app, options).await,
+        None => dispatch(app, command, list_only).await,
     };
     // Calls may still be in flight (the client hung up mid-call): kill their
     // workers now instead of waiting for their futures to be dropped.
     crate::executor::kill_all_workers();
-    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
-    // Flushes exporters after the last span ended.
-    drop(telemetry);
     code
 }
 
@@ -203,15 +302,32 @@ async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitC
 Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
         );
     }
+    // Task records: tasks a dead server left running become `interrupted`.
+    runtime.tasks.store.mark_interrupted();
+    let limits = runtime.executor.limits();
+    let transport_limits = crate::transport::TransportLimits {
+        // Never below the argument cap plus room for the envelope, so a
+        // call the executor accepts is never refused by the transport.
+        max_message_bytes: limits.max_message_bytes.max(
+            limits
+                .max_argument_bytes
+                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
+        ),
+        max_pending_responses: limits.max_pending_responses,
+    };
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    // Task records: the end of input (the client went away) cancels tasks.
+    let stdin = runtime.tasks.cancel_on_eof(stdin);
+    let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
     let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
-    let service = match server.serve(rmcp::transport::stdio()).await {
+    let service = match server.serve(transport).await {
         Ok(service) => service,
         Err(error) => {
             eprintln!("error: MCP initialization failed: {error}");
             return ExitCode::from(1);
         }
     };
-    tokio::select! {
+    let code = tokio::select! {
         ended = service.waiting() => match ended {
             Ok(_) => ExitCode::SUCCESS,
             Err(error) => {
@@ -220,7 +336,11 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
             }
         },
         _ = shutdown_signal() => ExitCode::SUCCESS,
-    }
+    };
+    // Task records: running tasks are cancelled and recorded `cancelled`
+    // before the process exits.
+    runtime.tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    code
 }
 
 async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {

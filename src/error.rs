@@ -15,7 +15,7 @@ pub mod codes {
     pub const INVALID_INPUT: &str = "invalid_input";
     /// The guard ran and reported a failure of its own.
     pub const GUARD_FAILED: &str = "guard_failed";
-    /// All call slots were busy; nothing ran.
+    /// All call slots (or, for an in-process guard, guard threads) stayed busy; nothing ran.
     pub const SERVER_BUSY: &str = "server_busy";
     /// The deadline passed; an isolated worker was killed.
     pub const TIMED_OUT: &str = "timed_out";
@@ -33,6 +33,11 @@ pub mod codes {
     pub const WORKER_SPAWN_FAILED: &str = "worker_spawn_failed";
     /// The guard panicked.
     pub const GUARD_PANICKED: &str = "guard_panicked";
+    /// The guard returned NaN or ±infinity where its output schema allows
+    /// only numbers (JSON has neither); the error's field names where.
+    pub const NON_FINITE_OUTPUT: &str = "non_finite_output";
+    /// A task quota (artifact files, bytes, depth, name length) is used up.
+    pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
 }
 
 /// An error a caller can act on: a stable `code`, a lowercase `message` that

@@ -260,10 +260,11 @@ where
     let run: ErasedFn = Arc::new(move |resources, arguments| {
         let input: I = crate::schema::decode_arguments(arguments)?;
         let output = function.invoke(resources, input)?;
-        let value = serde_json::to_value(output)
-            .map_err(|e| GuardError::new("bad_output", format!("guard result is not valid JSON: {e}")))?;
-        let wraps_scalar = shapes.output().1;
-        Ok(if wraps_scalar {
+        // Every mode ends here (workers run this same closure), so no
+        // non-finite number leaves any guard as a silent `null`.
+        let (schema, wraps_scalar) = shapes.output();
+        let value = crate::schema::output_value(&output, schema, *wraps_scalar)?;
+        Ok(if *wraps_scalar {
             serde_json::json!({ "result": value })
         } else {
             value

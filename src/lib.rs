@@ -13,6 +13,7 @@ mod batch;
 pub mod builtins;
 pub mod catalogue;
 mod cli;
+pub mod config;
 pub mod error;
 pub mod events;
 pub mod executor;
@@ -28,6 +29,7 @@ pub mod server;
 pub mod task;
 pub mod telemetry;
 pub mod testing;
+pub mod transport;
 pub mod worker;
 
 pub use app::App;

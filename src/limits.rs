@@ -9,18 +9,25 @@
 
 use std::time::Duration;
 
-/// Direct guard calls running at once: 2. A call beyond it is rejected at once
-/// with "Server busy; retry later" (`server_busy`) and a `request_rejected`
-/// event; there is no queue. Does not count coding tasks or scripts, which
+/// Direct guard calls (and batches) running at once: 2, or the machine's
+/// core count when that is larger ([`default_concurrent_calls`]). A call
+/// beyond it waits in the admission queue ([`DEFAULT_ADMISSION_QUEUE`],
+/// [`DEFAULT_ADMISSION_WAIT`]); when the queue is full or no slot frees in
+/// time it is rejected with "Server busy; retry later" (`server_busy`) and a
+/// `request_rejected` event. Does not count coding tasks or scripts, which
 /// hold task slots ([`DEFAULT_MAX_CONCURRENT_TASKS`]).
 pub const DEFAULT_MAX_CONCURRENT_CALLS: usize = 2;
 
-/// In-process calls that may keep running after their deadline: 4.
-/// A thread cannot be killed, so a timed-out `in_process`/`pure` call hands
-/// its call slot back and holds one of these "overdue" permits until the
-/// function finally returns. When all are taken, the timed-out call keeps its
-/// call slot instead, so a hung in-process guard reduces capacity visibly
-/// rather than piling up threads without bound.
+/// In-process guard threads that may keep running after their call's
+/// deadline: 4 "overdue" permits. A thread cannot be killed, so a timed-out
+/// `in_process`/`pure` call (direct, batch, `check_backtest` or script door
+/// alike) is answered `timed_out` while the function runs on; at that moment
+/// its thread swaps its guard-thread permit ([`DEFAULT_MAX_GUARD_THREADS`])
+/// for one of these, so the running capacity is free again at once. When all
+/// are taken, the thread keeps its guard-thread permit instead: hung guards
+/// show up as fewer threads for new in-process calls (which then get
+/// `server_busy`), never as more threads. Operators override it with
+/// `WARDEN_MAX_OVERDUE_IN_PROCESS` (0–256).
 pub const DEFAULT_MAX_OVERDUE_IN_PROCESS: usize = 4;
 
 /// Per-guard timeout when the guard sets none: 60 s. At the deadline an
@@ -94,6 +101,28 @@ pub struct Limits {
     pub allow_destructive_in_batch: bool,
     /// See [`DEFAULT_TASKS_KEPT`].
     pub tasks_kept: usize,
+    /// See [`DEFAULT_MAX_MESSAGE_BYTES`].
+    pub max_message_bytes: usize,
+    /// See [`DEFAULT_MAX_PENDING_RESPONSES`].
+    pub max_pending_responses: usize,
+    /// See [`DEFAULT_EVENTS_MAX_BYTES`].
+    pub events_max_bytes: u64,
+    /// See [`DEFAULT_EVENTS_KEEP`].
+    pub events_keep: usize,
+    /// See [`DEFAULT_ADMISSION_WAIT`].
+    pub admission_wait: Duration,
+    /// See [`DEFAULT_ADMISSION_QUEUE`].
+    pub admission_queue: usize,
+    /// See [`DEFAULT_MAX_GUARD_THREADS`].
+    pub max_guard_threads: usize,
+    /// See [`DEFAULT_TASK_MAX_FILES`].
+    pub task_max_files: usize,
+    /// See [`DEFAULT_TASK_MAX_BYTES`].
+    pub task_max_bytes: u64,
+    /// See [`DEFAULT_STORE_MAX_BYTES`].
+    pub store_max_bytes: u64,
+    /// See [`DEFAULT_TASKS_MAX_AGE`].
+    pub tasks_max_age: Duration,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -105,7 +134,7 @@ pub const DEFAULT_TASKS_KEPT: usize = 500;
 impl Default for Limits {
     fn default() -> Self {
         Self {
-            max_concurrent_calls: DEFAULT_MAX_CONCURRENT_CALLS,
+            max_concurrent_calls: default_concurrent_calls(),
             max_concurrent_tasks: DEFAULT_MAX_CONCURRENT_TASKS,
             max_overdue_in_process: DEFAULT_MAX_OVERDUE_IN_PROCESS,
             guard_timeout: DEFAULT_GUARD_TIMEOUT,
@@ -117,24 +146,37 @@ impl Default for Limits {
             worker_file_size: DEFAULT_WORKER_FILE_SIZE,
             allow_destructive_in_batch: false,
             tasks_kept: DEFAULT_TASKS_KEPT,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            max_pending_responses: DEFAULT_MAX_PENDING_RESPONSES,
+            events_max_bytes: DEFAULT_EVENTS_MAX_BYTES,
+            events_keep: DEFAULT_EVENTS_KEEP,
+            admission_wait: DEFAULT_ADMISSION_WAIT,
+            admission_queue: DEFAULT_ADMISSION_QUEUE,
+            max_guard_threads: default_guard_threads(),
+            task_max_files: DEFAULT_TASK_MAX_FILES,
+            task_max_bytes: DEFAULT_TASK_MAX_BYTES,
+            store_max_bytes: DEFAULT_STORE_MAX_BYTES,
+            tasks_max_age: DEFAULT_TASKS_MAX_AGE,
         }
     }
 }
 
 /// An environment override that could not be used.
 #[derive(Debug, thiserror::Error)]
-#[error("{var}: expected {expected}, got '{value}'")]
+#[error("{var}: expected an integer from {min} to {max}, got '{value}'")]
 pub struct LimitError {
     var: &'static str,
-    expected: &'static str,
+    min: u64,
+    max: u64,
     value: String,
 }
 
 impl Limits {
-    /// Applies the operator overrides `WARDEN_MAX_CONCURRENT_CALLS` (1–64),
-    /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64), `WARDEN_MAX_TIMEOUT_SECONDS`
-    /// (1–3600), `WARDEN_WORKER_MEMORY_MB` (64–65536) and
-    /// `WARDEN_TASKS_KEPT` (1–100,000) on top of `self`.
+    /// Applies the operator overrides on top of `self`: one `WARDEN_*`
+    /// variable per tunable limit, each with the range given here and in
+    /// the README's limits table, read through [`crate::config`] (the
+    /// environment, then `.env`). A value out of range is an error naming
+    /// the variable and the range, never silently clamped.
     pub fn from_env(mut self) -> Result<Self, LimitError> {
         if let Some(n) = env_number("WARDEN_MAX_CONCURRENT_CALLS", 1, 64)? {
             self.max_concurrent_calls = n as usize;
@@ -151,6 +193,45 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_TASKS_KEPT", 1, 100_000)? {
             self.tasks_kept = n as usize;
         }
+        if let Some(n) = env_number("WARDEN_MAX_MESSAGE_BYTES", 65_536, 1 << 30)? {
+            self.max_message_bytes = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_PENDING_RESPONSES", 1, 1024)? {
+            self.max_pending_responses = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_EVENTS_MAX_BYTES", 4096, 1 << 40)? {
+            self.events_max_bytes = n;
+        }
+        if let Some(n) = env_number("WARDEN_EVENTS_KEEP", 1, 100)? {
+            self.events_keep = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_ADMISSION_WAIT_MS", 0, 60_000)? {
+            self.admission_wait = Duration::from_millis(n);
+        }
+        if let Some(n) = env_number("WARDEN_ADMISSION_QUEUE", 0, 4096)? {
+            self.admission_queue = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_GUARD_THREADS", 1, 1024)? {
+            self.max_guard_threads = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_MAX_OVERDUE_IN_PROCESS", 0, 256)? {
+            self.max_overdue_in_process = n as usize;
+        }
+        if let Some(n) = env_number(MAX_ARGUMENT_BYTES_ENV, MIN_ARGUMENT_BYTES, MAX_ARGUMENT_BYTES)? {
+            self.max_argument_bytes = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_MAX_FILES", 1, 100_000)? {
+            self.task_max_files = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_MAX_MB", 1, 16_384)? {
+            self.task_max_bytes = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_STORE_MAX_MB", 1, 1_048_576)? {
+            self.store_max_bytes = n * 1024 * 1024;
+        }
+        if let Some(n) = env_number("WARDEN_TASKS_MAX_AGE_HOURS", 1, 87_600)? {
+            self.tasks_max_age = Duration::from_secs(n * 3600);
+        }
         Ok(self)
     }
 
@@ -162,19 +243,15 @@ impl Limits {
 }
 
 fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, LimitError> {
-    let Ok(raw) = std::env::var(var) else {
+    let Some(raw) = crate::config::var(var) else {
         return Ok(None);
     };
     match raw.trim().parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
         _ => Err(LimitError {
             var,
-            expected: match var {
-                "WARDEN_MAX_CONCURRENT_CALLS" | "WARDEN_MAX_CONCURRENT_TASKS" => "an integer from 1 to 64",
-                "WARDEN_MAX_TIMEOUT_SECONDS" => "an integer from 1 to 3600",
-                "WARDEN_TASKS_KEPT" => "an integer from 1 to 100000",
-                _ => "an integer from 64 to 65536",
-            },
+            min,
+            max,
             value: raw,
         }),
     }
@@ -247,7 +324,7 @@ pub const MAX_INLINE_RESULT_BYTES: usize = 256 * 1024;
 /// counts per function and per error type, total duration — in both event
 /// logs. function_calls.json and, when tracing, spans still keep every
 /// call. Why: two ~390-byte records per call let one 100,000-call loop add
-/// 78 MB to each event log (the global one has no retention) and cost the
+/// 78 MB to each event log and cost the
 /// server more than the calls themselves cost the worker.
 pub const DEFAULT_PURE_CALLS_DETAILED: usize = 1_000;
 
@@ -282,6 +359,231 @@ pub const AGENT_PLANNING_INTERVAL: usize = 3;
 /// Observation text sent back to the model per step: 8 KiB (the rest is
 /// cut with a note).
 pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
+
+// ---- transport ----
+
+/// Largest JSON-RPC message (one stdin line) the server reads: 9,048,576
+/// bytes, a megabyte above [`DEFAULT_MAX_ARGUMENT_BYTES`] for the envelope.
+/// A longer line is streamed past without being buffered (only its first
+/// 4 KiB are kept, to find its id) and answered with a `-32600` error;
+/// the server keeps serving. The effective cap is never below the argument
+/// cap plus that megabyte. Operators override it with
+/// `WARDEN_MAX_MESSAGE_BYTES` (65,536 – 1,073,741,824). Does not bound
+/// what the server writes.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = DEFAULT_MAX_ARGUMENT_BYTES + MESSAGE_ENVELOPE_BYTES;
+
+/// Room for the JSON-RPC envelope above the argument cap: 1 MiB. The
+/// effective message cap is at least `max_argument_bytes` plus this.
+pub const MESSAGE_ENVELOPE_BYTES: usize = 1024 * 1024;
+
+/// Requests read from the client and not yet answered: 32. With that many
+/// answers unwritten (running, or waiting for a client that stopped
+/// reading stdout), the server reads no further requests until one is
+/// written or cancelled, so its memory holds at most this many requests
+/// and answers. Progress notifications are bounded by it too: each running
+/// request waits for its notification to be written before sending the
+/// next. Operators override it with `WARDEN_MAX_PENDING_RESPONSES`
+/// (1–1024). Does not bound the size of one answer (see
+/// [`MAX_INLINE_RESULT_BYTES`] and [`DEFAULT_MAX_WORKER_RESPONSE`]).
+pub const DEFAULT_MAX_PENDING_RESPONSES: usize = 32;
+
+/// Size at which the global `events.jsonl` is rotated: 64 MiB
+/// (67,108,864 bytes). The full file becomes `events.jsonl.1`, older ones
+/// shift up to `.N` ([`DEFAULT_EVENTS_KEEP`]) and the oldest is deleted, so
+/// the event log never holds more than (N + 1) × this on disk. Operators
+/// override it with `WARDEN_EVENTS_MAX_BYTES` (4,096 – 2^40). Records are
+/// never split across files. Does not cover the per-task events.jsonl
+/// (see [`DEFAULT_TASK_EVENTS_MAX_BYTES`]).
+pub const DEFAULT_EVENTS_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Rotated event logs kept besides `events.jsonl`: 4 (`events.jsonl.1` …
+/// `.4`). Operators override it with `WARDEN_EVENTS_KEEP` (1–100).
+pub const DEFAULT_EVENTS_KEEP: usize = 4;
+
+/// Bytes of records one task's own `events.jsonl` may hold: 16 MiB. The
+/// record that would cross it is replaced by one `task_events_truncated`
+/// record, and the task's later records go to the global log only. The
+/// task directory is bounded by the task quotas; this keeps a task making
+/// 100,000 door calls (two records each) from spending them on its log.
+pub const DEFAULT_TASK_EVENTS_MAX_BYTES: u64 = 16 * 1024 * 1024;
+
+/// Longest string value written into an event record: 1,024 bytes. A
+/// longer value (a tool or function name, a filename, an error message or
+/// type, a reason) is cut at a character boundary and ends with
+/// `…[truncated N bytes]`. Applies to every string in a record, however
+/// deeply nested; keys are fixed by the code. Does not bound how many
+/// values a record has: records are built by the server from fixed fields.
+pub const MAX_EVENT_STRING_BYTES: usize = 1024;
+// ---- executor ----
+
+/// How long a direct call (or a batch, or `check_backtest`) waits for a call
+/// slot when all are taken: 1 s. Slots of in-process and isolated calls turn
+/// over in milliseconds, so a burst of callers is absorbed instead of being
+/// refused; a call still waiting at the end gets `server_busy`. The same
+/// wait bounds how long any in-process call waits for a guard thread
+/// ([`DEFAULT_MAX_GUARD_THREADS`]). The guard's own timeout starts after
+/// admission. Operators override it with `WARDEN_ADMISSION_WAIT_MS`
+/// (0–60,000; 0 refuses at once). Does not apply to task slots.
+pub const DEFAULT_ADMISSION_WAIT: Duration = Duration::from_secs(1);
+
+/// Calls that may wait for a call slot at once: 64. One more is refused
+/// `server_busy` at once, so a flood of requests costs a bounded number of
+/// waiting futures, not an unbounded queue. Tokio's semaphore serves
+/// waiters in arrival order. Operators override it with
+/// `WARDEN_ADMISSION_QUEUE` (0–4096; 0 means no queue). Does not bound
+/// requests that need no slot (`ping`, `tools/list`, task lookups).
+pub const DEFAULT_ADMISSION_QUEUE: usize = 64;
+
+/// Threads that may run in-process guard code at once, on time: 16, or
+/// twice the core count when that is larger ([`default_guard_threads`]).
+/// EVERY in-process or direct `pure` execution — a direct call, a call of a
+/// batch or `check_backtest`, a script's call through the worker door —
+/// takes one of these permits before its function starts, and the thread
+/// running it holds the permit until the function really returns (or swaps
+/// it for an overdue permit at its deadline, see
+/// [`DEFAULT_MAX_OVERDUE_IN_PROCESS`]). So at most this many plus the
+/// overdue permits run guard code at any time, whatever clients and
+/// scripts do. Guards run on Warden's own bounded thread pool, never on
+/// tokio's blocking pool, which the stdio transport needs to read stdin. A
+/// call that finds no permit waits up to [`DEFAULT_ADMISSION_WAIT`], then
+/// fails `server_busy` (catchable in scripts); nothing else is spawned.
+/// Isolated guards need no permit: they run in worker processes. Operators
+/// override it with `WARDEN_MAX_GUARD_THREADS` (1–1024).
+pub const DEFAULT_MAX_GUARD_THREADS: usize = 16;
+
+/// Deepest nesting of a call's `arguments`: 64 levels of objects and lists
+/// (`{"a": [1]}` is 2 levels). Deeper arguments are refused with
+/// `invalid_arguments` naming the depth, before anything runs, on every
+/// path: direct calls, batch calls (after `$result` substitution) and
+/// script calls through the worker door, where the error is catchable.
+/// Why 64: guard inputs are typed structs a few levels deep, and every
+/// recursive walk of a value (serialising, dropping, a guard worker's
+/// parse with serde_json's 128-level recursion limit, envelope included)
+/// stays far from the stack's end. serde_json's own limit also means a
+/// JSON-RPC message nested deeper than 128 levels is refused by the
+/// transport before it reaches the executor.
+pub const MAX_ARGUMENT_DEPTH: usize = 64;
+
+/// Room for a script worker's message around its payload: 64 KiB (message
+/// type, guard name, artifact filename and encoding).
+pub const WORKER_LINE_ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// Longest line the server reads from a script worker, for a server whose
+/// argument cap is `max_argument_bytes`: what the largest legitimate message
+/// needs, plus [`WORKER_LINE_ENVELOPE_BYTES`]. That is a guard call with
+/// arguments at the cap, or a `write_artifact` of
+/// [`DEFAULT_MAX_ARTIFACT_BYTES`] in the worst JSON escaping (6 bytes per
+/// byte, `\u0001`; base64 needs only 4 per 3), whichever is larger: 8,065,536
+/// bytes with the defaults. A longer line is read no further than this:
+/// the rest is skipped, and a guard call or artifact write gets a catchable
+/// `arguments_too_large` / `artifact_too_large` reply; any other message
+/// ends the run with the reason. Does not cap what the server sends back.
+pub fn worker_line_cap(max_argument_bytes: usize) -> usize {
+    max_argument_bytes.max(6 * DEFAULT_MAX_ARTIFACT_BYTES) + WORKER_LINE_ENVELOPE_BYTES
+}
+
+/// The default number of call slots: [`DEFAULT_MAX_CONCURRENT_CALLS`] or
+/// the core count (`std::thread::available_parallelism`), whichever is
+/// larger, and at most 64 (the largest `WARDEN_MAX_CONCURRENT_CALLS`).
+pub fn default_concurrent_calls() -> usize {
+    cores().clamp(DEFAULT_MAX_CONCURRENT_CALLS, 64)
+}
+
+/// The default number of guard threads: [`DEFAULT_MAX_GUARD_THREADS`] or
+/// twice the core count, whichever is larger, and at most 1024.
+pub fn default_guard_threads() -> usize {
+    (2 * cores()).clamp(DEFAULT_MAX_GUARD_THREADS, 1024)
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+// ---- sandbox ----
+
+/// Operator override of [`Limits::max_argument_bytes`] (default
+/// [`DEFAULT_MAX_ARGUMENT_BYTES`]): `WARDEN_MAX_ARGUMENT_BYTES`, from
+/// [`MIN_ARGUMENT_BYTES`] to [`MAX_ARGUMENT_BYTES`]. An isolated guard
+/// worker is told the value and reads requests up to it (plus
+/// [`WORKER_REQUEST_ENVELOPE_BYTES`]), so raising it works for every mode.
+/// Does not raise the worker's memory limit ([`DEFAULT_WORKER_MEMORY`]):
+/// arguments near 1 GiB also need `WARDEN_WORKER_MEMORY_MB`.
+pub const MAX_ARGUMENT_BYTES_ENV: &str = "WARDEN_MAX_ARGUMENT_BYTES";
+
+/// Smallest accepted `WARDEN_MAX_ARGUMENT_BYTES`: 1,024 bytes.
+pub const MIN_ARGUMENT_BYTES: u64 = 1024;
+
+/// Largest accepted `WARDEN_MAX_ARGUMENT_BYTES`: 1 GiB (1,073,741,824 bytes).
+pub const MAX_ARGUMENT_BYTES: u64 = 1024 * 1024 * 1024;
+
+/// Room a guard worker allows around the arguments in its one request line
+/// (the JSON envelope: guard name, trace context): 64 KiB. A request line
+/// longer than `max_argument_bytes` + this is cut off and the worker
+/// exits with a protocol error; the server never sends one, since it
+/// refuses larger arguments with `arguments_too_large` first.
+pub const WORKER_REQUEST_ENVELOPE_BYTES: usize = 64 * 1024;
+// ---- storage ----
+
+/// Files and directories a task may create under `outputs/`: 1,000 entries
+/// (`WARDEN_TASK_MAX_FILES`, 1–100,000). The next new name fails
+/// `write_artifact` with a catchable `quota_exceeded`; overwriting an
+/// existing file still works. Why: every entry costs an inode, a line in
+/// `list_artifacts` and a step when the store is pruned. Does not count the
+/// server's own files (result.json, logs).
+pub const DEFAULT_TASK_MAX_FILES: usize = 1_000;
+
+/// Bytes a task may keep under `outputs/`: 64 MiB (`WARDEN_TASK_MAX_MB`,
+/// 1–16,384). A write that would take the task past it fails with a
+/// catchable `quota_exceeded` and writes nothing; an overwrite counts the
+/// new size, not both. Does not cover the server's own files, which are
+/// bounded by their own limits.
+pub const DEFAULT_TASK_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Components in an artifact name: 8 (`a/b/c/d/e/f/g/h.csv` at most).
+/// Deeper names fail with a catchable `quota_exceeded`. Why: deep trees cost
+/// a descriptor per level to walk and delete, for no reporting value.
+pub const MAX_ARTIFACT_DEPTH: usize = 8;
+
+/// Longest component of an artifact name: 255 bytes (the Linux `NAME_MAX`);
+/// longer ones fail with a catchable `quota_exceeded`.
+pub const MAX_ARTIFACT_NAME_BYTES: usize = 255;
+
+/// Longest whole artifact name: 1,024 bytes; longer ones fail with a
+/// catchable `quota_exceeded`. Keeps every path the server builds and lists
+/// far below `PATH_MAX`.
+pub const MAX_ARTIFACT_PATH_BYTES: usize = 1_024;
+
+/// Guard calls recorded one by one in a task's `function_calls.json`:
+/// 10,000 (about 1.2 MB). Later calls are counted into one closing
+/// `{"summarized": …}` record (calls, failed, per function, per error type,
+/// total duration), so the file stays valid JSON and its counts stay right
+/// however long a script loops. Does not limit the calls themselves.
+pub const DEFAULT_CALLS_RECORDED: usize = 10_000;
+
+/// Bytes the whole task store may hold: 4 GiB (`WARDEN_STORE_MAX_MB`,
+/// 1–1,048,576). When a task starts beyond it, the oldest finished task
+/// directories are removed (on a background thread) until the store fits.
+/// Running tasks are never removed; does not cover events.jsonl.
+pub const DEFAULT_STORE_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
+
+/// Age after which a finished task directory is removed: 30 days
+/// (`WARDEN_TASKS_MAX_AGE_HOURS`, 1–87,600), by its modification time, at
+/// the next task start. Running tasks are never removed.
+pub const DEFAULT_TASKS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// Artifacts listed inline in a task result: the first 100 (by name);
+/// the result also says how many there are and to call `list_artifacts`
+/// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`].
+pub const MAX_RESULT_ARTIFACTS: usize = 100;
+
+/// Largest `value` returned inline in a task result: 64 KiB of JSON. A
+/// larger value is saved as `value.json` in the task directory and the
+/// result says where (`value_file`, `value_bytes`).
+pub const MAX_RESULT_VALUE_BYTES: usize = 64 * 1024;
+
+/// How long the stdio server, when its client goes away or it is stopped,
+/// waits for running tasks to record themselves `cancelled`: 2 s. Tasks
+/// not done by then are marked `interrupted` at the next start.
+pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 // ---- charts ----
 // Script charts (`line_chart`, `bar_chart`, `scatter_chart`, `heatmap`,

@@ -60,6 +60,163 @@ pub(crate) fn output_schema<T: JsonSchema>() -> (Map<String, Value>, bool) {
     (wrapped, true)
 }
 
+/// A guard's output as JSON, with no non-finite number silently turned
+/// into `null` (serde_json's default). Where the output schema allows it
+/// for that field, the payload convention applies: ±∞ become the strings
+/// `"Infinity"` / `"-Infinity"` and NaN becomes `null`; anywhere else the
+/// call fails with `non_finite_output` naming the field. `wraps` says the
+/// value goes under `result` (see [`output_schema`]).
+pub(crate) fn output_value<O: serde::Serialize>(
+    output: &O,
+    schema: &Map<String, Value>,
+    wraps: bool,
+) -> Result<Value, GuardError> {
+    let mut value = serde_json::to_value(output)
+        .map_err(|e| GuardError::new("bad_output", format!("guard result is not valid JSON: {e}")))?;
+    // serde_json writes a non-finite number as null, so a result without
+    // nulls has none: only results with nulls pay for the second look.
+    if contains_null(&value) {
+        let mut found = Vec::new();
+        if let Ok(dynamic) = rhai::serde::to_dynamic(output) {
+            non_finite(&dynamic, &mut Vec::new(), &mut found);
+        }
+        for (mut path, number) in found {
+            if wraps {
+                path.insert(0, Step::Key("result".into()));
+            }
+            let replacement = convention(number)
+                .filter(|(_, kind)| allows(schema, schema, &path, kind))
+                .map(|(value, _)| value)
+                .ok_or_else(|| {
+                    let field = path_text(&path);
+                    GuardError {
+                        code: codes::NON_FINITE_OUTPUT.into(),
+                        message: format!(
+                            "{field}: the guard returned {number}, which JSON cannot carry, and the output schema allows no string or null there; return a finite number, or declare the field as a number-or-string (\"Infinity\"/\"-Infinity\", null for NaN)"
+                        ),
+                        field: Some(field),
+                    }
+                })?;
+            set(&mut value, &path[usize::from(wraps)..], replacement);
+        }
+    }
+    Ok(value)
+}
+
+/// One step of a path into a value.
+#[derive(Debug, Clone)]
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn path_text(path: &[Step]) -> String {
+    let mut text = String::new();
+    for step in path {
+        match step {
+            Step::Key(key) if text.is_empty() => text.push_str(key),
+            Step::Key(key) => {
+                text.push('.');
+                text.push_str(key);
+            }
+            Step::Index(n) => text.push_str(&format!("[{n}]")),
+        }
+    }
+    if text.is_empty() { "result".into() } else { text }
+}
+
+fn contains_null(value: &Value) -> bool {
+    match value {
+        Value::Null => true,
+        Value::Array(items) => items.iter().any(contains_null),
+        Value::Object(map) => map.values().any(contains_null),
+        _ => false,
+    }
+}
+
+/// Paths of the non-finite floats in `value`.
+fn non_finite(value: &rhai::Dynamic, path: &mut Vec<Step>, found: &mut Vec<(Vec<Step>, f64)>) {
+    if let Ok(number) = value.as_float()
+        && !number.is_finite()
+    {
+        found.push((path.clone(), number));
+    } else if let Some(items) = value.read_lock::<rhai::Array>() {
+        for (n, item) in items.iter().enumerate() {
+            path.push(Step::Index(n));
+            non_finite(item, path, found);
+            path.pop();
+        }
+    } else if let Some(map) = value.read_lock::<rhai::Map>() {
+        for (key, item) in map.iter() {
+            path.push(Step::Key(key.to_string()));
+            non_finite(item, path, found);
+            path.pop();
+        }
+    }
+}
+
+/// The payload convention for `number` and the JSON type it needs.
+fn convention(number: f64) -> Option<(Value, &'static str)> {
+    if number.is_nan() {
+        Some((Value::Null, "null"))
+    } else if number > 0.0 {
+        Some((Value::from("Infinity"), "string"))
+    } else {
+        Some((Value::from("-Infinity"), "string"))
+    }
+}
+
+/// Whether the schema at `path` accepts a value of JSON type `kind`.
+fn allows(root: &Map<String, Value>, schema: &Map<String, Value>, path: &[Step], kind: &str) -> bool {
+    if let Some(Value::String(reference)) = schema.get("$ref") {
+        let name = reference.rsplit('/').next().unwrap_or_default();
+        let target = ["$defs", "definitions"]
+            .iter()
+            .find_map(|defs| root.get(*defs)?.get(name)?.as_object());
+        return target.is_some_and(|target| allows(root, target, path, kind));
+    }
+    for combinator in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(branches)) = schema.get(combinator) {
+            return branches
+                .iter()
+                .filter_map(Value::as_object)
+                .any(|branch| allows(root, branch, path, kind));
+        }
+    }
+    let Some((step, rest)) = path.split_first() else {
+        return match schema.get("type") {
+            Some(Value::String(t)) => t == kind,
+            Some(Value::Array(types)) => types.iter().any(|t| t == kind),
+            _ => kind == "null" && schema.get("const").is_some_and(Value::is_null),
+        };
+    };
+    let next = match step {
+        Step::Key(key) => schema
+            .get("properties")
+            .and_then(|p| p.get(key))
+            .or_else(|| schema.get("additionalProperties")),
+        Step::Index(_) => schema.get("items"),
+    };
+    next.and_then(Value::as_object)
+        .is_some_and(|next| allows(root, next, rest, kind))
+}
+
+/// Puts `replacement` at `path` inside `value`.
+fn set(value: &mut Value, path: &[Step], replacement: Value) {
+    let mut at = value;
+    for step in path {
+        let next = match step {
+            Step::Key(key) => at.get_mut(key.as_str()),
+            Step::Index(n) => at.get_mut(*n),
+        };
+        match next {
+            Some(next) => at = next,
+            None => return,
+        }
+    }
+    *at = replacement;
+}
+
 /// Decodes call arguments into `T`, naming the offending field on failure:
 /// `spot: invalid type: string "abc", expected f64`.
 pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
@@ -166,5 +323,75 @@ mod tests {
         }
         assert_eq!(name_of(sample_fn), "sample_fn");
         assert_eq!(name_of(|| ()), "");
+    }
+
+    #[derive(serde::Serialize, JsonSchema)]
+    struct Sum {
+        sum: f64,
+        parts: Vec<f64>,
+    }
+
+    #[derive(serde::Serialize, JsonSchema)]
+    struct Loose {
+        #[schemars(with = "Option<NumberOrString>")]
+        value: f64,
+    }
+
+    #[derive(JsonSchema)]
+    #[allow(dead_code)]
+    #[serde(untagged)]
+    enum NumberOrString {
+        Number(f64),
+        Text(String),
+    }
+
+    #[test]
+    fn non_finite_output_fails_naming_the_field() {
+        // NaN or infinity where the schema allows only numbers fails the call, never a silent null.
+        let (schema, wraps) = output_schema::<Sum>();
+        let error = output_value(
+            &Sum {
+                sum: f64::INFINITY,
+                parts: vec![],
+            },
+            &schema,
+            wraps,
+        )
+        .unwrap_err();
+        assert_eq!(error.code, codes::NON_FINITE_OUTPUT);
+        assert_eq!(error.field.as_deref(), Some("sum"));
+        let error = output_value(
+            &Sum {
+                sum: 1.0,
+                parts: vec![1.0, f64::NAN],
+            },
+            &schema,
+            wraps,
+        )
+        .unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("parts[1]"));
+        let (schema, wraps) = output_schema::<f64>();
+        let error = output_value(&f64::NEG_INFINITY, &schema, wraps).unwrap_err();
+        assert_eq!(error.field.as_deref(), Some("result"));
+        let fine = output_value(
+            &Sum {
+                sum: 2.0,
+                parts: vec![1.0],
+            },
+            &output_schema::<Sum>().0,
+            false,
+        )
+        .unwrap();
+        assert_eq!(fine, json!({"sum": 2.0, "parts": [1.0]}));
+    }
+
+    #[test]
+    fn non_finite_output_follows_the_payload_convention_where_allowed() {
+        // Where the schema allows strings/null, ±∞ become "Infinity"/"-Infinity" and NaN null.
+        let (schema, wraps) = output_schema::<Loose>();
+        let value = output_value(&Loose { value: f64::INFINITY }, &schema, wraps).unwrap();
+        assert_eq!(value, json!({"value": "Infinity"}));
+        let value = output_value(&Loose { value: f64::NAN }, &schema, wraps).unwrap();
+        assert_eq!(value, json!({"value": null}));
     }
 }

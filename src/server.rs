@@ -3,6 +3,11 @@
 //! `tools/list` is the registry in name order; `tools/call` goes through the
 //! executor and comes back as structuredContent (mirrored as text). Errors a
 //! caller can fix are normal results with `isError: true` and a stable code;
+//! a guard's error carries its JSON in the text content only, because
+//! structuredContent must match the guard's `outputSchema` and an error does
+//! not (clients such as the MCP Inspector validate it and would show a
+//! schema complaint instead of the message). Built-ins declare no output
+//! schema, so their errors keep structuredContent too;
 //! an unknown tool is a protocol error (-32602). Nothing here panics across
 //! the handler, and every call is bracketed by request events.
 
@@ -126,7 +131,10 @@ impl WardenServer {
                 } else {
                     Status::Failed
                 };
-                result_of(Err(Failure::new(status, error)), &origin.request_id)
+                CallToolResult::structured_error(failure_json(
+                    &Failure::new(status, error),
+                    &origin.request_id,
+                ))
             }
         }
     }
@@ -198,16 +206,25 @@ fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleS
     origin
 }
 
-/// The MCP result for an executor outcome.
+/// The MCP result for a guard call's outcome. An error has no
+/// structuredContent (it would contradict the guard's output schema): its
+/// JSON is the text content.
 pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> CallToolResult {
     match outcome {
         Ok(value) => CallToolResult::structured(value),
-        Err(failure) => CallToolResult::structured_error(json!({
-            "status": failure.status.as_str(),
-            "error": failure.error,
-            "request_id": request_id,
-        })),
+        Err(failure) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+            failure_json(&failure, request_id).to_string(),
+        )]),
     }
+}
+
+/// `{status, error, request_id}` for a failed call.
+fn failure_json(failure: &Failure, request_id: &str) -> Value {
+    json!({
+        "status": failure.status.as_str(),
+        "error": failure.error,
+        "request_id": request_id,
+    })
 }
 
 impl ServerHandler for WardenServer {

@@ -1,4 +1,4 @@
-//! Model configuration from the environment.
+//! Model configuration from the environment (or `.env`, via [`crate::config`]).
 
 use std::time::Duration;
 
@@ -29,7 +29,7 @@ impl ModelConfig {
     /// `WARDEN_MODEL_ID` and `WARDEN_MODEL_TIMEOUT_SECONDS`. The error names
     /// what is missing and how to fix it.
     pub fn from_env() -> Result<Self, String> {
-        let get = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+        let get = |name: &str| crate::config::var(name).filter(|v| !v.trim().is_empty());
         let missing: Vec<&str> = ["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"]
             .into_iter()
             .filter(|n| get(n).is_none())

@@ -2,30 +2,39 @@
 //!
 //! Not a shell parser: no `export`, no `$VAR` expansion, no multi-line
 //! values. `#` starts a comment line; one pair of matching quotes around a
-//! value is removed. A variable already in the environment wins over the
-//! file. The server calls [`load`] once at startup, before any thread starts.
+//! value is removed. Only Warden's (`WARDEN_*`) and OpenTelemetry's
+//! (`OTEL_*`) variables are taken: a `.env` that sets `PATH` or
+//! `LD_PRELOAD` must not reach the server or its workers. The values go to
+//! [`crate::config`], never into the process environment; a variable
+//! already in the environment wins over the file. The CLI calls [`load`]
+//! once at startup and warns about the names it ignored.
 
 use std::path::Path;
 
-/// Reads `path` if it exists and sets the variables it defines that are not
-/// already set. Returns the names it set (never the values).
-pub fn load(path: &Path) -> Vec<String> {
+/// What [`load`] did with a `.env` file (names only, never values).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// Variables taken into the configuration.
+    pub applied: Vec<String>,
+    /// Variables the file sets that Warden does not read from a `.env`
+    /// (not `WARDEN_*` or `OTEL_*`); the caller should warn naming them.
+    pub ignored: Vec<String>,
+}
+
+/// Reads `path` if it exists and installs its `WARDEN_*`/`OTEL_*` values as
+/// the configuration overlay ([`crate::config::install`]).
+pub fn load(path: &Path) -> Loaded {
     let Ok(text) = std::fs::read_to_string(path) else {
-        return Vec::new();
+        return Loaded::default();
     };
-    let mut set = Vec::new();
-    for (key, value) in parse(&text) {
-        if std::env::var_os(&key).is_none() {
-            // SAFETY-free in edition 2024 terms: called before the runtime
-            // starts any thread (see cli::main).
-            #[allow(unsafe_code)]
-            unsafe {
-                std::env::set_var(&key, value);
-            }
-            set.push(key);
-        }
-    }
-    set
+    let (accepted, ignored): (Vec<_>, Vec<_>) = parse(&text)
+        .into_iter()
+        .partition(|(key, _)| crate::config::allowed(key));
+    let applied = accepted.iter().map(|(key, _)| key.clone()).collect();
+    crate::config::install(accepted);
+    let mut ignored: Vec<String> = ignored.into_iter().map(|(key, _)| key).collect();
+    ignored.dedup();
+    Loaded { applied, ignored }
 }
 
 /// The `KEY=VALUE` pairs of a `.env` text.
@@ -54,6 +63,23 @@ pub fn parse(text: &str) -> Vec<(String, String)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn foreign_variables_are_ignored_and_named() {
+        // PATH and LD_PRELOAD in a .env are named as ignored, never applied.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join(".env");
+        std::fs::write(
+            &path,
+            "LD_PRELOAD=/x.so\nWARDEN_DOTENV_UNIT=1\nPATH=/evil\nOTEL_SERVICE_NAME=s\n",
+        )
+        .expect("write");
+        let loaded = load(&path);
+        assert_eq!(loaded.applied, vec!["WARDEN_DOTENV_UNIT", "OTEL_SERVICE_NAME"]);
+        assert_eq!(loaded.ignored, vec!["LD_PRELOAD", "PATH"]);
+        assert_ne!(std::env::var("PATH").ok().as_deref(), Some("/evil"));
+        assert!(std::env::var_os("WARDEN_DOTENV_UNIT").is_none());
+    }
 
     #[test]
     fn parses_pairs_comments_and_quotes_without_shell_rules() {

@@ -35,14 +35,20 @@ pub async fn run_coding_task(
     cancel: CancellationToken,
     progress: Option<&Progress>,
 ) -> Result<Value, GuardError> {
-    let task = runner.begin(origin, timeout)?;
+    let task = runner.begin(origin, timeout, &cancel)?;
     let system = super::prompt::system_prompt(runner.executor.registry());
-    runner
+    let saved = runner
         .store
-        .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())?;
-    runner
-        .store
-        .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())?;
+        .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())
+        .and_then(|()| {
+            runner
+                .store
+                .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())
+        });
+    if let Err(error) = saved {
+        task.abandon(&error);
+        return Err(error);
+    }
     let origin: &Origin = origin;
     task.events.emit(
         origin,
@@ -160,7 +166,11 @@ impl Agent<'_> {
             let status = if error_kind.is_some() { "failed" } else { "success" };
             self.step_event(step, status, error_kind.as_deref(), &code_file);
             note(self.progress, format!("step {step} {status}")).await;
-            if error_kind.as_deref() == Some("timeout") {
+            // A step cut short by the deadline (inside a guard call, say)
+            // ended because of it.
+            if error_kind.as_deref() == Some("timeout")
+                || (error_kind.is_some() && Instant::now() >= self.task.deadline)
+            {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
             if let Some(answer) = &outcome.final_answer {

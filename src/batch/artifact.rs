@@ -5,12 +5,22 @@
 //! "all"` becomes `{column: [values]}`. Report data therefore goes from one
 //! task's artifacts into a guard's arguments without passing through the
 //! client. Files are opened only through the [`ArtifactStore`]'s checks
-//! (task id format, relative path, no `..`, no symbolic links), each file is
-//! parsed once per batch, and cells that parse as numbers become numbers.
-//! Loading happens when the batch is planned, before any call runs: an
-//! artifact cannot change during a batch (guards do not write artifacts).
+//! (task id format, relative path, no `..`, no symbolic links), and cells
+//! that parse as numbers become numbers.
+//!
+//! Memory is the cost to bound: one small reference can stand for a whole
+//! file, so a 23 KB batch could once stand for gigabytes. So when the batch
+//! is planned each referenced file is first only *sized* ([`Loader::size`]),
+//! and the plan refuses a call whose references add up past the argument
+//! cap before anything is read. Each file is then parsed once per batch
+//! into a [`Table`] that keeps every column as compact JSON text, shared by
+//! every reference to it; a reference becomes a value ([`Table::value`])
+//! only when its call is about to run, and that value is dropped when the
+//! call ends. An artifact cannot change during a batch (guards do not
+//! write artifacts).
 
 use std::collections::HashMap;
+use std::fs::File;
 use std::io::Read;
 
 use serde_json::{Map, Number, Value};
@@ -84,74 +94,103 @@ pub(crate) fn parse(map: &Map<String, Value>) -> Result<ArtifactRef, String> {
     })
 }
 
-/// A parsed CSV file: header names and one list of values per column.
-#[derive(Debug)]
-struct Table {
-    headers: Vec<String>,
-    columns: Vec<Vec<Value>>,
+impl ArtifactRef {
+    /// The file it names, as a key of [`Tables`].
+    pub(crate) fn key(&self) -> (String, String) {
+        (self.task_id.clone(), self.filename.clone())
+    }
 }
 
-/// Loads referenced CSV files from the store, each at most once per batch.
+/// A parsed CSV file: header names and each column as a JSON array, in
+/// compact JSON text (about the size of the column in the file, unlike a
+/// tree of values).
+#[derive(Debug)]
+pub(crate) struct Table {
+    headers: Vec<String>,
+    columns: Vec<Vec<u8>>,
+}
+
+/// The tables of one batch, by (task_id, filename).
+pub(crate) type Tables = HashMap<(String, String), Table>;
+
+impl Table {
+    /// Checks that every column `reference` names exists.
+    pub(crate) fn check(&self, reference: &ArtifactRef) -> Result<(), String> {
+        self.pick(reference).map(drop)
+    }
+
+    /// The value `reference` stands for, made now (a copy per call).
+    pub(crate) fn value(&self, reference: &ArtifactRef) -> Result<Value, String> {
+        let parse = |i: usize| {
+            serde_json::from_slice(&self.columns[i])
+                .map_err(|e| format!("column {} did not load: {e}", self.headers[i]))
+        };
+        let picked = self.pick(reference)?;
+        match &reference.columns {
+            Columns::One(_) => parse(picked[0]),
+            Columns::Some(_) | Columns::All => picked
+                .into_iter()
+                .map(|i| Ok((self.headers[i].clone(), parse(i)?)))
+                .collect::<Result<Map<_, _>, String>>()
+                .map(Value::Object),
+        }
+    }
+
+    /// Bytes of JSON [`Table::value`] makes for `reference` (close for an
+    /// object of columns: keys and punctuation are counted roughly).
+    pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<usize, String> {
+        let picked = self.pick(reference)?;
+        Ok(picked
+            .into_iter()
+            .map(|i| self.columns[i].len() + self.headers[i].len() + 4)
+            .sum())
+    }
+
+    /// Indices of the columns `reference` names.
+    fn pick(&self, reference: &ArtifactRef) -> Result<Vec<usize>, String> {
+        let find = |name: &str| {
+            self.headers.iter().position(|h| h == name).ok_or_else(|| {
+                format!(
+                    "column '{name}' is not in {}; its columns are: {}",
+                    reference.filename,
+                    self.headers.join(", ")
+                )
+            })
+        };
+        match &reference.columns {
+            Columns::One(name) => Ok(vec![find(name)?]),
+            Columns::Some(names) => names.iter().map(|n| find(n)).collect(),
+            Columns::All => Ok((0..self.headers.len()).collect()),
+        }
+    }
+}
+
+/// Opens referenced CSV files in the store, to size or parse them.
 pub(crate) struct Loader<'a> {
     store: &'a ArtifactStore,
     /// Largest file read; larger ones could not be sent as arguments anyway.
     max_bytes: usize,
-    tables: HashMap<(String, String), Table>,
 }
 
 impl<'a> Loader<'a> {
     pub(crate) fn new(store: &'a ArtifactStore, max_bytes: usize) -> Self {
-        Self {
-            store,
-            max_bytes,
-            tables: HashMap::new(),
-        }
+        Self { store, max_bytes }
     }
 
-    /// The value a reference stands for.
-    pub(crate) fn load(&mut self, reference: &ArtifactRef) -> Result<Value, String> {
-        let key = (reference.task_id.clone(), reference.filename.clone());
-        if !self.tables.contains_key(&key) {
-            let table = self.read(&reference.task_id, &reference.filename)?;
-            self.tables.insert(key.clone(), table);
-        }
-        let Some(table) = self.tables.get(&key) else {
-            return Err("the artifact table was not cached".into());
-        };
-        let column = |name: &str| -> Result<Value, String> {
-            match table.headers.iter().position(|h| h == name) {
-                Some(i) => Ok(Value::Array(table.columns[i].clone())),
-                None => Err(format!(
-                    "column '{name}' is not in {}; its columns are: {}",
-                    reference.filename,
-                    table.headers.join(", ")
-                )),
-            }
-        };
-        match &reference.columns {
-            Columns::One(name) => column(name),
-            Columns::Some(names) => names
-                .iter()
-                .map(|name| Ok((name.clone(), column(name)?)))
-                .collect::<Result<Map<_, _>, String>>()
-                .map(Value::Object),
-            Columns::All => table
-                .headers
-                .iter()
-                .map(|name| Ok((name.clone(), column(name)?)))
-                .collect::<Result<Map<_, _>, String>>()
-                .map(Value::Object),
-        }
+    /// The file's size in bytes, without reading it.
+    pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<u64, String> {
+        let file = self.open(reference)?;
+        file.metadata()
+            .map(|m| m.len())
+            .map_err(|e| format!("cannot size {}: {e}", reference.filename))
     }
 
-    fn read(&self, task_id: &str, filename: &str) -> Result<Table, String> {
-        let dir = self.store.task_dir(task_id).map_err(|e| e.message)?;
-        let parts = safe_path::components("filename", filename).map_err(|e| e.message)?;
-        let file = safe_path::open_read(&dir, "filename", &parts).map_err(|e| {
-            format!("{}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)", e.message)
-        })?;
+    /// Reads and parses the file (at most the argument cap).
+    pub(crate) fn table(&self, reference: &ArtifactRef) -> Result<Table, String> {
+        let filename = &reference.filename;
         let mut text = String::new();
-        file.take(self.max_bytes as u64 + 1)
+        self.open(reference)?
+            .take(self.max_bytes as u64 + 1)
             .read_to_string(&mut text)
             .map_err(|e| format!("{filename} is not readable as UTF-8 text: {e}"))?;
         if text.len() > self.max_bytes {
@@ -162,20 +201,36 @@ impl<'a> Loader<'a> {
         }
         parse_csv(&text).map_err(|e| format!("{filename} is not a CSV file with a header row: {e}"))
     }
+
+    fn open(&self, reference: &ArtifactRef) -> Result<File, String> {
+        let filename = &reference.filename;
+        let dir = self.store.task_dir(&reference.task_id).map_err(|e| e.message)?;
+        let parts = safe_path::components("filename", filename).map_err(|e| e.message)?;
+        safe_path::open_read(&dir, "filename", &parts).map_err(|e| {
+            format!("{}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)", e.message)
+        })
+    }
 }
 
-/// Parses CSV text with a header row into columns.
+/// Parses CSV text with a header row into columns of JSON text.
 fn parse_csv(text: &str) -> Result<Table, csv::Error> {
     let mut reader = csv::ReaderBuilder::new()
         .flexible(true)
         .from_reader(text.as_bytes());
     let headers: Vec<String> = reader.headers()?.iter().map(|h| h.trim().to_string()).collect();
-    let mut columns = vec![Vec::new(); headers.len()];
-    for record in reader.records() {
+    let mut columns = vec![b"[".to_vec(); headers.len()];
+    for (row, record) in reader.records().enumerate() {
         let record = record?;
         for (i, column) in columns.iter_mut().enumerate() {
-            column.push(cell(record.get(i).unwrap_or("")));
+            if row > 0 {
+                column.push(b',');
+            }
+            // Writing a scalar into a Vec cannot fail.
+            let _ = serde_json::to_writer(&mut *column, &cell(record.get(i).unwrap_or("")));
         }
+    }
+    for column in &mut columns {
+        column.push(b']');
     }
     Ok(Table { headers, columns })
 }
@@ -214,11 +269,25 @@ mod tests {
 
     #[test]
     fn csv_text_becomes_columns() {
-        // Header names key the columns; short rows pad with null.
+        // Header names key the columns; short rows pad with null; values are made per reference.
         let table = parse_csv("close,vol\n1.5,2\n2.5\n").unwrap();
         assert_eq!(table.headers, ["close", "vol"]);
-        assert_eq!(table.columns[0], [json!(1.5), json!(2.5)]);
-        assert_eq!(table.columns[1], [json!(2), Value::Null]);
+        assert_eq!(table.columns[0], b"[1.5,2.5]");
+        assert_eq!(table.columns[1], b"[2,null]");
+        let reference = |columns| ArtifactRef {
+            task_id: "t".into(),
+            filename: "f.csv".into(),
+            columns,
+        };
+        let one = reference(Columns::One("vol".into()));
+        assert_eq!(table.value(&one).unwrap(), json!([2, null]));
+        assert_eq!(table.size(&one).unwrap(), "[2,null]".len() + "vol".len() + 4);
+        assert_eq!(
+            table.value(&reference(Columns::All)).unwrap(),
+            json!({"close": [1.5, 2.5], "vol": [2, null]})
+        );
+        let missing = table.check(&reference(Columns::One("open".into()))).unwrap_err();
+        assert!(missing.contains("close, vol"), "{missing}");
     }
 
     #[test]

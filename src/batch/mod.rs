@@ -1,19 +1,23 @@
 //! `run_batch`: several guard calls in one request, run as a small graph.
 //!
 //! A batch is planned first ([`plan`]): names, destructive guards, reference
-//! shapes and `$artifact` columns are checked for every call, so a refused
-//! batch has run nothing. It is then admitted as ONE request: it takes one
-//! call slot with [`Executor::try_admit_batch`] (`Admission::TryNow`
-//! semantics, so with every slot in use it is rejected `server_busy` like a
-//! direct call) and holds it until its last call ends. Its calls run with
-//! [`Admission::InTask`] under a batch-local semaphore of
-//! `max_concurrent_calls` permits: calls whose references do not connect them
-//! run concurrently, a call that uses another's result waits for it, and a
-//! call waiting for a permit waits, never "Server busy". So one batch may run
-//! up to `max_concurrent_calls` guards while holding a single slot; the slots
-//! bound how many requests are admitted, the batch's semaphore how wide each
-//! one runs. The whole batch shares one deadline, the server's
-//! `max_timeout`, which caps every call's own.
+//! shapes and `$artifact` columns are checked for every call, and the files
+//! `$artifact` references stand for are sized against the argument cap
+//! before any is read, so a refused batch has run (and loaded) nothing. It is
+//! then admitted as ONE request: it takes one call slot with
+//! [`Executor::admit_batch`] (waiting for one like a direct call, and
+//! rejected `server_busy` like one when none frees in time) and holds it
+//! until its last call ends. Its calls run with [`Admission::InTask`] under a
+//! batch-local semaphore of `max_concurrent_calls` permits: calls whose
+//! references do not connect them run concurrently, a call that uses
+//! another's result waits for it, and a call waiting for a permit waits,
+//! never "Server busy". So one batch may run up to `max_concurrent_calls`
+//! guards while holding a single slot; the slots bound how many requests
+//! are admitted, the batch's semaphore how wide each one runs, and the
+//! executor's guard-thread budget how many threads all in-process calls
+//! together may use. References are replaced only when their call is about
+//! to run. The whole batch shares one deadline, the server's `max_timeout`,
+//! which caps every call's own.
 //!
 //! A failed call keeps its own error; calls that use its result are skipped
 //! with the reason; the rest still run. Every call goes through the executor,
@@ -68,11 +72,15 @@ pub(crate) async fn run(
         }
         refs::check_path(path).map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e))?;
     }
-    let calls = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;
-    let _slot = executor.try_admit_batch().map_err(|failure| failure.error)?;
+    let (calls, tables) = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;
+    let _slot = executor
+        .admit_batch(&cancel)
+        .await
+        .map_err(|failure| failure.error)?;
     let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
     let deps: Vec<BTreeSet<usize>> = calls.iter().map(|c| c.deps.clone()).collect();
-    let outcomes = execute(executor, calls, &names, origin, &cancel).await;
+    let outcomes = execute(executor, calls, &tables, &names, origin, &cancel).await;
+    drop(tables);
 
     let last = outcomes.len().saturating_sub(1);
     let (mut succeeded, mut failed, mut skipped) = (0, 0, 0);

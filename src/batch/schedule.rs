@@ -5,22 +5,29 @@
 //! not fit a real result, and otherwise runs through the executor with
 //! `Admission::InTask` once it holds one of the batch's worker permits. The
 //! caller ([`super::run`]) has already taken the batch's call slot; nothing
-//! here takes another. Outcomes come back in call order.
+//! here takes another (an in-process call still takes a guard thread in the
+//! executor). A call's references are replaced only once it holds its
+//! worker permit, and the values they stand for count against the argument
+//! cap as they are made (`arguments_too_large` before the next one is
+//! copied): at most `max_concurrent_calls` calls' arguments exist at once.
+//! Outcomes come back in call order.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::artifact::{self, Tables};
 use super::plan::Planned;
-use super::refs::{self, ref_id};
+use super::refs::{self, ARTIFACT_KEY, ref_id};
 use crate::error::{GuardError, codes};
 use crate::events::Origin;
+use crate::executor::arguments::json_size;
 use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
 
 /// How one call of a batch ended.
@@ -41,14 +48,15 @@ pub(super) enum Outcome {
 pub(super) async fn execute(
     executor: &Arc<Executor>,
     calls: Vec<Planned>,
+    tables: &Tables,
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
 ) -> Vec<Outcome> {
     let limits = executor.limits();
-    // The batch's workers: a call holds a permit while it runs, taken in
-    // spawn (call) order and released when the call's task ends. Never
-    // closed, and dropped with the batch.
+    // The batch's workers: taken here, in call order, before a call's
+    // references are replaced, moved into its task and released when it
+    // ends. Never closed, and dropped with the batch.
     let workers = Arc::new(Semaphore::new(limits.max_concurrent_calls));
     let deadline = Instant::now() + limits.max_timeout;
     let count = calls.len();
@@ -76,7 +84,27 @@ pub(super) async fn execute(
                 outcomes[i] = Some(Outcome::Skipped { reason });
                 continue;
             }
-            match substitute(i, call.arguments, &outcomes, names) {
+            // Running calls release their permits as they end, joined or not.
+            let permit = tokio::select! {
+                permit = workers.clone().acquire_owned() => permit,
+                _ = cancel.cancelled() => {
+                    outcomes[i] = Some(not_started(Status::Cancelled, codes::CANCELLED, "the request was cancelled before this call started"));
+                    continue;
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    outcomes[i] = Some(not_started(Status::TimedOut, codes::TIMED_OUT, "the batch deadline passed before this call started; split the batch"));
+                    continue;
+                }
+            };
+            let Ok(permit) = permit else { continue };
+            match substitute(
+                i,
+                call.arguments,
+                &outcomes,
+                names,
+                tables,
+                limits.max_argument_bytes,
+            ) {
                 Err(error) => {
                     outcomes[i] = Some(Outcome::Ran {
                         result: Err(Failure::new(Status::Failed, error)),
@@ -90,7 +118,7 @@ pub(super) async fn execute(
                         arguments,
                         origin.clone(),
                         cancel.clone(),
-                        workers.clone(),
+                        permit,
                         deadline,
                     ));
                     index_of.insert(handle.id(), i);
@@ -144,58 +172,90 @@ fn blocked(deps: &BTreeSet<usize>, outcomes: &[Option<Outcome>]) -> Option<Strin
     })
 }
 
-/// Replaces call `index`'s `$result` references with the values they name.
+/// An outcome for a call that never started.
+fn not_started(status: Status, code: &str, message: &str) -> Outcome {
+    Outcome::Ran {
+        result: Err(Failure::new(status, GuardError::new(code, message))),
+        duration_ms: 0.0,
+    }
+}
+
+/// Replaces call `index`'s references with the values they name: `$result`
+/// with (a copy of) part of an earlier output, `$artifact` with a column of
+/// a planned table. Each value is sized before it is copied; once the
+/// call's arguments would pass `cap` bytes it fails `arguments_too_large`.
 fn substitute(
     index: usize,
     arguments: Value,
     outcomes: &[Option<Outcome>],
     names: &[String],
+    tables: &Tables,
+    cap: usize,
 ) -> Result<Value, GuardError> {
     let at = format!("calls[{index}].arguments");
-    refs::rewrite(arguments, &at, &mut |_, map| {
-        let reference = refs::parse_result(&map, index, outcomes.len())?;
-        let source = reference.call;
-        let Some(Some(Outcome::Ran {
-            result: Ok(output), ..
-        })) = outcomes.get(source)
-        else {
-            return Err(format!("the result of calls[{source}] is not available"));
-        };
-        refs::resolve(output, &reference.path).cloned().map_err(|e| {
-            format!(
-                "path '{}' into the result of calls[{source}] ({}, {}): {e}",
-                reference.path,
-                ref_id(source),
-                names[source]
-            )
-        })
+    let mut total = json_size(&arguments);
+    let mut too_large = false;
+    let rewritten = refs::rewrite(arguments, &at, &mut |_, map| {
+        let (size, make): (usize, Box<dyn FnOnce() -> Result<Value, String>>) =
+            if map.contains_key(ARTIFACT_KEY) {
+                let reference = artifact::parse(&map)?;
+                let table = tables.get(&reference.key()).ok_or_else(|| {
+                    format!("{} was not loaded when the batch was planned", reference.filename)
+                })?;
+                (table.size(&reference)?, Box::new(move || table.value(&reference)))
+            } else {
+                let reference = refs::parse_result(&map, index, outcomes.len())?;
+                let source = reference.call;
+                let Some(Some(Outcome::Ran {
+                    result: Ok(output), ..
+                })) = outcomes.get(source)
+                else {
+                    return Err(format!("the result of calls[{source}] is not available"));
+                };
+                let value = refs::resolve(output, &reference.path).map_err(|e| {
+                    format!(
+                        "path '{}' into the result of calls[{source}] ({}, {}): {e}",
+                        reference.path,
+                        ref_id(source),
+                        names[source]
+                    )
+                })?;
+                (json_size(value), Box::new(|| Ok(value.clone())))
+            };
+        total += size;
+        if total > cap {
+            too_large = true;
+            return Err(format!(
+                "with this reference ({size} bytes) the arguments of calls[{index}] ({}) pass the {cap}-byte argument limit; \
+reference less data",
+                names[index]
+            ));
+        }
+        make()
+    });
+    rewritten.map_err(|(location, message)| {
+        if too_large {
+            GuardError {
+                code: codes::ARGUMENTS_TOO_LARGE.into(),
+                message,
+                field: Some(location),
+            }
+        } else {
+            GuardError::invalid_input(location, message)
+        }
     })
-    .map_err(|(location, message)| GuardError::invalid_input(location, message))
 }
 
-/// One call: wait for a batch worker permit, then the executor.
+/// One call, holding one of the batch's worker permits until it ends.
 async fn run_one(
     executor: Arc<Executor>,
     name: String,
     arguments: Value,
     origin: Origin,
     cancel: CancellationToken,
-    workers: Arc<Semaphore>,
+    permit: OwnedSemaphorePermit,
     deadline: Instant,
 ) -> Outcome {
-    let not_started = |status: Status, code: &str, message: &str| Outcome::Ran {
-        result: Err(Failure::new(status, GuardError::new(code, message))),
-        duration_ms: 0.0,
-    };
-    let _permit = tokio::select! {
-        permit = workers.acquire_owned() => permit.ok(),
-        _ = cancel.cancelled() => {
-            return not_started(Status::Cancelled, codes::CANCELLED, "the request was cancelled before this call started");
-        }
-        _ = tokio::time::sleep_until(deadline) => {
-            return not_started(Status::TimedOut, codes::TIMED_OUT, "the batch deadline passed before this call started; split the batch");
-        }
-    };
     let started = StdInstant::now();
     let result = executor
         .call(CallRequest {
@@ -208,6 +268,7 @@ async fn run_one(
             events: None,
         })
         .await;
+    drop(permit);
     Outcome::Ran {
         result,
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,

@@ -1,9 +1,10 @@
 //! `check_backtest`: run every guard a bundle of data can feed, in one call.
 //!
 //! The bundle's keys are slots (see [`crate::catalogue`]). The tool takes one
-//! call slot, like a direct call, then runs the ready guards one after the
-//! other through the executor with [`Admission::InTask`], so each has its own
-//! validation, mode, timeout and events. It runs registered guards only:
+//! call slot, like a direct call (waiting for one the same bounded time),
+//! then runs the ready guards one after the other through the executor with
+//! [`Admission::InTask`], so each has its own validation, mode, timeout,
+//! events and, when in-process, guard-thread permit. It runs registered guards only:
 //! built-in tools and script-only functions are never run from here.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -58,7 +59,10 @@ impl Builtin for CheckBacktest {
             }
             let executor = &call.tasks.executor;
             // One call slot for the whole run, held until this function returns.
-            let _permit = executor.try_admit_batch().map_err(|failure| failure.error)?;
+            let _permit = executor
+                .admit_batch(&call.cancel)
+                .await
+                .map_err(|failure| failure.error)?;
             let deadline = Instant::now() + executor.limits().max_timeout;
             let registry = executor.registry();
             let have: BTreeSet<String> = input.slots.keys().cloned().collect();

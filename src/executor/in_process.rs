@@ -1,69 +1,59 @@
 //! Running a guard on a server thread (`in_process` and direct `pure` calls).
 //!
-//! A thread cannot be killed, so at the deadline the caller is answered
-//! `timed_out` while the function runs on. Slot accounting: the call slot
-//! travels with the thread in a shared cell. At the deadline the executor
-//! tries to swap it for an "overdue" permit: on success the call slot is free
-//! again at once and the thread holds the overdue permit until it returns;
-//! when every overdue permit is taken, the thread keeps the call slot, so
-//! hung guards show up as reduced capacity instead of unbounded threads.
+//! The function runs on a guard-pool thread under a guard-thread permit the
+//! executor took before the call started (see `threads`). A thread cannot be
+//! killed, so at the deadline (or on cancellation) the caller is answered
+//! `timed_out` (`cancelled`) while the function runs on: the permit's
+//! [`Held`] cell then swaps the running permit for an overdue one if one is
+//! free, and the thread releases whichever it holds when the function
+//! finally returns. The caller's call slot, if any, is free once answered.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use serde_json::Value;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::oneshot;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::threads::{GuardThreads, Held};
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
 use crate::guard::{Guard, Resources};
 use crate::worker::panic_message;
 
-type HeldPermit = Arc<Mutex<Option<OwnedSemaphorePermit>>>;
-
-/// The call's slot (if it holds one) and the overdue pool it may move to.
-pub(super) struct Slots {
-    pub permit: Option<OwnedSemaphorePermit>,
-    pub overdue: Arc<Semaphore>,
-}
-
-/// Runs `guard` on a blocking thread, answering by `deadline` at the latest.
+/// Runs `guard` on a guard thread under `held`, answering by `deadline` at
+/// the latest.
 pub(super) async fn run(
     guard: Guard,
     resources: Arc<Resources>,
     parent: opentelemetry::Context,
     arguments: Value,
-    slots: Slots,
+    (threads, held): (&GuardThreads, Held),
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<Value, Failure> {
-    let Slots { permit, overdue } = slots;
-    let held: HeldPermit = Arc::new(Mutex::new(permit));
-    let held_by_thread = held.clone();
     let (sender, receiver) = oneshot::channel();
     let name = guard.name.clone();
-    tokio::task::spawn_blocking(move || {
-        let outcome = invoke_caught(&guard, &resources, &parent, arguments);
-        // The function returned: whatever permit it held is free now.
-        if let Ok(mut slot) = held_by_thread.lock() {
-            slot.take();
-        }
-        let _ = sender.send(outcome);
-    });
+    threads.spawn(
+        held.clone(),
+        Box::new(move || {
+            let outcome = invoke_caught(&guard, &resources, &parent, arguments);
+            let _ = sender.send(outcome);
+        }),
+    )?;
     tokio::select! {
         outcome = receiver => outcome.unwrap_or_else(|_| {
             Err(Failure::new(Status::Failed, GuardError::failed("guard thread ended without a result")))
         }),
         _ = tokio::time::sleep_until(deadline) => {
-            release_to_overdue(&held, &overdue);
+            held.overrun();
             Err(Failure::new(Status::TimedOut, GuardError::new(
                 codes::TIMED_OUT,
                 format!("guard '{name}' timed out; it runs in the server process and may still finish in the background"),
             )))
         }
         _ = cancel.cancelled() => {
-            release_to_overdue(&held, &overdue);
+            held.overrun();
             Err(Failure::new(Status::Cancelled, GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled"))))
         }
     }
@@ -106,15 +96,4 @@ pub(super) fn invoke_caught(
         error_type,
     );
     outcome
-}
-
-/// Swaps the call slot held by a still-running thread for an overdue permit.
-fn release_to_overdue(held: &HeldPermit, overdue: &Arc<Semaphore>) {
-    let Ok(mut slot) = held.lock() else { return };
-    if slot.is_none() {
-        return;
-    }
-    if let Ok(permit) = overdue.clone().try_acquire_owned() {
-        *slot = Some(permit);
-    }
 }

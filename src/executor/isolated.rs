@@ -16,14 +16,10 @@ use tokio::process::{Child, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::sandbox::{Rlimits, confine, kill_group, release_group, track_group};
+use super::sandbox::{Rlimits, confine, kill_group, release_group, scrub_env, track_group};
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
-use crate::worker::{Request, Response, WORKER_ARG};
-
-/// Environment variables never passed to a worker: secrets the server needs
-/// and guards do not.
-pub(crate) const SCRUBBED_ENV: &[&str] = &["WARDEN_MODEL_API_KEY"];
+use crate::worker::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
 /// How to start workers: which binary and where their logs go.
 #[derive(Debug, Clone)]
@@ -31,6 +27,9 @@ pub(crate) struct WorkerLauncher {
     pub exe: PathBuf,
     pub diagnostics_dir: PathBuf,
     pub max_response: usize,
+    /// The largest request line the worker is told to read: the argument
+    /// cap plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`].
+    pub max_request: usize,
 }
 
 /// A running worker. Dropping it kills its process group, so a cancelled or
@@ -138,16 +137,18 @@ impl WorkerLauncher {
         let mut command = Command::new(&self.exe);
         command
             .arg(WORKER_ARG)
+            .arg(format!("{MAX_REQUEST_ARG}{}", self.max_request))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
-        for var in SCRUBBED_ENV {
-            command.env_remove(var);
-        }
+        scrub_env(&mut command);
         confine(&mut command, rlimits);
         let child = command.spawn()?;
-        let pgid = child.id().unwrap_or_default();
+        // Known until the child is reaped, which has not happened yet.
+        let pgid = child
+            .id()
+            .ok_or_else(|| std::io::Error::other("the worker was reaped before its pid was read"))?;
         track_group(pgid);
         Ok(WorkerProcess { child, pgid })
     }

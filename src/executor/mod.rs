@@ -1,13 +1,20 @@
 //! The executor: the one path every guard call takes.
 //!
-//! Direct MCP calls, the CLI's `call`, and (later) script and batch calls all
-//! come here. It admits the call (call slots), records
-//! `function_call_started` / `function_call_finished`, picks the runner for
-//! the guard's mode, and enforces the deadline. Nothing else runs a guard.
+//! Direct MCP calls, the CLI's `call`, batch and `check_backtest` calls and
+//! a script's calls through its worker door all come here. It checks the
+//! arguments (depth and size, `arguments`), admits the call (call slots with
+//! a bounded wait, `admission`), gives an in-process call a guard thread
+//! (`threads`: one budget for every path, so hung guards can never exhaust
+//! the server's threads), records `function_call_started` /
+//! `function_call_finished`, picks the runner for the guard's mode, and
+//! enforces the deadline. Nothing else runs a guard.
 
+mod admission;
+pub(crate) mod arguments;
 mod in_process;
 mod isolated;
 pub(crate) mod sandbox;
+mod threads;
 
 pub use sandbox::kill_all_workers;
 
@@ -18,12 +25,15 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use admission::CallSlots;
 pub(crate) use isolated::WorkerLauncher;
 use sandbox::Rlimits;
+use threads::GuardThreads;
+pub(crate) use threads::Held;
 
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
@@ -68,10 +78,11 @@ impl Failure {
     }
 }
 
-/// Whether a call may wait for a slot.
+/// Whether a call takes a call slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
-    /// Take a call slot now or be rejected with `server_busy` (direct calls).
+    /// Take a call slot (direct calls): now if one is free, else after a
+    /// bounded wait in the admission queue, or be rejected `server_busy`.
     TryNow,
     /// The caller already bounds its own concurrency: a script holds a task
     /// slot (one guard call at a time), a batch or check_backtest holds one
@@ -118,13 +129,12 @@ pub struct Executor {
     limits: Limits,
     events: Events,
     launcher: WorkerLauncher,
-    /// Call slots: one permit per running direct call, taken before the call
-    /// starts and released when it ends (for in-process calls, see
-    /// `in_process` for how a timed-out call gives its slot back).
-    call_slots: Arc<Semaphore>,
-    /// Permits for in-process calls that overran their deadline and are
-    /// still running; held by their threads until the function returns.
-    overdue: Arc<Semaphore>,
+    /// Call slots: one per admitted direct call or batch, taken before the
+    /// call starts and dropped when it is answered (an in-process call that
+    /// overran keeps a guard-thread permit instead, see `threads`).
+    call_slots: CallSlots,
+    /// The guard-thread budget every in-process execution runs under.
+    threads: GuardThreads,
 }
 
 impl std::fmt::Debug for Executor {
@@ -144,8 +154,16 @@ impl Executor {
         launcher: WorkerLauncher,
     ) -> Self {
         Self {
-            call_slots: Arc::new(Semaphore::new(limits.max_concurrent_calls)),
-            overdue: Arc::new(Semaphore::new(limits.max_overdue_in_process)),
+            call_slots: CallSlots::new(
+                limits.max_concurrent_calls,
+                limits.admission_queue,
+                limits.admission_wait,
+            ),
+            threads: GuardThreads::new(
+                limits.max_guard_threads,
+                limits.max_overdue_in_process,
+                limits.admission_wait,
+            ),
             registry,
             resources,
             limits,
@@ -169,9 +187,23 @@ impl Executor {
     /// Runs one guard call through admission, its mode's runner and the
     /// deadline, recording its events.
     pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
-        let (guard, started, permit) = self.begin(&request, request.admission)?;
-        let outcome = match guard.mode {
-            Mode::Isolated => {
+        let guard = self.check(&request)?;
+        let permit = match request.admission {
+            Admission::TryNow => Some(self.call_slots.admit(&request.cancel).await?),
+            Admission::InTask => None,
+        };
+        // An in-process call gets its guard thread before it counts as started.
+        let held = match guard.mode {
+            Mode::Isolated => None,
+            Mode::InProcess | Mode::Pure => Some(
+                self.threads
+                    .acquire(request.deadline_cap, &request.cancel)
+                    .await?,
+            ),
+        };
+        let started = self.start(guard, &request);
+        let outcome = match held {
+            None => {
                 let rlimits = Rlimits::for_call(&self.limits, started.timeout.as_secs());
                 let worker_request = Request::Call {
                     guard: guard.name.clone(),
@@ -204,20 +236,21 @@ impl Executor {
                     Err(failure) => Err(failure),
                 }
             }
-            Mode::InProcess | Mode::Pure => {
-                in_process::run(
+            Some(held) => {
+                let outcome = in_process::run(
                     guard.clone(),
                     self.resources.clone(),
                     started.span.clone(),
                     request.arguments,
-                    in_process::Slots {
-                        permit,
-                        overdue: self.overdue.clone(),
-                    },
+                    (&self.threads, held),
                     started.deadline,
                     &request.cancel,
                 )
-                .await
+                .await;
+                // Answered: the slot is free even if the function runs on
+                // (its thread keeps a guard-thread permit).
+                drop(permit);
+                outcome
             }
         };
         let events = request.events.unwrap_or(&self.events);
@@ -228,24 +261,34 @@ impl Executor {
     /// Starts a call whose guard the caller will run on its own thread
     /// with [`Executor::run_here`]: the script door's server thread, which
     /// answers a worker's `in_process` calls without a thread handoff.
-    /// Same lookup, argument cap, deadline, span and `function_call_started`
-    /// event as [`Executor::call`]; no call slot (the task holds one).
-    /// Isolated guards are refused: they need [`Executor::call`].
-    pub(crate) fn begin_here(&self, request: &CallRequest<'_>) -> Result<StartedCall, Failure> {
-        if let Some(guard) = self.registry.get(request.guard)
-            && guard.mode == Mode::Isolated
-        {
+    /// Same lookup, argument checks, deadline, span and
+    /// `function_call_started` event as [`Executor::call`]; no call slot (the
+    /// task holds one), but a guard-thread permit like any in-process call,
+    /// waited for through `runtime` when none is free. The caller keeps the
+    /// returned [`Held`] with the call and calls [`Held::overrun`] when it
+    /// answers the call before the function returns. Isolated guards are
+    /// refused: they need [`Executor::call`].
+    pub(crate) fn begin_here(
+        &self,
+        request: &CallRequest<'_>,
+        runtime: &tokio::runtime::Handle,
+    ) -> Result<(StartedCall, Held), Failure> {
+        let guard = self.check(request)?;
+        if guard.mode == Mode::Isolated {
             return Err(Failure::new(
                 Status::Failed,
                 GuardError::failed(format!("guard '{}' is isolated and cannot run here", guard.name)),
             ));
         }
-        self.begin(request, Admission::InTask)
-            .map(|(_, started, _)| started)
+        let held = self
+            .threads
+            .acquire_blocking(runtime, request.deadline_cap, &request.cancel)?;
+        Ok((self.start(guard, request), held))
     }
 
     /// Runs a call begun by [`Executor::begin_here`] on the current thread,
-    /// catching a panic. The caller owns the deadline: a thread cannot be
+    /// catching a panic, and releases its guard-thread permit when the
+    /// function returns. The caller owns the deadline: a thread cannot be
     /// interrupted, so it must be able to answer `timed_out` without this
     /// function returning (see `task::door`).
     pub(crate) fn run_here(
@@ -253,9 +296,13 @@ impl Executor {
         function: &str,
         span: &opentelemetry::Context,
         arguments: Value,
+        held: &Held,
     ) -> Result<Value, Failure> {
-        let guard = self.guard(function)?;
-        in_process::invoke_caught(guard, &self.resources, span, arguments)
+        let outcome = self
+            .guard(function)
+            .and_then(|guard| in_process::invoke_caught(guard, &self.resources, span, arguments));
+        held.release();
+        outcome
     }
 
     /// Ends a call: closes its span and records `function_call_finished`.
@@ -285,30 +332,16 @@ impl Executor {
         );
     }
 
-    /// Looks the guard up, checks the argument cap, admits the call, fixes
-    /// its deadline, opens its span and records `function_call_started`.
-    fn begin(
-        &self,
-        request: &CallRequest<'_>,
-        admission: Admission,
-    ) -> Result<(&crate::guard::Guard, StartedCall, Option<OwnedSemaphorePermit>), Failure> {
+    /// Looks the guard up and checks the arguments' depth and size.
+    fn check(&self, request: &CallRequest<'_>) -> Result<&crate::guard::Guard, Failure> {
         let guard = self.guard(request.guard)?;
-        let size = serde_json::to_vec(&request.arguments)
-            .map(|v| v.len())
-            .unwrap_or(0);
-        if size > self.limits.max_argument_bytes {
-            return Err(Failure::new(
-                Status::Failed,
-                GuardError::new(
-                    codes::ARGUMENTS_TOO_LARGE,
-                    format!(
-                        "arguments are {size} bytes; the limit is {} bytes: send less data or reference a stored artifact",
-                        self.limits.max_argument_bytes
-                    ),
-                ),
-            ));
-        }
-        let permit = self.admit(admission)?;
+        arguments::check(&request.arguments, self.limits.max_argument_bytes)?;
+        Ok(guard)
+    }
+
+    /// Fixes an admitted call's deadline, opens its span and records
+    /// `function_call_started`.
+    fn start(&self, guard: &crate::guard::Guard, request: &CallRequest<'_>) -> StartedCall {
         let timeout = self.limits.guard_deadline(guard.timeout);
         let mut deadline = Instant::now() + timeout;
         if let Some(cap) = request.deadline_cap {
@@ -329,15 +362,14 @@ impl Executor {
                 KeyValue::new("warden.execution_mode", guard.mode.as_str()),
             ],
         );
-        let started = StartedCall {
+        StartedCall {
             function: guard.name.clone(),
             call_id,
             span,
             at: StdInstant::now(),
             timeout,
             deadline,
-        };
-        Ok((guard, started, permit))
+        }
     }
 
     fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {
@@ -357,34 +389,10 @@ impl Executor {
 
     /// Takes one call slot for a tool that then runs several guards with
     /// [`Admission::InTask`] (check_backtest, run_batch): the whole batch
-    /// counts as one direct call. Rejected with `server_busy` like a direct
-    /// call when no slot is free; the slot is released when the permit drops.
-    pub fn try_admit_batch(&self) -> Result<OwnedSemaphorePermit, Failure> {
-        self.admit(Admission::TryNow)?.ok_or_else(|| {
-            Failure::new(
-                Status::Failed,
-                GuardError::failed("admission returned no call slot for a batch"),
-            )
-        })
-    }
-
-    fn admit(&self, admission: Admission) -> Result<Option<OwnedSemaphorePermit>, Failure> {
-        match admission {
-            Admission::TryNow => match self.call_slots.clone().try_acquire_owned() {
-                Ok(permit) => Ok(Some(permit)),
-                Err(_) => Err(Failure::new(
-                    Status::Rejected,
-                    GuardError::new(
-                        codes::SERVER_BUSY,
-                        format!(
-                            "Server busy; retry later ({} of {} call slots in use)",
-                            self.limits.max_concurrent_calls, self.limits.max_concurrent_calls
-                        ),
-                    ),
-                )),
-            },
-            Admission::InTask => Ok(None),
-        }
+    /// counts as one direct call, waits for a slot like one and is rejected
+    /// `server_busy` like one; the slot is released when the permit drops.
+    pub async fn admit_batch(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Failure> {
+        self.call_slots.admit(cancel).await
     }
 
     /// Starts a worker that answers a ping without calling any guard; used by

@@ -1,14 +1,22 @@
 //! Process confinement applied to every worker between fork and exec.
 //!
 //! Each worker gets its own session and process group (so one `killpg` kills
-//! it and anything it started), dies with the server (PDEATHSIG), and runs
-//! under rlimits. Only async-signal-safe calls happen here: the closure runs
-//! in the forked child before `exec`.
+//! it and anything it started), dies with the server (PDEATHSIG), runs
+//! under rlimits, starts from a scrubbed environment ([`scrub_env`]),
+//! inherits no descriptor but its stdio (every other one is marked
+//! close-on-exec), can never gain privileges (`PR_SET_NO_NEW_PRIVS`) and
+//! holds no capability: bounding, ambient, effective, permitted and
+//! inheritable sets are all emptied, so even a worker running as root
+//! cannot mount, trace, change owners or load modules. Only
+//! async-signal-safe calls happen in [`confine`]: the closure runs in the
+//! forked child before `exec`.
 
 use std::collections::BTreeSet;
+use std::ffi::OsString;
 use std::io;
 use std::sync::Mutex;
 
+use nix::libc;
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
@@ -22,6 +30,47 @@ use crate::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
 /// started die with the server too. A worker that has not set that up yet,
 /// and every script worker, dies by SIGTERM's default action.
 pub(crate) const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
+
+/// Environment variables a worker keeps, by exact name: what a program
+/// needs to find tools, a home, a locale, a time zone and a temp dir.
+pub const WORKER_ENV_NAMES: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
+];
+
+/// Environment variables a worker keeps, by prefix: locale categories and
+/// Warden's own settings (an app's guards read theirs, e.g.
+/// `WARDEN_FINANCE_DATA`), including values that came from `.env`.
+pub const WORKER_ENV_PREFIXES: &[&str] = &["LC_", "WARDEN_"];
+
+/// Never passed to a worker although [`WORKER_ENV_PREFIXES`] matches: the
+/// model settings, which hold the API key and belong to the server's agent
+/// loop. Nothing else (`LD_*`, `OTEL_*`, proxies, tokens) is ever passed.
+pub const WORKER_ENV_DENIED_PREFIXES: &[&str] = &["WARDEN_MODEL_"];
+
+/// The environment a worker starts with: the allowlist above, from the
+/// server's configuration ([`crate::config`]: process environment, then
+/// `.env`).
+pub(crate) fn worker_env() -> Vec<(OsString, OsString)> {
+    let mut env: Vec<(OsString, OsString)> = WORKER_ENV_NAMES
+        .iter()
+        .filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value)))
+        .collect();
+    for prefix in WORKER_ENV_PREFIXES {
+        env.extend(crate::config::vars_with_prefix(prefix));
+    }
+    env.retain(|(name, _)| {
+        let name = name.to_string_lossy();
+        !WORKER_ENV_DENIED_PREFIXES
+            .iter()
+            .any(|denied| name.starts_with(denied))
+    });
+    env
+}
+
+/// Clears `command`'s environment and sets [`worker_env`].
+pub(crate) fn scrub_env(command: &mut tokio::process::Command) {
+    command.env_clear().envs(worker_env());
+}
 
 /// The rlimits for one worker, fixed before the fork.
 #[derive(Debug, Clone, Copy)]
@@ -45,12 +94,14 @@ impl Rlimits {
 }
 
 /// Arranges for `command`'s child to start in a new session, die with this
-/// process, and run under `rlimits`.
+/// process, run under `rlimits`, inherit no extra descriptor, and hold no
+/// privilege. Call [`scrub_env`] too.
 #[allow(unsafe_code)]
 pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
     let parent = nix::unistd::getpid();
     // SAFETY: the closure only makes async-signal-safe system calls (setsid,
-    // prctl, getppid, setrlimit) and allocates nothing.
+    // prctl, getppid, getrlimit, setrlimit, close_range, fcntl, capset) and
+    // allocates nothing.
     unsafe {
         command.pre_exec(move || {
             nix::unistd::setsid().map_err(io::Error::from)?;
@@ -58,8 +109,9 @@ pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
             // The server may have died between fork and prctl: then no
             // signal would ever come, so refuse to start.
             if nix::unistd::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(nix::libc::ESRCH));
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
+            close_inherited_descriptors();
             setrlimit(Resource::RLIMIT_AS, rlimits.memory, rlimits.memory).map_err(io::Error::from)?;
             setrlimit(Resource::RLIMIT_CPU, rlimits.cpu_seconds, rlimits.cpu_seconds + 1)
                 .map_err(io::Error::from)?;
@@ -68,26 +120,130 @@ pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
             setrlimit(Resource::RLIMIT_FSIZE, rlimits.file_size, rlimits.file_size)
                 .map_err(io::Error::from)?;
             setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(io::Error::from)?;
-            Ok(())
+            nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
+            drop_capabilities()
         });
     }
+}
+
+/// Marks every descriptor above stderr close-on-exec, so the worker
+/// inherits only its stdio (the server's sockets, logs, a client's leaked
+/// descriptors stay behind). Close-on-exec rather than closed: std still
+/// needs its own exec-error pipe until the `exec`. Async-signal-safe.
+#[allow(unsafe_code)]
+fn close_inherited_descriptors() {
+    // SAFETY: plain system calls on integers; no memory is shared.
+    unsafe {
+        let marked = libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            libc::CLOSE_RANGE_CLOEXEC as libc::c_uint,
+        );
+        if marked == 0 {
+            return;
+        }
+        // Kernels before 5.11: walk the descriptor table instead.
+        let mut limit = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        let highest = if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 {
+            limit.rlim_cur.min(1 << 20) as libc::c_int
+        } else {
+            1024
+        };
+        for fd in 3..highest {
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+}
+
+/// `struct __user_cap_header_struct` of `capset(2)`.
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: libc::c_int,
+}
+
+/// `struct __user_cap_data_struct` of `capset(2)` (two of them in v3).
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+/// `_LINUX_CAPABILITY_VERSION_3`: 64-bit capability sets.
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+/// Empties the bounding set (so an `exec` as root cannot regain anything),
+/// the ambient set, and the effective, permitted and inheritable sets.
+/// Dropping from the bounding set needs `CAP_SETPCAP`; a process without it
+/// has nothing to drop there that it could use, so `EPERM` is not an error.
+/// Async-signal-safe.
+#[allow(unsafe_code)]
+pub(crate) fn drop_capabilities() -> io::Result<()> {
+    // SAFETY: prctl and capset with integer arguments and pointers to
+    // locals that outlive the calls.
+    unsafe {
+        for capability in 0..64 {
+            if libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0) != 0 {
+                // EINVAL: past the kernel's last capability.
+                if io::Error::last_os_error().raw_os_error() == Some(libc::EINVAL) {
+                    break;
+                }
+            }
+        }
+        // EINVAL on kernels without ambient capabilities (before 4.3).
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        let header = CapHeader {
+            version: CAPABILITY_VERSION_3,
+            pid: 0,
+        };
+        let empty = [CapData {
+            effective: 0,
+            permitted: 0,
+            inheritable: 0,
+        }; 2];
+        if libc::syscall(libc::SYS_capset, &header, empty.as_ptr()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
 }
 
 /// Process groups of workers that are running now. Shutdown kills them all
 /// explicitly rather than trusting every future to be dropped in time.
 static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
-/// Records a started worker's process group.
+/// Records a started worker's process group (never one [`killable`]
+/// refuses, so shutdown cannot hit the server's own group).
 pub(crate) fn track_group(pgid: u32) {
+    if killable(pgid).is_none() {
+        return;
+    }
     if let Ok(mut groups) = LIVE_GROUPS.lock() {
         groups.insert(pgid);
     }
 }
 
-/// Kills a worker's whole process group. Harmless if it is already gone.
+/// The process group `pgid` as a kill target, or `None` when killing it
+/// would hit something that is not a worker: 0 (`killpg(0)` is the
+/// caller's own group — what a pid read after the child was reaped
+/// defaults to), 1 (init), anything beyond `pid_t`, and the server's own
+/// process group (a worker always has a group of its own, by `setsid`).
+fn killable(pgid: u32) -> Option<Pid> {
+    let pid = i32::try_from(pgid).ok().filter(|&pid| pid > 1)?;
+    (pid != nix::unistd::getpgrp().as_raw()).then(|| Pid::from_raw(pid))
+}
+
+/// Kills a worker's whole process group. Harmless if it is already gone;
+/// does nothing for a group [`killable`] refuses.
 pub(crate) fn kill_group(pgid: u32) {
-    if let Ok(pid) = i32::try_from(pgid) {
-        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+    if let Some(pid) = killable(pgid) {
+        let _ = killpg(pid, Signal::SIGKILL);
     }
 }
 
@@ -107,5 +263,93 @@ pub fn kill_all_workers() {
         .unwrap_or_default();
     for pgid in groups {
         kill_group(pgid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_kills_group_zero_init_or_its_own_group() {
+        // killpg(0) would kill the server's own group; 1 is init.
+        assert!(killable(0).is_none());
+        assert!(killable(1).is_none());
+        assert!(killable(u32::MAX).is_none());
+        let own = nix::unistd::getpgrp().as_raw() as u32;
+        assert!(killable(own).is_none());
+        // Still alive after asking to kill them all.
+        kill_group(0);
+        kill_group(own);
+        track_group(0);
+        assert!(!LIVE_GROUPS.lock().map(|g| g.contains(&0)).unwrap_or(true));
+        let other = if own == 4_000_000 { 4_000_001 } else { 4_000_000 };
+        assert_eq!(killable(other), Some(Pid::from_raw(other as i32)));
+    }
+
+    #[test]
+    fn the_worker_environment_is_an_allowlist() {
+        // No LD_*, no model key, no arbitrary variable; PATH stays.
+        let env = worker_env();
+        let names: Vec<String> = env
+            .iter()
+            .map(|(n, _)| n.to_string_lossy().into_owned())
+            .collect();
+        for name in &names {
+            assert!(!name.starts_with("LD_"), "{name}");
+            assert!(!name.starts_with("WARDEN_MODEL_"), "{name}");
+            assert!(
+                WORKER_ENV_NAMES.contains(&name.as_str())
+                    || WORKER_ENV_PREFIXES.iter().any(|p| name.starts_with(p)),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            names.contains(&"PATH".to_string()),
+            std::env::var_os("PATH").is_some()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_confined_child_has_no_privilege_and_no_extra_descriptor() {
+        // NoNewPrivs 1, every capability set empty, only fds 0-2 (+ the
+        // one `ls` opens itself) after exec, even with a leaked fd here.
+        // Close-on-exec padding, so the leaked descriptor is not number 3.
+        let _padding: Vec<std::fs::File> = (0..12)
+            .filter_map(|_| std::fs::File::open("/dev/null").ok())
+            .collect();
+        let leaked = nix::unistd::dup(std::io::stderr()).expect("dup");
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&leaked);
+        nix::fcntl::fcntl(
+            &leaked,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .expect("fcntl");
+        let mut command = tokio::process::Command::new("sh");
+        command
+            .arg("-c")
+            .arg("grep -E '^(NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb)' /proc/self/status; ls /proc/self/fd")
+            .stdout(std::process::Stdio::piped());
+        scrub_env(&mut command);
+        confine(&mut command, Rlimits::for_call(&Limits::default(), 5));
+        let output = command.output().await.expect("run sh");
+        drop(leaked);
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(text.contains("NoNewPrivs:\t1"), "{text}");
+        // The bounding set can only be emptied with CAP_SETPCAP (root).
+        let bounding = nix::unistd::geteuid().is_root().then_some("CapBnd");
+        for set in ["CapInh", "CapPrm", "CapEff", "CapAmb"]
+            .into_iter()
+            .chain(bounding)
+        {
+            assert!(
+                text.contains(&format!("{set}:\t0000000000000000")),
+                "{set}: {text}"
+            );
+        }
+        let fds: Vec<i32> = text.lines().filter_map(|l| l.trim().parse().ok()).collect();
+        assert!(!fds.contains(&fd), "leaked fd {fd} reached the child: {fds:?}");
+        // `ls` itself holds its directory open as fd 3.
+        assert!(fds.iter().all(|&f| f <= 3), "{fds:?}");
     }
 }

@@ -190,7 +190,7 @@ pub(crate) fn agent(require_agent: bool) -> Check {
     let missing: Vec<&str> = MODEL_ENV
         .iter()
         .copied()
-        .filter(|var| std::env::var(var).map(|v| v.trim().is_empty()).unwrap_or(true))
+        .filter(|var| crate::config::var(var).is_none_or(|v| v.trim().is_empty()))
         .collect();
     if !missing.is_empty() {
         return Check::warn_or_fail(
@@ -203,8 +203,8 @@ pub(crate) fn agent(require_agent: bool) -> Check {
             ),
         );
     }
-    let base = std::env::var("WARDEN_MODEL_API_BASE").unwrap_or_default();
-    let model = std::env::var("WARDEN_MODEL_ID").unwrap_or_default();
+    let base = crate::config::var("WARDEN_MODEL_API_BASE").unwrap_or_default();
+    let model = crate::config::var("WARDEN_MODEL_ID").unwrap_or_default();
     if !(base.starts_with("https://") || base.starts_with("http://")) {
         return Check::warn_or_fail(
             require_agent,
@@ -226,7 +226,7 @@ const BUILT_WITH_OTLP: bool = cfg!(feature = "otel-otlp");
 
 pub(crate) fn telemetry() -> Check {
     let name = "telemetry";
-    let value = std::env::var(TRACE_EXPORTER_ENV).unwrap_or_default();
+    let value = crate::config::var(TRACE_EXPORTER_ENV).unwrap_or_default();
     let exporter = value.trim().to_ascii_lowercase();
 
     match exporter.as_str() {
@@ -249,9 +249,7 @@ pub(crate) fn telemetry() -> Check {
                 );
             }
             if exporter == "file"
-                && std::env::var("WARDEN_TRACE_FILE")
-                    .map(|v| v.trim().is_empty())
-                    .unwrap_or(true)
+                && crate::config::var("WARDEN_TRACE_FILE").is_none_or(|v| v.trim().is_empty())
             {
                 return Check::fail(
                     name,

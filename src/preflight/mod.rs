@@ -107,7 +107,8 @@ pub fn main(args: PreflightArgs) -> ExitCode {
     code
 }
 
-async fn check_command(args: PreflightArgs) -> ExitCode {
+/// The work of [`main`], on the caller's runtime.
+pub(crate) async fn check_command(args: PreflightArgs) -> ExitCode {
     let options = args.options();
     let Some((program, rest)) = args.command.split_first() else {
         eprintln!("error: preflight needs a server command after `--`, e.g. `preflight -- ./my-server`");
@@ -137,7 +138,7 @@ pub(crate) async fn check_app(
     artifacts_dir: &Path,
     options: &PreflightOptions,
 ) -> ExitCode {
-    let origin = match std::env::var_os("WARDEN_ARTIFACTS_DIR") {
+    let origin = match crate::config::var_os("WARDEN_ARTIFACTS_DIR") {
         Some(_) => "from WARDEN_ARTIFACTS_DIR",
         None => "the app's artifacts directory; WARDEN_ARTIFACTS_DIR moves it",
     };
@@ -205,7 +206,11 @@ async fn probe_machine_and_server(
 ) -> mcp_probe::ProbeOutcome {
     let timeout = options.timeout;
     let sandbox = tokio::task::spawn_blocking(|| {
-        let mut checks = vec![sandbox_probe::network_namespace(), sandbox_probe::landlock()];
+        let mut checks = vec![
+            sandbox_probe::network_namespace(),
+            sandbox_probe::landlock(),
+            sandbox_probe::seccomp(),
+        ];
         checks.extend(sandbox_probe::rlimits());
         checks
     });
@@ -255,6 +260,7 @@ async fn outside_worker(program: &OsString, diag: &Path, timeout: Duration) -> C
         exe,
         diagnostics_dir: diag.to_path_buf(),
         max_response: limits.max_worker_response,
+        max_request: limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
     };
     let executor = Executor::new(
         Arc::new(Registry::default()),
@@ -286,7 +292,7 @@ fn resolve_program(program: &OsString) -> Option<PathBuf> {
 /// The artifacts root a server started from here would use, and where that
 /// came from (an app's own builder setting is invisible from outside).
 fn outside_artifacts_dir() -> (PathBuf, &'static str) {
-    match std::env::var_os("WARDEN_ARTIFACTS_DIR") {
+    match crate::config::var_os("WARDEN_ARTIFACTS_DIR") {
         Some(dir) => (PathBuf::from(dir), "from WARDEN_ARTIFACTS_DIR"),
         None => (
             PathBuf::from("artifacts"),

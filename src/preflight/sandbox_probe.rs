@@ -58,6 +58,51 @@ fn unshare_in_child() -> Result<(), String> {
     }
 }
 
+/// The seccomp check: can a child install the script worker's system-call
+/// filter? Tried in a forked child that exits at once.
+#[allow(unsafe_code)]
+pub(crate) fn seccomp() -> Check {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork};
+    let name = "sandbox.seccomp";
+    let fix = "run on a Linux kernel with seccomp filters (CONFIG_SECCOMP_FILTER) and a container profile that \
+allows a process to add its own; without it scripts rely on Landlock and the Rhai engine alone";
+    let program = match crate::script::layers::syscall_filter() {
+        Ok(program) => program,
+        Err(reason) => {
+            return Check::warn(
+                name,
+                format!("the seccomp filter does not build here: {reason}"),
+                fix,
+            );
+        }
+    };
+    // SAFETY: the child makes only system calls (prctl, seccomp, _exit)
+    // on memory prepared before the fork, so forking is sound.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let code = i32::from(seccompiler::apply_filter(&program).is_err());
+            // SAFETY: _exit skips the parent's atexit handlers and destructors.
+            unsafe { nix::libc::_exit(code) }
+        }
+        Ok(ForkResult::Parent { child }) => match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, 0)) => Check::pass(
+                name,
+                format!(
+                    "a child can install the script worker's seccomp filter ({} system calls allowed)",
+                    crate::script::layers::ALLOWED_SYSCALLS.len()
+                ),
+            ),
+            other => Check::warn(
+                name,
+                format!("the seccomp filter could not be installed: {other:?}"),
+                fix,
+            ),
+        },
+        Err(errno) => Check::warn(name, format!("fork failed: {errno}"), fix),
+    }
+}
+
 /// The Landlock check: the highest ABI whose filesystem rights the kernel
 /// enforces, found by creating (not applying) rulesets.
 pub(crate) fn landlock() -> Check {

@@ -102,27 +102,22 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
         RunEnd::Cancelled => return failed("the check was cancelled".into()),
         RunEnd::Crashed(reason) => return failed(format!("the script worker failed: {reason}")),
     }
-    let mut missing = Vec::new();
-    if !layers.network_namespace {
-        missing.push("network namespace".to_string());
-    }
-    if layers.landlock != "full" {
-        missing.push(format!("Landlock ({})", layers.landlock));
-    }
-    if !layers.rlimits {
-        missing.push("rlimits".to_string());
-    }
+    let missing = layers.missing();
     let summary = format!("script worker pid {pid} ran `{PROBE_SCRIPT}` through its door in {elapsed} ms");
     if missing.is_empty() {
         Check::pass(
             name,
-            format!("{summary}; sandbox in force: network namespace, Landlock full, rlimits"),
+            format!(
+                "{summary}; sandbox in force: network namespace, Landlock full, rlimits, no-new-privileges, \
+capabilities dropped, process limit, seccomp"
+            ),
         )
     } else {
         Check::warn(
             name,
             format!("{summary}, but without: {}", missing.join(", ")),
-            "see the sandbox.* checks for what the kernel refused; scripts still run, with those walls missing",
+            "see the sandbox.* checks for what the kernel refused; scripts still run, with those walls missing, \
+unless WARDEN_SANDBOX=strict (then they are refused)",
         )
     }
 }

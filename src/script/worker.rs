@@ -20,7 +20,7 @@ use super::protocol::{FromWorker, RunOutcome, ToWorker};
 use crate::registry::Registry;
 
 pub fn main(registry: Registry) -> ExitCode {
-    let layers = super::layers::apply();
+    // Before the layers: the seccomp filter allows no new descriptor.
     let protocol_out = match crate::worker::redirect_stdout() {
         Ok(file) => file,
         Err(error) => {
@@ -28,6 +28,7 @@ pub fn main(registry: Registry) -> ExitCode {
             return ExitCode::from(3);
         }
     };
+    let layers = super::layers::apply();
     let door = Arc::new(Mutex::new(Door::new(protocol_out)));
     if let Ok(mut door) = door.lock()
         && door.send(&FromWorker::Hello { layers }).is_err()

@@ -7,10 +7,23 @@
 //! closing bracket — and only the counts a task result needs stay in
 //! memory. A write error never fails a call: the counts stay right and the
 //! file is left incomplete.
+//!
+//! The file is bounded like the event log: after
+//! [`DEFAULT_CALLS_RECORDED`] records, later calls are only counted, and
+//! [`CallLog::close`] ends the array with one summary record — `{"summarized":
+//! true, "calls", "failed", "by_function", "by_error_type", "duration_ms"}` —
+//! so the records plus the summary always add up to every call made.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+
+use crate::limits::DEFAULT_CALLS_RECORDED;
+
+/// Distinct functions or error types a summary counts by name: 100; the
+/// rest are counted under `"(other)"`.
+const SUMMARY_KEYS: usize = 100;
 
 /// Bytes gathered before a write: 64 KiB.
 const CALL_LOG_BUFFER: usize = 64 * 1024;
@@ -73,25 +86,91 @@ pub struct CallCounts {
     pub ok: usize,
 }
 
+/// Calls beyond the recorded ones, counted for the closing summary.
+#[derive(Debug, Default)]
+struct Summary {
+    calls: u64,
+    failed: u64,
+    duration_ns: u64,
+    by_function: BTreeMap<String, u64>,
+    by_error_type: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    fn add(&mut self, record: &CallRecord<'_>) {
+        self.calls += 1;
+        if record.status != "success" {
+            self.failed += 1;
+        }
+        self.duration_ns = self.duration_ns.saturating_add(record.duration_ns);
+        bump(&mut self.by_function, record.function);
+        if let Some(code) = record.error_type {
+            bump(&mut self.by_error_type, code);
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "summarized": true,
+            "calls": self.calls,
+            "failed": self.failed,
+            "by_function": self.by_function,
+            "by_error_type": self.by_error_type,
+            "duration_ms": self.duration_ns as f64 / 1e6,
+            "note": format!("calls after the first {DEFAULT_CALLS_RECORDED} are counted here, not listed one by one"),
+        })
+    }
+}
+
+fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
+    if let Some(n) = map.get_mut(key) {
+        *n += 1;
+    } else if map.len() < SUMMARY_KEYS {
+        map.insert(key.to_string(), 1);
+    } else {
+        *map.entry("(other)".to_string()).or_default() += 1;
+    }
+}
+
 /// The open log of one task.
 pub struct CallLog {
     /// `None` when the file could not be created, or after `close`.
     file: Option<BufWriter<File>>,
     counts: CallCounts,
+    /// Records written one by one before calls are only summarized.
+    recorded_max: usize,
+    summary: Summary,
     /// One record's bytes, reused.
     scratch: Vec<u8>,
 }
 
 impl CallLog {
-    /// Starts `path` (the task's function_calls.json).
+    /// Starts `path` (the task's function_calls.json), 0600, never
+    /// through a link.
     pub fn create(path: &Path) -> Self {
-        let file = File::create(path).ok().and_then(|file| {
-            let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
-            file.write_all(b"[").ok().map(|()| file)
-        });
+        Self::with_limit(path, DEFAULT_CALLS_RECORDED)
+    }
+
+    /// [`CallLog::create`] recording at most `recorded_max` calls one by one.
+    pub fn with_limit(path: &Path, recorded_max: usize) -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(crate::artifacts::safe_path::FILE_MODE)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+            .ok()
+            .and_then(|file| {
+                let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
+                file.write_all(b"[").ok().map(|()| file)
+            });
         Self {
             file,
             counts: CallCounts::default(),
+            recorded_max,
+            summary: Summary::default(),
             scratch: Vec::with_capacity(160),
         }
     }
@@ -102,6 +181,10 @@ impl CallLog {
         self.counts.made += 1;
         if record.status == "success" {
             self.counts.ok += 1;
+        }
+        if self.counts.made > self.recorded_max {
+            self.summary.add(record);
+            return;
         }
         let Some(file) = self.file.as_mut() else { return };
         self.scratch.clear();
@@ -120,6 +203,10 @@ impl CallLog {
     /// guard that outlived its task) are counted but not written.
     pub fn close(&mut self) {
         if let Some(mut file) = self.file.take() {
+            if self.summary.calls > 0 {
+                let line = format!(",\n{}", self.summary.to_json());
+                let _ = file.write_all(line.as_bytes());
+            }
             let _ = file.write_all(b"\n]\n").and_then(|()| file.flush());
         }
     }
@@ -156,6 +243,27 @@ mod tests {
         assert_eq!(value[1]["error_type"], "invalid \"input\"");
         assert_eq!(value[1]["duration_ms"], 1.500042);
         assert_eq!(text.lines().count(), 4, "{text}");
+    }
+
+    #[test]
+    fn calls_beyond_the_recorded_ones_are_summarized() {
+        // Past the bound the file keeps N records plus one summary; records + summary = every call.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("function_calls.json");
+        let mut log = CallLog::with_limit(&path, 3);
+        for i in 0..10 {
+            log.push(&record(if i % 2 == 0 { "success" } else { "failed" }));
+        }
+        log.close();
+        assert_eq!(log.counts(), CallCounts { made: 10, ok: 5 });
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
+        let items = value.as_array().expect("array");
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[3]["summarized"], true);
+        assert_eq!(items[3]["calls"], 7);
+        assert_eq!(items[3]["failed"], 4);
+        assert_eq!(items[3]["by_function"]["add"], 7);
     }
 
     #[test]

@@ -18,6 +18,18 @@
 //! the worker `timed_out`, records the call's end, and starts a fresh door
 //! thread on the same pipe. The stuck thread finds its call settled when
 //! the guard finally returns and exits without touching the pipe again.
+//! Every call run here holds a guard-thread permit from the executor (the
+//! same budget as every other in-process call) from before it starts until
+//! the guard returns, and the watchdog moves it to an overdue permit like
+//! any overrunning call; a replaced thread therefore always holds one, and
+//! a script looping over a hanging guard gets `server_busy` (catchable)
+//! once the budget is spent, instead of one more thread per call.
+//!
+//! A worker's line is read no further than [`worker_line_cap`] bytes: a
+//! guard call or artifact write over it is skipped to its end and answered
+//! with a catchable error; any other line over it ends the run with the
+//! reason. A guard call too deeply nested for serde_json to decode is
+//! answered `invalid_arguments` (catchable) the same way.
 //! The watchdog needs no message per call: it wakes at the in-flight call's
 //! deadline or after the shortest `in_process` timeout, whichever is first,
 //! and any call that starts meanwhile cannot be due before that.
@@ -39,14 +51,13 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{CallLog, CallRecord};
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
-use crate::executor::{Admission, CallRequest, Executor, Failure, StartedCall, Status};
+use crate::executor::arguments::{text_depth, too_deep};
+use crate::executor::{Admission, CallRequest, Executor, Failure, Held, StartedCall, Status};
 use crate::guard::Mode;
-use crate::limits::DEFAULT_PURE_CALLS_DETAILED;
+use crate::limits::{
+    DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap,
+};
 use crate::script::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
-
-/// Longest line the server reads from a script worker: 64 MiB (a write of
-/// a 1 MiB artifact as JSON-escaped text fits many times over).
-const MAX_WORKER_LINE: u64 = 64 * 1024 * 1024;
 
 /// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
 /// pure calls is ~60 KiB).
@@ -54,6 +65,25 @@ const READ_BUFFER: usize = 256 * 1024;
 
 /// How a `guard_call` line starts.
 const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
+/// How a `write_artifact` line starts.
+const WRITE_ARTIFACT_PREFIX: &[u8] = br#"{"type":"write_artifact","#;
+/// How a `done` line starts.
+const DONE_PREFIX: &[u8] = br#"{"type":"done","#;
+
+/// A line buffer that grew past this (for one large message) is given back
+/// rather than kept for the rest of the session: 1 MiB.
+const KEEP_LINE_BUFFER: usize = 1024 * 1024;
+
+/// What the door thread read from the worker.
+enum Incoming {
+    Message(FromWorker),
+    /// A request answered at once without being decoded: over the line cap,
+    /// or nested too deeply to decode. `guard` names a refused guard call.
+    Refused {
+        guard: Option<String>,
+        reply: ToWorker,
+    },
+}
 
 /// What the door thread hands to the session, in the order it happened.
 #[derive(Debug)]
@@ -86,6 +116,8 @@ struct InFlight {
     generation: u64,
     started: StartedCall,
     scope: Arc<RunScope>,
+    /// The call's guard-thread permit, shared with the thread running it.
+    held: Held,
 }
 
 /// Shared by the session and its door threads.
@@ -117,11 +149,16 @@ pub struct Door {
     /// door, so the end of the worker is told by [`DoorEvent::Closed`],
     /// not by the channel closing.
     events: UnboundedSender<DoorEvent>,
+    /// The server's runtime, through which a door thread waits for a
+    /// guard-thread permit when none is free.
+    runtime: tokio::runtime::Handle,
+    /// Longest line read from the worker ([`worker_line_cap`]).
+    max_line: usize,
 }
 
 impl Door {
     /// Takes the parent's ends of the worker's pipes and starts the first
-    /// door thread.
+    /// door thread. Called inside the server's runtime.
     pub fn open(
         executor: Arc<Executor>,
         from_worker: PipeReader,
@@ -135,6 +172,8 @@ impl Door {
             .filter(|g| g.mode() == Mode::InProcess)
             .map(|g| executor.limits().guard_deadline(g.own_timeout()))
             .min();
+        let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+        let max_line = worker_line_cap(executor.limits().max_argument_bytes);
         let door = Arc::new(Self {
             executor,
             reader: Mutex::new(BufReader::with_capacity(READ_BUFFER, from_worker)),
@@ -146,6 +185,8 @@ impl Door {
             detailed_pure_left: Mutex::new(DEFAULT_PURE_CALLS_DETAILED),
             shortest_timeout,
             events,
+            runtime,
+            max_line,
         });
         door.spawn_thread(0)?;
         Ok(door)
@@ -200,6 +241,8 @@ impl Door {
             }
         };
         let Some(call) = call else { return };
+        // Answered while the guard runs on: its thread's permit turns overdue.
+        call.held.overrun();
         let name = call.started.function.clone();
         let status = forced.unwrap_or(Status::TimedOut);
         let error = match status {
@@ -258,7 +301,17 @@ impl Door {
         loop {
             let message = match self.read(&mut line) {
                 Ok(None) => continue,
-                Ok(Some(message)) => message,
+                Ok(Some(Incoming::Message(message))) => message,
+                Ok(Some(Incoming::Refused { guard, reply })) => {
+                    if let (Some(guard), ToWorker::GuardReply { result: Err(error) }) = (&guard, &reply) {
+                        self.record_refused(guard, error);
+                    }
+                    if let Err(reason) = self.reply(&reply) {
+                        let _ = self.events.send(DoorEvent::Closed(reason));
+                        return;
+                    }
+                    continue;
+                }
                 Err(reason) => {
                     let _ = self.events.send(DoorEvent::Closed(reason));
                     return;
@@ -307,15 +360,16 @@ impl Door {
             deadline_cap: Some(scope.deadline),
             events: Some(&scope.events),
         };
-        let outcome = match self.executor.begin_here(&request) {
-            Ok(started) => {
+        let outcome = match self.executor.begin_here(&request, &self.runtime) {
+            Ok((started, held)) => {
                 let span = started.span.clone();
                 *lock(&self.in_flight) = Some(InFlight {
                     generation,
                     started,
                     scope: scope.clone(),
+                    held: held.clone(),
                 });
-                let outcome = self.executor.run_here(&guard, &span, request.arguments);
+                let outcome = self.executor.run_here(&guard, &span, request.arguments, &held);
                 let call = {
                     let mut slot = lock(&self.in_flight);
                     match slot.as_ref() {
@@ -328,13 +382,7 @@ impl Door {
                 outcome
             }
             Err(failure) => {
-                lock(&self.calls).push(&CallRecord {
-                    function: &guard,
-                    status: failure.status.as_str(),
-                    error_type: Some(&failure.error.code),
-                    duration_ns: 0,
-                    execution: "in_process",
-                });
+                self.record_refused(&guard, &failure.error);
                 Err(failure)
             }
         };
@@ -342,6 +390,27 @@ impl Door {
             result: outcome.map_err(|f| f.error),
         })
         .is_ok()
+    }
+
+    /// Records a guard call refused before it started.
+    fn record_refused(&self, guard: &str, error: &GuardError) {
+        let status = if error.code == codes::SERVER_BUSY {
+            Status::Rejected
+        } else {
+            Status::Failed
+        };
+        let execution = match self.executor.registry().get(guard).map(|g| g.mode()) {
+            Some(Mode::Isolated) => "isolated",
+            Some(_) => "in_process",
+            None => "unknown",
+        };
+        lock(&self.calls).push(&CallRecord {
+            function: guard,
+            status: status.as_str(),
+            error_type: Some(&error.code),
+            duration_ns: 0,
+            execution,
+        });
     }
 
     /// Ends a call (events, span) and records it for function_calls.json.
@@ -430,24 +499,126 @@ impl Door {
 
     /// Reads the worker's next line into `line` and decodes it; a batch of
     /// pure calls is recorded at once and yields `None`.
-    fn read(&self, line: &mut Vec<u8>) -> Result<Option<FromWorker>, String> {
-        line.clear();
-        let read = (&mut *lock(&self.reader))
-            .take(MAX_WORKER_LINE + 1)
-            .read_until(b'\n', line)
-            .map_err(|e| e.to_string())?;
-        if read == 0 {
-            return Err("script worker closed its pipe".into());
+    fn read(&self, line: &mut Vec<u8>) -> Result<Option<Incoming>, String> {
+        if line.capacity() > KEEP_LINE_BUFFER {
+            *line = Vec::new();
         }
-        if line.len() as u64 > MAX_WORKER_LINE {
-            return Err("script worker sent a line over 64 MiB".into());
+        line.clear();
+        {
+            let mut reader = lock(&self.reader);
+            let read = (&mut *reader)
+                .take(self.max_line as u64 + 1)
+                .read_until(b'\n', line)
+                .map_err(|e| e.to_string())?;
+            if read == 0 {
+                return Err("script worker closed its pipe".into());
+            }
+            if line.len() > self.max_line {
+                let rest = if line.ends_with(b"\n") {
+                    0
+                } else {
+                    skip_line(&mut reader)?
+                };
+                return self.oversized(line, line.len() as u64 + rest).map(Some);
+            }
         }
         if line.starts_with(PURE_BATCH_PREFIX.as_bytes()) {
             self.record_pure_batch(line)?;
             return Ok(None);
         }
-        decode(line).map(Some)
+        match decode(line) {
+            Ok(message) => Ok(Some(Incoming::Message(message))),
+            // Within the line cap but deeper than serde_json decodes: the
+            // worker waits for an answer, so give it a catchable one.
+            Err(_) if line.starts_with(GUARD_CALL_PREFIX) && text_depth(line) > MAX_ARGUMENT_DEPTH + 1 => {
+                Ok(Some(Incoming::Refused {
+                    guard: Some(guard_name(line)),
+                    reply: ToWorker::GuardReply {
+                        result: Err(too_deep(text_depth(line) - 1).error),
+                    },
+                }))
+            }
+            Err(reason) => Err(reason),
+        }
     }
+
+    /// Answers a line of `size` bytes that is over the cap: a catchable
+    /// error for a request the worker waits on, the end of the run for
+    /// anything else.
+    fn oversized(&self, line: &[u8], size: u64) -> Result<Incoming, String> {
+        let cap = self.max_line;
+        if line.starts_with(GUARD_CALL_PREFIX) {
+            let guard = guard_name(line);
+            let error = GuardError::new(
+                codes::ARGUMENTS_TOO_LARGE,
+                format!(
+                    "the call to '{guard}' is a {size}-byte message; a script's messages are capped at {cap} bytes \
+(arguments at most {} bytes): pass less data, e.g. aggregate first or split the call",
+                    self.executor.limits().max_argument_bytes
+                ),
+            );
+            return Ok(Incoming::Refused {
+                guard: Some(guard),
+                reply: ToWorker::GuardReply { result: Err(error) },
+            });
+        }
+        if line.starts_with(WRITE_ARTIFACT_PREFIX) {
+            let error = GuardError::new(
+                "artifact_too_large",
+                format!(
+                    "write_artifact sent a {size}-byte message; a script's messages are capped at {cap} bytes \
+and an artifact holds at most {DEFAULT_MAX_ARTIFACT_BYTES} bytes: write smaller files"
+                ),
+            );
+            return Ok(Incoming::Refused {
+                guard: None,
+                reply: ToWorker::ArtifactReply { result: Err(error) },
+            });
+        }
+        if line.starts_with(DONE_PREFIX) {
+            return Err(format!(
+                "the script's result is a {size}-byte message, over the {cap}-byte cap on a script's messages: \
+return less, and write large data with write_artifact"
+            ));
+        }
+        Err(format!(
+            "script worker sent a {size}-byte message, over the {cap}-byte cap on a script's messages"
+        ))
+    }
+}
+
+/// Skips the rest of a line the worker is still sending, without keeping
+/// it; returns the bytes skipped. Ends at the newline or when the pipe
+/// closes (the worker is gone, which the next read reports).
+fn skip_line(reader: &mut BufReader<PipeReader>) -> Result<u64, String> {
+    let mut skipped = 0u64;
+    loop {
+        let buffer = reader.fill_buf().map_err(|e| e.to_string())?;
+        if buffer.is_empty() {
+            return Ok(skipped);
+        }
+        let (used, done) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        reader.consume(used);
+        skipped += used as u64;
+        if done {
+            return Ok(skipped);
+        }
+    }
+}
+
+/// The guard a `guard_call` line names (written by the worker right after
+/// the type; a guard name is an identifier), or "?".
+fn guard_name(line: &[u8]) -> String {
+    line.get(GUARD_CALL_PREFIX.len()..)
+        .and_then(|rest| rest.strip_prefix(br#""guard":""#))
+        .and_then(|rest| rest.iter().position(|b| *b == b'"').map(|end| &rest[..end]))
+        .filter(|name| name.len() <= 256)
+        .and_then(|name| std::str::from_utf8(name).ok())
+        .unwrap_or("?")
+        .to_string()
 }
 
 /// Decodes one worker line. Guard calls are most of the traffic; an
@@ -482,4 +653,35 @@ pub fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option
 /// every value behind these locks stays consistent between statements.
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_prefixes_match_what_the_worker_writes() {
+        // The door classifies undecoded lines by these prefixes; serde must write them so.
+        let call = FromWorker::GuardCall {
+            guard: "get_quote".into(),
+            arguments: serde_json::json!({"symbol": "AAPL"}),
+        };
+        let line = serde_json::to_vec(&call).unwrap();
+        assert!(line.starts_with(GUARD_CALL_PREFIX));
+        assert_eq!(guard_name(&line), "get_quote");
+        let write = FromWorker::WriteArtifact {
+            filename: "a.csv".into(),
+            content: String::new(),
+            encoding: "utf-8".into(),
+        };
+        assert!(
+            serde_json::to_vec(&write)
+                .unwrap()
+                .starts_with(WRITE_ARTIFACT_PREFIX)
+        );
+        let done = FromWorker::Done {
+            outcome: RunOutcome::default(),
+        };
+        assert!(serde_json::to_vec(&done).unwrap().starts_with(DONE_PREFIX));
+    }
 }

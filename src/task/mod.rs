@@ -4,11 +4,20 @@
 //! slot (separate from call slots), gets `<artifacts>/task_…/`, runs in a
 //! sandboxed script worker ([`session`]) and ends with `result.json`,
 //! written by the server after the final answer passed [`contract`].
+//!
+//! Records never lie: `result.json` is written atomically and durably, and
+//! a failed write fails the task with the reason; a task whose request is
+//! cancelled, or whose future is dropped, or that is still running when
+//! the server shuts down ([`TaskRunner::shutdown`]) is recorded
+//! `cancelled`. A result returned to the client stays under
+//! [`MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
+//! final answer are capped, with pointers to where the rest is.
 
 pub mod calls;
 pub mod contract;
 pub(crate) mod door;
 pub mod progress;
+pub mod running;
 pub mod session;
 
 use std::sync::Arc;
@@ -24,10 +33,14 @@ use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::executor::Executor;
 use crate::executor::sandbox::Rlimits;
-use crate::limits::DEFAULT_SCRIPT_DOOR_CALLS;
+use crate::limits::{
+    DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
+    SCRIPT_MAX_OUTPUT_BYTES,
+};
 use crate::script::protocol::{Layers, RunOutcome};
 use calls::CallCounts;
 use progress::Progress;
+use running::Running;
 use session::{Budget, Context, RunEnd, Session};
 
 /// Every guard call of a task, in its directory (see [`calls`]).
@@ -42,11 +55,19 @@ pub struct TaskRunner {
     /// is created and released when the task's [`Task`] is dropped.
     task_slots: Arc<Semaphore>,
     max_tasks: usize,
+    /// The cancellation tokens of the running tasks, so that
+    /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
+    running: Arc<Running>,
 }
 
 /// A task in progress: its slot, directory and event log.
 pub struct Task {
     _slot: OwnedSemaphorePermit,
+    /// Whether `result.json` was written; if not when the task is dropped
+    /// (its request future was dropped), a `cancelled` record is written.
+    recorded: bool,
+    store: ArtifactStore,
+    running: Arc<Running>,
     /// The `task.worker` span; ended by [`TaskRunner::finish`].
     pub trace: opentelemetry::Context,
     pub id: String,
@@ -67,7 +88,39 @@ pub struct WorkerFacts {
     pub exit_status: Option<String>,
 }
 
+impl Drop for Task {
+    fn drop(&mut self) {
+        if !self.recorded {
+            let mut result = failure(
+                "cancelled",
+                "the request ended before the task finished; the task was cancelled".into(),
+            );
+            result["task_id"] = json!(self.id);
+            result["error"] = json!({"kind": "cancelled", "message": "the task's request went away", "line": null, "column": null});
+            let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+            let _ = self.store.write_result(&self.id, &bytes);
+        }
+        self.store.end_task(&self.id);
+        self.running.remove(&self.id);
+    }
+}
+
 impl Task {
+    /// Records the task `failed` because its directory could not be set
+    /// up, then lets it go (its slot and registration end on drop).
+    pub fn abandon(mut self, error: &GuardError) {
+        let mut result = failure(
+            "failed",
+            format!("the task could not be set up: {}", error.message),
+        );
+        result["task_id"] = json!(self.id);
+        result["error"] = json!({"kind": "storage", "message": error.message, "line": null, "column": null});
+        let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        let _ = self.store.write_result(&self.id, &bytes);
+        self.recorded = true;
+        crate::telemetry::end(&self.trace, "failed", Some("storage"));
+    }
+
     /// `origin` with this task's span as the parent of what happens next.
     pub fn origin_under(&self, origin: &Origin) -> Origin {
         let mut child = origin.clone();
@@ -83,17 +136,50 @@ impl TaskRunner {
         exe: std::path::PathBuf,
         max_tasks: usize,
     ) -> Self {
+        let store = store.with_limits(executor.limits());
         Self {
             executor,
             store,
             exe,
             task_slots: Arc::new(Semaphore::new(max_tasks)),
             max_tasks,
+            running: Arc::default(),
         }
     }
 
-    /// Takes a task slot and creates the task directory.
-    pub fn begin(&self, origin: &mut Origin, timeout: Duration) -> Result<Task, GuardError> {
+    /// Cancels every running task and waits up to `grace` for each to
+    /// write its `cancelled` record. Returns how many were still running
+    /// when the grace ran out (they are marked `interrupted` at the next
+    /// start).
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.running.cancel_all();
+        let until = Instant::now() + grace;
+        loop {
+            let done = self.running.done.notified();
+            if self.running.count() == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(until, done).await.is_err() {
+                return self.running.count();
+            }
+        }
+    }
+
+    /// Wraps the server's input so that its end (the client went away)
+    /// cancels every running task at once, rather than after the transport
+    /// has waited for them to finish.
+    pub fn cancel_on_eof<R>(&self, input: R) -> running::CancelOnEof<R> {
+        running::CancelOnEof::new(input, self.running.clone())
+    }
+
+    /// Takes a task slot and creates the task directory; `cancel` is the
+    /// request's token, cancelled by [`TaskRunner::shutdown`] too.
+    pub fn begin(
+        &self,
+        origin: &mut Origin,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Task, GuardError> {
         let Ok(slot) = self.task_slots.clone().try_acquire_owned() else {
             return Err(GuardError::new(
                 codes::SERVER_BUSY,
@@ -105,34 +191,45 @@ impl TaskRunner {
         };
         let started = std::time::Instant::now();
         let (id, dir) = self.store.create_task()?;
+        self.running.insert(&id, cancel);
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);
         events.emit(origin, "task_created", json!({"task_id": id}));
-        self.store.write_task_file(
-            &id,
-            "registry.json",
-            registry_snapshot(&self.executor).to_string().as_bytes(),
-        )?;
+        let registry = registry_snapshot(&self.executor).to_string();
         let trace = crate::telemetry::start(
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
             &origin.trace,
             vec![opentelemetry::KeyValue::new("warden.task_id", id.clone())],
         );
-        Ok(Task {
+        let task = Task {
             trace,
             _slot: slot,
+            recorded: false,
+            store: self.store.clone(),
+            running: self.running.clone(),
             id,
             dir,
             events,
             deadline: Instant::now() + timeout,
             timeout,
             started,
-        })
+        };
+        if let Err(error) = self
+            .store
+            .write_task_file(&task.id, "registry.json", registry.as_bytes())
+        {
+            task.abandon(&error);
+            return Err(error);
+        }
+        Ok(task)
     }
 
-    /// Starts the task's script worker.
+    /// Starts the task's script worker. A sandbox layer it lacks is a
+    /// `sandbox_degraded` event and a `tracing` warning at every start;
+    /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
+        let mode = crate::script::layers::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -147,7 +244,19 @@ impl TaskRunner {
             "task_worker_started",
             json!({"task_id": task.id, "pid": session.pid(), "sandbox": session.layers}),
         );
-        Ok(session)
+        let missing = session.layers.missing();
+        if !missing.is_empty() {
+            tracing::warn!(task_id = %task.id, missing = %missing.join(", "), "script sandbox degraded");
+            task.events.emit(
+                origin,
+                "sandbox_degraded",
+                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::layers::Mode::Strict}),
+            );
+        }
+        match crate::script::layers::refusal(mode, &session.layers) {
+            Some(reason) => Err(reason),
+            None => Ok(session),
+        }
     }
 
     /// The session context for `task`.
@@ -171,7 +280,9 @@ impl TaskRunner {
 
     /// Completes `result` with the task's common fields, saves
     /// function_calls.json and result.json, and records the worker's end.
-    pub fn finish(&self, task: Task, origin: &Origin, mut result: Value, facts: WorkerFacts) -> Value {
+    /// The result is capped to [`MAX_INLINE_RESULT_BYTES`]; if result.json
+    /// cannot be saved, the task fails with the reason.
+    pub fn finish(&self, mut task: Task, origin: &Origin, mut result: Value, facts: WorkerFacts) -> Value {
         task.events.emit(
             origin,
             "task_worker_finished",
@@ -182,7 +293,6 @@ impl TaskRunner {
             map.insert("request_id".into(), json!(origin.request_id));
             map.insert("task_id".into(), json!(task.id));
             map.insert("task_dir".into(), json!(task.dir.display().to_string()));
-            map.insert("artifacts".into(), self.outputs(&task.id));
             map.insert("function_calls".into(), json!(facts.calls.made));
             map.insert("sandbox".into(), json!(facts.layers));
             map.insert(
@@ -190,18 +300,44 @@ impl TaskRunner {
                 json!(task.started.elapsed().as_secs_f64() * 1000.0),
             );
         }
+        self.list_outputs(&task.id, &mut result);
+        self.cap_result(&task.id, &mut result);
         // The session streamed the calls; a task whose worker never
         // started still gets its (empty) list.
         if !task.dir.join(FUNCTION_CALLS_FILE).exists() {
             let _ = self.store.write_task_file(&task.id, FUNCTION_CALLS_FILE, b"[]\n");
         }
+        let saved = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        if let Err(error) = self.store.write_result(&task.id, &saved) {
+            let mut failed = failure(
+                "failed",
+                format!(
+                    "the task ran but its record could not be saved: {}",
+                    error.message
+                ),
+            );
+            failed["error"] =
+                json!({"kind": "storage", "message": error.message, "line": null, "column": null});
+            for key in [
+                "request_id",
+                "task_id",
+                "task_dir",
+                "function_calls",
+                "sandbox",
+                "duration_ms",
+            ] {
+                failed[key] = result[key].clone();
+            }
+            result = failed;
+            // A smaller record may still fit where the whole one did not.
+            let _ = self
+                .store
+                .write_result(&task.id, &serde_json::to_vec_pretty(&result).unwrap_or_default());
+        }
+        task.recorded = true;
         let status = result["status"].as_str().unwrap_or("failed").to_string();
         let kind = result["error"]["kind"].as_str().map(str::to_string);
         crate::telemetry::end(&task.trace, &status, kind.as_deref());
-        let saved = serde_json::to_string_pretty(&result).unwrap_or_default();
-        let _ = self
-            .store
-            .write_task_file(&task.id, "result.json", saved.as_bytes());
         task.events.flush_task_log();
         result
     }
@@ -215,9 +351,14 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<Value, GuardError> {
-        let task = self.begin(origin, timeout)?;
-        self.store
-            .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())?;
+        let task = self.begin(origin, timeout, &cancel)?;
+        if let Err(error) =
+            self.store
+                .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())
+        {
+            task.abandon(&error);
+            return Err(error);
+        }
         let origin: &Origin = origin;
         let mut facts = WorkerFacts::default();
         let end = match self.start_worker(&task, origin).await {
@@ -236,27 +377,120 @@ impl TaskRunner {
             Err(reason) => RunEnd::Crashed(reason),
         };
         let result = match end {
-            RunEnd::Finished(outcome) => script_result(outcome, facts.calls.made, facts.calls.ok),
+            RunEnd::Finished(outcome) => {
+                script_result(outcome, facts.calls.made, facts.calls.ok, task.deadline)
+            }
             other => abnormal_end(other, task.timeout),
         };
         Ok(self.finish(task, origin, result, facts))
     }
 
-    /// `[{name, path}]` of the files under outputs/.
-    fn outputs(&self, task_id: &str) -> Value {
-        let files = self.store.files(task_id).unwrap_or_default();
-        let prefix = format!("{OUTPUTS_DIR}/");
-        Value::Array(
-            files
-                .into_iter()
-                .filter_map(|(name, _)| {
-                    name.strip_prefix(&prefix)
-                        .map(|n| json!({"name": n, "path": name}))
-                })
-                .collect(),
-        )
+    /// Sets `artifacts` to `[{name, path}]` of the first
+    /// [`MAX_RESULT_ARTIFACTS`] files under outputs/ (from the store's
+    /// memory of what the task wrote: no tree walk), with `artifacts_total`
+    /// and, when cut, a note pointing to `list_artifacts`.
+    fn list_outputs(&self, task_id: &str, result: &mut Value) {
+        let files = self.store.written(task_id).unwrap_or_default();
+        let total = files.len();
+        let listed: Vec<Value> = files
+            .into_iter()
+            .take(MAX_RESULT_ARTIFACTS)
+            .map(|(name, _)| json!({"path": format!("{OUTPUTS_DIR}/{name}"), "name": name}))
+            .collect();
+        result["artifacts"] = Value::Array(listed);
+        result["artifacts_total"] = json!(total);
+        if total > MAX_RESULT_ARTIFACTS {
+            result["artifacts_note"] = json!(format!(
+                "the first {MAX_RESULT_ARTIFACTS} of {total} artifacts are listed; call list_artifacts with this task_id for all of them"
+            ));
+        }
+    }
+
+    /// Keeps the result small: a `value` over [`MAX_RESULT_VALUE_BYTES`]
+    /// moves to `value.json`, `output` is cut to [`SCRIPT_MAX_OUTPUT_BYTES`],
+    /// and if the whole result is still over [`MAX_INLINE_RESULT_BYTES`]
+    /// the final answer's summary, metrics and assumptions move to
+    /// `answer.json`.
+    fn cap_result(&self, task_id: &str, result: &mut Value) {
+        let value_bytes = serde_json::to_vec(&result["value"]).map(|v| v.len()).unwrap_or(0);
+        if value_bytes > MAX_RESULT_VALUE_BYTES {
+            let bytes = serde_json::to_vec_pretty(&result["value"]).unwrap_or_default();
+            let saved = self.store.write_task_file(task_id, VALUE_FILE, &bytes);
+            result["value"] = Value::Null;
+            result["value_bytes"] = json!(value_bytes);
+            result["value_file"] = match saved {
+                Ok(()) => json!(VALUE_FILE),
+                Err(error) => json!(format!("not saved: {}", error.message)),
+            };
+            result["value_note"] = json!(format!(
+                "value is {value_bytes} bytes, over the {MAX_RESULT_VALUE_BYTES}-byte inline limit; read {VALUE_FILE} with read_artifact"
+            ));
+        }
+        if let Some(output) = result["output"].as_str()
+            && output.len() > SCRIPT_MAX_OUTPUT_BYTES
+        {
+            let mut end = SCRIPT_MAX_OUTPUT_BYTES;
+            while !output.is_char_boundary(end) {
+                end -= 1;
+            }
+            result["output"] = json!(output[..end]);
+            result["output_truncated"] = json!(true);
+        }
+        let size = serde_json::to_vec(&*result).map(|v| v.len()).unwrap_or(0);
+        if size > MAX_INLINE_RESULT_BYTES {
+            let answer = json!({"summary": result["summary"], "metrics": result["metrics"],
+                                "assumptions": result["assumptions"]});
+            let bytes = serde_json::to_vec_pretty(&answer).unwrap_or_default();
+            let saved = self.store.write_task_file(task_id, ANSWER_FILE, &bytes);
+            let summary = result["summary"].as_str().unwrap_or_default();
+            let mut end = summary.len().min(4096);
+            while !summary.is_char_boundary(end) {
+                end -= 1;
+            }
+            result["summary"] = json!(summary[..end]);
+            result["metrics"] = json!({});
+            result["assumptions"] = json!([]);
+            result["answer_file"] = match saved {
+                Ok(()) => json!(ANSWER_FILE),
+                Err(error) => json!(format!("not saved: {}", error.message)),
+            };
+            result["answer_note"] = json!(format!(
+                "the final answer made the result {size} bytes, over {MAX_INLINE_RESULT_BYTES}; its full summary, metrics and assumptions are in {ANSWER_FILE}"
+            ));
+        }
+        // Long artifact names and a full output can still add up: list
+        // fewer artifacts (list_artifacts has them all), then cut output.
+        while serde_json::to_vec(&*result).map(|v| v.len()).unwrap_or(0) > MAX_INLINE_RESULT_BYTES {
+            let listed = result["artifacts"].as_array().map(Vec::len).unwrap_or(0);
+            if listed > 0 {
+                if let Some(list) = result["artifacts"].as_array_mut() {
+                    list.truncate(listed / 2);
+                }
+                result["artifacts_note"] = json!(format!(
+                    "the first {} of {} artifacts are listed; call list_artifacts with this task_id for all of them",
+                    listed / 2,
+                    result["artifacts_total"]
+                ));
+                continue;
+            }
+            let output = result["output"].as_str().unwrap_or_default();
+            if output.is_empty() {
+                break;
+            }
+            let mut end = output.len() / 2;
+            while !output.is_char_boundary(end) {
+                end -= 1;
+            }
+            result["output"] = json!(output[..end]);
+            result["output_truncated"] = json!(true);
+        }
     }
 }
+
+/// Where a `value` too large for the result is saved, in the task directory.
+pub const VALUE_FILE: &str = "value.json";
+/// Where a final answer too large for the result is saved.
+pub const ANSWER_FILE: &str = "answer.json";
 
 /// The result of a run that did not finish: deadline, cancellation, crash.
 pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
@@ -291,10 +525,12 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
     }
 }
 
-/// The task result of a script that ran to its end.
-fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize) -> Value {
+/// The task result of a script that ran to its end. A script stopped by
+/// an error after the task `deadline` passed (a guard call cut short by
+/// it) ended because of the deadline: `timed_out`, not `failed`.
+fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: Instant) -> Value {
     let mut result = if let Some(error) = &outcome.error {
-        let status = if error.kind == "timeout" {
+        let status = if error.kind == "timeout" || Instant::now() >= deadline {
             "timed_out"
         } else {
             "failed"

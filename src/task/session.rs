@@ -97,8 +97,7 @@ impl Session {
         deadline: Instant,
     ) -> Result<Self, String> {
         let log_path = &task_dir.join("worker_stderr.log");
-        let log =
-            std::fs::File::create(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
+        let log = create_private(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let pipe_error = |e: std::io::Error| format!("cannot create the worker's pipes: {e}");
@@ -108,11 +107,11 @@ impl Session {
         command
             .arg(WORKER_ARG)
             .arg(crate::script::SCRIPT_WORKER)
-            .env_clear()
             .stdin(Stdio::from(worker_stdin))
             .stdout(Stdio::from(worker_stdout))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
+        crate::executor::sandbox::scrub_env(&mut command);
         confine(&mut command, rlimits);
         let spawned = command.spawn();
         // The child's ends must close here, or the door never sees EOF.
@@ -357,6 +356,18 @@ fn write_artifact(
         json!({"filename": filename, "size_bytes": size}),
     );
     Ok(json!({"filename": filename, "path": format!("outputs/{filename}"), "size_bytes": size}))
+}
+
+/// Creates (or truncates) a server-written file 0600, refusing a link.
+fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(crate::artifacts::safe_path::FILE_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
 }
 
 fn describe(status: Option<std::process::ExitStatus>) -> String {

@@ -54,7 +54,7 @@ pub fn init() -> TelemetryGuard {
     }
     #[cfg(not(feature = "otel"))]
     {
-        if std::env::var("WARDEN_TRACE_EXPORTER").is_ok_and(|v| !v.is_empty() && v != "none") {
+        if crate::config::var("WARDEN_TRACE_EXPORTER").is_some_and(|v| !v.is_empty() && v != "none") {
             eprintln!(
                 "warning: WARDEN_TRACE_EXPORTER is set but this binary was built without the `otel` feature; spans are not recorded"
             );

@@ -38,12 +38,12 @@ static WORKER_COLLECTING: OnceLock<()> = OnceLock::new();
 
 /// Installs the server's provider per `WARDEN_TRACE_EXPORTER`.
 pub fn install_server() -> Result<Option<SdkTracerProvider>, String> {
-    let choice = std::env::var("WARDEN_TRACE_EXPORTER").unwrap_or_default();
+    let choice = crate::config::var("WARDEN_TRACE_EXPORTER").unwrap_or_default();
     let processor: Arc<dyn SpanProcessor> = match choice.trim() {
         "" | "none" => return Ok(None),
         "console" => Arc::new(JsonLines::new(Box::new(std::io::stderr()))),
         "file" => {
-            let path = std::env::var("WARDEN_TRACE_FILE").map_err(|_| {
+            let path = crate::config::var("WARDEN_TRACE_FILE").ok_or_else(|| {
                 "WARDEN_TRACE_EXPORTER=file needs WARDEN_TRACE_FILE (a path to append spans to)".to_string()
             })?;
             let file = std::fs::OpenOptions::new()
@@ -71,10 +71,34 @@ pub fn install_server() -> Result<Option<SdkTracerProvider>, String> {
 
 #[cfg(feature = "otel-otlp")]
 fn otlp() -> Result<Arc<dyn SpanProcessor>, String> {
-    let exporter = opentelemetry_otlp::SpanExporter::builder()
-        .with_http()
-        .build()
-        .map_err(|e| format!("otlp exporter: {e}"))?;
+    use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
+    // The exporter reads OTEL_EXPORTER_OTLP_* from the process environment
+    // itself; values that only a .env file set are handed over here.
+    let from_dotenv = |name: &str| {
+        std::env::var_os(name)
+            .is_none()
+            .then(|| crate::config::var(name))
+            .flatten()
+    };
+    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http();
+    if let Some(endpoint) = from_dotenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") {
+        builder = builder.with_endpoint(endpoint);
+    } else if std::env::var_os("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").is_none()
+        && let Some(base) = from_dotenv("OTEL_EXPORTER_OTLP_ENDPOINT")
+    {
+        builder = builder.with_endpoint(format!("{}/v1/traces", base.trim_end_matches('/')));
+    }
+    let headers = from_dotenv("OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+        .or_else(|| from_dotenv("OTEL_EXPORTER_OTLP_HEADERS"));
+    if let Some(headers) = headers {
+        let pairs = headers
+            .split(',')
+            .filter_map(|pair| pair.split_once('='))
+            .map(|(key, value)| (key.trim().to_string(), value.trim().to_string()))
+            .collect();
+        builder = builder.with_headers(pairs);
+    }
+    let exporter = builder.build().map_err(|e| format!("otlp exporter: {e}"))?;
     Ok(Arc::new(
         opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter).build(),
     ))

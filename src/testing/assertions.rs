@@ -242,7 +242,7 @@ impl Outcome {
         match self {
             Outcome::TimedOut { .. } => true,
             Outcome::Result(result) => {
-                let content = &result["structuredContent"];
+                let content = &content_json(result);
                 result["isError"] == true
                     && (content["status"] == "timed_out" || content["error"]["code"] == "timed_out")
             }
@@ -332,7 +332,7 @@ pub fn check_call(expect: &Expect, outcome: &Outcome) -> Vec<Mismatch> {
     }
     if let Some(expected) = &expect.structured_content {
         let actual = match outcome {
-            Outcome::Result(result) => result.get("structuredContent").cloned().unwrap_or(Value::Null),
+            Outcome::Result(result) => content_json(result),
             _ => Value::Null,
         };
         subset(expected, &actual, "structured_content", &mut out);
@@ -431,6 +431,20 @@ pub fn check_prompt(case: &PromptCase, answer: &PromptAnswer, listed: &[String])
         ));
     }
     out
+}
+
+/// The JSON of a result: its structuredContent, or — for a guard's error,
+/// which carries its JSON only as text (see `crate::server`) — the first
+/// text block parsed. Suites' `structured_content` is checked against this,
+/// so one expectation covers guard errors and built-in errors alike.
+fn content_json(result: &Value) -> Value {
+    if let Some(content) = result.get("structuredContent").filter(|c| !c.is_null()) {
+        return content.clone();
+    }
+    result["content"][0]["text"]
+        .as_str()
+        .and_then(|text| serde_json::from_str(text).ok())
+        .unwrap_or(Value::Null)
 }
 
 #[cfg(test)]

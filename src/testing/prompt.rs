@@ -152,9 +152,10 @@ fn parse_answer(out: &[u8]) -> Result<PromptAnswer, String> {
     })
 }
 
+/// Through the one guarded kill (never group 0, 1 or this process's own).
 fn kill_group(pgid: Option<u32>) {
-    if let Some(pid) = pgid.and_then(|p| i32::try_from(p).ok()) {
-        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    if let Some(pgid) = pgid {
+        crate::executor::sandbox::kill_group(pgid);
     }
 }
 

@@ -59,7 +59,8 @@ pub struct Expect {
     pub error_contains: Option<OneOrMany>,
     /// Case-sensitive substrings of the text content.
     pub text_contains: Option<OneOrMany>,
-    /// Recursive subset of structuredContent (see `assertions`).
+    /// Recursive subset of structuredContent (see `assertions`); for a
+    /// guard's error result, of the error JSON in its text.
     pub structured_content: Option<Value>,
     /// The call must time out (client-side, or a `timed_out` error result).
     pub expect_timeout: Option<bool>,

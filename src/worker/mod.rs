@@ -12,19 +12,35 @@ use std::io::{BufRead, Read, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 
-pub use protocol::{Request, Response, WORKER_ARG};
+pub use protocol::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
 use crate::error::{GuardError, codes};
 use crate::guard::Resources;
 use crate::registry::Registry;
 
-/// Largest request line a worker reads: the argument cap plus room for the
-/// envelope. The server enforces the argument cap before sending.
-const MAX_REQUEST_LINE: u64 = crate::limits::DEFAULT_MAX_ARGUMENT_BYTES as u64 + 64 * 1024;
+/// Largest request line a worker reads when the server does not say
+/// ([`MAX_REQUEST_ARG`]): the default argument cap plus the envelope.
+const DEFAULT_MAX_REQUEST_LINE: usize =
+    crate::limits::DEFAULT_MAX_ARGUMENT_BYTES + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES;
 
-/// Entry point of a guard worker process. Exit code 0 after answering; 3 when
-/// the protocol itself failed (the server then reports the diagnostics log).
-pub fn main(registry: &Registry) -> ExitCode {
+/// The largest request line a guard worker must read: this many bytes
+/// after `max_request_line(args)`, from the worker's arguments.
+pub fn max_request_line(args: impl IntoIterator<Item = std::ffi::OsString>) -> usize {
+    args.into_iter()
+        .filter_map(|arg| {
+            arg.to_str()
+                .and_then(|a| a.strip_prefix(MAX_REQUEST_ARG))
+                .and_then(|n| n.parse().ok())
+        })
+        .next()
+        .unwrap_or(DEFAULT_MAX_REQUEST_LINE)
+}
+
+/// Entry point of a guard worker process, reading a request of at most
+/// `max_request` bytes (the server's argument cap plus the envelope; see
+/// [`max_request_line`]). Exit code 0 after answering; 3 when the protocol
+/// itself failed (the server then reports the diagnostics log).
+pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
     kill_group_on_parent_death();
     let protocol_out = match redirect_stdout() {
         Ok(file) => file,
@@ -35,7 +51,7 @@ pub fn main(registry: &Registry) -> ExitCode {
     };
     let mut line = Vec::new();
     let stdin = std::io::stdin();
-    let read = stdin.lock().take(MAX_REQUEST_LINE).read_until(b'\n', &mut line);
+    let read = stdin.lock().take(max_request as u64).read_until(b'\n', &mut line);
     if let Err(error) = read {
         eprintln!("warden worker: cannot read request: {error}");
         return ExitCode::from(3);

@@ -12,6 +12,12 @@ use crate::error::GuardError;
 /// The hidden first argument that turns the application binary into a worker.
 pub const WORKER_ARG: &str = "__warden-worker";
 
+/// Prefix of the guard worker's second argument, `--max-request=<bytes>`:
+/// the largest request line it must read (the server's argument cap plus
+/// the envelope). Older servers do not send it; the worker then assumes
+/// the default cap.
+pub const MAX_REQUEST_ARG: &str = "--max-request=";
+
 /// What the server asks of a guard worker.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

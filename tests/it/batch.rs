@@ -334,8 +334,15 @@ async fn destructive_guards_are_refused_in_a_batch_but_not_directly() {
 
 #[tokio::test]
 async fn a_batch_takes_one_call_slot_and_is_rejected_busy_like_a_direct_call() {
-    // With both call slots held by direct calls, a batch is rejected server_busy at once.
-    let server = Server::start(TESTBED).await;
+    // With both call slots held by direct calls (and no admission wait), a batch is rejected server_busy at once.
+    let server = Server::start_with_env(
+        TESTBED,
+        &[
+            ("WARDEN_MAX_CONCURRENT_CALLS", "2"),
+            ("WARDEN_ADMISSION_WAIT_MS", "0"),
+        ],
+    )
+    .await;
     let slow = json!({"millis": 1500, "tag": "hold"});
     let started = Instant::now();
     let (a, b, rejected) = tokio::join!(

@@ -119,8 +119,15 @@ async fn a_guard_printing_to_stdout_cannot_corrupt_the_protocol() {
 
 #[tokio::test]
 async fn a_burst_beyond_the_call_slots_is_rejected_as_busy() {
-    // 2 slots: of 4 simultaneous slow calls, 2 run and 2 are told to retry.
-    let server = Server::start(TESTBED).await;
+    // 2 slots, no admission wait: of 4 simultaneous slow calls, 2 run and 2 are told to retry.
+    let server = Server::start_with_env(
+        TESTBED,
+        &[
+            ("WARDEN_MAX_CONCURRENT_CALLS", "2"),
+            ("WARDEN_ADMISSION_WAIT_MS", "0"),
+        ],
+    )
+    .await;
     let calls = (0..4).map(|i| server.call("slow_echo", json!({"millis": 1500, "tag": format!("t{i}")})));
     let results = futures_join_all(calls).await;
     let busy: Vec<_> = results

@@ -85,9 +85,19 @@ impl Server {
     }
 }
 
-/// Structured content of a result (always an object here).
+/// Structured content of a result (always an object here). A guard's error
+/// result carries its JSON as text only (no structuredContent, which would
+/// contradict the guard's output schema): then the text, parsed.
 pub fn structured(result: &CallToolResult) -> Value {
-    result.structured_content.clone().unwrap_or(Value::Null)
+    if let Some(content) = &result.structured_content {
+        return content.clone();
+    }
+    result
+        .content
+        .iter()
+        .find_map(|block| block.as_text())
+        .and_then(|text| serde_json::from_str(&text.text).ok())
+        .unwrap_or(Value::Null)
 }
 
 pub fn is_error(result: &CallToolResult) -> bool {

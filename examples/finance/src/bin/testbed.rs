@@ -58,7 +58,7 @@ fn sleep_in_process(input: InProcessSleep) -> Result<u64, GuardError> {
 /// Misbehave in the chosen way.
 #[derive(Deserialize, JsonSchema)]
 struct CrashInput {
-    /// panic | abort | oom | print | huge
+    /// panic | abort | oom | print | huge | files | bigfile | code:<error code to fail with>
     how: String,
 }
 
@@ -106,6 +106,11 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
             let _ = std::fs::remove_file(&path);
             result
         }
+        // A guard that puts caller input into its error code: events must
+        // still stay small.
+        code if code.starts_with("code:") => {
+            Err(GuardError::new(&code[5..], "failed with the requested code"))
+        }
         other => Err(GuardError::invalid_input(
             "how",
             format!("expected panic, abort, oom, print, huge, files or bigfile, got '{other}'"),
@@ -149,6 +154,8 @@ fn main() -> std::process::ExitCode {
     }
     warden_finance::app()
         .guard(guard(add_pure).pure())
+        // The same sum in a worker process: non-finite output is caught there too.
+        .guard(guard(add_pure).name("add_isolated"))
         .guard(guard(slow_echo).timeout(Duration::from_secs(5)))
         .guard(
             guard(sleep_in_process)

@@ -8,10 +8,11 @@ use warden::{GuardError, Resources};
 
 use crate::domain::quotes::{Quote, QuoteBook, QuoteInput};
 
-/// The CSV the quote guards read: `WARDEN_FINANCE_DATA`, else the file
-/// shipped next to this package.
+/// The CSV the quote guards read: `WARDEN_FINANCE_DATA` (environment or
+/// `.env`, through Warden's configuration), else the file shipped next to
+/// this package.
 pub fn data_path() -> PathBuf {
-    std::env::var_os("WARDEN_FINANCE_DATA")
+    warden::config::var_os("WARDEN_FINANCE_DATA")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/sample_market_data.csv")))
 }

@@ -5,6 +5,16 @@
 //! non-blocking writer with a bounded queue in *lossless* mode: when the disk
 //! falls behind, emitters wait rather than drop records or grow memory.
 //! Values (arguments, results, prompts, error text) are never written here.
+//!
+//! Every string that goes into a record — names, filenames, reasons, error
+//! types, however nested — passes through `push_value`, which cuts it at
+//! [`MAX_EVENT_STRING_BYTES`] with a visible marker, so no client or script
+//! can make one record large. The global log rotates by size
+//! (`rotate`); a task's own log stops at [`DEFAULT_TASK_EVENTS_MAX_BYTES`]
+//! with one `task_events_truncated` record. Both are opened without
+//! following links and created 0600.
+
+mod rotate;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +23,7 @@ use std::time::SystemTime;
 use serde_json::{Map, Value};
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 
+use crate::limits::{DEFAULT_TASK_EVENTS_MAX_BYTES, MAX_EVENT_STRING_BYTES};
 use crate::script::protocol::PureCall;
 
 /// Lines buffered between emitters and the writer thread: 8,192. When full,
@@ -55,7 +66,61 @@ pub struct Events {
     writer: Option<Arc<NonBlocking>>,
     /// A task's own events.jsonl, written in addition to the global log.
     /// Buffered; flushed by [`Events::flush_task_log`] when the task ends.
-    task_log: Option<Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>>,
+    task_log: Option<Arc<std::sync::Mutex<TaskLog>>>,
+}
+
+/// A task's own event log and how much of its byte cap it has used.
+struct TaskLog {
+    file: std::io::BufWriter<std::fs::File>,
+    written: u64,
+    max_bytes: u64,
+    /// Set once the cap was hit and the marker record written: later
+    /// records go to the global log only.
+    closed: bool,
+}
+
+impl TaskLog {
+    /// Appends `lines`, or — when they would cross the cap — one
+    /// `task_events_truncated` record in their place, then nothing more.
+    fn append(&mut self, lines: &[u8]) {
+        use std::io::Write as _;
+        if self.closed {
+            return;
+        }
+        if self.written + lines.len() as u64 <= self.max_bytes {
+            self.written += lines.len() as u64;
+            let _ = self.file.write_all(lines);
+            return;
+        }
+        self.closed = true;
+        let _ = self.file.write_all(&truncation_marker(lines, self.max_bytes));
+    }
+}
+
+/// The `task_events_truncated` record replacing `lines`: it carries the
+/// common fields of the first record it replaces.
+fn truncation_marker(lines: &[u8], max_bytes: u64) -> Vec<u8> {
+    let first = lines.split(|b| *b == b'\n').next().unwrap_or_default();
+    let replaced: Map<String, Value> = serde_json::from_slice(first).unwrap_or_default();
+    let mut extra = Map::new();
+    for key in [
+        "request_id",
+        "mode",
+        "tool",
+        "task_id",
+        "trace_id",
+        "span_id",
+        "pid",
+    ] {
+        extra.insert(key.into(), replaced.get(key).cloned().unwrap_or(Value::Null));
+    }
+    extra.insert("limit_bytes".into(), Value::from(max_bytes));
+    extra.insert(
+        "note".into(),
+        Value::from("this task's later records are in the global events.jsonl only"),
+    );
+    let origin = Origin::request("unknown", "");
+    record(&origin, "task_events_truncated", Value::Object(extra))
 }
 
 impl std::fmt::Debug for Events {
@@ -67,21 +132,24 @@ impl std::fmt::Debug for Events {
 }
 
 impl Events {
-    /// Opens `<dir>/events.jsonl` for appending. Keep the returned guard
-    /// alive until shutdown: dropping it flushes the queue.
-    pub fn open(dir: &Path) -> std::io::Result<(Self, WorkerGuard)> {
+    /// Opens `<dir>/events.jsonl` for appending, rotated at the size and
+    /// count of `limits` (`events_max_bytes`, `events_keep`). Keep the
+    /// returned guard alive until shutdown: dropping it flushes the queue.
+    pub fn open(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, WorkerGuard)> {
         std::fs::create_dir_all(dir)?;
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.join("events.jsonl"))?;
+        let file = rotate::RotatingFile::open(
+            dir.join("events.jsonl"),
+            limits.events_max_bytes,
+            limits.events_keep,
+            EVENT_WRITE_BUFFER,
+        )?;
         let (writer, guard) = NonBlockingBuilder::default()
             .lossy(false)
             .buffered_lines_limit(EVENT_QUEUE_LINES)
             .thread_name("warden-events")
             // The writer thread drains every queued line before it
             // flushes, so a burst of records becomes one write.
-            .finish(std::io::BufWriter::with_capacity(EVENT_WRITE_BUFFER, file));
+            .finish(file);
         Ok((
             Self {
                 writer: Some(Arc::new(writer)),
@@ -91,17 +159,21 @@ impl Events {
         ))
     }
 
-    /// A handle that also appends to `<task_dir>/events.jsonl`.
+    /// A handle that also appends to `<task_dir>/events.jsonl`, up to
+    /// [`DEFAULT_TASK_EVENTS_MAX_BYTES`] (the task lives at most its
+    /// deadline, but a script can emit two records per door call).
     pub fn with_task_log(&self, task_dir: &Path) -> Self {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(task_dir.join("events.jsonl"));
+        let file = rotate::open_log(&task_dir.join("events.jsonl"));
         Self {
             writer: self.writer.clone(),
-            task_log: file
-                .ok()
-                .map(|f| Arc::new(std::sync::Mutex::new(std::io::BufWriter::new(f)))),
+            task_log: file.ok().map(|file| {
+                Arc::new(std::sync::Mutex::new(TaskLog {
+                    file: std::io::BufWriter::new(file),
+                    written: 0,
+                    max_bytes: DEFAULT_TASK_EVENTS_MAX_BYTES,
+                    closed: false,
+                }))
+            }),
         }
     }
 
@@ -110,7 +182,7 @@ impl Events {
         if let Some(log) = &self.task_log
             && let Ok(mut log) = log.lock()
         {
-            let _ = std::io::Write::flush(&mut *log);
+            let _ = std::io::Write::flush(&mut log.file);
         }
     }
 
@@ -138,7 +210,7 @@ impl Events {
         if let Some(log) = &self.task_log
             && let Ok(mut log) = log.lock()
         {
-            let _ = std::io::Write::write_all(&mut *log, lines);
+            log.append(lines);
         }
         if let Some(writer) = &self.writer {
             let mut writer = (**writer).clone();
@@ -195,12 +267,63 @@ fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Va
     }
 }
 
-/// Appends `,"key":value`.
+/// Appends `,"key":value`. Every value of every record goes through here.
 fn push_pair(out: &mut Vec<u8>, key: &str, value: &Value) {
     out.push(b',');
-    let _ = serde_json::to_writer(&mut *out, key);
+    push_str(out, key);
     out.push(b':');
-    let _ = serde_json::to_writer(&mut *out, value);
+    push_value(out, value);
+}
+
+/// Appends `value` as JSON with every string in it — object keys included —
+/// cut by [`bounded`].
+fn push_value(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::String(text) => push_str(out, text),
+        Value::Array(items) => {
+            out.push(b'[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                push_value(out, item);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            out.push(b'{');
+            for (n, (key, item)) in map.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                push_str(out, key);
+                out.push(b':');
+                push_value(out, item);
+            }
+            out.push(b'}');
+        }
+        other => {
+            let _ = serde_json::to_writer(&mut *out, other);
+        }
+    }
+}
+
+/// Appends `text` as a JSON string, cut by [`bounded`].
+fn push_str(out: &mut Vec<u8>, text: &str) {
+    let _ = serde_json::to_writer(&mut *out, bounded(text).as_ref());
+}
+
+/// `text` when it is at most [`MAX_EVENT_STRING_BYTES`] long; else its
+/// start, cut at a character boundary, and `…[truncated N bytes]`.
+pub(crate) fn bounded(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.len() <= MAX_EVENT_STRING_BYTES {
+        return text.into();
+    }
+    let mut cut = MAX_EVENT_STRING_BYTES;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    format!("{}…[truncated {} bytes]", &text[..cut], text.len() - cut).into()
 }
 
 /// Appends `{"timestamp":…,"event_id":…,"event":…` (no closing brace).
@@ -212,7 +335,7 @@ fn push_head(out: &mut Vec<u8>, timestamp: &str, event_id: u64, event: &str) {
     push_id(&mut id, "evt", event_id);
     out.extend_from_slice(id.as_bytes());
     out.extend_from_slice(b"\",\"event\":");
-    let _ = serde_json::to_writer(&mut *out, event);
+    push_str(out, event);
 }
 
 /// The JSON line for one event, newline included.
@@ -278,7 +401,10 @@ pub fn pure_call_records(origin: &Origin, calls: &[PureCall<'_>]) -> Vec<u8> {
             r#","call_id":"{call_id}","status":"{}","error_type":"#,
             if call.ok { "success" } else { "failed" }
         );
-        let _ = serde_json::to_writer(&mut out, &call.error_type);
+        match call.error_type.as_deref() {
+            Some(code) => push_str(&mut out, code),
+            None => out.extend_from_slice(b"null"),
+        }
         let _ = write!(out, r#","duration_ms":{}}}"#, call.duration_ns as f64 / 1e6);
         out.push(b'\n');
         numbers += 3;
@@ -343,5 +469,60 @@ mod tests {
         }
         assert!(value["timestamp"].as_str().unwrap().ends_with('Z'));
         assert_eq!(value["status"], "x");
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn long_strings_are_cut_with_a_marker_everywhere_in_a_record() {
+        // A 1 MB tool name, nested value and key never enter a record whole; cuts are UTF-8 safe.
+        let huge = "é".repeat(500_000);
+        let origin = Origin::request("direct", &huge);
+        let line = record(
+            &origin,
+            "request_finished",
+            json!({"error_type": huge, "nested": {"filename": [huge.clone()]}, huge.clone(): 1}),
+        );
+        assert!(line.len() < 8 * MAX_EVENT_STRING_BYTES, "{} bytes", line.len());
+        let value: Value = serde_json::from_slice(&line).unwrap();
+        let tool = value["tool"].as_str().unwrap();
+        assert!(
+            tool.ends_with("…[truncated 998976 bytes]"),
+            "{} bytes",
+            tool.len()
+        );
+        assert!(
+            value["nested"]["filename"][0]
+                .as_str()
+                .unwrap()
+                .contains("…[truncated ")
+        );
+        assert_eq!(bounded("short"), "short");
+    }
+
+    #[test]
+    fn a_task_log_stops_at_its_cap_with_one_marker() {
+        // Records past the per-task cap are replaced by one task_events_truncated record.
+        let dir = tempfile::tempdir().unwrap();
+        let events = Events::disabled().with_task_log(dir.path());
+        if let Some(log) = &events.task_log {
+            log.lock().unwrap().max_bytes = 2_000;
+        }
+        let mut origin = Origin::request("script", "run_script");
+        origin.task_id = Some("task_1".into());
+        for _ in 0..100 {
+            events.emit(&origin, "function_call_started", json!({"function": "f"}));
+        }
+        events.flush_task_log();
+        let text = std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap();
+        assert!(text.len() < 3_000, "{}", text.len());
+        let last: Value = serde_json::from_str(text.lines().last().unwrap()).unwrap();
+        assert_eq!(last["event"], "task_events_truncated");
+        assert_eq!(last["task_id"], "task_1");
+        assert_eq!(text.matches("task_events_truncated").count(), 1);
     }
 }

@@ -1,0 +1,228 @@
+//! Retention of the task store: by count, total bytes and age, off the
+//! request path.
+//!
+//! Deleting a deep or large task tree can take seconds; done when a task
+//! starts, it froze every request for as long. Here a task start only
+//! *asks* for a pass: one dedicated thread per store (started on the first
+//! request) runs passes one at a time, and requests that arrive during a
+//! pass coalesce into one more pass. A directory to remove is first renamed
+//! to `.trash-<id>` (one syscall, so it leaves every listing at once), then
+//! deleted. Running tasks — this server's, or any task without
+//! `result.json` younger than [`RUNNING_GRACE`] — are never removed.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, SystemTime};
+
+/// How long a task without `result.json` is assumed to be running: 1 h,
+/// longer than any task may run.
+pub const RUNNING_GRACE: Duration = Duration::from_secs(3600);
+
+/// Prefix of a directory being deleted.
+pub const TRASH_PREFIX: &str = ".trash-";
+
+/// What a pass keeps.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub keep: usize,
+    pub max_bytes: u64,
+    pub max_age: Duration,
+}
+
+/// One task directory as a pass sees it, newest first.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub id: String,
+    pub age: Duration,
+    pub finished: bool,
+    pub running_here: bool,
+    pub bytes: u64,
+}
+
+/// Which entries a pass removes: beyond `keep`, older than `max_age`, or
+/// once the newer ones have used up `max_bytes` — never a running one.
+pub fn doomed(entries: &[Entry], policy: Policy) -> Vec<String> {
+    let mut total = 0u64;
+    let mut kept = 0usize;
+    let mut out = Vec::new();
+    for entry in entries {
+        let running = entry.running_here || (!entry.finished && entry.age <= RUNNING_GRACE);
+        if running {
+            total += entry.bytes;
+            kept += 1;
+            continue;
+        }
+        let over =
+            kept >= policy.keep || entry.age > policy.max_age || total + entry.bytes > policy.max_bytes;
+        if over {
+            out.push(entry.id.clone());
+        } else {
+            total += entry.bytes;
+            kept += 1;
+        }
+    }
+    out
+}
+
+/// Pending work of the retention thread.
+#[derive(Default)]
+struct State {
+    pending: bool,
+    started: bool,
+    /// Passes completed, for tests and waiting callers.
+    passes: u64,
+}
+
+/// The retention thread of one store.
+#[derive(Default)]
+pub struct Pruner {
+    state: Mutex<State>,
+    wake: Condvar,
+    /// Sizes of finished task directories, measured once.
+    sizes: Mutex<HashMap<String, u64>>,
+}
+
+/// One retention pass over a store, run on the retention thread.
+pub trait Pass: Send + 'static {
+    fn run(&self);
+}
+
+impl Pruner {
+    /// Asks for a pass; returns at once. Starts the thread on first use.
+    pub fn request<P: Pass>(self: &Arc<Self>, pass: impl FnOnce() -> P) {
+        let mut state = lock(&self.state);
+        state.pending = true;
+        if !state.started {
+            state.started = true;
+            let pruner = self.clone();
+            let pass = pass();
+            let spawned = std::thread::Builder::new()
+                .name("warden-retention".into())
+                .spawn(move || pruner.serve(pass));
+            if spawned.is_err() {
+                // No thread: retention waits for the next request.
+                state.started = false;
+            }
+        }
+        self.wake.notify_one();
+    }
+
+    fn serve<P: Pass>(&self, pass: P) {
+        loop {
+            {
+                let mut state = lock(&self.state);
+                while !state.pending {
+                    state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                state.pending = false;
+            }
+            pass.run();
+            lock(&self.state).passes += 1;
+            self.wake.notify_all();
+        }
+    }
+
+    /// Passes completed so far.
+    pub fn passes(&self) -> u64 {
+        lock(&self.state).passes
+    }
+
+    /// The size of a finished task directory, measured once.
+    pub fn size_of(&self, id: &str, dir: &Path) -> u64 {
+        if let Some(size) = lock(&self.sizes).get(id) {
+            return *size;
+        }
+        let size = disk_usage(dir, 0);
+        lock(&self.sizes).insert(id.to_string(), size);
+        size
+    }
+
+    /// Renames `root/id` out of sight and deletes it.
+    pub fn remove(&self, root: &Path, id: &str) {
+        lock(&self.sizes).remove(id);
+        let trash: PathBuf = root.join(format!("{TRASH_PREFIX}{id}"));
+        if std::fs::rename(root.join(id), &trash).is_ok() {
+            let _ = std::fs::remove_dir_all(trash);
+        }
+    }
+}
+
+/// Bytes under `dir`, not following links, at most 64 levels down.
+fn disk_usage(dir: &Path, depth: usize) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut total = 0;
+    for entry in entries.flatten() {
+        let Ok(meta) = entry.path().symlink_metadata() else {
+            continue;
+        };
+        if meta.is_dir() && depth < 64 {
+            total += disk_usage(&entry.path(), depth + 1);
+        } else {
+            total += meta.len();
+        }
+    }
+    total
+}
+
+/// The age of a path by its modification time.
+pub fn age(meta: &std::fs::Metadata) -> Duration {
+    meta.modified()
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .unwrap_or_default()
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, hours: u64, finished: bool, bytes: u64) -> Entry {
+        Entry {
+            id: id.into(),
+            age: Duration::from_secs(hours * 3600),
+            finished,
+            running_here: false,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn count_bytes_and_age_each_remove_old_finished_tasks_only() {
+        // Newest first: count, byte budget and age each doom old finished tasks; running ones stay.
+        let policy = Policy {
+            keep: 3,
+            max_bytes: 100,
+            max_age: Duration::from_secs(48 * 3600),
+        };
+        let entries = vec![
+            entry("a", 0, true, 40),
+            entry("b", 0, false, 500),
+            entry("c", 1, true, 50),
+            entry("d", 2, true, 20),
+            entry("e", 3, true, 1),
+            entry("f", 100, true, 1),
+        ];
+        // b is running: kept, and its 500 bytes count, so every older finished
+        // task is over the 100-byte budget.
+        assert_eq!(doomed(&entries, policy), vec!["c", "d", "e", "f"]);
+        let roomy = Policy {
+            max_bytes: u64::MAX,
+            ..policy
+        };
+        // Count: a, b, c kept; d, e beyond 3; f also too old.
+        assert_eq!(doomed(&entries, roomy), vec!["d", "e", "f"]);
+        let many = Policy {
+            keep: 100,
+            max_bytes: u64::MAX,
+            ..policy
+        };
+        assert_eq!(doomed(&entries, many), vec!["f"]);
+    }
+}

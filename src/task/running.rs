@@ -1,0 +1,108 @@
+//! The tasks this server is running, so that they can be cancelled when
+//! the server stops or its client goes away.
+//!
+//! A [`super::Task`] registers its request's cancellation token when it
+//! begins and removes it when its record is written (or when it is
+//! dropped). [`super::TaskRunner::shutdown`] cancels them all and waits for
+//! the map to empty; [`CancelOnEof`] cancels them all when the stdio input
+//! ends. A cancelled task ends through its normal path and is recorded
+//! `cancelled`.
+
+use std::collections::HashMap;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, ReadBuf};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Running tasks' tokens by task id; `done` is notified on every removal.
+#[derive(Default)]
+pub struct Running {
+    tokens: Mutex<HashMap<String, CancellationToken>>,
+    pub done: Notify,
+}
+
+impl Running {
+    pub fn insert(&self, id: &str, token: &CancellationToken) {
+        lock(&self.tokens).insert(id.to_string(), token.clone());
+    }
+
+    pub fn remove(&self, id: &str) {
+        lock(&self.tokens).remove(id);
+        self.done.notify_waiters();
+    }
+
+    pub fn count(&self) -> usize {
+        lock(&self.tokens).len()
+    }
+
+    /// Cancels every running task; returns at once.
+    pub fn cancel_all(&self) {
+        for token in lock(&self.tokens).values() {
+            token.cancel();
+        }
+    }
+}
+
+/// The server's input, cancelling every running task when it ends.
+///
+/// The MCP stdio transport, at the end of its input, waits a few seconds
+/// for in-flight requests before it cancels them; a task's client that
+/// closed the pipe is gone, so its tasks are cancelled at the end of input
+/// itself (a read error counts as the end too).
+pub struct CancelOnEof<R> {
+    input: R,
+    running: Arc<Running>,
+}
+
+impl<R> CancelOnEof<R> {
+    pub fn new(input: R, running: Arc<Running>) -> Self {
+        Self { input, running }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for CancelOnEof<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let wanted = buf.remaining() > 0;
+        let polled = Pin::new(&mut self.input).poll_read(cx, buf);
+        let ended = match &polled {
+            Poll::Ready(Ok(())) => wanted && buf.filled().len() == before,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        if ended {
+            self.running.cancel_all();
+        }
+        polled
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn the_end_of_input_cancels_running_tasks() {
+        // Bytes pass through untouched; the read that hits the end cancels every token.
+        let running = Arc::new(Running::default());
+        let token = CancellationToken::new();
+        running.insert("task_a", &token);
+        let mut input = CancelOnEof::new(&b"hello"[..], running.clone());
+        let mut text = String::new();
+        input.read_to_string(&mut text).await.expect("read");
+        assert_eq!(text, "hello");
+        assert!(token.is_cancelled());
+    }
+}
