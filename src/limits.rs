@@ -590,9 +590,9 @@ pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 // rendered by `crate::script::charts` inside the script worker). A chart
 // that breaks one of these is refused with a catchable script error
 // (`chart_too_large`, naming the option or `rows`) before anything is
-// drawn. What is written still counts as one file against the task's
-// artifact limits (DEFAULT_MAX_ARTIFACT_BYTES and any per-task quota),
-// exactly like write_artifact of text; none of these bound that.
+// drawn. A written chart or report is one file like any write_artifact:
+// it counts against DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_TASK_MAX_FILES and
+// DEFAULT_TASK_MAX_BYTES; none of the constants below bound those.
 
 /// Default chart size when `width`/`height` are not given: 800 × 500 pixels.
 pub const CHART_DEFAULT_WIDTH: u32 = 800;
@@ -637,6 +637,15 @@ pub const CHART_MAX_LABEL_CHARS: usize = 200;
 pub const REPORT_MAX_SECTIONS: usize = 100;
 /// See [`REPORT_MAX_SECTIONS`].
 pub const REPORT_MAX_TABLE_ROWS: usize = 500;
+
+/// PNG artifacts a `run_script`/`run_coding_task` result carries as MCP
+/// image content, so a client shows them without another call: at most 8,
+/// in the order of the result's artifact list, and only while the whole
+/// tool result (its JSON twice — structuredContent and the text mirror —
+/// plus the base64 of the images) stays within [`MAX_INLINE_RESULT_BYTES`].
+/// A PNG that does not fit is still a `resource_link` (every artifact is),
+/// to read with `resources/read` or `read_artifact`.
+pub const MAX_RESULT_IMAGES: usize = 8;
 
 #[cfg(test)]
 mod tests {

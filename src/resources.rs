@@ -5,6 +5,8 @@
 //! URI returns the whole file (text, or base64 for binary data) through the
 //! same safe-path checks as `read_artifact`. Files larger than one
 //! `read_artifact` chunk are refused with a pointer to `read_artifact`.
+//! PNG artifacts also travel inline as image content ([`images`]) while
+//! they fit the result size cap, so a client shows charts at once.
 
 use base64::Engine as _;
 use rmcp::ErrorData;
@@ -12,7 +14,10 @@ use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, 
 use serde_json::Value;
 
 use crate::artifacts::{ArtifactStore, Encoding, mime_type};
-use crate::limits::MAX_READ_CHUNK_BYTES;
+use crate::limits::{MAX_INLINE_RESULT_BYTES, MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
+
+/// Base64 of the 8-byte PNG signature's first 6 bytes: every PNG starts so.
+const PNG_BASE64_START: &str = "iVBORw0K";
 
 /// URI prefix of task artifacts.
 pub const SCHEME: &str = "warden://artifacts/";
@@ -40,6 +45,46 @@ pub fn links(result: &Value) -> Vec<ContentBlock> {
             Some(ContentBlock::resource_link(resource))
         })
         .collect()
+}
+
+/// Image content for the PNG `artifacts` of a task result, in list order:
+/// at most [`MAX_RESULT_IMAGES`], and only while the tool result — the
+/// result JSON twice (structuredContent and its text mirror) plus the
+/// images' base64 — stays within [`MAX_INLINE_RESULT_BYTES`]. A PNG that
+/// does not fit, or is not really a PNG, is left to its resource link.
+pub fn images(store: &ArtifactStore, result: &Value) -> Vec<ContentBlock> {
+    let Some(task_id) = result.get("task_id").and_then(Value::as_str) else {
+        return Vec::new();
+    };
+    let Some(artifacts) = result.get("artifacts").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    let json_bytes = serde_json::to_vec(result).map(|v| v.len()).unwrap_or(usize::MAX / 2);
+    let mut budget = MAX_INLINE_RESULT_BYTES.saturating_sub(json_bytes.saturating_mul(2));
+    let mut images = Vec::new();
+    for path in artifacts.iter().filter_map(|a| a.get("path")?.as_str()) {
+        if images.len() == MAX_RESULT_IMAGES || budget == 0 {
+            break;
+        }
+        if mime_type(path) != "image/png" {
+            continue;
+        }
+        // Base64 is 4 bytes per 3: read at most what fits once encoded.
+        let fits = (budget / 4 * 3).min(MAX_READ_CHUNK_BYTES);
+        if fits == 0 {
+            break;
+        }
+        let Ok(chunk) = store.read(task_id, path, 0, fits, Encoding::Base64) else {
+            continue;
+        };
+        let data = chunk["content"].as_str().unwrap_or_default();
+        if !chunk["next_offset"].is_null() || !data.starts_with(PNG_BASE64_START) {
+            continue;
+        }
+        budget = budget.saturating_sub(data.len());
+        images.push(ContentBlock::image(data, "image/png"));
+    }
+    images
 }
 
 /// `resources/read` for an artifact URI.

@@ -116,13 +116,15 @@ impl WardenServer {
         crate::telemetry::end(&origin.trace, &status, error_type.as_str());
         match outcome {
             Ok(value) => {
-                let links = crate::resources::links(&value);
+                // PNG charts inline (within the result cap), then a link per artifact.
+                let mut content = crate::resources::images(&self.tasks.store, &value);
+                content.extend(crate::resources::links(&value));
                 let mut result = if status == "success" {
                     CallToolResult::structured(value)
                 } else {
                     CallToolResult::structured_error(value)
                 };
-                result.content.extend(links);
+                result.content.extend(content);
                 result
             }
             Err(error) => {

@@ -33,6 +33,13 @@ Rules:
   write_artifact(filename, content, "base64")
   read_written_artifact(filename)            // reads back a file you wrote
   to_csv(rows, ["col1", "col2"])             // rows: array of maps -> CSV text
+  line_chart(rows, #{x: "col", y: "col", title: "..."})   // also bar_chart, scatter_chart; y may be
+                                             // ["a", "b"]; series: "col" splits rows into lines;
+                                             // x_label, y_label, width, height (px) are optional
+  heatmap(rows, #{x: "spot", y: "vol", z: "price", title: "..."})  // one row per (x, y)
+  write_artifact("surface.png", chart)       // draws a chart as .png or .svg (by the extension)
+  report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading: "...",
+    text: "..."}, #{heading: "...", table: rows}, #{heading: "...", chart: chart}]})  // report.html
   print(value)
 - There is no file system, network, eval or import.
 - Finish by calling final_answer(#{task_type: ..., summary: "...", metrics: #{...}, assumptions: [...]}):

@@ -385,6 +385,7 @@ impl ArtifactStore {
             "task_id": task_id,
             "filename": filename,
             "encoding": encoding,
+            "mime_type": mime_type(filename),
             "content": chunk.content,
             "size_bytes": chunk.size_bytes,
             "offset": offset,
@@ -464,9 +465,11 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// A MIME type from the file extension, for list_artifacts.
+/// A MIME type from the file extension (any case), for list_artifacts,
+/// read_artifact, resource links and image content.
 pub fn mime_type(name: &str) -> &'static str {
-    match name.rsplit('.').next().unwrap_or("") {
+    let extension = name.rsplit('.').next().unwrap_or("").to_ascii_lowercase();
+    match extension.as_str() {
         "csv" => "text/csv",
         "json" => "application/json",
         "jsonl" => "application/x-ndjson",

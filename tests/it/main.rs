@@ -4,6 +4,7 @@
 mod agent;
 mod batch;
 mod catalogue;
+mod charts;
 mod common;
 mod executor;
 mod fake_model;
