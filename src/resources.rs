@@ -59,7 +59,9 @@ pub fn images(store: &ArtifactStore, result: &Value) -> Vec<ContentBlock> {
     let Some(artifacts) = result.get("artifacts").and_then(Value::as_array) else {
         return Vec::new();
     };
-    let json_bytes = serde_json::to_vec(result).map(|v| v.len()).unwrap_or(usize::MAX / 2);
+    let json_bytes = serde_json::to_vec(result)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX / 2);
     let mut budget = MAX_INLINE_RESULT_BYTES.saturating_sub(json_bytes.saturating_mul(2));
     let mut images = Vec::new();
     for path in artifacts.iter().filter_map(|a| a.get("path")?.as_str()) {

@@ -33,9 +33,11 @@ Rules:
   write_artifact(filename, content, "base64")
   read_written_artifact(filename)            // reads back a file you wrote
   to_csv(rows, ["col1", "col2"])             // rows: array of maps -> CSV text
-  line_chart(rows, #{x: "col", y: "col", title: "..."})   // also bar_chart, scatter_chart; y may be
-                                             // ["a", "b"]; series: "col" splits rows into lines;
-                                             // x_label, y_label, width, height (px) are optional
+  line_chart(rows, #{x: "col", y: "col", title: "..."})  // returns a chart; y may be ["a", "b"];
+                                             // series: "col" makes one line per value; x_label,
+                                             // y_label, width, height (px) are optional
+  scatter_chart(rows, #{...})                // same options as line_chart
+  bar_chart(rows, #{x: "label_col", y: "col", title: "..."})  // one bar (group) per row
   heatmap(rows, #{x: "spot", y: "vol", z: "price", title: "..."})  // one row per (x, y)
   write_artifact("surface.png", chart)       // draws a chart as .png or .svg (by the extension)
   report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading: "...",
@@ -132,6 +134,17 @@ pub fn status_rule() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rules_list_the_chart_helpers() {
+        // Pins the prompt to the chart helpers a script really has.
+        for name in crate::script::charts::HELPERS {
+            assert!(
+                RULES.contains(&format!("{name}(")),
+                "{name} missing from the prompt"
+            );
+        }
+    }
 
     #[test]
     fn the_status_rule_names_each_task_type_once() {

@@ -11,7 +11,10 @@ use crate::error::GuardError;
 ///
 /// Every guard is a function taking an object map, e.g. `price_option_t(#{option_type: "call", spot: 100.0, ...})`,
 /// returning a map. Helpers: `write_artifact(filename, content[, "utf-8"|"base64"])` writes outputs/<filename>
-/// (1 MiB max), `read_written_artifact(filename)`, `to_csv(rows[, columns])`, `print(..)`, and
+/// (1 MiB max), `read_written_artifact(filename)`, `to_csv(rows[, columns])`, `print(..)`, charts
+/// `line_chart|bar_chart|scatter_chart(rows, #{x, y, title})` and `heatmap(rows, #{x, y, z, title})`
+/// written with `write_artifact("name.png"|"name.svg", chart)` (PNGs also come back as image content),
+/// `report(#{title, answer, sections: [#{heading, text|table|chart}]})` → report.html, and
 /// `final_answer(#{task_type: "analysis"|"no_action"|"needs_input"|"unsupported"|"failed", summary, metrics, assumptions})`.
 /// Guard errors are catchable: `try { … } catch (e) { e.code; e.message }`. No files, network or eval.
 /// Returns {request_id, task_id, task_dir, status, task_type, summary, metrics, assumptions, artifacts, value, output}.

@@ -55,7 +55,10 @@ async fn a_scenario_heatmap_comes_back_as_image_content_and_a_report() {
         .await;
     let value = structured(&result);
     assert_eq!(value["status"], "success", "{value}");
-    assert_eq!(value["output"], "options.y\n", "a bad chart option is a catchable error naming it");
+    assert_eq!(
+        value["output"], "options.y\n",
+        "a bad chart option is a catchable error naming it"
+    );
     let paths: Vec<&str> = value["artifacts"]
         .as_array()
         .expect("artifacts")

@@ -11,7 +11,7 @@ use plotters::coord::types::RangedCoordf64;
 use plotters::prelude::*;
 
 use super::font::{self, FAMILY};
-use super::spec::{Chart, Data, Kind, Series};
+use super::spec::{Chart, Data, Kind, Series, short};
 use crate::error::GuardError;
 
 /// Series colours, in order (Tableau 10 and two more; 12 = the series limit).
@@ -100,7 +100,9 @@ pub fn viridis(t: f64) -> RGBColor {
 fn span(values: impl Iterator<Item = f64>, pad: f64) -> (f64, f64) {
     let (mut low, mut high) = values
         .filter(|v| v.is_finite())
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| (l.min(v), h.max(v)));
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), v| {
+            (l.min(v), h.max(v))
+        });
     if !low.is_finite() {
         return (0.0, 1.0);
     }
@@ -111,18 +113,6 @@ fn span(values: impl Iterator<Item = f64>, pad: f64) -> (f64, f64) {
     }
     let p = (high - low) * pad;
     (low - p, high + p)
-}
-
-/// A tick label: short, no trailing zeros.
-pub fn short(v: f64) -> String {
-    if v == 0.0 {
-        return "0".into();
-    }
-    if v.abs() >= 1e6 || v.abs() < 1e-3 {
-        return format!("{v:.2e}");
-    }
-    let text = format!("{v:.4}");
-    text.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 fn draw<DB: DrawingBackend>(chart: &Chart, root: &DrawingArea<DB, Shift>) -> Result<(), GuardError> {
@@ -293,7 +283,10 @@ fn heatmap<DB: DrawingBackend>(
         let z = (*z)?;
         let (ix, iy) = ((k % nx) as f64, (k / nx) as f64);
         let c = viridis((z - z0) / (z1 - z0));
-        Some(Rectangle::new([(ix - 0.5, iy - 0.5), (ix + 0.5, iy + 0.5)], c.filled()))
+        Some(Rectangle::new(
+            [(ix - 0.5, iy - 0.5), (ix + 0.5, iy + 0.5)],
+            c.filled(),
+        ))
     });
     ctx.draw_series(rects).map_err(drawing)?;
     let mut bar = ChartBuilder::on(&scale)

@@ -19,7 +19,15 @@ use crate::limits::{REPORT_MAX_SECTIONS, REPORT_MAX_TABLE_ROWS};
 /// Default file name of the page.
 pub const DEFAULT_FILENAME: &str = "report.html";
 
-const OPTIONS: [&str; 7] = ["title", "sections", "answer", "summary", "metrics", "assumptions", "filename"];
+const OPTIONS: [&str; 7] = [
+    "title",
+    "sections",
+    "answer",
+    "summary",
+    "metrics",
+    "assumptions",
+    "filename",
+];
 
 const STYLE: &str = "body{font-family:sans-serif;margin:2em auto;max-width:1100px;color:#222;padding:0 1em}\
 h1{border-bottom:2px solid #ccc;padding-bottom:.3em}table{border-collapse:collapse;margin:.5em 0}\
@@ -47,10 +55,15 @@ pub fn escape(text: &str) -> String {
 pub fn filename(options: &Map) -> Result<String, GuardError> {
     match options.get("filename") {
         None => Ok(DEFAULT_FILENAME.into()),
-        Some(v) if v.is_string() && v.to_string().to_ascii_lowercase().ends_with(".html") => Ok(v.to_string()),
+        Some(v) if v.is_string() && v.to_string().to_ascii_lowercase().ends_with(".html") => {
+            Ok(v.to_string())
+        }
         Some(v) => Err(invalid(
             "report.filename",
-            format!("expected a name ending in .html, got {}", super::spec::clip(&v.to_string(), 60)),
+            format!(
+                "expected a name ending in .html, got {}",
+                super::spec::clip(&v.to_string(), 60)
+            ),
         )),
     }
 }
@@ -61,7 +74,10 @@ pub fn html(options: &Map) -> Result<String, GuardError> {
         if !OPTIONS.contains(&key.as_str()) {
             return Err(invalid(
                 format!("report.{key}"),
-                format!("report has no option '{key}'; expected one of {}", OPTIONS.join(", ")),
+                format!(
+                    "report has no option '{key}'; expected one of {}",
+                    OPTIONS.join(", ")
+                ),
             ));
         }
     }
@@ -82,7 +98,10 @@ pub fn html(options: &Map) -> Result<String, GuardError> {
         escape(&title)
     );
     if let Some(summary) = pick("summary") {
-        page.push_str(&format!("<p class=\"summary\">{}</p>\n", escape(&summary.to_string())));
+        page.push_str(&format!(
+            "<p class=\"summary\">{}</p>\n",
+            escape(&summary.to_string())
+        ));
     }
     if let Some(metrics) = pick("metrics") {
         let metrics = metrics
@@ -111,7 +130,10 @@ pub fn html(options: &Map) -> Result<String, GuardError> {
     if sections.len() > REPORT_MAX_SECTIONS {
         return Err(super::spec::too_large(
             "report.sections",
-            format!("{} sections; the limit is {REPORT_MAX_SECTIONS}: split the report", sections.len()),
+            format!(
+                "{} sections; the limit is {REPORT_MAX_SECTIONS}: split the report",
+                sections.len()
+            ),
         ));
     }
     for (i, section) in sections.iter().enumerate() {
@@ -190,7 +212,10 @@ fn table(field: &str, rows: &Array, columns: Option<&Dynamic>) -> Result<String,
             .ok_or_else(|| invalid(format!("{field}.columns"), "expected an array of column names"))?,
         None => rows
             .first()
-            .and_then(|r| r.read_lock::<Map>().map(|m| m.keys().map(|k| k.to_string()).collect()))
+            .and_then(|r| {
+                r.read_lock::<Map>()
+                    .map(|m| m.keys().map(|k| k.to_string()).collect())
+            })
             .unwrap_or_default(),
     };
     let mut out = String::from("<table><tr>");

@@ -110,7 +110,10 @@ pub fn build(kind: Kind, rows: &Array, options: &Map) -> Result<Chart, GuardErro
         if !known.contains(&key.as_str()) {
             return Err(invalid(
                 format!("options.{key}"),
-                format!("{helper} has no option '{key}'; expected one of {}", known.join(", ")),
+                format!(
+                    "{helper} has no option '{key}'; expected one of {}",
+                    known.join(", ")
+                ),
             ));
         }
     }
@@ -181,16 +184,25 @@ fn y_columns(options: &Map, helper: &str) -> Result<Vec<String>, GuardError> {
     let Some(items) = value.read_lock::<Array>() else {
         return Err(invalid(
             "options.y",
-            format!("expected a column name or an array of them, got {}", value.type_name()),
+            format!(
+                "expected a column name or an array of them, got {}",
+                value.type_name()
+            ),
         ));
     };
     if items.is_empty() || items.iter().any(|i| !i.is_string()) {
-        return Err(invalid("options.y", "expected a non-empty array of column names (strings)"));
+        return Err(invalid(
+            "options.y",
+            "expected a non-empty array of column names (strings)",
+        ));
     }
     if items.len() > CHART_MAX_SERIES {
         return Err(too_large(
             "options.y",
-            format!("{} y columns; at most {CHART_MAX_SERIES} series fit in one chart", items.len()),
+            format!(
+                "{} y columns; at most {CHART_MAX_SERIES} series fit in one chart",
+                items.len()
+            ),
         ));
     }
     Ok(items.iter().map(|i| i.to_string()).collect())
@@ -226,6 +238,18 @@ pub fn clip(text: &str, max: usize) -> String {
     cut
 }
 
+/// A number as a short label: no trailing zeros, exponent when tiny or huge.
+pub fn short(v: f64) -> String {
+    if v == 0.0 {
+        return "0".into();
+    }
+    if v.abs() >= 1e6 || v.abs() < 1e-3 {
+        return format!("{v:.2e}");
+    }
+    let text = format!("{v:.4}");
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
 fn side(options: &Map, key: &str, default: u32, min: u32) -> Result<u32, GuardError> {
     let Some(value) = options.get(key) else {
         return Ok(default);
@@ -259,7 +283,10 @@ fn side(options: &Map, key: &str, default: u32, min: u32) -> Result<u32, GuardEr
 
 fn row_maps(rows: &Array) -> Result<Vec<Map>, GuardError> {
     if rows.is_empty() {
-        return Err(invalid("rows", "no rows to draw; pass an array of maps with at least one row"));
+        return Err(invalid(
+            "rows",
+            "no rows to draw; pass an array of maps with at least one row",
+        ));
     }
     rows.iter()
         .enumerate()
@@ -267,7 +294,10 @@ fn row_maps(rows: &Array) -> Result<Vec<Map>, GuardError> {
             row.read_lock::<Map>().map(|m| m.clone()).ok_or_else(|| {
                 invalid(
                     format!("rows[{i}]"),
-                    format!("expected an object map like #{{x: 1.0, y: 2.0}}, got {}", row.type_name()),
+                    format!(
+                        "expected an object map like #{{x: 1.0, y: 2.0}}, got {}",
+                        row.type_name()
+                    ),
                 )
             })
         })
@@ -306,7 +336,10 @@ fn number(row: &Map, index: usize, column: &str) -> Result<Option<f64>, GuardErr
             )
         })?;
     if !n.is_finite() {
-        return Err(invalid(field(), format!("{n} cannot be drawn; leave such rows out")));
+        return Err(invalid(
+            field(),
+            format!("{n} cannot be drawn; leave such rows out"),
+        ));
     }
     Ok(Some(n))
 }
@@ -319,7 +352,9 @@ fn count_points(total: usize) -> Result<(), GuardError> {
     if total > CHART_MAX_POINTS {
         return Err(too_large(
             "rows",
-            format!("{total} points; the limit is {CHART_MAX_POINTS} per chart: aggregate or sample the rows first"),
+            format!(
+                "{total} points; the limit is {CHART_MAX_POINTS} per chart: aggregate or sample the rows first"
+            ),
         ));
     }
     Ok(())
@@ -366,7 +401,10 @@ fn xy_series(
     }
     count_points(total)?;
     if total == 0 {
-        return Err(invalid("rows", format!("no row has both '{x}' and a y value to draw")));
+        return Err(invalid(
+            "rows",
+            format!("no row has both '{x}' and a y value to draw"),
+        ));
     }
     Ok(order
         .into_iter()
@@ -397,7 +435,11 @@ fn bars(rows: &[Map], x: &str, ys: &[String]) -> Result<Data, GuardError> {
                 format!("row has no column '{x}' for the bar label; fix options.x or add the value"),
             ));
         };
-        categories.push(clip(&label.to_string(), 40));
+        let label = match label.as_float() {
+            Ok(f) => short(f),
+            Err(_) => label.to_string(),
+        };
+        categories.push(clip(&label, 40));
         for (s, y) in series.iter_mut().zip(ys) {
             let height = number(row, i, y)?.unwrap_or(f64::NAN);
             s.points.push((i as f64, height));
@@ -417,7 +459,10 @@ fn grid(rows: &[Map], x: &str, y: &str, z: &str, z_label: String) -> Result<Data
         }
     }
     if triples.is_empty() {
-        return Err(invalid("rows", format!("no row has '{x}', '{y}' and '{z}' values to draw")));
+        return Err(invalid(
+            "rows",
+            format!("no row has '{x}', '{y}' and '{z}' values to draw"),
+        ));
     }
     let distinct = |pick: fn(&(usize, f64, f64, f64)) -> f64| {
         let mut values: Vec<f64> = triples.iter().map(pick).collect();
@@ -446,7 +491,9 @@ fn grid(rows: &[Map], x: &str, y: &str, z: &str, z_label: String) -> Result<Data
         if cell.is_some() {
             return Err(invalid(
                 format!("rows[{i}]"),
-                format!("a second row for {x} = {xv}, {y} = {yv}; a heatmap needs one row per ({x}, {y}) pair"),
+                format!(
+                    "a second row for {x} = {xv}, {y} = {yv}; a heatmap needs one row per ({x}, {y}) pair"
+                ),
             ));
         }
         *cell = Some(zv);

@@ -184,8 +184,16 @@ fn bad_input_names_the_option_or_row_and_the_fix() {
     let rows = xy_rows(3);
     let error = refused(Kind::Line, &rows, map(&[("x", s("x"))]));
     assert_eq!(error.field.as_deref(), Some("options.y"));
-    assert!(error.message.contains("needs the column name"), "{}", error.message);
-    let error = refused(Kind::Line, &rows, map(&[("x", s("x")), ("y", s("y")), ("colour", s("red"))]));
+    assert!(
+        error.message.contains("needs the column name"),
+        "{}",
+        error.message
+    );
+    let error = refused(
+        Kind::Line,
+        &rows,
+        map(&[("x", s("x")), ("y", s("y")), ("colour", s("red"))]),
+    );
     assert!(error.message.contains("no option 'colour'"), "{}", error.message);
     let error = refused(Kind::Line, &rows, map(&[("x", s("x")), ("y", s("price"))]));
     assert_eq!(error.field.as_deref(), Some("rows[0].price"));
@@ -217,7 +225,10 @@ fn a_report_escapes_script_text_and_embeds_charts_inline() {
     let options = map(&[("x", s("x")), ("y", s("y")), ("title", s("Curve"))]);
     let chart = build(Kind::Line, &xy_rows(20), &options).expect("valid");
     let sections: Array = vec![
-        Dynamic::from_map(map(&[("heading", s("Notes")), ("text", s("<script>alert(1)</script>"))])),
+        Dynamic::from_map(map(&[
+            ("heading", s("Notes")),
+            ("text", s("<script>alert(1)</script>")),
+        ])),
         Dynamic::from_map(map(&[
             ("heading", s("Table")),
             ("table", Dynamic::from_array(xy_rows(3))),
@@ -227,7 +238,10 @@ fn a_report_escapes_script_text_and_embeds_charts_inline() {
     ];
     let answer = map(&[
         ("summary", s("R&D \"up\"")),
-        ("metrics", Dynamic::from_map(map(&[("rows", Dynamic::from_int(3))]))),
+        (
+            "metrics",
+            Dynamic::from_map(map(&[("rows", Dynamic::from_int(3))])),
+        ),
         ("assumptions", Dynamic::from_array(vec![s("vol < 1")])),
     ]);
     let page = report::html(&map(&[
@@ -248,6 +262,14 @@ fn a_report_escapes_script_text_and_embeds_charts_inline() {
     assert_eq!(error.field.as_deref(), Some("report.colour"));
 }
 
+#[test]
+fn every_chart_helper_is_a_reserved_script_name() {
+    // No guard may be registered as line_chart & co.: scripts could not call it.
+    for name in super::HELPERS {
+        assert!(crate::registry::RESERVED_SCRIPT_NAMES.contains(&name), "{name}");
+    }
+}
+
 /// Render times in release mode (`cargo test --release -p warden --lib
 /// chart_bench -- --ignored --nocapture`): the targets are ≤ 50 ms
 /// each for a 10,000-point line chart and a 50×50 heatmap.
@@ -255,7 +277,10 @@ fn a_report_escapes_script_text_and_embeds_charts_inline() {
 #[ignore]
 fn chart_bench() {
     let time = |label: &str, kind: Kind, rows: &Array, options: Map| {
+        let started = std::time::Instant::now();
         let chart = build(kind, rows, &options).expect("valid");
+        let checked = started.elapsed().as_secs_f64() * 1000.0;
+        println!("{label} checks (rows → chart): {checked:.1} ms");
         for format in ["png", "svg"] {
             let mut best = f64::INFINITY;
             for _ in 0..5 {
@@ -278,6 +303,11 @@ fn chart_bench() {
     };
     let line = map(&[("x", s("x")), ("y", s("y")), ("title", s("10,000 points"))]);
     time("line 10,000 points", Kind::Line, &xy_rows(10_000), line);
-    let heat = map(&[("x", s("spot")), ("y", s("vol")), ("z", s("price")), ("title", s("50×50"))]);
+    let heat = map(&[
+        ("x", s("spot")),
+        ("y", s("vol")),
+        ("z", s("price")),
+        ("title", s("50×50")),
+    ]);
     time("heatmap 50×50", Kind::Heatmap, &grid_rows(50, 50), heat);
 }
