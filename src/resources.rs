@@ -123,3 +123,55 @@ pub fn read(store: &ArtifactStore, uri: &str) -> Result<ReadResourceResult, Erro
         contents.with_mime_type(mime_type(path)),
     ]))
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// A file that starts like a PNG, `size` bytes long.
+    fn fake_png(size: usize) -> Vec<u8> {
+        let mut bytes = b"\x89PNG\r\n\x1a\n".to_vec();
+        bytes.resize(size, 7);
+        bytes
+    }
+
+    #[test]
+    fn chart_images_travel_inline_only_while_they_fit_the_result_cap() {
+        // A small PNG becomes image content; one past the cap and a non-PNG stay links only.
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = ArtifactStore::new(root.path(), 10);
+        let (task_id, _) = store.create_task().expect("task");
+        let cap = 1 << 20;
+        store
+            .write_output(&task_id, "small.png", &fake_png(10_000), cap)
+            .expect("small");
+        store
+            .write_output(&task_id, "big.png", &fake_png(300_000), cap)
+            .expect("big");
+        store
+            .write_output(&task_id, "fake.png", b"not a png at all", cap)
+            .expect("fake");
+        store
+            .write_output(&task_id, "data.csv", b"a,b\n", cap)
+            .expect("csv");
+        let result = json!({"task_id": task_id, "artifacts": [
+            {"name": "big.png", "path": "outputs/big.png"},
+            {"name": "data.csv", "path": "outputs/data.csv"},
+            {"name": "fake.png", "path": "outputs/fake.png"},
+            {"name": "small.png", "path": "outputs/small.png"},
+        ]});
+        let images = images(&store, &result);
+        assert_eq!(images.len(), 1, "only small.png fits and is a PNG");
+        let ContentBlock::Image(image) = &images[0] else {
+            panic!("an image block")
+        };
+        assert_eq!(image.mime_type, "image/png");
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(&image.data)
+            .expect("base64");
+        assert_eq!(decoded, fake_png(10_000));
+        assert_eq!(links(&result).len(), 4, "every artifact keeps its link");
+    }
+}

@@ -49,12 +49,14 @@ fn decode_png(bytes: &[u8]) -> (u32, u32, Vec<u8>, png::ColorType) {
 #[tokio::test]
 async fn a_scenario_heatmap_comes_back_as_image_content_and_a_report() {
     // Grid via price_option_t → heatmap PNG + report.html; the result carries the PNG inline.
-    let server = Server::start(FINANCE).await;
+    // WARDEN_SANDBOX=strict: drawn with every layer in force (seccomp: no open, no threads).
+    let server = Server::start_with_env(FINANCE, &[("WARDEN_SANDBOX", "strict")]).await;
     let result = server
         .call("run_script", json!({"script": SURFACE, "timeout_seconds": 60}))
         .await;
     let value = structured(&result);
     assert_eq!(value["status"], "success", "{value}");
+    assert_eq!(value["sandbox"]["seccomp"], true, "{value}");
     assert_eq!(
         value["output"], "options.y\n",
         "a bad chart option is a catchable error naming it"
