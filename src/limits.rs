@@ -6,6 +6,15 @@
 //! [`crate::App::limits`] and an operator with the `WARDEN_*` environment
 //! variables read by [`Limits::from_env`]. The README's limits table mirrors
 //! this file; keep the two in step.
+//!
+//! Which limits an operator can tune: budgets that trade capacity for
+//! safety on a given machine or team (slots, waits, threads, memory, task
+//! quotas, store retention, log sizes, message and argument caps) are
+//! `Limits` fields with a `WARDEN_*` override. Bounds that are part of a
+//! contract or a format (the 256 KiB result a client receives, name and
+//! depth limits of artifact paths, argument nesting depth, the string cut
+//! in event records) are plain constants: raising them would break the
+//! promise they keep, and lowering them buys nothing an operator needs.
 
 use std::time::Duration;
 
