@@ -435,3 +435,60 @@ fn every_warden_variable_the_library_reads_is_documented() {
     }
     assert!(undocumented.is_empty(), "read under src/ but not in {OPERATING_MD}: {undocumented:?}");
 }
+
+/// GitHub's anchor for a heading: lowercase, punctuation dropped, spaces
+/// to `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn links_between_the_guides_resolve() {
+    // Every relative link in the README and docs/ names a file that exists
+    // and, with `#anchor`, a heading of that file.
+    let root = workspace_root();
+    let mut pages = vec![PathBuf::from("README.md"), PathBuf::from("tests/mcp/README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let name = entry.expect("entry").file_name();
+        pages.push(Path::new("docs").join(name));
+    }
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(root.join(page)).expect("page");
+        for (i, _) in text.match_indices("](") {
+            let target = &text[i + 2..];
+            let target = &target[..target.find(')').unwrap_or(target.len())];
+            if target.starts_with("http") || target.contains(' ') {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                root.join(page)
+            } else {
+                root.join(page.parent().expect("parent")).join(file)
+            };
+            if !path.exists() {
+                broken.push(format!("{}: {target} (no such file)", page.display()));
+                continue;
+            }
+            if anchor.is_empty() || path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let headings = std::fs::read_to_string(&path).expect("linked page");
+            let found = headings
+                .lines()
+                .filter_map(|l| l.strip_prefix('#'))
+                .any(|h| slug(h.trim_start_matches('#')) == anchor);
+            if !found {
+                broken.push(format!("{}: {target} (no such heading)", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+}
