@@ -38,7 +38,10 @@ struct Row {
 
 fn limits_table(markdown: &str) -> Vec<Row> {
     let mut lines = markdown.lines().skip_while(|l| l.trim() != TABLE_HEADER);
-    assert!(lines.next().is_some(), "{OPERATING_MD} has no line `{TABLE_HEADER}`");
+    assert!(
+        lines.next().is_some(),
+        "{OPERATING_MD} has no line `{TABLE_HEADER}`"
+    );
     lines
         .skip(1) // the |---| separator
         .take_while(|l| l.starts_with('|'))
@@ -60,7 +63,11 @@ fn backticked(cell: &str) -> Vec<String> {
     cell.split('`')
         .skip(1)
         .step_by(2)
-        .filter(|s| !s.is_empty() && s.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+        .filter(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        })
         .map(str::to_string)
         .collect()
 }
@@ -103,9 +110,14 @@ fn consts_of(source: &str) -> BTreeMap<String, (String, String)> {
         let (Some((name, rest)), true) = (decl.split_once(':'), decl.contains('=')) else {
             continue;
         };
-        let Some((ty, expr)) = rest.split_once('=') else { continue };
+        let Some((ty, expr)) = rest.split_once('=') else {
+            continue;
+        };
         let name = name.trim();
-        if name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_') {
+        if name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
             out.insert(name.to_string(), (ty.trim().to_string(), expr.trim().to_string()));
         }
     }
@@ -153,13 +165,17 @@ impl Constants {
     }
 
     fn get(&self, name: &str) -> Option<&(String, String)> {
-        self.limits.get(name).or_else(|| self.others.get(name).and_then(Option::as_ref))
+        self.limits
+            .get(name)
+            .or_else(|| self.others.get(name).and_then(Option::as_ref))
     }
 
     /// The value of a constant: a number (durations in seconds), or the
     /// members of a tuple.
     fn value(&self, name: &str) -> Vec<f64> {
-        let (_, expr) = self.get(name).unwrap_or_else(|| panic!("no single `const {name}` under src/"));
+        let (_, expr) = self
+            .get(name)
+            .unwrap_or_else(|| panic!("no single `const {name}` under src/"));
         self.eval(expr)
     }
 
@@ -184,7 +200,10 @@ fn tokenize(expr: &str) -> Vec<String> {
             chars.next();
         } else if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
             let mut word = String::new();
-            while let Some(&c) = chars.peek().filter(|c| c.is_ascii_alphanumeric() || **c == '_' || **c == ':') {
+            while let Some(&c) = chars
+                .peek()
+                .filter(|c| c.is_ascii_alphanumeric() || **c == '_' || **c == ':')
+            {
                 word.push(c);
                 chars.next();
             }
@@ -216,7 +235,10 @@ impl Parser<'_> {
     }
     fn take(&mut self) -> &str {
         self.at += 1;
-        self.tokens.get(self.at - 1).map(String::as_str).expect("an expression")
+        self.tokens
+            .get(self.at - 1)
+            .map(String::as_str)
+            .expect("an expression")
     }
     fn expr(&mut self) -> Vec<f64> {
         let mut value = self.sum();
@@ -298,7 +320,11 @@ fn env_overrides(constants: &Constants) -> BTreeMap<String, (f64, f64)> {
         };
         out.insert(var, (scalar(&constants.eval(min)), scalar(&constants.eval(max))));
     }
-    assert!(out.len() >= 10, "found only {} env_number calls in {LIMITS_RS}", out.len());
+    assert!(
+        out.len() >= 10,
+        "found only {} env_number calls in {LIMITS_RS}",
+        out.len()
+    );
     out
 }
 
@@ -311,7 +337,11 @@ fn documented_number(text: &str) -> Option<f64> {
         .chars()
         .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
         .collect();
-    let number: f64 = digits.trim_end_matches([',', '.']).replace(',', "").parse().ok()?;
+    let number: f64 = digits
+        .trim_end_matches([',', '.'])
+        .replace(',', "")
+        .parse()
+        .ok()?;
     let unit = text[digits.len()..]
         .trim_start()
         .split(|c: char| !c.is_ascii_alphabetic())
@@ -396,21 +426,38 @@ fn every_warden_override_is_in_the_table_with_its_true_range() {
             .unwrap_or_else(|| panic!("{var} (read by Limits::from_env) has no row in the limits table"));
         let range = documented_range(&row.overrides, &var)
             .unwrap_or_else(|| panic!("row '{}': no `(min–max)` after {var}", row.limit));
-        assert_eq!(range, (min, max), "row '{}': documented range of {var}", row.limit);
+        assert_eq!(
+            range,
+            (min, max),
+            "row '{}': documented range of {var}",
+            row.limit
+        );
     }
     let layers = read(LAYERS_RS);
     let sandbox_vars = warden_names(non_test(&layers));
-    assert!(sandbox_vars.contains(&"WARDEN_SANDBOX_SKIP".to_string()), "{sandbox_vars:?}");
+    assert!(
+        sandbox_vars.contains(&"WARDEN_SANDBOX_SKIP".to_string()),
+        "{sandbox_vars:?}"
+    );
     let overrides: Vec<String> = rows.iter().flat_map(|r| warden_names(&r.overrides)).collect();
     for var in sandbox_vars {
-        assert!(overrides.contains(&var), "{var} ({LAYERS_RS}) has no row in the limits table");
+        assert!(
+            overrides.contains(&var),
+            "{var} ({LAYERS_RS}) has no row in the limits table"
+        );
     }
     // And nothing documented that the library does not read.
     let mut files = Vec::new();
     rust_files(&workspace_root().join("src"), &mut files);
-    let source: String = files.iter().map(|f| std::fs::read_to_string(f).expect("source")).collect();
+    let source: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("source"))
+        .collect();
     for var in overrides {
-        assert!(source.contains(&format!("\"{var}\"")), "{var} is documented but never read under src/");
+        assert!(
+            source.contains(&format!("\"{var}\"")),
+            "{var} is documented but never read under src/"
+        );
     }
 }
 
@@ -433,7 +480,10 @@ fn every_warden_variable_the_library_reads_is_documented() {
             }
         }
     }
-    assert!(undocumented.is_empty(), "read under src/ but not in {OPERATING_MD}: {undocumented:?}");
+    assert!(
+        undocumented.is_empty(),
+        "read under src/ but not in {OPERATING_MD}: {undocumented:?}"
+    );
 }
 
 /// GitHub's anchor for a heading: lowercase, punctuation dropped, spaces

@@ -27,7 +27,10 @@ fn list_tools_shows_the_one_pure_guard() {
     let (output, _dir) = hello(&["--list-tools"]);
     assert!(output.status.success(), "{output:?}");
     let text = String::from_utf8_lossy(&output.stdout);
-    let line = text.lines().find(|l| l.starts_with("add ")).expect("an `add` line");
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("add "))
+        .expect("an `add` line");
     assert!(line.contains("pure"), "{line}");
     assert!(line.contains("Add two numbers."), "{line}");
 }
@@ -53,11 +56,18 @@ fn the_guard_guide_quotes_this_example_verbatim() {
     let source = std::fs::read_to_string(repo_root().join("examples/hello/src/main.rs")).expect("main.rs");
     let guide = std::fs::read_to_string(repo_root().join("docs/guards.md")).expect("docs/guards.md");
     let marker = "<!-- quoted from examples/hello/src/main.rs; a test keeps them identical -->";
-    let after = guide.split_once(marker).expect("the marker line in docs/guards.md").1;
+    let after = guide
+        .split_once(marker)
+        .expect("the marker line in docs/guards.md")
+        .1;
     let block = after
         .trim_start()
         .strip_prefix("```rust\n")
         .and_then(|rest| rest.split_once("\n```").map(|(code, _)| code))
         .expect("a ```rust block right after the marker");
-    assert_eq!(block.trim_end(), source.trim_end(), "docs/guards.md and examples/hello/src/main.rs differ");
+    assert_eq!(
+        block.trim_end(),
+        source.trim_end(),
+        "docs/guards.md and examples/hello/src/main.rs differ"
+    );
 }
