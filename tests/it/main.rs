@@ -5,6 +5,7 @@ mod agent;
 mod batch;
 mod catalogue;
 mod common;
+mod docs;
 mod executor;
 mod fake_model;
 mod governance_executor;
