@@ -290,14 +290,25 @@ fn build_registry(guards: Vec<Guard>, functions: Vec<ScriptFunction>) -> Result<
 
 /// `<artifacts>/.diagnostics/workers`, or a private temp dir when the
 /// artifacts directory is not writable.
+/// Both are private (0700): worker logs quote guard errors and stderr.
 fn diagnostics_dir(artifacts_dir: &std::path::Path) -> PathBuf {
     let preferred = artifacts_dir.join(".diagnostics").join("workers");
-    if std::fs::create_dir_all(&preferred).is_ok() {
+    if private_dir(&preferred).is_ok() {
         return preferred;
     }
     let fallback = std::env::temp_dir().join(format!("warden-diagnostics-{}", std::process::id()));
-    let _ = std::fs::create_dir_all(&fallback);
+    let _ = private_dir(&fallback);
     fallback
+}
+
+/// Creates `dir` (and missing parents) with mode 0700.
+fn private_dir(dir: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
 }
 
 #[cfg(test)]

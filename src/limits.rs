@@ -4,8 +4,17 @@
 //! it is hit and what it does *not* cover. [`Limits`] carries the values a
 //! running server uses; an application overrides them with
 //! [`crate::App::limits`] and an operator with the `WARDEN_*` environment
-//! variables read by [`Limits::from_env`]. The README's limits table mirrors
-//! this file; keep the two in step.
+//! variables read by [`Limits::from_env`]. The limits table in
+//! `docs/operating.md` mirrors this file (`tests/it/docs.rs` checks it).
+//!
+//! Which limits an operator can tune: budgets that trade capacity for
+//! safety on a given machine or team (slots, waits, threads, memory, task
+//! quotas, store retention, log sizes, message and argument caps) are
+//! `Limits` fields with a `WARDEN_*` override. Bounds that are part of a
+//! contract or a format (the 256 KiB result a client receives, name and
+//! depth limits of artifact paths, argument nesting depth, the string cut
+//! in event records) are plain constants: raising them would break the
+//! promise they keep, and lowering them buys nothing an operator needs.
 
 use std::time::Duration;
 
@@ -174,7 +183,7 @@ pub struct LimitError {
 impl Limits {
     /// Applies the operator overrides on top of `self`: one `WARDEN_*`
     /// variable per tunable limit, each with the range given here and in
-    /// the README's limits table, read through [`crate::config`] (the
+    /// the limits table of `docs/operating.md`, read through [`crate::config`] (the
     /// environment, then `.env`). A value out of range is an error naming
     /// the variable and the range, never silently clamped.
     pub fn from_env(mut self) -> Result<Self, LimitError> {

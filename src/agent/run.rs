@@ -35,7 +35,7 @@ pub async fn run_coding_task(
     cancel: CancellationToken,
     progress: Option<&Progress>,
 ) -> Result<Value, GuardError> {
-    let task = runner.begin(origin, timeout, &cancel)?;
+    let task = runner.begin(origin, timeout, &cancel).await?;
     let system = super::prompt::system_prompt(runner.executor.registry());
     let saved = runner
         .store

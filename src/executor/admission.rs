@@ -1,4 +1,4 @@
-//! Call slots and the bounded wait for one.
+//! Slots (call slots and task slots) and the bounded wait for one.
 //!
 //! A direct call, a batch and `check_backtest` each hold one call slot while
 //! they run. A call slot frees within milliseconds of most calls, so refusing
@@ -8,7 +8,9 @@
 //! waiters at most) and waits up to `admission_wait` for a slot, in arrival
 //! order (tokio's semaphore is fair). A caller beyond the queue, or still
 //! waiting when the wait ends, is rejected `server_busy`; one whose client
-//! cancels stops waiting at once. Nothing here runs a guard.
+//! cancels stops waiting at once. Task slots (`run_script`,
+//! `run_coding_task`) wait the same way: a quick script frees its slot in
+//! milliseconds too. Nothing here runs a guard.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,8 +22,10 @@ use tokio_util::sync::CancellationToken;
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
 
-/// The call slots and their wait queue.
-pub(super) struct CallSlots {
+/// Slots of one kind and their wait queue.
+pub(crate) struct Slots {
+    /// What a slot is called in messages: "call" or "task".
+    what: &'static str,
     /// One permit per admitted request, moved into the request and dropped
     /// when it is answered. Never closed.
     slots: Arc<Semaphore>,
@@ -32,9 +36,10 @@ pub(super) struct CallSlots {
     wait: Duration,
 }
 
-impl CallSlots {
-    pub(super) fn new(size: usize, queue: usize, wait: Duration) -> Self {
+impl Slots {
+    pub(crate) fn new(what: &'static str, size: usize, queue: usize, wait: Duration) -> Self {
         Self {
+            what,
             slots: Arc::new(Semaphore::new(size)),
             size,
             waiting: AtomicUsize::new(0),
@@ -43,8 +48,8 @@ impl CallSlots {
         }
     }
 
-    /// A call slot: at once when one is free, else after a bounded wait.
-    pub(super) async fn admit(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Failure> {
+    /// A slot: at once when one is free, else after a bounded wait.
+    pub(crate) async fn admit(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Failure> {
         if let Ok(permit) = self.slots.clone().try_acquire_owned() {
             return Ok(permit);
         }
@@ -53,8 +58,9 @@ impl CallSlots {
                 self.waiting.fetch_sub(1, Ordering::AcqRel);
             }
             return Err(self.busy(format!(
-                "all {} call slots are in use and {} calls already wait for one",
+                "all {} {} slots are in use and {} requests already wait for one",
                 self.size,
+                self.what,
                 self.waiting.load(Ordering::Acquire)
             )));
         }
@@ -63,14 +69,18 @@ impl CallSlots {
             permit = tokio::time::timeout(self.wait, self.slots.clone().acquire_owned()) => match permit {
                 Ok(Ok(permit)) => Ok(permit),
                 _ => Err(self.busy(format!(
-                    "all {} call slots stayed in use for {} ms",
+                    "all {} {} slots stayed in use for {} ms",
                     self.size,
+                    self.what,
                     self.wait.as_millis()
                 ))),
             },
             _ = cancel.cancelled() => Err(Failure::new(
                 Status::Cancelled,
-                GuardError::new(codes::CANCELLED, "the call was cancelled while waiting for a call slot"),
+                GuardError::new(
+                    codes::CANCELLED,
+                    format!("the request was cancelled while waiting for a {} slot", self.what),
+                ),
             )),
         }
     }
@@ -99,7 +109,7 @@ mod tests {
     #[tokio::test]
     async fn a_caller_waits_for_a_slot_within_the_bounds() {
         // A freed slot goes to the waiter; beyond the queue or the wait it is busy.
-        let slots = Arc::new(CallSlots::new(1, 1, Duration::from_millis(300)));
+        let slots = Arc::new(Slots::new("call", 1, 1, Duration::from_millis(300)));
         let never = CancellationToken::new();
         let held = slots.admit(&never).await.expect("free slot");
         let waiter = {

@@ -29,7 +29,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use admission::CallSlots;
+pub(crate) use admission::Slots;
 pub(crate) use isolated::WorkerLauncher;
 use sandbox::Rlimits;
 use threads::GuardThreads;
@@ -132,7 +132,7 @@ pub struct Executor {
     /// Call slots: one per admitted direct call or batch, taken before the
     /// call starts and dropped when it is answered (an in-process call that
     /// overran keeps a guard-thread permit instead, see `threads`).
-    call_slots: CallSlots,
+    call_slots: Slots,
     /// The guard-thread budget every in-process execution runs under.
     threads: GuardThreads,
 }
@@ -154,7 +154,8 @@ impl Executor {
         launcher: WorkerLauncher,
     ) -> Self {
         Self {
-            call_slots: CallSlots::new(
+            call_slots: Slots::new(
+                "call",
                 limits.max_concurrent_calls,
                 limits.admission_queue,
                 limits.admission_wait,

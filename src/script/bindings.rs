@@ -38,13 +38,47 @@ fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
     Box::new(EvalAltResult::ErrorRuntime(map.into(), position))
 }
 
+/// A script value as JSON, refused (`invalid_arguments`, catchable) when
+/// it is nested deeper than [`crate::limits::MAX_ARGUMENT_DEPTH`]: the
+/// conversion below recurses once per level, so a map built thousands of
+/// levels deep would overflow the worker's stack and kill the task instead
+/// of raising an error the script can handle.
 fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
+    check_depth(value)?;
     rhai::serde::from_dynamic::<Value>(value).map_err(|e| {
         GuardError::new(
             "invalid_arguments",
             format!("value is not representable as JSON: {e}"),
         )
     })
+}
+
+/// Refuses a value nested deeper than [`crate::limits::MAX_ARGUMENT_DEPTH`].
+pub(super) fn check_depth(value: &Dynamic) -> Result<(), GuardError> {
+    let limit = crate::limits::MAX_ARGUMENT_DEPTH;
+    if deeper_than(value, limit, 1) {
+        return Err(GuardError {
+            code: crate::error::codes::INVALID_ARGUMENTS.into(),
+            message: format!(
+                "the value is nested more than {limit} levels deep; the limit is {limit} levels: \
+pass flatter data (e.g. a list of flat maps)"
+            ),
+            field: Some("arguments".into()),
+        });
+    }
+    Ok(())
+}
+
+/// Whether `value` has maps or arrays more than `limit` levels deep; the
+/// recursion itself stops one level past the limit, so its stack stays small.
+fn deeper_than(value: &Dynamic, limit: usize, level: usize) -> bool {
+    if let Ok(map) = value.as_map_ref() {
+        return level > limit || map.values().any(|v| deeper_than(v, limit, level + 1));
+    }
+    if let Ok(items) = value.as_array_ref() {
+        return level > limit || items.iter().any(|v| deeper_than(v, limit, level + 1));
+    }
+    false
 }
 
 fn to_rhai(value: Value, position: Position) -> RhaiResult {

@@ -50,6 +50,12 @@ pub struct Door {
     pub calls_left: u64,
     /// Whether inline pure calls count against `calls_left`.
     pub count_pure: bool,
+    /// The current run's deadline. Past it, requests are refused without
+    /// being sent: a script that spends its time in door requests (an
+    /// artifact flood) runs few Rhai operations, so the engine's periodic
+    /// deadline check alone would let it keep the server busy until the
+    /// kill; refused requests return at once and that check comes soon.
+    pub deadline: Option<Instant>,
 }
 
 impl Door {
@@ -62,6 +68,7 @@ impl Door {
             clock_base: wall_clock_now(),
             calls_left: 0,
             count_pure: false,
+            deadline: None,
         }
     }
 
@@ -150,6 +157,12 @@ impl Door {
 
     /// Sends a request and waits for its reply.
     pub fn request(&mut self, message: &FromWorker) -> Result<Value, GuardError> {
+        if self.deadline.is_some_and(|due| Instant::now() >= due) {
+            return Err(GuardError::new(
+                crate::error::codes::TIMED_OUT,
+                "the task deadline has passed; the script is being stopped",
+            ));
+        }
         let broken = |e: std::io::Error| GuardError::new("door_closed", format!("server pipe failed: {e}"));
         self.send(message).map_err(broken)?;
         match self.receive().map_err(broken)? {

@@ -62,10 +62,12 @@ pub fn main(registry: Registry) -> ExitCode {
             eprintln!("warden script worker: expected a run message");
             return ExitCode::from(3);
         };
+        let due = Instant::now() + Duration::from_millis(deadline_ms);
         if let Ok(mut deadline) = state.deadline.lock() {
-            *deadline = Some(Instant::now() + Duration::from_millis(deadline_ms));
+            *deadline = Some(due);
         }
         if let Ok(mut door) = door.lock() {
+            door.deadline = Some(due);
             door.calls_left = calls_left;
             door.count_pure = count_pure;
             door.reset_clock();
@@ -106,9 +108,22 @@ fn run_once(engine: &rhai::Engine, scope: &mut Scope, functions: &mut AST, code:
     let result = engine.eval_ast_with_scope::<Dynamic>(scope, &merged);
     *functions = merged.clone_functions_only();
     match result {
-        Ok(value) => RunOutcome {
-            value: rhai::serde::from_dynamic::<Value>(&value).unwrap_or(Value::Null),
-            ..RunOutcome::default()
+        // A value JSON cannot carry (a function pointer, say) is null; one
+        // nested too deep to convert safely is an error.
+        Ok(value) => match super::bindings::check_depth(&value) {
+            Ok(()) => RunOutcome {
+                value: rhai::serde::from_dynamic::<Value>(&value).unwrap_or(Value::Null),
+                ..RunOutcome::default()
+            },
+            Err(error) => RunOutcome {
+                error: Some(super::protocol::ScriptError {
+                    kind: "limit".into(),
+                    message: format!("the script's value cannot be returned: {}", error.message),
+                    line: None,
+                    column: None,
+                }),
+                ..RunOutcome::default()
+            },
         },
         Err(error) if is_final_answer(&error) => RunOutcome::default(),
         Err(error) => RunOutcome {

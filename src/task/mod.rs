@@ -24,15 +24,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::{ArtifactStore, OUTPUTS_DIR};
-use crate::error::{GuardError, codes};
+use crate::error::GuardError;
 use crate::events::{Events, Origin};
-use crate::executor::Executor;
 use crate::executor::sandbox::Rlimits;
+use crate::executor::{Executor, Slots};
 use crate::limits::{
     DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
     SCRIPT_MAX_OUTPUT_BYTES,
@@ -51,10 +51,10 @@ pub struct TaskRunner {
     pub executor: Arc<Executor>,
     pub store: ArtifactStore,
     exe: std::path::PathBuf,
-    /// Task slots: one permit per running task, taken before its directory
-    /// is created and released when the task's [`Task`] is dropped.
-    task_slots: Arc<Semaphore>,
-    max_tasks: usize,
+    /// Task slots: one permit per running task, taken (after a bounded
+    /// wait, see [`crate::executor::Slots`]) before its directory is
+    /// created and released when the task's [`Task`] is dropped.
+    task_slots: Slots,
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
     running: Arc<Running>,
@@ -137,12 +137,13 @@ impl TaskRunner {
         max_tasks: usize,
     ) -> Self {
         let store = store.with_limits(executor.limits());
+        let limits = executor.limits();
+        let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait);
         Self {
             executor,
             store,
             exe,
-            task_slots: Arc::new(Semaphore::new(max_tasks)),
-            max_tasks,
+            task_slots,
             running: Arc::default(),
         }
     }
@@ -174,21 +175,13 @@ impl TaskRunner {
 
     /// Takes a task slot and creates the task directory; `cancel` is the
     /// request's token, cancelled by [`TaskRunner::shutdown`] too.
-    pub fn begin(
+    pub async fn begin(
         &self,
         origin: &mut Origin,
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<Task, GuardError> {
-        let Ok(slot) = self.task_slots.clone().try_acquire_owned() else {
-            return Err(GuardError::new(
-                codes::SERVER_BUSY,
-                format!(
-                    "Server busy; retry later (all {} task slots in use)",
-                    self.max_tasks
-                ),
-            ));
-        };
+        let slot = self.task_slots.admit(cancel).await.map_err(|f| f.error)?;
         let started = std::time::Instant::now();
         let (id, dir) = self.store.create_task()?;
         self.running.insert(&id, cancel);
@@ -351,7 +344,7 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<Value, GuardError> {
-        let task = self.begin(origin, timeout, &cancel)?;
+        let task = self.begin(origin, timeout, &cancel).await?;
         if let Err(error) =
             self.store
                 .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())

@@ -405,10 +405,11 @@ async fn arguments_nested_too_deep_are_invalid_arguments_on_every_path() {
     assert!(message(&batch["calls"][0]).contains("levels deep"), "{batch}");
     assert_eq!(batch["calls"][1]["status"], "success", "{batch}");
 
-    // 100 levels reach the executor; 200 are past serde_json's own limit of 128.
+    // The script worker refuses them before sending (5,000 levels would
+    // overflow its stack in the JSON conversion); the executor would too.
     let script = r#"
         let caught = [];
-        for levels in [100, 200] {
+        for levels in [100, 200, 5000] {
             let m = 1;
             for i in 0..levels { m = #{a: m}; }
             for guard in ["get_quote", "price_option_t"] {
@@ -430,15 +431,26 @@ async fn arguments_nested_too_deep_are_invalid_arguments_on_every_path() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(caught.len(), 5, "{caught:?}");
-    for (i, levels) in [101, 101, 201, 201].into_iter().enumerate() {
+    assert_eq!(caught.len(), 7, "{caught:?}");
+    for refused in &caught[..6] {
         assert!(
-            caught[i].starts_with("invalid_arguments: ")
-                && caught[i].contains(&format!("{levels} levels deep; the limit is 64")),
+            refused.starts_with("invalid_arguments: ") && refused.contains("levels deep; the limit is 64"),
             "{caught:?}"
         );
     }
-    assert_eq!(caught[4], "AAPL");
+    assert_eq!(caught[6], "AAPL");
+
+    // A script whose own value is that deep fails with a reason; the worker survives to say so.
+    let deep_value = run_script(&server, "let m = 1; for i in 0..5000 { m = #{a: m}; } m", 30).await;
+    assert_eq!(deep_value["status"], "failed", "{deep_value}");
+    assert_eq!(deep_value["error"]["kind"], "limit", "{deep_value}");
+    assert!(
+        deep_value["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("levels deep"),
+        "{deep_value}"
+    );
 }
 
 #[tokio::test]

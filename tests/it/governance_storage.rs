@@ -576,6 +576,16 @@ async fn everything_a_task_creates_is_private() {
         seen += 1;
     }
     assert!(seen >= 10, "{seen} entries");
+    // So are the server's own logs beside the tasks.
+    let root = server.artifacts.path();
+    for (path, expected) in [
+        (root.join(".diagnostics"), 0o700),
+        (root.join(".diagnostics/workers"), 0o700),
+        (root.join("events.jsonl"), 0o600),
+    ] {
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, expected, "{}", path.display());
+    }
 }
 
 #[tokio::test]

@@ -6,6 +6,7 @@ mod batch;
 mod catalogue;
 mod charts;
 mod common;
+mod docs;
 mod executor;
 mod fake_model;
 mod governance_executor;

@@ -211,3 +211,36 @@ async fn the_task_slot_count_is_set_by_warden_max_concurrent_tasks() {
     let after = server.call("run_script", json!({"script": "1"})).await;
     assert_eq!(structured(&after)["status"], "success");
 }
+
+#[tokio::test]
+async fn a_task_waits_briefly_for_a_slot_instead_of_being_refused() {
+    // With one task slot taken by a 1 s script, a script arriving meanwhile waits (up to the admission wait) and runs.
+    let server = Server::start_with_env(
+        FINANCE,
+        &[
+            ("WARDEN_MAX_CONCURRENT_TASKS", "1"),
+            ("WARDEN_ADMISSION_WAIT_MS", "5000"),
+        ],
+    )
+    .await;
+    let long = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 1}));
+    let (long, waited) = tokio::join!(long, async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let result = server.call("run_script", json!({"script": "40 + 2"})).await;
+        (result, started.elapsed())
+    });
+    let (waited, elapsed) = waited;
+    assert_eq!(structured(&long)["status"], "timed_out");
+    assert_eq!(
+        structured(&waited)["status"],
+        "success",
+        "{:?}",
+        structured(&waited)
+    );
+    assert_eq!(structured(&waited)["value"], 42);
+    assert!(
+        elapsed >= Duration::from_millis(400),
+        "it did not wait: {elapsed:?}"
+    );
+}

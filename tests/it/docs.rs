@@ -1,0 +1,544 @@
+//! The operating guide against the source: the limits table in
+//! docs/operating.md names every constant of src/limits.rs with its true
+//! default, and every `WARDEN_*` override with its true range; every
+//! `WARDEN_*` variable the library reads is documented in that guide.
+//!
+//! The table's columns are `| limit | constant | default | override (range)
+//! | when it is hit |`. A constant cell holds one or more `NAME`s (several
+//! separated by ` / `, matched in order to the defaults, which are separated
+//! the same way). Defaults are read as a number and an optional unit
+//! (bytes, KiB, MiB, GiB, ms, s, h, days); a constant's value is evaluated
+//! from its `const NAME: T = …;` line, so a drift on either side fails here.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use crate::common::workspace_root;
+
+/// Where the documented table and the source of truth live, relative to
+/// the workspace root. Update these when the files move.
+const OPERATING_MD: &str = "docs/operating.md";
+const LIMITS_RS: &str = "src/limits.rs";
+/// The script sandbox's operator switches (`WARDEN_SANDBOX*`).
+const LAYERS_RS: &str = "src/script/layers.rs";
+const TABLE_HEADER: &str = "| limit | constant | default | override (range) | when it is hit |";
+
+fn read(relative: &str) -> String {
+    std::fs::read_to_string(workspace_root().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
+}
+
+/// One row of the limits table.
+#[derive(Debug)]
+struct Row {
+    limit: String,
+    constants: Vec<String>,
+    default: String,
+    overrides: String,
+}
+
+fn limits_table(markdown: &str) -> Vec<Row> {
+    let mut lines = markdown.lines().skip_while(|l| l.trim() != TABLE_HEADER);
+    assert!(
+        lines.next().is_some(),
+        "{OPERATING_MD} has no line `{TABLE_HEADER}`"
+    );
+    lines
+        .skip(1) // the |---| separator
+        .take_while(|l| l.starts_with('|'))
+        .map(|line| {
+            let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+            assert_eq!(cells.len(), 5, "a limits row needs five cells: {line}");
+            Row {
+                limit: cells[0].to_string(),
+                constants: backticked(cells[1]),
+                default: cells[2].to_string(),
+                overrides: cells[3].to_string(),
+            }
+        })
+        .collect()
+}
+
+/// The `CONSTANT_NAMES` quoted in a cell, in order.
+fn backticked(cell: &str) -> Vec<String> {
+    cell.split('`')
+        .skip(1)
+        .step_by(2)
+        .filter(|s| {
+            !s.is_empty()
+                && s.chars()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// `WARDEN_*` names in a text, in order, each at most once.
+fn warden_names(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find("WARDEN_") {
+        let tail = &rest[at..];
+        let end = tail
+            .find(|c: char| !(c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_'))
+            .unwrap_or(tail.len());
+        let name = tail[..end].trim_end_matches('_').to_string();
+        if name.len() > "WARDEN_".len() && !names.contains(&name) {
+            names.push(name);
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+// ---- the source side ----
+
+/// `const NAME: TYPE = EXPR;` declarations of one file: name → (type, expr).
+/// A `#[cfg(test)]` module and everything after it is ignored.
+fn consts_of(source: &str) -> BTreeMap<String, (String, String)> {
+    let source = non_test(source);
+    let mut out = BTreeMap::new();
+    for (i, _) in source.match_indices("const ") {
+        let before = &source[..i];
+        let line_start = before.rfind('\n').map_or(0, |n| n + 1);
+        let prefix = before[line_start..].trim();
+        if !(prefix.is_empty() || prefix.starts_with("pub")) {
+            continue; // `const` inside an expression or a comment
+        }
+        let decl = &source[i + "const ".len()..];
+        let Some(end) = decl.find(';') else { continue };
+        let decl = &decl[..end];
+        let (Some((name, rest)), true) = (decl.split_once(':'), decl.contains('=')) else {
+            continue;
+        };
+        let Some((ty, expr)) = rest.split_once('=') else {
+            continue;
+        };
+        let name = name.trim();
+        if name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+        {
+            out.insert(name.to_string(), (ty.trim().to_string(), expr.trim().to_string()));
+        }
+    }
+    out
+}
+
+fn non_test(source: &str) -> &str {
+    source.find("#[cfg(test)]").map_or(source, |at| &source[..at])
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every constant of the library: limits.rs first, then any other file's
+/// (a name declared in two other files is left out as ambiguous).
+struct Constants {
+    limits: BTreeMap<String, (String, String)>,
+    others: BTreeMap<String, Option<(String, String)>>,
+}
+
+impl Constants {
+    fn load() -> Self {
+        let limits = consts_of(&read(LIMITS_RS));
+        let mut files = Vec::new();
+        rust_files(&workspace_root().join("src"), &mut files);
+        let mut others: BTreeMap<String, Option<(String, String)>> = BTreeMap::new();
+        for file in files.iter().filter(|f| !f.ends_with(LIMITS_RS)) {
+            let text = std::fs::read_to_string(file).expect("source file");
+            for (name, decl) in consts_of(&text) {
+                others
+                    .entry(name)
+                    .and_modify(|seen| *seen = None)
+                    .or_insert(Some(decl));
+            }
+        }
+        Self { limits, others }
+    }
+
+    fn get(&self, name: &str) -> Option<&(String, String)> {
+        self.limits
+            .get(name)
+            .or_else(|| self.others.get(name).and_then(Option::as_ref))
+    }
+
+    /// The value of a constant: a number (durations in seconds), or the
+    /// members of a tuple.
+    fn value(&self, name: &str) -> Vec<f64> {
+        let (_, expr) = self
+            .get(name)
+            .unwrap_or_else(|| panic!("no single `const {name}` under src/"));
+        self.eval(expr)
+    }
+
+    fn eval(&self, expr: &str) -> Vec<f64> {
+        let tokens = tokenize(expr);
+        let mut parser = Parser {
+            tokens: &tokens,
+            at: 0,
+            constants: self,
+        };
+        let value = parser.expr();
+        assert_eq!(parser.at, tokens.len(), "cannot evaluate `{expr}`");
+        value
+    }
+}
+
+fn tokenize(expr: &str) -> Vec<String> {
+    let mut tokens = Vec::new();
+    let mut chars = expr.chars().peekable();
+    while let Some(&c) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c.is_ascii_alphanumeric() || c == '_' || c == ':' {
+            let mut word = String::new();
+            while let Some(&c) = chars
+                .peek()
+                .filter(|c| c.is_ascii_alphanumeric() || **c == '_' || **c == ':')
+            {
+                word.push(c);
+                chars.next();
+            }
+            tokens.push(word);
+        } else if c == '<' {
+            chars.next();
+            assert_eq!(chars.next(), Some('<'), "only `<<` is supported in `{expr}`");
+            tokens.push("<<".into());
+        } else {
+            tokens.push(c.to_string());
+            chars.next();
+        }
+    }
+    tokens
+}
+
+/// `shift := sum ('<<' sum)*; sum := product ('+' product)*;
+/// product := atom ('*' atom)*; atom := number | CONST | Duration::from_secs(e)
+/// | Duration::from_millis(e) | '(' e (',' e)* ')'`.
+struct Parser<'a> {
+    tokens: &'a [String],
+    at: usize,
+    constants: &'a Constants,
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<&str> {
+        self.tokens.get(self.at).map(String::as_str)
+    }
+    fn take(&mut self) -> &str {
+        self.at += 1;
+        self.tokens
+            .get(self.at - 1)
+            .map(String::as_str)
+            .expect("an expression")
+    }
+    fn expr(&mut self) -> Vec<f64> {
+        let mut value = self.sum();
+        while self.peek() == Some("<<") {
+            self.take();
+            value = vec![scalar(&value) * 2f64.powf(scalar(&self.sum()))];
+        }
+        value
+    }
+    fn sum(&mut self) -> Vec<f64> {
+        let mut value = self.product();
+        while self.peek() == Some("+") {
+            self.take();
+            value = vec![scalar(&value) + scalar(&self.product())];
+        }
+        value
+    }
+    fn product(&mut self) -> Vec<f64> {
+        let mut value = self.atom();
+        while self.peek() == Some("*") {
+            self.take();
+            value = vec![scalar(&value) * scalar(&self.atom())];
+        }
+        value
+    }
+    fn atom(&mut self) -> Vec<f64> {
+        let token = self.take().to_string();
+        if token == "(" {
+            let mut members = self.expr();
+            while self.peek() == Some(",") {
+                self.take();
+                members.extend(self.expr());
+            }
+            assert_eq!(self.take(), ")");
+            return members;
+        }
+        if let Ok(n) = token.replace('_', "").parse::<f64>() {
+            return vec![n];
+        }
+        let scale = if token.ends_with("Duration::from_secs") {
+            Some(1.0)
+        } else if token.ends_with("Duration::from_millis") {
+            Some(0.001)
+        } else {
+            None
+        };
+        if let Some(scale) = scale {
+            assert_eq!(self.take(), "(");
+            let value = scalar(&self.expr());
+            assert_eq!(self.take(), ")");
+            return vec![value * scale];
+        }
+        self.constants.value(&token)
+    }
+}
+
+fn scalar(value: &[f64]) -> f64 {
+    assert_eq!(value.len(), 1, "a tuple used in arithmetic");
+    value[0]
+}
+
+/// The `WARDEN_*` overrides `Limits::from_env` reads, with their ranges:
+/// every `env_number(VAR, MIN, MAX)` call of limits.rs.
+fn env_overrides(constants: &Constants) -> BTreeMap<String, (f64, f64)> {
+    let source = read(LIMITS_RS);
+    let mut out = BTreeMap::new();
+    for (i, _) in non_test(&source).match_indices("env_number(") {
+        let args = &source[i + "env_number(".len()..];
+        let args = &args[..args.find(')').expect("closing parenthesis")];
+        let parts: Vec<&str> = args.split(',').map(str::trim).collect();
+        let [var, min, max] = parts[..] else { continue };
+        let var = if let Some(literal) = var.strip_prefix('"') {
+            literal.trim_end_matches('"').to_string()
+        } else if let Some((ty, expr)) = constants.get(var).filter(|(ty, _)| ty.contains("str")) {
+            let _ = ty;
+            expr.trim_matches('"').to_string()
+        } else {
+            continue; // the function's own definition
+        };
+        out.insert(var, (scalar(&constants.eval(min)), scalar(&constants.eval(max))));
+    }
+    assert!(
+        out.len() >= 10,
+        "found only {} env_number calls in {LIMITS_RS}",
+        out.len()
+    );
+    out
+}
+
+// ---- the documented side ----
+
+/// `"2, or the core count"` → 2; `"64 MiB"` → 67108864; `"30 days"` → 2592000.
+fn documented_number(text: &str) -> Option<f64> {
+    let text = text.trim();
+    let digits: String = text
+        .chars()
+        .take_while(|c| c.is_ascii_digit() || *c == ',' || *c == '.')
+        .collect();
+    let number: f64 = digits
+        .trim_end_matches([',', '.'])
+        .replace(',', "")
+        .parse()
+        .ok()?;
+    let unit = text[digits.len()..]
+        .trim_start()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .next()
+        .unwrap_or("");
+    let scale = match unit {
+        "KiB" => 1024.0,
+        "MiB" => 1024.0 * 1024.0,
+        "GiB" => 1024.0 * 1024.0 * 1024.0,
+        "ms" => 0.001,
+        "h" => 3600.0,
+        "day" | "days" => 86_400.0,
+        _ => 1.0, // bytes, s, or a count
+    };
+    Some(number * scale)
+}
+
+/// The documented range right after `var` in an override cell: `(1–64)`.
+fn documented_range(cell: &str, var: &str) -> Option<(f64, f64)> {
+    let after = &cell[cell.find(var)? + var.len()..];
+    let after = after.trim_start_matches('`').trim_start().strip_prefix('(')?;
+    let (min, rest) = after.split_once('–')?;
+    let max = rest.split(')').next()?;
+    Some((documented_number(min)?, documented_number(max)?))
+}
+
+#[test]
+fn every_limits_constant_has_a_row_with_its_true_default() {
+    // A row removed, a constant added without a row, or a default that
+    // drifted from its `const` (either side) fails here.
+    let rows = limits_table(&read(OPERATING_MD));
+    let constants = Constants::load();
+    let documented: Vec<&String> = rows.iter().flat_map(|r| &r.constants).collect();
+    let missing: Vec<&String> = constants
+        .limits
+        .iter()
+        .filter(|(_, (ty, _))| !ty.contains("str"))
+        .map(|(name, _)| name)
+        .filter(|name| !documented.contains(name))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "constants of {LIMITS_RS} with no row in the limits table of {OPERATING_MD}: {missing:?}"
+    );
+    let mut checked = 0;
+    for row in rows.iter().filter(|r| !r.constants.is_empty()) {
+        let values: Vec<f64> = row.constants.iter().flat_map(|c| constants.value(c)).collect();
+        let stated: Vec<&str> = row.default.split(" / ").collect();
+        assert_eq!(
+            stated.len(),
+            values.len(),
+            "row '{}': {} value(s) in the source, {} documented ('{}')",
+            row.limit,
+            values.len(),
+            stated.len(),
+            row.default
+        );
+        for (text, value) in stated.iter().zip(&values) {
+            let documented = documented_number(text)
+                .unwrap_or_else(|| panic!("row '{}': '{text}' does not start with a number", row.limit));
+            assert_eq!(
+                documented, *value,
+                "row '{}' ({:?}): documented '{text}' = {documented}, the source says {value}",
+                row.limit, row.constants
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 50, "only {checked} defaults checked");
+}
+
+#[test]
+fn every_warden_override_is_in_the_table_with_its_true_range() {
+    // Limits::from_env's variables and the sandbox switches each appear in
+    // the override column; each range matches the env_number bounds.
+    let rows = limits_table(&read(OPERATING_MD));
+    let constants = Constants::load();
+    for (var, (min, max)) in env_overrides(&constants) {
+        let row = rows
+            .iter()
+            .find(|r| warden_names(&r.overrides).contains(&var))
+            .unwrap_or_else(|| panic!("{var} (read by Limits::from_env) has no row in the limits table"));
+        let range = documented_range(&row.overrides, &var)
+            .unwrap_or_else(|| panic!("row '{}': no `(min–max)` after {var}", row.limit));
+        assert_eq!(
+            range,
+            (min, max),
+            "row '{}': documented range of {var}",
+            row.limit
+        );
+    }
+    let layers = read(LAYERS_RS);
+    let sandbox_vars = warden_names(non_test(&layers));
+    assert!(
+        sandbox_vars.contains(&"WARDEN_SANDBOX_SKIP".to_string()),
+        "{sandbox_vars:?}"
+    );
+    let overrides: Vec<String> = rows.iter().flat_map(|r| warden_names(&r.overrides)).collect();
+    for var in sandbox_vars {
+        assert!(
+            overrides.contains(&var),
+            "{var} ({LAYERS_RS}) has no row in the limits table"
+        );
+    }
+    // And nothing documented that the library does not read.
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("src"), &mut files);
+    let source: String = files
+        .iter()
+        .map(|f| std::fs::read_to_string(f).expect("source"))
+        .collect();
+    for var in overrides {
+        assert!(
+            source.contains(&format!("\"{var}\"")),
+            "{var} is documented but never read under src/"
+        );
+    }
+}
+
+#[test]
+fn every_warden_variable_the_library_reads_is_documented() {
+    // A new `"WARDEN_…"` string in library code (outside unit tests) needs a
+    // line in the operating guide.
+    let guide = read(OPERATING_MD);
+    let documented = warden_names(&guide);
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("src"), &mut files);
+    let mut undocumented = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        for (i, _) in non_test(&text).match_indices("\"WARDEN_") {
+            let name = warden_names(&text[i + 1..]).into_iter().next().expect("a name");
+            let literal_ends = text[i + 1 + name.len()..].starts_with('"');
+            if literal_ends && !documented.contains(&name) && !undocumented.contains(&name) {
+                undocumented.push(name);
+            }
+        }
+    }
+    assert!(
+        undocumented.is_empty(),
+        "read under src/ but not in {OPERATING_MD}: {undocumented:?}"
+    );
+}
+
+/// GitHub's anchor for a heading: lowercase, punctuation dropped, spaces
+/// to `-`.
+fn slug(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || *c == ' ' || *c == '-' || *c == '_')
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+#[test]
+fn links_between_the_guides_resolve() {
+    // Every relative link in the README and docs/ names a file that exists
+    // and, with `#anchor`, a heading of that file.
+    let root = workspace_root();
+    let mut pages = vec![PathBuf::from("README.md"), PathBuf::from("tests/mcp/README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs/") {
+        let name = entry.expect("entry").file_name();
+        pages.push(Path::new("docs").join(name));
+    }
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(root.join(page)).expect("page");
+        for (i, _) in text.match_indices("](") {
+            let target = &text[i + 2..];
+            let target = &target[..target.find(')').unwrap_or(target.len())];
+            if target.starts_with("http") || target.contains(' ') {
+                continue;
+            }
+            let (file, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let path = if file.is_empty() {
+                root.join(page)
+            } else {
+                root.join(page.parent().expect("parent")).join(file)
+            };
+            if !path.exists() {
+                broken.push(format!("{}: {target} (no such file)", page.display()));
+                continue;
+            }
+            if anchor.is_empty() || path.extension().is_none_or(|e| e != "md") {
+                continue;
+            }
+            let headings = std::fs::read_to_string(&path).expect("linked page");
+            let found = headings
+                .lines()
+                .filter_map(|l| l.strip_prefix('#'))
+                .any(|h| slug(h.trim_start_matches('#')) == anchor);
+            if !found {
+                broken.push(format!("{}: {target} (no such heading)", page.display()));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "broken links: {broken:#?}");
+}
