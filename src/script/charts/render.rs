@@ -1,7 +1,7 @@
 //! Draws a checked [`Chart`] as PNG bytes or SVG text, in memory.
 //!
 //! plotters draws into an RGB buffer (then `png` encodes it) or into a
-//! string; text comes from the bundled font ([`super::font`]). Nothing here
+//! string; text comes from the bundled font (`super::font`). Nothing here
 //! opens a file, starts a thread or reads the clock, so it runs unchanged
 //! inside the script worker's seccomp filter. Input was checked by
 //! [`super::spec`]; a failure here is a drawing problem, not the script's.
