@@ -134,9 +134,10 @@ impl Agent<'_> {
             self.messages.push(Message::assistant(reply.clone()));
             let Some(code) = super::extract::code_block(&reply) else {
                 last_problem = "the model replied without a code block".into();
-                self.messages.push(Message::user(
-                    "Observation: your reply had no ```rhai code block. Reply with exactly one code block; finish with final_answer(#{...}).",
-                ));
+                self.observe(
+                    "Observation: your reply had no ```rhai code block. Reply with exactly one code block; finish with final_answer(#{...})."
+                        .into(),
+                );
                 continue;
             };
             self.actions += 1;
@@ -184,9 +185,13 @@ impl Agent<'_> {
                     }
                     Err(reason) => {
                         last_problem = format!("the final answer broke the contract: {reason}");
-                        self.messages.push(Message::user(format!(
-                            "Observation: final_answer was refused: {reason}. Fix it and call final_answer again."
-                        )));
+                        // What the step printed is kept: the model needs
+                        // the numbers it computed to answer again.
+                        let mut text = printed(&outcome);
+                        text.push_str(&format!(
+                            "final_answer was refused: {reason}. Fix it and call final_answer again."
+                        ));
+                        self.observe(capped(text));
                         continue;
                     }
                 }
@@ -204,7 +209,7 @@ impl Agent<'_> {
                     .replace("{max}", &AGENT_MAX_STEPS.to_string())
                     .as_str());
             }
-            self.messages.push(Message::user(observation));
+            self.observe(observation);
         }
         failure(
             "failed",
@@ -260,6 +265,19 @@ impl Agent<'_> {
         })
     }
 
+    /// Sends an observation with what is left of the budgets, so the
+    /// model can plan its remaining steps.
+    fn observe(&mut self, mut text: String) {
+        let calls_used = self.session.call_counts().made as u64;
+        text.push_str("\n");
+        text.push_str(&super::prompt::budget_left(
+            self.actions,
+            self.model_calls,
+            calls_used,
+        ));
+        self.messages.push(Message::user(text));
+    }
+
     fn step_event(&self, step: usize, status: &str, error_type: Option<&str>, code_file: &str) {
         self.task.events.emit(
             self.origin,
@@ -269,8 +287,8 @@ impl Agent<'_> {
     }
 }
 
-/// What the model sees after a step: output, value or classified error.
-fn observation(outcome: &RunOutcome) -> String {
+/// "Observation:" and what the step printed, if anything.
+fn printed(outcome: &RunOutcome) -> String {
     let mut text = String::from("Observation:\n");
     if !outcome.output.is_empty() {
         text.push_str("printed:\n");
@@ -279,6 +297,12 @@ fn observation(outcome: &RunOutcome) -> String {
             text.push_str("[output truncated]\n");
         }
     }
+    text
+}
+
+/// What the model sees after a step: output, value or classified error.
+fn observation(outcome: &RunOutcome) -> String {
+    let mut text = printed(outcome);
     match &outcome.error {
         Some(error) => {
             let at = match (error.line, error.column) {
@@ -292,6 +316,11 @@ fn observation(outcome: &RunOutcome) -> String {
         }
         None => text.push_str(&format!("value: {}", outcome.value)),
     }
+    capped(text)
+}
+
+/// An observation cut to [`AGENT_MAX_OBSERVATION_BYTES`], with a note.
+fn capped(mut text: String) -> String {
     if text.len() > AGENT_MAX_OBSERVATION_BYTES {
         let mut cut = AGENT_MAX_OBSERVATION_BYTES;
         while !text.is_char_boundary(cut) {

@@ -193,6 +193,43 @@ async fn a_contract_violation_is_refused_and_fails_the_task_if_never_fixed() {
 }
 
 #[tokio::test]
+async fn a_refused_answer_keeps_the_steps_output_and_every_observation_states_the_budget_left() {
+    // The refusal quotes what the step printed, and observations end with the budgets still left.
+    let model = FakeModel::start(vec![
+        code("let q = get_quote(#{symbol: \"AAPL\"});\nprint(`price ${q.price}`);\nfinal_answer(#{task_type: \"no_action\", summary: \"x\"})"),
+        code("print(\"second\"); 2"),
+        code("final_answer(#{task_type: \"analysis\", summary: \"done\"})"),
+    ])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "quote AAPL", 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    let last_user = |i: usize| -> String {
+        model.requests()[i]["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let refusal = last_user(1);
+    assert!(refusal.contains("printed:\nprice "), "{refusal}");
+    assert!(refusal.contains("final_answer was refused"), "{refusal}");
+    assert!(
+        refusal.ends_with("Left: 11 steps, 15 replies, 99 function calls."),
+        "{refusal}"
+    );
+    let second = last_user(2);
+    assert!(second.contains("second"), "{second}");
+    assert!(
+        second.ends_with("Left: 10 steps, 14 replies, 99 function calls."),
+        "{second}"
+    );
+}
+
+#[tokio::test]
 async fn a_guard_budget_of_100_calls_is_enforced_including_pure_calls() {
     // 150 calls of a pure guard in one step: the 101st fails with budget_exhausted.
     let model = FakeModel::start(vec![code(
