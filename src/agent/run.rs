@@ -269,7 +269,7 @@ impl Agent<'_> {
     /// model can plan its remaining steps.
     fn observe(&mut self, mut text: String) {
         let calls_used = self.session.call_counts().made as u64;
-        text.push_str("\n");
+        text.push('\n');
         text.push_str(&super::prompt::budget_left(
             self.actions,
             self.model_calls,
