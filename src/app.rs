@@ -228,7 +228,7 @@ pub(crate) struct Runtime {
 /// Builds the registry, resources, event log and executor.
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), String> {
     let limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
-    crate::script::layers::mode()?;
+    crate::script::worker::layers::mode()?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();
     let name = app.name.clone();

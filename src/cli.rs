@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::app::{App, build_runtime};
 use crate::events::Origin;
 use crate::executor::{Admission, CallRequest};
-use crate::export::ToolFormat;
+use crate::mcp::export::ToolFormat;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -277,8 +277,8 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
         Command::Tools { format } => {
             let registry = runtime.executor.registry();
-            let tools = crate::export::mcp_tools(registry, runtime.executor.limits());
-            let value = crate::export::export(registry, &tools, format);
+            let tools = crate::mcp::export::mcp_tools(registry, runtime.executor.limits());
+            let value = crate::mcp::export::export(registry, &tools, format);
             println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
             ExitCode::SUCCESS
         }
@@ -305,7 +305,7 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
     // Task records: tasks a dead server left running become `interrupted`.
     runtime.tasks.store.mark_interrupted();
     let limits = runtime.executor.limits();
-    let transport_limits = crate::transport::TransportLimits {
+    let transport_limits = crate::mcp::transport::TransportLimits {
         // Never below the argument cap plus room for the envelope, so a
         // call the executor accepts is never refused by the transport.
         max_message_bytes: limits.max_message_bytes.max(
@@ -318,8 +318,8 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     // Task records: the end of input (the client went away) cancels tasks.
     let stdin = runtime.tasks.cancel_on_eof(stdin);
-    let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
-    let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
+    let transport = crate::mcp::transport::StdioTransport::new(stdin, stdout, transport_limits);
+    let server = crate::mcp::server::WardenServer::new(runtime.tasks.clone(), name, version);
     let service = match server.serve(transport).await {
         Ok(service) => service,
         Err(error) => {
@@ -403,7 +403,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         }
     };
     let max = runtime.executor.limits().max_timeout.as_secs();
-    let timeout = match crate::builtins::task_timeout(&runtime.tasks, timeout) {
+    let timeout = match crate::mcp::builtins::task_timeout(&runtime.tasks, timeout) {
         Ok(timeout) => timeout,
         Err(_) => {
             eprintln!(

@@ -21,8 +21,8 @@ use crate::limits::{
     AGENT_PLANNING_INTERVAL,
 };
 use crate::script::protocol::RunOutcome;
-use crate::task::progress::{Progress, note};
-use crate::task::session::{Budget, RunEnd, Session};
+use crate::script::host::progress::{Progress, note};
+use crate::script::host::session::{Budget, RunEnd, Session};
 use crate::task::{Task, TaskRunner, WorkerFacts, abnormal_end, answer_json, contract, failure};
 
 /// Runs one coding task and returns its result.

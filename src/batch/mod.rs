@@ -41,7 +41,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::ArtifactStore;
-use crate::builtins::run_batch::{ReturnMode, RunBatchInput};
+use crate::mcp::builtins::run_batch::{ReturnMode, RunBatchInput};
 use crate::error::GuardError;
 use crate::events::Origin;
 use crate::executor::Executor;
@@ -61,7 +61,7 @@ pub(crate) async fn run(
 ) -> Result<Value, GuardError> {
     let started = StdInstant::now();
     if let Some(digits) = input.digits {
-        crate::builtins::in_range("digits", digits, 1, MAX_DIGITS)?;
+        crate::mcp::builtins::in_range("digits", digits, 1, MAX_DIGITS)?;
     }
     for (i, path) in input.select.iter().enumerate() {
         if path.is_empty() {
@@ -167,7 +167,7 @@ pub(crate) async fn run_file(tasks: &crate::task::TaskRunner, file: &Path) -> Ex
             return ExitCode::from(2);
         }
     };
-    let input: RunBatchInput = match crate::builtins::decode(value) {
+    let input: RunBatchInput = match crate::mcp::builtins::decode(value) {
         Ok(input) => input,
         Err(error) => {
             eprintln!(

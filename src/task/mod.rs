@@ -13,12 +13,8 @@
 //! [`MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
 //! final answer are capped, with pointers to where the rest is.
 
-pub mod calls;
 pub mod contract;
-pub(crate) mod door;
-pub mod progress;
 pub mod running;
-pub mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -38,10 +34,10 @@ use crate::limits::{
     SCRIPT_MAX_OUTPUT_BYTES,
 };
 use crate::script::protocol::{Layers, RunOutcome};
-use calls::CallCounts;
-use progress::Progress;
+use crate::script::host::calls::CallCounts;
+use crate::script::host::progress::Progress;
 use running::Running;
-use session::{Budget, Context, RunEnd, Session};
+use crate::script::host::session::{Budget, Context, RunEnd, Session};
 
 /// Every guard call of a task, in its directory (see [`calls`]).
 pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
@@ -229,7 +225,7 @@ impl TaskRunner {
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let mode = crate::script::layers::mode()?;
+        let mode = crate::script::worker::layers::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -250,10 +246,10 @@ impl TaskRunner {
             task.events.emit(
                 origin,
                 "sandbox_degraded",
-                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::layers::Mode::Strict}),
+                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::worker::layers::Mode::Strict}),
             );
         }
-        match crate::script::layers::refusal(mode, &session.layers) {
+        match crate::script::worker::layers::refusal(mode, &session.layers) {
             Some(reason) => Err(reason),
             None => Ok(session),
         }

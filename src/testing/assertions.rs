@@ -434,7 +434,7 @@ pub fn check_prompt(case: &PromptCase, answer: &PromptAnswer, listed: &[String])
 }
 
 /// The JSON of a result: its structuredContent, or — for a guard's error,
-/// which carries its JSON only as text (see `crate::server`) — the first
+/// which carries its JSON only as text (see `crate::mcp::server`) — the first
 /// text block parsed. Suites' `structured_content` is checked against this,
 /// so one expectation covers guard errors and built-in errors alike.
 fn content_json(result: &Value) -> Value {

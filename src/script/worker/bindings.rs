@@ -14,7 +14,7 @@ use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
 use serde_json::Value;
 
 use super::door::Door;
-use super::protocol::FromWorker;
+use crate::script::protocol::FromWorker;
 use crate::error::GuardError;
 use crate::guard::{Mode, Resources};
 use crate::registry::Registry;

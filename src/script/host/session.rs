@@ -120,7 +120,7 @@ impl Session {
         let pgid = child.id().unwrap_or_default();
         track_group(pgid);
         let (sender, mut from_door) = unbounded_channel();
-        let calls = CallLog::create(&task_dir.join(super::FUNCTION_CALLS_FILE));
+        let calls = CallLog::create(&task_dir.join(crate::task::FUNCTION_CALLS_FILE));
         let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
             Ok(door) => door,
             Err(error) => {
@@ -235,10 +235,10 @@ impl Session {
 
     /// What the worker side produced, for the task result; closes
     /// function_calls.json.
-    pub fn take_facts(&mut self) -> super::WorkerFacts {
+    pub fn take_facts(&mut self) -> crate::task::WorkerFacts {
         let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.close();
-        super::WorkerFacts {
+        crate::task::WorkerFacts {
             layers: self.layers.clone(),
             calls: calls.counts(),
             pid: self.pgid,

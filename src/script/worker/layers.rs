@@ -24,7 +24,7 @@ use nix::libc;
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
-use super::protocol::Layers;
+use crate::script::protocol::Layers;
 
 /// The only system calls a script worker may make once its filter is in:
 /// pipe I/O, memory, signals and clocks for the Rust runtime and Rhai,

@@ -12,10 +12,17 @@ use std::time::{Duration, Instant};
 use rhai::{AST, Dynamic, EvalAltResult, Scope};
 use serde_json::Value;
 
-use super::bindings::{FINAL_ANSWER_MARK, register};
-use super::door::Door;
-use super::engine::{EngineState, Output, build};
-use super::errors::{eval_error, parse_error};
+pub mod bindings;
+mod csv;
+pub mod door;
+pub mod engine;
+pub mod errors;
+pub mod layers;
+
+use self::bindings::{FINAL_ANSWER_MARK, register};
+use self::door::Door;
+use self::engine::{EngineState, Output, build};
+use self::errors::{eval_error, parse_error};
 use super::protocol::{FromWorker, RunOutcome, ToWorker};
 use crate::registry::Registry;
 
@@ -28,7 +35,7 @@ pub fn main(registry: Registry) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let layers = super::layers::apply();
+    let layers = layers::apply();
     let door = Arc::new(Mutex::new(Door::new(protocol_out)));
     if let Ok(mut door) = door.lock()
         && door.send(&FromWorker::Hello { layers }).is_err()

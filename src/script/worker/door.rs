@@ -10,7 +10,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use super::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
+use crate::script::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
 use crate::error::GuardError;
 
 /// Pure calls buffered before a flush: 1,024.
@@ -40,7 +40,7 @@ struct ReplyLine {
 pub struct Door {
     input: BufReader<Stdin>,
     output: File,
-    /// The pending [`super::protocol::PureBatch`] line, open at its end.
+    /// The pending [`crate::script::protocol::PureBatch`] line, open at its end.
     pure_line: String,
     pure_count: usize,
     /// A monotonic instant and the Unix time (ns) at that instant, so that

@@ -42,7 +42,7 @@ pub struct Call<'a> {
     /// Fired when the client cancels the request.
     pub cancel: CancellationToken,
     /// Progress sink when the client sent a progressToken.
-    pub progress: Option<Arc<crate::task::progress::Progress>>,
+    pub progress: Option<Arc<crate::script::host::progress::Progress>>,
 }
 
 /// A tool the server provides itself.

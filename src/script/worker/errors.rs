@@ -7,7 +7,7 @@
 use rhai::{EvalAltResult, ParseError, Position};
 
 use super::engine::DEADLINE_MARK;
-use super::protocol::ScriptError;
+use crate::script::protocol::ScriptError;
 
 fn position(pos: Position) -> (Option<usize>, Option<usize>) {
     (pos.line(), pos.position())

@@ -39,7 +39,7 @@ Errors come back as results with isError=true, a stable error code and a message
 pub struct WardenServer {
     executor: Arc<Executor>,
     tasks: Arc<TaskRunner>,
-    builtins: Arc<Vec<Box<dyn crate::builtins::Builtin>>>,
+    builtins: Arc<Vec<Box<dyn crate::mcp::builtins::Builtin>>>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
 }
@@ -47,8 +47,8 @@ pub struct WardenServer {
 impl WardenServer {
     pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
-        let mut tools = crate::export::mcp_tools(executor.registry(), executor.limits());
-        let builtins = crate::builtins::all();
+        let mut tools = crate::mcp::export::mcp_tools(executor.registry(), executor.limits());
+        let builtins = crate::mcp::builtins::all();
         tools.extend(builtins.iter().map(|b| b.tool()));
         // One deterministic order for guards and built-ins alike.
         tools.sort_by(|a, b| a.name.cmp(&b.name));
@@ -64,7 +64,7 @@ impl WardenServer {
     /// Runs a built-in tool with request events around it.
     async fn call_builtin(
         &self,
-        builtin: &dyn crate::builtins::Builtin,
+        builtin: &dyn crate::mcp::builtins::Builtin,
         arguments: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
@@ -74,7 +74,7 @@ impl WardenServer {
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
         let outcome = builtin
-            .call(crate::builtins::Call {
+            .call(crate::mcp::builtins::Call {
                 tasks: &self.tasks,
                 arguments,
                 origin: &mut origin,
@@ -82,7 +82,7 @@ impl WardenServer {
                 progress: context
                     .meta
                     .get_progress_token()
-                    .map(|token| Arc::new(crate::task::progress::Progress::new(context.peer.clone(), token))),
+                    .map(|token| Arc::new(crate::script::host::progress::Progress::new(context.peer.clone(), token))),
             })
             .await;
         let (status, task_type, error_type) = match &outcome {
@@ -116,7 +116,7 @@ impl WardenServer {
         crate::telemetry::end(&origin.trace, &status, error_type.as_str());
         match outcome {
             Ok(value) => {
-                let links = crate::resources::links(&value);
+                let links = crate::mcp::resources::links(&value);
                 let mut result = if status == "success" {
                     CallToolResult::structured(value)
                 } else {
@@ -253,7 +253,7 @@ impl ServerHandler for WardenServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(ListResourceTemplatesResult::with_all_items(vec![
-            crate::resources::template(),
+            crate::mcp::resources::template(),
         ]))
     }
 
@@ -262,7 +262,7 @@ impl ServerHandler for WardenServer {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        crate::resources::read(&self.tasks.store, &request.uri).map(Into::into)
+        crate::mcp::resources::read(&self.tasks.store, &request.uri).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
