@@ -123,51 +123,8 @@ impl App {
         self
     }
 
-    /// Runs the application: a stdio MCP server with no arguments, or the
-    /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
-    /// 2 a usage or configuration error.
-    ///
-    /// Builds its own tokio runtime, so call it from a plain `fn main`;
-    /// inside an existing runtime (`#[tokio::main]`) use [`App::serve`].
-    pub fn run(self) -> ExitCode {
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        if is_worker(&args) {
-            return self.run_worker(&args);
-        }
-        crate::cli::main(self, args)
-    }
-
-    /// [`App::run`] for an application that already runs a tokio runtime:
-    /// the same command line, commands and exit codes, on the caller's
-    /// runtime (multi-threaded, with I/O and time enabled).
-    ///
-    /// ```no_run
-    /// #[tokio::main]
-    /// async fn main() -> std::process::ExitCode {
-    ///     warden::App::new("my-server").serve().await
-    /// }
-    /// ```
-    ///
-    /// Workers re-execute the same `main`, so a worker process starts the
-    /// caller's runtime threads before it reaches this call: its sandbox
-    /// layers that need a single-threaded process (the network namespace)
-    /// then report as missing. Prefer [`App::run`] from a plain `main` for
-    /// the full script sandbox.
-    pub async fn serve(self) -> ExitCode {
-        self.serve_with_args(std::env::args_os().collect()).await
-    }
-
-    /// [`App::serve`] with an explicit command line (`args[0]` is the
-    /// program name), e.g. `["my-server", "--list-tools"]`.
-    pub async fn serve_with_args(self, args: Vec<std::ffi::OsString>) -> ExitCode {
-        if is_worker(&args) {
-            return self.run_worker(&args);
-        }
-        crate::cli::serve_async(self, args).await
-    }
-
     /// The hidden worker branch, taken before any resource factory runs.
-    fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
+    pub(crate) fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
         let script = args.get(2).is_some_and(|a| a == crate::script::SCRIPT_WORKER);
         let registry =
             Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
@@ -213,7 +170,7 @@ impl App {
 }
 
 /// Whether `args` start a worker process (the hidden first argument).
-fn is_worker(args: &[std::ffi::OsString]) -> bool {
+pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
     args.get(1).is_some_and(|a| a == crate::worker::WORKER_ARG)
 }
 

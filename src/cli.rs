@@ -102,6 +102,54 @@ struct AppCommand {
     check: Option<crate::preflight::PreflightOptions>,
 }
 
+/// The entry points of an app with its command line (`run` builds its own
+/// runtime; `serve` runs on the caller's).
+impl App {
+    /// Runs the application: a stdio MCP server with no arguments, or the
+    /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
+    /// 2 a usage or configuration error.
+    ///
+    /// Builds its own tokio runtime, so call it from a plain `fn main`;
+    /// inside an existing runtime (`#[tokio::main]`) use [`App::serve`].
+    pub fn run(self) -> ExitCode {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if crate::app::is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        main(self, args)
+    }
+
+    /// [`App::run`] for an application that already runs a tokio runtime:
+    /// the same command line, commands and exit codes, on the caller's
+    /// runtime (multi-threaded, with I/O and time enabled).
+    ///
+    /// ```no_run
+    /// #[tokio::main]
+    /// async fn main() -> std::process::ExitCode {
+    ///     warden::App::new("my-server").serve().await
+    /// }
+    /// ```
+    ///
+    /// Workers re-execute the same `main`, so a worker process starts the
+    /// caller's runtime threads before it reaches this call: its sandbox
+    /// layers that need a single-threaded process (the network namespace)
+    /// then report as missing. Prefer [`App::run`] from a plain `main` for
+    /// the full script sandbox.
+    pub async fn serve(self) -> ExitCode {
+        self.serve_with_args(std::env::args_os().collect()).await
+    }
+
+    /// [`App::serve`] with an explicit command line (`args[0]` is the
+    /// program name), e.g. `["my-server", "--list-tools"]`.
+    pub async fn serve_with_args(self, args: Vec<std::ffi::OsString>) -> ExitCode {
+        if crate::app::is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        serve_async(self, args).await
+    }
+
+}
+
 /// Reads `.env` (warning on stderr about the variables it ignored) and
 /// parses `args` into a [`Plan`].
 fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
@@ -158,7 +206,7 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
 }
 
 /// Parses `args` and runs the command on a runtime of its own.
-pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
+fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     let (app, command, list_only, check) = match plan(app, args) {
         Plan::Exit(code) => return code,
         // Client-side tools build their own runtime and never build this app's.
@@ -195,7 +243,7 @@ pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
 }
 
 /// [`main`] on the caller's runtime (`App::serve`).
-pub(crate) async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
+async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     let (app, command, list_only, check) = match plan(app, args) {
         Plan::Exit(code) => return code,
         Plan::Preflight(args) => {
@@ -284,7 +332,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
         Command::Call {
             batch: Some(file), ..
-        } => crate::batch::run_file(&runtime.tasks, &file).await,
+        } => call_batch_file(&runtime.tasks, &file).await,
         Command::Call { tool, arguments, .. } => {
             call(runtime, tool.as_deref().unwrap_or_default(), &arguments).await
         }
@@ -427,9 +475,53 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
     print_result(outcome)
 }
 
+/// `<app> call --batch file.json`: a `run_batch` argument object (or a bare
+/// list of calls) from a file, run by [`crate::batch::run`] and printed as JSON. Exit
+/// codes: 0 every call succeeded, 1 a call failed or the batch was refused,
+/// 2 the file is unreadable or not a batch.
+async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("error: cannot read batch file {}: {error}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let value = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(calls)) => serde_json::json!({ "calls": calls }),
+        Ok(value) => value,
+        Err(error) => {
+            eprintln!("error: batch file {} is not valid JSON: {error}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let input: crate::batch::RunBatchInput = match crate::schema::decode_arguments(value) {
+        Ok(input) => input,
+        Err(error) => {
+            eprintln!(
+                "error ({}): batch file {}: {}",
+                error.code,
+                file.display(),
+                error.message
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let origin = Origin::request("batch", "run_batch");
+    let outcome = crate::batch::run(
+        &tasks.executor,
+        &tasks.store,
+        input,
+        &origin,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await;
+    print_result(outcome)
+}
+
 /// Prints a task or batch result as JSON: exit 0 when its status is
 /// `success`, 1 otherwise (or when it could not run at all).
-pub(crate) fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
+fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
     match outcome {
         Ok(result) => {
             println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());

@@ -77,3 +77,29 @@ impl GuardError {
         Self::new(codes::GUARD_FAILED, message)
     }
 }
+
+/// The text of a panic payload, when it has one.
+pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_string()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// Runs a guard body, turning a panic into a `guard_panicked` error naming
+/// the guard: the one place a guard's panic is caught (in-process calls,
+/// guard workers and a script's inline pure calls all come here).
+pub(crate) fn catch_guard_panic<T>(
+    guard: &str,
+    body: impl FnOnce() -> Result<T, GuardError>,
+) -> Result<T, GuardError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|payload| {
+        Err(GuardError::new(
+            codes::GUARD_PANICKED,
+            format!("guard '{guard}' panicked: {}", panic_message(&payload)),
+        ))
+    })
+}

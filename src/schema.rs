@@ -265,6 +265,19 @@ pub(crate) fn function_name<F>() -> String {
     full.rsplit("::").next().unwrap_or_default().to_string()
 }
 
+/// `value` if it lies in `min..=max`, else an `invalid_input` error naming
+/// `field` and the range.
+pub(crate) fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, GuardError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(GuardError::invalid_input(
+            field,
+            format!("must be from {min} to {max}, got {value}"),
+        ))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, ARTIFACT_KEY, RESULT_KEY};
 use crate::artifacts::ArtifactStore;
-use crate::mcp::builtins::run_batch::BatchCall;
+use super::BatchCall;
 use crate::error::{GuardError, codes};
 use crate::executor::arguments::json_size;
 use crate::limits::{Limits, MAX_BATCH_CALLS};

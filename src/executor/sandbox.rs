@@ -23,13 +23,7 @@ use nix::unistd::Pid;
 
 use crate::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
 
-/// What a worker receives when the server dies without killing it (a
-/// SIGKILL of the server): SIGTERM, not SIGKILL, because a guard worker
-/// turns it into a SIGKILL of its whole process group
-/// ([`crate::worker::kill_group_on_parent_death`]), so processes a guard
-/// started die with the server too. A worker that has not set that up yet,
-/// and every script worker, dies by SIGTERM's default action.
-pub(crate) const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
+pub(crate) use crate::worker::protocol::PARENT_DEATH_SIGNAL;
 
 /// Environment variables a worker keeps, by exact name: what a program
 /// needs to find tools, a home, a locale, a time zone and a temp dir.

@@ -33,14 +33,13 @@ use crate::limits::{
     DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
     SCRIPT_MAX_OUTPUT_BYTES,
 };
-use crate::script::protocol::{Layers, RunOutcome};
-use crate::script::host::calls::CallCounts;
+use crate::script::protocol::RunOutcome;
 use crate::script::host::progress::Progress;
 use running::Running;
 use crate::script::host::session::{Budget, Context, RunEnd, Session};
 
-/// Every guard call of a task, in its directory (see [`calls`]).
-pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
+pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
+pub use crate::script::host::session::WorkerFacts;
 
 /// Runs tasks. Shared by the server's built-in tools.
 pub struct TaskRunner {
@@ -72,16 +71,6 @@ pub struct Task {
     pub deadline: Instant,
     pub timeout: Duration,
     started: std::time::Instant,
-}
-
-/// What the worker side of a task produced, for the result.
-#[derive(Default)]
-pub struct WorkerFacts {
-    pub layers: Layers,
-    pub calls: CallCounts,
-    pub pid: u32,
-    /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
-    pub exit_status: Option<String>,
 }
 
 impl Drop for Task {

@@ -105,13 +105,4 @@ pub(crate) fn task_timeout(
     Ok(std::time::Duration::from_secs(seconds))
 }
 
-pub(crate) fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, GuardError> {
-    if (min..=max).contains(&value) {
-        Ok(value)
-    } else {
-        Err(GuardError::invalid_input(
-            field,
-            format!("must be from {min} to {max}, got {value}"),
-        ))
-    }
-}
+pub(crate) use crate::schema::in_range;

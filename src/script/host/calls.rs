@@ -21,6 +21,9 @@ use std::path::Path;
 
 use crate::limits::DEFAULT_CALLS_RECORDED;
 
+/// Every guard call of a task, in its directory.
+pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
+
 /// Distinct functions or error types a summary counts by name: 100; the
 /// rest are counted under `"(other)"`.
 const SUMMARY_KEYS: usize = 100;

@@ -287,7 +287,7 @@ impl Door {
                 if let Err(payload) = served {
                     let _ = door.events.send(DoorEvent::Closed(format!(
                         "the door thread panicked: {}",
-                        crate::worker::panic_message(&payload)
+                        crate::error::panic_message(&payload)
                     )));
                 }
             })

@@ -30,6 +30,16 @@ use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::script::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use crate::worker::WORKER_ARG;
 
+/// What the worker side of a task produced, for the result.
+#[derive(Default)]
+pub struct WorkerFacts {
+    pub layers: Layers,
+    pub calls: CallCounts,
+    pub pid: u32,
+    /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
+    pub exit_status: Option<String>,
+}
+
 /// How long a worker whose stdin was closed gets to exit before its group
 /// is killed: 200 ms (it normally exits within a millisecond).
 const WORKER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
@@ -120,7 +130,7 @@ impl Session {
         let pgid = child.id().unwrap_or_default();
         track_group(pgid);
         let (sender, mut from_door) = unbounded_channel();
-        let calls = CallLog::create(&task_dir.join(crate::task::FUNCTION_CALLS_FILE));
+        let calls = CallLog::create(&task_dir.join(super::calls::FUNCTION_CALLS_FILE));
         let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
             Ok(door) => door,
             Err(error) => {
@@ -235,10 +245,10 @@ impl Session {
 
     /// What the worker side produced, for the task result; closes
     /// function_calls.json.
-    pub fn take_facts(&mut self) -> crate::task::WorkerFacts {
+    pub fn take_facts(&mut self) -> WorkerFacts {
         let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.close();
-        crate::task::WorkerFacts {
+        WorkerFacts {
             layers: self.layers.clone(),
             calls: calls.counts(),
             pid: self.pgid,

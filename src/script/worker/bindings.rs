@@ -136,18 +136,8 @@ fn call_pure(
     }
     let name = guard.tool_name();
     let started = Instant::now();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        guard.invoke_inline(&Resources::default(), arguments)
-    }))
-    .unwrap_or_else(|payload| {
-        Err(GuardError::new(
-            crate::error::codes::GUARD_PANICKED,
-            format!(
-                "guard '{name}' panicked: {}",
-                crate::worker::panic_message(&payload)
-            ),
-        ))
-    });
+    let outcome =
+        crate::error::catch_guard_panic(name, || guard.invoke_inline(&Resources::default(), arguments));
     let error = outcome.as_ref().err().map(|e| e.code.as_str());
     door.record_pure(name, started, Instant::now(), error);
     outcome
