@@ -156,7 +156,7 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
     // `.env` in the working directory fills in WARDEN_*/OTEL_* settings the
     // environment does not set, through crate::config: the process
     // environment itself is never changed.
-    let loaded = crate::agent::dotenv::load(std::path::Path::new(".env"));
+    let loaded = crate::config::dotenv::load(std::path::Path::new(".env"));
     if !loaded.ignored.is_empty() {
         eprintln!(
             "warning: .env sets {}, which Warden ignores: a .env file may only set WARDEN_* and OTEL_* variables (set others in the real environment)",

@@ -7,8 +7,10 @@
 //! environment is never mutated (mutating it is unsound once threads exist,
 //! and would hand `.env` values to every child process). A variable set in
 //! the process environment wins over the file. The overlay is installed
-//! once, by the CLI (`crate::agent::dotenv`) before any setting is read;
+//! once, by the CLI (`crate::config::dotenv`) before any setting is read;
 //! without it [`var`] is the process environment.
+
+pub mod dotenv;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
