@@ -169,6 +169,57 @@ impl App {
     }
 }
 
+/// The entry points without the `cli` feature: the hidden worker branch,
+/// else a stdio MCP server (no command line is parsed). With the feature
+/// they live in `crate::cli` and parse the full command line.
+#[cfg(not(feature = "cli"))]
+impl App {
+    /// Runs the application as a stdio MCP server on a runtime of its own.
+    /// Exit codes: 0 a clean end, 1 the MCP session failed, 2 a
+    /// configuration error.
+    pub fn run(self) -> ExitCode {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        let runtime = match crate::runtime() {
+            Ok(runtime) => runtime,
+            Err(code) => return code,
+        };
+        crate::telemetry::init_stderr_log();
+        let telemetry = crate::telemetry::init();
+        let code = runtime.block_on(self.serve_stdio());
+        runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+        drop(telemetry);
+        code
+    }
+
+    /// [`App::run`] on the caller's tokio runtime.
+    pub async fn serve(self) -> ExitCode {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        let telemetry = crate::telemetry::init();
+        let code = self.serve_stdio().await;
+        let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
+        code
+    }
+
+    async fn serve_stdio(self) -> ExitCode {
+        let (runtime, name, version) = match build_runtime(self) {
+            Ok(parts) => parts,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        let code = crate::mcp::serve::stdio(runtime.tasks.clone(), &name, &version).await;
+        crate::executor::kill_all_workers();
+        code
+    }
+}
+
 /// Whether `args` start a worker process (the hidden first argument).
 pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
     args.get(1).is_some_and(|a| a == crate::worker::WORKER_ARG)
@@ -176,6 +227,7 @@ pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
 
 /// Everything a command needs at run time.
 pub(crate) struct Runtime {
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub executor: Arc<Executor>,
     pub tasks: Arc<crate::task::TaskRunner>,
     /// Flushes events.jsonl when dropped.

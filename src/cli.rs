@@ -7,7 +7,6 @@
 //! build their own runtime and never build this app's). Exit codes: 0
 //! success, 1 a failed call or check, 2 a usage or configuration error.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -228,11 +227,7 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     };
     // The binary's own log: warnings (e.g. a degraded script sandbox) on
     // stderr. An app embedding Warden through `App::serve` brings its own.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_max_level(tracing::Level::WARN)
-        .try_init();
+    crate::telemetry::init_stderr_log();
     // Spans are recorded for the server and `call`, not for preflight.
     let telemetry = check.is_none().then(crate::telemetry::init);
     let code = runtime.block_on(run_app(app, command, list_only, check));
@@ -304,7 +299,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
     };
     match command {
-        Command::Serve => serve(runtime, &name, &version).await,
+        Command::Serve => crate::mcp::serve::stdio(runtime.tasks.clone(), &name, &version).await,
         Command::Tools { format } if list_only => {
             let _ = format;
             for guard in runtime.executor.registry().iter() {
@@ -342,54 +337,6 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
     }
 }
 
-async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitCode {
-    use rmcp::ServiceExt;
-    if std::io::stdin().is_terminal() {
-        eprintln!(
-            "{name} is an MCP server speaking JSON-RPC on stdin/stdout, not a chat. \
-Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
-        );
-    }
-    // Task records: tasks a dead server left running become `interrupted`.
-    runtime.tasks.store.mark_interrupted();
-    let limits = runtime.executor.limits();
-    let transport_limits = crate::mcp::transport::TransportLimits {
-        // Never below the argument cap plus room for the envelope, so a
-        // call the executor accepts is never refused by the transport.
-        max_message_bytes: limits.max_message_bytes.max(
-            limits
-                .max_argument_bytes
-                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
-        ),
-        max_pending_responses: limits.max_pending_responses,
-    };
-    let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    // Task records: the end of input (the client went away) cancels tasks.
-    let stdin = runtime.tasks.cancel_on_eof(stdin);
-    let transport = crate::mcp::transport::StdioTransport::new(stdin, stdout, transport_limits);
-    let server = crate::mcp::server::WardenServer::new(runtime.tasks.clone(), name, version);
-    let service = match server.serve(transport).await {
-        Ok(service) => service,
-        Err(error) => {
-            eprintln!("error: MCP initialization failed: {error}");
-            return ExitCode::from(1);
-        }
-    };
-    let code = tokio::select! {
-        ended = service.waiting() => match ended {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("error: MCP service ended abnormally: {error}");
-                ExitCode::from(1)
-            }
-        },
-        _ = shutdown_signal() => ExitCode::SUCCESS,
-    };
-    // Task records: running tasks are cancelled and recorded `cancelled`
-    // before the process exits.
-    runtime.tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
-    code
-}
 
 async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {
     let arguments: Value = match serde_json::from_str(arguments) {
@@ -464,7 +411,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::mcp::serve::shutdown_signal().await;
         on_signal.cancel();
     });
     let mut origin = Origin::request("script", "run_script");
@@ -535,18 +482,5 @@ fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
             eprintln!("error ({}): {}", error.code, error.message);
             ExitCode::from(1)
         }
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT, so a supervisor's stop is a clean shutdown.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

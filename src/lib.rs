@@ -6,11 +6,13 @@
 //! call (in a fresh worker process for `isolated` guards), and [`worker`] is
 //! the hidden entry point on the other side of the pipe.
 
+#[cfg(feature = "agent")]
 pub mod agent;
 pub mod app;
 pub mod artifacts;
 mod batch;
 pub mod catalogue;
+#[cfg(feature = "cli")]
 mod cli;
 pub mod config;
 pub mod error;
@@ -19,12 +21,14 @@ pub mod executor;
 pub mod guard;
 pub mod limits;
 pub mod mcp;
+#[cfg(feature = "cli")]
 pub mod preflight;
 pub mod registry;
 mod schema;
 pub mod script;
 pub mod task;
 pub mod telemetry;
+#[cfg(feature = "cli")]
 pub mod testing;
 pub mod worker;
 

@@ -11,7 +11,8 @@ use crate::guard::Guard;
 use crate::registry::Registry;
 
 /// Output formats of `tools --format`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum ToolFormat {
     /// MCP tools/list entries (`inputSchema`, `outputSchema`, `annotations`).
     Mcp,

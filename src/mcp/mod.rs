@@ -5,5 +5,6 @@
 pub mod builtins;
 pub mod export;
 pub mod resources;
+pub(crate) mod serve;
 pub mod server;
 pub mod transport;

@@ -221,7 +221,7 @@ pub(crate) fn agent(require_agent: bool) -> Check {
 
 /// Trace exporter selection.
 /// Whether this binary can record spans / export OTLP.
-const BUILT_WITH_OTEL: bool = cfg!(feature = "otel");
+const BUILT_WITH_OTEL: bool = cfg!(feature = "telemetry");
 const BUILT_WITH_OTLP: bool = cfg!(feature = "otel-otlp");
 
 pub(crate) fn telemetry() -> Check {

@@ -15,6 +15,7 @@ mod list_guards;
 mod list_tasks;
 mod read_artifact;
 pub(crate) mod run_batch;
+#[cfg(feature = "agent")]
 mod run_coding_task;
 mod run_script;
 
@@ -61,6 +62,7 @@ pub trait Builtin: Send + Sync {
 /// Every built-in tool, in tools/list order.
 pub fn all() -> Vec<Box<dyn Builtin>> {
     vec![
+        #[cfg(feature = "agent")]
         Box::new(run_coding_task::RunCodingTask),
         Box::new(run_script::RunScript),
         Box::new(run_batch::RunBatch),
