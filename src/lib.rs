@@ -28,8 +28,6 @@ mod schema;
 pub mod script;
 pub mod task;
 pub mod telemetry;
-#[cfg(feature = "cli")]
-pub mod testing;
 pub mod worker;
 
 pub use app::App;
@@ -37,6 +35,10 @@ pub use error::GuardError;
 pub use guard::{Guard, Hints, Mode, Resources, guard};
 pub use limits::Limits;
 pub use registry::{Registry, ScriptFunction};
+
+/// The MCP scenario runner (the `warden-testing` crate), behind `cli`.
+#[cfg(feature = "cli")]
+pub use warden_testing as testing;
 
 /// Re-exported so applications derive schemas with the same version.
 pub use schemars;

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::report::Check;
-use super::schema_check::check_tool_schema;
+use warden_testing::schema_check::check_tool_schema;
 use crate::executor::Executor;
 use crate::registry::Registry;
 

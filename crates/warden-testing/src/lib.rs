@@ -6,7 +6,12 @@
 //! case, prints a summary, writes the JSON report, and exits 0 (all passed),
 //! 1 (something failed) or 2 (setup error: an unreadable or invalid config
 //! or suite, a server that does not start, a report that cannot be written).
-//! Offered by the `warden` binary and by every app (`<app> test …`).
+//! Offered by the `warden` binary, by every app (`<app> test …`, with the
+//! `cli` feature of `warden`) and by this crate's own `warden-test`.
+//!
+//! This crate needs nothing of the Warden runtime: it is an MCP client.
+//! [`schema_check`] (the tool-schema rules) lives here and is shared with
+//! the server-side `--check` of `warden`.
 
 pub mod assertions;
 mod client;
@@ -15,6 +20,7 @@ mod contracts;
 pub mod prompt;
 pub mod report;
 mod runner;
+pub mod schema_check;
 pub mod suite;
 
 use std::path::{Path, PathBuf};
@@ -71,7 +77,7 @@ pub enum SetupError {
 
 /// Builds a runtime and runs; call only from outside a runtime.
 pub fn main(args: TestArgs) -> ExitCode {
-    match crate::runtime() {
+    match runtime() {
         Ok(runtime) => runtime.block_on(run(&args)),
         Err(code) => code,
     }
@@ -181,4 +187,29 @@ fn write_report(path: &Path, report: &Report) -> std::io::Result<()> {
     }
     let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
     std::fs::write(path, format!("{json}\n"))
+}
+
+/// The runtime the runner builds for itself (two workers: it is a small
+/// client). On failure the error is printed and the caller exits with 2.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|error| {
+            eprintln!("error: cannot start the async runtime: {error}");
+            ExitCode::from(2)
+        })
+}
+
+/// Kills a child's whole process group (the server or a prompt adapter,
+/// both started as group leaders). Harmless if it is already gone; never
+/// signals group 0 or 1, or this process's own group.
+pub(crate) fn kill_group(pgid: u32) {
+    let Some(pid) = i32::try_from(pgid).ok().filter(|&pid| pid > 1) else {
+        return;
+    };
+    if pid != nix::unistd::getpgrp().as_raw() {
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+    }
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::assertions::{Mismatch, subset};
 use super::report::{Schemas, Tools, Verdict};
 use super::suite::{Suite, ToolContract};
-use crate::preflight::schema_check::check_tool_schema;
+use crate::schema_check::check_tool_schema;
 
 /// Compares the listed tools with every suite's `expected_tools`.
 pub fn tools(suites: &[Suite], listed: &[Value]) -> Tools {

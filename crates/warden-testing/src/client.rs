@@ -139,7 +139,7 @@ pub async fn call(
 /// Through the one guarded kill (never group 0, 1 or this process's own).
 fn kill_group(pgid: Option<u32>) {
     if let Some(pgid) = pgid {
-        crate::executor::sandbox::kill_group(pgid);
+        crate::kill_group(pgid);
     }
 }
 
