@@ -24,6 +24,7 @@ struct ResourceFactory {
 }
 
 /// A Warden application: its guards, managed resources and limits.
+#[must_use = "an App does nothing until `run()` or `serve().await`"]
 pub struct App {
     pub(crate) name: String,
     pub(crate) version: String,
@@ -32,6 +33,9 @@ pub struct App {
     pub(crate) script_functions: Vec<ScriptFunction>,
     resources: Vec<ResourceFactory>,
     pub(crate) limits: Limits,
+    /// Set by [`App::allow_destructive_in_batch`]; kept apart from `limits`
+    /// so that [`App::limits`] may come before or after it.
+    destructive_in_batch: bool,
     artifacts_dir: Option<PathBuf>,
 }
 
@@ -54,6 +58,7 @@ impl App {
             script_functions: Vec::new(),
             resources: Vec::new(),
             limits: Limits::default(),
+            destructive_in_batch: false,
             artifacts_dir: None,
         }
     }
@@ -108,10 +113,10 @@ impl App {
     }
 
     /// Lets `run_batch` call guards annotated destructive (refused in a
-    /// batch by default; see [`Limits::allow_destructive_in_batch`]). Call it
-    /// after [`App::limits`], which replaces every limit.
+    /// batch by default; see [`Limits::allow_destructive_in_batch`]). Holds
+    /// whether it comes before or after [`App::limits`].
     pub fn allow_destructive_in_batch(mut self) -> Self {
-        self.limits.allow_destructive_in_batch = true;
+        self.destructive_in_batch = true;
         self
     }
 
@@ -236,7 +241,8 @@ pub(crate) struct Runtime {
 
 /// Builds the registry, resources, event log and executor.
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), String> {
-    let limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
+    let mut limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
+    limits.allow_destructive_in_batch |= app.destructive_in_batch;
     crate::script::worker::layers::mode()?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();

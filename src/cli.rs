@@ -19,8 +19,7 @@ use crate::mcp::export::ToolFormat;
 
 #[derive(Debug, Parser)]
 #[command(
-    about = "A Warden MCP server. With no arguments it serves MCP over stdio (for a client such as Claude, not for typing into).",
-    disable_version_flag = true
+    about = "A Warden MCP server. With no arguments it serves MCP over stdio (for a client such as Claude, not for typing into)."
 )]
 struct Cli {
     /// Print the registered tools (name, mode, timeout, summary) and exit.
@@ -146,7 +145,6 @@ impl App {
         }
         serve_async(self, args).await
     }
-
 }
 
 /// Reads `.env` (warning on stderr about the variables it ignored) and
@@ -163,7 +161,10 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         );
     }
     let name = app.name.clone();
-    let command = Cli::command().name(name.clone()).bin_name(name.clone());
+    let command = Cli::command()
+        .name(name.clone())
+        .bin_name(name.clone())
+        .version(app.version.clone());
     let cli = match command
         .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m))
@@ -304,11 +305,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
             let _ = format;
             for guard in runtime.executor.registry().iter() {
                 let summary = guard.description().lines().next().unwrap_or_default();
-                let timeout = runtime
-                    .executor
-                    .limits()
-                    .guard_deadline(guard.own_timeout())
-                    .as_secs();
+                let timeout = runtime.executor.limits().guard_deadline(guard.timeout).as_secs();
                 println!(
                     "{:<28} {:<10} {:>4}s  {summary}",
                     guard.tool_name(),
@@ -336,7 +333,6 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         Command::Preflight(_) | Command::Test(_) => ExitCode::from(2),
     }
 }
-
 
 async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {
     let arguments: Value = match serde_json::from_str(arguments) {

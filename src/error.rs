@@ -44,6 +44,7 @@ pub mod codes {
 /// names the field and the expectation, and the `field` when one is to blame.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, thiserror::Error)]
 #[error("{message}")]
+#[non_exhaustive]
 pub struct GuardError {
     pub code: String,
     pub message: String,

@@ -7,34 +7,34 @@
 //! the hidden entry point on the other side of the pipe.
 
 #[cfg(feature = "agent")]
-pub mod agent;
-pub mod app;
-pub mod artifacts;
+mod agent;
+mod app;
+mod artifacts;
 mod batch;
-pub mod catalogue;
+mod catalogue;
 #[cfg(feature = "cli")]
 mod cli;
 pub mod config;
 pub mod error;
-pub mod events;
-pub mod executor;
-pub mod guard;
+mod events;
+mod executor;
+mod guard;
 pub mod limits;
-pub mod mcp;
+mod mcp;
 #[cfg(feature = "cli")]
 pub mod preflight;
-pub mod registry;
+mod registry;
 mod schema;
-pub mod script;
-pub mod task;
-pub mod telemetry;
-pub mod worker;
+mod script;
+mod task;
+mod telemetry;
+mod worker;
 
 pub use app::App;
 pub use error::GuardError;
-pub use guard::{Guard, Hints, Mode, Resources, guard};
+pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
 pub use limits::Limits;
-pub use registry::{Registry, ScriptFunction};
+pub use registry::ScriptFunction;
 
 /// The MCP scenario runner (the `warden-testing` crate), behind `cli`.
 #[cfg(feature = "cli")]

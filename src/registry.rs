@@ -197,10 +197,6 @@ impl Registry {
         self.guards.len()
     }
 
-    pub fn is_empty(&self) -> bool {
-        self.guards.is_empty()
-    }
-
     /// Names in order, for error messages and the registry snapshot.
     pub fn names(&self) -> Vec<&str> {
         self.guards.keys().map(String::as_str).collect()

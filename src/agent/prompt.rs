@@ -90,6 +90,7 @@ pub fn budget_line() -> String {
     )
 }
 
+#[cfg(test)]
 /// What is left of the budgets after a step, for the step's observation
 /// (the loop in `run` decides where to show it).
 pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64) -> String {

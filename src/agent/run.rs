@@ -20,9 +20,9 @@ use crate::limits::{
     AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
     AGENT_PLANNING_INTERVAL,
 };
-use crate::script::protocol::RunOutcome;
 use crate::script::host::progress::{Progress, note};
 use crate::script::host::session::{Budget, RunEnd, Session};
+use crate::script::protocol::RunOutcome;
 use crate::task::{Task, TaskRunner, WorkerFacts, abnormal_end, answer_json, contract, failure};
 
 /// Runs one coding task and returns its result.

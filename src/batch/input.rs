@@ -55,4 +55,3 @@ pub enum ReturnMode {
     /// Only the last call's output.
     Last,
 }
-

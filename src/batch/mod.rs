@@ -146,4 +146,3 @@ pub(crate) async fn run(
         "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
     }))
 }
-

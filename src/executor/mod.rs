@@ -395,6 +395,7 @@ impl Executor {
         self.call_slots.admit(cancel).await
     }
 
+    #[cfg(feature = "cli")]
     /// Starts a worker that answers a ping without calling any guard; used by
     /// preflight to prove isolation works on this machine.
     pub async fn ping_worker(&self) -> Result<(u32, usize), Failure> {

@@ -5,11 +5,14 @@
 use std::sync::Arc;
 
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
-use serde_json::{Value, json};
+#[cfg(feature = "cli")]
+use serde_json::Value;
+use serde_json::json;
 
 use crate::guard::Guard;
 use crate::registry::Registry;
 
+#[cfg(feature = "cli")]
 /// Output formats of `tools --format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
@@ -31,7 +34,7 @@ pub fn mcp_tool(guard: &Guard, timeout_seconds: u64) -> Tool {
     let mut meta = JsonObject::new();
     meta.insert("warden/mode".into(), json!(guard.mode.as_str()));
     meta.insert("warden/timeout_seconds".into(), json!(timeout_seconds));
-    Tool::new(
+    let mut tool = Tool::new(
         guard.name.clone(),
         guard.description().to_string(),
         Arc::new(guard.input_schema().clone()),
@@ -44,9 +47,12 @@ pub fn mcp_tool(guard: &Guard, timeout_seconds: u64) -> Tool {
             .idempotent(hints.idempotent)
             .open_world(hints.open_world),
     )
-    .with_meta(rmcp::model::MetaObject(meta))
+    .with_meta(rmcp::model::MetaObject(meta));
+    tool.title = guard.title.clone();
+    tool
 }
 
+#[cfg(feature = "cli")]
 /// Every guard in `format`, in registry order.
 pub fn export(registry: &Registry, tools: &[Tool], format: ToolFormat) -> Value {
     let entries: Vec<Value> = registry
@@ -57,6 +63,7 @@ pub fn export(registry: &Registry, tools: &[Tool], format: ToolFormat) -> Value 
     Value::Array(entries)
 }
 
+#[cfg(feature = "cli")]
 fn entry(guard: &Guard, tool: &Tool, format: ToolFormat) -> Value {
     let parameters = Value::Object(guard.input_schema().clone());
     match format {
@@ -82,6 +89,3 @@ pub fn mcp_tools(registry: &Registry, limits: &crate::limits::Limits) -> Vec<Too
         .map(|guard| mcp_tool(guard, limits.guard_deadline(guard.timeout).as_secs()))
         .collect()
 }
-
-/// Keeps `JsonObject` in this module's vocabulary for callers.
-pub type Schema = JsonObject;

@@ -79,10 +79,12 @@ impl WardenServer {
                 arguments,
                 origin: &mut origin,
                 cancel: context.ct.clone(),
-                progress: context
-                    .meta
-                    .get_progress_token()
-                    .map(|token| Arc::new(crate::script::host::progress::Progress::new(context.peer.clone(), token))),
+                progress: context.meta.get_progress_token().map(|token| {
+                    Arc::new(crate::script::host::progress::Progress::new(
+                        context.peer.clone(),
+                        token,
+                    ))
+                }),
             })
             .await;
         let (status, task_type, error_type) = match &outcome {

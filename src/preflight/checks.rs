@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::report::Check;
-use warden_testing::schema_check::check_tool_schema;
 use crate::executor::Executor;
 use crate::registry::Registry;
+use warden_testing::schema_check::check_tool_schema;
 
 /// Environment variables the coding agent needs, in the order reported.
 pub const MODEL_ENV: &[&str] = &["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"];

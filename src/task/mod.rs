@@ -33,10 +33,10 @@ use crate::limits::{
     DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
     SCRIPT_MAX_OUTPUT_BYTES,
 };
-use crate::script::protocol::RunOutcome;
 use crate::script::host::progress::Progress;
-use running::Running;
 use crate::script::host::session::{Budget, Context, RunEnd, Session};
+use crate::script::protocol::RunOutcome;
+use running::Running;
 
 pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
 pub use crate::script::host::session::WorkerFacts;

@@ -53,9 +53,7 @@ pub(crate) fn init_stderr_log() {
     let filter = std::env::var("RUST_LOG")
         .ok()
         .and_then(|spec| spec.parse::<tracing_subscriber::filter::Targets>().ok())
-        .unwrap_or_else(|| {
-            tracing_subscriber::filter::Targets::new().with_default(tracing::Level::WARN)
-        });
+        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::WARN));
     let _ = tracing_subscriber::registry()
         .with(
             tracing_subscriber::fmt::layer()

@@ -159,7 +159,6 @@ pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::
     }
 }
 
-
 /// Duplicates stdout for protocol use and points fd 1 at stderr.
 pub(crate) fn redirect_stdout() -> std::io::Result<std::fs::File> {
     let protocol = nix::unistd::dup(std::io::stdout().as_fd())?;

@@ -7,7 +7,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 #[derive(Debug, Parser)]
-#[command(name = "warden-test", about = "Run MCP scenario suites against a server.", version)]
+#[command(
+    name = "warden-test",
+    about = "Run MCP scenario suites against a server.",
+    version
+)]
 struct Cli {
     #[command(flatten)]
     args: warden_testing::TestArgs,

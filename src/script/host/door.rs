@@ -170,7 +170,7 @@ impl Door {
             .registry()
             .iter()
             .filter(|g| g.mode() == Mode::InProcess)
-            .map(|g| executor.limits().guard_deadline(g.own_timeout()))
+            .map(|g| executor.limits().guard_deadline(g.timeout))
             .min();
         let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
         let max_line = worker_line_cap(executor.limits().max_argument_bytes);

@@ -163,6 +163,7 @@ impl Session {
         self.pgid
     }
 
+    #[cfg(feature = "agent")]
     /// Guard calls made so far, and how many of them succeeded.
     pub fn call_counts(&self) -> CallCounts {
         self.door.calls.lock().unwrap_or_else(|p| p.into_inner()).counts()

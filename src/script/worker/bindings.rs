@@ -14,10 +14,10 @@ use rhai::{Dynamic, Engine, EvalAltResult, Map, NativeCallContext, Position};
 use serde_json::Value;
 
 use super::door::Door;
-use crate::script::protocol::FromWorker;
 use crate::error::GuardError;
 use crate::guard::{Mode, Resources};
 use crate::registry::Registry;
+use crate::script::protocol::FromWorker;
 
 /// Value thrown to stop the script once final_answer has been recorded.
 pub const FINAL_ANSWER_MARK: &str = "__warden_final_answer";

@@ -10,8 +10,8 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::script::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
 use crate::error::GuardError;
+use crate::script::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
 
 /// Pure calls buffered before a flush: 1,024.
 const PURE_BATCH: usize = 1024;
