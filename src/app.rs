@@ -24,6 +24,45 @@ struct ResourceFactory {
 }
 
 /// A Warden application: its guards, managed resources and limits.
+///
+/// Register guards, then hand `main` to [`App::run`] (or `App::serve().await`
+/// inside a tokio runtime). Options may be chained in any order.
+///
+/// ```
+/// use warden::{App, GuardError, guard};
+/// use warden::schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// /// Adds two numbers.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddInput {
+///     /// The first number.
+///     a: f64,
+///     /// The second number.
+///     b: f64,
+/// }
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Sum {
+///     sum: f64,
+/// }
+///
+/// fn add(input: AddInput) -> Result<Sum, GuardError> {
+///     Ok(Sum { sum: input.a + input.b })
+/// }
+///
+/// fn app() -> App {
+///     App::new("calculator")
+///         .version("1.2.0")
+///         .guard(guard(add).title("Add two numbers"))
+///         .allow_destructive_in_batch()
+///         .limits(warden::Limits::default())
+/// }
+///
+/// // A binary's whole `main` is `app().run()`; here we only build it.
+/// let app = app();
+/// assert!(format!("{app:?}").contains("calculator"));
+/// ```
 #[must_use = "an App does nothing until `run()` or `serve().await`"]
 pub struct App {
     pub(crate) name: String,

@@ -42,6 +42,29 @@ pub mod codes {
 
 /// An error a caller can act on: a stable `code`, a lowercase `message` that
 /// names the field and the expectation, and the `field` when one is to blame.
+///
+/// A guard returns it (or any error type that converts into it), and the
+/// client receives it as a tool result with `isError: true`:
+///
+/// ```
+/// use warden::GuardError;
+///
+/// fn check(volatility: f64) -> Result<f64, GuardError> {
+///     if volatility < 0.0 {
+///         return Err(GuardError::invalid_input(
+///             "volatility",
+///             format!("must be >= 0, got {volatility}"),
+///         ));
+///     }
+///     Ok(volatility)
+/// }
+///
+/// let error = check(-0.2).unwrap_err();
+/// assert_eq!(error.code, "invalid_input");
+/// assert_eq!(error.field.as_deref(), Some("volatility"));
+/// assert_eq!(error.message, "volatility: must be >= 0, got -0.2");
+/// assert_eq!(GuardError::failed("feed unavailable").code, "guard_failed");
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize, thiserror::Error)]
 #[error("{message}")]
 #[non_exhaustive]

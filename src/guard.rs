@@ -253,7 +253,36 @@ where
 
 /// Turns a typed function into a guard. The tool name defaults to the
 /// function's own name (`fn price_option` → `price_option`); rename it with
-/// [`Guard::name`]. The description is the input type's doc comment.
+/// [`Guard::name`]. The description is the input type's doc comment, and
+/// the input and output types are the tool's schemas.
+///
+/// ```
+/// use warden::{GuardError, Mode, guard};
+/// use warden::schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// /// Checks that a volatility is usable.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct VolInput {
+///     /// Annualised volatility, e.g. 0.2.
+///     volatility: f64,
+/// }
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Verdict {
+///     ok: bool,
+/// }
+///
+/// fn check_volatility(input: VolInput) -> Result<Verdict, GuardError> {
+///     Ok(Verdict { ok: input.volatility > 0.0 })
+/// }
+///
+/// let guard = guard(check_volatility).pure().category("checks");
+/// assert_eq!(guard.tool_name(), "check_volatility");
+/// assert_eq!(guard.description(), "Checks that a volatility is usable.");
+/// assert_eq!(guard.mode(), Mode::Pure);
+/// assert!(guard.input_schema()["properties"].get("volatility").is_some());
+/// ```
 pub fn guard<F, I, O, M>(function: F) -> Guard
 where
     F: GuardFn<I, O, M>,
