@@ -30,6 +30,7 @@ pub const BUILTIN_TOOLS: &[&str] = &[
 /// of these names could not be called from a script.
 pub const RESERVED_SCRIPT_NAMES: &[&str] = &[
     "final_answer",
+    "to_csv",
     "write_artifact",
     "read_written_artifact",
     "print",
@@ -227,6 +228,28 @@ fn validate_name(name: &str) -> Result<(), RegistryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn helpers_names_every_helper_the_bindings_register() {
+        use crate::script::worker::bindings::HELPERS;
+        let source = include_str!("script/worker/bindings.rs");
+        for call in source.split("register_fn(").skip(1) {
+            let literal = call.trim_start().strip_prefix('"');
+            if let Some(name) = literal.and_then(|rest| rest.split('"').next()) {
+                assert!(HELPERS.contains(&name), "helper {name} is missing from HELPERS");
+            }
+        }
+    }
+
+    #[test]
+    fn every_script_helper_name_is_reserved() {
+        for helper in crate::script::worker::bindings::HELPERS {
+            assert!(
+                RESERVED_SCRIPT_NAMES.contains(helper),
+                "script helper {helper} is not in RESERVED_SCRIPT_NAMES"
+            );
+        }
+    }
     use crate::error::GuardError;
     use crate::guard::{Resources, guard};
 

@@ -19,6 +19,15 @@ use crate::guard::{Mode, Resources};
 use crate::registry::Registry;
 use crate::script::protocol::FromWorker;
 
+/// Every helper a script gets besides the guards, by name: a guard may not
+/// take one of these names (`crate::registry::RESERVED_SCRIPT_NAMES`).
+pub(crate) const HELPERS: &[&str] = &[
+    "final_answer",
+    "to_csv",
+    "write_artifact",
+    "read_written_artifact",
+];
+
 /// Value thrown to stop the script once final_answer has been recorded.
 pub const FINAL_ANSWER_MARK: &str = "__warden_final_answer";
 
