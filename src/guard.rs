@@ -98,12 +98,12 @@ impl Resources {
             .ok_or_else(|| {
                 if let Some((name, reason)) = self.failed.get(&TypeId::of::<T>()) {
                     return GuardError::new(
-                        "resource_unavailable",
+                        crate::error::codes::RESOURCE_UNAVAILABLE,
                         format!("managed resource {name} failed to load at startup: {reason}"),
                     );
                 }
                 GuardError::new(
-                    "resource_missing",
+                    crate::error::codes::RESOURCE_MISSING,
                     format!(
                         "managed resource {} is not available in this process; register it with App::resource and run the guard in_process",
                         std::any::type_name::<T>()
@@ -237,7 +237,7 @@ where
         let output = function.invoke(resources, input)?;
         let value = rhai::serde::to_dynamic(&output).map_err(|e| {
             GuardError::new(
-                "bad_output",
+                crate::error::codes::BAD_OUTPUT,
                 format!("guard result is not representable in a script: {e}"),
             )
         })?;

@@ -184,6 +184,20 @@ impl Registry {
         self.script_functions.get(name)
     }
 
+    /// The one "unknown guard" error of every path that looks a guard up
+    /// by name (direct calls through the executor, script calls through
+    /// the door, a guard worker's request): `unknown_guard`, naming the
+    /// guards that do exist.
+    pub(crate) fn unknown_guard(&self, name: &str) -> crate::error::GuardError {
+        crate::error::GuardError::new(
+            crate::error::codes::UNKNOWN_GUARD,
+            format!(
+                "no guard named '{name}'; known guards: {}",
+                self.names().join(", ")
+            ),
+        )
+    }
+
     /// The guard called `name`, if registered.
     pub fn get(&self, name: &str) -> Option<&Guard> {
         self.guards.get(name)

@@ -71,8 +71,12 @@ pub(crate) fn output_value<O: serde::Serialize>(
     schema: &Map<String, Value>,
     wraps: bool,
 ) -> Result<Value, GuardError> {
-    let mut value = serde_json::to_value(output)
-        .map_err(|e| GuardError::new("bad_output", format!("guard result is not valid JSON: {e}")))?;
+    let mut value = serde_json::to_value(output).map_err(|e| {
+        GuardError::new(
+            crate::error::codes::BAD_OUTPUT,
+            format!("guard result is not valid JSON: {e}"),
+        )
+    })?;
     // serde_json writes a non-finite number as null, so a result without
     // nulls has none: only results with nulls pay for the second look.
     if contains_null(&value) {

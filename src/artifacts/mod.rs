@@ -260,7 +260,7 @@ impl ArtifactStore {
         )
         .map_err(|e| match e {
             nix::Error::ENOENT => GuardError::new(
-                "not_found",
+                crate::error::codes::NOT_FOUND,
                 format!("task_id: no task '{task_id}'; call list_tasks to see existing tasks"),
             ),
             nix::Error::ELOOP | nix::Error::ENOTDIR => GuardError::invalid_input(
@@ -305,7 +305,7 @@ impl ArtifactStore {
     ) -> Result<u64, GuardError> {
         if bytes.len() > cap {
             return Err(GuardError::new(
-                "artifact_too_large",
+                crate::error::codes::ARTIFACT_TOO_LARGE,
                 format!(
                     "filename: '{filename}' is {} bytes; the limit is {cap} bytes per file",
                     bytes.len()

@@ -373,18 +373,9 @@ impl Executor {
     }
 
     fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {
-        self.registry.get(name).ok_or_else(|| {
-            Failure::new(
-                Status::Failed,
-                GuardError::new(
-                    "unknown_guard",
-                    format!(
-                        "no guard named '{name}'; known guards: {}",
-                        self.registry.names().join(", ")
-                    ),
-                ),
-            )
-        })
+        self.registry
+            .get(name)
+            .ok_or_else(|| Failure::new(Status::Failed, self.registry.unknown_guard(name)))
     }
 
     /// Takes one call slot for a tool that then runs several guards with

@@ -14,7 +14,6 @@ use std::process::ExitCode;
 
 pub use protocol::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
-use crate::error::GuardError;
 use crate::guard::Resources;
 use crate::registry::Registry;
 
@@ -142,7 +141,7 @@ fn traced_guard(
 pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::Value) -> Response {
     let Some(guard) = registry.get(name) else {
         return Response::Error {
-            error: GuardError::new("unknown_guard", format!("no guard named '{name}' in this worker")),
+            error: registry.unknown_guard(name),
             spans: Vec::new(),
         };
     };

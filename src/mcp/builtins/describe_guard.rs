@@ -63,7 +63,7 @@ impl Builtin for DescribeGuard {
             known.extend(registry.script_functions().map(|f| f.name));
             known.sort_unstable();
             Err(GuardError {
-                code: "unknown_guard".into(),
+                code: crate::error::codes::UNKNOWN_GUARD.into(),
                 message: format!(
                     "name: no guard named '{}'; use one list_guards shows: {}",
                     input.name,

@@ -43,7 +43,8 @@ impl Builtin for RunCodingTask {
                 return Err(GuardError::invalid_input("prompt", "must not be blank"));
             }
             let timeout = task_timeout(call.tasks, input.timeout_seconds)?;
-            let config = ModelConfig::from_env().map_err(|e| GuardError::new("model_not_configured", e))?;
+            let config = ModelConfig::from_env()
+                .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e))?;
             crate::agent::run::run_coding_task(
                 call.tasks,
                 &config,

@@ -564,7 +564,7 @@ impl Door {
         }
         if line.starts_with(WRITE_ARTIFACT_PREFIX) {
             let error = GuardError::new(
-                "artifact_too_large",
+                crate::error::codes::ARTIFACT_TOO_LARGE,
                 format!(
                     "write_artifact sent a {size}-byte message; a script's messages are capped at {cap} bytes \
 and an artifact holds at most {DEFAULT_MAX_ARTIFACT_BYTES} bytes: write smaller files"

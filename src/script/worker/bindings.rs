@@ -21,6 +21,7 @@ use crate::script::protocol::FromWorker;
 
 /// Every helper a script gets besides the guards, by name: a guard may not
 /// take one of these names (`crate::registry::RESERVED_SCRIPT_NAMES`).
+#[cfg(test)]
 pub(crate) const HELPERS: &[&str] = &[
     "final_answer",
     "to_csv",
@@ -48,7 +49,7 @@ fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
 fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
     rhai::serde::from_dynamic::<Value>(value).map_err(|e| {
         GuardError::new(
-            "invalid_arguments",
+            crate::error::codes::INVALID_ARGUMENTS,
             format!("value is not representable as JSON: {e}"),
         )
     })
@@ -136,7 +137,7 @@ fn call_pure(
 ) -> Result<Dynamic, GuardError> {
     let mut door = door
         .lock()
-        .map_err(|_| GuardError::new("door_closed", "worker door lock poisoned"))?;
+        .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
     if door.count_pure {
         if door.calls_left == 0 {
             return Err(budget_exhausted());
@@ -154,7 +155,7 @@ fn call_pure(
 
 fn budget_exhausted() -> GuardError {
     GuardError::new(
-        "budget_exhausted",
+        crate::error::codes::BUDGET_EXHAUSTED,
         "this task used all its guard calls; do more per call, or finish with final_answer",
     )
 }
@@ -167,14 +168,11 @@ fn call_guard(
     arguments: Value,
 ) -> Result<Value, GuardError> {
     if registry.get(name).is_none() {
-        return Err(GuardError::new(
-            "unknown_guard",
-            format!("no guard named '{name}'"),
-        ));
+        return Err(registry.unknown_guard(name));
     }
     let mut door = door
         .lock()
-        .map_err(|_| GuardError::new("door_closed", "worker door lock poisoned"))?;
+        .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
     if door.calls_left == 0 {
         return Err(budget_exhausted());
     }

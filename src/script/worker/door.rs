@@ -150,12 +150,23 @@ impl Door {
 
     /// Sends a request and waits for its reply.
     pub fn request(&mut self, message: &FromWorker) -> Result<Value, GuardError> {
-        let broken = |e: std::io::Error| GuardError::new("door_closed", format!("server pipe failed: {e}"));
+        let broken = |e: std::io::Error| {
+            GuardError::new(
+                crate::error::codes::DOOR_CLOSED,
+                format!("server pipe failed: {e}"),
+            )
+        };
         self.send(message).map_err(broken)?;
         match self.receive().map_err(broken)? {
             Some(ToWorker::GuardReply { result }) | Some(ToWorker::ArtifactReply { result }) => result,
-            Some(ToWorker::Run { .. }) => Err(GuardError::new("door_protocol", "unexpected run message")),
-            None => Err(GuardError::new("door_closed", "server closed the pipe")),
+            Some(ToWorker::Run { .. }) => Err(GuardError::new(
+                crate::error::codes::DOOR_PROTOCOL,
+                "unexpected run message",
+            )),
+            None => Err(GuardError::new(
+                crate::error::codes::DOOR_CLOSED,
+                "server closed the pipe",
+            )),
         }
     }
 }
