@@ -8,6 +8,13 @@
 //! [`crate::config`], never into the process environment; a variable
 //! already in the environment wins over the file. The CLI calls [`load`]
 //! once at startup and warns about the names it ignored.
+//!
+//! Decision (issue 11): kept instead of `dotenvy`. Its parser accepts
+//! `export`, `$VAR` expansion from the process environment and multi-line
+//! values — a larger language than a settings file for a sandboxed server
+//! needs, and one whose expansion would copy unrelated environment values
+//! into Warden's settings. This parser is 20 lines with its tests beside it;
+//! nothing was measured, the choice is about the accepted syntax.
 
 use std::path::Path;
 

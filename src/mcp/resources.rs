@@ -5,8 +5,14 @@
 //! URI returns the whole file (text, or base64 for binary data) through the
 //! same safe-path checks as `read_artifact`. Files larger than one
 //! `read_artifact` chunk are refused with a pointer to `read_artifact`.
+//!
+//! URIs are built and read with `percent-encoding` (already in the tree
+//! through rmcp, so it costs no build time): a name with a space, `#`, `?`
+//! or `%` still gives a valid URI, and the same name comes back out of it.
+//! Names made of URI-safe characters give the same URI as before.
 
 use base64::Engine as _;
+use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_encode};
 use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde_json::Value;
@@ -16,6 +22,30 @@ use crate::limits::MAX_READ_CHUNK_BYTES;
 
 /// URI prefix of task artifacts.
 pub const SCHEME: &str = "warden://artifacts/";
+
+/// Escaped in each part of an artifact URI: controls, space and the
+/// characters RFC 3986 reserves for other parts of a URI (`/` is kept: it
+/// separates the components of an artifact path, as in the file system).
+const SEGMENT: &AsciiSet = &CONTROLS
+    .add(b' ')
+    .add(b'"')
+    .add(b'#')
+    .add(b'%')
+    .add(b'<')
+    .add(b'>')
+    .add(b'?')
+    .add(b'`')
+    .add(b'{')
+    .add(b'}');
+
+/// The URI of one task artifact.
+pub fn uri(task_id: &str, path: &str) -> String {
+    format!(
+        "{SCHEME}{}/{}",
+        utf8_percent_encode(task_id, SEGMENT),
+        utf8_percent_encode(path, SEGMENT)
+    )
+}
 
 /// The template clients can fill in.
 pub fn template() -> ResourceTemplate {
@@ -35,8 +65,7 @@ pub fn links(result: &Value) -> Vec<ContentBlock> {
         .filter_map(|artifact| {
             let path = artifact.get("path")?.as_str()?;
             let name = artifact.get("name").and_then(Value::as_str).unwrap_or(path);
-            let resource =
-                Resource::new(format!("{SCHEME}{task_id}/{path}"), name).with_mime_type(mime_type(path));
+            let resource = Resource::new(uri(task_id, path), name).with_mime_type(mime_type(path));
             Some(ContentBlock::resource_link(resource))
         })
         .collect()
@@ -52,6 +81,11 @@ pub fn read(store: &ArtifactStore, uri: &str) -> Result<ReadResourceResult, Erro
     };
     let rest = uri.strip_prefix(SCHEME).ok_or_else(not_ours)?;
     let (task_id, path) = rest.split_once('/').ok_or_else(not_ours)?;
+    let task_id = percent_decode_str(task_id)
+        .decode_utf8()
+        .map_err(|_| not_ours())?;
+    let path = percent_decode_str(path).decode_utf8().map_err(|_| not_ours())?;
+    let (task_id, path) = (task_id.as_ref(), path.as_ref());
     let as_params = |e: crate::GuardError| ErrorData::invalid_params(e.message, None);
     let chunk = store
         .read(task_id, path, 0, MAX_READ_CHUNK_BYTES, Encoding::Base64)
@@ -75,4 +109,23 @@ pub fn read(store: &ArtifactStore, uri: &str) -> Result<ReadResourceResult, Erro
     Ok(ReadResourceResult::new(vec![
         contents.with_mime_type(mime_type(path)),
     ]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Artifact URIs escape what a URI cannot carry and read back to the name.
+    #[test]
+    fn uris_escape_and_round_trip_names() {
+        assert_eq!(
+            uri("task_1", "outputs/r.csv"),
+            "warden://artifacts/task_1/outputs/r.csv"
+        );
+        let built = uri("task_1", "outputs/a b#1%.csv");
+        assert_eq!(built, "warden://artifacts/task_1/outputs/a%20b%231%25.csv");
+        let rest = built.strip_prefix(SCHEME).unwrap_or_default();
+        let decoded = percent_decode_str(rest).decode_utf8().map(|c| c.into_owned());
+        assert_eq!(decoded.ok().as_deref(), Some("task_1/outputs/a b#1%.csv"));
+    }
 }

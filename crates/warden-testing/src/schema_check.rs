@@ -6,6 +6,13 @@
 //! Used by preflight's registration check and by the scenario runner's
 //! schema check. It never validates *data* against a schema; unknown
 //! keywords are annotations and pass.
+//!
+//! Decision (issue 11): kept instead of the `jsonschema` crate. Checking a
+//! schema against the 2020-12 meta-schema with it would replace ~200 lines
+//! here but add its regex and format-validation stack to every build of the
+//! scenario runner and of `--check`, for a check that only needs shapes and
+//! local `$ref`s. Revisit if data validation (instances against schemas) is
+//! ever needed: then the crate is the right tool.
 
 use serde_json::{Map, Value};
 
