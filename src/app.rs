@@ -278,9 +278,23 @@ pub(crate) struct Runtime {
     pub _events_guard: Option<tracing_appender::non_blocking::WorkerGuard>,
 }
 
+/// Why an app could not start: its configuration or registration is
+/// wrong, or its own binary cannot be found (workers re-execute it).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error(transparent)]
+    Limits(#[from] crate::limits::LimitError),
+    #[error(transparent)]
+    SandboxMode(#[from] crate::script::worker::layers::BadMode),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("cannot locate this program's binary: {0}")]
+    NoBinary(#[source] std::io::Error),
+}
+
 /// Builds the registry, resources, event log and executor.
-pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), String> {
-    let mut limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
+pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
+    let mut limits = app.limits.clone().from_env()?;
     limits.allow_destructive_in_batch |= app.destructive_in_batch;
     crate::script::worker::layers::mode()?;
     let artifacts_dir = app.resolved_artifacts_dir();
@@ -290,8 +304,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let registry = build_registry(
         std::mem::take(&mut app.guards),
         std::mem::take(&mut app.script_functions),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
@@ -303,7 +316,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         }
     };
     let diagnostics_dir = diagnostics_dir(&artifacts_dir);
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this program's binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(StartError::NoBinary)?;
     let launcher = WorkerLauncher {
         exe: exe.clone(),
         diagnostics_dir,

@@ -288,7 +288,13 @@ async fn preflight(app: App, options: crate::preflight::PreflightOptions) -> Exi
     let name = app.name.clone();
     let built = build_runtime(app);
     let executor = built.as_ref().map(|(runtime, _, _)| &runtime.executor);
-    crate::preflight::check_app(executor.map_err(Clone::clone), &name, &artifacts_dir, &options).await
+    crate::preflight::check_app(
+        executor.map_err(ToString::to_string),
+        &name,
+        &artifacts_dir,
+        &options,
+    )
+    .await
 }
 
 async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {

@@ -214,7 +214,7 @@ impl TaskRunner {
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let mode = crate::script::worker::layers::mode()?;
+        let mode = crate::script::worker::layers::mode().map_err(|e| e.to_string())?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),

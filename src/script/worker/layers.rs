@@ -93,12 +93,17 @@ pub enum Mode {
     Strict,
 }
 
+/// A [`MODE_ENV`] value that is neither `warn` nor `strict`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{MODE_ENV}: expected warn or strict, got '{0}'")]
+pub struct BadMode(pub String);
+
 /// The configured [`MODE_ENV`]; the error names the variable and values.
-pub fn mode() -> Result<Mode, String> {
+pub fn mode() -> Result<Mode, BadMode> {
     match crate::config::var(MODE_ENV).as_deref().map(str::trim) {
         None | Some("") | Some("warn") => Ok(Mode::Warn),
         Some("strict") => Ok(Mode::Strict),
-        Some(other) => Err(format!("{MODE_ENV}: expected warn or strict, got '{other}'")),
+        Some(other) => Err(BadMode(other.to_string())),
     }
 }
 
