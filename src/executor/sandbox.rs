@@ -260,6 +260,46 @@ pub fn kill_all_workers() {
     }
 }
 
+/// How a worker process ended: the one place exit statuses are classified
+/// (guard workers and script workers). Shown as "killed by SIGKILL",
+/// "exited with exit status: 3" or "vanished".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Killed by a signal, named (`SIGKILL`) or numbered (`signal 99`).
+    Signal(String),
+    /// Exited on its own with this status.
+    Exited(std::process::ExitStatus),
+    /// No status could be read.
+    Vanished,
+}
+
+impl Ended {
+    pub(crate) fn of(status: Option<std::process::ExitStatus>) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match status {
+            Some(s) => match s.signal() {
+                Some(signal) => Self::Signal(
+                    Signal::try_from(signal)
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_else(|_| format!("signal {signal}")),
+                ),
+                None => Self::Exited(s),
+            },
+            None => Self::Vanished,
+        }
+    }
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Signal(name) => write!(f, "killed by {name}"),
+            Self::Exited(status) => write!(f, "exited with {status}"),
+            Self::Vanished => f.write_str("vanished"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -382,14 +382,5 @@ fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
 }
 
 fn describe(status: Option<std::process::ExitStatus>) -> String {
-    use std::os::unix::process::ExitStatusExt;
-    match status {
-        Some(s) => match s.signal() {
-            Some(signal) => nix::sys::signal::Signal::try_from(signal)
-                .map(|s| format!("killed by {}", s.as_str()))
-                .unwrap_or_else(|_| format!("killed by signal {signal}")),
-            None => format!("exited with {s}"),
-        },
-        None => "vanished".into(),
-    }
+    crate::executor::sandbox::Ended::of(status).to_string()
 }
