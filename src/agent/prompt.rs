@@ -110,7 +110,7 @@ pub fn status_rule() -> String {
         // One successful call and none made: every type's own preconditions hold.
         let probe = json!({"task_type": task_type, "summary": "-"});
         match contract::check(&probe, 0, 1).map(|answer| answer.status) {
-            Ok("success") => success.push(*task_type),
+            Ok(crate::task::TaskStatus::Success) => success.push(*task_type),
             Ok(_) => failed.push(*task_type),
             Err(_) => {}
         }

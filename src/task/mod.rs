@@ -77,7 +77,7 @@ impl Drop for Task {
     fn drop(&mut self) {
         if !self.recorded {
             let mut result = failure(
-                "cancelled",
+                TaskStatus::Cancelled,
                 "the request ended before the task finished; the task was cancelled".into(),
             );
             result["task_id"] = json!(self.id);
@@ -95,7 +95,7 @@ impl Task {
     /// up, then lets it go (its slot and registration end on drop).
     pub fn abandon(mut self, error: &GuardError) {
         let mut result = failure(
-            "failed",
+            TaskStatus::Failed,
             format!("the task could not be set up: {}", error.message),
         );
         result["task_id"] = json!(self.id);
@@ -295,7 +295,7 @@ impl TaskRunner {
         let saved = serde_json::to_vec_pretty(&result).unwrap_or_default();
         if let Err(error) = self.store.write_result(&task.id, &saved) {
             let mut failed = failure(
-                "failed",
+                TaskStatus::Failed,
                 format!(
                     "the task ran but its record could not be saved: {}",
                     error.message
@@ -482,7 +482,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
     match end {
         RunEnd::TimedOut => {
             let mut value = failure(
-                "timed_out",
+                TaskStatus::TimedOut,
                 format!(
                     "the task did not finish within {} s; its worker was killed",
                     timeout.as_secs()
@@ -493,7 +493,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
             value
         }
         RunEnd::Cancelled => failure(
-            "cancelled",
+            TaskStatus::Cancelled,
             "the request was cancelled; the script worker was killed".into(),
         ),
         RunEnd::Crashed(reason) => {
@@ -502,11 +502,14 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
             } else {
                 "worker"
             };
-            let mut value = failure("failed", format!("the script worker failed: {reason}"));
+            let mut value = failure(TaskStatus::Failed, format!("the script worker failed: {reason}"));
             value["error"] = json!({"kind": kind, "message": reason, "line": null, "column": null});
             value
         }
-        RunEnd::Finished(_) => failure("failed", "internal: finished run passed as abnormal".into()),
+        RunEnd::Finished(_) => failure(
+            TaskStatus::Failed,
+            "internal: finished run passed as abnormal".into(),
+        ),
     }
 }
 
@@ -516,9 +519,9 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
 fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: Instant) -> Value {
     let mut result = if let Some(error) = &outcome.error {
         let status = if error.kind == "timeout" || Instant::now() >= deadline {
-            "timed_out"
+            TaskStatus::TimedOut
         } else {
-            "failed"
+            TaskStatus::Failed
         };
         let mut value = failure(status, format!("{} error: {}", error.kind, error.message));
         value["error"] = json!(error);
@@ -526,12 +529,15 @@ fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: I
     } else if let Some(answer) = &outcome.final_answer {
         match contract::check(answer, calls, calls_ok) {
             Ok(answer) => answer_json(&answer),
-            Err(reason) => failure("failed", format!("the final answer broke the contract: {reason}")),
+            Err(reason) => failure(
+                TaskStatus::Failed,
+                format!("the final answer broke the contract: {reason}"),
+            ),
         }
     } else {
         let task_type = if calls_ok > 0 { "analysis" } else { "no_action" };
         json!({
-            "status": "success", "task_type": task_type,
+            "status": TaskStatus::Success, "task_type": task_type,
             "summary": "script finished without calling final_answer; see value and output",
             "metrics": {}, "assumptions": [],
         })
@@ -550,8 +556,18 @@ pub fn answer_json(answer: &contract::Answer) -> Value {
     })
 }
 
+/// How a task ended, as recorded in `result.json` (`status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Success,
+    Failed,
+    TimedOut,
+    Cancelled,
+}
+
 /// A failed task result with `summary` saying why.
-pub fn failure(status: &str, summary: String) -> Value {
+pub fn failure(status: TaskStatus, summary: String) -> Value {
     json!({"status": status, "task_type": "failed", "summary": summary, "metrics": {}, "assumptions": []})
 }
 
