@@ -1,10 +1,26 @@
 //! Warden: register typed Rust guards once and serve them as MCP tools,
 //! script functions and sandboxed workers.
 //!
-//! The flow of a call is registry → executor → worker door: [`registry`]
-//! validates what the app registered, [`executor`] admits and runs every
-//! call (in a fresh worker process for `isolated` guards), and [`worker`] is
-//! the hidden entry point on the other side of the pipe.
+//! An app builds an [`App`], registers [`guard`]s (typed functions returning
+//! [`GuardError`] on failure) and [`ScriptFunction`]s, sets [`Limits`] if the
+//! defaults do not suit it, and calls [`App::run`]. Advanced use: [`limits`]
+//! (every bound, with its default), [`error::codes`] (every stable error
+//! code), [`config`] (settings from the environment and `.env`), and, with
+//! the `cli` feature, `preflight` and `testing` (the scenario runner, the
+//! `warden-testing` crate).
+//!
+//! Inside, the spine reads from the folder names: `registry` (what the app
+//! registered) → `executor` (admits and runs every call; `worker` is the
+//! guard worker on the other side of its pipe) → `script` (the Rhai sandbox,
+//! split into the sandboxed `worker` side and the server's `host` side, with
+//! one `protocol` between them) → `task` and `batch` → `mcp` (the rmcp
+//! handler, built-in tools, resources and transports) → `app` and `cli`.
+//!
+//! Features: `cli` (default: the command line, `--check`, `preflight`,
+//! `test` and the `warden` binary), `agent` (default: the model client
+//! behind `run_coding_task`), `telemetry` (the recording OpenTelemetry SDK;
+//! `otel` is its former name) and `otel-otlp`. Without default features an
+//! app still serves MCP on stdio with `App::run` / `App::serve`.
 
 #[cfg(feature = "agent")]
 mod agent;
