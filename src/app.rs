@@ -258,7 +258,7 @@ impl App {
                 return ExitCode::from(2);
             }
         };
-        let code = crate::mcp::serve::stdio(runtime.tasks.clone(), &name, &version).await;
+        let code = crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await;
         crate::executor::kill_all_workers();
         code
     }

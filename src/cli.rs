@@ -306,7 +306,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
     };
     match command {
-        Command::Serve => crate::mcp::serve::stdio(runtime.tasks.clone(), &name, &version).await,
+        Command::Serve => crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await,
         Command::Tools { format } if list_only => {
             let _ = format;
             for guard in runtime.executor.registry().iter() {
