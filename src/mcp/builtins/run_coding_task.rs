@@ -44,7 +44,7 @@ impl Builtin for RunCodingTask {
             }
             let timeout = task_timeout(call.tasks, input.timeout_seconds)?;
             let config = ModelConfig::from_env()
-                .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e))?;
+                .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e.to_string()))?;
             crate::agent::run::run_coding_task(
                 call.tasks,
                 &config,
