@@ -285,7 +285,7 @@ pub(crate) enum StartError {
     #[error(transparent)]
     Limits(#[from] crate::limits::LimitError),
     #[error(transparent)]
-    SandboxMode(#[from] crate::script::worker::layers::BadMode),
+    SandboxMode(#[from] crate::script::policy::BadMode),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error("cannot locate this program's binary: {0}")]
@@ -296,7 +296,7 @@ pub(crate) enum StartError {
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
     let mut limits = app.limits.clone().from_env()?;
     limits.allow_destructive_in_batch |= app.destructive_in_batch;
-    crate::script::worker::layers::mode()?;
+    crate::script::policy::mode()?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();
     let name = app.name.clone();

@@ -214,7 +214,7 @@ impl TaskRunner {
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let mode = crate::script::worker::layers::mode().map_err(|e| e.to_string())?;
+        let mode = crate::script::policy::mode().map_err(|e| e.to_string())?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -235,10 +235,10 @@ impl TaskRunner {
             task.events.emit(
                 origin,
                 "sandbox_degraded",
-                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::worker::layers::Mode::Strict}),
+                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::policy::Mode::Strict}),
             );
         }
-        match crate::script::worker::layers::refusal(mode, &session.layers) {
+        match crate::script::policy::refusal(mode, &session.layers) {
             Some(reason) => Err(reason),
             None => Ok(session),
         }
