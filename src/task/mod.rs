@@ -34,7 +34,7 @@ use crate::limits::{
     SCRIPT_MAX_OUTPUT_BYTES,
 };
 use crate::script::host::progress::Progress;
-use crate::script::host::session::{Budget, Context, RunEnd, Session};
+use crate::script::host::session::{Budget, Context, RunEnd, Session, StartError};
 use crate::script::protocol::RunOutcome;
 use running::Running;
 
@@ -213,8 +213,8 @@ impl TaskRunner {
     /// Starts the task's script worker. A sandbox layer it lacks is a
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
-    pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let mode = crate::script::policy::mode().map_err(|e| e.to_string())?;
+    pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, StartError> {
+        let mode = crate::script::policy::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -239,7 +239,7 @@ impl TaskRunner {
             );
         }
         match crate::script::policy::refusal(mode, &session.layers) {
-            Some(reason) => Err(reason),
+            Some(reason) => Err(StartError::Refused(reason)),
             None => Ok(session),
         }
     }
@@ -359,7 +359,7 @@ impl TaskRunner {
                 facts.exit_status = Some(session.finish().await);
                 end
             }
-            Err(reason) => RunEnd::Crashed(reason),
+            Err(reason) => RunEnd::Crashed(reason.to_string()),
         };
         let result = match end {
             RunEnd::Finished(outcome) => {

@@ -30,6 +30,33 @@ use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::script::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use crate::worker::WORKER_ARG;
 
+/// Why a script worker could not be started (or refused to run).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot create the worker log: {0}")]
+    Log(#[source] std::io::Error),
+    #[error("cannot create the worker's pipes: {0}")]
+    Pipes(#[source] std::io::Error),
+    #[error("cannot start a script worker: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot start the door thread: {0}")]
+    DoorThread(#[source] std::io::Error),
+    /// The worker closed its door before its hello, with the reason.
+    #[error("{0}")]
+    Closed(String),
+    #[error("script worker said {0} instead of hello")]
+    NoHello(String),
+    #[error("script worker closed its pipe")]
+    PipeClosed,
+    #[error("script worker did not start before the deadline")]
+    Deadline,
+    #[error(transparent)]
+    Policy(#[from] crate::script::policy::BadMode),
+    /// `WARDEN_SANDBOX=strict` and a layer is missing.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// What the worker side of a task produced, for the result.
 #[derive(Default)]
 pub struct WorkerFacts {
@@ -105,14 +132,13 @@ impl Session {
         task_dir: &std::path::Path,
         rlimits: Rlimits,
         deadline: Instant,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, StartError> {
         let log_path = &task_dir.join("worker_stderr.log");
-        let log = create_private(log_path).map_err(|e| format!("cannot create the worker log: {e}"))?;
+        let log = create_private(log_path).map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
-        let pipe_error = |e: std::io::Error| format!("cannot create the worker's pipes: {e}");
-        let (worker_stdin, to_worker) = std::io::pipe().map_err(pipe_error)?;
-        let (from_worker, worker_stdout) = std::io::pipe().map_err(pipe_error)?;
+        let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
+        let (from_worker, worker_stdout) = std::io::pipe().map_err(StartError::Pipes)?;
         let mut command = Command::new(exe);
         command
             .arg(WORKER_ARG)
@@ -126,7 +152,7 @@ impl Session {
         let spawned = command.spawn();
         // The child's ends must close here, or the door never sees EOF.
         drop(command);
-        let child = spawned.map_err(|e| format!("cannot start a script worker: {e}"))?;
+        let child = spawned.map_err(StartError::Spawn)?;
         let pgid = child.id().unwrap_or_default();
         track_group(pgid);
         let (sender, mut from_door) = unbounded_channel();
@@ -135,7 +161,7 @@ impl Session {
             Ok(door) => door,
             Err(error) => {
                 release_group(pgid);
-                return Err(format!("cannot start the door thread: {error}"));
+                return Err(StartError::DoorThread(error));
             }
         };
         let hello = tokio::time::timeout_at(deadline, from_door.recv()).await;
@@ -151,10 +177,10 @@ impl Session {
         };
         match hello {
             Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
-            Ok(Some(DoorEvent::Closed(reason))) => return Err(reason),
-            Ok(Some(other)) => return Err(format!("script worker said {other:?} instead of hello")),
-            Ok(None) => return Err("script worker closed its pipe".into()),
-            Err(_) => return Err("script worker did not start before the deadline".into()),
+            Ok(Some(DoorEvent::Closed(reason))) => return Err(StartError::Closed(reason)),
+            Ok(Some(other)) => return Err(StartError::NoHello(format!("{other:?}"))),
+            Ok(None) => return Err(StartError::PipeClosed),
+            Err(_) => return Err(StartError::Deadline),
         }
         Ok(session)
     }
