@@ -24,6 +24,46 @@ struct ResourceFactory {
 }
 
 /// A Warden application: its guards, managed resources and limits.
+///
+/// Register guards, then hand `main` to [`App::run`] (or `App::serve().await`
+/// inside a tokio runtime). Options may be chained in any order.
+///
+/// ```
+/// use warden::{App, GuardError, guard};
+/// use warden::schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// /// Adds two numbers.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct AddInput {
+///     /// The first number.
+///     a: f64,
+///     /// The second number.
+///     b: f64,
+/// }
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Sum {
+///     sum: f64,
+/// }
+///
+/// fn add(input: AddInput) -> Result<Sum, GuardError> {
+///     Ok(Sum { sum: input.a + input.b })
+/// }
+///
+/// fn app() -> App {
+///     App::new("calculator")
+///         .version("1.2.0")
+///         .guard(guard(add).title("Add two numbers"))
+///         .allow_destructive_in_batch()
+///         .limits(warden::Limits::default())
+/// }
+///
+/// // A binary's whole `main` is `app().run()`; here we only build it.
+/// let app = app();
+/// assert!(format!("{app:?}").contains("calculator"));
+/// ```
+#[must_use = "an App does nothing until `run()` or `serve().await`"]
 pub struct App {
     pub(crate) name: String,
     pub(crate) version: String,
@@ -32,6 +72,9 @@ pub struct App {
     pub(crate) script_functions: Vec<ScriptFunction>,
     resources: Vec<ResourceFactory>,
     pub(crate) limits: Limits,
+    /// Set by [`App::allow_destructive_in_batch`]; kept apart from `limits`
+    /// so that [`App::limits`] may come before or after it.
+    destructive_in_batch: bool,
     artifacts_dir: Option<PathBuf>,
 }
 
@@ -54,6 +97,7 @@ impl App {
             script_functions: Vec::new(),
             resources: Vec::new(),
             limits: Limits::default(),
+            destructive_in_batch: false,
             artifacts_dir: None,
         }
     }
@@ -108,10 +152,10 @@ impl App {
     }
 
     /// Lets `run_batch` call guards annotated destructive (refused in a
-    /// batch by default; see [`Limits::allow_destructive_in_batch`]). Call it
-    /// after [`App::limits`], which replaces every limit.
+    /// batch by default; see [`Limits::allow_destructive_in_batch`]). Holds
+    /// whether it comes before or after [`App::limits`].
     pub fn allow_destructive_in_batch(mut self) -> Self {
-        self.limits.allow_destructive_in_batch = true;
+        self.destructive_in_batch = true;
         self
     }
 
@@ -123,51 +167,8 @@ impl App {
         self
     }
 
-    /// Runs the application: a stdio MCP server with no arguments, or the
-    /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
-    /// 2 a usage or configuration error.
-    ///
-    /// Builds its own tokio runtime, so call it from a plain `fn main`;
-    /// inside an existing runtime (`#[tokio::main]`) use [`App::serve`].
-    pub fn run(self) -> ExitCode {
-        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-        if is_worker(&args) {
-            return self.run_worker(&args);
-        }
-        crate::cli::main(self, args)
-    }
-
-    /// [`App::run`] for an application that already runs a tokio runtime:
-    /// the same command line, commands and exit codes, on the caller's
-    /// runtime (multi-threaded, with I/O and time enabled).
-    ///
-    /// ```no_run
-    /// #[tokio::main]
-    /// async fn main() -> std::process::ExitCode {
-    ///     warden::App::new("my-server").serve().await
-    /// }
-    /// ```
-    ///
-    /// Workers re-execute the same `main`, so a worker process starts the
-    /// caller's runtime threads before it reaches this call: its sandbox
-    /// layers that need a single-threaded process (the network namespace)
-    /// then report as missing. Prefer [`App::run`] from a plain `main` for
-    /// the full script sandbox.
-    pub async fn serve(self) -> ExitCode {
-        self.serve_with_args(std::env::args_os().collect()).await
-    }
-
-    /// [`App::serve`] with an explicit command line (`args[0]` is the
-    /// program name), e.g. `["my-server", "--list-tools"]`.
-    pub async fn serve_with_args(self, args: Vec<std::ffi::OsString>) -> ExitCode {
-        if is_worker(&args) {
-            return self.run_worker(&args);
-        }
-        crate::cli::serve_async(self, args).await
-    }
-
     /// The hidden worker branch, taken before any resource factory runs.
-    fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
+    pub(crate) fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
         let script = args.get(2).is_some_and(|a| a == crate::script::SCRIPT_WORKER);
         let registry =
             Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
@@ -212,23 +213,90 @@ impl App {
     }
 }
 
+/// The entry points without the `cli` feature: the hidden worker branch,
+/// else a stdio MCP server (no command line is parsed). With the feature
+/// they live in `crate::cli` and parse the full command line.
+#[cfg(not(feature = "cli"))]
+impl App {
+    /// Runs the application as a stdio MCP server on a runtime of its own.
+    /// Exit codes: 0 a clean end, 1 the MCP session failed, 2 a
+    /// configuration error.
+    pub fn run(self) -> ExitCode {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        let runtime = match crate::runtime() {
+            Ok(runtime) => runtime,
+            Err(code) => return code,
+        };
+        crate::telemetry::init_stderr_log();
+        let telemetry = crate::telemetry::init();
+        let code = runtime.block_on(self.serve_stdio());
+        runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+        drop(telemetry);
+        code
+    }
+
+    /// [`App::run`] on the caller's tokio runtime.
+    pub async fn serve(self) -> ExitCode {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        let telemetry = crate::telemetry::init();
+        let code = self.serve_stdio().await;
+        let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
+        code
+    }
+
+    async fn serve_stdio(self) -> ExitCode {
+        let (runtime, name, version) = match build_runtime(self) {
+            Ok(parts) => parts,
+            Err(error) => {
+                eprintln!("error: {error}");
+                return ExitCode::from(2);
+            }
+        };
+        let code = crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await;
+        crate::executor::kill_all_workers();
+        code
+    }
+}
+
 /// Whether `args` start a worker process (the hidden first argument).
-fn is_worker(args: &[std::ffi::OsString]) -> bool {
+pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
     args.get(1).is_some_and(|a| a == crate::worker::WORKER_ARG)
 }
 
 /// Everything a command needs at run time.
 pub(crate) struct Runtime {
+    #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub executor: Arc<Executor>,
     pub tasks: Arc<crate::task::TaskRunner>,
     /// Flushes events.jsonl when dropped.
     pub _events_guard: Option<tracing_appender::non_blocking::WorkerGuard>,
 }
 
+/// Why an app could not start: its configuration or registration is
+/// wrong, or its own binary cannot be found (workers re-execute it).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StartError {
+    #[error(transparent)]
+    Limits(#[from] crate::limits::LimitError),
+    #[error(transparent)]
+    SandboxMode(#[from] crate::script::policy::BadMode),
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    #[error("cannot locate this program's binary: {0}")]
+    NoBinary(#[source] std::io::Error),
+}
+
 /// Builds the registry, resources, event log and executor.
-pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), String> {
-    let limits = app.limits.clone().from_env().map_err(|e| e.to_string())?;
-    crate::script::layers::mode()?;
+pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
+    let mut limits = app.limits.clone().from_env()?;
+    limits.allow_destructive_in_batch |= app.destructive_in_batch;
+    crate::script::policy::mode()?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();
     let name = app.name.clone();
@@ -236,8 +304,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let registry = build_registry(
         std::mem::take(&mut app.guards),
         std::mem::take(&mut app.script_functions),
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
@@ -249,7 +316,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         }
     };
     let diagnostics_dir = diagnostics_dir(&artifacts_dir);
-    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this program's binary: {e}"))?;
+    let exe = std::env::current_exe().map_err(StartError::NoBinary)?;
     let launcher = WorkerLauncher {
         exe: exe.clone(),
         diagnostics_dir,

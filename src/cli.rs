@@ -7,7 +7,6 @@
 //! build their own runtime and never build this app's). Exit codes: 0
 //! success, 1 a failed call or check, 2 a usage or configuration error.
 
-use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -16,12 +15,11 @@ use serde_json::Value;
 use crate::app::{App, build_runtime};
 use crate::events::Origin;
 use crate::executor::{Admission, CallRequest};
-use crate::export::ToolFormat;
+use crate::mcp::export::ToolFormat;
 
 #[derive(Debug, Parser)]
 #[command(
-    about = "A Warden MCP server. With no arguments it serves MCP over stdio (for a client such as Claude, not for typing into).",
-    disable_version_flag = true
+    about = "A Warden MCP server. With no arguments it serves MCP over stdio (for a client such as Claude, not for typing into)."
 )]
 struct Cli {
     /// Print the registered tools (name, mode, timeout, summary) and exit.
@@ -102,13 +100,60 @@ struct AppCommand {
     check: Option<crate::preflight::PreflightOptions>,
 }
 
+/// The entry points of an app with its command line (`run` builds its own
+/// runtime; `serve` runs on the caller's).
+impl App {
+    /// Runs the application: a stdio MCP server with no arguments, or the
+    /// CLI command given. Exit codes: 0 success, 1 a failed check or call,
+    /// 2 a usage or configuration error.
+    ///
+    /// Builds its own tokio runtime, so call it from a plain `fn main`;
+    /// inside an existing runtime (`#[tokio::main]`) use [`App::serve`].
+    pub fn run(self) -> ExitCode {
+        let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+        if crate::app::is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        main(self, args)
+    }
+
+    /// [`App::run`] for an application that already runs a tokio runtime:
+    /// the same command line, commands and exit codes, on the caller's
+    /// runtime (multi-threaded, with I/O and time enabled).
+    ///
+    /// ```no_run
+    /// #[tokio::main]
+    /// async fn main() -> std::process::ExitCode {
+    ///     warden::App::new("my-server").serve().await
+    /// }
+    /// ```
+    ///
+    /// Workers re-execute the same `main`, so a worker process starts the
+    /// caller's runtime threads before it reaches this call: its sandbox
+    /// layers that need a single-threaded process (the network namespace)
+    /// then report as missing. Prefer [`App::run`] from a plain `main` for
+    /// the full script sandbox.
+    pub async fn serve(self) -> ExitCode {
+        self.serve_with_args(std::env::args_os().collect()).await
+    }
+
+    /// [`App::serve`] with an explicit command line (`args[0]` is the
+    /// program name), e.g. `["my-server", "--list-tools"]`.
+    pub async fn serve_with_args(self, args: Vec<std::ffi::OsString>) -> ExitCode {
+        if crate::app::is_worker(&args) {
+            return self.run_worker(&args);
+        }
+        serve_async(self, args).await
+    }
+}
+
 /// Reads `.env` (warning on stderr about the variables it ignored) and
 /// parses `args` into a [`Plan`].
 fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
     // `.env` in the working directory fills in WARDEN_*/OTEL_* settings the
     // environment does not set, through crate::config: the process
     // environment itself is never changed.
-    let loaded = crate::agent::dotenv::load(std::path::Path::new(".env"));
+    let loaded = crate::config::dotenv::load(std::path::Path::new(".env"));
     if !loaded.ignored.is_empty() {
         eprintln!(
             "warning: .env sets {}, which Warden ignores: a .env file may only set WARDEN_* and OTEL_* variables (set others in the real environment)",
@@ -116,7 +161,10 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         );
     }
     let name = app.name.clone();
-    let command = Cli::command().name(name.clone()).bin_name(name.clone());
+    let command = Cli::command()
+        .name(name.clone())
+        .bin_name(name.clone())
+        .version(app.version.clone());
     let cli = match command
         .try_get_matches_from(args)
         .and_then(|m| Cli::from_arg_matches(&m))
@@ -158,7 +206,7 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
 }
 
 /// Parses `args` and runs the command on a runtime of its own.
-pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
+fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     let (app, command, list_only, check) = match plan(app, args) {
         Plan::Exit(code) => return code,
         // Client-side tools build their own runtime and never build this app's.
@@ -180,11 +228,7 @@ pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     };
     // The binary's own log: warnings (e.g. a degraded script sandbox) on
     // stderr. An app embedding Warden through `App::serve` brings its own.
-    let _ = tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_max_level(tracing::Level::WARN)
-        .try_init();
+    crate::telemetry::init_stderr_log();
     // Spans are recorded for the server and `call`, not for preflight.
     let telemetry = check.is_none().then(crate::telemetry::init);
     let code = runtime.block_on(run_app(app, command, list_only, check));
@@ -195,7 +239,7 @@ pub(crate) fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
 }
 
 /// [`main`] on the caller's runtime (`App::serve`).
-pub(crate) async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
+async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     let (app, command, list_only, check) = match plan(app, args) {
         Plan::Exit(code) => return code,
         Plan::Preflight(args) => {
@@ -244,7 +288,13 @@ async fn preflight(app: App, options: crate::preflight::PreflightOptions) -> Exi
     let name = app.name.clone();
     let built = build_runtime(app);
     let executor = built.as_ref().map(|(runtime, _, _)| &runtime.executor);
-    crate::preflight::check_app(executor.map_err(Clone::clone), &name, &artifacts_dir, &options).await
+    crate::preflight::check_app(
+        executor.map_err(ToString::to_string),
+        &name,
+        &artifacts_dir,
+        &options,
+    )
+    .await
 }
 
 async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
@@ -256,16 +306,12 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
     };
     match command {
-        Command::Serve => serve(runtime, &name, &version).await,
+        Command::Serve => crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await,
         Command::Tools { format } if list_only => {
             let _ = format;
             for guard in runtime.executor.registry().iter() {
                 let summary = guard.description().lines().next().unwrap_or_default();
-                let timeout = runtime
-                    .executor
-                    .limits()
-                    .guard_deadline(guard.own_timeout())
-                    .as_secs();
+                let timeout = runtime.executor.limits().guard_deadline(guard.timeout).as_secs();
                 println!(
                     "{:<28} {:<10} {:>4}s  {summary}",
                     guard.tool_name(),
@@ -277,14 +323,14 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
         Command::Tools { format } => {
             let registry = runtime.executor.registry();
-            let tools = crate::export::mcp_tools(registry, runtime.executor.limits());
-            let value = crate::export::export(registry, &tools, format);
+            let tools = crate::mcp::export::mcp_tools(registry, runtime.executor.limits());
+            let value = crate::mcp::export::export(registry, &tools, format);
             println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
             ExitCode::SUCCESS
         }
         Command::Call {
             batch: Some(file), ..
-        } => crate::batch::run_file(&runtime.tasks, &file).await,
+        } => call_batch_file(&runtime.tasks, &file).await,
         Command::Call { tool, arguments, .. } => {
             call(runtime, tool.as_deref().unwrap_or_default(), &arguments).await
         }
@@ -292,55 +338,6 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         // Handled in `main` before any runtime exists (they build their own).
         Command::Preflight(_) | Command::Test(_) => ExitCode::from(2),
     }
-}
-
-async fn serve(runtime: crate::app::Runtime, name: &str, version: &str) -> ExitCode {
-    use rmcp::ServiceExt;
-    if std::io::stdin().is_terminal() {
-        eprintln!(
-            "{name} is an MCP server speaking JSON-RPC on stdin/stdout, not a chat. \
-Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
-        );
-    }
-    // Task records: tasks a dead server left running become `interrupted`.
-    runtime.tasks.store.mark_interrupted();
-    let limits = runtime.executor.limits();
-    let transport_limits = crate::transport::TransportLimits {
-        // Never below the argument cap plus room for the envelope, so a
-        // call the executor accepts is never refused by the transport.
-        max_message_bytes: limits.max_message_bytes.max(
-            limits
-                .max_argument_bytes
-                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
-        ),
-        max_pending_responses: limits.max_pending_responses,
-    };
-    let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    // Task records: the end of input (the client went away) cancels tasks.
-    let stdin = runtime.tasks.cancel_on_eof(stdin);
-    let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
-    let server = crate::server::WardenServer::new(runtime.tasks.clone(), name, version);
-    let service = match server.serve(transport).await {
-        Ok(service) => service,
-        Err(error) => {
-            eprintln!("error: MCP initialization failed: {error}");
-            return ExitCode::from(1);
-        }
-    };
-    let code = tokio::select! {
-        ended = service.waiting() => match ended {
-            Ok(_) => ExitCode::SUCCESS,
-            Err(error) => {
-                eprintln!("error: MCP service ended abnormally: {error}");
-                ExitCode::from(1)
-            }
-        },
-        _ = shutdown_signal() => ExitCode::SUCCESS,
-    };
-    // Task records: running tasks are cancelled and recorded `cancelled`
-    // before the process exits.
-    runtime.tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
-    code
 }
 
 async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {
@@ -403,7 +400,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         }
     };
     let max = runtime.executor.limits().max_timeout.as_secs();
-    let timeout = match crate::builtins::task_timeout(&runtime.tasks, timeout) {
+    let timeout = match crate::mcp::builtins::task_timeout(&runtime.tasks, timeout) {
         Ok(timeout) => timeout,
         Err(_) => {
             eprintln!(
@@ -416,7 +413,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        crate::mcp::serve::shutdown_signal().await;
         on_signal.cancel();
     });
     let mut origin = Origin::request("script", "run_script");
@@ -427,9 +424,53 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
     print_result(outcome)
 }
 
+/// `<app> call --batch file.json`: a `run_batch` argument object (or a bare
+/// list of calls) from a file, run by [`crate::batch::run`] and printed as JSON. Exit
+/// codes: 0 every call succeeded, 1 a call failed or the batch was refused,
+/// 2 the file is unreadable or not a batch.
+async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(text) => text,
+        Err(error) => {
+            eprintln!("error: cannot read batch file {}: {error}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let value = match serde_json::from_str::<Value>(&text) {
+        Ok(Value::Array(calls)) => serde_json::json!({ "calls": calls }),
+        Ok(value) => value,
+        Err(error) => {
+            eprintln!("error: batch file {} is not valid JSON: {error}", file.display());
+            return ExitCode::from(2);
+        }
+    };
+    let input: crate::batch::RunBatchInput = match crate::schema::decode_arguments(value) {
+        Ok(input) => input,
+        Err(error) => {
+            eprintln!(
+                "error ({}): batch file {}: {}",
+                error.code,
+                file.display(),
+                error.message
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let origin = Origin::request("batch", "run_batch");
+    let outcome = crate::batch::run(
+        &tasks.executor,
+        &tasks.store,
+        input,
+        &origin,
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await;
+    print_result(outcome)
+}
+
 /// Prints a task or batch result as JSON: exit 0 when its status is
 /// `success`, 1 otherwise (or when it could not run at all).
-pub(crate) fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
+fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
     match outcome {
         Ok(result) => {
             println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
@@ -443,18 +484,5 @@ pub(crate) fn print_result(outcome: Result<Value, crate::error::GuardError>) -> 
             eprintln!("error ({}): {}", error.code, error.message);
             ExitCode::from(1)
         }
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT, so a supervisor's stop is a clean shutdown.
-async fn shutdown_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
-    else {
-        return std::future::pending().await;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

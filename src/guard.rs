@@ -19,6 +19,7 @@ use crate::error::GuardError;
 /// Where a guard's code runs. The default is [`Mode::Isolated`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Mode {
     /// A fresh worker process per call: killable at its deadline, limited by
     /// rlimits, unable to hurt the server. Costs a process spawn (~2 ms).
@@ -50,6 +51,7 @@ pub const DEFAULT_CATEGORY: &str = "general";
 /// read-only, idempotent, not destructive and closed-world; a guard that
 /// writes or reaches outside must say so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[non_exhaustive]
 pub struct Hints {
     pub read_only: bool,
     pub destructive: bool,
@@ -96,12 +98,12 @@ impl Resources {
             .ok_or_else(|| {
                 if let Some((name, reason)) = self.failed.get(&TypeId::of::<T>()) {
                     return GuardError::new(
-                        "resource_unavailable",
+                        crate::error::codes::RESOURCE_UNAVAILABLE,
                         format!("managed resource {name} failed to load at startup: {reason}"),
                     );
                 }
                 GuardError::new(
-                    "resource_missing",
+                    crate::error::codes::RESOURCE_MISSING,
                     format!(
                         "managed resource {} is not available in this process; register it with App::resource and run the guard in_process",
                         std::any::type_name::<T>()
@@ -114,6 +116,11 @@ impl Resources {
 /// A function usable as a guard: `Fn(Input) -> Result<Output, E>` or
 /// `Fn(&Resources, Input) -> Result<Output, E>`. The `Marker` parameter only
 /// tells the two shapes apart (the pattern axum uses for handlers).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be used as a guard",
+    label = "not a guard function",
+    note = "a guard is `fn(Input) -> Result<Output, E>` or `fn(&Resources, Input) -> Result<Output, E>`, where Input: Deserialize + JsonSchema, Output: Serialize + JsonSchema, and E: Into<GuardError>"
+)]
 pub trait GuardFn<I, O, Marker>: Send + Sync + 'static {
     /// Whether the function borrows managed resources (and so must run
     /// in the server process).
@@ -176,10 +183,15 @@ impl LazySchemas {
     }
 }
 
-/// One registered guard. Build it with [`guard`].
+/// One registered guard. Build it with [`guard`], then chain its options
+/// (each one sets one thing, in any order) and register it with
+/// [`crate::App::guard`].
 #[derive(Clone)]
+#[must_use = "a guard does nothing until it is registered with App::guard"]
 pub struct Guard {
     pub(crate) name: String,
+    /// A human-readable title clients may show instead of the name.
+    pub(crate) title: Option<String>,
     pub(crate) schemas: Arc<LazySchemas>,
     pub(crate) mode: Mode,
     /// Catalogue group shown by `list_guards` (default [`DEFAULT_CATEGORY`]).
@@ -225,7 +237,7 @@ where
         let output = function.invoke(resources, input)?;
         let value = rhai::serde::to_dynamic(&output).map_err(|e| {
             GuardError::new(
-                "bad_output",
+                crate::error::codes::BAD_OUTPUT,
                 format!("guard result is not representable in a script: {e}"),
             )
         })?;
@@ -241,7 +253,36 @@ where
 
 /// Turns a typed function into a guard. The tool name defaults to the
 /// function's own name (`fn price_option` → `price_option`); rename it with
-/// [`Guard::name`]. The description is the input type's doc comment.
+/// [`Guard::name`]. The description is the input type's doc comment, and
+/// the input and output types are the tool's schemas.
+///
+/// ```
+/// use warden::{GuardError, Mode, guard};
+/// use warden::schemars::JsonSchema;
+/// use serde::{Deserialize, Serialize};
+///
+/// /// Checks that a volatility is usable.
+/// #[derive(Deserialize, JsonSchema)]
+/// struct VolInput {
+///     /// Annualised volatility, e.g. 0.2.
+///     volatility: f64,
+/// }
+///
+/// #[derive(Serialize, JsonSchema)]
+/// struct Verdict {
+///     ok: bool,
+/// }
+///
+/// fn check_volatility(input: VolInput) -> Result<Verdict, GuardError> {
+///     Ok(Verdict { ok: input.volatility > 0.0 })
+/// }
+///
+/// let guard = guard(check_volatility).pure().category("checks");
+/// assert_eq!(guard.tool_name(), "check_volatility");
+/// assert_eq!(guard.description(), "Checks that a volatility is usable.");
+/// assert_eq!(guard.mode(), Mode::Pure);
+/// assert!(guard.input_schema()["properties"].get("volatility").is_some());
+/// ```
 pub fn guard<F, I, O, M>(function: F) -> Guard
 where
     F: GuardFn<I, O, M>,
@@ -272,6 +313,7 @@ where
     });
     Guard {
         name: crate::schema::function_name::<F>(),
+        title: None,
         schemas,
         mode: if F::USES_RESOURCES {
             Mode::InProcess
@@ -291,6 +333,12 @@ impl Guard {
     /// Sets the tool name (an alias for the function name).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
+        self
+    }
+    /// Sets a human-readable title clients may show instead of the tool
+    /// name, e.g. "Price a European option".
+    pub fn title(mut self, title: impl Into<String>) -> Self {
+        self.title = Some(title.into());
         self
     }
     /// Runs in a fresh worker process per call (the default).
@@ -346,20 +394,11 @@ impl Guard {
     pub fn mode(&self) -> Mode {
         self.mode
     }
-    pub fn category_of(&self) -> &str {
-        &self.category
-    }
     pub fn input_schema(&self) -> &Map<String, Value> {
         &self.schemas.input().0
     }
     pub fn output_schema(&self) -> &Map<String, Value> {
         &self.schemas.output().0
-    }
-    pub fn hints_of(&self) -> Hints {
-        self.hints
-    }
-    pub fn own_timeout(&self) -> Option<Duration> {
-        self.timeout
     }
 
     /// Decodes, runs and encodes one call in the current thread. Only the

@@ -1,42 +1,60 @@
 //! Warden: register typed Rust guards once and serve them as MCP tools,
 //! script functions and sandboxed workers.
 //!
-//! The flow of a call is registry → executor → worker door: [`registry`]
-//! validates what the app registered, [`executor`] admits and runs every
-//! call (in a fresh worker process for `isolated` guards), and [`worker`] is
-//! the hidden entry point on the other side of the pipe.
+//! An app builds an [`App`], registers [`guard`]s (typed functions returning
+//! [`GuardError`] on failure) and [`ScriptFunction`]s, sets [`Limits`] if the
+//! defaults do not suit it, and calls [`App::run`]. Advanced use: [`limits`]
+//! (every bound, with its default), [`error::codes`] (every stable error
+//! code), [`config`] (settings from the environment and `.env`), and, with
+//! the `cli` feature, `preflight` and `testing` (the scenario runner, the
+//! `warden-testing` crate).
+//!
+//! Inside, the spine reads from the folder names: `registry` (what the app
+//! registered) → `executor` (admits and runs every call; `worker` is the
+//! guard worker on the other side of its pipe) → `script` (the Rhai sandbox,
+//! split into the sandboxed `worker` side and the server's `host` side, with
+//! one `protocol` between them) → `task` and `batch` → `mcp` (the rmcp
+//! handler, built-in tools, resources and transports) → `app` and `cli`.
+//!
+//! Features: `cli` (default: the command line, `--check`, `preflight`,
+//! `test` and the `warden` binary), `agent` (default: the model client
+//! behind `run_coding_task`), `telemetry` (the recording OpenTelemetry SDK;
+//! `otel` is its former name) and `otel-otlp`. Without default features an
+//! app still serves MCP on stdio with `App::run` / `App::serve`.
 
-pub mod agent;
-pub mod app;
-pub mod artifacts;
+#[cfg(feature = "agent")]
+mod agent;
+mod app;
+mod artifacts;
 mod batch;
-pub mod builtins;
-pub mod catalogue;
+mod catalogue;
+#[cfg(feature = "cli")]
 mod cli;
 pub mod config;
 pub mod error;
-pub mod events;
-pub mod executor;
-pub mod export;
-pub mod guard;
+mod events;
+mod executor;
+mod guard;
 pub mod limits;
+mod mcp;
+#[cfg(feature = "cli")]
 pub mod preflight;
-pub mod registry;
-pub mod resources;
+mod registry;
 mod schema;
-pub mod script;
-pub mod server;
-pub mod task;
-pub mod telemetry;
-pub mod testing;
-pub mod transport;
-pub mod worker;
+mod script;
+mod task;
+mod telemetry;
+mod worker;
 
 pub use app::App;
 pub use error::GuardError;
-pub use guard::{Guard, Hints, Mode, Resources, guard};
+pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
 pub use limits::Limits;
-pub use registry::{Registry, ScriptFunction};
+pub use registry::ScriptFunction;
+
+/// The MCP scenario runner (the `warden-testing` crate), behind `cli`.
+#[cfg(feature = "cli")]
+pub use warden_testing as testing;
 
 /// Re-exported so applications derive schemas with the same version.
 pub use schemars;

@@ -80,6 +80,7 @@ pub const DEFAULT_WORKER_CPU_GRACE_SECS: u64 = 1;
 /// The values a running server enforces. Defaults are the `DEFAULT_*`
 /// constants of this module.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Limits {
     /// See [`DEFAULT_MAX_CONCURRENT_CALLS`].
     pub max_concurrent_calls: usize,

@@ -30,9 +30,9 @@ pub const BUILTIN_TOOLS: &[&str] = &[
 /// of these names could not be called from a script.
 pub const RESERVED_SCRIPT_NAMES: &[&str] = &[
     "final_answer",
+    "to_csv",
     "write_artifact",
     "read_written_artifact",
-    "to_csv",
     "line_chart",
     "bar_chart",
     "scatter_chart",
@@ -189,6 +189,20 @@ impl Registry {
         self.script_functions.get(name)
     }
 
+    /// The one "unknown guard" error of every path that looks a guard up
+    /// by name (direct calls through the executor, script calls through
+    /// the door, a guard worker's request): `unknown_guard`, naming the
+    /// guards that do exist.
+    pub(crate) fn unknown_guard(&self, name: &str) -> crate::error::GuardError {
+        crate::error::GuardError::new(
+            crate::error::codes::UNKNOWN_GUARD,
+            format!(
+                "no guard named '{name}'; known guards: {}",
+                self.names().join(", ")
+            ),
+        )
+    }
+
     /// The guard called `name`, if registered.
     pub fn get(&self, name: &str) -> Option<&Guard> {
         self.guards.get(name)
@@ -201,10 +215,6 @@ impl Registry {
 
     pub fn len(&self) -> usize {
         self.guards.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.guards.is_empty()
     }
 
     /// Names in order, for error messages and the registry snapshot.
@@ -237,6 +247,29 @@ fn validate_name(name: &str) -> Result<(), RegistryError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn helpers_names_every_helper_the_bindings_register() {
+        use crate::script::worker::bindings::HELPERS;
+        let source = include_str!("script/worker/bindings.rs");
+        for call in source.split("register_fn(").skip(1) {
+            let literal = call.trim_start().strip_prefix('"');
+            if let Some(name) = literal.and_then(|rest| rest.split('"').next()) {
+                assert!(HELPERS.contains(&name), "helper {name} is missing from HELPERS");
+            }
+        }
+    }
+
+    #[test]
+    fn every_script_helper_name_is_reserved() {
+        let charts = crate::script::worker::charts::HELPERS;
+        for helper in crate::script::worker::bindings::HELPERS.iter().chain(&charts) {
+            assert!(
+                RESERVED_SCRIPT_NAMES.contains(helper),
+                "script helper {helper} is not in RESERVED_SCRIPT_NAMES"
+            );
+        }
+    }
     use crate::error::GuardError;
     use crate::guard::{Resources, guard};
 

@@ -71,8 +71,12 @@ pub(crate) fn output_value<O: serde::Serialize>(
     schema: &Map<String, Value>,
     wraps: bool,
 ) -> Result<Value, GuardError> {
-    let mut value = serde_json::to_value(output)
-        .map_err(|e| GuardError::new("bad_output", format!("guard result is not valid JSON: {e}")))?;
+    let mut value = serde_json::to_value(output).map_err(|e| {
+        GuardError::new(
+            crate::error::codes::BAD_OUTPUT,
+            format!("guard result is not valid JSON: {e}"),
+        )
+    })?;
     // serde_json writes a non-finite number as null, so a result without
     // nulls has none: only results with nulls pay for the second look.
     if contains_null(&value) {
@@ -263,6 +267,19 @@ pub(crate) fn function_name<F>() -> String {
         return String::new();
     }
     full.rsplit("::").next().unwrap_or_default().to_string()
+}
+
+/// `value` if it lies in `min..=max`, else an `invalid_input` error naming
+/// `field` and the range.
+pub(crate) fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, GuardError> {
+    if (min..=max).contains(&value) {
+        Ok(value)
+    } else {
+        Err(GuardError::invalid_input(
+            field,
+            format!("must be from {min} to {max}, got {value}"),
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -24,31 +24,45 @@ impl std::fmt::Debug for ModelConfig {
     }
 }
 
+/// Why the model settings cannot be used; each message names the variable
+/// and the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ModelConfigError {
+    #[error(
+        "no model is configured ({}): set them in the environment or a .env file (see .env.example), or send the script yourself with run_script",
+        unset_list(.0)
+    )]
+    NotConfigured(Vec<&'static str>),
+    #[error("WARDEN_MODEL_TIMEOUT_SECONDS: expected an integer from 1 to {max}, got '{raw}'")]
+    BadTimeout { raw: String, max: u64 },
+}
+
+fn unset_list(names: &[&str]) -> String {
+    format!("{} unset", names.join(", "))
+}
+
 impl ModelConfig {
     /// Reads `WARDEN_MODEL_API_KEY`, `WARDEN_MODEL_API_BASE`,
     /// `WARDEN_MODEL_ID` and `WARDEN_MODEL_TIMEOUT_SECONDS`. The error names
     /// what is missing and how to fix it.
-    pub fn from_env() -> Result<Self, String> {
+    pub fn from_env() -> Result<Self, ModelConfigError> {
         let get = |name: &str| crate::config::var(name).filter(|v| !v.trim().is_empty());
-        let missing: Vec<&str> = ["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"]
+        let missing: Vec<&'static str> = ["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"]
             .into_iter()
             .filter(|n| get(n).is_none())
             .collect();
         if !missing.is_empty() {
-            return Err(format!(
-                "no model is configured ({} unset): set them in the environment or a .env file (see .env.example), or send the script yourself with run_script",
-                missing.join(", ")
-            ));
+            return Err(ModelConfigError::NotConfigured(missing));
         }
         let call_timeout = match get("WARDEN_MODEL_TIMEOUT_SECONDS") {
             None => DEFAULT_MODEL_CALL_TIMEOUT,
             Some(raw) => match raw.trim().parse::<u64>() {
                 Ok(n) if n >= 1 && n <= MAX_MODEL_CALL_TIMEOUT.as_secs() => Duration::from_secs(n),
                 _ => {
-                    return Err(format!(
-                        "WARDEN_MODEL_TIMEOUT_SECONDS: expected an integer from 1 to {}, got '{raw}'",
-                        MAX_MODEL_CALL_TIMEOUT.as_secs()
-                    ));
+                    return Err(ModelConfigError::BadTimeout {
+                        raw,
+                        max: MAX_MODEL_CALL_TIMEOUT.as_secs(),
+                    });
                 }
             },
         };

@@ -8,7 +8,6 @@
 //! sandbox.
 
 pub mod config;
-pub mod dotenv;
 pub mod extract;
 pub mod model;
 pub mod prompt;

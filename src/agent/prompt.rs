@@ -89,6 +89,16 @@ pub fn system_prompt(registry: &Registry) -> String {
     text
 }
 
+/// What is left of the budgets after a step, for the step's observation.
+pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64) -> String {
+    format!(
+        "Left: {} steps, {} replies, {} function calls.",
+        AGENT_MAX_STEPS.saturating_sub(steps_used),
+        AGENT_MAX_MODEL_CALLS.saturating_sub(model_calls_used),
+        AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used)
+    )
+}
+
 /// The budgets, from `limits`: what a task may spend before it ends.
 pub fn budget_line() -> String {
     format!(
@@ -96,17 +106,6 @@ pub fn budget_line() -> String {
          {AGENT_MAX_GUARD_CALLS} function calls (failed and inline ones count; beyond that a call throws \
          budget_exhausted). Out of steps or replies, the task ends failed. Every \
          {AGENT_PLANNING_INTERVAL} steps you are told how many are used."
-    )
-}
-
-/// What is left of the budgets after a step, for the step's observation
-/// (the loop in `run` decides where to show it).
-pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64) -> String {
-    format!(
-        "Left: {} steps, {} replies, {} function calls.",
-        AGENT_MAX_STEPS.saturating_sub(steps_used),
-        AGENT_MAX_MODEL_CALLS.saturating_sub(model_calls_used),
-        AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used)
     )
 }
 
@@ -118,7 +117,7 @@ pub fn status_rule() -> String {
         // One successful call and none made: every type's own preconditions hold.
         let probe = json!({"task_type": task_type, "summary": "-"});
         match contract::check(&probe, 0, 1).map(|answer| answer.status) {
-            Ok("success") => success.push(*task_type),
+            Ok(crate::task::TaskStatus::Success) => success.push(*task_type),
             Ok(_) => failed.push(*task_type),
             Err(_) => {}
         }
@@ -138,7 +137,7 @@ mod tests {
     #[test]
     fn the_rules_list_the_chart_helpers() {
         // Pins the prompt to the chart helpers a script really has.
-        for name in crate::script::charts::HELPERS {
+        for name in crate::script::worker::charts::HELPERS {
             assert!(
                 RULES.contains(&format!("{name}(")),
                 "{name} missing from the prompt"

@@ -20,10 +20,10 @@ use crate::limits::{
     AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
     AGENT_PLANNING_INTERVAL,
 };
+use crate::script::host::progress::{Progress, note};
+use crate::script::host::session::{Budget, RunEnd, Session};
 use crate::script::protocol::RunOutcome;
-use crate::task::progress::{Progress, note};
-use crate::task::session::{Budget, RunEnd, Session};
-use crate::task::{Task, TaskRunner, WorkerFacts, abnormal_end, answer_json, contract, failure};
+use crate::task::{Task, TaskRunner, TaskStatus, WorkerFacts, abnormal_end, answer_json, contract, failure};
 
 /// Runs one coding task and returns its result.
 pub async fn run_coding_task(
@@ -84,7 +84,10 @@ pub async fn run_coding_task(
             facts.exit_status = Some(session.finish().await);
             result
         }
-        Err(reason) => failure("failed", format!("the script worker failed to start: {reason}")),
+        Err(reason) => failure(
+            TaskStatus::Failed,
+            format!("the script worker failed to start: {reason}"),
+        ),
     };
     crate::telemetry::end(
         &agent_origin.trace,
@@ -120,7 +123,7 @@ impl Agent<'_> {
         while self.actions < AGENT_MAX_STEPS {
             if self.model_calls >= AGENT_MAX_MODEL_CALLS {
                 return failure(
-                    "failed",
+                    TaskStatus::Failed,
                     format!("model call budget ({AGENT_MAX_MODEL_CALLS}) exhausted; {last_problem}"),
                 );
             }
@@ -212,7 +215,7 @@ impl Agent<'_> {
             self.observe(observation);
         }
         failure(
-            "failed",
+            TaskStatus::Failed,
             format!("step budget ({AGENT_MAX_STEPS}) exhausted; {last_problem}"),
         )
     }
@@ -259,7 +262,7 @@ impl Agent<'_> {
             if error.kind == "timeout" && Instant::now() >= self.task.deadline {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
-            let mut result = failure("failed", format!("model call {n} failed: {error}"));
+            let mut result = failure(TaskStatus::Failed, format!("model call {n} failed: {error}"));
             result["error"] = json!({"kind": "model", "model_error": error.kind, "message": error.message});
             result
         })

@@ -17,7 +17,7 @@ pub mod safe_path;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
@@ -91,10 +91,6 @@ impl ArtifactStore {
         self
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Creates a new, empty task directory (0700) with its `outputs/` and
     /// `owner.json`, and asks the retention thread for a pass.
     pub fn create_task(&self) -> Result<(String, PathBuf), GuardError> {
@@ -130,11 +126,6 @@ impl ArtifactStore {
     pub fn request_prune(&self) {
         let store = self.clone();
         self.pruner.request(move || store);
-    }
-
-    /// Retention passes completed (they run on their own thread).
-    pub fn prune_passes(&self) -> u64 {
-        self.pruner.passes()
     }
 
     /// One retention pass (on the retention thread).
@@ -269,7 +260,7 @@ impl ArtifactStore {
         )
         .map_err(|e| match e {
             nix::Error::ENOENT => GuardError::new(
-                "not_found",
+                crate::error::codes::NOT_FOUND,
                 format!("task_id: no task '{task_id}'; call list_tasks to see existing tasks"),
             ),
             nix::Error::ELOOP | nix::Error::ENOTDIR => GuardError::invalid_input(
@@ -303,13 +294,6 @@ impl ArtifactStore {
         safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
     }
 
-    /// Creates a server log in the task directory (0600, no link followed).
-    pub fn create_log(&self, task_id: &str, name: &str) -> Result<std::fs::File, GuardError> {
-        let dir = self.open_task(task_id)?;
-        safe_path::create_log_at(&dir, name)
-            .map_err(|e| GuardError::failed(format!("cannot create {name} in task {task_id}: {e}")))
-    }
-
     /// `write_artifact` from a script: a file under `outputs/`, capped per
     /// file and by the task's quotas, written atomically.
     pub fn write_output(
@@ -321,7 +305,7 @@ impl ArtifactStore {
     ) -> Result<u64, GuardError> {
         if bytes.len() > cap {
             return Err(GuardError::new(
-                "artifact_too_large",
+                crate::error::codes::ARTIFACT_TOO_LARGE,
                 format!(
                     "filename: '{filename}' is {} bytes; the limit is {cap} bytes per file",
                     bytes.len()

@@ -123,11 +123,6 @@ impl Pruner {
         }
     }
 
-    /// Passes completed so far.
-    pub fn passes(&self) -> u64 {
-        lock(&self.state).passes
-    }
-
     /// The size of a finished task directory, measured once.
     pub fn size_of(&self, id: &str, dir: &Path) -> u64 {
         if let Some(size) = lock(&self.sizes).get(id) {

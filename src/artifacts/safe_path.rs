@@ -89,7 +89,10 @@ fn io_error(field: &str, what: &str, e: nix::Error) -> GuardError {
             field,
             format!("'{what}' is a symbolic link or not a directory; links are refused"),
         ),
-        nix::Error::ENOENT => GuardError::new("not_found", format!("{field}: '{what}' does not exist")),
+        nix::Error::ENOENT => GuardError::new(
+            crate::error::codes::NOT_FOUND,
+            format!("{field}: '{what}' does not exist"),
+        ),
         other => GuardError::failed(format!("{field}: cannot open '{what}': {other}")),
     }
 }

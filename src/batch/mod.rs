@@ -26,14 +26,15 @@
 //! ([`run_file`]).
 
 mod artifact;
+mod input;
 mod plan;
 mod refs;
 mod schedule;
 mod shape;
 
+pub use input::{BatchCall, ReturnMode, RunBatchInput};
+
 use std::collections::BTreeSet;
-use std::path::Path;
-use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
@@ -41,7 +42,6 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::ArtifactStore;
-use crate::builtins::run_batch::{ReturnMode, RunBatchInput};
 use crate::error::GuardError;
 use crate::events::Origin;
 use crate::executor::Executor;
@@ -61,7 +61,7 @@ pub(crate) async fn run(
 ) -> Result<Value, GuardError> {
     let started = StdInstant::now();
     if let Some(digits) = input.digits {
-        crate::builtins::in_range("digits", digits, 1, MAX_DIGITS)?;
+        crate::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
     }
     for (i, path) in input.select.iter().enumerate() {
         if path.is_empty() {
@@ -145,48 +145,4 @@ pub(crate) async fn run(
         "skipped": skipped,
         "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
     }))
-}
-
-/// `<app> call --batch file.json`: a `run_batch` argument object (or a bare
-/// list of calls) from a file, run by [`run`] and printed as JSON. Exit
-/// codes: 0 every call succeeded, 1 a call failed or the batch was refused,
-/// 2 the file is unreadable or not a batch.
-pub(crate) async fn run_file(tasks: &crate::task::TaskRunner, file: &Path) -> ExitCode {
-    let text = match std::fs::read_to_string(file) {
-        Ok(text) => text,
-        Err(error) => {
-            eprintln!("error: cannot read batch file {}: {error}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    let value = match serde_json::from_str::<Value>(&text) {
-        Ok(Value::Array(calls)) => json!({ "calls": calls }),
-        Ok(value) => value,
-        Err(error) => {
-            eprintln!("error: batch file {} is not valid JSON: {error}", file.display());
-            return ExitCode::from(2);
-        }
-    };
-    let input: RunBatchInput = match crate::builtins::decode(value) {
-        Ok(input) => input,
-        Err(error) => {
-            eprintln!(
-                "error ({}): batch file {}: {}",
-                error.code,
-                file.display(),
-                error.message
-            );
-            return ExitCode::from(2);
-        }
-    };
-    let origin = Origin::request("batch", "run_batch");
-    let outcome = run(
-        &tasks.executor,
-        &tasks.store,
-        input,
-        &origin,
-        CancellationToken::new(),
-    )
-    .await;
-    crate::cli::print_result(outcome)
 }

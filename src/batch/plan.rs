@@ -18,10 +18,10 @@ use std::collections::{BTreeSet, HashMap};
 
 use serde_json::Value;
 
+use super::BatchCall;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, ARTIFACT_KEY, RESULT_KEY};
 use crate::artifacts::ArtifactStore;
-use crate::builtins::run_batch::BatchCall;
 use crate::error::{GuardError, codes};
 use crate::executor::arguments::json_size;
 use crate::limits::{Limits, MAX_BATCH_CALLS};

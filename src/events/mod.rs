@@ -24,7 +24,6 @@ use serde_json::{Map, Value};
 use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
 
 use crate::limits::{DEFAULT_TASK_EVENTS_MAX_BYTES, MAX_EVENT_STRING_BYTES};
-use crate::script::protocol::PureCall;
 
 /// Lines buffered between emitters and the writer thread: 8,192. When full,
 /// emitters block until the writer catches up (nothing is dropped).
@@ -353,6 +352,20 @@ pub(crate) fn record(origin: &Origin, event: &str, extra: Value) -> Vec<u8> {
     }
     line.extend_from_slice(b"}\n");
     line
+}
+
+/// One inline pure call a script worker made (it runs pure guards in its
+/// own process and reports them in batches: `script::protocol::PureBatch`).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct PureCall<'a> {
+    /// A registered guard name (an identifier: never needs escaping).
+    pub function: &'a str,
+    pub ok: bool,
+    /// The error code when the call failed.
+    pub error_type: Option<String>,
+    pub duration_ns: u64,
+    /// Wall-clock start (Unix nanoseconds), for events and spans.
+    pub started_unix_ns: u64,
 }
 
 /// The two records (`function_call_started`, `function_call_finished`) of

@@ -19,7 +19,6 @@ use super::threads::{GuardThreads, Held};
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
 use crate::guard::{Guard, Resources};
-use crate::worker::panic_message;
 
 /// Runs `guard` on a guard thread under `held`, answering by `deadline` at
 /// the latest.
@@ -76,19 +75,8 @@ pub(super) fn invoke_caught(
             guard.name.clone(),
         )],
     );
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        guard.invoke(resources, arguments)
-    }));
-    let outcome = match outcome {
-        Ok(result) => result.map_err(|e| Failure::new(Status::Failed, e)),
-        Err(payload) => Err(Failure::new(
-            Status::Failed,
-            GuardError::new(
-                codes::GUARD_PANICKED,
-                format!("guard '{}' panicked: {}", guard.name, panic_message(&payload)),
-            ),
-        )),
-    };
+    let outcome = crate::error::catch_guard_panic(&guard.name, || guard.invoke(resources, arguments))
+        .map_err(|e| Failure::new(Status::Failed, e));
     let error_type = outcome.as_ref().err().map(|f| f.error.code.as_str());
     crate::telemetry::end(
         &span,

@@ -195,18 +195,10 @@ fn died_without_answer(
     log_path: &Path,
     rlimits: Rlimits,
 ) -> GuardError {
-    use std::os::unix::process::ExitStatusExt;
     let log = std::fs::read_to_string(log_path).unwrap_or_default();
-    let how = match status {
-        Some(s) if s.signal().is_some() => {
-            let signal = s.signal().unwrap_or_default();
-            let name = nix::sys::signal::Signal::try_from(signal)
-                .map(|s| s.as_str().to_string())
-                .unwrap_or_else(|_| format!("signal {signal}"));
-            format!("was killed by {name}")
-        }
-        Some(s) => format!("exited with {s}"),
-        None => "vanished".to_string(),
+    let how = match super::sandbox::Ended::of(status) {
+        ended @ super::sandbox::Ended::Signal(_) => format!("was {ended}"),
+        ended => ended.to_string(),
     };
     let out_of_memory = log.contains("memory allocation of") || log.contains("out of memory");
     let (code, hint) = if out_of_memory {

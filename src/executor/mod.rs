@@ -374,18 +374,9 @@ impl Executor {
     }
 
     fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {
-        self.registry.get(name).ok_or_else(|| {
-            Failure::new(
-                Status::Failed,
-                GuardError::new(
-                    "unknown_guard",
-                    format!(
-                        "no guard named '{name}'; known guards: {}",
-                        self.registry.names().join(", ")
-                    ),
-                ),
-            )
-        })
+        self.registry
+            .get(name)
+            .ok_or_else(|| Failure::new(Status::Failed, self.registry.unknown_guard(name)))
     }
 
     /// Takes one call slot for a tool that then runs several guards with
@@ -396,6 +387,7 @@ impl Executor {
         self.call_slots.admit(cancel).await
     }
 
+    #[cfg(feature = "cli")]
     /// Starts a worker that answers a ping without calling any guard; used by
     /// preflight to prove isolation works on this machine.
     pub async fn ping_worker(&self) -> Result<(u32, usize), Failure> {

@@ -23,13 +23,7 @@ use nix::unistd::Pid;
 
 use crate::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
 
-/// What a worker receives when the server dies without killing it (a
-/// SIGKILL of the server): SIGTERM, not SIGKILL, because a guard worker
-/// turns it into a SIGKILL of its whole process group
-/// ([`crate::worker::kill_group_on_parent_death`]), so processes a guard
-/// started die with the server too. A worker that has not set that up yet,
-/// and every script worker, dies by SIGTERM's default action.
-pub(crate) const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
+pub(crate) use crate::worker::protocol::PARENT_DEATH_SIGNAL;
 
 /// Environment variables a worker keeps, by exact name: what a program
 /// needs to find tools, a home, a locale, a time zone and a temp dir.
@@ -263,6 +257,46 @@ pub fn kill_all_workers() {
         .unwrap_or_default();
     for pgid in groups {
         kill_group(pgid);
+    }
+}
+
+/// How a worker process ended: the one place exit statuses are classified
+/// (guard workers and script workers). Shown as "killed by SIGKILL",
+/// "exited with exit status: 3" or "vanished".
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// Killed by a signal, named (`SIGKILL`) or numbered (`signal 99`).
+    Signal(String),
+    /// Exited on its own with this status.
+    Exited(std::process::ExitStatus),
+    /// No status could be read.
+    Vanished,
+}
+
+impl Ended {
+    pub(crate) fn of(status: Option<std::process::ExitStatus>) -> Self {
+        use std::os::unix::process::ExitStatusExt;
+        match status {
+            Some(s) => match s.signal() {
+                Some(signal) => Self::Signal(
+                    Signal::try_from(signal)
+                        .map(|s| s.as_str().to_string())
+                        .unwrap_or_else(|_| format!("signal {signal}")),
+                ),
+                None => Self::Exited(s),
+            },
+            None => Self::Vanished,
+        }
+    }
+}
+
+impl std::fmt::Display for Ended {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Signal(name) => write!(f, "killed by {name}"),
+            Self::Exited(status) => write!(f, "exited with {status}"),
+            Self::Vanished => f.write_str("vanished"),
+        }
     }
 }
 

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::report::Check;
-use super::schema_check::check_tool_schema;
 use crate::executor::Executor;
 use crate::registry::Registry;
+use warden_testing::schema_check::check_tool_schema;
 
 /// Environment variables the coding agent needs, in the order reported.
 pub const MODEL_ENV: &[&str] = &["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"];
@@ -221,7 +221,7 @@ pub(crate) fn agent(require_agent: bool) -> Check {
 
 /// Trace exporter selection.
 /// Whether this binary can record spans / export OTLP.
-const BUILT_WITH_OTEL: bool = cfg!(feature = "otel");
+const BUILT_WITH_OTEL: bool = cfg!(feature = "telemetry");
 const BUILT_WITH_OTLP: bool = cfg!(feature = "otel-otlp");
 
 pub(crate) fn telemetry() -> Check {

@@ -15,7 +15,6 @@ mod diagnostics;
 mod mcp_probe;
 mod report;
 mod sandbox_probe;
-pub(crate) mod schema_check;
 mod script_probe;
 
 use std::ffi::OsString;

@@ -67,7 +67,7 @@ pub(crate) fn seccomp() -> Check {
     let name = "sandbox.seccomp";
     let fix = "run on a Linux kernel with seccomp filters (CONFIG_SECCOMP_FILTER) and a container profile that \
 allows a process to add its own; without it scripts rely on Landlock and the Rhai engine alone";
-    let program = match crate::script::layers::syscall_filter() {
+    let program = match crate::script::worker::layers::syscall_filter() {
         Ok(program) => program,
         Err(reason) => {
             return Check::warn(
@@ -90,7 +90,7 @@ allows a process to add its own; without it scripts rely on Landlock and the Rha
                 name,
                 format!(
                     "a child can install the script worker's seccomp filter ({} system calls allowed)",
-                    crate::script::layers::ALLOWED_SYSCALLS.len()
+                    crate::script::worker::layers::ALLOWED_SYSCALLS.len()
                 ),
             ),
             other => Check::warn(

@@ -21,7 +21,7 @@ use crate::artifacts::ArtifactStore;
 use crate::events::{Events, Origin};
 use crate::executor::Executor;
 use crate::executor::sandbox::Rlimits;
-use crate::task::session::{Budget, Context, RunEnd, Session};
+use crate::script::host::session::{Budget, Context, RunEnd, Session};
 
 /// The script the check runs.
 const PROBE_SCRIPT: &str = "40 + 2";

@@ -1,18 +1,13 @@
-//! Scripts: the Rhai sandbox that composes guards.
+//! Scripts: the Rhai sandbox that composes guards, in one place split by side.
 //!
-//! Worker side: [`worker`] (entry point), [`layers`] (namespace, Landlock),
-//! [`engine`] (limits, deadline), [`bindings`] (guards and helpers),
-//! [`door`] (the pipe), [`charts`] (charts and the report page). Shared:
-//! [`protocol`]. The server side of a script
-//! run lives in `crate::task`.
+//! [`worker`] is the sandboxed side: the script worker process (entry point,
+//! sandbox layers, engine, guard bindings, charts, and its door — the pipe).
+//! [`host`] is the server side: the session that starts a worker and its
+//! door, which answers the worker's guard calls through the executor.
+//! [`protocol`] is the one wire format between the two.
 
-pub mod bindings;
-pub mod charts;
-mod csv;
-pub mod door;
-pub mod engine;
-pub mod errors;
-pub mod layers;
+pub mod host;
+pub mod policy;
 pub mod protocol;
 pub mod worker;
 

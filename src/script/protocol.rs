@@ -121,18 +121,8 @@ pub struct PureBatch<'a> {
     pub calls: Vec<PureCall<'a>>,
 }
 
-/// One inline pure call.
-#[derive(Debug, Clone, Deserialize)]
-pub struct PureCall<'a> {
-    /// A registered guard name (an identifier: never needs escaping).
-    pub function: &'a str,
-    pub ok: bool,
-    /// The error code when the call failed.
-    pub error_type: Option<String>,
-    pub duration_ns: u64,
-    /// Wall-clock start (Unix nanoseconds), for events and spans.
-    pub started_unix_ns: u64,
-}
+/// One inline pure call: the event log's record type, sent as is.
+pub use crate::events::PureCall;
 
 /// How one script run ended.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

@@ -14,7 +14,7 @@ pub const TASK_TYPES: &[&str] = &["analysis", "no_action", "needs_input", "unsup
 /// A final answer that passed the contract.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
-    pub status: &'static str,
+    pub status: super::TaskStatus,
     pub task_type: String,
     pub summary: String,
     pub metrics: Map<String, Value>,
@@ -80,9 +80,9 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
         Some(_) => return Err("final_answer: assumptions must be an array of strings".into()),
     };
     let status = if matches!(task_type.as_str(), "unsupported" | "failed") {
-        "failed"
+        super::TaskStatus::Failed
     } else {
-        "success"
+        super::TaskStatus::Success
     };
     Ok(Answer {
         status,
@@ -127,12 +127,15 @@ mod tests {
             1,
         )
         .unwrap();
-        assert_eq!((ok.status, ok.task_type.as_str()), ("success", "analysis"));
+        assert_eq!(
+            (ok.status, ok.task_type.as_str()),
+            (super::super::TaskStatus::Success, "analysis")
+        );
         assert_eq!(
             check(&json!({"task_type": "unsupported", "summary": "x"}), 0, 0)
                 .unwrap()
                 .status,
-            "failed"
+            super::super::TaskStatus::Failed
         );
     }
 }

@@ -13,12 +13,8 @@
 //! [`MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
 //! final answer are capped, with pointers to where the rest is.
 
-pub mod calls;
 pub mod contract;
-pub(crate) mod door;
-pub mod progress;
 pub mod running;
-pub mod session;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,14 +33,13 @@ use crate::limits::{
     DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
     SCRIPT_MAX_OUTPUT_BYTES,
 };
-use crate::script::protocol::{Layers, RunOutcome};
-use calls::CallCounts;
-use progress::Progress;
+use crate::script::host::progress::Progress;
+use crate::script::host::session::{Budget, Context, RunEnd, Session, StartError};
+use crate::script::protocol::RunOutcome;
 use running::Running;
-use session::{Budget, Context, RunEnd, Session};
 
-/// Every guard call of a task, in its directory (see [`calls`]).
-pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
+pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
+pub use crate::script::host::session::WorkerFacts;
 
 /// Runs tasks. Shared by the server's built-in tools.
 pub struct TaskRunner {
@@ -78,21 +73,11 @@ pub struct Task {
     started: std::time::Instant,
 }
 
-/// What the worker side of a task produced, for the result.
-#[derive(Default)]
-pub struct WorkerFacts {
-    pub layers: Layers,
-    pub calls: CallCounts,
-    pub pid: u32,
-    /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
-    pub exit_status: Option<String>,
-}
-
 impl Drop for Task {
     fn drop(&mut self) {
         if !self.recorded {
             let mut result = failure(
-                "cancelled",
+                TaskStatus::Cancelled,
                 "the request ended before the task finished; the task was cancelled".into(),
             );
             result["task_id"] = json!(self.id);
@@ -110,7 +95,7 @@ impl Task {
     /// up, then lets it go (its slot and registration end on drop).
     pub fn abandon(mut self, error: &GuardError) {
         let mut result = failure(
-            "failed",
+            TaskStatus::Failed,
             format!("the task could not be set up: {}", error.message),
         );
         result["task_id"] = json!(self.id);
@@ -221,8 +206,8 @@ impl TaskRunner {
     /// Starts the task's script worker. A sandbox layer it lacks is a
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
-    pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, String> {
-        let mode = crate::script::layers::mode()?;
+    pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, StartError> {
+        let mode = crate::script::policy::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -243,11 +228,11 @@ impl TaskRunner {
             task.events.emit(
                 origin,
                 "sandbox_degraded",
-                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::layers::Mode::Strict}),
+                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::policy::Mode::Strict}),
             );
         }
-        match crate::script::layers::refusal(mode, &session.layers) {
-            Some(reason) => Err(reason),
+        match crate::script::policy::refusal(mode, &session.layers) {
+            Some(reason) => Err(StartError::Refused(reason)),
             None => Ok(session),
         }
     }
@@ -303,7 +288,7 @@ impl TaskRunner {
         let saved = serde_json::to_vec_pretty(&result).unwrap_or_default();
         if let Err(error) = self.store.write_result(&task.id, &saved) {
             let mut failed = failure(
-                "failed",
+                TaskStatus::Failed,
                 format!(
                     "the task ran but its record could not be saved: {}",
                     error.message
@@ -367,7 +352,7 @@ impl TaskRunner {
                 facts.exit_status = Some(session.finish().await);
                 end
             }
-            Err(reason) => RunEnd::Crashed(reason),
+            Err(reason) => RunEnd::Crashed(reason.to_string()),
         };
         let result = match end {
             RunEnd::Finished(outcome) => {
@@ -490,7 +475,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
     match end {
         RunEnd::TimedOut => {
             let mut value = failure(
-                "timed_out",
+                TaskStatus::TimedOut,
                 format!(
                     "the task did not finish within {} s; its worker was killed",
                     timeout.as_secs()
@@ -501,7 +486,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
             value
         }
         RunEnd::Cancelled => failure(
-            "cancelled",
+            TaskStatus::Cancelled,
             "the request was cancelled; the script worker was killed".into(),
         ),
         RunEnd::Crashed(reason) => {
@@ -510,11 +495,14 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
             } else {
                 "worker"
             };
-            let mut value = failure("failed", format!("the script worker failed: {reason}"));
+            let mut value = failure(TaskStatus::Failed, format!("the script worker failed: {reason}"));
             value["error"] = json!({"kind": kind, "message": reason, "line": null, "column": null});
             value
         }
-        RunEnd::Finished(_) => failure("failed", "internal: finished run passed as abnormal".into()),
+        RunEnd::Finished(_) => failure(
+            TaskStatus::Failed,
+            "internal: finished run passed as abnormal".into(),
+        ),
     }
 }
 
@@ -524,9 +512,9 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
 fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: Instant) -> Value {
     let mut result = if let Some(error) = &outcome.error {
         let status = if error.kind == "timeout" || Instant::now() >= deadline {
-            "timed_out"
+            TaskStatus::TimedOut
         } else {
-            "failed"
+            TaskStatus::Failed
         };
         let mut value = failure(status, format!("{} error: {}", error.kind, error.message));
         value["error"] = json!(error);
@@ -534,12 +522,15 @@ fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: I
     } else if let Some(answer) = &outcome.final_answer {
         match contract::check(answer, calls, calls_ok) {
             Ok(answer) => answer_json(&answer),
-            Err(reason) => failure("failed", format!("the final answer broke the contract: {reason}")),
+            Err(reason) => failure(
+                TaskStatus::Failed,
+                format!("the final answer broke the contract: {reason}"),
+            ),
         }
     } else {
         let task_type = if calls_ok > 0 { "analysis" } else { "no_action" };
         json!({
-            "status": "success", "task_type": task_type,
+            "status": TaskStatus::Success, "task_type": task_type,
             "summary": "script finished without calling final_answer; see value and output",
             "metrics": {}, "assumptions": [],
         })
@@ -558,8 +549,18 @@ pub fn answer_json(answer: &contract::Answer) -> Value {
     })
 }
 
+/// How a task ended, as recorded in `result.json` (`status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Success,
+    Failed,
+    TimedOut,
+    Cancelled,
+}
+
 /// A failed task result with `summary` saying why.
-pub fn failure(status: &str, summary: String) -> Value {
+pub fn failure(status: TaskStatus, summary: String) -> Value {
     json!({"status": status, "task_type": "failed", "summary": summary, "metrics": {}, "assumptions": []})
 }
 

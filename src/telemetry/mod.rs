@@ -14,7 +14,7 @@
 //! isolated worker records its own spans and returns them in its response,
 //! and the server (the single exporter) re-emits them in the same trace.
 
-#[cfg(feature = "otel")]
+#[cfg(feature = "telemetry")]
 pub mod sdk;
 
 use opentelemetry::trace::{
@@ -24,13 +24,13 @@ use opentelemetry::{Context, KeyValue, global};
 
 /// Keeps the provider alive; dropping it flushes and shuts exporters down.
 pub struct TelemetryGuard {
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "telemetry")]
     provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
 }
 
 impl Drop for TelemetryGuard {
     fn drop(&mut self) {
-        #[cfg(feature = "otel")]
+        #[cfg(feature = "telemetry")]
         if let Some(provider) = self.provider.take() {
             let _ = provider.force_flush();
             let _ = provider.shutdown();
@@ -41,8 +41,31 @@ impl Drop for TelemetryGuard {
 /// Installs the exporter named by `WARDEN_TRACE_EXPORTER` (none, console,
 /// file, otlp) in the server process. Problems are reported on stderr and
 /// leave tracing off; they never stop the server.
+/// Installs the binary's own diagnostics log: `tracing` events on stderr
+/// (never stdout, which belongs to MCP), filtered by `RUST_LOG` in the
+/// `target=level,level` form (e.g. `warden=debug`), `warn` when unset or
+/// unreadable. An app embedding Warden through `App::serve` brings its own
+/// subscriber; this one is then not installed.
+pub(crate) fn init_stderr_log() {
+    use std::io::IsTerminal;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    let filter = std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|spec| spec.parse::<tracing_subscriber::filter::Targets>().ok())
+        .unwrap_or_else(|| tracing_subscriber::filter::Targets::new().with_default(tracing::Level::WARN));
+    let _ = tracing_subscriber::registry()
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_ansi(std::io::stderr().is_terminal()),
+        )
+        .with(filter)
+        .try_init();
+}
+
 pub fn init() -> TelemetryGuard {
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "telemetry")]
     {
         match sdk::install_server() {
             Ok(provider) => TelemetryGuard { provider },
@@ -52,7 +75,7 @@ pub fn init() -> TelemetryGuard {
             }
         }
     }
-    #[cfg(not(feature = "otel"))]
+    #[cfg(not(feature = "telemetry"))]
     {
         if crate::config::var("WARDEN_TRACE_EXPORTER").is_some_and(|v| !v.is_empty() && v != "none") {
             eprintln!(
@@ -65,11 +88,11 @@ pub fn init() -> TelemetryGuard {
 
 /// Whether spans are being recorded (a provider is installed).
 pub fn recording() -> bool {
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "telemetry")]
     {
         sdk::installed()
     }
-    #[cfg(not(feature = "otel"))]
+    #[cfg(not(feature = "telemetry"))]
     {
         false
     }
@@ -78,9 +101,9 @@ pub fn recording() -> bool {
 /// Exports spans an isolated worker recorded and returned (no-op without
 /// the `otel` feature or a provider).
 pub fn import_worker_spans(spans: &[serde_json::Value]) {
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "telemetry")]
     sdk::inject(spans);
-    #[cfg(not(feature = "otel"))]
+    #[cfg(not(feature = "telemetry"))]
     let _ = spans;
 }
 
@@ -90,18 +113,18 @@ pub fn worker_parent(traceparent: Option<&str>) -> Context {
     let Some(traceparent) = traceparent else {
         return Context::new();
     };
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "telemetry")]
     sdk::install_worker_collector();
     from_traceparent(traceparent)
 }
 
 /// In an isolated worker: the spans recorded so far, as portable JSON.
 pub fn worker_spans() -> Vec<serde_json::Value> {
-    #[cfg(feature = "otel")]
+    #[cfg(feature = "telemetry")]
     {
         sdk::drain()
     }
-    #[cfg(not(feature = "otel"))]
+    #[cfg(not(feature = "telemetry"))]
     {
         Vec::new()
     }

@@ -14,7 +14,6 @@ use std::process::ExitCode;
 
 pub use protocol::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
-use crate::error::{GuardError, codes};
 use crate::guard::Resources;
 use crate::registry::Registry;
 
@@ -88,7 +87,7 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
 pub(crate) fn kill_group_on_parent_death() {
     use nix::sys::signal::{SigSet, Signal, killpg};
     let mut signals = SigSet::empty();
-    signals.add(crate::executor::sandbox::PARENT_DEATH_SIGNAL);
+    signals.add(protocol::PARENT_DEATH_SIGNAL);
     if signals.thread_block().is_err() {
         return;
     }
@@ -142,41 +141,20 @@ fn traced_guard(
 pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::Value) -> Response {
     let Some(guard) = registry.get(name) else {
         return Response::Error {
-            error: GuardError::new("unknown_guard", format!("no guard named '{name}' in this worker")),
+            error: registry.unknown_guard(name),
             spans: Vec::new(),
         };
     };
     let resources = Resources::default();
-    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        guard.invoke(&resources, arguments)
-    }));
-    match outcome {
-        Ok(Ok(value)) => Response::Result {
+    match crate::error::catch_guard_panic(name, || guard.invoke(&resources, arguments)) {
+        Ok(value) => Response::Result {
             value,
             spans: Vec::new(),
         },
-        Ok(Err(error)) => Response::Error {
+        Err(error) => Response::Error {
             error,
             spans: Vec::new(),
         },
-        Err(payload) => Response::Error {
-            error: GuardError::new(
-                codes::GUARD_PANICKED,
-                format!("guard '{name}' panicked: {}", panic_message(&payload)),
-            ),
-            spans: Vec::new(),
-        },
-    }
-}
-
-/// The text of a panic payload, when it has one.
-pub(crate) fn panic_message(payload: &Box<dyn std::any::Any + Send>) -> String {
-    if let Some(text) = payload.downcast_ref::<&str>() {
-        (*text).to_string()
-    } else if let Some(text) = payload.downcast_ref::<String>() {
-        text.clone()
-    } else {
-        "non-string panic payload".to_string()
     }
 }
 

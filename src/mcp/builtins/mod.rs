@@ -1,0 +1,110 @@
+//! The server's built-in tools, one file each, all the same shape.
+//!
+//! Like guards, each has a typed input (its schema and description are
+//! derived) and returns a structured result or a [`GuardError`]. They reach
+//! the world through [`crate::task::TaskRunner`] and its artifact store;
+//! guard calls they cause still go through the executor. To add one, write
+//! a file with a type implementing [`Builtin`] and list it in [`all`].
+
+mod bundle_coverage;
+mod check_backtest;
+mod describe_guard;
+mod get_task_result;
+mod list_artifacts;
+mod list_guards;
+mod list_tasks;
+mod read_artifact;
+pub(crate) mod run_batch;
+#[cfg(feature = "agent")]
+mod run_coding_task;
+mod run_script;
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use rmcp::model::{Tool, ToolAnnotations};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::GuardError;
+use crate::events::Origin;
+use crate::task::TaskRunner;
+
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One invocation of a built-in tool.
+pub struct Call<'a> {
+    pub tasks: &'a Arc<TaskRunner>,
+    pub arguments: Value,
+    /// The request's origin; a tool that creates a task sets `task_id`.
+    pub origin: &'a mut Origin,
+    /// Fired when the client cancels the request.
+    pub cancel: CancellationToken,
+    /// Progress sink when the client sent a progressToken.
+    pub progress: Option<Arc<crate::script::host::progress::Progress>>,
+}
+
+/// A tool the server provides itself.
+pub trait Builtin: Send + Sync {
+    fn name(&self) -> &'static str;
+    /// The `mode` its events record.
+    fn mode(&self) -> &'static str {
+        "artifact"
+    }
+    fn tool(&self) -> Tool;
+    /// `Ok` carries the structured result. A task whose script failed is
+    /// still `Ok`: its `status` field says how it ended.
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>>;
+}
+
+/// Every built-in tool, in tools/list order.
+pub fn all() -> Vec<Box<dyn Builtin>> {
+    vec![
+        #[cfg(feature = "agent")]
+        Box::new(run_coding_task::RunCodingTask),
+        Box::new(run_script::RunScript),
+        Box::new(run_batch::RunBatch),
+        Box::new(list_tasks::ListTasks),
+        Box::new(get_task_result::GetTaskResult),
+        Box::new(list_artifacts::ListArtifacts),
+        Box::new(read_artifact::ReadArtifact),
+        Box::new(list_guards::ListGuards),
+        Box::new(describe_guard::DescribeGuard),
+        Box::new(bundle_coverage::BundleCoverage),
+        Box::new(check_backtest::CheckBacktest),
+    ]
+}
+
+/// The MCP tool for a built-in with input type `T`.
+pub(crate) fn tool<T: schemars::JsonSchema>(name: &'static str, read_only: bool) -> Tool {
+    let (schema, description) = crate::schema::input_schema::<T>();
+    Tool::new(name, description, Arc::new(schema)).with_annotations(
+        ToolAnnotations::new()
+            .read_only(read_only)
+            .destructive(false)
+            .idempotent(read_only)
+            .open_world(false),
+    )
+}
+
+pub(crate) fn decode<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
+    crate::schema::decode_arguments(arguments)
+}
+
+/// A task's timeout: `timeout_seconds` (1 to the server maximum) or the
+/// default task timeout, clamped to that maximum.
+pub(crate) fn task_timeout(
+    tasks: &TaskRunner,
+    seconds: Option<u64>,
+) -> Result<std::time::Duration, GuardError> {
+    let max = tasks.executor.limits().max_timeout.as_secs();
+    let seconds = match seconds {
+        Some(s) => in_range("timeout_seconds", s, 1, max)?,
+        None => crate::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
+    };
+    Ok(std::time::Duration::from_secs(seconds))
+}
+
+pub(crate) use crate::schema::in_range;

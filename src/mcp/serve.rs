@@ -1,0 +1,98 @@
+//! Serving MCP on stdio: the transport with its limits, the handler, and a
+//! clean shutdown (SIGTERM/SIGINT or the end of input), after which running
+//! tasks are recorded `cancelled`. Used by the CLI's default command and by
+//! `App::run` / `App::serve` built without the `cli` feature.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use crate::task::TaskRunner;
+
+/// Why an MCP session on stdio ended badly.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ServeError {
+    #[error("MCP initialization failed: {0}")]
+    Initialize(String),
+    #[error("MCP service ended abnormally: {0}")]
+    Ended(String),
+}
+
+/// What to tell a person who started the server in a terminal, where it
+/// waits for JSON-RPC they are not going to type; `None` when stdin is not
+/// a terminal. The caller prints it (library code does not).
+pub(crate) fn terminal_hint(name: &str) -> Option<String> {
+    std::io::stdin().is_terminal().then(|| {
+        format!(
+            "{name} is an MCP server speaking JSON-RPC on stdin/stdout, not a chat. \
+Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
+        )
+    })
+}
+
+/// Serves MCP on stdin/stdout until the client goes away or a signal
+/// arrives; running tasks are then cancelled and recorded.
+pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<(), ServeError> {
+    use rmcp::ServiceExt;
+    // Task records: tasks a dead server left running become `interrupted`.
+    tasks.store.mark_interrupted();
+    let limits = tasks.executor.limits();
+    let transport_limits = crate::mcp::transport::TransportLimits {
+        // Never below the argument cap plus room for the envelope, so a
+        // call the executor accepts is never refused by the transport.
+        max_message_bytes: limits.max_message_bytes.max(
+            limits
+                .max_argument_bytes
+                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
+        ),
+        max_pending_responses: limits.max_pending_responses,
+    };
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    // Task records: the end of input (the client went away) cancels tasks.
+    let stdin = tasks.cancel_on_eof(stdin);
+    let transport = crate::mcp::transport::StdioTransport::new(stdin, stdout, transport_limits);
+    let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
+    let service = server
+        .serve(transport)
+        .await
+        .map_err(|error| ServeError::Initialize(error.to_string()))?;
+    let ended = tokio::select! {
+        ended = service.waiting() => ended.map(drop).map_err(|error| ServeError::Ended(error.to_string())),
+        _ = shutdown_signal() => Ok(()),
+    };
+    // Task records: running tasks are cancelled and recorded `cancelled`
+    // before the process exits.
+    tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    ended
+}
+
+/// Serves stdio for a command line: prints the terminal hint and the error,
+/// if any, and gives the exit code (0 a clean end, 1 the session failed).
+pub(crate) async fn stdio_exit_code(
+    tasks: Arc<TaskRunner>,
+    name: &str,
+    version: &str,
+) -> std::process::ExitCode {
+    if let Some(hint) = terminal_hint(name) {
+        eprintln!("{hint}");
+    }
+    match stdio(tasks, name, version).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT, so a supervisor's stop is a clean shutdown.
+pub(crate) async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

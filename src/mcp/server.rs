@@ -1,0 +1,305 @@
+//! The MCP server: rmcp's `ServerHandler` over the registry and executor.
+//!
+//! `tools/list` is the registry in name order; `tools/call` goes through the
+//! executor and comes back as structuredContent (mirrored as text). Errors a
+//! caller can fix are normal results with `isError: true` and a stable code;
+//! a guard's error carries its JSON in the text content only, because
+//! structuredContent must match the guard's `outputSchema` and an error does
+//! not (clients such as the MCP Inspector validate it and would show a
+//! schema complaint instead of the message). Built-ins declare no output
+//! schema, so their errors keep structuredContent too;
+//! an unknown tool is a protocol error (-32602). Nothing here panics across
+//! the handler, and every call is bracketed by request events.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourceTemplatesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+
+use crate::events::Origin;
+use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
+use crate::task::TaskRunner;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
+
+/// Instructions sent to clients at initialize.
+const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
+Errors come back as results with isError=true, a stable error code and a message naming the field to fix. \
+'Server busy; retry later' means every call slot was in use: retry after a moment.";
+
+/// The handler rmcp drives. Cheap to clone (everything is shared).
+#[derive(Clone)]
+pub struct WardenServer {
+    executor: Arc<Executor>,
+    tasks: Arc<TaskRunner>,
+    builtins: Arc<Vec<Box<dyn crate::mcp::builtins::Builtin>>>,
+    tools: Arc<Vec<Tool>>,
+    info: Implementation,
+}
+
+impl WardenServer {
+    pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
+        let executor = tasks.executor.clone();
+        let mut tools = crate::mcp::export::mcp_tools(executor.registry(), executor.limits());
+        let builtins = crate::mcp::builtins::all();
+        tools.extend(builtins.iter().map(|b| b.tool()));
+        // One deterministic order for guards and built-ins alike.
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Self {
+            executor,
+            tasks,
+            builtins: Arc::new(builtins),
+            tools: Arc::new(tools),
+            info: Implementation::new(name, version),
+        }
+    }
+
+    /// Runs a built-in tool with request events around it.
+    async fn call_builtin(
+        &self,
+        builtin: &dyn crate::mcp::builtins::Builtin,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let name = builtin.name();
+        let mut origin = request_origin(builtin.mode(), name, context);
+        let events = self.executor.events().clone();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome = builtin
+            .call(crate::mcp::builtins::Call {
+                tasks: &self.tasks,
+                arguments,
+                origin: &mut origin,
+                cancel: context.ct.clone(),
+                progress: context.meta.get_progress_token().map(|token| {
+                    Arc::new(crate::script::host::progress::Progress::new(
+                        context.peer.clone(),
+                        token,
+                    ))
+                }),
+            })
+            .await;
+        let (status, task_type, error_type) = match &outcome {
+            Ok(value) => (
+                value
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or("success")
+                    .to_string(),
+                value.get("task_type").cloned().unwrap_or(Value::Null),
+                value
+                    .get("error")
+                    .and_then(|e| e.get("kind"))
+                    .cloned()
+                    .unwrap_or(Value::Null),
+            ),
+            Err(error) if error.code == crate::error::codes::SERVER_BUSY => {
+                ("rejected".into(), Value::Null, json!(error.code))
+            }
+            Err(error) => ("failed".into(), Value::Null, json!(error.code)),
+        };
+        if status == "rejected" {
+            events.emit(&origin, "request_rejected", json!({"reason": "server_busy"}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({"status": status, "task_type": task_type, "error_type": error_type,
+                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
+        );
+        crate::telemetry::end(&origin.trace, &status, error_type.as_str());
+        match outcome {
+            Ok(value) => {
+                // PNG charts inline (within the result cap), then a link per artifact.
+                let mut content = crate::mcp::resources::images(&self.tasks.store, &value);
+                content.extend(crate::mcp::resources::links(&value));
+                let mut result = if status == "success" {
+                    CallToolResult::structured(value)
+                } else {
+                    CallToolResult::structured_error(value)
+                };
+                result.content.extend(content);
+                result
+            }
+            Err(error) => {
+                let status = if status == "rejected" {
+                    Status::Rejected
+                } else {
+                    Status::Failed
+                };
+                CallToolResult::structured_error(failure_json(
+                    &Failure::new(status, error),
+                    &origin.request_id,
+                ))
+            }
+        }
+    }
+
+    /// Runs one direct guard call with request events around it.
+    async fn call_guard(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let origin = request_origin("direct", name, context);
+        let events = self.executor.events();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome = self
+            .executor
+            .call(CallRequest {
+                guard: name,
+                arguments,
+                origin: &origin,
+                cancel: context.ct.clone(),
+                admission: Admission::TryNow,
+                deadline_cap: None,
+                events: None,
+            })
+            .await;
+        let (status, error_type) = match &outcome {
+            Ok(_) => (Status::Success, None),
+            Err(failure) => (failure.status, Some(failure.error.code.clone())),
+        };
+        if status == Status::Rejected {
+            events.emit(&origin, "request_rejected", json!({"reason": "server_busy"}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({
+                "status": status.as_str(),
+                "task_type": null,
+                "error_type": error_type,
+                "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+            }),
+        );
+        crate::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
+        result_of(outcome, &origin.request_id)
+    }
+}
+
+/// A new request's origin with its `mcp.tool.call` span started, as a
+/// child of the caller's `traceparent` (request `_meta`) when it sent one.
+fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
+    let parent = context
+        .meta
+        .get_traceparent()
+        .map(crate::telemetry::from_traceparent)
+        .unwrap_or_default();
+    let mut origin = Origin::request(mode, tool);
+    origin.trace = crate::telemetry::start(
+        "mcp.tool.call",
+        SpanKind::Server,
+        &parent,
+        vec![
+            KeyValue::new("mcp.tool.name", tool.to_string()),
+            KeyValue::new("warden.mode", mode),
+            KeyValue::new("warden.request_id", origin.request_id.clone()),
+        ],
+    );
+    origin
+}
+
+/// The MCP result for a guard call's outcome. An error has no
+/// structuredContent (it would contradict the guard's output schema): its
+/// JSON is the text content.
+pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> CallToolResult {
+    match outcome {
+        Ok(value) => CallToolResult::structured(value),
+        Err(failure) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+            failure_json(&failure, request_id).to_string(),
+        )]),
+    }
+}
+
+/// `{status, error, request_id}` for a failed call.
+fn failure_json(failure: &Failure, request_id: &str) -> Value {
+    json!({
+        "status": failure.status.as_str(),
+        "error": failure.error,
+        "request_id": request_id,
+    })
+}
+
+impl ServerHandler for WardenServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_resources()
+                .build(),
+        )
+        .with_server_info(self.info.clone())
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools.as_ref().clone()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            crate::mcp::resources::template(),
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        crate::mcp::resources::read(&self.tasks.store, &request.uri).map(Into::into)
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if let Some(builtin) = self.builtins.iter().find(|b| b.name() == name) {
+            let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+            return Ok(self
+                .call_builtin(builtin.as_ref(), arguments, &context)
+                .await
+                .into());
+        }
+        if self.executor.registry().get(&name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool '{name}'; available tools: {}",
+                    self.tools
+                        .iter()
+                        .map(|t| t.name.as_ref())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            ));
+        }
+        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        Ok(self.call_guard(&name, arguments, &context).await.into())
+    }
+}

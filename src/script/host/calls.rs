@@ -1,0 +1,283 @@
+//! `function_calls.json`: every guard call of a task, written as it happens.
+//!
+//! A script may make 100,000 inline calls; keeping their records in memory
+//! and serializing them when the task ends put ~40 ms after the last call.
+//! The log is streamed instead — a JSON array with one record per line, so
+//! it stays readable and valid once [`CallLog::close`] has written the
+//! closing bracket — and only the counts a task result needs stay in
+//! memory. A write error never fails a call: the counts stay right and the
+//! file is left incomplete.
+//!
+//! The file is bounded like the event log: after
+//! [`DEFAULT_CALLS_RECORDED`] records, later calls are only counted, and
+//! [`CallLog::close`] ends the array with one summary record — `{"summarized":
+//! true, "calls", "failed", "by_function", "by_error_type", "duration_ms"}` —
+//! so the records plus the summary always add up to every call made.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+
+use crate::limits::DEFAULT_CALLS_RECORDED;
+
+/// Every guard call of a task, in its directory.
+pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
+
+/// Distinct functions or error types a summary counts by name: 100; the
+/// rest are counted under `"(other)"`.
+const SUMMARY_KEYS: usize = 100;
+
+/// Bytes gathered before a write: 64 KiB.
+const CALL_LOG_BUFFER: usize = 64 * 1024;
+
+/// One guard call, as function_calls.json has it: `{"function", "status",
+/// "error_type", "duration_ms", "execution"}`.
+#[derive(Debug, Clone)]
+pub struct CallRecord<'a> {
+    pub function: &'a str,
+    /// success | failed | timed_out | cancelled | rejected
+    pub status: &'static str,
+    pub error_type: Option<&'a str>,
+    /// Written as milliseconds with six decimals (exact, no float printing).
+    pub duration_ns: u64,
+    /// isolated | in_process | pure_inline
+    pub execution: &'static str,
+}
+
+impl CallRecord<'_> {
+    /// Appends the record's JSON object. Written by hand: a 100,000-call
+    /// script spent a tenth of its server time in serde's generic writer.
+    fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(br#"{"function":"#);
+        push_json_str(out, self.function);
+        out.extend_from_slice(br#","status":""#);
+        out.extend_from_slice(self.status.as_bytes());
+        out.extend_from_slice(br#"","error_type":"#);
+        match self.error_type {
+            Some(code) => push_json_str(out, code),
+            None => out.extend_from_slice(b"null"),
+        }
+        out.extend_from_slice(br#","duration_ms":"#);
+        let mut number = itoa::Buffer::new();
+        out.extend_from_slice(number.format(self.duration_ns / 1_000_000).as_bytes());
+        let fraction = number.format(1_000_000 + self.duration_ns % 1_000_000);
+        out.push(b'.');
+        out.extend_from_slice(&fraction.as_bytes()[1..]);
+        out.extend_from_slice(br#","execution":""#);
+        out.extend_from_slice(self.execution.as_bytes());
+        out.extend_from_slice(b"\"}");
+    }
+}
+
+/// Appends `text` as a JSON string: verbatim when nothing needs escaping
+/// (guard names and error codes), else through serde_json.
+fn push_json_str(out: &mut Vec<u8>, text: &str) {
+    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        let _ = serde_json::to_writer(&mut *out, text);
+    }
+}
+
+/// How many calls a task made, and how many succeeded.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallCounts {
+    pub made: usize,
+    pub ok: usize,
+}
+
+/// Calls beyond the recorded ones, counted for the closing summary.
+#[derive(Debug, Default)]
+struct Summary {
+    calls: u64,
+    failed: u64,
+    duration_ns: u64,
+    by_function: BTreeMap<String, u64>,
+    by_error_type: BTreeMap<String, u64>,
+}
+
+impl Summary {
+    fn add(&mut self, record: &CallRecord<'_>) {
+        self.calls += 1;
+        if record.status != "success" {
+            self.failed += 1;
+        }
+        self.duration_ns = self.duration_ns.saturating_add(record.duration_ns);
+        bump(&mut self.by_function, record.function);
+        if let Some(code) = record.error_type {
+            bump(&mut self.by_error_type, code);
+        }
+    }
+
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "summarized": true,
+            "calls": self.calls,
+            "failed": self.failed,
+            "by_function": self.by_function,
+            "by_error_type": self.by_error_type,
+            "duration_ms": self.duration_ns as f64 / 1e6,
+            "note": format!("calls after the first {DEFAULT_CALLS_RECORDED} are counted here, not listed one by one"),
+        })
+    }
+}
+
+fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
+    if let Some(n) = map.get_mut(key) {
+        *n += 1;
+    } else if map.len() < SUMMARY_KEYS {
+        map.insert(key.to_string(), 1);
+    } else {
+        *map.entry("(other)".to_string()).or_default() += 1;
+    }
+}
+
+/// The open log of one task.
+pub struct CallLog {
+    /// `None` when the file could not be created, or after `close`.
+    file: Option<BufWriter<File>>,
+    counts: CallCounts,
+    /// Records written one by one before calls are only summarized.
+    recorded_max: usize,
+    summary: Summary,
+    /// One record's bytes, reused.
+    scratch: Vec<u8>,
+}
+
+impl CallLog {
+    /// Starts `path` (the task's function_calls.json), 0600, never
+    /// through a link.
+    pub fn create(path: &Path) -> Self {
+        Self::with_limit(path, DEFAULT_CALLS_RECORDED)
+    }
+
+    /// [`CallLog::create`] recording at most `recorded_max` calls one by one.
+    pub fn with_limit(path: &Path, recorded_max: usize) -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(crate::artifacts::safe_path::FILE_MODE)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+            .ok()
+            .and_then(|file| {
+                let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
+                file.write_all(b"[").ok().map(|()| file)
+            });
+        Self {
+            file,
+            counts: CallCounts::default(),
+            recorded_max,
+            summary: Summary::default(),
+            scratch: Vec::with_capacity(160),
+        }
+    }
+
+    /// Appends one record.
+    pub fn push(&mut self, record: &CallRecord<'_>) {
+        let first = self.counts.made == 0;
+        self.counts.made += 1;
+        if record.status == "success" {
+            self.counts.ok += 1;
+        }
+        if self.counts.made > self.recorded_max {
+            self.summary.add(record);
+            return;
+        }
+        let Some(file) = self.file.as_mut() else { return };
+        self.scratch.clear();
+        self.scratch.extend_from_slice(if first { b"\n" } else { b",\n" });
+        record.write_json(&mut self.scratch);
+        if file.write_all(&self.scratch).is_err() {
+            self.file = None;
+        }
+    }
+
+    pub fn counts(&self) -> CallCounts {
+        self.counts
+    }
+
+    /// Writes the closing bracket and flushes. Records pushed later (by a
+    /// guard that outlived its task) are counted but not written.
+    pub fn close(&mut self) {
+        if let Some(mut file) = self.file.take() {
+            if self.summary.calls > 0 {
+                let line = format!(",\n{}", self.summary.to_json());
+                let _ = file.write_all(line.as_bytes());
+            }
+            let _ = file.write_all(b"\n]\n").and_then(|()| file.flush());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(status: &'static str) -> CallRecord<'static> {
+        CallRecord {
+            function: "add",
+            status,
+            error_type: (status != "success").then_some("invalid \"input\""),
+            duration_ns: 1_500_042,
+            execution: "pure_inline",
+        }
+    }
+
+    #[test]
+    fn the_log_is_a_json_array_with_one_record_per_line() {
+        // Streamed records parse back as the array they describe, with the counts.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("function_calls.json");
+        let mut log = CallLog::create(&path);
+        log.push(&record("success"));
+        log.push(&record("failed"));
+        log.close();
+        log.push(&record("success"));
+        assert_eq!(log.counts(), CallCounts { made: 3, ok: 2 });
+        let text = std::fs::read_to_string(&path).expect("log");
+        let value: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(value.as_array().map(Vec::len), Some(2));
+        assert_eq!(value[1]["error_type"], "invalid \"input\"");
+        assert_eq!(value[1]["duration_ms"], 1.500042);
+        assert_eq!(text.lines().count(), 4, "{text}");
+    }
+
+    #[test]
+    fn calls_beyond_the_recorded_ones_are_summarized() {
+        // Past the bound the file keeps N records plus one summary; records + summary = every call.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("function_calls.json");
+        let mut log = CallLog::with_limit(&path, 3);
+        for i in 0..10 {
+            log.push(&record(if i % 2 == 0 { "success" } else { "failed" }));
+        }
+        log.close();
+        assert_eq!(log.counts(), CallCounts { made: 10, ok: 5 });
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
+        let items = value.as_array().expect("array");
+        assert_eq!(items.len(), 4);
+        assert_eq!(items[3]["summarized"], true);
+        assert_eq!(items[3]["calls"], 7);
+        assert_eq!(items[3]["failed"], 4);
+        assert_eq!(items[3]["by_function"]["add"], 7);
+    }
+
+    #[test]
+    fn an_empty_log_is_an_empty_array() {
+        // A task that made no call still leaves valid JSON.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("function_calls.json");
+        let mut log = CallLog::create(&path);
+        log.close();
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
+        assert_eq!(value, serde_json::json!([]));
+    }
+}

@@ -1,0 +1,687 @@
+//! The server's end of a script worker's door: a thread that answers it.
+//!
+//! A script blocks on every guard call it sends, so what one call costs is
+//! the hops between the worker and whoever answers. An async reader handing
+//! each call to a blocking thread and back cost about eleven context
+//! switches per call; here one OS thread per session (the *door thread*)
+//! reads the worker's pipe with blocking reads and runs `in_process` guards
+//! itself through [`Executor::begin_here`] / [`Executor::run_here`] — same
+//! validation, events, spans and deadline as any call — so a call costs the
+//! two pipe crossings and nothing else. Inline pure-call batches are
+//! recorded here too, and every call goes to the task's
+//! function_calls.json. Everything that needs the async world (isolated
+//! guards, artifact writes and reads, progress notifications, the end of a
+//! run) is handed to the session as a [`DoorEvent`].
+//!
+//! A thread cannot be interrupted, so the *deadline* of a call running here
+//! is kept by the session's watchdog ([`Door::settle_overdue`]): it answers
+//! the worker `timed_out`, records the call's end, and starts a fresh door
+//! thread on the same pipe. The stuck thread finds its call settled when
+//! the guard finally returns and exits without touching the pipe again.
+//! Every call run here holds a guard-thread permit from the executor (the
+//! same budget as every other in-process call) from before it starts until
+//! the guard returns, and the watchdog moves it to an overdue permit like
+//! any overrunning call; a replaced thread therefore always holds one, and
+//! a script looping over a hanging guard gets `server_busy` (catchable)
+//! once the budget is spent, instead of one more thread per call.
+//!
+//! A worker's line is read no further than [`worker_line_cap`] bytes: a
+//! guard call or artifact write over it is skipped to its end and answered
+//! with a catchable error; any other line over it ends the run with the
+//! reason. A guard call too deeply nested for serde_json to decode is
+//! answered `invalid_arguments` (catchable) the same way.
+//! The watchdog needs no message per call: it wakes at the in-flight call's
+//! deadline or after the shortest `in_process` timeout, whichever is first,
+//! and any call that starts meanwhile cannot be due before that.
+//!
+//! A door thread must never start a worker process itself: `PDEATHSIG`
+//! follows the thread that forked, and door threads end when they are
+//! replaced. Isolated calls are therefore always handed to the session.
+
+use std::io::{BufRead, BufReader, PipeReader, PipeWriter, Read, Write};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{CallLog, CallRecord};
+use crate::error::{GuardError, codes};
+use crate::events::{Events, Origin};
+use crate::executor::arguments::{text_depth, too_deep};
+use crate::executor::{Admission, CallRequest, Executor, Failure, Held, StartedCall, Status};
+use crate::guard::Mode;
+use crate::limits::{
+    DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap,
+};
+use crate::script::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
+
+/// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
+/// pure calls is ~60 KiB).
+const READ_BUFFER: usize = 256 * 1024;
+
+/// How a `guard_call` line starts.
+const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
+/// How a `write_artifact` line starts.
+const WRITE_ARTIFACT_PREFIX: &[u8] = br#"{"type":"write_artifact","#;
+/// How a `done` line starts.
+const DONE_PREFIX: &[u8] = br#"{"type":"done","#;
+
+/// A line buffer that grew past this (for one large message) is given back
+/// rather than kept for the rest of the session: 1 MiB.
+const KEEP_LINE_BUFFER: usize = 1024 * 1024;
+
+/// What the door thread read from the worker.
+enum Incoming {
+    Message(FromWorker),
+    /// A request answered at once without being decoded: over the line cap,
+    /// or nested too deeply to decode. `guard` names a refused guard call.
+    Refused {
+        guard: Option<String>,
+        reply: ToWorker,
+    },
+}
+
+/// What the door thread hands to the session, in the order it happened.
+#[derive(Debug)]
+pub enum DoorEvent {
+    Hello(Layers),
+    /// A request the session answers with [`Door::reply`]: an isolated
+    /// guard call, write_artifact or read_written_artifact.
+    Request(FromWorker),
+    /// A progress message (sent only when the client asked for progress).
+    Progress(String),
+    Done(Box<RunOutcome>),
+    /// The pipe closed or carried something unreadable; the run is over.
+    Closed(String),
+}
+
+/// What the calls of the current run are attributed to. Set by the session
+/// before each run.
+pub struct RunScope {
+    pub events: Events,
+    pub origin: Origin,
+    pub cancel: CancellationToken,
+    /// The task's deadline: no call may be answered later.
+    pub deadline: Instant,
+    pub progress: bool,
+}
+
+/// A call running on a door thread.
+struct InFlight {
+    /// The door thread running it (see [`Door::generation`]).
+    generation: u64,
+    started: StartedCall,
+    scope: Arc<RunScope>,
+    /// The call's guard-thread permit, shared with the thread running it.
+    held: Held,
+}
+
+/// Shared by the session and its door threads.
+pub struct Door {
+    executor: Arc<Executor>,
+    /// The worker's stdout. Held only by the active door thread while it
+    /// reads a line; an abandoned thread never takes it again.
+    reader: Mutex<BufReader<PipeReader>>,
+    /// The worker's stdin; `None` once the session closed it.
+    writer: Mutex<Option<PipeWriter>>,
+    /// The call a door thread is running now, if any. Whoever takes it out
+    /// (the thread when the guard returns, or the watchdog at the deadline)
+    /// settles that call; the other side then leaves it alone.
+    in_flight: Mutex<Option<InFlight>>,
+    /// Identity of the active door thread; bumped when the watchdog
+    /// replaces a stuck one.
+    generation: AtomicU64,
+    /// The current run's attribution, replaced by [`Door::set_scope`].
+    scope: Mutex<Option<Arc<RunScope>>>,
+    /// Every guard call of the session: function_calls.json and counts.
+    pub calls: Mutex<CallLog>,
+    /// Inline pure calls still to be recorded one by one in events.jsonl
+    /// (see [`DEFAULT_PURE_CALLS_DETAILED`]); later ones are summarized.
+    detailed_pure_left: Mutex<usize>,
+    /// The shortest timeout of any guard that runs here (see the module
+    /// doc): how long the watchdog may sleep with nothing in flight.
+    shortest_timeout: Option<Duration>,
+    /// To the session, which reads it during runs. Lives as long as the
+    /// door, so the end of the worker is told by [`DoorEvent::Closed`],
+    /// not by the channel closing.
+    events: UnboundedSender<DoorEvent>,
+    /// The server's runtime, through which a door thread waits for a
+    /// guard-thread permit when none is free.
+    runtime: tokio::runtime::Handle,
+    /// Longest line read from the worker ([`worker_line_cap`]).
+    max_line: usize,
+}
+
+impl Door {
+    /// Takes the parent's ends of the worker's pipes and starts the first
+    /// door thread. Called inside the server's runtime.
+    pub fn open(
+        executor: Arc<Executor>,
+        from_worker: PipeReader,
+        to_worker: PipeWriter,
+        calls: CallLog,
+        events: UnboundedSender<DoorEvent>,
+    ) -> std::io::Result<Arc<Self>> {
+        let shortest_timeout = executor
+            .registry()
+            .iter()
+            .filter(|g| g.mode() == Mode::InProcess)
+            .map(|g| executor.limits().guard_deadline(g.timeout))
+            .min();
+        let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+        let max_line = worker_line_cap(executor.limits().max_argument_bytes);
+        let door = Arc::new(Self {
+            executor,
+            reader: Mutex::new(BufReader::with_capacity(READ_BUFFER, from_worker)),
+            writer: Mutex::new(Some(to_worker)),
+            in_flight: Mutex::new(None),
+            generation: AtomicU64::new(0),
+            scope: Mutex::new(None),
+            calls: Mutex::new(calls),
+            detailed_pure_left: Mutex::new(DEFAULT_PURE_CALLS_DETAILED),
+            shortest_timeout,
+            events,
+            runtime,
+            max_line,
+        });
+        door.spawn_thread(0)?;
+        Ok(door)
+    }
+
+    /// Sets what the next run's calls are attributed to.
+    pub fn set_scope(&self, scope: RunScope) {
+        *lock(&self.scope) = Some(Arc::new(scope));
+    }
+
+    /// Writes one message to the worker.
+    pub fn reply(&self, message: &ToWorker) -> Result<(), String> {
+        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+        line.push(b'\n');
+        let mut writer = lock(&self.writer);
+        let Some(writer) = writer.as_mut() else {
+            return Err("script worker pipe is closed".into());
+        };
+        writer
+            .write_all(&line)
+            .map_err(|e| format!("script worker pipe: {e}"))
+    }
+
+    /// Closes the worker's stdin so that it exits after its current run.
+    pub fn close(&self) {
+        lock(&self.writer).take();
+    }
+
+    /// When the watchdog must look again: the in-flight call's deadline, or
+    /// after the shortest timeout of a guard that could start meanwhile.
+    pub fn next_check(&self, now: Instant, latest: Instant) -> Instant {
+        let mut next = latest;
+        if let Some(shortest) = self.shortest_timeout {
+            next = next.min(now + shortest);
+        }
+        if let Some(call) = lock(&self.in_flight).as_ref() {
+            next = next.min(call.started.deadline);
+        }
+        next
+    }
+
+    /// Settles the in-flight call if its deadline has passed (or at once
+    /// when `forced` names how the run ended): records its end, and unless
+    /// forced, answers the worker `timed_out` and starts a fresh door
+    /// thread in place of the stuck one.
+    pub fn settle_overdue(self: &Arc<Self>, now: Instant, forced: Option<Status>) {
+        let call = {
+            let mut slot = lock(&self.in_flight);
+            match slot.as_ref() {
+                Some(call) if forced.is_some() || call.started.deadline <= now => slot.take(),
+                _ => None,
+            }
+        };
+        let Some(call) = call else { return };
+        // Answered while the guard runs on: its thread's permit turns overdue.
+        call.held.overrun();
+        let name = call.started.function.clone();
+        let status = forced.unwrap_or(Status::TimedOut);
+        let error = match status {
+            Status::Cancelled => GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled")),
+            Status::TimedOut => GuardError::new(
+                codes::TIMED_OUT,
+                format!(
+                    "guard '{name}' timed out; it runs in the server process and may still finish in the background"
+                ),
+            ),
+            _ => GuardError::failed(format!("the script worker ended while '{name}' was running")),
+        };
+        let outcome = Err(Failure::new(status, error));
+        self.settle(call, &outcome);
+        if forced.is_some() {
+            return;
+        }
+        let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
+        let replaced = self
+            .reply(&ToWorker::GuardReply {
+                result: outcome.map_err(|f| f.error),
+            })
+            .map_err(std::io::Error::other)
+            .and_then(|()| self.spawn_thread(generation));
+        if let Err(error) = replaced {
+            let _ = self.events.send(DoorEvent::Closed(format!(
+                "cannot resume the door after a timed-out call: {error}"
+            )));
+        }
+    }
+
+    fn spawn_thread(self: &Arc<Self>, generation: u64) -> std::io::Result<()> {
+        let door = self.clone();
+        std::thread::Builder::new()
+            .name("warden-door".into())
+            .spawn(move || {
+                // Guards' panics are caught per call; this catches a bug in
+                // the door itself, so the run ends now instead of at its
+                // deadline.
+                let served =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| door.serve(generation)));
+                if let Err(payload) = served {
+                    let _ = door.events.send(DoorEvent::Closed(format!(
+                        "the door thread panicked: {}",
+                        crate::error::panic_message(&payload)
+                    )));
+                }
+            })
+            .map(drop)
+    }
+
+    /// The door thread: reads the worker's lines until the pipe closes or
+    /// the thread is replaced.
+    fn serve(&self, generation: u64) {
+        let mut line = Vec::new();
+        loop {
+            let message = match self.read(&mut line) {
+                Ok(None) => continue,
+                Ok(Some(Incoming::Message(message))) => message,
+                Ok(Some(Incoming::Refused { guard, reply })) => {
+                    if let (Some(guard), ToWorker::GuardReply { result: Err(error) }) = (&guard, &reply) {
+                        self.record_refused(guard, error);
+                    }
+                    if let Err(reason) = self.reply(&reply) {
+                        let _ = self.events.send(DoorEvent::Closed(reason));
+                        return;
+                    }
+                    continue;
+                }
+                Err(reason) => {
+                    let _ = self.events.send(DoorEvent::Closed(reason));
+                    return;
+                }
+            };
+            let event = match message {
+                FromWorker::GuardCall { guard, arguments } if self.runs_here(&guard) => {
+                    if self.call_here(generation, guard, arguments) {
+                        continue;
+                    }
+                    return;
+                }
+                FromWorker::Hello { layers } => DoorEvent::Hello(layers),
+                FromWorker::Done { outcome } => DoorEvent::Done(Box::new(outcome)),
+                request => DoorEvent::Request(request),
+            };
+            if self.events.send(event).is_err() {
+                return;
+            }
+        }
+    }
+
+    fn runs_here(&self, guard: &str) -> bool {
+        self.executor
+            .registry()
+            .get(guard)
+            .is_some_and(|g| g.mode() != Mode::Isolated)
+    }
+
+    /// Runs one guard call on this thread. Returns false when the watchdog
+    /// settled the call first: this thread has been replaced and must stop.
+    fn call_here(&self, generation: u64, guard: String, arguments: Value) -> bool {
+        let Some(scope) = lock(&self.scope).clone() else {
+            return self
+                .reply(&ToWorker::GuardReply {
+                    result: Err(GuardError::failed("guard call outside a run")),
+                })
+                .is_ok();
+        };
+        let request = CallRequest {
+            guard: &guard,
+            arguments,
+            origin: &scope.origin,
+            cancel: scope.cancel.clone(),
+            admission: Admission::InTask,
+            deadline_cap: Some(scope.deadline),
+            events: Some(&scope.events),
+        };
+        let outcome = match self.executor.begin_here(&request, &self.runtime) {
+            Ok((started, held)) => {
+                let span = started.span.clone();
+                *lock(&self.in_flight) = Some(InFlight {
+                    generation,
+                    started,
+                    scope: scope.clone(),
+                    held: held.clone(),
+                });
+                let outcome = self.executor.run_here(&guard, &span, request.arguments, &held);
+                let call = {
+                    let mut slot = lock(&self.in_flight);
+                    match slot.as_ref() {
+                        Some(call) if call.generation == generation => slot.take(),
+                        _ => None,
+                    }
+                };
+                let Some(call) = call else { return false };
+                self.settle(call, &outcome);
+                outcome
+            }
+            Err(failure) => {
+                self.record_refused(&guard, &failure.error);
+                Err(failure)
+            }
+        };
+        self.reply(&ToWorker::GuardReply {
+            result: outcome.map_err(|f| f.error),
+        })
+        .is_ok()
+    }
+
+    /// Records a guard call refused before it started.
+    fn record_refused(&self, guard: &str, error: &GuardError) {
+        let status = if error.code == codes::SERVER_BUSY {
+            Status::Rejected
+        } else {
+            Status::Failed
+        };
+        let execution = match self.executor.registry().get(guard).map(|g| g.mode()) {
+            Some(Mode::Isolated) => "isolated",
+            Some(_) => "in_process",
+            None => "unknown",
+        };
+        lock(&self.calls).push(&CallRecord {
+            function: guard,
+            status: status.as_str(),
+            error_type: Some(&error.code),
+            duration_ns: 0,
+            execution,
+        });
+    }
+
+    /// Ends a call (events, span) and records it for function_calls.json.
+    fn settle(&self, call: InFlight, outcome: &Result<Value, Failure>) {
+        let InFlight { started, scope, .. } = call;
+        let function = started.function.clone();
+        let duration_ns = started.at.elapsed().as_nanos() as u64;
+        self.executor.end(&scope.events, &scope.origin, started, outcome);
+        let (status, error_type) = failure_status(outcome);
+        lock(&self.calls).push(&CallRecord {
+            function: &function,
+            status,
+            error_type,
+            duration_ns,
+            execution: "in_process",
+        });
+        if scope.progress {
+            let _ = self
+                .events
+                .send(DoorEvent::Progress(format!("guard call {function} {status}")));
+        }
+    }
+
+    /// Records a batch of inline pure calls: function_calls.json entries,
+    /// events (one per call while [`DEFAULT_PURE_CALLS_DETAILED`] lasts,
+    /// then one summary per batch), when tracing a span per call, and one
+    /// progress note.
+    fn record_pure_batch(&self, line: &[u8]) -> Result<(), String> {
+        let batch: PureBatch<'_> = serde_json::from_slice(line)
+            .map_err(|e| format!("unreadable pure_calls line from script worker: {e}"))?;
+        let Some(scope) = lock(&self.scope).clone() else {
+            return Ok(());
+        };
+        let calls = batch.calls.as_slice();
+        let detailed = {
+            let mut left = lock(&self.detailed_pure_left);
+            let detailed = calls.len().min(*left);
+            *left -= detailed;
+            detailed
+        };
+        let (one_by_one, summarized) = calls.split_at(detailed);
+        let mut lines = crate::events::pure_call_records(&scope.origin, one_by_one);
+        if !summarized.is_empty() {
+            lines.extend(crate::events::pure_calls_summary(&scope.origin, summarized));
+        }
+        scope.events.write_raw(&lines);
+        if crate::telemetry::recording() {
+            for call in calls {
+                let start = std::time::UNIX_EPOCH + Duration::from_nanos(call.started_unix_ns);
+                crate::telemetry::record_finished(
+                    "function.call",
+                    &scope.origin.trace,
+                    start,
+                    start + Duration::from_nanos(call.duration_ns),
+                    vec![
+                        opentelemetry::KeyValue::new("warden.function", call.function.to_string()),
+                        opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
+                    ],
+                    call.error_type.as_deref(),
+                );
+            }
+        }
+        let made = {
+            let mut log = lock(&self.calls);
+            for call in calls {
+                log.push(&CallRecord {
+                    function: call.function,
+                    status: if call.ok { "success" } else { "failed" },
+                    error_type: call.error_type.as_deref(),
+                    duration_ns: call.duration_ns,
+                    execution: "pure_inline",
+                });
+            }
+            log.counts().made
+        };
+        // One note per batch, not per call: a long loop of inline calls
+        // still shows that it is alive without flooding the client.
+        if scope.progress {
+            let _ = self.events.send(DoorEvent::Progress(format!(
+                "inline pure calls: {} more, {made} guard calls so far",
+                calls.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads the worker's next line into `line` and decodes it; a batch of
+    /// pure calls is recorded at once and yields `None`.
+    fn read(&self, line: &mut Vec<u8>) -> Result<Option<Incoming>, String> {
+        if line.capacity() > KEEP_LINE_BUFFER {
+            *line = Vec::new();
+        }
+        line.clear();
+        {
+            let mut reader = lock(&self.reader);
+            let read = (&mut *reader)
+                .take(self.max_line as u64 + 1)
+                .read_until(b'\n', line)
+                .map_err(|e| e.to_string())?;
+            if read == 0 {
+                return Err("script worker closed its pipe".into());
+            }
+            if line.len() > self.max_line {
+                let rest = if line.ends_with(b"\n") {
+                    0
+                } else {
+                    skip_line(&mut reader)?
+                };
+                return self.oversized(line, line.len() as u64 + rest).map(Some);
+            }
+        }
+        if line.starts_with(PURE_BATCH_PREFIX.as_bytes()) {
+            self.record_pure_batch(line)?;
+            return Ok(None);
+        }
+        match decode(line) {
+            Ok(message) => Ok(Some(Incoming::Message(message))),
+            // Within the line cap but deeper than serde_json decodes: the
+            // worker waits for an answer, so give it a catchable one.
+            Err(_) if line.starts_with(GUARD_CALL_PREFIX) && text_depth(line) > MAX_ARGUMENT_DEPTH + 1 => {
+                Ok(Some(Incoming::Refused {
+                    guard: Some(guard_name(line)),
+                    reply: ToWorker::GuardReply {
+                        result: Err(too_deep(text_depth(line) - 1).error),
+                    },
+                }))
+            }
+            Err(reason) => Err(reason),
+        }
+    }
+
+    /// Answers a line of `size` bytes that is over the cap: a catchable
+    /// error for a request the worker waits on, the end of the run for
+    /// anything else.
+    fn oversized(&self, line: &[u8], size: u64) -> Result<Incoming, String> {
+        let cap = self.max_line;
+        if line.starts_with(GUARD_CALL_PREFIX) {
+            let guard = guard_name(line);
+            let error = GuardError::new(
+                codes::ARGUMENTS_TOO_LARGE,
+                format!(
+                    "the call to '{guard}' is a {size}-byte message; a script's messages are capped at {cap} bytes \
+(arguments at most {} bytes): pass less data, e.g. aggregate first or split the call",
+                    self.executor.limits().max_argument_bytes
+                ),
+            );
+            return Ok(Incoming::Refused {
+                guard: Some(guard),
+                reply: ToWorker::GuardReply { result: Err(error) },
+            });
+        }
+        if line.starts_with(WRITE_ARTIFACT_PREFIX) {
+            let error = GuardError::new(
+                crate::error::codes::ARTIFACT_TOO_LARGE,
+                format!(
+                    "write_artifact sent a {size}-byte message; a script's messages are capped at {cap} bytes \
+and an artifact holds at most {DEFAULT_MAX_ARTIFACT_BYTES} bytes: write smaller files"
+                ),
+            );
+            return Ok(Incoming::Refused {
+                guard: None,
+                reply: ToWorker::ArtifactReply { result: Err(error) },
+            });
+        }
+        if line.starts_with(DONE_PREFIX) {
+            return Err(format!(
+                "the script's result is a {size}-byte message, over the {cap}-byte cap on a script's messages: \
+return less, and write large data with write_artifact"
+            ));
+        }
+        Err(format!(
+            "script worker sent a {size}-byte message, over the {cap}-byte cap on a script's messages"
+        ))
+    }
+}
+
+/// Skips the rest of a line the worker is still sending, without keeping
+/// it; returns the bytes skipped. Ends at the newline or when the pipe
+/// closes (the worker is gone, which the next read reports).
+fn skip_line(reader: &mut BufReader<PipeReader>) -> Result<u64, String> {
+    let mut skipped = 0u64;
+    loop {
+        let buffer = reader.fill_buf().map_err(|e| e.to_string())?;
+        if buffer.is_empty() {
+            return Ok(skipped);
+        }
+        let (used, done) = match buffer.iter().position(|b| *b == b'\n') {
+            Some(at) => (at + 1, true),
+            None => (buffer.len(), false),
+        };
+        reader.consume(used);
+        skipped += used as u64;
+        if done {
+            return Ok(skipped);
+        }
+    }
+}
+
+/// The guard a `guard_call` line names (written by the worker right after
+/// the type; a guard name is an identifier), or "?".
+fn guard_name(line: &[u8]) -> String {
+    line.get(GUARD_CALL_PREFIX.len()..)
+        .and_then(|rest| rest.strip_prefix(br#""guard":""#))
+        .and_then(|rest| rest.iter().position(|b| *b == b'"').map(|end| &rest[..end]))
+        .filter(|name| name.len() <= 256)
+        .and_then(|name| std::str::from_utf8(name).ok())
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// Decodes one worker line. Guard calls are most of the traffic; an
+/// internally tagged enum would buffer each into a generic tree first, so
+/// they are decoded straight into their own shape.
+fn decode(line: &[u8]) -> Result<FromWorker, String> {
+    #[derive(serde::Deserialize)]
+    struct GuardCallLine {
+        guard: String,
+        arguments: Value,
+    }
+    let unreadable = |e: serde_json::Error| format!("unreadable message from script worker: {e}");
+    if line.starts_with(GUARD_CALL_PREFIX) {
+        let call: GuardCallLine = serde_json::from_slice(line).map_err(unreadable)?;
+        return Ok(FromWorker::GuardCall {
+            guard: call.guard,
+            arguments: call.arguments,
+        });
+    }
+    serde_json::from_slice(line).map_err(unreadable)
+}
+
+/// `(status, error_type)` of a call outcome, as function_calls.json has them.
+pub fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option<&str>) {
+    match outcome {
+        Ok(_) => ("success", None),
+        Err(failure) => (failure.status.as_str(), Some(failure.error.code.as_str())),
+    }
+}
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it:
+/// every value behind these locks stays consistent between statements.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_prefixes_match_what_the_worker_writes() {
+        // The door classifies undecoded lines by these prefixes; serde must write them so.
+        let call = FromWorker::GuardCall {
+            guard: "get_quote".into(),
+            arguments: serde_json::json!({"symbol": "AAPL"}),
+        };
+        let line = serde_json::to_vec(&call).unwrap();
+        assert!(line.starts_with(GUARD_CALL_PREFIX));
+        assert_eq!(guard_name(&line), "get_quote");
+        let write = FromWorker::WriteArtifact {
+            filename: "a.csv".into(),
+            content: String::new(),
+            encoding: "utf-8".into(),
+        };
+        assert!(
+            serde_json::to_vec(&write)
+                .unwrap()
+                .starts_with(WRITE_ARTIFACT_PREFIX)
+        );
+        let done = FromWorker::Done {
+            outcome: RunOutcome::default(),
+        };
+        assert!(serde_json::to_vec(&done).unwrap().starts_with(DONE_PREFIX));
+    }
+}

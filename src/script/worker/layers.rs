@@ -1,0 +1,395 @@
+//! Sandbox layers the script worker applies to itself at start, while it is
+//! still single-threaded, on top of what every worker gets before `exec`
+//! (`crate::executor::sandbox`: rlimits, no inherited descriptors,
+//! no-new-privileges, no capabilities):
+//!
+//! 1. a new network namespace (no interfaces but a down loopback);
+//! 2. the capabilities that namespace's user namespace granted, dropped again;
+//! 3. a process limit (`RLIMIT_NPROC` 0): no new process or thread;
+//! 4. a Landlock ruleset that denies every filesystem access and TCP
+//!    bind/connect;
+//! 5. a seccomp filter allowing only the system calls the Rhai engine and
+//!    its pipe need ([`ALLOWED_SYSCALLS`]); anything else fails with `EPERM`.
+//!
+//! Each layer is checked against the kernel and reported in [`Layers`],
+//! never assumed. Why seccomp on top of the others: root is exempt from
+//! `RLIMIT_NPROC`, and Landlock does not stop `socket()` for anything but
+//! TCP or a process image replacing itself; the filter stops creating
+//! processes, sockets, and new descriptors of any kind.
+
+use std::collections::BTreeMap;
+
+use landlock::{ABI, Access, AccessFs, AccessNet, Ruleset, RulesetAttr, RulesetStatus};
+use nix::libc;
+use nix::sched::{CloneFlags, unshare};
+use nix::sys::resource::{Resource, getrlimit, setrlimit};
+
+use crate::script::protocol::Layers;
+
+/// The only system calls a script worker may make once its filter is in:
+/// pipe I/O, memory, signals and clocks for the Rust runtime and Rhai,
+/// exiting (and aborting: `tgkill` on itself). Found with `strace -f` on
+/// scripts that call every kind of guard, write and read artifacts, print,
+/// time out and run out of memory; `fcntl` is allowed separately, to read
+/// descriptor flags only. Path-based calls are absent even when harmless
+/// (`stat` would let a script probe which files exist). Deliberately absent: `open`/`openat`, `socket`,
+/// `pipe`, `dup*`, `clone`/`clone3`/`fork`/`vfork`, `execve`/`execveat`,
+/// `ptrace`, `mount`, `kill` of others, `prctl`, `seccomp`, `bpf`,
+/// `unshare`, `setns`, `ioctl`.
+pub const ALLOWED_SYSCALLS: &[libc::c_long] = &[
+    libc::SYS_read,
+    libc::SYS_readv,
+    libc::SYS_write,
+    libc::SYS_writev,
+    libc::SYS_close,
+    libc::SYS_lseek,
+    libc::SYS_fstat,
+    libc::SYS_ppoll,
+    libc::SYS_brk,
+    libc::SYS_mmap,
+    libc::SYS_munmap,
+    libc::SYS_mremap,
+    libc::SYS_mprotect,
+    libc::SYS_madvise,
+    libc::SYS_futex,
+    libc::SYS_sched_yield,
+    libc::SYS_sched_getaffinity,
+    libc::SYS_getrandom,
+    libc::SYS_clock_gettime,
+    libc::SYS_clock_getres,
+    libc::SYS_clock_nanosleep,
+    libc::SYS_nanosleep,
+    libc::SYS_gettimeofday,
+    libc::SYS_getpid,
+    libc::SYS_gettid,
+    libc::SYS_tgkill,
+    libc::SYS_rt_sigaction,
+    libc::SYS_rt_sigprocmask,
+    libc::SYS_rt_sigreturn,
+    libc::SYS_sigaltstack,
+    libc::SYS_restart_syscall,
+    libc::SYS_exit,
+    libc::SYS_exit_group,
+    #[cfg(target_arch = "x86_64")]
+    libc::SYS_poll,
+];
+
+/// Layers an operator asked the script worker not to apply, comma
+/// separated: `network_namespace`, `landlock`, `process_limit`, `seccomp`.
+/// For a host where one of them breaks scripts; a skipped layer is
+/// reported missing like one the kernel refused, so every task start warns
+/// and `WARDEN_SANDBOX=strict` refuses to run.
+pub const SKIP_ENV: &str = "WARDEN_SANDBOX_SKIP";
+
+/// Applies every layer it can and says which ones hold.
+pub fn apply() -> Layers {
+    let skip = std::env::var(SKIP_ENV).unwrap_or_default();
+    let skipped = |layer: &str| skip.split(',').any(|s| s.trim() == layer);
+    // Read before Landlock denies /proc.
+    let others = other_threads();
+    let network_namespace = !skipped("network_namespace") && enter_network_namespace();
+    // The user namespace just entered grants every capability inside it:
+    // give them back before running anything.
+    let capabilities_dropped =
+        crate::executor::sandbox::drop_capabilities().is_ok() && no_capabilities_left();
+    let process_limit = !skipped("process_limit") && limit_processes();
+    let landlock = if skipped("landlock") {
+        "skipped".to_string()
+    } else {
+        match (deny_filesystem_and_network(), others) {
+            // Landlock binds the calling thread only (an app that embeds
+            // Warden in its own runtime starts threads before the worker
+            // branch): say so rather than "full".
+            (status, 0) => status,
+            (status, n) => format!("{status}, this thread only ({n} others unrestricted)"),
+        }
+    };
+    let no_new_privileges = nix::sys::prctl::get_no_new_privs().unwrap_or(false);
+    let rlimits = address_space_limited();
+    // Last: the filter forbids what the layers above needed.
+    let seccomp = !skipped("seccomp") && install_syscall_filter().is_ok();
+    Layers {
+        network_namespace,
+        landlock,
+        rlimits,
+        no_new_privileges,
+        capabilities_dropped,
+        process_limit,
+        seccomp,
+    }
+}
+
+fn enter_network_namespace() -> bool {
+    // As root a plain network namespace works; otherwise a user namespace
+    // grants the capability for it.
+    unshare(CloneFlags::CLONE_NEWNET).is_ok()
+        || unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_ok()
+}
+
+/// Threads of this process besides the calling one, per the kernel.
+fn other_threads() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|line| line.strip_prefix("Threads:"))
+                .and_then(|n| n.trim().parse::<usize>().ok())
+        })
+        .map_or(0, |n| n.saturating_sub(1))
+}
+
+/// Whether this process holds no capability, per the kernel: every set
+/// empty, the bounding set too when running as root (only root regains
+/// bounding capabilities on `exec`; an unprivileged process cannot drop
+/// them and, under no-new-privileges, cannot use them).
+fn no_capabilities_left() -> bool {
+    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+        return false;
+    };
+    let mut sets = vec!["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"];
+    if nix::unistd::geteuid().is_root() {
+        sets.push("CapBnd:");
+    }
+    sets.iter().all(|set| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(set))
+            .is_some_and(|value| value.trim().chars().all(|c| c == '0'))
+    })
+}
+
+/// `RLIMIT_NPROC` 0: this user may start no further process or thread from
+/// here. Root (the real uid 0, even inside a user namespace) is exempt,
+/// which is why the seccomp filter also refuses `clone`.
+fn limit_processes() -> bool {
+    setrlimit(Resource::RLIMIT_NPROC, 0, 0).is_ok()
+        && getrlimit(Resource::RLIMIT_NPROC).is_ok_and(|(soft, hard)| soft == 0 && hard == 0)
+}
+
+fn deny_filesystem_and_network() -> String {
+    let abi = ABI::V5;
+    let ruleset = Ruleset::default()
+        .handle_access(AccessFs::from_all(abi))
+        .and_then(|r| r.handle_access(AccessNet::from_all(abi)))
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self());
+    match ruleset {
+        Ok(status) => match status.ruleset {
+            RulesetStatus::FullyEnforced => "full".into(),
+            RulesetStatus::PartiallyEnforced => "partial".into(),
+            RulesetStatus::NotEnforced => "unavailable".into(),
+        },
+        Err(_) => "unavailable".into(),
+    }
+}
+
+fn address_space_limited() -> bool {
+    nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_AS)
+        .map(|(soft, _)| soft != nix::sys::resource::RLIM_INFINITY)
+        .unwrap_or(false)
+}
+
+/// The compiled filter: [`ALLOWED_SYSCALLS`] allowed, anything else
+/// `EPERM`. `EPERM` rather than killing the worker: a call the list missed
+/// then fails the way a denied file access does (a classified error the
+/// script's result shows) instead of a SIGSYS crash; either way the call
+/// does not happen.
+pub fn syscall_filter() -> Result<seccompiler::BpfProgram, String> {
+    let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+    // `c_long` is `i64` here, but not on every target.
+    #[allow(clippy::useless_conversion)]
+    let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED_SYSCALLS
+        .iter()
+        .map(|&call| (i64::from(call), Vec::new()))
+        .collect();
+    // `fcntl` only to read descriptor flags (std checks a descriptor is
+    // open before closing it); never F_DUPFD, which makes a new one.
+    let read_flags = [libc::F_GETFD, libc::F_GETFL]
+        .into_iter()
+        .map(|command| {
+            seccompiler::SeccompCondition::new(
+                1,
+                seccompiler::SeccompCmpArgLen::Dword,
+                seccompiler::SeccompCmpOp::Eq,
+                command as u64,
+            )
+            .and_then(|condition| seccompiler::SeccompRule::new(vec![condition]))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())?;
+    rules.insert(libc::SYS_fcntl, read_flags);
+    let filter = seccompiler::SeccompFilter::new(
+        rules,
+        seccompiler::SeccompAction::Errno(libc::EPERM as u32),
+        seccompiler::SeccompAction::Allow,
+        arch,
+    )
+    .map_err(|e| e.to_string())?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| e.to_string())
+}
+
+/// Installs [`syscall_filter`] on every thread of this process (there is
+/// one, unless an app embedding Warden started others before the worker
+/// branch). It also sets no-new-privileges, which it needs.
+fn install_syscall_filter() -> Result<(), String> {
+    let program = syscall_filter()?;
+    seccompiler::apply_filter_all_threads(&program).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::script::policy::{MODE_ENV, Mode, refusal};
+
+    /// Forks a child that installs the filter, runs `probe` and exits with
+    /// the errno it got (0 if the call succeeded).
+    #[allow(unsafe_code)]
+    fn errno_under_filter(probe: fn() -> libc::c_long) -> i32 {
+        use nix::sys::wait::{WaitStatus, waitpid};
+        use nix::unistd::{ForkResult, fork};
+        let program = syscall_filter().expect("filter compiles");
+        // SAFETY: the child makes raw system calls only (seccomp, the probe,
+        // _exit): it takes no lock and allocates nothing, so forking a
+        // multi-threaded test process is sound.
+        match unsafe { fork() }.expect("fork") {
+            ForkResult::Child => {
+                let code = match seccompiler::apply_filter(&program) {
+                    Err(_) => 200,
+                    Ok(()) if probe() >= 0 => 0,
+                    Ok(()) => std::io::Error::last_os_error().raw_os_error().unwrap_or(201),
+                };
+                // SAFETY: ends the child without running the parent's
+                // destructors or atexit handlers.
+                unsafe { libc::_exit(code) }
+            }
+            ForkResult::Parent { child } => match waitpid(child, None).expect("waitpid") {
+                WaitStatus::Exited(_, code) => code,
+                other => panic!("probe child ended with {other:?}"),
+            },
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn open_file() -> libc::c_long {
+        // SAFETY: a NUL-terminated static path.
+        unsafe {
+            libc::syscall(
+                libc::SYS_openat,
+                libc::AT_FDCWD,
+                c"/etc/hostname".as_ptr(),
+                libc::O_RDONLY,
+            )
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn open_socket() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_socket, libc::AF_INET, libc::SOCK_STREAM, 0) }
+    }
+
+    #[allow(unsafe_code)]
+    fn start_process() -> libc::c_long {
+        // SAFETY: a raw fork-like clone; if it were allowed, the child
+        // would exit at once (SIGCHLD-only flags, no shared memory).
+        let pid = unsafe { libc::syscall(libc::SYS_clone, libc::SIGCHLD, 0, 0, 0, 0) };
+        if pid == 0 {
+            // SAFETY: the child leaves immediately.
+            unsafe { libc::_exit(0) }
+        }
+        pid
+    }
+
+    #[allow(unsafe_code)]
+    fn exec_shell() -> libc::c_long {
+        let argv = [c"/bin/true".as_ptr(), std::ptr::null()];
+        let envp = [std::ptr::null::<libc::c_char>()];
+        // SAFETY: NUL-terminated static strings and null-terminated arrays.
+        unsafe { libc::syscall(libc::SYS_execve, argv[0], argv.as_ptr(), envp.as_ptr()) }
+    }
+
+    #[allow(unsafe_code)]
+    fn trace_parent() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_ptrace, libc::PTRACE_TRACEME, 0, 0, 0) }
+    }
+
+    #[allow(unsafe_code)]
+    fn get_pid() -> libc::c_long {
+        // SAFETY: no arguments.
+        unsafe { libc::syscall(libc::SYS_getpid) }
+    }
+
+    #[test]
+    fn other_threads_are_counted_so_landlock_is_not_reported_full_for_them() {
+        // A second live thread is seen (Landlock would bind only this one).
+        let (stop, wait) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || wait.recv());
+        assert!(other_threads() >= 1);
+        drop(stop);
+        let _ = thread.join();
+    }
+
+    #[test]
+    fn strict_mode_refuses_any_missing_layer_and_warn_mode_none() {
+        // strict + one layer missing → a refusal naming it and the variable.
+        let full = Layers {
+            network_namespace: true,
+            landlock: "full".into(),
+            rlimits: true,
+            no_new_privileges: true,
+            capabilities_dropped: true,
+            process_limit: true,
+            seccomp: true,
+        };
+        assert!(refusal(Mode::Strict, &full).is_none());
+        let degraded = Layers {
+            seccomp: false,
+            ..full.clone()
+        };
+        let message = refusal(Mode::Strict, &degraded).expect("refused");
+        assert!(
+            message.contains("seccomp") && message.contains(MODE_ENV),
+            "{message}"
+        );
+        assert!(refusal(Mode::Warn, &degraded).is_none());
+        let no_landlock = Layers {
+            landlock: "partial".into(),
+            ..full
+        };
+        assert!(refusal(Mode::Strict, &no_landlock).is_some());
+    }
+
+    #[allow(unsafe_code)]
+    fn duplicate_descriptor() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_fcntl, 2, libc::F_DUPFD, 10) }
+    }
+
+    #[allow(unsafe_code)]
+    fn read_descriptor_flags() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_fcntl, 2, libc::F_GETFD) }
+    }
+
+    #[test]
+    fn the_filter_denies_files_sockets_processes_exec_and_ptrace() {
+        // Under the script worker's filter each of these fails with EPERM;
+        // an allowed call (getpid) still works.
+        assert_eq!(errno_under_filter(get_pid), 0);
+        assert_eq!(errno_under_filter(read_descriptor_flags), 0);
+        for (what, probe) in [
+            ("openat", open_file as fn() -> libc::c_long),
+            ("socket", open_socket),
+            ("clone (fork)", start_process),
+            ("execve", exec_shell),
+            ("ptrace", trace_parent),
+            ("fcntl F_DUPFD", duplicate_descriptor),
+        ] {
+            assert_eq!(errno_under_filter(probe), libc::EPERM, "{what} was not denied");
+        }
+    }
+}
