@@ -597,7 +597,7 @@ pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 
 // ---- charts ----
 // Script charts (`line_chart`, `bar_chart`, `scatter_chart`, `heatmap`,
-// rendered by `crate::script::charts` inside the script worker). A chart
+// rendered by `crate::script::worker::charts` inside the script worker). A chart
 // that breaks one of these is refused with a catchable script error
 // (`chart_too_large`, naming the option or `rows`) before anything is
 // drawn. A written chart or report is one file like any write_artifact:

@@ -235,7 +235,7 @@ pub(crate) fn telemetry() -> Check {
             let (feature, built) = if exporter == "otlp" {
                 ("otel-otlp", BUILT_WITH_OTLP)
             } else {
-                ("otel", BUILT_WITH_OTEL)
+                ("telemetry", BUILT_WITH_OTEL)
             };
             if !built {
                 return Check::warn(

@@ -7,7 +7,7 @@
 //! `warden.outcome`; never argument, result or prompt values. Failures,
 //! timeouts, cancellations and rejections also set the error status.
 //!
-//! This module uses the OpenTelemetry API only. With the `otel` cargo
+//! This module uses the OpenTelemetry API only. With the `telemetry` cargo
 //! feature, [`init`] installs a recording provider chosen by
 //! `WARDEN_TRACE_EXPORTER` (see `sdk`); without it every span is a no-op.
 //! W3C trace context travels to workers as a `traceparent` string; an
@@ -79,7 +79,7 @@ pub fn init() -> TelemetryGuard {
     {
         if crate::config::var("WARDEN_TRACE_EXPORTER").is_some_and(|v| !v.is_empty() && v != "none") {
             eprintln!(
-                "warning: WARDEN_TRACE_EXPORTER is set but this binary was built without the `otel` feature; spans are not recorded"
+                "warning: WARDEN_TRACE_EXPORTER is set but this binary was built without the `telemetry` feature; spans are not recorded"
             );
         }
         TelemetryGuard {}
@@ -99,7 +99,7 @@ pub fn recording() -> bool {
 }
 
 /// Exports spans an isolated worker recorded and returned (no-op without
-/// the `otel` feature or a provider).
+/// the `telemetry` feature or a provider).
 pub fn import_worker_spans(spans: &[serde_json::Value]) {
     #[cfg(feature = "telemetry")]
     sdk::inject(spans);

@@ -1,4 +1,4 @@
-//! The recording side of tracing (cargo feature `otel`).
+//! The recording side of tracing (cargo feature `telemetry`).
 //!
 //! `WARDEN_TRACE_EXPORTER` picks where finished spans go:
 //! - `console`: one JSON object per span on stderr (stdout is the protocol);

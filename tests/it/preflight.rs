@@ -201,7 +201,7 @@ fn model_and_telemetry_configuration_are_checked_without_contacting_anything() {
     let (run, _dir) = check(FINANCE, &["--check"], &[("WARDEN_TRACE_EXPORTER", "jaeger")]);
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(status_of(&run.stdout, "telemetry"), "FAIL", "{}", run.stdout);
-    // The example is built with `otel`: console exports; file needs its path.
+    // The example is built with `telemetry`: console exports; file needs its path.
     let (run, _dir) = check(FINANCE, &["--check"], &[("WARDEN_TRACE_EXPORTER", "console")]);
     assert_eq!(status_of(&run.stdout, "telemetry"), "PASS", "{}", run.stdout);
     let (run, _dir) = check(FINANCE, &["--check"], &[("WARDEN_TRACE_EXPORTER", "file")]);

@@ -1,6 +1,6 @@
 //! The server side of one script worker: spawn, hello, run, answer requests.
 //!
-//! The worker's pipe is served by a door thread (`task::door`), which
+//! The worker's pipe is served by a door thread (`script::host::door`), which
 //! runs `in_process` guard calls itself and records inline pure calls; the
 //! session answers what needs the async world: isolated guard calls go
 //! through the executor (same validation, mode, timeout and events as
