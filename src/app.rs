@@ -201,10 +201,7 @@ impl App {
             match (factory.build)() {
                 Ok(value) => resources.insert(factory.type_id, value),
                 Err(reason) => {
-                    eprintln!(
-                        "warning: managed resource {} failed to load: {reason}",
-                        factory.type_name
-                    );
+                    tracing::warn!("managed resource {} failed to load: {reason}", factory.type_name);
                     resources.insert_failure(factory.type_id, factory.type_name, reason);
                 }
             }
@@ -308,8 +305,8 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
-            eprintln!(
-                "warning: cannot write events to {}: {error}; events are disabled (set WARDEN_ARTIFACTS_DIR to a writable directory)",
+            tracing::warn!(
+                "cannot write events to {}: {error}; events are disabled (set WARDEN_ARTIFACTS_DIR to a writable directory)",
                 artifacts_dir.display()
             );
             (crate::events::Events::disabled(), None)

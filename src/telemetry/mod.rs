@@ -38,9 +38,6 @@ impl Drop for TelemetryGuard {
     }
 }
 
-/// Installs the exporter named by `WARDEN_TRACE_EXPORTER` (none, console,
-/// file, otlp) in the server process. Problems are reported on stderr and
-/// leave tracing off; they never stop the server.
 /// Installs the binary's own diagnostics log: `tracing` events on stderr
 /// (never stdout, which belongs to MCP), filtered by `RUST_LOG` in the
 /// `target=level,level` form (e.g. `warden=debug`), `warn` when unset or
@@ -64,13 +61,17 @@ pub(crate) fn init_stderr_log() {
         .try_init();
 }
 
+/// Installs the exporter named by `WARDEN_TRACE_EXPORTER` (none, console,
+/// file, otlp) in the server process. Problems are reported as `tracing`
+/// warnings (the binary shows them on stderr) and leave tracing off; they
+/// never stop the server.
 pub fn init() -> TelemetryGuard {
     #[cfg(feature = "telemetry")]
     {
         match sdk::install_server() {
             Ok(provider) => TelemetryGuard { provider },
             Err(reason) => {
-                eprintln!("warning: tracing disabled: {reason}");
+                tracing::warn!("tracing disabled: {reason}");
                 TelemetryGuard { provider: None }
             }
         }
@@ -78,8 +79,8 @@ pub fn init() -> TelemetryGuard {
     #[cfg(not(feature = "telemetry"))]
     {
         if crate::config::var("WARDEN_TRACE_EXPORTER").is_some_and(|v| !v.is_empty() && v != "none") {
-            eprintln!(
-                "warning: WARDEN_TRACE_EXPORTER is set but this binary was built without the `telemetry` feature; spans are not recorded"
+            tracing::warn!(
+                "WARDEN_TRACE_EXPORTER is set but this binary was built without the `telemetry` feature; spans are not recorded"
             );
         }
         TelemetryGuard {}
