@@ -5,7 +5,89 @@
 //! code, so a model can read it and fix its call. Codes are part of the
 //! public contract: add new ones, never rename old ones.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+/// Why a task (a script run or a coding task) did not end well: the `kind`
+/// of its result's `error`, serialised as the lowercase words clients
+/// already read. Guard calls have [`codes`] instead; this is the task's
+/// own vocabulary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum TaskErrorKind {
+    /// The code does not compile.
+    Parse,
+    /// A thrown or evaluation error.
+    Runtime,
+    /// A script limit: operations, call depth, data size, variables, depth.
+    Limit,
+    /// The task deadline passed.
+    Timeout,
+    /// The script worker ran out of address space.
+    Memory,
+    /// An uncaught guard error.
+    Guard,
+    /// The sandbox refused to run the script (`WARDEN_SANDBOX=strict`).
+    Sandbox,
+    /// The script worker died or could not start.
+    Worker,
+    /// The task's records could not be written.
+    Storage,
+    /// The task's request went away.
+    Cancelled,
+    /// The server that ran the task is gone (found at the next start).
+    Interrupted,
+    /// The model endpoint failed (coding tasks).
+    Model,
+}
+
+impl TaskErrorKind {
+    /// The word clients read (`"timeout"`, `"limit"`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Parse => "parse",
+            Self::Runtime => "runtime",
+            Self::Limit => "limit",
+            Self::Timeout => "timeout",
+            Self::Memory => "memory",
+            Self::Guard => "guard",
+            Self::Sandbox => "sandbox",
+            Self::Worker => "worker",
+            Self::Storage => "storage",
+            Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
+            Self::Model => "model",
+        }
+    }
+}
+
+impl std::fmt::Display for TaskErrorKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `error` of a task result: a kind, a message and, for script errors,
+/// where in the code it happened.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TaskError {
+    pub kind: TaskErrorKind,
+    pub message: String,
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+}
+
+impl TaskError {
+    /// An error with no position in the code.
+    pub fn new(kind: TaskErrorKind, message: impl Into<String>) -> Self {
+        Self {
+            kind,
+            message: message.into(),
+            line: None,
+            column: None,
+        }
+    }
+}
 
 /// Stable error codes used by the framework itself: every code the server
 /// can emit lives here (guards may add their own with [`GuardError::new`]).

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::ModelConfig;
 use super::model::{Message, complete};
-use crate::error::GuardError;
+use crate::error::{GuardError, TaskErrorKind};
 use crate::events::Origin;
 use crate::limits::{
     AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
@@ -166,13 +166,13 @@ impl Agent<'_> {
                     return abnormal_end(other, self.task.timeout);
                 }
             };
-            let error_kind = outcome.error.as_ref().map(|e| e.kind.clone());
+            let error_kind = outcome.error.as_ref().map(|e| e.kind);
             let status = if error_kind.is_some() { "failed" } else { "success" };
-            self.step_event(step, status, error_kind.as_deref(), &code_file);
+            self.step_event(step, status, error_kind.map(TaskErrorKind::as_str), &code_file);
             note(self.progress, format!("step {step} {status}")).await;
             // A step cut short by the deadline (inside a guard call, say)
             // ended because of it.
-            if error_kind.as_deref() == Some("timeout")
+            if error_kind == Some(TaskErrorKind::Timeout)
                 || (error_kind.is_some() && Instant::now() >= self.task.deadline)
             {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
@@ -263,7 +263,8 @@ impl Agent<'_> {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
             let mut result = failure(TaskStatus::Failed, format!("model call {n} failed: {error}"));
-            result["error"] = json!({"kind": "model", "model_error": error.kind, "message": error.message});
+            result["error"] =
+                json!({"kind": TaskErrorKind::Model, "model_error": error.kind, "message": error.message});
             result
         })
     }

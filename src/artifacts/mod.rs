@@ -217,7 +217,10 @@ impl ArtifactStore {
                 "status": "failed", "task_type": "failed", "task_id": id,
                 "summary": "interrupted: the server running this task stopped before it finished",
                 "metrics": {}, "assumptions": [],
-                "error": {"kind": "interrupted", "message": "the server process that ran this task is gone", "line": null, "column": null},
+                "error": crate::error::TaskError::new(
+                    crate::error::TaskErrorKind::Interrupted,
+                    "the server process that ran this task is gone",
+                ),
                 "owner": owner,
             });
             let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();

@@ -137,12 +137,5 @@ pub struct RunOutcome {
     pub error: Option<ScriptError>,
 }
 
-/// A classified script error with its position.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct ScriptError {
-    /// parse | runtime | limit | timeout | memory | guard | sandbox
-    pub kind: String,
-    pub message: String,
-    pub line: Option<usize>,
-    pub column: Option<usize>,
-}
+/// A classified script error with its position (the task's error record).
+pub use crate::error::TaskError as ScriptError;

@@ -25,7 +25,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::{ArtifactStore, OUTPUTS_DIR};
-use crate::error::GuardError;
+use crate::error::{GuardError, TaskError, TaskErrorKind};
 use crate::events::{Events, Origin};
 use crate::executor::sandbox::Rlimits;
 use crate::executor::{Executor, Slots};
@@ -81,7 +81,10 @@ impl Drop for Task {
                 "the request ended before the task finished; the task was cancelled".into(),
             );
             result["task_id"] = json!(self.id);
-            result["error"] = json!({"kind": "cancelled", "message": "the task's request went away", "line": null, "column": null});
+            result["error"] = json!(TaskError::new(
+                TaskErrorKind::Cancelled,
+                "the task's request went away"
+            ));
             let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
             let _ = self.store.write_result(&self.id, &bytes);
         }
@@ -99,7 +102,7 @@ impl Task {
             format!("the task could not be set up: {}", error.message),
         );
         result["task_id"] = json!(self.id);
-        result["error"] = json!({"kind": "storage", "message": error.message, "line": null, "column": null});
+        result["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
         let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
         let _ = self.store.write_result(&self.id, &bytes);
         self.recorded = true;
@@ -294,8 +297,7 @@ impl TaskRunner {
                     error.message
                 ),
             );
-            failed["error"] =
-                json!({"kind": "storage", "message": error.message, "line": null, "column": null});
+            failed["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message));
             for key in [
                 "request_id",
                 "task_id",
@@ -481,8 +483,10 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
                     timeout.as_secs()
                 ),
             );
-            value["error"] = json!({"kind": "timeout", "line": null, "column": null,
-                "message": "the task deadline passed; the worker did not stop by itself and was killed"});
+            value["error"] = json!(TaskError::new(
+                TaskErrorKind::Timeout,
+                "the task deadline passed; the worker did not stop by itself and was killed",
+            ));
             value
         }
         RunEnd::Cancelled => failure(
@@ -491,12 +495,12 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
         ),
         RunEnd::Crashed(reason) => {
             let kind = if reason.starts_with("out of memory") {
-                "memory"
+                TaskErrorKind::Memory
             } else {
-                "worker"
+                TaskErrorKind::Worker
             };
             let mut value = failure(TaskStatus::Failed, format!("the script worker failed: {reason}"));
-            value["error"] = json!({"kind": kind, "message": reason, "line": null, "column": null});
+            value["error"] = json!(TaskError::new(kind, reason));
             value
         }
         RunEnd::Finished(_) => failure(
@@ -511,7 +515,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
 /// it) ended because of the deadline: `timed_out`, not `failed`.
 fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: Instant) -> Value {
     let mut result = if let Some(error) = &outcome.error {
-        let status = if error.kind == "timeout" || Instant::now() >= deadline {
+        let status = if error.kind == TaskErrorKind::Timeout || Instant::now() >= deadline {
             TaskStatus::TimedOut
         } else {
             TaskStatus::Failed

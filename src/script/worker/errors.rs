@@ -7,16 +7,17 @@
 use rhai::{EvalAltResult, ParseError, Position};
 
 use super::engine::DEADLINE_MARK;
+use crate::error::TaskErrorKind as Kind;
 use crate::script::protocol::ScriptError;
 
 fn position(pos: Position) -> (Option<usize>, Option<usize>) {
     (pos.line(), pos.position())
 }
 
-fn make(kind: &str, message: String, pos: Position) -> ScriptError {
+fn make(kind: Kind, message: String, pos: Position) -> ScriptError {
     let (line, column) = position(pos);
     ScriptError {
-        kind: kind.to_string(),
+        kind,
         message,
         line,
         column,
@@ -25,7 +26,7 @@ fn make(kind: &str, message: String, pos: Position) -> ScriptError {
 
 /// A compile error.
 pub fn parse_error(error: &ParseError) -> ScriptError {
-    make("parse", format!("syntax error: {}", error.0), error.1)
+    make(Kind::Parse, format!("syntax error: {}", error.0), error.1)
 }
 
 /// A runtime error, unwrapped from function-call frames so the position is
@@ -34,19 +35,19 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
     match error {
         EvalAltResult::ErrorInFunctionCall(name, _, inner, _) => {
             let mut classified = eval_error(inner);
-            if classified.kind != "timeout" {
+            if classified.kind != Kind::Timeout {
                 classified.message = format!("in function '{name}': {}", classified.message);
             }
             classified
         }
-        EvalAltResult::ErrorParsing(parse, pos) => make("parse", format!("syntax error: {parse}"), *pos),
+        EvalAltResult::ErrorParsing(parse, pos) => make(Kind::Parse, format!("syntax error: {parse}"), *pos),
         EvalAltResult::ErrorTerminated(value, pos) if value.to_string() == DEADLINE_MARK => make(
-            "timeout",
+            Kind::Timeout,
             "the task deadline passed while the script was running".into(),
             *pos,
         ),
         EvalAltResult::ErrorTooManyOperations(pos) => make(
-            "limit",
+            Kind::Limit,
             format!(
                 "too many operations (limit {}): loop less or do the work in a guard",
                 crate::limits::SCRIPT_MAX_OPERATIONS
@@ -54,7 +55,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             *pos,
         ),
         EvalAltResult::ErrorStackOverflow(pos) => make(
-            "limit",
+            Kind::Limit,
             format!(
                 "call depth exceeded (limit {}): recursion too deep",
                 crate::limits::SCRIPT_MAX_CALL_LEVELS
@@ -62,12 +63,12 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             *pos,
         ),
         EvalAltResult::ErrorDataTooLarge(what, pos) => make(
-            "limit",
+            Kind::Limit,
             format!("{what} too large: strings ≤ 4 MiB, arrays ≤ 200,000 items, maps ≤ 10,000 keys"),
             *pos,
         ),
         EvalAltResult::ErrorTooManyVariables(pos) => make(
-            "limit",
+            Kind::Limit,
             format!(
                 "too many variables (limit {})",
                 crate::limits::SCRIPT_MAX_VARIABLES
@@ -79,12 +80,12 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             let field = |k: &str| map.get(k).map(|v| v.to_string()).unwrap_or_default();
             if map.contains_key("code") {
                 make(
-                    "guard",
+                    Kind::Guard,
                     format!("uncaught guard error [{}]: {}", field("code"), field("message")),
                     *pos,
                 )
             } else {
-                make("runtime", format!("uncaught throw: {value}"), *pos)
+                make(Kind::Runtime, format!("uncaught throw: {value}"), *pos)
             }
         }
         other => {
@@ -94,7 +95,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             if let Some(cut) = text.rfind(" (line ") {
                 text.truncate(cut);
             }
-            make("runtime", text, pos)
+            make(Kind::Runtime, text, pos)
         }
     }
 }

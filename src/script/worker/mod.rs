@@ -124,12 +124,10 @@ fn run_once(engine: &rhai::Engine, scope: &mut Scope, functions: &mut AST, code:
                 ..RunOutcome::default()
             },
             Err(error) => RunOutcome {
-                error: Some(super::protocol::ScriptError {
-                    kind: "limit".into(),
-                    message: format!("the script's value cannot be returned: {}", error.message),
-                    line: None,
-                    column: None,
-                }),
+                error: Some(super::protocol::ScriptError::new(
+                    crate::error::TaskErrorKind::Limit,
+                    format!("the script's value cannot be returned: {}", error.message),
+                )),
                 ..RunOutcome::default()
             },
         },
