@@ -99,6 +99,8 @@ pub enum RegistryError {
     ResourcesOutsideServer(String),
     #[error("guard '{0}' has an input type whose schema is not an object: wrap the arguments in a struct")]
     InputNotObject(String),
+    #[error("guard '{0}' has a schema no client can receive: {1}")]
+    SchemaNotPortable(String, String),
     #[error(
         "script function '{0}' has the name of a registered guard or of another script function: rename one of them"
     )]
@@ -154,6 +156,16 @@ impl Registry {
             }
             if check_schemas && guard.input_schema().get("type").and_then(|t| t.as_str()) != Some("object") {
                 return Err(RegistryError::InputNotObject(guard.name));
+            }
+            if check_schemas {
+                // A recursive type cannot be inlined into the self-contained
+                // schemas every export needs: refuse it here, once.
+                let refused = [guard.input_schema(), guard.output_schema()]
+                    .into_iter()
+                    .find_map(|schema| crate::mcp::portable::portable(schema, crate::mcp::portable::Target::Mcp).err());
+                if let Some(error) = refused {
+                    return Err(RegistryError::SchemaNotPortable(guard.name, error.to_string()));
+                }
             }
             if map.contains_key(&guard.name) {
                 return Err(RegistryError::Duplicate(guard.name));
