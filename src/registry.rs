@@ -162,7 +162,9 @@ impl Registry {
                 // schemas every export needs: refuse it here, once.
                 let refused = [guard.input_schema(), guard.output_schema()]
                     .into_iter()
-                    .find_map(|schema| crate::mcp::portable::portable(schema, crate::mcp::portable::Target::Mcp).err());
+                    .find_map(|schema| {
+                        crate::mcp::portable::portable(schema, crate::mcp::portable::Target::Mcp).err()
+                    });
                 if let Some(error) = refused {
                     return Err(RegistryError::SchemaNotPortable(guard.name, error.to_string()));
                 }

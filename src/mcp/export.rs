@@ -13,6 +13,8 @@ use serde_json::Value;
 use serde_json::json;
 
 use crate::guard::Guard;
+#[cfg(feature = "cli")]
+use crate::mcp::portable::has_open_map;
 use crate::mcp::portable::{Target, portable};
 use crate::registry::Registry;
 
@@ -77,6 +79,12 @@ fn entry(tool: &Tool, format: ToolFormat) -> Value {
         ToolFormat::Anthropic => json!({
             "name": name, "description": description, "input_schema": parameters(Target::Anthropic),
         }),
+        // A free-form map cannot be strict: that tool goes non-strict
+        // (OpenAI allows mixing) with the chat form of its schema.
+        ToolFormat::Openai if has_open_map(&tool.input_schema) => json!({
+            "type": "function", "name": name, "description": description,
+            "parameters": parameters(Target::OpenaiChat), "strict": false,
+        }),
         ToolFormat::Openai => json!({
             "type": "function", "name": name, "description": description,
             "parameters": parameters(Target::OpenaiStrict), "strict": true,
@@ -84,6 +92,11 @@ fn entry(tool: &Tool, format: ToolFormat) -> Value {
         ToolFormat::OpenaiChat => json!({
             "type": "function",
             "function": {"name": name, "description": description, "parameters": parameters(Target::OpenaiChat)},
+        }),
+        // Gemini's OpenAPI subset needs named properties; a free-form map
+        // goes in `parametersJsonSchema` (JSON Schema) instead.
+        ToolFormat::Gemini if has_open_map(&tool.input_schema) => json!({
+            "name": name, "description": description, "parametersJsonSchema": parameters(Target::OpenaiChat),
         }),
         ToolFormat::Gemini => json!({
             "name": name, "description": description, "parameters": parameters(Target::Gemini),
@@ -135,11 +148,21 @@ mod tests {
         let tools: Vec<Tool> = crate::mcp::builtins::all().iter().map(|b| b.tool()).collect();
         let mut problems = Vec::new();
         for tool in &tools {
-            for schema in [Some(&tool.input_schema), tool.output_schema.as_ref()].into_iter().flatten() {
-                assert!(portable(schema, Target::Mcp).is_ok(), "{} is not portable", tool.name);
+            for schema in [Some(&tool.input_schema), tool.output_schema.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                assert!(
+                    portable(schema, Target::Mcp).is_ok(),
+                    "{} is not portable",
+                    tool.name
+                );
             }
             let mcp = for_mcp(tool.clone());
-            for schema in [Some(&mcp.input_schema), mcp.output_schema.as_ref()].into_iter().flatten() {
+            for schema in [Some(&mcp.input_schema), mcp.output_schema.as_ref()]
+                .into_iter()
+                .flatten()
+            {
                 let found = check_schema(SchemaTarget::Mcp, &Value::Object(schema.as_ref().clone()));
                 problems.extend(found.iter().map(|v| format!("{} mcp {v}", tool.name)));
             }
@@ -147,15 +170,45 @@ mod tests {
         for (format, target, pointer) in [
             (ToolFormat::Anthropic, SchemaTarget::Anthropic, "/input_schema"),
             (ToolFormat::Openai, SchemaTarget::OpenaiStrict, "/parameters"),
-            (ToolFormat::OpenaiChat, SchemaTarget::OpenaiChat, "/function/parameters"),
+            (
+                ToolFormat::OpenaiChat,
+                SchemaTarget::OpenaiChat,
+                "/function/parameters",
+            ),
             (ToolFormat::Gemini, SchemaTarget::Gemini, "/parameters"),
         ] {
             for entry in export(&tools, format).as_array().into_iter().flatten() {
-                let schema = entry.pointer(pointer).cloned().unwrap_or_default();
+                let (target, schema) = fallback(target, entry, pointer);
                 let found = check_schema(target, &schema);
                 problems.extend(found.iter().map(|v| format!("{} {target:?} {v}", entry)));
             }
         }
         assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    /// The schema to check in an export entry: a non-strict OpenAI entry or
+    /// a Gemini `parametersJsonSchema` entry is checked as JSON Schema.
+    fn fallback(target: SchemaTarget, entry: &Value, pointer: &str) -> (SchemaTarget, Value) {
+        if entry["strict"] == false {
+            return (SchemaTarget::OpenaiChat, entry["parameters"].clone());
+        }
+        if let Some(schema) = entry.get("parametersJsonSchema") {
+            return (SchemaTarget::OpenaiChat, schema.clone());
+        }
+        (target, entry.pointer(pointer).cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn open_maps_fall_back_to_json_schema_forms() {
+        // A {column: value} record cannot be strict or Gemini-typed: those entries say so.
+        let schema: JsonObject = serde_json::from_value(json!({"type": "object", "properties": {
+            "rows": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "number"}}}
+        }}))
+        .unwrap_or_default();
+        let tool = Tool::new("t", "T.", Arc::new(schema));
+        let openai = export(std::slice::from_ref(&tool), ToolFormat::Openai);
+        assert_eq!(openai[0]["strict"], false);
+        let gemini = export(std::slice::from_ref(&tool), ToolFormat::Gemini);
+        assert!(gemini[0].get("parameters").is_none() && gemini[0].get("parametersJsonSchema").is_some());
     }
 }

@@ -42,7 +42,9 @@ pub enum Target {
 /// Why a schema cannot be made portable.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PortableError {
-    #[error("schema references '{0}' recursively: a self-contained schema cannot express it; break the cycle in the Rust type")]
+    #[error(
+        "schema references '{0}' recursively: a self-contained schema cannot express it; break the cycle in the Rust type"
+    )]
     Recursive(String),
     #[error("schema references '{0}', which is not in its $defs")]
     Missing(String),
@@ -50,27 +52,86 @@ pub enum PortableError {
 
 /// JSON Schema 2020-12 formats (the "format-annotation" vocabulary).
 const STANDARD_FORMATS: &[&str] = &[
-    "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4",
-    "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
-    "relative-json-pointer", "regex",
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "email",
+    "idn-email",
+    "hostname",
+    "idn-hostname",
+    "ipv4",
+    "ipv6",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uuid",
+    "uri-template",
+    "json-pointer",
+    "relative-json-pointer",
+    "regex",
 ];
 /// Formats OpenAI strict mode supports.
 const OPENAI_FORMATS: &[&str] = &[
-    "date-time", "time", "date", "duration", "email", "hostname", "ipv4", "ipv6", "uuid",
+    "date-time",
+    "time",
+    "date",
+    "duration",
+    "email",
+    "hostname",
+    "ipv4",
+    "ipv6",
+    "uuid",
 ];
 /// Keywords OpenAI strict mode supports (everything else is dropped).
 const OPENAI_STRICT_KEYS: &[&str] = &[
-    "type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf",
-    "description", "title", "pattern", "format", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "items",
+    "enum",
+    "const",
+    "anyOf",
+    "description",
+    "title",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
 ];
 /// Keywords of Gemini's function-declaration schema (OpenAPI 3.0 subset).
 const GEMINI_KEYS: &[&str] = &[
-    "type", "format", "description", "nullable", "enum", "properties", "required", "items", "minItems",
-    "maxItems", "minimum", "maximum", "anyOf",
+    "type",
+    "format",
+    "description",
+    "nullable",
+    "enum",
+    "properties",
+    "required",
+    "items",
+    "minItems",
+    "maxItems",
+    "minimum",
+    "maximum",
+    "anyOf",
 ];
 /// Keywords whose value is one subschema.
-const ONE: &[&str] = &["items", "additionalProperties", "not", "contains", "if", "then", "else"];
+const ONE: &[&str] = &[
+    "items",
+    "additionalProperties",
+    "not",
+    "contains",
+    "if",
+    "then",
+    "else",
+];
 /// Keywords whose value is a list of subschemas.
 const LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
 /// Keywords whose value is a map of subschemas.
@@ -116,7 +177,10 @@ fn inline(value: Value, defs: &Map<String, Value>, stack: &mut Vec<String>) -> R
         if stack.contains(&name) {
             return Err(PortableError::Recursive(name));
         }
-        let target = defs.get(&name).cloned().ok_or_else(|| PortableError::Missing(name.clone()))?;
+        let target = defs
+            .get(&name)
+            .cloned()
+            .ok_or_else(|| PortableError::Missing(name.clone()))?;
         stack.push(name);
         let resolved = inline(target, defs, stack)?;
         stack.pop();
@@ -156,6 +220,7 @@ fn inline(value: Value, defs: &Map<String, Value>, stack: &mut Vec<String>) -> R
 fn simplify(value: &mut Value, target: Target) {
     let Value::Object(map) = value else { return };
     unit_enum(map);
+    one_of_as_any_of(map);
     fold_extensions(map);
     single_all_of(map);
     if let Some(Value::Object(properties)) = map.get_mut("properties") {
@@ -195,7 +260,9 @@ fn unit_enum(map: &mut Map<String, Value>) {
         return;
     }
     for key in ["oneOf", "anyOf"] {
-        let Some(Value::Array(branches)) = map.get(key) else { continue };
+        let Some(Value::Array(branches)) = map.get(key) else {
+            continue;
+        };
         let mut values = Vec::new();
         let mut notes = Vec::new();
         for branch in branches {
@@ -209,7 +276,11 @@ fn unit_enum(map: &mut Map<String, Value>) {
                 });
             let Some(constant) = constant else { return };
             if let Some(Value::String(doc)) = branch.get("description") {
-                notes.push(format!("`{}`: {}", constant.join("`, `"), doc.trim_end_matches('.')));
+                notes.push(format!(
+                    "`{}`: {}",
+                    constant.join("`, `"),
+                    doc.trim_end_matches('.')
+                ));
             }
             values.extend(constant);
         }
@@ -221,6 +292,40 @@ fn unit_enum(map: &mut Map<String, Value>) {
         }
         return;
     }
+}
+
+/// `oneOf` → `anyOf`. schemars writes `oneOf` for serde's untagged enums,
+/// whose meaning is "the first branch that decodes": that is `anyOf`, which
+/// OpenAI strict mode and Gemini accept and `oneOf` they do not.
+fn one_of_as_any_of(map: &mut Map<String, Value>) {
+    if !map.contains_key("anyOf")
+        && let Some(branches) = map.remove("oneOf")
+    {
+        map.insert("anyOf".into(), branches);
+    }
+}
+
+/// Whether `schema` has an object with free-form keys (a `{column: value}`
+/// record, a map): OpenAI strict mode cannot express one (every object is
+/// closed) and Gemini's OpenAPI subset needs named properties, so those
+/// exports fall back to their JSON Schema forms (see `export`).
+pub fn has_open_map(schema: &Map<String, Value>) -> bool {
+    let open = match schema.get("additionalProperties") {
+        Some(Value::Object(_)) | Some(Value::Bool(true)) => true,
+        Some(_) => false,
+        None => {
+            schema.get("type") == Some(&json!("object"))
+                && schema
+                    .get("properties")
+                    .and_then(Value::as_object)
+                    .is_none_or(Map::is_empty)
+        }
+    };
+    open || schema.values().any(|value| match value {
+        Value::Object(map) => has_open_map(map),
+        Value::Array(items) => items.iter().filter_map(Value::as_object).any(has_open_map),
+        _ => false,
+    })
 }
 
 /// `x-required-when` and `x-hint` become a sentence of the description.
@@ -253,7 +358,9 @@ fn single_all_of(map: &mut Map<String, Value>) {
 
 /// Drops `format`s the target does not know (schemars' `double`, `uint64`…).
 fn formats(map: &mut Map<String, Value>, target: Target) {
-    let Some(Value::String(format)) = map.get("format") else { return };
+    let Some(Value::String(format)) = map.get("format") else {
+        return;
+    };
     let kind = map.get("type").and_then(Value::as_str).unwrap_or_default();
     let keep = match target {
         Target::Mcp | Target::Anthropic | Target::OpenaiChat => STANDARD_FORMATS.contains(&format.as_str()),
@@ -306,9 +413,12 @@ fn gemini(map: &mut Map<String, Value>) {
         }
     }
     for key in ["anyOf", "oneOf"] {
-        let Some(Value::Array(branches)) = map.remove(key) else { continue };
-        let (nulls, real): (Vec<Value>, Vec<Value>) =
-            branches.into_iter().partition(|b| b.get("type") == Some(&json!("null")));
+        let Some(Value::Array(branches)) = map.remove(key) else {
+            continue;
+        };
+        let (nulls, real): (Vec<Value>, Vec<Value>) = branches
+            .into_iter()
+            .partition(|b| b.get("type") == Some(&json!("null")));
         if !nulls.is_empty() {
             map.insert("nullable".into(), json!(true));
         }
@@ -368,7 +478,10 @@ fn strict(value: &mut Value) {
                 all.push(Value::String(name.clone()));
             }
         }
-        map.insert("properties".into(), map.get("properties").cloned().unwrap_or_else(|| json!({})));
+        map.insert(
+            "properties".into(),
+            map.get("properties").cloned().unwrap_or_else(|| json!({})),
+        );
         map.insert("required".into(), Value::Array(all));
         map.insert("additionalProperties".into(), json!(false));
     }
@@ -448,7 +561,10 @@ mod tests {
             "properties": {"node": {"$ref": "#/$defs/Node"}},
             "$defs": {"Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}
         }));
-        assert_eq!(portable(&cyclic, Target::Mcp), Err(PortableError::Recursive("Node".into())));
+        assert_eq!(
+            portable(&cyclic, Target::Mcp),
+            Err(PortableError::Recursive("Node".into()))
+        );
     }
 
     #[test]
@@ -507,7 +623,10 @@ mod tests {
             "b": {"anyOf": [{"type": "array", "items": {"type": "number"}}, {"type": "null"}], "description": "B."}
         }, "additionalProperties": false}));
         let out = Value::Object(portable(&schema, Target::Gemini).unwrap());
-        assert_eq!(out["properties"]["a"], json!({"type": "number", "nullable": true}));
+        assert_eq!(
+            out["properties"]["a"],
+            json!({"type": "number", "nullable": true})
+        );
         assert_eq!(
             out["properties"]["b"],
             json!({"type": "array", "items": {"type": "number"}, "nullable": true, "description": "B."})
