@@ -122,9 +122,13 @@ pub struct ScriptFunction {
     pub description: &'static str,
     /// Why it is script-only (what JSON cannot carry).
     pub reason: &'static str,
-    /// Registers the function (under `name`) on a script engine. Runs only
-    /// in script workers; must be cheap and free of side effects.
-    pub register: fn(&mut rhai::Engine),
+    /// Registers the function on a script engine under the name it is
+    /// given (not necessarily `name`: the worker registers it under a
+    /// private name and puts a wrapper under `name` that records each call
+    /// in `function_calls.json`, so a script-only call counts like a guard
+    /// call). Runs only in script workers; must be cheap and free of side
+    /// effects.
+    pub register: fn(&mut rhai::Engine, &str),
 }
 
 /// All guards of an application, sorted by name.
@@ -337,7 +341,7 @@ mod tests {
         );
     }
 
-    fn no_op(_: &mut rhai::Engine) {}
+    fn no_op(_: &mut rhai::Engine, _: &str) {}
 
     fn script_fn(name: &'static str) -> ScriptFunction {
         ScriptFunction {
