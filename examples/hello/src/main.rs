@@ -27,6 +27,6 @@ fn add(input: AddInput) -> Result<Sum, GuardError> {
 
 fn main() -> std::process::ExitCode {
     App::new("hello")
-        .guard(guard(add).title("Add two numbers").pure()) // tool "add"; rename with .name("...")
+        .guard(guard(add).pure()) // tool "add"; rename with .name("...")
         .run()
 }
