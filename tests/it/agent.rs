@@ -384,7 +384,9 @@ async fn a_lookahead_analysis_that_only_calls_assert_causal_succeeds_and_records
     let calls: Value = serde_json::from_str(&calls).unwrap();
     let listed = calls.to_string();
     assert!(
-        listed.contains("\"function\":\"assert_causal\"") && listed.contains("\"success\""),
+        listed.contains("\"function\":\"assert_causal\"")
+            && listed.contains("\"success\"")
+            && listed.contains("\"script_inline\""),
         "{listed}"
     );
 }

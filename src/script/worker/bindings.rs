@@ -225,13 +225,11 @@ fn register_recorded(engine: &mut Engine, name: &'static str, private: String, d
 }
 
 /// Error messages name the public function, never its private name.
-fn unprivate(error: Box<EvalAltResult>, private: &str, name: &str) -> Box<EvalAltResult> {
-    match *error {
-        EvalAltResult::ErrorFunctionNotFound(signature, position) => Box::new(
-            EvalAltResult::ErrorFunctionNotFound(signature.replace(private, name), position),
-        ),
-        other => Box::new(other),
+fn unprivate(mut error: Box<EvalAltResult>, private: &str, name: &str) -> Box<EvalAltResult> {
+    if let EvalAltResult::ErrorFunctionNotFound(signature, _) = error.as_mut() {
+        *signature = signature.replace(private, name);
     }
+    error
 }
 
 /// The `code` of a thrown guard-style error map, else `guard_failed`.
