@@ -478,17 +478,12 @@ fn strict(value: &mut Value) {
                 all.push(Value::String(name.clone()));
             }
         }
-        map.insert(
-            "properties".into(),
-            map.get("properties").cloned().unwrap_or_else(|| json!({})),
-        );
+        map.entry("properties").or_insert_with(|| json!({}));
         map.insert("required".into(), Value::Array(all));
         map.insert("additionalProperties".into(), json!(false));
     }
-    for key in ["properties"] {
-        if let Some(Value::Object(members)) = map.get_mut(key) {
-            members.values_mut().for_each(strict);
-        }
+    if let Some(Value::Object(members)) = map.get_mut("properties") {
+        members.values_mut().for_each(strict);
     }
     if let Some(items @ Value::Object(_)) = map.get_mut("items") {
         strict(items);
