@@ -323,8 +323,8 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
         Command::Tools { format } => {
             let registry = runtime.executor.registry();
-            let tools = crate::mcp::export::mcp_tools(registry, runtime.executor.limits());
-            let value = crate::mcp::export::export(registry, &tools, format);
+            let tools = crate::mcp::export::all_tools(registry, runtime.executor.limits());
+            let value = crate::mcp::export::export(&tools, format);
             println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
             ExitCode::SUCCESS
         }

@@ -99,6 +99,8 @@ pub enum RegistryError {
     ResourcesOutsideServer(String),
     #[error("guard '{0}' has an input type whose schema is not an object: wrap the arguments in a struct")]
     InputNotObject(String),
+    #[error("guard '{0}' has a schema no client can receive: {1}")]
+    SchemaNotPortable(String, String),
     #[error(
         "script function '{0}' has the name of a registered guard or of another script function: rename one of them"
     )]
@@ -120,9 +122,13 @@ pub struct ScriptFunction {
     pub description: &'static str,
     /// Why it is script-only (what JSON cannot carry).
     pub reason: &'static str,
-    /// Registers the function (under `name`) on a script engine. Runs only
-    /// in script workers; must be cheap and free of side effects.
-    pub register: fn(&mut rhai::Engine),
+    /// Registers the function on a script engine under the name it is
+    /// given (not necessarily `name`: the worker registers it under a
+    /// private name and puts a wrapper under `name` that records each call
+    /// in `function_calls.json`, so a script-only call counts like a guard
+    /// call). Runs only in script workers; must be cheap and free of side
+    /// effects.
+    pub register: fn(&mut rhai::Engine, &str),
 }
 
 /// All guards of an application, sorted by name.
@@ -154,6 +160,18 @@ impl Registry {
             }
             if check_schemas && guard.input_schema().get("type").and_then(|t| t.as_str()) != Some("object") {
                 return Err(RegistryError::InputNotObject(guard.name));
+            }
+            if check_schemas {
+                // A recursive type cannot be inlined into the self-contained
+                // schemas every export needs: refuse it here, once.
+                let refused = [guard.input_schema(), guard.output_schema()]
+                    .into_iter()
+                    .find_map(|schema| {
+                        crate::mcp::portable::portable(schema, crate::mcp::portable::Target::Mcp).err()
+                    });
+                if let Some(error) = refused {
+                    return Err(RegistryError::SchemaNotPortable(guard.name, error.to_string()));
+                }
             }
             if map.contains_key(&guard.name) {
                 return Err(RegistryError::Duplicate(guard.name));
@@ -323,7 +341,7 @@ mod tests {
         );
     }
 
-    fn no_op(_: &mut rhai::Engine) {}
+    fn no_op(_: &mut rhai::Engine, _: &str) {}
 
     fn script_fn(name: &'static str) -> ScriptFunction {
         ScriptFunction {

@@ -223,12 +223,18 @@ fn set(value: &mut Value, path: &[Step], replacement: Value) {
 
 /// Decodes call arguments into `T`, naming the offending field on failure:
 /// `spot: invalid type: string "abc", expected f64`.
+///
+/// A member whose value is `null` counts as not given, so an optional
+/// argument with a default accepts `null` too: OpenAI strict mode makes
+/// every property required and sends `null` for the ones the model omits
+/// (see `mcp::portable`).
 pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
-    let arguments = if arguments.is_null() {
+    let mut arguments = if arguments.is_null() {
         Value::Object(Map::new())
     } else {
         arguments
     };
+    drop_null_members(&mut arguments);
     // Fast path: valid arguments decode without path tracking; only a
     // failure pays for a second pass that names the field.
     if let Ok(decoded) = T::deserialize(&arguments) {
@@ -252,6 +258,18 @@ pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<
             field,
         }
     })
+}
+
+/// Removes `null`-valued members from every object inside `value`.
+fn drop_null_members(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            map.retain(|_, member| !member.is_null());
+            map.values_mut().for_each(drop_null_members);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_null_members),
+        _ => {}
+    }
 }
 
 /// `missing field `strike`` → `strike`.
@@ -328,6 +346,20 @@ mod tests {
         let err = decode_arguments::<Add>(json!({"a": 1})).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("b"));
         assert!(err.message.contains("missing field `b`"), "{}", err.message);
+    }
+
+    #[test]
+    fn null_members_count_as_not_given() {
+        // OpenAI strict clients send null for omitted optionals; defaults apply.
+        #[derive(Debug, Deserialize)]
+        struct WithDefault {
+            a: f64,
+            #[serde(default)]
+            b: f64,
+            c: Option<f64>,
+        }
+        let decoded: WithDefault = decode_arguments(json!({"a": 1, "b": null, "c": null})).unwrap();
+        assert_eq!((decoded.a, decoded.b, decoded.c), (1.0, 0.0, None));
     }
 
     fn sample_fn() {}

@@ -45,7 +45,8 @@ Rules:
   print(value)
 - There is no file system, network, eval or import.
 - Finish by calling final_answer(#{task_type: ..., summary: "...", metrics: #{...}, assumptions: [...]}):
-  task_type "analysis" (you called functions and report results; only analysis carries metrics),
+  task_type "analysis" (needs at least one call of a function above, guard or script-only, that returned
+  without error in this task; only analysis carries metrics),
   "no_action" (nothing needed calling: only valid if you made no calls), "needs_input" (the request
   lacks something: say what in summary), "unsupported" (the functions cannot do it), or "failed".
   summary must be non-blank; no other keys are allowed; numbers must be finite.
@@ -143,6 +144,12 @@ mod tests {
                 "{name} missing from the prompt"
             );
         }
+    }
+
+    #[test]
+    fn the_analysis_rule_says_what_counts_as_a_call() {
+        // The analysis gate counts guards and script-only functions; the prompt says so.
+        assert!(RULES.contains("guard or script-only"), "{RULES}");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Tool definitions in the shapes different clients expect, all derived from
 //! the same registry: MCP `tools/list`, Anthropic, OpenAI Responses and
-//! OpenAI Chat Completions.
+//! OpenAI Chat Completions, Gemini.
+//!
+//! Every schema leaves through [`crate::mcp::portable`]: self-contained,
+//! string enums, and only the keywords the receiving target accepts.
 
 use std::sync::Arc;
 
@@ -10,6 +13,9 @@ use serde_json::Value;
 use serde_json::json;
 
 use crate::guard::Guard;
+#[cfg(feature = "cli")]
+use crate::mcp::portable::has_open_map;
+use crate::mcp::portable::{Target, portable};
 use crate::registry::Registry;
 
 #[cfg(feature = "cli")]
@@ -21,10 +27,15 @@ pub enum ToolFormat {
     Mcp,
     /// Anthropic Messages API tools (`name`, `description`, `input_schema`).
     Anthropic,
-    /// OpenAI Responses API function tools (`type`, `name`, `parameters`).
+    /// OpenAI Responses API function tools in strict mode (`type`, `name`,
+    /// `parameters`, `strict: true`): every property required, optional ones
+    /// nullable, every object closed.
     Openai,
     /// OpenAI Chat Completions tools (`{type: function, function: {...}}`).
     OpenaiChat,
+    /// Gemini function declarations (`name`, `description`, `parameters` in
+    /// its OpenAPI 3.0 subset).
+    Gemini,
 }
 
 /// The MCP tool for one guard. Execution details ride in `_meta` under the
@@ -53,31 +64,42 @@ pub fn mcp_tool(guard: &Guard, timeout_seconds: u64) -> Tool {
 }
 
 #[cfg(feature = "cli")]
-/// Every guard in `format`, in registry order.
-pub fn export(registry: &Registry, tools: &[Tool], format: ToolFormat) -> Value {
-    let entries: Vec<Value> = registry
-        .iter()
-        .zip(tools)
-        .map(|(guard, tool)| entry(guard, tool, format))
-        .collect();
-    Value::Array(entries)
+/// Every tool in `format`, in the order given. `tools` are the raw tools
+/// (see [`all_tools`]); each schema is made portable for the target here.
+pub fn export(tools: &[Tool], format: ToolFormat) -> Value {
+    Value::Array(tools.iter().map(|tool| entry(tool, format)).collect())
 }
 
 #[cfg(feature = "cli")]
-fn entry(guard: &Guard, tool: &Tool, format: ToolFormat) -> Value {
-    let parameters = Value::Object(guard.input_schema().clone());
+fn entry(tool: &Tool, format: ToolFormat) -> Value {
+    let parameters = |target| Value::Object(portable_or_raw(&tool.input_schema, target));
+    let (name, description) = (&tool.name, tool.description.as_deref().unwrap_or_default());
     match format {
-        ToolFormat::Mcp => serde_json::to_value(tool).unwrap_or(Value::Null),
+        ToolFormat::Mcp => serde_json::to_value(for_mcp(tool.clone())).unwrap_or(Value::Null),
         ToolFormat::Anthropic => json!({
-            "name": guard.name, "description": guard.description(), "input_schema": parameters,
+            "name": name, "description": description, "input_schema": parameters(Target::Anthropic),
+        }),
+        // A free-form map cannot be strict: that tool goes non-strict
+        // (OpenAI allows mixing) with the chat form of its schema.
+        ToolFormat::Openai if has_open_map(&tool.input_schema) => json!({
+            "type": "function", "name": name, "description": description,
+            "parameters": parameters(Target::OpenaiChat), "strict": false,
         }),
         ToolFormat::Openai => json!({
-            "type": "function", "name": guard.name, "description": guard.description(),
-            "parameters": parameters,
+            "type": "function", "name": name, "description": description,
+            "parameters": parameters(Target::OpenaiStrict), "strict": true,
         }),
         ToolFormat::OpenaiChat => json!({
             "type": "function",
-            "function": {"name": guard.name, "description": guard.description(), "parameters": parameters},
+            "function": {"name": name, "description": description, "parameters": parameters(Target::OpenaiChat)},
+        }),
+        // Gemini's OpenAPI subset needs named properties; a free-form map
+        // goes in `parametersJsonSchema` (JSON Schema) instead.
+        ToolFormat::Gemini if has_open_map(&tool.input_schema) => json!({
+            "name": name, "description": description, "parametersJsonSchema": parameters(Target::OpenaiChat),
+        }),
+        ToolFormat::Gemini => json!({
+            "name": name, "description": description, "parameters": parameters(Target::Gemini),
         }),
     }
 }
@@ -88,4 +110,105 @@ pub fn mcp_tools(registry: &Registry, limits: &crate::limits::Limits) -> Vec<Too
         .iter()
         .map(|guard| mcp_tool(guard, limits.guard_deadline(guard.timeout).as_secs()))
         .collect()
+}
+
+/// Guards and built-in tools, in name order, with their schemas as derived
+/// (not yet portable: see [`for_mcp`] and [`export`]).
+pub fn all_tools(registry: &Registry, limits: &crate::limits::Limits) -> Vec<Tool> {
+    let mut tools = mcp_tools(registry, limits);
+    tools.extend(crate::mcp::builtins::all().iter().map(|b| b.tool()));
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools
+}
+
+/// `tool` as `tools/list` sends it: input and output schemas portable.
+pub fn for_mcp(mut tool: Tool) -> Tool {
+    tool.input_schema = Arc::new(portable_or_raw(&tool.input_schema, Target::Mcp));
+    if let Some(output) = &tool.output_schema {
+        tool.output_schema = Some(Arc::new(portable_or_raw(output, Target::Mcp)));
+    }
+    tool
+}
+
+/// The portable schema; the raw one if it cannot be made portable, which
+/// the registry already refuses for guards (`SchemaNotPortable`) and the
+/// export tests rule out for built-ins.
+fn portable_or_raw(schema: &JsonObject, target: Target) -> JsonObject {
+    portable(schema, target).unwrap_or_else(|_| schema.clone())
+}
+
+#[cfg(all(test, feature = "cli"))]
+mod tests {
+    use super::*;
+    use warden_testing::schema_targets::{SchemaTarget, check_schema};
+
+    #[test]
+    fn every_builtin_exports_a_schema_every_target_accepts() {
+        // Built-ins are not in any app's registry: check them here for all five targets.
+        let tools: Vec<Tool> = crate::mcp::builtins::all().iter().map(|b| b.tool()).collect();
+        let mut problems = Vec::new();
+        for tool in &tools {
+            for schema in [Some(&tool.input_schema), tool.output_schema.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                assert!(
+                    portable(schema, Target::Mcp).is_ok(),
+                    "{} is not portable",
+                    tool.name
+                );
+            }
+            let mcp = for_mcp(tool.clone());
+            for schema in [Some(&mcp.input_schema), mcp.output_schema.as_ref()]
+                .into_iter()
+                .flatten()
+            {
+                let found = check_schema(SchemaTarget::Mcp, &Value::Object(schema.as_ref().clone()));
+                problems.extend(found.iter().map(|v| format!("{} mcp {v}", tool.name)));
+            }
+        }
+        for (format, target, pointer) in [
+            (ToolFormat::Anthropic, SchemaTarget::Anthropic, "/input_schema"),
+            (ToolFormat::Openai, SchemaTarget::OpenaiStrict, "/parameters"),
+            (
+                ToolFormat::OpenaiChat,
+                SchemaTarget::OpenaiChat,
+                "/function/parameters",
+            ),
+            (ToolFormat::Gemini, SchemaTarget::Gemini, "/parameters"),
+        ] {
+            for entry in export(&tools, format).as_array().into_iter().flatten() {
+                let (target, schema) = fallback(target, entry, pointer);
+                let found = check_schema(target, &schema);
+                problems.extend(found.iter().map(|v| format!("{} {target:?} {v}", entry)));
+            }
+        }
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
+    }
+
+    /// The schema to check in an export entry: a non-strict OpenAI entry or
+    /// a Gemini `parametersJsonSchema` entry is checked as JSON Schema.
+    fn fallback(target: SchemaTarget, entry: &Value, pointer: &str) -> (SchemaTarget, Value) {
+        if entry["strict"] == false {
+            return (SchemaTarget::OpenaiChat, entry["parameters"].clone());
+        }
+        if let Some(schema) = entry.get("parametersJsonSchema") {
+            return (SchemaTarget::OpenaiChat, schema.clone());
+        }
+        (target, entry.pointer(pointer).cloned().unwrap_or_default())
+    }
+
+    #[test]
+    fn open_maps_fall_back_to_json_schema_forms() {
+        // A {column: value} record cannot be strict or Gemini-typed: those entries say so.
+        let schema: JsonObject = serde_json::from_value(json!({"type": "object", "properties": {
+            "rows": {"type": "array", "items": {"type": "object", "additionalProperties": {"type": "number"}}}
+        }}))
+        .unwrap_or_default();
+        let tool = Tool::new("t", "T.", Arc::new(schema));
+        let openai = export(std::slice::from_ref(&tool), ToolFormat::Openai);
+        assert_eq!(openai[0]["strict"], false);
+        let gemini = export(std::slice::from_ref(&tool), ToolFormat::Gemini);
+        assert!(gemini[0].get("parameters").is_none() && gemini[0].get("parametersJsonSchema").is_some());
+    }
 }

@@ -4,6 +4,7 @@
 
 pub mod builtins;
 pub mod export;
+pub mod portable;
 pub mod resources;
 pub(crate) mod serve;
 pub mod server;

@@ -47,11 +47,13 @@ pub struct WardenServer {
 impl WardenServer {
     pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
-        let mut tools = crate::mcp::export::mcp_tools(executor.registry(), executor.limits());
+        // One deterministic order for guards and built-ins alike, with
+        // schemas every client can take (see `mcp::portable`).
+        let tools = crate::mcp::export::all_tools(executor.registry(), executor.limits())
+            .into_iter()
+            .map(crate::mcp::export::for_mcp)
+            .collect();
         let builtins = crate::mcp::builtins::all();
-        tools.extend(builtins.iter().map(|b| b.tool()));
-        // One deterministic order for guards and built-ins alike.
-        tools.sort_by(|a, b| a.name.cmp(&b.name));
         Self {
             executor,
             tasks,

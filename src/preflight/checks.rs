@@ -15,6 +15,7 @@ use super::report::Check;
 use crate::executor::Executor;
 use crate::registry::Registry;
 use warden_testing::schema_check::check_tool_schema;
+use warden_testing::schema_targets::{SchemaTarget, check_schema};
 
 /// Environment variables the coding agent needs, in the order reported.
 pub const MODEL_ENV: &[&str] = &["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"];
@@ -46,15 +47,19 @@ pub(crate) fn artifacts(dir: &Path, origin: &str) -> Check {
     }
 }
 
-/// Registration as the app itself sees it: guard count, names, schemas.
+/// Registration as the app itself sees it: guard count, names, schemas
+/// (as `tools/list` sends them: made portable, see `mcp::portable`).
 pub(crate) fn registration(registry: &Registry) -> Check {
     let tools: Vec<ToolView> = registry
         .iter()
-        .map(|g| ToolView {
-            name: g.tool_name().to_string(),
-            description: g.description().to_string(),
-            input: Value::Object(g.input_schema().clone()),
-            output: Some(Value::Object(g.output_schema().clone())),
+        .map(|g| {
+            let tool = crate::mcp::export::for_mcp(crate::mcp::export::mcp_tool(g, 0));
+            ToolView {
+                name: g.tool_name().to_string(),
+                description: g.description().to_string(),
+                input: Value::Object(tool.input_schema.as_ref().clone()),
+                output: tool.output_schema.map(|o| Value::Object(o.as_ref().clone())),
+            }
         })
         .collect();
     registration_of(&tools, "registered")
@@ -101,9 +106,16 @@ fn registration_of(tools: &[ToolView], verb: &str) -> Check {
         for problem in check_tool_schema(&tool.input) {
             problems.push(format!("{} input schema {problem}", tool.name));
         }
+        // Portable: self-contained, string enums, standard keywords/formats.
+        for violation in check_schema(SchemaTarget::Mcp, &tool.input) {
+            problems.push(format!("{} input schema {violation}", tool.name));
+        }
         if let Some(output) = &tool.output {
             for problem in check_tool_schema(output) {
                 problems.push(format!("{} output schema {problem}", tool.name));
+            }
+            for violation in check_schema(SchemaTarget::Mcp, output) {
+                problems.push(format!("{} output schema {violation}", tool.name));
             }
         }
     }

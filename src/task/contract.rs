@@ -1,7 +1,9 @@
 //! The final-answer contract, checked before a task result is saved.
 //!
 //! Keys: `task_type`, `summary`, `metrics`, `assumptions` and nothing else.
-//! `analysis` needs at least one successful guard call and is the only type
+//! `analysis` needs at least one successful function call (a guard, or a
+//! script-only function such as the app's `assert_causal`, which the worker
+//! records like an inline pure call) and is the only type
 //! that carries metrics; `no_action` is refused once any call was made.
 //! Status follows the type: analysis/no_action/needs_input → success,
 //! unsupported/failed → failed.
@@ -67,7 +69,9 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
         ));
     }
     if task_type == "analysis" && calls_ok == 0 {
-        return Err("final_answer: an 'analysis' needs at least one successful guard call".into());
+        return Err(format!(
+            "final_answer: an 'analysis' needs at least one successful function call in this task: a call of a guard or of a script-only function that returned without error; {calls_made} call(s) made, none succeeded. Call one, or answer 'needs_input' or 'unsupported'"
+        ));
     }
     if task_type == "no_action" && calls_made > 0 {
         return Err(format!(
@@ -110,7 +114,11 @@ mod tests {
             .is_err()
         );
         assert!(check(&json!({"task_type": "analysis", "summary": "  "}), 1, 1).is_err());
-        assert!(check(&json!({"task_type": "analysis", "summary": "x"}), 1, 0).is_err());
+        let refusal = check(&json!({"task_type": "analysis", "summary": "x"}), 1, 0).unwrap_err();
+        assert!(
+            refusal.contains("a guard or of a script-only function that returned without error"),
+            "{refusal}"
+        );
         assert!(check(&json!({"task_type": "no_action", "summary": "x"}), 1, 1).is_err());
         assert!(
             check(

@@ -365,3 +365,52 @@ async fn the_prompt_states_budgets_defaults_conditions_outputs_and_the_task_type
     assert!(!system.contains("evidence: any"), "untyped evidence left");
     assert!(system.len() < 20_000, "prompt grew to {} bytes", system.len());
 }
+
+#[tokio::test]
+async fn a_lookahead_analysis_that_only_calls_assert_causal_succeeds_and_records_the_call() {
+    // A script-only function call counts for the analysis gate and is listed in function_calls.json.
+    let model = FakeModel::start(vec![code(
+        "let bars = [];\nfor i in 0..20 { bars.push(100.0 + i); }\nlet check = assert_causal(|b| b.map(|x| x * 2.0), bars, 10);\nfinal_answer(#{task_type: \"analysis\", summary: `causal: ${check.passed}`, metrics: #{checked: check.checked}})",
+    )])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "check my signal for look-ahead", 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["task_type"], "analysis");
+    assert_eq!(result["metrics"]["checked"], 10);
+    let task_id = result["task_id"].as_str().unwrap();
+    let calls =
+        std::fs::read_to_string(server.artifacts.path().join(task_id).join("function_calls.json")).unwrap();
+    let calls: Value = serde_json::from_str(&calls).unwrap();
+    let listed = calls.to_string();
+    assert!(
+        listed.contains("\"function\":\"assert_causal\"")
+            && listed.contains("\"success\"")
+            && listed.contains("\"script_inline\""),
+        "{listed}"
+    );
+}
+
+#[tokio::test]
+async fn an_analysis_without_a_successful_call_is_refused_saying_what_counts() {
+    // A failed assert_causal call does not open the analysis gate; the refusal names what does.
+    let model = FakeModel::start(vec![code(
+        "try { assert_causal(|b| b, [1.0, 2.0], 5); } catch (e) { print(e.code); }\nfinal_answer(#{task_type: \"analysis\", summary: \"x\"})",
+    )])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "check", 60).await;
+    assert_eq!(result["status"], "failed", "{result}");
+    let refusal = model.requests()[1]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        refusal.contains("a guard or of a script-only function that returned without error; 1 call(s) made"),
+        "{refusal}"
+    );
+}

@@ -448,3 +448,15 @@ fn the_script_command_runs_a_file_as_a_task() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.stderr.contains("--timeout must be from 1"), "{run:?}");
 }
+
+#[tokio::test]
+async fn a_script_only_function_called_wrongly_is_named_by_its_public_name() {
+    // The recording wrapper never leaks the private name the app's function is registered under.
+    let server = Server::start(FINANCE).await;
+    let result = run(&server, r#"assert_causal("not a function", [1.0, 2.0], 1)"#, 10).await;
+    let text = result.to_string();
+    assert!(text.contains("assert_causal"), "{text}");
+    assert!(!text.contains("__warden_script_fn_"), "{text}");
+    let ok = run(&server, "assert_causal(|b| b, [1.0, 2.0, 3.0], 1).passed", 10).await;
+    assert_eq!(ok["value"], true, "{ok}");
+}

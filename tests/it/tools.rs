@@ -216,3 +216,82 @@ async fn a_malformed_json_rpc_line_gets_a_parse_error_and_serving_continues() {
         .unwrap();
     assert!(status.success(), "clean exit on EOF: {status}");
 }
+
+#[tokio::test]
+async fn every_tool_schema_passes_every_target_checker() {
+    // tools/list and each `tools --format` export (guards and built-ins) satisfy their target's documented schema subset.
+    use warden::testing::schema_targets::{SchemaTarget, check_schema};
+    let server = Server::start(FINANCE).await;
+    let tools = server.client.list_all_tools().await.unwrap();
+    assert!(
+        tools.iter().any(|t| t.name == "run_script"),
+        "built-ins are listed too"
+    );
+    let mut problems = Vec::new();
+    for tool in &tools {
+        let input = Value::Object(tool.input_schema.as_ref().clone());
+        let output = tool
+            .output_schema
+            .as_ref()
+            .map(|o| Value::Object(o.as_ref().clone()));
+        for (which, schema) in [("input", Some(input)), ("output", output)] {
+            for violation in schema
+                .map(|s| check_schema(SchemaTarget::Mcp, &s))
+                .unwrap_or_default()
+            {
+                problems.push(format!("mcp {} {which} {violation}", tool.name));
+            }
+        }
+    }
+    let cwd = workspace_root();
+    for (format, target, pointer) in [
+        ("mcp", SchemaTarget::Mcp, "/inputSchema"),
+        ("anthropic", SchemaTarget::Anthropic, "/input_schema"),
+        ("openai", SchemaTarget::OpenaiStrict, "/parameters"),
+        ("openai-chat", SchemaTarget::OpenaiChat, "/function/parameters"),
+        ("gemini", SchemaTarget::Gemini, "/parameters"),
+    ] {
+        let run = run_cli(FINANCE, &["tools", "--format", format], &[], &cwd);
+        assert_eq!(run.code, 0, "{format}: {}", run.stderr);
+        let exported: Vec<Value> = serde_json::from_str(&run.stdout).unwrap();
+        assert_eq!(exported.len(), tools.len(), "{format} exports every listed tool");
+        let mut fallbacks = Vec::new();
+        for entry in &exported {
+            let name = entry
+                .pointer("/function/name")
+                .or(entry.get("name"))
+                .cloned()
+                .unwrap_or_default();
+            // Tools with {column: value} records or free-form arguments cannot be strict or
+            // Gemini-typed: their entries carry JSON Schema, checked as such.
+            let (target, schema) = if entry["strict"] == false {
+                (SchemaTarget::OpenaiChat, &entry["parameters"])
+            } else if let Some(schema) = entry.get("parametersJsonSchema") {
+                (SchemaTarget::OpenaiChat, schema)
+            } else {
+                (target, entry.pointer(pointer).unwrap_or(&Value::Null))
+            };
+            if target == SchemaTarget::OpenaiChat && format != "openai-chat" {
+                fallbacks.push(name.as_str().unwrap_or_default().to_string());
+            }
+            for violation in check_schema(target, schema) {
+                problems.push(format!("{format} {name} {violation}"));
+            }
+        }
+        if format == "openai" || format == "gemini" {
+            assert_eq!(
+                fallbacks,
+                [
+                    "check_backtest",
+                    "check_brinson",
+                    "check_pit_universe",
+                    "check_spa",
+                    "check_survivorship",
+                    "run_batch"
+                ],
+                "{format}: only tools taking records or free-form arguments fall back"
+            );
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

@@ -21,6 +21,7 @@ pub mod prompt;
 pub mod report;
 mod runner;
 pub mod schema_check;
+pub mod schema_targets;
 pub mod suite;
 
 use std::path::{Path, PathBuf};

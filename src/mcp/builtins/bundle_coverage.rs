@@ -36,7 +36,7 @@ impl Builtin for BundleCoverage {
         "direct"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<BundleCoverageInput>(self.name(), true)
+        tool::<BundleCoverageInput>(self.name(), "Which guards your data can run", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

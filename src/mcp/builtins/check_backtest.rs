@@ -46,7 +46,7 @@ impl Builtin for CheckBacktest {
         "batch"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<CheckBacktestInput>(self.name(), true)
+        tool::<CheckBacktestInput>(self.name(), "Check a backtest", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

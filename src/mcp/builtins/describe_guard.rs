@@ -31,7 +31,7 @@ impl Builtin for DescribeGuard {
         "direct"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<DescribeGuardInput>(self.name(), true)
+        tool::<DescribeGuardInput>(self.name(), "Describe a guard", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

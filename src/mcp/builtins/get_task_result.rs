@@ -23,7 +23,7 @@ impl Builtin for GetTaskResult {
         "get_task_result"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<GetTaskResultInput>(self.name(), true)
+        tool::<GetTaskResultInput>(self.name(), "Get a task's result", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

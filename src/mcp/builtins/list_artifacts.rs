@@ -32,7 +32,7 @@ impl Builtin for ListArtifacts {
         "list_artifacts"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<ListArtifactsInput>(self.name(), true)
+        tool::<ListArtifactsInput>(self.name(), "List a task's artifacts", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

@@ -35,7 +35,7 @@ impl Builtin for ListGuards {
         "direct"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<ListGuardsInput>(self.name(), true)
+        tool::<ListGuardsInput>(self.name(), "List guards and script functions", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

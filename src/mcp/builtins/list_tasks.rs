@@ -28,7 +28,7 @@ impl Builtin for ListTasks {
         "list_tasks"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<ListTasksInput>(self.name(), true)
+        tool::<ListTasksInput>(self.name(), "List tasks", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

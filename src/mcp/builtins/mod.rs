@@ -77,10 +77,13 @@ pub fn all() -> Vec<Box<dyn Builtin>> {
     ]
 }
 
-/// The MCP tool for a built-in with input type `T`.
-pub(crate) fn tool<T: schemars::JsonSchema>(name: &'static str, read_only: bool) -> Tool {
+/// The MCP tool for a built-in with input type `T`; `title` is the human
+/// name clients show.
+pub(crate) fn tool<T: schemars::JsonSchema>(name: &'static str, title: &str, read_only: bool) -> Tool {
     let (schema, description) = crate::schema::input_schema::<T>();
-    Tool::new(name, description, Arc::new(schema)).with_annotations(
+    let mut tool = Tool::new(name, description, Arc::new(schema));
+    tool.title = Some(title.into());
+    tool.with_annotations(
         ToolAnnotations::new()
             .read_only(read_only)
             .destructive(false)

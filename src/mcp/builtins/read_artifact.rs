@@ -42,7 +42,7 @@ impl Builtin for ReadArtifact {
         "read_artifact"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<ReadArtifactInput>(self.name(), true)
+        tool::<ReadArtifactInput>(self.name(), "Read an artifact", true)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

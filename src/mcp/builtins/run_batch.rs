@@ -16,7 +16,7 @@ impl Builtin for RunBatch {
         "batch"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<RunBatchInput>(self.name(), false)
+        tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

@@ -34,7 +34,7 @@ impl Builtin for RunCodingTask {
         "coding_agent"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<RunCodingTaskInput>(self.name(), false)
+        tool::<RunCodingTaskInput>(self.name(), "Run a coding task with a model", false)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

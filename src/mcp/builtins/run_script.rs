@@ -38,7 +38,7 @@ impl Builtin for RunScript {
         "script"
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<RunScriptInput>(self.name(), false)
+        tool::<RunScriptInput>(self.name(), "Run a Rhai script", false)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

@@ -41,7 +41,8 @@ pub struct CallRecord<'a> {
     pub error_type: Option<&'a str>,
     /// Written as milliseconds with six decimals (exact, no float printing).
     pub duration_ns: u64,
-    /// isolated | in_process | pure_inline
+    /// isolated | in_process | pure_inline | script_inline (a script-only
+    /// function)
     pub execution: &'static str,
 }
 

@@ -474,14 +474,22 @@ impl Door {
             }
         }
         let made = {
+            let registry = self.executor.registry();
             let mut log = lock(&self.calls);
             for call in calls {
+                // Script-only functions ride the same batch (see the
+                // worker's bindings); the record says which they were.
+                let script_only = registry.script_function(call.function).is_some();
                 log.push(&CallRecord {
                     function: call.function,
                     status: if call.ok { "success" } else { "failed" },
                     error_type: call.error_type.as_deref(),
                     duration_ns: call.duration_ns,
-                    execution: "pure_inline",
+                    execution: if script_only {
+                        "script_inline"
+                    } else {
+                        "pure_inline"
+                    },
                 });
             }
             log.counts().made

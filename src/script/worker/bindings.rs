@@ -126,10 +126,15 @@ pub fn register(
             },
         );
     }
-    // Script-only functions register themselves; the registry has already
-    // checked that their names clash with no guard.
+    // Script-only functions register themselves under a private name; the
+    // public name is a wrapper that records each call like an inline pure
+    // call, so they count for the `analysis` gate and appear in
+    // function_calls.json. The registry has already checked that their
+    // names clash with no guard.
     for function in registry.script_functions() {
-        (function.register)(engine);
+        let private = private_name(function.name);
+        (function.register)(engine, &private);
+        register_recorded(engine, function.name, private, door.clone());
     }
     super::charts::register(engine, thrown);
     register_artifacts(engine, door);
@@ -163,6 +168,79 @@ pub fn register(
                 .map_err(|e| thrown(e, ctx.call_position()))
         },
     );
+}
+
+/// Most arguments a script-only function can take through its wrapper: 8.
+/// The wrapper is registered once per arity up to this, each parameter
+/// typed `Dynamic` (any value); the app's own function still checks types.
+const MAX_SCRIPT_FUNCTION_ARITY: usize = 8;
+
+/// Where the app's script-only function `name` really lives.
+fn private_name(name: &str) -> String {
+    format!("__warden_script_fn_{name}")
+}
+
+/// Registers `name` as a wrapper around the app's function at `private`:
+/// it spends a guard call when the task counts pure calls, forwards the
+/// arguments unchanged (function pointers keep working: same engine, same
+/// call context) and records the call through the door. The door is not
+/// held while the function runs: it may call guards through its callbacks.
+fn register_recorded(engine: &mut Engine, name: &'static str, private: String, door: Shared<Door>) {
+    for arity in 0..=MAX_SCRIPT_FUNCTION_ARITY {
+        let private = private.clone();
+        let door = door.clone();
+        let types = vec![std::any::TypeId::of::<Dynamic>(); arity];
+        #[allow(deprecated)] // volatile, not deprecated: rhai's own wording
+        engine.register_raw_fn(
+            name,
+            types,
+            move |ctx: NativeCallContext, args: &mut [&mut Dynamic]| {
+                let position = ctx.call_position();
+                {
+                    let mut door = door.lock().map_err(|_| {
+                        thrown(
+                            GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"),
+                            position,
+                        )
+                    })?;
+                    if door.count_pure {
+                        if door.calls_left == 0 {
+                            return Err(thrown(budget_exhausted(), position));
+                        }
+                        door.calls_left -= 1;
+                    }
+                }
+                let started = Instant::now();
+                let outcome = ctx
+                    .call_native_fn_raw(&private, false, args)
+                    .map_err(|error| unprivate(error, &private, name));
+                let error = outcome.as_ref().err().map(|e| script_error_code(e));
+                if let Ok(mut door) = door.lock() {
+                    door.record_pure(name, started, Instant::now(), error.as_deref());
+                }
+                outcome
+            },
+        );
+    }
+}
+
+/// Error messages name the public function, never its private name.
+fn unprivate(mut error: Box<EvalAltResult>, private: &str, name: &str) -> Box<EvalAltResult> {
+    if let EvalAltResult::ErrorFunctionNotFound(signature, _) = error.as_mut() {
+        *signature = signature.replace(private, name);
+    }
+    error
+}
+
+/// The `code` of a thrown guard-style error map, else `guard_failed`.
+fn script_error_code(error: &EvalAltResult) -> String {
+    if let EvalAltResult::ErrorRuntime(value, _) = error
+        && let Some(map) = value.read_lock::<Map>()
+        && let Some(code) = map.get("code")
+    {
+        return code.to_string();
+    }
+    crate::error::codes::GUARD_FAILED.to_string()
 }
 
 /// Runs a pure guard inline, on Rhai values, and records the call for the

@@ -21,24 +21,51 @@ pub fn app() -> App {
         .guard(
             guard(domain::options::price_option)
                 .name("price_option_t")
+                .title("Black–Scholes option price")
                 .category("pricing"),
         )
         .guard(
             guard(domain::greeks::calc_greeks)
                 .name("calc_greeks_t")
+                .title("Option Greeks (Black–Scholes)")
                 .category("pricing"),
         )
-        .guard(guard(quotes::get_quote).in_process().category("market-data"))
-        .guard(guard(quotes::get_quote_isolated).category("market-data"))
+        .guard(
+            guard(quotes::get_quote)
+                .title("Market quote")
+                .in_process()
+                .category("market-data"),
+        )
+        .guard(
+            guard(quotes::get_quote_isolated)
+                .title("Market quote (isolated worker)")
+                .category("market-data"),
+        )
         // Research-integrity checks: pure computations, inline in scripts.
-        .guard(research(guard(domain::check_cost_curve)))
-        .guard(research(guard(domain::check_rf_convention)))
-        .guard(research(guard(domain::check_performance)))
-        .guard(research(guard(domain::check_deflated_sharpe)))
-        .guard(research(guard(domain::check_spa)))
-        .guard(research(guard(domain::check_brinson)))
-        .guard(research(guard(domain::check_pit_universe)))
-        .guard(research(guard(domain::check_survivorship)))
+        .guard(research(
+            guard(domain::check_cost_curve).title("Returns net of trading costs"),
+        ))
+        .guard(research(
+            guard(domain::check_rf_convention).title("Risk-free rate convention check"),
+        ))
+        .guard(research(
+            guard(domain::check_performance).title("Performance statistics"),
+        ))
+        .guard(research(
+            guard(domain::check_deflated_sharpe).title("Deflated Sharpe ratio"),
+        ))
+        .guard(research(
+            guard(domain::check_spa).title("Superior predictive ability (SPA) test"),
+        ))
+        .guard(research(
+            guard(domain::check_brinson).title("Brinson performance attribution"),
+        ))
+        .guard(research(
+            guard(domain::check_pit_universe).title("Point-in-time universe check"),
+        ))
+        .guard(research(
+            guard(domain::check_survivorship).title("Survivorship bias check"),
+        ))
         .script_function(causal::ASSERT_CAUSAL)
 }
 
