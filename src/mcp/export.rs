@@ -133,7 +133,7 @@ pub fn for_mcp(mut tool: Tool) -> Tool {
 /// The portable schema; the raw one if it cannot be made portable, which
 /// the registry already refuses for guards (`SchemaNotPortable`) and the
 /// export tests rule out for built-ins.
-fn portable_or_raw(schema: &JsonObject, target: Target) -> JsonObject {
+pub(crate) fn portable_or_raw(schema: &JsonObject, target: Target) -> JsonObject {
     portable(schema, target).unwrap_or_else(|_| schema.clone())
 }
 

@@ -131,6 +131,11 @@ async fn describe_guard_gives_schemas_conventions_mode_and_timeout() {
     );
     assert_eq!(d["input_schema"]["required"], json!(["n_trials"]));
     assert_eq!(d["output_schema"]["type"], "object");
+    // The same portable schemas tools/list sends: references inlined.
+    for schema in [&d["input_schema"], &d["output_schema"]] {
+        let text = schema.to_string();
+        assert!(!text.contains("$ref") && !text.contains("$defs"), "{text}");
+    }
     let causal = ok(&server, "describe_guard", json!({"name": "assert_causal"})).await;
     assert_eq!(causal["callable"], "script_only");
     assert!(

@@ -50,8 +50,11 @@ impl Builtin for DescribeGuard {
                     "idempotent": hints.idempotent,
                     "open_world": hints.open_world,
                 });
-                entry["input_schema"] = Value::Object(guard.input_schema().clone());
-                entry["output_schema"] = Value::Object(guard.output_schema().clone());
+                // The schemas exactly as tools/list sends them (portable).
+                let mcp =
+                    |schema| crate::mcp::export::portable_or_raw(schema, crate::mcp::portable::Target::Mcp);
+                entry["input_schema"] = Value::Object(mcp(guard.input_schema()));
+                entry["output_schema"] = Value::Object(mcp(guard.output_schema()));
                 return Ok(entry);
             }
             if let Some(function) = registry.script_function(&input.name) {
