@@ -372,7 +372,13 @@ pub struct PureCall<'a> {
 /// each inline pure call in `calls`, each at its own time, as JSON lines.
 /// A batch of 1,024 calls builds no maps: the common fields are serialized
 /// once and each millisecond's timestamp is formatted once.
-pub fn pure_call_records(origin: &Origin, calls: &[PureCall<'_>]) -> Vec<u8> {
+/// `mode_of` names each call's `execution_mode` (`pure_inline`, or
+/// `script_inline` for a script-only function, which rides the same batch).
+pub fn pure_call_records(
+    origin: &Origin,
+    calls: &[PureCall<'_>],
+    mode_of: &dyn Fn(&str) -> &'static str,
+) -> Vec<u8> {
     if calls.is_empty() {
         return Vec::new();
     }
@@ -403,7 +409,8 @@ pub fn pure_call_records(origin: &Origin, calls: &[PureCall<'_>]) -> Vec<u8> {
         push_head(&mut out, &stamp_of(start), numbers + 1, "function_call_started");
         out.extend_from_slice(&common);
         push_pair(&mut out, "function", &function);
-        let _ = write!(out, r#","call_id":"{call_id}","execution_mode":"pure_inline"}}"#);
+        let mode = mode_of(call.function);
+        let _ = write!(out, r#","call_id":"{call_id}","execution_mode":"{mode}"}}"#);
         out.push(b'\n');
 
         push_head(&mut out, &stamp_of(end), numbers + 2, "function_call_finished");

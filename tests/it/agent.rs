@@ -389,6 +389,15 @@ async fn a_lookahead_analysis_that_only_calls_assert_causal_succeeds_and_records
             && listed.contains("\"script_inline\""),
         "{listed}"
     );
+    // The task's event log says the same.
+    let events = std::fs::read_to_string(server.artifacts.path().join(task_id).join("events.jsonl")).unwrap();
+    assert!(
+        events
+            .lines()
+            .any(|line| line.contains("\"function\":\"assert_causal\"")
+                && line.contains("\"execution_mode\":\"script_inline\"")),
+        "{events}"
+    );
 }
 
 #[tokio::test]

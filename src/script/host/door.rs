@@ -452,7 +452,17 @@ impl Door {
             detailed
         };
         let (one_by_one, summarized) = calls.split_at(detailed);
-        let mut lines = crate::events::pure_call_records(&scope.origin, one_by_one);
+        let registry = self.executor.registry();
+        // Script-only functions ride the same batch (see the worker's
+        // bindings); their records say which they were.
+        let mode_of = |function: &str| -> &'static str {
+            if registry.script_function(function).is_some() {
+                "script_inline"
+            } else {
+                "pure_inline"
+            }
+        };
+        let mut lines = crate::events::pure_call_records(&scope.origin, one_by_one, &mode_of);
         if !summarized.is_empty() {
             lines.extend(crate::events::pure_calls_summary(&scope.origin, summarized));
         }
@@ -467,29 +477,21 @@ impl Door {
                     start + Duration::from_nanos(call.duration_ns),
                     vec![
                         opentelemetry::KeyValue::new("warden.function", call.function.to_string()),
-                        opentelemetry::KeyValue::new("warden.execution_mode", "pure_inline"),
+                        opentelemetry::KeyValue::new("warden.execution_mode", mode_of(call.function)),
                     ],
                     call.error_type.as_deref(),
                 );
             }
         }
         let made = {
-            let registry = self.executor.registry();
             let mut log = lock(&self.calls);
             for call in calls {
-                // Script-only functions ride the same batch (see the
-                // worker's bindings); the record says which they were.
-                let script_only = registry.script_function(call.function).is_some();
                 log.push(&CallRecord {
                     function: call.function,
                     status: if call.ok { "success" } else { "failed" },
                     error_type: call.error_type.as_deref(),
                     duration_ns: call.duration_ns,
-                    execution: if script_only {
-                        "script_inline"
-                    } else {
-                        "pure_inline"
-                    },
+                    execution: mode_of(call.function),
                 });
             }
             log.counts().made
