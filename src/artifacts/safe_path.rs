@@ -26,6 +26,20 @@ pub const FILE_MODE: u32 = 0o600;
 /// Mode of every directory the store creates.
 pub const DIR_MODE: u32 = 0o700;
 
+/// Creates (or truncates) a file the server writes beside a task's
+/// artifacts (function_calls.json, the worker's stderr log): private
+/// ([`FILE_MODE`]) and never through a symbolic link.
+pub fn create_private(path: &Path) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(FILE_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW)
+        .open(path)
+}
+
 /// Prefix of a file being written; never a name a script may use.
 const TEMP_PREFIX: &str = ".warden-tmp-";
 

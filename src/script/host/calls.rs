@@ -157,14 +157,7 @@ impl CallLog {
 
     /// [`CallLog::create`] recording at most `recorded_max` calls one by one.
     pub fn with_limit(path: &Path, recorded_max: usize) -> Self {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(crate::artifacts::safe_path::FILE_MODE)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(path)
+        let file = crate::artifacts::safe_path::create_private(path)
             .ok()
             .and_then(|file| {
                 let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);

@@ -134,7 +134,7 @@ impl Session {
         deadline: Instant,
     ) -> Result<Self, StartError> {
         let log_path = &task_dir.join("worker_stderr.log");
-        let log = create_private(log_path).map_err(StartError::Log)?;
+        let log = crate::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
@@ -393,18 +393,6 @@ fn write_artifact(
         json!({"filename": filename, "size_bytes": size}),
     );
     Ok(json!({"filename": filename, "path": format!("outputs/{filename}"), "size_bytes": size}))
-}
-
-/// Creates (or truncates) a server-written file 0600, refusing a link.
-fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(crate::artifacts::safe_path::FILE_MODE)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
 }
 
 fn describe(status: Option<std::process::ExitStatus>) -> String {
