@@ -207,20 +207,12 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
 
 /// Parses `args` and runs the command on a runtime of its own.
 fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
-    let (app, command, list_only, check) = match plan(app, args) {
+    let parsed = match plan(app, args) {
         Plan::Exit(code) => return code,
         // Client-side tools build their own runtime and never build this app's.
         Plan::Preflight(args) => return crate::preflight::main(args),
         Plan::Test(args) => return crate::testing::main(args),
-        Plan::App(parsed) => {
-            let AppCommand {
-                app,
-                command,
-                list_only,
-                check,
-            } = *parsed;
-            (app, command, list_only, check)
-        }
+        Plan::App(parsed) => *parsed,
     };
     let runtime = match crate::runtime() {
         Ok(runtime) => runtime,
@@ -230,8 +222,8 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     // stderr. An app embedding Warden through `App::serve` brings its own.
     crate::telemetry::init_stderr_log();
     // Spans are recorded for the server and `call`, not for preflight.
-    let telemetry = check.is_none().then(crate::telemetry::init);
-    let code = runtime.block_on(run_app(app, command, list_only, check));
+    let telemetry = parsed.check.is_none().then(crate::telemetry::init);
+    let code = runtime.block_on(run_app(parsed));
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     // Flushes exporters after the last span ended.
     drop(telemetry);
@@ -240,7 +232,7 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
 
 /// [`main`] on the caller's runtime (`App::serve`).
 async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
-    let (app, command, list_only, check) = match plan(app, args) {
+    let parsed = match plan(app, args) {
         Plan::Exit(code) => return code,
         Plan::Preflight(args) => {
             let code = crate::preflight::check_command(args).await;
@@ -248,30 +240,23 @@ async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
             return code;
         }
         Plan::Test(args) => return crate::testing::run(&args).await,
-        Plan::App(parsed) => {
-            let AppCommand {
-                app,
-                command,
-                list_only,
-                check,
-            } = *parsed;
-            (app, command, list_only, check)
-        }
+        Plan::App(parsed) => *parsed,
     };
-    let telemetry = check.is_none().then(crate::telemetry::init);
-    let code = run_app(app, command, list_only, check).await;
+    let telemetry = parsed.check.is_none().then(crate::telemetry::init);
+    let code = run_app(parsed).await;
     // Exporters may block while flushing: not on a runtime thread.
     let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
     code
 }
 
 /// Runs a command on this app, then kills any worker still running.
-async fn run_app(
-    app: App,
-    command: Command,
-    list_only: bool,
-    check: Option<crate::preflight::PreflightOptions>,
-) -> ExitCode {
+async fn run_app(parsed: AppCommand) -> ExitCode {
+    let AppCommand {
+        app,
+        command,
+        list_only,
+        check,
+    } = parsed;
     let code = match check {
         Some(options) => preflight(app, options).await,
         None => dispatch(app, command, list_only).await,

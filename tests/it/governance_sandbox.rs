@@ -6,11 +6,8 @@
 //! isolated guard reads arguments up to the configured cap.
 
 use std::path::Path;
-use std::process::Stdio;
 use std::time::Duration;
 
-use rmcp::ServiceExt;
-use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
 use crate::common::{Server, TESTBED, children_of, eventually, is_error, run_cli, structured};
@@ -22,31 +19,13 @@ const LEAKED_FD: u32 = 7;
 /// Starts the testbed in `cwd` through `sh`, which opens [`LEAKED_FD`]
 /// (without close-on-exec) and then becomes the server.
 async fn start_in(cwd: &Path, env: &[(&str, &str)]) -> Server {
-    let artifacts = tempfile::tempdir().expect("temp dir");
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
         .arg(format!("exec {LEAKED_FD}</dev/null; exec \"$0\""))
         .arg(TESTBED)
-        .current_dir(cwd)
-        .env("WARDEN_ARTIFACTS_DIR", artifacts.path());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let (transport, _) = TokioChildProcess::builder(command)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn server");
-    let pid = transport.id().expect("server pid");
-    let client = tokio::time::timeout(Duration::from_secs(10), ().serve(transport))
-        .await
-        .expect("initialize in time")
-        .expect("initialize");
-    Server {
-        client,
-        pid,
-        artifacts,
-    }
+        .current_dir(cwd);
+    Server::start_command(command, env).await
 }
 
 /// `KEY=VALUE` entries of /proc/<pid>/environ.

@@ -30,8 +30,13 @@ impl Server {
     }
 
     pub async fn start_with_env(binary: &str, env: &[(&str, &str)]) -> Server {
+        Self::start_command(tokio::process::Command::new(binary), env).await
+    }
+
+    /// Starts `command` (which must become the server) with a private
+    /// artifacts directory and `env`, and connects to it.
+    pub async fn start_command(mut command: tokio::process::Command, env: &[(&str, &str)]) -> Server {
         let artifacts = tempfile::tempdir().expect("temp dir");
-        let mut command = tokio::process::Command::new(binary);
         command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
         for (key, value) in env {
             command.env(key, value);
