@@ -44,6 +44,7 @@ mod schema;
 mod script;
 mod task;
 mod telemetry;
+mod tenant;
 mod worker;
 
 pub use app::App;

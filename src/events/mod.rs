@@ -41,6 +41,8 @@ pub struct Origin {
     pub mode: &'static str,
     pub tool: String,
     pub task_id: Option<String>,
+    /// Who the request acts for (`local` over stdio).
+    pub principal: crate::tenant::Principal,
     /// The span records are attributed to (its ids go into every record).
     pub trace: opentelemetry::Context,
 }
@@ -53,6 +55,7 @@ impl Origin {
             mode,
             tool: tool.to_string(),
             task_id: None,
+            principal: crate::tenant::Principal::local(),
             trace: opentelemetry::Context::new(),
         }
     }
@@ -107,6 +110,7 @@ fn truncation_marker(lines: &[u8], max_bytes: u64) -> Vec<u8> {
         "mode",
         "tool",
         "task_id",
+        "principal",
         "trace_id",
         "span_id",
         "pid",
@@ -246,7 +250,7 @@ fn push_id(out: &mut String, kind: &str, number: u64) {
 /// `extra` overrides. Appended as `,"k":v` pairs.
 fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Value>>) {
     let (trace_id, span_id) = crate::telemetry::ids(&origin.trace);
-    let fields: [(&str, Value); 7] = [
+    let fields: [(&str, Value); 8] = [
         ("request_id", Value::from(origin.request_id.as_str())),
         ("mode", Value::from(origin.mode)),
         ("tool", Value::from(origin.tool.as_str())),
@@ -254,6 +258,7 @@ fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Va
             "task_id",
             origin.task_id.as_deref().map_or(Value::Null, Value::from),
         ),
+        ("principal", Value::from(origin.principal.as_str())),
         ("trace_id", trace_id.map_or(Value::Null, Value::from)),
         ("span_id", span_id.map_or(Value::Null, Value::from)),
         ("pid", Value::from(std::process::id())),
@@ -481,6 +486,7 @@ mod tests {
             "mode",
             "tool",
             "task_id",
+            "principal",
             "trace_id",
             "span_id",
             "pid",

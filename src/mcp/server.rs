@@ -199,6 +199,7 @@ fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleS
         .map(crate::telemetry::from_traceparent)
         .unwrap_or_default();
     let mut origin = Origin::request(mode, tool);
+    origin.principal = principal_of(context);
     origin.trace = crate::telemetry::start(
         "mcp.tool.call",
         SpanKind::Server,
@@ -210,6 +211,23 @@ fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleS
         ],
     );
     origin
+}
+
+/// Who a request acts for: the principal the HTTP authentication layer put
+/// in the request's extensions, or `local` (stdio, or HTTP without
+/// authentication on loopback).
+pub(crate) fn principal_of(context: &RequestContext<RoleServer>) -> crate::tenant::Principal {
+    #[cfg(feature = "http")]
+    if let Some(principal) = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::tenant::Principal>())
+    {
+        return principal.clone();
+    }
+    #[cfg(not(feature = "http"))]
+    let _ = context;
+    crate::tenant::Principal::local()
 }
 
 /// The MCP result for a guard call's outcome. An error has no
