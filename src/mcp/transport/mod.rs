@@ -8,6 +8,8 @@
 //! the size of one message, and stops reading while too many answers are
 //! still unwritten. rmcp's message types and service loop are used as is.
 
+#[cfg(feature = "http")]
+pub(crate) mod http;
 mod recover;
 pub mod stdio;
 
