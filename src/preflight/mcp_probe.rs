@@ -127,6 +127,9 @@ impl Session {
         let stderr = std::fs::File::create(stderr_path)?;
         let mut child = Command::new(program)
             .args(args)
+            // This probe speaks stdio: an empty value (which wins over a
+            // `.env` line) keeps a server configured for HTTP on stdio.
+            .env("WARDEN_HTTP_ADDR", "")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
