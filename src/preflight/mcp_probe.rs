@@ -168,10 +168,7 @@ impl Session {
                 return;
             }
         };
-        let info = &result["serverInfo"];
-        outcome.server.name = info["name"].as_str().map(str::to_string);
-        outcome.server.version = info["version"].as_str().map(str::to_string);
-        outcome.server.protocol_version = result["protocolVersion"].as_str().map(str::to_string);
+        outcome.server.read_initialize(&result);
         if result["capabilities"].get("tools").is_none() {
             outcome.checks.push(Check::fail(
                 "mcp.initialize",

@@ -365,3 +365,57 @@ async fn after_the_grace_a_running_task_is_cancelled_and_recorded() {
     assert_eq!(results.len(), 1, "{results:?}");
     assert_eq!(results[0]["status"], "cancelled", "{:?}", results[0]);
 }
+
+#[tokio::test]
+async fn preflight_checks_a_running_http_server() {
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let output = tokio::process::Command::new(FINANCE)
+        .args(["preflight", "--json", "--url", &server.url])
+        .env("WARDEN_ARTIFACTS_DIR", server.artifacts.path())
+        .output()
+        .await
+        .unwrap();
+    let report: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(output.status.code(), Some(0), "{report}");
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    for name in [
+        "registration",
+        "http.healthz",
+        "http.readyz",
+        "http.auth",
+        "mcp.initialize",
+        "mcp.tools_list",
+        "mcp.discover",
+    ] {
+        assert!(names.contains(&name), "{name} missing: {report}");
+    }
+    assert_eq!(report["server"]["name"], "warden-finance");
+
+    // Nothing listening there: failures, exit 1. A named token variable that is unset: usage error.
+    let dead = "http://127.0.0.1:9/mcp";
+    let output = tokio::process::Command::new(FINANCE)
+        .args(["preflight", "--url", dead, "--timeout", "2"])
+        .env("WARDEN_ARTIFACTS_DIR", server.artifacts.path())
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let output = tokio::process::Command::new(FINANCE)
+        .args([
+            "preflight",
+            "--url",
+            &server.url,
+            "--token-env",
+            "WARDEN_TEST_NO_SUCH_TOKEN",
+        ])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("WARDEN_TEST_NO_SUCH_TOKEN"));
+}
