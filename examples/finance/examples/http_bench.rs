@@ -14,6 +14,9 @@
 //! ≥ 0.5× the bare endpoint's throughput. Then 1,000 2025-11-25 sessions are
 //! opened and left idle: target ≤ 50 KB of server RSS per session.
 
+// A bench: any failure should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
