@@ -42,11 +42,15 @@ impl JwksSource {
             let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
             let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
             let host = if host.starts_with('[') {
-                host.split(']').next().map(|h| h.trim_start_matches('[')).unwrap_or_default()
+                host.split(']')
+                    .next()
+                    .map(|h| h.trim_start_matches('['))
+                    .unwrap_or_default()
             } else {
                 host.split(':').next().unwrap_or_default()
             };
-            let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            let loopback =
+                host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
             if loopback {
                 return Ok(Self::Url(value.to_string()));
             }
@@ -115,7 +119,9 @@ pub(super) struct Jwks {
 
 impl std::fmt::Debug for Jwks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Jwks").field("source", &self.source).finish_non_exhaustive()
+        f.debug_struct("Jwks")
+            .field("source", &self.source)
+            .finish_non_exhaustive()
     }
 }
 
@@ -189,8 +195,12 @@ impl Jwks {
                     Err(poisoned) => *poisoned.into_inner() = set,
                 }
             }
-            Ok(Ok(_)) => tracing::warn!(source = %self.source, "JWKS reload found no usable key; keeping the old keys"),
-            Ok(Err(reason)) => tracing::warn!(source = %self.source, "JWKS reload failed, keeping the old keys: {reason}"),
+            Ok(Ok(_)) => {
+                tracing::warn!(source = %self.source, "JWKS reload found no usable key; keeping the old keys")
+            }
+            Ok(Err(reason)) => {
+                tracing::warn!(source = %self.source, "JWKS reload failed, keeping the old keys: {reason}")
+            }
             Err(e) => tracing::warn!(source = %self.source, "JWKS reload did not finish: {e}"),
         }
     }
@@ -205,7 +215,9 @@ fn load_keys(source: &JwksSource) -> Result<Vec<Key>, String> {
     let document: serde_json::Value =
         serde_json::from_slice(&bytes).map_err(|e| format!("{JWKS_VAR} {source} is not JSON: {e}"))?;
     let Some(entries) = document.get("keys").and_then(|k| k.as_array()) else {
-        return Err(format!("{JWKS_VAR} {source} has no `keys` array; it must be a JWK Set (RFC 7517)"));
+        return Err(format!(
+            "{JWKS_VAR} {source} has no `keys` array; it must be a JWK Set (RFC 7517)"
+        ));
     };
     Ok(entries
         .iter()
@@ -335,7 +347,10 @@ mod tests {
         let err = JwksSource::parse("http://issuer.example/jwks").expect_err("cleartext");
         assert!(err.contains("https://"), "{err}");
         assert!(JwksSource::parse("ftp://x").is_err());
-        assert_eq!(JwksSource::parse("keys.json"), Ok(JwksSource::File("keys.json".into())));
+        assert_eq!(
+            JwksSource::parse("keys.json"),
+            Ok(JwksSource::File("keys.json".into()))
+        );
     }
 
     #[test]
@@ -352,10 +367,16 @@ mod tests {
         any.as_object_mut().expect("object").remove("alg");
         let cases = [
             (rsa, Some(vec![Algorithm::RS256])),
-            (serde_json::json!({"kty": "oct", "k": "c2VjcmV0", "kid": "h"}), None),
+            (
+                serde_json::json!({"kty": "oct", "k": "c2VjcmV0", "kid": "h"}),
+                None,
+            ),
             (enc, None),
             (hs, None),
-            (serde_json::json!({"kty": "EC", "crv": "P-521", "x": "AA", "y": "AA", "kid": "e"}), None),
+            (
+                serde_json::json!({"kty": "EC", "crv": "P-521", "x": "AA", "y": "AA", "kid": "e"}),
+                None,
+            ),
         ];
         for (jwk, expected) in cases {
             let parsed: Jwk = serde_json::from_value(jwk.clone()).expect("a JWK");
@@ -473,7 +494,11 @@ mod tests {
                 let _ = stream.read(&mut buf);
                 if n == 1 {
                     let body = " ".repeat(JWKS_MAX_BYTES + 10);
-                    let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len());
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
                 }
                 held.push(stream); // the first one never gets an answer
             }

@@ -81,7 +81,10 @@ impl Resource {
             .strip_prefix("https://")
             .or_else(|| url.strip_prefix("http://"))
             .ok_or_else(|| bad("must start with https:// or http://"))?;
-        if !url.bytes().all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\') {
+        if !url
+            .bytes()
+            .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\')
+        {
             return Err(bad("must be printable ASCII without quotes"));
         }
         if url.contains(['#', '?']) {
@@ -134,7 +137,10 @@ impl Auth {
         Self::from_lookup(resource, crate::config::var)
     }
 
-    fn from_lookup(resource: &str, var: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, AuthConfigError> {
+    fn from_lookup(
+        resource: &str,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<Option<Self>, AuthConfigError> {
         let get = |name: &str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
         let tokens = get(TOKENS_FILE_VAR)
             .map(|path| TokenTable::load(Path::new(&path)))
@@ -188,7 +194,9 @@ impl Auth {
             return Ok(principal);
         }
         match &self.oauth {
-            Some(oauth) if token.split('.').count() == 3 => oauth.validate(token).await.map_err(Rejection::from),
+            Some(oauth) if token.split('.').count() == 3 => {
+                oauth.validate(token).await.map_err(Rejection::from)
+            }
             _ => Err(Rejection::UnknownToken),
         }
     }
@@ -224,7 +232,9 @@ fn bearer_token(headers: &HeaderMap) -> Result<&str, Rejection> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/'));
     if !valid {
-        return Err(Rejection::Malformed("the Bearer token has characters a token cannot contain"));
+        return Err(Rejection::Malformed(
+            "the Bearer token has characters a token cannot contain",
+        ));
     }
     Ok(token)
 }
@@ -262,7 +272,8 @@ fn oauth_from_settings(
             "{ISSUER_VAR} must be the issuer's URL (https://…), exactly as its tokens' `iss` claim says"
         )));
     }
-    let scopes = oauth::parse_scopes(scopes.as_deref().unwrap_or_default()).map_err(AuthConfigError::Invalid)?;
+    let scopes =
+        oauth::parse_scopes(scopes.as_deref().unwrap_or_default()).map_err(AuthConfigError::Invalid)?;
     let audience = audience.unwrap_or_else(|| resource.to_string());
     OAuth::new(issuer, audience, scopes, &jwks)
         .map(Some)

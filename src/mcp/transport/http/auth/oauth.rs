@@ -40,7 +40,10 @@ pub(super) struct OAuth {
 pub(super) enum JwtRejection {
     /// 401 `invalid_token`: a short `error_description` for the header and
     /// a message for the body naming what to fix.
-    Invalid { description: &'static str, message: String },
+    Invalid {
+        description: &'static str,
+        message: String,
+    },
     /// 403 `insufficient_scope`: the required scopes the token lacks.
     MissingScopes(Vec<String>),
 }
@@ -69,7 +72,12 @@ enum Scp {
 impl OAuth {
     /// Builds the validator; `jwks` is loaded once here (blocking: a URL is
     /// fetched within `JWKS_FETCH_TIMEOUT`).
-    pub(super) fn new(issuer: String, audience: String, scopes: Vec<String>, jwks: &str) -> Result<Self, String> {
+    pub(super) fn new(
+        issuer: String,
+        audience: String,
+        scopes: Vec<String>,
+        jwks: &str,
+    ) -> Result<Self, String> {
         let source = JwksSource::parse(jwks)?;
         let jwks = Jwks::load(source)?;
         Ok(Self {
@@ -104,7 +112,10 @@ impl OAuth {
                 "unknown signing key",
                 &format!(
                     "the token's signing key (kid {}) is not in the issuer's JWKS; get a new token from {}",
-                    header.kid.as_deref().map_or("absent".into(), |k| format!("{k:?}")),
+                    header
+                        .kid
+                        .as_deref()
+                        .map_or("absent".into(), |k| format!("{k:?}")),
                     self.issuer
                 ),
             )
@@ -151,7 +162,9 @@ impl OAuth {
     fn rejection(&self, kind: &ErrorKind) -> JwtRejection {
         let fresh = format!("get a new token from {}", self.issuer);
         match kind {
-            ErrorKind::ExpiredSignature => invalid("token expired", &format!("the token has expired; {fresh}")),
+            ErrorKind::ExpiredSignature => {
+                invalid("token expired", &format!("the token has expired; {fresh}"))
+            }
             ErrorKind::ImmatureSignature => invalid(
                 "token not yet valid",
                 "the token's `nbf` is in the future; check the clocks of the client and the issuer",
@@ -189,7 +202,12 @@ fn invalid(description: &'static str, message: &str) -> JwtRejection {
 }
 
 fn granted_scopes(claims: &Claims) -> Vec<&str> {
-    let mut granted: Vec<&str> = claims.scope.as_deref().unwrap_or_default().split_whitespace().collect();
+    let mut granted: Vec<&str> = claims
+        .scope
+        .as_deref()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
     match &claims.scp {
         Some(Scp::One(s)) => granted.extend(s.split_whitespace()),
         Some(Scp::Many(list)) => granted.extend(list.iter().map(String::as_str)),
@@ -204,7 +222,10 @@ fn granted_scopes(claims: &Claims) -> Vec<&str> {
 pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, String> {
     let mut scopes: Vec<String> = Vec::new();
     for scope in value.split([' ', ',', '\t']).filter(|s| !s.is_empty()) {
-        if !scope.bytes().all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b)) {
+        if !scope
+            .bytes()
+            .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
+        {
             return Err(format!(
                 "{SCOPES_VAR} holds a scope with a character scopes cannot contain (`\"`, `\\`, control or \
                  non-ASCII); separate scopes with spaces or commas"

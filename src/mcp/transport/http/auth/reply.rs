@@ -66,7 +66,13 @@ impl From<JwtRejection> for Rejection {
 pub(super) fn reject(auth: &Auth, rejection: Rejection) -> Response {
     let how = how_to_authenticate(auth);
     let (status, code, error, description, message) = match rejection {
-        Rejection::Missing => (StatusCode::UNAUTHORIZED, codes::AUTHENTICATION_REQUIRED, None, None, how),
+        Rejection::Missing => (
+            StatusCode::UNAUTHORIZED,
+            codes::AUTHENTICATION_REQUIRED,
+            None,
+            None,
+            how,
+        ),
         Rejection::NotBearer => (
             StatusCode::UNAUTHORIZED,
             codes::AUTHENTICATION_REQUIRED,
@@ -159,7 +165,11 @@ fn how_to_authenticate(auth: &Auth) -> String {
             "send `Authorization: Bearer <token>` with an OAuth access token from {} for {}{} (metadata: {})",
             oauth.issuer,
             auth.resource.url,
-            if auth.tokens.is_some() { ", or an API token" } else { "" },
+            if auth.tokens.is_some() {
+                ", or an API token"
+            } else {
+                ""
+            },
             auth.resource.metadata_url()
         ),
         None => "send `Authorization: Bearer <token>` with an API token from the server's operator".into(),
@@ -195,7 +205,11 @@ pub(super) fn metadata_routes(auth: &Arc<Auth>) -> axum::Router {
     let document = Arc::new(metadata(auth));
     let mut paths = vec![WELL_KNOWN.to_string(), format!("{WELL_KNOWN}/mcp")];
     let own = format!("{WELL_KNOWN}{}", auth.resource.path);
-    let plain = auth.resource.path.bytes().all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b));
+    let plain = auth
+        .resource
+        .path
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b"/-._~".contains(&b));
     if plain && !paths.contains(&own) {
         paths.push(own);
     }

@@ -35,7 +35,14 @@ pub(super) struct TokenTable {
 impl std::fmt::Debug for TokenTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenTable")
-            .field("principals", &self.entries.iter().map(|e| e.principal.as_str()).collect::<Vec<_>>())
+            .field(
+                "principals",
+                &self
+                    .entries
+                    .iter()
+                    .map(|e| e.principal.as_str())
+                    .collect::<Vec<_>>(),
+            )
             .finish()
     }
 }
@@ -157,7 +164,10 @@ mod tests {
     use super::*;
 
     fn sha256_hex(token: &str) -> String {
-        Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
     }
 
     fn message(result: Result<TokenTable, AuthConfigError>) -> String {
@@ -175,7 +185,10 @@ mod tests {
         );
         let table = TokenTable::parse(&text, "tokens.txt").expect("valid file");
         assert_eq!(table.len(), 2);
-        assert_eq!(table.lookup("tok-alice").map(|p| p.to_string()), Some("alice".into()));
+        assert_eq!(
+            table.lookup("tok-alice").map(|p| p.to_string()),
+            Some("alice".into())
+        );
         assert_eq!(table.lookup("tok-bob").map(|p| p.to_string()), Some("bob".into()));
     }
 
@@ -189,7 +202,10 @@ mod tests {
         }
         let table = TokenTable::parse(&text, "t").expect("valid");
         for i in [0, 25, 49] {
-            assert_eq!(table.lookup(&format!("token-{i}")).map(|p| p.to_string()), Some(format!("p{i}")));
+            assert_eq!(
+                table.lookup(&format!("token-{i}")).map(|p| p.to_string()),
+                Some(format!("p{i}"))
+            );
         }
         for wrong in ["token-50", "token-", "token-10x", "", &sha256_hex("token-0")] {
             assert_eq!(table.lookup(wrong), None, "{wrong:?}");
@@ -200,7 +216,10 @@ mod tests {
     fn malformed_lines_name_file_line_and_fix_without_the_secret() {
         // A token pasted instead of its hash is refused without echoing it.
         let secret = "s3cr3t-token-value";
-        let err = message(TokenTable::parse(&format!("# x\nalice {secret}\n"), "/etc/warden/tokens"));
+        let err = message(TokenTable::parse(
+            &format!("# x\nalice {secret}\n"),
+            "/etc/warden/tokens",
+        ));
         assert!(err.contains("/etc/warden/tokens line 2"), "{err}");
         assert!(err.contains("sha256sum"), "{err}");
         assert!(!err.contains(secret), "{err}");
@@ -223,7 +242,10 @@ mod tests {
         let err = message(TokenTable::parse(&format!("alice {h}\nbob {h}\n"), "f"));
         assert!(err.contains("line 2") && err.contains("line 1"), "{err}");
         let err = message(TokenTable::parse("# nothing yet\n\n", "f"));
-        assert!(err.contains("no token lines") && err.contains(TOKENS_FILE_VAR), "{err}");
+        assert!(
+            err.contains("no token lines") && err.contains(TOKENS_FILE_VAR),
+            "{err}"
+        );
     }
 
     #[test]

@@ -12,7 +12,9 @@ const RESOURCE: &str = "http://127.0.0.1:8080/mcp";
 const KID: &str = "warden-test-1";
 
 fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/oauth").join(name)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/oauth")
+        .join(name)
 }
 
 fn oauth(scopes: &[&str]) -> OAuth {
@@ -58,7 +60,10 @@ async fn description(oauth: &OAuth, token: &str) -> &'static str {
 #[tokio::test]
 async fn a_valid_token_acts_for_its_sub() {
     let oauth = oauth(&[]);
-    assert_eq!(oauth.validate(&sign(&claims())).await.map(|p| p.to_string()), Ok("alice".into()));
+    assert_eq!(
+        oauth.validate(&sign(&claims())).await.map(|p| p.to_string()),
+        Ok("alice".into())
+    );
     // `aud` may be a list that includes this resource.
     let token = sign(&with(&[("aud", json!(["https://other", RESOURCE]))]));
     assert!(oauth.validate(&token).await.is_ok());
@@ -96,7 +101,11 @@ async fn required_claims_are_required() {
     for claim in ["exp", "iss", "aud", "sub"] {
         let mut c = claims();
         c.as_object_mut().expect("object").remove(claim);
-        assert_eq!(description(&oauth, &sign(&c)).await, "missing claim", "without {claim}");
+        assert_eq!(
+            description(&oauth, &sign(&c)).await,
+            "missing claim",
+            "without {claim}"
+        );
     }
     let bad_sub = sign(&with(&[("sub", json!("a\u{7}b"))]));
     assert_eq!(description(&oauth, &bad_sub).await, "invalid sub");
@@ -111,11 +120,20 @@ async fn a_foreign_key_or_unknown_kid_is_refused() {
     let unknown = sign_with(&claims(), Some("not-in-jwks"), "test-signing-key.pem");
     assert_eq!(description(&oauth, &unknown).await, "unknown signing key");
     // The fixture set has one key, so a token without kid uses it.
-    assert!(oauth.validate(&sign_with(&claims(), None, "test-signing-key.pem")).await.is_ok());
+    assert!(
+        oauth
+            .validate(&sign_with(&claims(), None, "test-signing-key.pem"))
+            .await
+            .is_ok()
+    );
     // A tampered payload breaks the signature.
     let token = sign(&claims());
     let mut parts: Vec<String> = token.split('.').map(str::to_string).collect();
-    parts[1] = sign(&with(&[("sub", json!("mallory"))])).split('.').nth(1).expect("payload").into();
+    parts[1] = sign(&with(&[("sub", json!("mallory"))]))
+        .split('.')
+        .nth(1)
+        .expect("payload")
+        .into();
     assert_eq!(description(&oauth, &parts.join(".")).await, "bad signature");
 }
 
@@ -124,13 +142,22 @@ async fn alg_none_and_hmac_are_never_accepted() {
     use base64::Engine;
     let oauth = oauth(&[]);
     let b64 = |v: &Value| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(v.to_string());
-    let none = format!("{}.{}.", b64(&json!({"alg": "none", "typ": "JWT", "kid": KID})), b64(&claims()));
+    let none = format!(
+        "{}.{}.",
+        b64(&json!({"alg": "none", "typ": "JWT", "kid": KID})),
+        b64(&claims())
+    );
     assert_eq!(description(&oauth, &none).await, "malformed token");
     // HS256 keyed with the public key material (the classic confusion).
     let mut header = Header::new(Algorithm::HS256);
     header.kid = Some(KID.into());
     let public = std::fs::read(fixture("test-jwks.json")).expect("jwks");
-    let hs = encode(&header, &claims(), &EncodingKey::from_secret(&public).expect("hmac key")).expect("signs");
+    let hs = encode(
+        &header,
+        &claims(),
+        &EncodingKey::from_secret(&public).expect("hmac key"),
+    )
+    .expect("signs");
     assert_eq!(description(&oauth, &hs).await, "algorithm not allowed");
     assert_eq!(description(&oauth, "not-a-jwt").await, "malformed token");
 }
@@ -140,7 +167,10 @@ async fn every_configured_scope_is_required() {
     let oauth = oauth(&["mcp:tools", "mcp:read"]);
     assert_eq!(
         oauth.validate(&sign(&claims())).await,
-        Err(JwtRejection::MissingScopes(vec!["mcp:tools".into(), "mcp:read".into()]))
+        Err(JwtRejection::MissingScopes(vec![
+            "mcp:tools".into(),
+            "mcp:read".into()
+        ]))
     );
     let partial = sign(&with(&[("scope", json!("openid mcp:read"))]));
     assert_eq!(
