@@ -91,7 +91,7 @@ fn the_resource_url_is_checked_and_split() {
         "https://h/m\"cp",
     ] {
         let err = Resource::parse(bad).map(|_| ()).expect_err(bad).to_string();
-        assert!(err.contains("WARDEN_PUBLIC_URL"), "{err}");
+        assert!(err.contains("(WARDEN_PUBLIC_URL)"), "{err}");
     }
 }
 
