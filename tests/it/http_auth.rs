@@ -43,7 +43,11 @@ impl HttpServer {
     async fn start() -> Self {
         let config = tempfile::tempdir().expect("temp dir");
         let tokens = config.path().join("tokens");
-        std::fs::write(&tokens, format!("# test tokens\nalice {}\n", sha256_hex(ALICE_TOKEN))).expect("tokens file");
+        std::fs::write(
+            &tokens,
+            format!("# test tokens\nalice {}\n", sha256_hex(ALICE_TOKEN)),
+        )
+        .expect("tokens file");
         let jwks = config.path().join("jwks.json");
         std::fs::write(&jwks, test_jwks()).expect("jwks file");
         let addr = free_addr();
@@ -71,7 +75,10 @@ impl HttpServer {
         };
         let started = Instant::now();
         while request(addr, "GET", "/healthz", &[], "").await.map(|r| r.status) != Some(200) {
-            assert!(started.elapsed() < Duration::from_secs(20), "the server did not answer /healthz");
+            assert!(
+                started.elapsed() < Duration::from_secs(20),
+                "the server did not answer /healthz"
+            );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         server
@@ -89,7 +96,10 @@ impl HttpServer {
     async fn post(&self, headers: &[&str]) -> Reply {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-        let mut lines = vec!["Content-Type: application/json", "Accept: application/json, text/event-stream"];
+        let mut lines = vec![
+            "Content-Type: application/json",
+            "Accept: application/json, text/event-stream",
+        ];
         lines.extend_from_slice(headers);
         request(self.addr, "POST", "/mcp", &lines, &body.to_string())
             .await
@@ -140,7 +150,10 @@ fn free_addr() -> SocketAddr {
 }
 
 fn sha256_hex(token: &str) -> String {
-    Sha256::digest(token.as_bytes()).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn signing_key(file: &str) -> EncodingKey {
@@ -150,7 +163,8 @@ fn signing_key(file: &str) -> EncodingKey {
 
 /// The JWK Set of the test signing key, with [`KID`].
 fn test_jwks() -> String {
-    let mut jwk = Jwk::from_encoding_key(&signing_key("test-signing-key.pem"), Algorithm::RS256).expect("a JWK");
+    let mut jwk =
+        Jwk::from_encoding_key(&signing_key("test-signing-key.pem"), Algorithm::RS256).expect("a JWK");
     jwk.common.key_id = Some(KID.into());
     serde_json::to_string(&JwkSet { keys: vec![jwk] }).expect("JSON")
 }
@@ -186,7 +200,10 @@ struct Reply {
 
 impl Reply {
     fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
     }
     fn json(&self) -> Value {
         serde_json::from_str(&self.body).unwrap_or(Value::Null)
@@ -238,7 +255,10 @@ fn invalid_token(server: &HttpServer, description: &str) -> String {
 
 /// Calls the pricing guard through `client` and returns the principal its
 /// event records carry.
-async fn call_and_get_principal(server: &HttpServer, client: &RunningService<RoleClient, ()>) -> Option<String> {
+async fn call_and_get_principal(
+    server: &HttpServer,
+    client: &RunningService<RoleClient, ()>,
+) -> Option<String> {
     let Value::Object(arguments) = call_args() else {
         panic!("call_args is an object")
     };
@@ -258,22 +278,41 @@ async fn api_tokens_good_wrong_and_missing() {
     let server = HttpServer::start().await;
     let r = server.post(&[]).await;
     assert_eq!(r.status, 401, "{r:?}");
-    let expected = format!("Bearer scope=\"{SCOPE}\", resource_metadata=\"{}\"", server.metadata_url());
+    let expected = format!(
+        "Bearer scope=\"{SCOPE}\", resource_metadata=\"{}\"",
+        server.metadata_url()
+    );
     assert_eq!(r.header("www-authenticate"), Some(expected.as_str()));
     assert_eq!(r.json()["code"], "authentication_required");
 
     let r = server.post_bearer("not-alices-token").await;
     assert_eq!(r.status, 401, "{r:?}");
-    assert_eq!(r.header("www-authenticate"), Some(invalid_token(&server, "unknown token").as_str()));
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some(invalid_token(&server, "unknown token").as_str())
+    );
     assert_eq!(r.json()["code"], "invalid_token");
 
-    let err = server.connect("not-alices-token").await.map(|_| ()).expect_err("refused");
-    assert!(err.contains("AuthRequired") && err.contains("invalid_token"), "{err}");
+    let err = server
+        .connect("not-alices-token")
+        .await
+        .map(|_| ())
+        .expect_err("refused");
+    assert!(
+        err.contains("AuthRequired") && err.contains("invalid_token"),
+        "{err}"
+    );
 
-    let client = server.connect(ALICE_TOKEN).await.expect("alice's token is accepted");
+    let client = server
+        .connect(ALICE_TOKEN)
+        .await
+        .expect("alice's token is accepted");
     let tools = client.list_all_tools().await.expect("tools/list");
     assert!(tools.iter().any(|t| t.name == "price_option_t"));
-    assert_eq!(call_and_get_principal(&server, &client).await.as_deref(), Some("alice"));
+    assert_eq!(
+        call_and_get_principal(&server, &client).await.as_deref(),
+        Some("alice")
+    );
 }
 
 #[tokio::test]
@@ -282,23 +321,43 @@ async fn jwts_valid_expired_foreign_forged_and_unscoped() {
     // acts for its `sub`; each broken variant gets 401 (or 403 for the
     // scope) with the exact challenge.
     let server = HttpServer::start().await;
-    let client = server.connect(&jwt(&server, "bob", json!({}))).await.expect("a valid JWT is accepted");
-    assert_eq!(call_and_get_principal(&server, &client).await.as_deref(), Some("bob"));
+    let client = server
+        .connect(&jwt(&server, "bob", json!({})))
+        .await
+        .expect("a valid JWT is accepted");
+    assert_eq!(
+        call_and_get_principal(&server, &client).await.as_deref(),
+        Some("bob")
+    );
 
     let cases = [
         (jwt(&server, "bob", json!({"exp": now() - 3600})), "token expired"),
-        (jwt(&server, "bob", json!({"aud": "https://other.example/mcp"})), "wrong audience"),
-        (jwt(&server, "bob", json!({"iss": "https://evil.example"})), "wrong issuer"),
-        (jwt_signed_by(&server, "bob", json!({}), "test-untrusted-key.pem"), "bad signature"),
+        (
+            jwt(&server, "bob", json!({"aud": "https://other.example/mcp"})),
+            "wrong audience",
+        ),
+        (
+            jwt(&server, "bob", json!({"iss": "https://evil.example"})),
+            "wrong issuer",
+        ),
+        (
+            jwt_signed_by(&server, "bob", json!({}), "test-untrusted-key.pem"),
+            "bad signature",
+        ),
     ];
     for (token, description) in cases {
         let r = server.post_bearer(&token).await;
         assert_eq!(r.status, 401, "{description}: {r:?}");
-        assert_eq!(r.header("www-authenticate"), Some(invalid_token(&server, description).as_str()));
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some(invalid_token(&server, description).as_str())
+        );
         assert_eq!(r.json()["code"], "invalid_token", "{description}");
     }
 
-    let r = server.post_bearer(&jwt(&server, "bob", json!({"scope": "openid profile"}))).await;
+    let r = server
+        .post_bearer(&jwt(&server, "bob", json!({"scope": "openid profile"})))
+        .await;
     assert_eq!(r.status, 403, "{r:?}");
     let expected = format!(
         "Bearer error=\"insufficient_scope\", scope=\"{SCOPE}\", resource_metadata=\"{}\"",
@@ -313,12 +372,22 @@ async fn the_protected_resource_metadata_is_served_without_a_token() {
     // RFC 9728 at both well-known paths, naming this resource, the issuer
     // and the scope.
     let server = HttpServer::start().await;
-    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
-        let r = request(server.addr, "GET", path, &[], "").await.expect("an answer");
+    for path in [
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    ] {
+        let r = request(server.addr, "GET", path, &[], "")
+            .await
+            .expect("an answer");
         assert_eq!(r.status, 200, "{path}: {r:?}");
         let mut doc = r.json();
         let name = doc.as_object_mut().and_then(|d| d.remove("resource_name"));
-        assert!(name.as_ref().and_then(Value::as_str).is_some_and(|n| !n.is_empty()), "{path}: {name:?}");
+        assert!(
+            name.as_ref()
+                .and_then(Value::as_str)
+                .is_some_and(|n| !n.is_empty()),
+            "{path}: {name:?}"
+        );
         assert_eq!(
             doc,
             json!({
