@@ -38,6 +38,7 @@ use tokens::{TOKENS_FILE_VAR, TokenTable};
 /// Why the authentication settings cannot be used. Each message names the
 /// variable and what to set it to; none repeats a secret.
 #[derive(Debug, thiserror::Error)]
+#[allow(dead_code)]
 pub(crate) enum AuthConfigError {
     #[error("{0}")]
     Invalid(String),
