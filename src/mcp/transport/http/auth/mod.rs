@@ -38,7 +38,6 @@ use tokens::{TOKENS_FILE_VAR, TokenTable};
 /// Why the authentication settings cannot be used. Each message names the
 /// variable and what to set it to; none repeats a secret.
 #[derive(Debug, thiserror::Error)]
-#[allow(dead_code)]
 pub(crate) enum AuthConfigError {
     #[error("{0}")]
     Invalid(String),
@@ -160,6 +159,9 @@ impl Auth {
 
     /// Sets the human-readable `resource_name` of the metadata (default
     /// "Warden"), e.g. to the application's name.
+    // For the router (`Auth::from_env(..)?.map(|a| a.with_resource_name(name))`);
+    // the unit tests use it meanwhile.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn with_resource_name(mut self, name: &str) -> Self {
         self.resource_name = name.to_string();
         self
