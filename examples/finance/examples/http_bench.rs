@@ -143,8 +143,36 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-#[tokio::main]
-async fn main() {
+/// `--serve-echo`: the bare axum JSON echo endpoint; prints its URL.
+fn serve_echo() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let echo = axum::Router::new().route(
+            "/echo",
+            axum::routing::post(|axum::Json(v): axum::Json<Value>| async move { axum::Json(v) }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        println!("http://{}/echo", listener.local_addr().unwrap());
+        axum::serve(listener, echo).await.unwrap();
+    });
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--serve-echo") {
+        return serve_echo();
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench());
+}
+
+async fn bench() {
     let seconds = arg("--seconds", 5);
     let clients = arg("--clients", 50);
     let sessions = arg("--sessions", 1000);
@@ -155,14 +183,16 @@ async fn main() {
         "build it first: cargo build --release -p warden-finance"
     );
 
-    // The bare endpoint: same runtime shape (a separate process would add nothing here).
-    let echo = axum::Router::new().route(
-        "/echo",
-        axum::routing::post(|axum::Json(v): axum::Json<Value>| async move { axum::Json(v) }),
-    );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let echo_url = format!("http://{}/echo", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, echo).await });
+    // The bare endpoint runs in a process of its own with Warden's runtime
+    // shape (two worker threads), so both servers meet the load the same way.
+    let mut echo = tokio::process::Command::new(&exe)
+        .arg("--serve-echo")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut echo_lines = BufReader::new(echo.stdout.take().unwrap()).lines();
+    let echo_url = echo_lines.next_line().await.unwrap().expect("echo address");
 
     let artifacts = tempfile::tempdir().unwrap();
     let mut child = tokio::process::Command::new(&server_bin)
@@ -245,4 +275,5 @@ async fn main() {
         "RSS with {sessions} idle sessions: {before} KiB -> {after} KiB = {per:.1} KiB per session (target <= 50 KB)"
     );
     let _ = child.kill().await;
+    let _ = echo.kill().await;
 }

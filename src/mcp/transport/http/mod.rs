@@ -106,7 +106,7 @@ pub(crate) async fn serve(
         .local_addr()
         .map_err(|source| HttpError::Bind { addr, source })?;
     let url = public_url(local)?;
-    let auth = auth::Auth::from_env(&url)?.map(Arc::new);
+    let auth = auth::Auth::from_env(&url)?.map(|auth| Arc::new(auth.with_resource_name(name)));
     if auth.is_none() && !local.ip().is_loopback() {
         return Err(HttpError::Unauthenticated { addr: local });
     }

@@ -159,9 +159,6 @@ impl Auth {
 
     /// Sets the human-readable `resource_name` of the metadata (default
     /// "Warden"), e.g. to the application's name.
-    // For the router (`Auth::from_env(..)?.map(|a| a.with_resource_name(name))`);
-    // the unit tests use it meanwhile.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn with_resource_name(mut self, name: &str) -> Self {
         self.resource_name = name.to_string();
         self
