@@ -50,6 +50,7 @@ impl Builtin for ReadArtifact {
             let max = in_range("max_bytes", input.max_bytes, 1, MAX_READ_CHUNK_BYTES as u64)? as usize;
             call.tasks
                 .store
+                .view(&call.origin.principal)
                 .read(&input.task_id, &input.filename, input.offset, max, input.encoding)
         })
     }
