@@ -180,6 +180,9 @@ mod tests {
         for secret in ["sk-live-0123456789", "hunter2", "bot:"] {
             assert!(!cleaned.contains(secret), "{cleaned}");
         }
-        assert!(cleaned.contains("<WARDEN_MODEL_API_BASE>/chat/completions"), "{cleaned}");
+        assert!(
+            cleaned.contains("<WARDEN_MODEL_API_BASE>/chat/completions"),
+            "{cleaned}"
+        );
     }
 }

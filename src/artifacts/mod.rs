@@ -431,7 +431,14 @@ impl ArtifactStore {
         max_bytes: usize,
         encoding: Encoding,
     ) -> Result<Value, GuardError> {
-        read_at(&self.open_task(task_id)?, task_id, filename, offset, max_bytes, encoding)
+        read_at(
+            &self.open_task(task_id)?,
+            task_id,
+            filename,
+            offset,
+            max_bytes,
+            encoding,
+        )
     }
 
     /// Task ids, newest first.

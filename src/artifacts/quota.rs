@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use crate::error::{GuardError, codes};
-use crate::tenant::Principal;
 use crate::limits::{MAX_ARTIFACT_DEPTH, MAX_ARTIFACT_NAME_BYTES, MAX_ARTIFACT_PATH_BYTES};
+use crate::tenant::Principal;
 
 /// The per-task quotas a store enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

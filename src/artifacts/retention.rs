@@ -54,7 +54,11 @@ pub struct Entry {
 /// principal, once its newer tasks (starting from `principal_bytes`, what
 /// its running tasks hold) have used up `principal_max_bytes` — never a
 /// running one.
-pub fn doomed(entries: &[Entry], policy: Policy, principal_bytes: &mut HashMap<Principal, u64>) -> Vec<String> {
+pub fn doomed(
+    entries: &[Entry],
+    policy: Policy,
+    principal_bytes: &mut HashMap<Principal, u64>,
+) -> Vec<String> {
     let mut total = 0u64;
     let mut kept = 0usize;
     let mut out = Vec::new();
@@ -262,7 +266,10 @@ mod tests {
         ];
         // b is running: kept, and its 500 bytes count, so every older finished
         // task is over the 100-byte budget.
-        assert_eq!(doomed(&entries, policy, &mut HashMap::new()), vec!["c", "d", "e", "f"]);
+        assert_eq!(
+            doomed(&entries, policy, &mut HashMap::new()),
+            vec!["c", "d", "e", "f"]
+        );
         let roomy = Policy {
             max_bytes: u64::MAX,
             ..policy

@@ -61,7 +61,14 @@ impl View<'_> {
         max_bytes: usize,
         encoding: Encoding,
     ) -> Result<Value, GuardError> {
-        read_at(&self.open_task(task_id)?, task_id, filename, offset, max_bytes, encoding)
+        read_at(
+            &self.open_task(task_id)?,
+            task_id,
+            filename,
+            offset,
+            max_bytes,
+            encoding,
+        )
     }
 
     /// Files of a task of this principal (relative names, sorted), skipping
@@ -120,13 +127,26 @@ mod tests {
         store
             .write_output(&task, "a.csv", b"x,y\n1,2\n", 1024)
             .expect("write");
-        assert!(answers(store.view(&alice), &task).iter().all(|a| a.starts_with("ok")));
+        assert!(
+            answers(store.view(&alice), &task)
+                .iter()
+                .all(|a| a.starts_with("ok"))
+        );
         let unknown = format!("task_{}", "0".repeat(32));
         let foreign = answers(store.view(&bob), &task);
         let missing = answers(store.view(&bob), &unknown);
-        assert_eq!(foreign, missing.iter().map(|a| a.replace(&unknown, &task)).collect::<Vec<_>>());
+        assert_eq!(
+            foreign,
+            missing
+                .iter()
+                .map(|a| a.replace(&unknown, &task))
+                .collect::<Vec<_>>()
+        );
         assert!(foreign[0].contains(codes::NOT_FOUND), "{}", foreign[0]);
-        assert_eq!(store.view(&alice).task_ids().collect::<Vec<_>>(), vec![task.clone()]);
+        assert_eq!(
+            store.view(&alice).task_ids().collect::<Vec<_>>(),
+            vec![task.clone()]
+        );
         assert_eq!(store.view(&bob).task_ids().count(), 0);
         assert_eq!(store.view(&Principal::local()).task_ids().count(), 0);
     }
@@ -142,8 +162,11 @@ mod tests {
         let (legacy, legacy_dir) = ArtifactStore::new(root.path(), 10)
             .create_task(&alice)
             .expect("legacy task");
-        std::fs::write(legacy_dir.join(owner::OWNER_FILE), r#"{"pid": 1, "start_time": 1}"#)
-            .expect("old-style owner record");
+        std::fs::write(
+            legacy_dir.join(owner::OWNER_FILE),
+            r#"{"pid": 1, "start_time": 1}"#,
+        )
+        .expect("old-style owner record");
         let (no_record, no_record_dir) = ArtifactStore::new(root.path(), 10)
             .create_task(&alice)
             .expect("task without a record");

@@ -103,7 +103,11 @@ impl Slots {
     /// waiting (within the same wait) only for its own requests to end:
     /// requests beyond its share never enter the server's queue, so one
     /// principal's flood cannot fill that queue for the others.
-    pub(crate) async fn admit(&self, principal: &Principal, cancel: &CancellationToken) -> Result<Admitted, Failure> {
+    pub(crate) async fn admit(
+        &self,
+        principal: &Principal,
+        cancel: &CancellationToken,
+    ) -> Result<Admitted, Failure> {
         let until = Instant::now() + self.wait;
         let share = match &self.share {
             Some(share) if bound(principal) => {
@@ -231,7 +235,12 @@ mod tests {
         let held = slots.admit(&local, &never).await.expect("free slot");
         let waiter = {
             let slots = slots.clone();
-            tokio::spawn(async move { slots.admit(&Principal::local(), &CancellationToken::new()).await.map(drop) })
+            tokio::spawn(async move {
+                slots
+                    .admit(&Principal::local(), &CancellationToken::new())
+                    .await
+                    .map(drop)
+            })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         // The queue (1) is full: refused at once.
@@ -271,7 +280,14 @@ mod tests {
         assert_eq!(refused.status, Status::Rejected);
         assert_eq!(refused.error.code, codes::PRINCIPAL_BUSY);
         assert_eq!(refused.error.retry_after_seconds, Some(1));
-        assert!(refused.error.message.contains("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT"), "{}", refused.error.message);
+        assert!(
+            refused
+                .error
+                .message
+                .contains("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT"),
+            "{}",
+            refused.error.message
+        );
         assert!(started.elapsed() >= Duration::from_millis(200));
         let (bobs, waited) = bobs;
         assert!(waited < Duration::from_millis(100), "bob waited {waited:?}");

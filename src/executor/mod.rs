@@ -203,7 +203,10 @@ impl Executor {
     pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
         let guard = self.check(&request)?;
         let permit = match request.admission {
-            Admission::TryNow => Some(self.admit_batch(&request.origin.principal, &request.cancel).await?),
+            Admission::TryNow => Some(
+                self.admit_batch(&request.origin.principal, &request.cancel)
+                    .await?,
+            ),
             Admission::InTask => None,
         };
         // An in-process call gets its guard thread before it counts as started.
@@ -399,7 +402,11 @@ impl Executor {
     /// waiting for one like a direct call; it is rejected `rate_limited`,
     /// `principal_busy` or `server_busy`. The slot is released when the
     /// returned [`Admitted`] drops.
-    pub async fn admit_batch(&self, principal: &Principal, cancel: &CancellationToken) -> Result<Admitted, Failure> {
+    pub async fn admit_batch(
+        &self,
+        principal: &Principal,
+        cancel: &CancellationToken,
+    ) -> Result<Admitted, Failure> {
         self.take_rate(principal)?;
         self.call_slots.admit(principal, cancel).await
     }

@@ -177,7 +177,9 @@ mod tests {
         // A small PNG becomes image content; one past the cap and a non-PNG stay links only.
         let root = tempfile::tempdir().expect("temp dir");
         let store = ArtifactStore::new(root.path(), 10);
-        let (task_id, _) = store.create_task(&crate::tenant::Principal::local()).expect("task");
+        let (task_id, _) = store
+            .create_task(&crate::tenant::Principal::local())
+            .expect("task");
         let cap = 1 << 20;
         store
             .write_output(&task_id, "small.png", &fake_png(10_000), cap)

@@ -201,7 +201,11 @@ mod tests {
         let refused = rate.take_at(&alice, start).expect_err("over the rate");
         assert_eq!(refused.code, codes::RATE_LIMITED);
         assert_eq!(refused.retry_after_seconds, Some(20));
-        assert!(refused.message.contains("WARDEN_CALLS_PER_MINUTE"), "{}", refused.message);
+        assert!(
+            refused.message.contains("WARDEN_CALLS_PER_MINUTE"),
+            "{}",
+            refused.message
+        );
         // Another principal has its own bucket.
         rate.take_at(&principal("bob"), start).expect("bob's own bucket");
         // 20 s later one token is back, and only one.
@@ -209,7 +213,8 @@ mod tests {
         rate.take_at(&alice, later).expect("refilled");
         assert!(rate.take_at(&alice, later).is_err());
         for _ in 0..100 {
-            rate.take_at(&Principal::local(), start).expect("local is not bound");
+            rate.take_at(&Principal::local(), start)
+                .expect("local is not bound");
         }
     }
 
@@ -220,9 +225,14 @@ mod tests {
         let start = Instant::now();
         for i in 0..1000 {
             let at = start + Duration::from_secs(i);
-            rate.take_at(&principal(&format!("p{i}")), at).expect("first request");
+            rate.take_at(&principal(&format!("p{i}")), at)
+                .expect("first request");
         }
-        assert!(lock(&rate.buckets).map.len() < 64, "{}", lock(&rate.buckets).map.len());
+        assert!(
+            lock(&rate.buckets).map.len() < 64,
+            "{}",
+            lock(&rate.buckets).map.len()
+        );
 
         let gates = Gates::new(1);
         let held = gates.of(&principal("holder")).permits.clone().try_acquire_owned();

@@ -19,5 +19,6 @@ mod preflight;
 mod scenarios;
 mod scripts;
 mod tasks;
+mod tenants;
 mod tools;
 mod tracing;
