@@ -152,6 +152,11 @@ pub mod codes {
     /// `rejected`, a `request_rejected` event whose `reason` is the code).
     pub const REFUSALS: &[&str] = &[SERVER_BUSY, PRINCIPAL_BUSY, RATE_LIMITED];
 
+    /// HTTP: a request's `Origin` is not allowed (403; `WARDEN_ALLOWED_ORIGINS`).
+    pub const FORBIDDEN_ORIGIN: &str = "forbidden_origin";
+    /// HTTP: the server holds its maximum of MCP sessions (503, `Retry-After`).
+    pub const TOO_MANY_SESSIONS: &str = "too_many_sessions";
+
     /// Every code above: the stable vocabulary a client may see in
     /// `error.code`. A test checks each is documented.
     pub const ALL: &[&str] = &[
@@ -181,6 +186,8 @@ pub mod codes {
         MODEL_NOT_CONFIGURED,
         PRINCIPAL_BUSY,
         RATE_LIMITED,
+        FORBIDDEN_ORIGIN,
+        TOO_MANY_SESSIONS,
     ];
 }
 

@@ -4,6 +4,7 @@
 
 pub mod builtins;
 pub mod export;
+pub(crate) mod in_flight;
 pub mod portable;
 pub mod resources;
 pub(crate) mod serve;
