@@ -2,17 +2,20 @@
 //! principal that created it, and every lookup shows only the caller's own;
 //! another principal's task answers exactly as an unknown id. Over stdio the
 //! caller is `local`, which per-principal limits never bind. A task another
-//! principal owns is made here by rewriting a task's owner record to name
-//! it, which is what a task that principal created holds on disk.
+//! principal owns is made over stdio by rewriting a task's owner record to
+//! name it, which is what a task that principal created holds on disk; over
+//! HTTP (`serve --http` with API tokens for alice and bob) the principals
+//! are real, and the per-principal limits are exercised there.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rmcp::RoleClient;
 use rmcp::model::ReadResourceRequestParams;
-use rmcp::service::RunningService;
+use rmcp::service::{Peer, RunningService};
 use serde_json::{Value, json};
 
+use crate::common::http::HttpServer;
 use crate::common::*;
 
 /// A task id that no task has.
@@ -40,7 +43,7 @@ fn hand_to(artifacts: &Path, task_id: &str, principal: Option<&str>) {
 }
 
 /// A finished task of the caller that wrote `outputs/data.csv`.
-async fn task_with_csv(client: &RunningService<RoleClient, ()>) -> String {
+async fn task_with_csv(client: &Peer<RoleClient>) -> String {
     let result = call(
         client,
         "run_script",
@@ -52,7 +55,7 @@ async fn task_with_csv(client: &RunningService<RoleClient, ()>) -> String {
 }
 
 /// Calls a tool; its structured answer (an error's JSON too).
-async fn call(client: &RunningService<RoleClient, ()>, tool: &str, arguments: Value) -> Value {
+async fn call(client: &Peer<RoleClient>, tool: &str, arguments: Value) -> Value {
     let Value::Object(arguments) = arguments else {
         panic!("arguments must be an object")
     };
@@ -67,7 +70,7 @@ async fn call(client: &RunningService<RoleClient, ()>, tool: &str, arguments: Va
 /// a `run_batch` `$artifact` reference and `resources/read` — each answer
 /// with the id replaced by `<task>` and the per-request fields removed, so
 /// answers for different ids compare equal exactly when they say the same.
-async fn lookups(client: &RunningService<RoleClient, ()>, task_id: &str) -> Vec<Value> {
+async fn lookups(client: &Peer<RoleClient>, task_id: &str) -> Vec<Value> {
     let source = json!({"task_id": task_id, "filename": "outputs/data.csv"});
     let mut answers = vec![
         call(client, "get_task_result", json!({"task_id": task_id})).await,
@@ -120,7 +123,7 @@ fn refused(answer: &Value) -> bool {
 }
 
 /// The task ids `list_tasks` shows the caller.
-async fn listed(client: &RunningService<RoleClient, ()>) -> Vec<String> {
+async fn listed(client: &Peer<RoleClient>) -> Vec<String> {
     call(client, "list_tasks", json!({"limit": 100})).await["tasks"]
         .as_array()
         .expect("tasks")
@@ -313,7 +316,7 @@ async fn echoing_endpoint(userinfo: &str) -> String {
 
 /// Every answer a client can get about the task `task_id`, and the task
 /// files themselves, as one text.
-async fn everything_about(client: &RunningService<RoleClient, ()>, task_id: &str) -> String {
+async fn everything_about(client: &Peer<RoleClient>, task_id: &str) -> String {
     let mut seen = String::new();
     for tool in ["list_tasks", "get_task_result", "list_artifacts"] {
         let arguments = if tool == "list_tasks" {
@@ -398,4 +401,249 @@ async fn model_credentials_never_reach_a_tool_result_error_file_or_resource() {
             );
         }
     }
+}
+
+// ---- over HTTP: several principals ----
+
+/// The test principals: name, API token, and the token's SHA-256 (what a
+/// tokens file holds; computed once with `sha256sum`).
+const PRINCIPALS: [(&str, &str, &str); 2] = [
+    (
+        "alice",
+        "alice-tenant-token-7c1e",
+        "5f0cf4e496fc259d62ba9d40c9619748eb871840ea45bfba2bdae31161e9b91c",
+    ),
+    (
+        "bob",
+        "bob-tenant-token-94d2",
+        "d733550655800b99804f43ade8b35dd7b7f020a73833afa3165e816ba5fac71a",
+    ),
+];
+
+/// `serve --http` on a free loopback port (the shared
+/// [`HttpServer`]) with an API tokens file naming alice and bob.
+struct Team {
+    server: HttpServer,
+    _tokens: tempfile::TempDir,
+}
+
+impl Team {
+    async fn start(binary: &str, env: &[(&str, &str)]) -> Team {
+        let tokens = tempfile::tempdir().expect("temp dir");
+        let file = tokens.path().join("tokens");
+        let lines: String = PRINCIPALS
+            .iter()
+            .map(|(name, _, hash)| format!("{name} {hash}\n"))
+            .collect();
+        std::fs::write(&file, format!("# test principals\n{lines}")).expect("tokens file");
+        let file = file.to_string_lossy().to_string();
+        let mut all = vec![("WARDEN_API_TOKENS_FILE", file.as_str())];
+        all.extend_from_slice(env);
+        Team {
+            server: HttpServer::start(binary, &all).await,
+            _tokens: tokens,
+        }
+    }
+
+    fn token(who: &str) -> &'static str {
+        PRINCIPALS
+            .iter()
+            .find(|(name, _, _)| *name == who)
+            .map(|(_, token, _)| *token)
+            .expect("a test principal")
+    }
+
+    /// A 2025-11-25 session of `who` (alice or bob).
+    async fn session(&self, who: &str) -> RunningService<RoleClient, ()> {
+        self.server.session_client(Some(Self::token(who))).await
+    }
+
+    /// A stateless 2026-07-28 client of `who`.
+    async fn stateless(&self, who: &str) -> RunningService<RoleClient, ()> {
+        self.server.stateless_client(Some(Self::token(who))).await
+    }
+
+    fn artifacts(&self) -> &Path {
+        self.server.artifacts.path()
+    }
+}
+
+#[tokio::test]
+async fn over_http_each_principal_sees_only_its_own_tasks() {
+    // Bob asking for alice's task — artifact tools, a batch reference, resources/read —
+    // gets what an unknown id gets; list_tasks shows each its own; events name the principal.
+    // Alice on a 2025-11-25 session, bob on stateless 2026-07-28 requests.
+    let team = Team::start(FINANCE, &[]).await;
+    let (alice, bob) = (team.session("alice").await, team.stateless("bob").await);
+    let hers = task_with_csv(&alice).await;
+    let his = task_with_csv(&bob).await;
+
+    assert!(lookups(&alice, &hers).await.iter().all(|a| !refused(a)));
+    let foreign = lookups(&bob, &hers).await;
+    assert!(foreign.iter().all(refused), "{foreign:#?}");
+    assert_eq!(foreign, lookups(&bob, UNKNOWN).await, "no existence leak");
+    assert_eq!(lookups(&alice, &his).await, lookups(&alice, UNKNOWN).await);
+    assert_eq!(listed(&alice).await, vec![hers.clone()]);
+    assert_eq!(listed(&bob).await, vec![his.clone()]);
+    let owner: Value =
+        serde_json::from_str(&std::fs::read_to_string(owner_path(team.artifacts(), &hers)).unwrap()).unwrap();
+    assert_eq!(owner["principal"], "alice");
+    let events = read_jsonl(&team.artifacts().join("events.jsonl"));
+    let created = |task: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == "task_created" && e["task_id"] == task)
+            .map(|e| e["principal"].clone())
+    };
+    assert_eq!(created(&hers), Some(json!("alice")));
+    assert_eq!(created(&his), Some(json!("bob")));
+}
+
+/// The error of a refused tool answer: its code and `retry_after_seconds`.
+fn refusal(answer: &Value) -> (String, Option<u64>) {
+    (
+        answer["error"]["code"].as_str().unwrap_or_default().to_string(),
+        answer["error"]["retry_after_seconds"].as_u64(),
+    )
+}
+
+#[tokio::test]
+async fn one_principal_flooding_the_call_slots_does_not_starve_another() {
+    // Two call slots, a 50 % share: alice's six 2 s calls hold one slot, the rest are refused
+    // principal_busy after the admission wait, and bob is served at once meanwhile.
+    let team = Team::start(TESTBED, &[("WARDEN_MAX_CONCURRENT_CALLS", "2")]).await;
+    let (alice, bob) = (team.session("alice").await, team.session("bob").await);
+    let mut flood = tokio::task::JoinSet::new();
+    for i in 0..6 {
+        let alice = alice.peer().clone();
+        flood.spawn(async move {
+            call(
+                &alice,
+                "slow_echo",
+                json!({"millis": 2000, "tag": format!("a{i}")}),
+            )
+            .await
+        });
+    }
+    let bobs = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = Instant::now();
+        let answer = call(&bob, "slow_echo", json!({"millis": 10, "tag": "b"})).await;
+        (answer, started.elapsed())
+    };
+    let (flooded, (bobs, waited)) = tokio::join!(flood.join_all(), bobs);
+    assert_eq!(bobs["tag"], "b", "{bobs}");
+    assert!(waited < Duration::from_millis(900), "bob waited {waited:?}");
+    let served = flooded.iter().filter(|a| a["tag"].is_string()).count();
+    let busy: Vec<(String, Option<u64>)> = flooded
+        .iter()
+        .filter(|a| !a["tag"].is_string())
+        .map(refusal)
+        .collect();
+    assert_eq!(served, 1, "alice holds one slot at a time: {flooded:#?}");
+    assert_eq!(busy.len(), 5);
+    for (code, retry) in &busy {
+        assert_eq!(code, "principal_busy");
+        assert!(retry.is_some_and(|s| s >= 1), "{busy:?}");
+    }
+    let message = flooded
+        .iter()
+        .find_map(|a| a["error"]["message"].as_str())
+        .unwrap_or_default();
+    assert!(
+        message.contains("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT"),
+        "{message}"
+    );
+    let events = read_jsonl(&team.artifacts().join("events.jsonl"));
+    let rejected: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "request_rejected")
+        .collect();
+    assert_eq!(rejected.len(), 5);
+    assert!(
+        rejected
+            .iter()
+            .all(|e| e["reason"] == "principal_busy" && e["principal"] == "alice")
+    );
+}
+
+#[tokio::test]
+async fn a_principal_runs_at_most_its_task_limit_at_once() {
+    // One task per principal (default): alice's second task is refused principal_busy naming
+    // WARDEN_TASKS_PER_PRINCIPAL, while bob's task runs beside her first.
+    let team = Team::start(TESTBED, &[]).await;
+    let (alice, bob) = (team.session("alice").await, team.session("bob").await);
+    let long = json!({"script": "slow_echo(#{millis: 2500, tag: \"t\"}); 1"});
+    let later = |client, delay| {
+        let long = long.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(delay)).await;
+            call(client, "run_script", long).await
+        }
+    };
+    let (first, second, bobs) = tokio::join!(later(&alice, 0), later(&alice, 500), later(&bob, 500));
+    assert_eq!(bobs["status"], "success", "{bobs}");
+    // Whichever of alice's two arrived first ran; the other was refused.
+    let (ran, refused): (Vec<&Value>, Vec<&Value>) = [&first, &second]
+        .into_iter()
+        .partition(|a| a["status"] == "success");
+    assert_eq!((ran.len(), refused.len()), (1, 1), "{first} {second}");
+    let (code, retry) = refusal(refused[0]);
+    assert_eq!(code, "principal_busy", "{}", refused[0]);
+    assert!(retry.is_some_and(|s| s >= 1), "{}", refused[0]);
+    let message = refused[0]["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("WARDEN_TASKS_PER_PRINCIPAL"), "{message}");
+}
+
+#[tokio::test]
+async fn calls_per_minute_are_counted_per_principal() {
+    // Three a minute: alice's fourth request is rate_limited with retry_after_seconds (≈ 20 s),
+    // bob still gets his; lookups are not counted.
+    let team = Team::start(FINANCE, &[("WARDEN_CALLS_PER_MINUTE", "3")]).await;
+    let (alice, bob) = (team.session("alice").await, team.session("bob").await);
+    for _ in 0..3 {
+        let answer = call(&alice, "price_option_t", call_args()).await;
+        assert!(answer["result"].is_number(), "{answer}");
+        call(&alice, "list_tasks", json!({})).await;
+    }
+    let refused = call(&alice, "price_option_t", call_args()).await;
+    let (code, retry) = refusal(&refused);
+    assert_eq!(code, "rate_limited", "{refused}");
+    assert!(retry.is_some_and(|s| (1..=20).contains(&s)), "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("WARDEN_CALLS_PER_MINUTE"), "{message}");
+    // A task is a request too.
+    let task = call(&alice, "run_script", json!({"script": "1"})).await;
+    assert_eq!(refusal(&task).0, "rate_limited", "{task}");
+    let answer = call(&bob, "price_option_t", call_args()).await;
+    assert!(answer["result"].is_number(), "{answer}");
+}
+
+#[tokio::test]
+async fn a_principals_artifact_bytes_are_bounded_across_its_tasks() {
+    // 1 MiB per principal: alice's running task cannot write past it (catchable quota_exceeded);
+    // past it on disk, her oldest finished task is deleted, never bob's.
+    let team = Team::start(FINANCE, &[("WARDEN_PRINCIPAL_ARTIFACT_MB", "1")]).await;
+    let (alice, bob) = (team.session("alice").await, team.session("bob").await);
+    let write = "let s = \"x\"; while s.len() < 700000 { s += s; } s = s.sub_string(0, 700000); write_artifact(\"a.txt\", s);";
+    let over = call(
+        &alice,
+        "run_script",
+        json!({"script": format!("{write} try {{ write_artifact(\"b.txt\", s); \"written\" }} catch (e) {{ e.message }}")}),
+    )
+    .await;
+    let said = over["value"].as_str().unwrap_or_default();
+    assert!(said.contains("WARDEN_PRINCIPAL_ARTIFACT_MB"), "{over}");
+    let one = json!({"script": format!("{write} 1")});
+    let bobs = call(&bob, "run_script", one.clone()).await["task_id"].clone();
+    let oldest = call(&alice, "run_script", one.clone()).await["task_id"].clone();
+    let newer = call(&alice, "run_script", one.clone()).await["task_id"].clone();
+    // The next task start asks retention for a pass.
+    call(&alice, "run_script", json!({"script": "1"})).await;
+    let path = |task: &Value| team.artifacts().join(task.as_str().expect("task id"));
+    assert!(
+        eventually(Duration::from_secs(5), || !path(&oldest).exists()).await,
+        "alice's oldest task is deleted"
+    );
+    assert!(path(&newer).exists() && path(&bobs).exists());
 }
