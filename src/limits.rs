@@ -801,6 +801,45 @@ pub const REPORT_MAX_TABLE_ROWS: usize = 500;
 /// to read with `resources/read` or `read_artifact`.
 pub const MAX_RESULT_IMAGES: usize = 8;
 
+// ---- http authentication ----
+// The bearer-token checks of `serve --http`
+// (`crate::mcp::transport::http::auth`). Contract bounds, not tunables: an
+// operator who needs larger tokens or a slower issuer has a misconfigured
+// issuer, not a capacity problem.
+
+/// Longest `Authorization` header accepted: 8 KiB (8,192 bytes, scheme
+/// included). A longer one is answered 400 `malformed_authorization`
+/// before anything is hashed or decoded. Room for a JWT with many claims;
+/// does not bound other headers (the HTTP server's own limits do).
+pub const MAX_AUTHORIZATION_BYTES: usize = 8 * 1024;
+
+/// How long one fetch of the issuer's JWKS (`WARDEN_OAUTH_JWKS` as a URL)
+/// may take, connect to last byte: 5 s. At startup a slower issuer is a
+/// startup error; later the server keeps the keys it has and a token
+/// signed by an unknown key is answered 401 `invalid_token`.
+pub const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Largest JWKS document read: 256 KiB (262,144 bytes), from a URL or a
+/// file. A larger one is refused like an unreachable one (above). Real key
+/// sets are a few KiB.
+pub const JWKS_MAX_BYTES: usize = 256 * 1024;
+
+/// Least time between two JWKS loads: 60 s. A token naming an unknown `kid`
+/// triggers a reload only when the last one is older than this, and
+/// concurrent requests share one reload, so a flood of made-up key ids
+/// costs the issuer at most one request a minute. The cost: a key the
+/// issuer publishes right after a reload is accepted up to 60 s later.
+pub const JWKS_MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Age after which the JWKS is reloaded in the background even when every
+/// token's `kid` is known: 15 min (900 s), so a key the issuer withdrew
+/// stops being accepted within this long. Requests never wait for it.
+pub const JWKS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
+
+/// Clock skew allowed on a JWT's `exp` and `nbf`: 30 s. A token expired
+/// 31 s ago, or valid only 31 s from now, is answered 401 `invalid_token`.
+pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
+
 #[cfg(test)]
 mod tests {
     use super::*;

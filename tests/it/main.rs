@@ -14,6 +14,7 @@ mod governance_sandbox;
 mod governance_storage;
 mod governance_transport;
 mod http;
+mod http_auth;
 mod lifecycle;
 mod limits;
 mod preflight;
