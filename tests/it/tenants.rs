@@ -629,11 +629,16 @@ async fn a_principals_artifact_bytes_are_bounded_across_its_tasks() {
     let over = call(
         &alice,
         "run_script",
-        json!({"script": format!("{write} try {{ write_artifact(\"b.txt\", s); \"written\" }} catch (e) {{ e.message }}")}),
+        json!({"script": format!(
+            "{write} let said = \"written\"; try {{ write_artifact(\"b.txt\", s); }} catch (e) {{ said = `${{e.code}}: ${{e.message}}`; }} said"
+        )}),
     )
     .await;
     let said = over["value"].as_str().unwrap_or_default();
-    assert!(said.contains("WARDEN_PRINCIPAL_ARTIFACT_MB"), "{over}");
+    assert!(
+        said.starts_with("quota_exceeded: ") && said.contains("WARDEN_PRINCIPAL_ARTIFACT_MB"),
+        "{over}"
+    );
     let one = json!({"script": format!("{write} 1")});
     let bobs = call(&bob, "run_script", one.clone()).await["task_id"].clone();
     let oldest = call(&alice, "run_script", one.clone()).await["task_id"].clone();
