@@ -21,5 +21,6 @@ mod preflight;
 mod scenarios;
 mod scripts;
 mod tasks;
+mod tenants;
 mod tools;
 mod tracing;

@@ -73,6 +73,7 @@ impl Builtin for DescribeGuard {
                     known.join(", ")
                 ),
                 field: Some("name".into()),
+                retry_after_seconds: None,
             })
         })
     }
