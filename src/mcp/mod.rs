@@ -4,7 +4,6 @@
 
 pub mod builtins;
 pub mod export;
-pub(crate) mod in_flight;
 pub mod portable;
 pub mod resources;
 pub(crate) mod serve;

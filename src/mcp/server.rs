@@ -42,8 +42,6 @@ pub struct WardenServer {
     builtins: Arc<Vec<Box<dyn crate::mcp::builtins::Builtin>>>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
-    /// Tool calls being answered (a draining server waits for them).
-    in_flight: Arc<crate::mcp::in_flight::InFlight>,
 }
 
 impl WardenServer {
@@ -62,14 +60,7 @@ impl WardenServer {
             builtins: Arc::new(builtins),
             tools: Arc::new(tools),
             info: Implementation::new(name, version),
-            in_flight: Arc::default(),
         }
-    }
-
-    /// The count of tool calls this server (and its clones) is answering.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    pub(crate) fn in_flight(&self) -> Arc<crate::mcp::in_flight::InFlight> {
-        self.in_flight.clone()
     }
 
     /// Runs a built-in tool with request events around it.
@@ -309,7 +300,6 @@ impl ServerHandler for WardenServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let _in_flight = self.in_flight.enter();
         let name = request.name.to_string();
         if let Some(builtin) = self.builtins.iter().find(|b| b.name() == name) {
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);

@@ -182,9 +182,11 @@ async fn without_authentication_only_loopback_is_served() {
     assert!(stderr.contains("WARDEN_API_TOKENS_FILE"), "{stderr}");
     assert!(stderr.contains("WARDEN_OAUTH_ISSUER"), "{stderr}");
     // A bad WARDEN_HTTP_ADDR names itself.
+    let artifacts = tempfile::tempdir().unwrap();
     let output = tokio::process::Command::new(FINANCE)
         .arg("serve")
         .env("WARDEN_HTTP_ADDR", "localhost")
+        .env("WARDEN_ARTIFACTS_DIR", artifacts.path())
         .stdin(std::process::Stdio::null())
         .output()
         .await
@@ -413,6 +415,7 @@ async fn preflight_checks_a_running_http_server() {
             "--token-env",
             "WARDEN_TEST_NO_SUCH_TOKEN",
         ])
+        .env("WARDEN_ARTIFACTS_DIR", server.artifacts.path())
         .output()
         .await
         .unwrap();

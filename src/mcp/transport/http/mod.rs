@@ -22,6 +22,7 @@
 //! returns (its workers die with it).
 
 pub(crate) mod auth;
+mod drain;
 mod health;
 mod listener;
 mod origin;
@@ -119,7 +120,7 @@ pub(crate) async fn serve(
 
     let limits = tasks.executor.limits().clone();
     let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
-    let in_flight = server.in_flight();
+    let in_flight = Arc::new(drain::InFlight::default());
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(limits.http_session_idle);
     let sessions = Arc::new(sessions::Sessions::new(
@@ -132,11 +133,14 @@ pub(crate) async fn serve(
         .with_cancellation_token(close_sessions.child_token())
         .with_allowed_hosts(allowed_hosts(local, &url))
         .with_max_request_body_bytes(message_cap(&limits))
+        // A plain JSON body for a call that sends nothing before its answer;
+        // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
     let mut protected = Router::new()
         .nest_service(MCP_PATH, mcp)
-        .layer(from_fn_with_state(sessions.clone(), sessions::guard));
+        .layer(from_fn_with_state(sessions.clone(), sessions::guard))
+        .layer(from_fn_with_state(in_flight.clone(), drain::track));
     let mut public = Router::new();
     if let Some(auth) = &auth {
         protected = protected.layer(from_fn_with_state(auth.clone(), auth::Auth::require));
