@@ -4,7 +4,8 @@
 //! takes this branch before it builds any managed resource. The worker keeps
 //! the original stdout descriptor for protocol lines only and points fd 1 at
 //! its stderr (the per-call diagnostics log), so a guard that prints cannot
-//! corrupt the protocol. It answers exactly one request and exits.
+//! corrupt the protocol. It answers exactly one request (after any progress
+//! or log lines the guard sends, see [`protocol::Interim`]) and exits.
 
 pub mod protocol;
 
@@ -64,7 +65,9 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
             guard,
             arguments,
             traceparent,
-        }) => traced_guard(registry, &guard, arguments, traceparent.as_deref()),
+        }) => crate::notify::with_sink(notice_sink(&protocol_out), || {
+            traced_guard(registry, &guard, arguments, traceparent.as_deref())
+        }),
         Err(error) => {
             eprintln!("warden worker: malformed request: {error}");
             return ExitCode::from(3);
@@ -166,8 +169,24 @@ pub(crate) fn redirect_stdout() -> std::io::Result<std::fs::File> {
 }
 
 fn write_response(mut out: std::fs::File, response: &Response) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(response)?;
+    write_line(&mut out, response)
+}
+
+fn write_line(out: &mut std::fs::File, message: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(message)?;
     line.push(b'\n');
     out.write_all(&line)?;
     out.flush()
+}
+
+/// The guard's progress and log messages as [`protocol::Interim`] lines on
+/// the protocol descriptor, ahead of the response (best effort, like every
+/// notice: a failed write loses the message, not the call).
+fn notice_sink(protocol_out: &std::fs::File) -> Option<crate::notify::Sink> {
+    let out = std::sync::Mutex::new(protocol_out.try_clone().ok()?);
+    Some(std::sync::Arc::new(move |notice| {
+        if let Ok(mut out) = out.lock() {
+            let _ = write_line(&mut out, &protocol::Interim::Notice { notice });
+        }
+    }))
 }
