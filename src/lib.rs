@@ -28,10 +28,10 @@ mod app;
 mod artifacts;
 mod batch;
 mod catalogue;
-mod content;
 #[cfg(feature = "cli")]
 mod cli;
 pub mod config;
+mod content;
 pub mod error;
 mod events;
 mod executor;

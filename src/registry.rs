@@ -121,7 +121,9 @@ pub enum RegistryError {
     DuplicatePrompt(String),
     #[error("resource URI '{0}' is registered twice: give one of them another URI")]
     DuplicateResource(String),
-    #[error("resource URI '{0}' is under warden://artifacts/, which Warden keeps for task artifacts: use another scheme")]
+    #[error(
+        "resource URI '{0}' is under warden://artifacts/, which Warden keeps for task artifacts: use another scheme"
+    )]
     ReservedResourceUri(String),
     #[error("resource template '{0}' is invalid: {1}")]
     BadTemplate(String, String),

@@ -39,9 +39,8 @@ pub(super) async fn run(
     threads.spawn(
         held.clone(),
         Box::new(move || {
-            let outcome = crate::notify::with_sink(notices, || {
-                invoke_caught(&guard, &resources, &parent, arguments)
-            });
+            let outcome =
+                crate::notify::with_sink(notices, || invoke_caught(&guard, &resources, &parent, arguments));
             let _ = sender.send(outcome);
         }),
     )?;

@@ -50,7 +50,12 @@ pub struct StaticResource {
 
 impl StaticResource {
     /// The resource at `uri`, shown as `name`, with its MIME type and body.
-    pub fn new(uri: impl Into<String>, name: impl Into<String>, mime_type: impl Into<String>, body: Body) -> Self {
+    pub fn new(
+        uri: impl Into<String>,
+        name: impl Into<String>,
+        mime_type: impl Into<String>,
+        body: Body,
+    ) -> Self {
         Self {
             uri: uri.into(),
             name: name.into(),
@@ -156,7 +161,10 @@ pub struct AppResources {
 impl AppResources {
     /// Validates and registers; URIs are unique and may not use Warden's
     /// artifact scheme.
-    pub(crate) fn new(statics: Vec<StaticResource>, templates: Vec<ResourceTemplate>) -> Result<Self, RegistryError> {
+    pub(crate) fn new(
+        statics: Vec<StaticResource>,
+        templates: Vec<ResourceTemplate>,
+    ) -> Result<Self, RegistryError> {
         let mut by_uri = BTreeMap::new();
         for resource in statics {
             reserved(&resource.uri)?;
@@ -168,7 +176,10 @@ impl AppResources {
         let mut parsed = Vec::new();
         for template in templates {
             reserved(&template.template)?;
-            if parsed.iter().any(|p: &Parsed| p.template.template == template.template) {
+            if parsed
+                .iter()
+                .any(|p: &Parsed| p.template.template == template.template)
+            {
                 return Err(RegistryError::DuplicateResource(template.template));
             }
             let parts = parse(&template.template)
@@ -314,7 +325,12 @@ mod tests {
     use super::*;
 
     fn resources() -> AppResources {
-        let statics = vec![StaticResource::new("test://a", "a", "text/plain", Body::text("A"))];
+        let statics = vec![StaticResource::new(
+            "test://a",
+            "a",
+            "text/plain",
+            Body::text("A"),
+        )];
         let templates = vec![ResourceTemplate::new(
             "test://item/{id}/part/{part}",
             "item",
@@ -332,13 +348,19 @@ mod tests {
     fn templates_match_one_segment_per_variable() {
         // Variables take one non-empty, percent-decoded segment; anything else is not ours.
         let resources = resources();
-        let read = resources.read("test://item/4%202/part/x").expect("ours").expect("reads");
+        let read = resources
+            .read("test://item/4%202/part/x")
+            .expect("ours")
+            .expect("reads");
         assert_eq!(text(&read)["text"], "4 2:x");
         assert_eq!(text(&read)["uri"], "test://item/4%202/part/x");
         assert!(resources.read("test://item//part/x").is_none());
         assert!(resources.read("test://item/a/b/part/x").is_none());
         assert!(resources.read("test://item/1/part/x/more").is_none());
-        assert_eq!(text(&resources.read("test://a").expect("ours").expect("reads"))["text"], "A");
+        assert_eq!(
+            text(&resources.read("test://a").expect("ours").expect("reads"))["text"],
+            "A"
+        );
         assert!(resources.knows("test://item/1/part/2") && !resources.knows("test://b"));
     }
 
@@ -348,7 +370,10 @@ mod tests {
         let template = |t: &str| ResourceTemplate::new(t, "t", "text/plain", |_| Ok(Body::text("")));
         for bad in ["x://{a}{b}", "x://{a", "x://a}", "x://{}", "x://plain"] {
             assert!(
-                matches!(AppResources::new(vec![], vec![template(bad)]), Err(RegistryError::BadTemplate(..))),
+                matches!(
+                    AppResources::new(vec![], vec![template(bad)]),
+                    Err(RegistryError::BadTemplate(..))
+                ),
                 "{bad} should be refused"
             );
         }

@@ -55,14 +55,14 @@ pub fn mcp_tool(guard: &Guard, timeout_seconds: u64) -> Tool {
         tool = tool.with_raw_output_schema(Arc::new(guard.output_schema().clone()));
     }
     let mut tool = tool
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(hints.read_only)
-            .destructive(hints.destructive)
-            .idempotent(hints.idempotent)
-            .open_world(hints.open_world),
-    )
-    .with_meta(rmcp::model::MetaObject(meta));
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(hints.read_only)
+                .destructive(hints.destructive)
+                .idempotent(hints.idempotent)
+                .open_world(hints.open_world),
+        )
+        .with_meta(rmcp::model::MetaObject(meta));
     tool.title = guard.title.clone();
     tool
 }

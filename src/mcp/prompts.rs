@@ -190,11 +190,7 @@ impl Prompt {
         let messages = messages
             .into_iter()
             .map(|m| {
-                let role = if m.assistant {
-                    Role::Assistant
-                } else {
-                    Role::User
-                };
+                let role = if m.assistant { Role::Assistant } else { Role::User };
                 rmcp::model::PromptMessage::new(role, m.content.into_block())
             })
             .collect();
@@ -326,7 +322,10 @@ mod tests {
     }
 
     fn args(pairs: &[(&str, &str)]) -> PromptArguments {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -334,8 +333,13 @@ mod tests {
         // Missing required and undeclared arguments are refused naming them; good ones render.
         let prompts = Prompts::new(vec![greeting()]).expect("prompts");
         let missing = prompts.get("greet", args(&[])).unwrap_err();
-        assert!(missing.message.contains("needs the argument 'who'"), "{missing:?}");
-        let unknown = prompts.get("greet", args(&[("who", "x"), ("extra", "y")])).unwrap_err();
+        assert!(
+            missing.message.contains("needs the argument 'who'"),
+            "{missing:?}"
+        );
+        let unknown = prompts
+            .get("greet", args(&[("who", "x"), ("extra", "y")]))
+            .unwrap_err();
         assert!(unknown.message.contains("no argument 'extra'"), "{unknown:?}");
         let none = prompts.get("nope", args(&[])).unwrap_err();
         assert!(none.message.contains("available prompts: greet"), "{none:?}");

@@ -14,15 +14,15 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
-    Tool, UnsubscribeRequestParams,
-};
 #[allow(deprecated)] // MCP logging, see `get_info`
 use rmcp::model::SetLevelRequestParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
@@ -75,7 +75,9 @@ impl WardenServer {
     /// `Ok` when `uri` is an app resource or an artifact URI; the
     /// "unknown resource" error otherwise.
     fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
-        if self.executor.registry().app_resources().knows(uri) || uri.starts_with(crate::mcp::resources::SCHEME) {
+        if self.executor.registry().app_resources().knows(uri)
+            || uri.starts_with(crate::mcp::resources::SCHEME)
+        {
             return Ok(());
         }
         Err(ErrorData::invalid_params(

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientInfo, GetPromptRequestParams, LoggingLevel,
-    LoggingMessageNotificationParam, NumberOrString, ProgressNotificationParam, ProgressToken,
-    ReadResourceRequestParams, RequestMetaObject, SetLevelRequestParams, SubscribeRequestParams,
+    CallToolRequestParams, ClientInfo, GetPromptRequestParams, LoggingLevel, LoggingMessageNotificationParam,
+    NumberOrString, ProgressNotificationParam, ProgressToken, ReadResourceRequestParams, RequestMetaObject,
+    SetLevelRequestParams, SubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -40,7 +40,11 @@ impl ClientHandler for Recorder {
         self.seen.lock().expect("lock").push(value);
     }
 
-    async fn on_logging_message(&self, params: LoggingMessageNotificationParam, _: NotificationContext<RoleClient>) {
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _: NotificationContext<RoleClient>,
+    ) {
         let value = json!({"log": params.data, "logger": params.logger, "level": params.level});
         self.seen.lock().expect("lock").push(value);
     }
@@ -54,7 +58,9 @@ impl ClientHandler for Recorder {
 async fn start() -> (RunningService<RoleClient, Recorder>, Recorder, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden-conformance"));
-    command.env("WARDEN_ARTIFACTS_DIR", dir.path()).current_dir(dir.path());
+    command
+        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .current_dir(dir.path());
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -76,17 +82,31 @@ async fn content_guards_answer_with_blocks_and_no_output_schema() {
     // A Vec<Content> guard lists no outputSchema and answers with its blocks as they are.
     let (client, _, _dir) = start().await;
     let tools = client.list_all_tools().await.expect("tools/list");
-    let image = tools.iter().find(|t| t.name == "test_image_content").expect("listed");
+    let image = tools
+        .iter()
+        .find(|t| t.name == "test_image_content")
+        .expect("listed");
     assert!(image.output_schema.is_none(), "{image:?}");
-    let result = client.call_tool(call("test_multiple_content_types")).await.expect("call");
+    let result = client
+        .call_tool(call("test_multiple_content_types"))
+        .await
+        .expect("call");
     assert!(result.structured_content.is_none() && result.is_error != Some(true));
     let content = serde_json::to_value(&result.content).expect("json");
-    let types: Vec<&str> = content.as_array().into_iter().flatten().filter_map(|c| c["type"].as_str()).collect();
+    let types: Vec<&str> = content
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["type"].as_str())
+        .collect();
     assert_eq!(types, ["text", "image", "resource"]);
     assert_eq!(content[2]["resource"]["uri"], "test://mixed-content-resource");
     assert_eq!(content[1]["mimeType"], "image/png");
     let audio = client.call_tool(call("test_audio_content")).await.expect("call");
-    assert_eq!(serde_json::to_value(&audio.content).expect("json")[0]["mimeType"], "audio/wav");
+    assert_eq!(
+        serde_json::to_value(&audio.content).expect("json")[0]["mimeType"],
+        "audio/wav"
+    );
     let failed = client.call_tool(call("test_error_handling")).await.expect("call");
     assert_eq!(failed.is_error, Some(true));
     let text = serde_json::to_value(&failed.content).expect("json")[0]["text"].to_string();
@@ -108,21 +128,34 @@ async fn progress_and_log_messages_arrive_before_the_result() {
     assert_eq!(values, [0.0, 50.0, 100.0], "{seen:?}");
     assert!(seen.iter().all(|n| n["total"] == 100.0), "{seen:?}");
 
-    client.call_tool(call("test_tool_with_logging")).await.expect("call");
+    client
+        .call_tool(call("test_tool_with_logging"))
+        .await
+        .expect("call");
     let seen = recorder.take();
     let logs: Vec<&str> = seen.iter().filter_map(|n| n["log"].as_str()).collect();
     assert_eq!(
         logs,
-        ["Tool execution started", "Tool processing data", "Tool execution completed"],
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ],
         "{seen:?}"
     );
-    assert!(seen.iter().all(|n| n["logger"] == "test_tool_with_logging" && n["level"] == "info"));
+    assert!(
+        seen.iter()
+            .all(|n| n["logger"] == "test_tool_with_logging" && n["level"] == "info")
+    );
 
     client
         .set_level(SetLevelRequestParams::new(LoggingLevel::Warning))
         .await
         .expect("setLevel");
-    client.call_tool(call("test_tool_with_logging")).await.expect("call");
+    client
+        .call_tool(call("test_tool_with_logging"))
+        .await
+        .expect("call");
     assert_eq!(recorder.take(), Vec::<Value>::new(), "info is below warning");
     client.cancel().await.expect("close");
 }
@@ -142,7 +175,10 @@ async fn prompts_resources_templates_and_completion_answer_from_the_app() {
         .get_prompt(GetPromptRequestParams::new("test_prompt_with_arguments"))
         .await
         .expect_err("arg1 is required");
-    assert!(missing.to_string().contains("needs the argument 'arg1'"), "{missing}");
+    assert!(
+        missing.to_string().contains("needs the argument 'arg1'"),
+        "{missing}"
+    );
     let offered = client
         .complete_prompt_simple("test_prompt_with_arguments", "arg1", "te")
         .await
@@ -151,17 +187,40 @@ async fn prompts_resources_templates_and_completion_answer_from_the_app() {
 
     let resources = client.list_all_resources().await.expect("resources/list");
     let uris: Vec<&str> = resources.iter().map(|r| r.uri.as_str()).collect();
-    assert_eq!(uris, ["test://static-binary", "test://static-text", "test://watched-resource"]);
-    let templates = client.list_all_resource_templates().await.expect("templates/list");
+    assert_eq!(
+        uris,
+        [
+            "test://static-binary",
+            "test://static-text",
+            "test://watched-resource"
+        ]
+    );
+    let templates = client
+        .list_all_resource_templates()
+        .await
+        .expect("templates/list");
     let patterns: Vec<&str> = templates.iter().map(|t| t.uri_template.as_str()).collect();
     assert!(patterns.contains(&"test://template/{id}/data"), "{patterns:?}");
-    assert!(patterns.iter().any(|p| p.starts_with("warden://artifacts/")), "{patterns:?}");
+    assert!(
+        patterns.iter().any(|p| p.starts_with("warden://artifacts/")),
+        "{patterns:?}"
+    );
     let read = |uri: &str| client.read_resource(ReadResourceRequestParams::new(uri));
-    let data = serde_json::to_value(read("test://template/123/data").await.expect("read").contents).expect("json");
-    assert_eq!(data[0]["text"], r#"{"id":"123","templateTest":true,"data":"Data for ID: 123"}"#);
+    let data =
+        serde_json::to_value(read("test://template/123/data").await.expect("read").contents).expect("json");
+    assert_eq!(
+        data[0]["text"],
+        r#"{"id":"123","templateTest":true,"data":"Data for ID: 123"}"#
+    );
     assert_eq!(data[0]["uri"], "test://template/123/data");
-    let binary = serde_json::to_value(read("test://static-binary").await.expect("read").contents).expect("json");
-    assert!(binary[0]["blob"].as_str().is_some_and(|b| b.starts_with("iVBORw0K")), "{binary}");
+    let binary =
+        serde_json::to_value(read("test://static-binary").await.expect("read").contents).expect("json");
+    assert!(
+        binary[0]["blob"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("iVBORw0K")),
+        "{binary}"
+    );
     assert!(read("test://nothing-here").await.is_err());
 
     client
