@@ -234,3 +234,21 @@ async fn prompts_resources_templates_and_completion_answer_from_the_app() {
     assert!(unknown.to_string().contains("unknown resource"), "{unknown}");
     client.cancel().await.expect("close");
 }
+
+#[test]
+fn outside_an_mcp_call_notices_go_nowhere_and_the_call_answers() {
+    // `call` runs the isolated progress guard with no client listening: its notice lines are skipped, the answer read.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_warden-conformance"))
+        .args(["call", "test_tool_with_progress", "{}"])
+        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("Tool with progress executed successfully"),
+        "{stdout}"
+    );
+}
