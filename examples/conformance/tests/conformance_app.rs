@@ -87,6 +87,14 @@ async fn content_guards_answer_with_blocks_and_no_output_schema() {
         .find(|t| t.name == "test_image_content")
         .expect("listed");
     assert!(image.output_schema.is_none(), "{image:?}");
+    let mut describe = call("describe_guard");
+    describe.arguments = serde_json::from_value(json!({"name": "test_image_content"})).ok();
+    let described = client.call_tool(describe).await.expect("describe_guard");
+    let entry = described.structured_content.expect("structured");
+    assert!(
+        entry.get("output_schema").is_none() && entry.get("input_schema").is_some(),
+        "{entry}"
+    );
     let result = client
         .call_tool(call("test_multiple_content_types"))
         .await
