@@ -44,8 +44,13 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Serve MCP over stdio (the default).
-    Serve,
+    /// Serve MCP: over stdio (the default), or over Streamable HTTP at `/mcp` with --http.
+    Serve {
+        /// Serve MCP over Streamable HTTP on this address, e.g. 127.0.0.1:8080 (also WARDEN_HTTP_ADDR).
+        /// Without authentication (WARDEN_API_TOKENS_FILE or WARDEN_OAUTH_*) only a loopback address is allowed.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
     /// Print every tool definition as JSON for another client's API.
     Tools {
         /// Output shape.
@@ -192,7 +197,7 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         (true, _) => Command::Tools {
             format: ToolFormat::Mcp,
         },
-        (false, None) => Command::Serve,
+        (false, None) => Command::Serve { http: None },
         (false, Some(Command::Preflight(args))) => return Plan::Preflight(args),
         (false, Some(Command::Test(args))) => return Plan::Test(args),
         (false, Some(command)) => command,
@@ -282,6 +287,22 @@ async fn preflight(app: App, options: crate::preflight::PreflightOptions) -> Exi
     .await
 }
 
+/// Where to serve HTTP: `--http`, else a non-empty `WARDEN_HTTP_ADDR`;
+/// `None` serves stdio.
+fn http_address(flag: Option<std::net::SocketAddr>) -> Result<Option<std::net::SocketAddr>, String> {
+    if flag.is_some() {
+        return Ok(flag);
+    }
+    match crate::config::var("WARDEN_HTTP_ADDR").filter(|value| !value.trim().is_empty()) {
+        None => Ok(None),
+        Some(value) => {
+            value.trim().parse().map(Some).map_err(|_| {
+                format!("WARDEN_HTTP_ADDR: expected IP:PORT such as 127.0.0.1:8080, got '{value}'")
+            })
+        }
+    }
+}
+
 async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
     let (runtime, name, version) = match build_runtime(app) {
         Ok(parts) => parts,
@@ -291,7 +312,24 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
     };
     match command {
-        Command::Serve => crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await,
+        Command::Serve { http } => match http_address(http) {
+            Ok(None) => crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await,
+            #[cfg(feature = "http")]
+            Ok(Some(addr)) => {
+                crate::mcp::serve::http_exit_code(runtime.tasks.clone(), &name, &version, addr).await
+            }
+            #[cfg(not(feature = "http"))]
+            Ok(Some(_)) => {
+                eprintln!(
+                    "error: this binary was built without the `http` feature; serve stdio or rebuild with it"
+                );
+                ExitCode::from(2)
+            }
+            Err(message) => {
+                eprintln!("error: {message}");
+                ExitCode::from(2)
+            }
+        },
         Command::Tools { format } if list_only => {
             let _ = format;
             for guard in runtime.executor.registry().iter() {

@@ -142,6 +142,11 @@ pub mod codes {
     /// `run_coding_task` was called without a model configured.
     pub const MODEL_NOT_CONFIGURED: &str = "model_not_configured";
 
+    /// HTTP: a request's `Origin` is not allowed (403; `WARDEN_ALLOWED_ORIGINS`).
+    pub const FORBIDDEN_ORIGIN: &str = "forbidden_origin";
+    /// HTTP: the server holds its maximum of MCP sessions (503, `Retry-After`).
+    pub const TOO_MANY_SESSIONS: &str = "too_many_sessions";
+
     /// Every code above: the stable vocabulary a client may see in
     /// `error.code`. A test checks each is documented.
     pub const ALL: &[&str] = &[
@@ -169,6 +174,8 @@ pub mod codes {
         DOOR_CLOSED,
         DOOR_PROTOCOL,
         MODEL_NOT_CONFIGURED,
+        FORBIDDEN_ORIGIN,
+        TOO_MANY_SESSIONS,
     ];
 }
 

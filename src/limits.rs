@@ -133,6 +133,14 @@ pub struct Limits {
     pub store_max_bytes: u64,
     /// See [`DEFAULT_TASKS_MAX_AGE`].
     pub tasks_max_age: Duration,
+    /// See [`DEFAULT_HTTP_MAX_CONNECTIONS`].
+    pub http_max_connections: usize,
+    /// See [`DEFAULT_HTTP_MAX_SESSIONS`].
+    pub http_max_sessions: usize,
+    /// See [`DEFAULT_HTTP_SESSION_IDLE`].
+    pub http_session_idle: Duration,
+    /// See [`DEFAULT_DRAIN_GRACE`].
+    pub drain_grace: Duration,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -167,6 +175,10 @@ impl Default for Limits {
             task_max_bytes: DEFAULT_TASK_MAX_BYTES,
             store_max_bytes: DEFAULT_STORE_MAX_BYTES,
             tasks_max_age: DEFAULT_TASKS_MAX_AGE,
+            http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
+            http_max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
+            http_session_idle: DEFAULT_HTTP_SESSION_IDLE,
+            drain_grace: DEFAULT_DRAIN_GRACE,
         }
     }
 }
@@ -241,6 +253,18 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_TASKS_MAX_AGE_HOURS", 1, 87_600)? {
             self.tasks_max_age = Duration::from_secs(n * 3600);
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_MAX_CONNECTIONS", 1, 65_536)? {
+            self.http_max_connections = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_MAX_SESSIONS", 1, 100_000)? {
+            self.http_max_sessions = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_SESSION_IDLE_SECONDS", 10, 86_400)? {
+            self.http_session_idle = Duration::from_secs(n);
+        }
+        if let Some(n) = env_number("WARDEN_DRAIN_SECONDS", 0, 3600)? {
+            self.drain_grace = Duration::from_secs(n);
         }
         Ok(self)
     }
@@ -600,6 +624,43 @@ pub const MAX_RESULT_VALUE_BYTES: usize = 64 * 1024;
 /// waits for running tasks to record themselves `cancelled`: 2 s. Tasks
 /// not done by then are marked `interrupted` at the next start.
 pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+
+// ---- HTTP transport ----
+// `serve --http`: the bounds that keep one client from filling the server
+// through the transport itself (before any call is admitted).
+
+/// HTTP connections open at once: 1,024. At the cap the server stops
+/// accepting until one closes: new clients wait in the kernel's listen
+/// backlog, connections already open keep being served. Each connection
+/// costs a file descriptor and a few KiB. Operators override it with
+/// `WARDEN_HTTP_MAX_CONNECTIONS` (1–65,536).
+pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 1024;
+
+/// MCP sessions (protocol revisions before 2026-07-28) held at once:
+/// 4,096. A request that would open one more is answered 503 with
+/// `Retry-After` (`too_many_sessions`); stateless 2026-07-28 requests open
+/// none and are not refused. An idle session costs about 20 KiB (the
+/// `scripts/bench --http` figure). Operators override it with
+/// `WARDEN_HTTP_MAX_SESSIONS` (1–100,000).
+pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 4096;
+
+/// A session with no request for this long is closed: 300 s (rmcp's own
+/// default). Its client must initialize again. Operators override it with
+/// `WARDEN_HTTP_SESSION_IDLE_SECONDS` (10–86,400).
+pub const DEFAULT_HTTP_SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// How long SIGTERM waits for running calls and tasks to finish before it
+/// cancels them: 30 s. New connections are refused at once and `/readyz`
+/// answers 503; after the grace, running tasks are cancelled and recorded
+/// `cancelled` (waiting up to [`TASK_SHUTDOWN_GRACE`] for their records)
+/// and workers are killed. Operators override it with
+/// `WARDEN_DRAIN_SECONDS` (0–3,600).
+pub const DEFAULT_DRAIN_GRACE: Duration = Duration::from_secs(30);
+
+/// How long a `/readyz` answer is reused: 5 s. The probe starts a worker
+/// process, so a client polling `/readyz` in a loop costs at most one
+/// worker start per period.
+pub const READY_CACHE: Duration = Duration::from_secs(5);
 
 // ---- charts ----
 // Script charts (`line_chart`, `bar_chart`, `scatter_chart`, `heatmap`,

@@ -77,6 +77,18 @@ impl ArtifactStore {
         }
     }
 
+    #[cfg(feature = "http")]
+    /// Whether the store takes a write now (`/readyz`): creates, writes
+    /// and removes a probe file in the root, without following links.
+    pub fn probe_writable(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.root)?;
+        let probe = self.root.join(format!(".ready-{}", std::process::id()));
+        let written = safe_path::create_private(&probe)
+            .and_then(|mut file| std::io::Write::write_all(&mut file, b"ok"));
+        let removed = std::fs::remove_file(&probe);
+        written.and(removed)
+    }
+
     /// Takes the task quotas and store budgets from `limits`.
     pub fn with_limits(mut self, limits: &Limits) -> Self {
         self.policy = Policy {

@@ -387,9 +387,9 @@ impl Executor {
         self.call_slots.admit(cancel).await
     }
 
-    #[cfg(feature = "cli")]
+    #[cfg(any(feature = "cli", feature = "http"))]
     /// Starts a worker that answers a ping without calling any guard; used by
-    /// preflight to prove isolation works on this machine.
+    /// preflight and `/readyz` to prove isolation works on this machine.
     pub async fn ping_worker(&self) -> Result<(u32, usize), Failure> {
         let timeout = std::time::Duration::from_secs(10);
         let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());

@@ -6,6 +6,7 @@
 pub mod app_resources;
 pub mod builtins;
 pub mod export;
+pub(crate) mod in_flight;
 pub mod notices;
 pub mod portable;
 pub mod prompts;

@@ -1,7 +1,8 @@
-//! Serving MCP on stdio: the transport with its limits, the handler, and a
-//! clean shutdown (SIGTERM/SIGINT or the end of input), after which running
-//! tasks are recorded `cancelled`. Used by the CLI's default command and by
-//! `App::run` / `App::serve` built without the `cli` feature.
+//! Serving MCP: on stdio (the transport with its limits, the handler, and a
+//! clean shutdown on SIGTERM/SIGINT or the end of input, after which running
+//! tasks are recorded `cancelled`), and, with the `http` feature, the
+//! command-line face of `mcp::transport::http`. Used by the CLI's `serve`
+//! and by `App::run` / `App::serve` built without the `cli` feature.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
@@ -51,10 +52,17 @@ pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> 
     let stdin = tasks.cancel_on_eof(stdin);
     let transport = crate::mcp::transport::StdioTransport::new(stdin, stdout, transport_limits);
     let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
-    let service = server
-        .serve(transport)
-        .await
-        .map_err(|error| ServeError::Initialize(error.to_string()))?;
+    let service = match server.serve(transport).await {
+        Ok(service) => service,
+        // A client that went away before initializing (e.g. one that only
+        // sent stateless 2026-07-28 requests such as `server/discover`, all
+        // answered) ended the session normally.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+            return Ok(());
+        }
+        Err(error) => return Err(ServeError::Initialize(error.to_string())),
+    };
     let ended = tokio::select! {
         ended = service.waiting() => ended.map(drop).map_err(|error| ServeError::Ended(error.to_string())),
         _ = shutdown_signal() => Ok(()),
@@ -80,6 +88,45 @@ pub(crate) async fn stdio_exit_code(
         Err(error) => {
             eprintln!("error: {error}");
             std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// Serves MCP over HTTP for a command line: prints where it listens and
+/// how the drain ended (stderr), and gives the exit code (0 a clean drain,
+/// 2 it could not start, 1 it failed while serving).
+#[cfg(feature = "http")]
+pub(crate) async fn http_exit_code(
+    tasks: Arc<TaskRunner>,
+    name: &str,
+    version: &str,
+    addr: std::net::SocketAddr,
+) -> std::process::ExitCode {
+    use crate::mcp::transport::http::{HttpError, serve};
+    let outcome = serve(tasks, name, version, addr, |listening| {
+        let auth = if listening.authenticated {
+            "authenticated"
+        } else {
+            "no authentication (loopback only)"
+        };
+        eprintln!("{name}: serving MCP at {} ({auth})", listening.url);
+    })
+    .await;
+    match outcome {
+        Ok(drained) => {
+            eprintln!(
+                "{name}: drained ({} call(s) cut at the grace, {} task(s) unrecorded)",
+                drained.calls_cut, drained.tasks_left
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        Err(error @ HttpError::Serve(_)) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(1)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(2)
         }
     }
 }

@@ -38,7 +38,8 @@ const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the argumen
 Errors come back as results with isError=true, a stable error code and a message naming the field to fix. \
 'Server busy; retry later' means every call slot was in use: retry after a moment.";
 
-/// The handler rmcp drives. Cheap to clone (everything is shared).
+/// The handler rmcp drives. Cheap to clone (everything but the session's
+/// log level is shared).
 #[derive(Clone)]
 pub struct WardenServer {
     executor: Arc<Executor>,
@@ -46,6 +47,8 @@ pub struct WardenServer {
     builtins: Arc<Vec<Box<dyn crate::mcp::builtins::Builtin>>>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
+    /// Tool calls being answered (a draining server waits for them).
+    in_flight: Arc<crate::mcp::in_flight::InFlight>,
     /// The `logging/setLevel` threshold for guard log messages. Fresh in
     /// every clone: each session gets its own clone of the handler (see
     /// [`crate::mcp::notices::SessionLevel`]).
@@ -68,8 +71,15 @@ impl WardenServer {
             builtins: Arc::new(builtins),
             tools: Arc::new(tools),
             info: Implementation::new(name, version),
+            in_flight: Arc::default(),
             log_level: Default::default(),
         }
+    }
+
+    /// The count of tool calls this server (and its clones) is answering.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub(crate) fn in_flight(&self) -> Arc<crate::mcp::in_flight::InFlight> {
+        self.in_flight.clone()
     }
 
     /// `Ok` when `uri` is an app resource or an artifact URI; the
@@ -430,6 +440,7 @@ impl ServerHandler for WardenServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let _in_flight = self.in_flight.enter();
         let name = request.name.to_string();
         if let Some(builtin) = self.builtins.iter().find(|b| b.name() == name) {
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);

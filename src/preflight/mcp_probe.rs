@@ -127,6 +127,9 @@ impl Session {
         let stderr = std::fs::File::create(stderr_path)?;
         let mut child = Command::new(program)
             .args(args)
+            // This probe speaks stdio: an empty value (which wins over a
+            // `.env` line) keeps a server configured for HTTP on stdio.
+            .env("WARDEN_HTTP_ADDR", "")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::from(stderr))
@@ -165,10 +168,7 @@ impl Session {
                 return;
             }
         };
-        let info = &result["serverInfo"];
-        outcome.server.name = info["name"].as_str().map(str::to_string);
-        outcome.server.version = info["version"].as_str().map(str::to_string);
-        outcome.server.protocol_version = result["protocolVersion"].as_str().map(str::to_string);
+        outcome.server.read_initialize(&result);
         if result["capabilities"].get("tools").is_none() {
             outcome.checks.push(Check::fail(
                 "mcp.initialize",

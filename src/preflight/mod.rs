@@ -12,6 +12,8 @@
 
 mod checks;
 mod diagnostics;
+#[cfg(feature = "http")]
+mod http_probe;
 mod mcp_probe;
 mod report;
 mod sandbox_probe;
@@ -68,8 +70,14 @@ pub struct PreflightArgs {
     /// Fail (instead of warn) when the model for run_coding_task is not configured.
     #[arg(long)]
     pub require_agent: bool,
+    /// Check a running HTTP server instead of starting a command, e.g. http://127.0.0.1:8080/mcp.
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
+    pub url: Option<String>,
+    /// With --url: the name of the environment variable holding the bearer token (never the token itself).
+    #[arg(long, value_name = "NAME", requires = "url")]
+    pub token_env: Option<String>,
     /// The server command, exactly as an MCP client would start it.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    #[arg(last = true, required_unless_present = "url", value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
@@ -109,6 +117,9 @@ pub fn main(args: PreflightArgs) -> ExitCode {
 /// The work of [`main`], on the caller's runtime.
 pub(crate) async fn check_command(args: PreflightArgs) -> ExitCode {
     let options = args.options();
+    if let Some(url) = &args.url {
+        return check_url(url, args.token_env.as_deref(), &options).await;
+    }
     let Some((program, rest)) = args.command.split_first() else {
         eprintln!("error: preflight needs a server command after `--`, e.g. `preflight -- ./my-server`");
         return ExitCode::from(2);
@@ -128,6 +139,49 @@ pub(crate) async fn check_command(args: PreflightArgs) -> ExitCode {
     found.insert(0, registration);
     let title = format!("preflight: {}", probe.server.command.join(" "));
     finish(Report::new(probe.server, found, diag), &options, &title)
+}
+
+/// `preflight --url`: the MCP checks against a running HTTP server.
+async fn check_url(url: &str, token_env: Option<&str>, options: &PreflightOptions) -> ExitCode {
+    #[cfg(feature = "http")]
+    {
+        let token = match token_env {
+            None => None,
+            Some(name) => match std::env::var(name) {
+                Ok(token) if !token.trim().is_empty() => Some(token.trim().to_string()),
+                _ => {
+                    eprintln!(
+                        "error: --token-env {name}: that environment variable is unset or empty; export the token in it"
+                    );
+                    return ExitCode::from(2);
+                }
+            },
+        };
+        let (artifacts_dir, _) = outside_artifacts_dir();
+        let diag = match diagnostics::create(&artifacts_dir) {
+            Ok(dir) => dir,
+            Err(error) => return no_diagnostics(error),
+        };
+        let (url_owned, timeout) = (url.to_string(), options.timeout);
+        let probe = tokio::task::spawn_blocking(move || http_probe::probe(&url_owned, token, timeout)).await;
+        let Ok(mut probe) = probe else {
+            eprintln!("error: the HTTP probe stopped unexpectedly");
+            return ExitCode::from(1);
+        };
+        let registration = match &probe.tools {
+            Some(tools) => checks::registration_from_tools(tools),
+            None => Check::skip("registration", "tools/list did not answer; see the mcp checks"),
+        };
+        probe.checks.insert(0, registration);
+        let title = format!("preflight: {url}");
+        finish(Report::new(probe.server, probe.checks, diag), options, &title)
+    }
+    #[cfg(not(feature = "http"))]
+    {
+        let _ = (url, token_env, options);
+        eprintln!("error: this binary was built without the `http` feature; `preflight --url` needs it");
+        ExitCode::from(2)
+    }
 }
 
 /// `<app> --check`: the app's own registry, executor and binary.

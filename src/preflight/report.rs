@@ -98,6 +98,16 @@ pub struct ServerSummary {
     pub protocol_version: Option<String>,
 }
 
+impl ServerSummary {
+    /// Takes the server's name, version and protocol from an `initialize` result.
+    pub(crate) fn read_initialize(&mut self, result: &serde_json::Value) {
+        let info = &result["serverInfo"];
+        self.name = info["name"].as_str().map(str::to_string);
+        self.version = info["version"].as_str().map(str::to_string);
+        self.protocol_version = result["protocolVersion"].as_str().map(str::to_string);
+    }
+}
+
 /// The whole preflight result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Report {

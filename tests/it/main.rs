@@ -13,6 +13,7 @@ mod governance_executor;
 mod governance_sandbox;
 mod governance_storage;
 mod governance_transport;
+mod http;
 mod lifecycle;
 mod limits;
 mod preflight;

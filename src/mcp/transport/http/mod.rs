@@ -1,7 +1,237 @@
-//! MCP over Streamable HTTP: rmcp's service at `/mcp` inside an axum router
-//! with authentication, health endpoints and a draining shutdown.
-
-// Wired into `serve --http` by the HTTP server (in progress).
-#![allow(dead_code)]
+//! MCP over Streamable HTTP: rmcp's service at `/mcp` inside an axum
+//! router, for remote clients and teams.
+//!
+//! ```text
+//!  request ─► connection cap (listener) ─► Origin check ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
+//!                                                       └─► authentication ─► session bounds ─► rmcp /mcp ─► WardenServer
+//! ```
+//!
+//! Both protocol revisions are served by the same endpoint: 2025-11-25
+//! (sessions, SSE streams carrying progress) and 2026-07-28 (stateless
+//! requests, `server/discover`); rmcp routes each request by the revision
+//! it names. The caller's [`crate::tenant::Principal`] travels in the
+//! request's extensions to the handler (`mcp::server::principal_of`).
+//!
+//! Without authentication the server only binds a loopback address: on any
+//! other address it refuses to start, naming the variables to set.
+//!
+//! SIGTERM (or SIGINT) drains: new connections are refused and `/readyz`
+//! answers 503 at once; calls and tasks running then get
+//! `Limits::drain_grace` to finish; after that rmcp's sessions are closed,
+//! running tasks are cancelled and recorded `cancelled`, and the process
+//! returns (its workers die with it).
 
 pub(crate) mod auth;
+mod health;
+mod listener;
+mod origin;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::task::TaskRunner;
+
+/// The MCP endpoint's path.
+pub(crate) const MCP_PATH: &str = "/mcp";
+
+/// Why the HTTP server did not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HttpError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to serve {addr} without authentication: anyone who can reach it could run guards and read \
+artifacts. Set WARDEN_API_TOKENS_FILE (lines `PRINCIPAL SHA256_HEX_OF_TOKEN`) or WARDEN_OAUTH_ISSUER with \
+WARDEN_OAUTH_JWKS, or bind a loopback address such as 127.0.0.1:{port}",
+        port = addr.port()
+    )]
+    Unauthenticated { addr: SocketAddr },
+    #[error(
+        "WARDEN_PUBLIC_URL: '{0}' is not an http(s) URL; write the MCP endpoint as clients reach it, e.g. https://warden.example.com/mcp"
+    )]
+    PublicUrl(String),
+    #[error(transparent)]
+    Origins(#[from] origin::OriginError),
+    #[error(transparent)]
+    Auth(#[from] auth::AuthConfigError),
+    #[error("the HTTP server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// What a started server tells its caller (the CLI prints it).
+#[derive(Debug, Clone)]
+pub(crate) struct Listening {
+    /// The MCP endpoint as clients reach it (with the real port when `:0`
+    /// was asked for).
+    pub(crate) url: String,
+    /// Whether requests are authenticated.
+    pub(crate) authenticated: bool,
+}
+
+/// How a drained server ended.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Drained {
+    /// Calls still running when the grace ran out (then cancelled).
+    pub(crate) calls_cut: usize,
+    /// Tasks that had not recorded themselves when the process returned
+    /// (marked `interrupted` at the next start).
+    pub(crate) tasks_left: usize,
+}
+
+/// Serves MCP on `addr` until SIGTERM/SIGINT, then drains. `on_listening`
+/// runs once the socket is bound.
+pub(crate) async fn serve(
+    tasks: Arc<TaskRunner>,
+    name: &str,
+    version: &str,
+    addr: SocketAddr,
+    on_listening: impl FnOnce(&Listening),
+) -> Result<Drained, HttpError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    let url = public_url(local)?;
+    let auth = auth::Auth::from_env(&url)?.map(Arc::new);
+    if auth.is_none() && !local.ip().is_loopback() {
+        return Err(HttpError::Unauthenticated { addr: local });
+    }
+    let allowlist = Arc::new(origin::Allowlist::new(
+        &url,
+        crate::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
+    )?);
+    // Task records: tasks a dead server left running become `interrupted`.
+    tasks.store.mark_interrupted();
+
+    let limits = tasks.executor.limits().clone();
+    let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
+    let in_flight = server.in_flight();
+    let mut manager = LocalSessionManager::default();
+    manager.session_config.keep_alive = Some(limits.http_session_idle);
+    let sessions = Arc::new(sessions::Sessions::new(
+        Arc::new(manager),
+        limits.http_max_sessions,
+    ));
+    // Closing every session (and its SSE streams) is the last step of a drain.
+    let close_sessions = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(close_sessions.child_token())
+        .with_allowed_hosts(allowed_hosts(local, &url))
+        .with_max_request_body_bytes(message_cap(&limits));
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
+    let mut protected = Router::new()
+        .nest_service(MCP_PATH, mcp)
+        .layer(from_fn_with_state(sessions.clone(), sessions::guard));
+    let mut public = Router::new();
+    if let Some(auth) = &auth {
+        protected = protected.layer(from_fn_with_state(auth.clone(), auth::Auth::require));
+        public = public.merge(auth.public_routes());
+    }
+    let health = Arc::new(health::Health::new(tasks.clone()));
+    let app = Router::new()
+        .merge(protected)
+        .merge(public)
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz).with_state(health.clone()))
+        .layer(from_fn_with_state(allowlist, origin::check));
+
+    let stop_accepting = CancellationToken::new();
+    let server = axum::serve(
+        listener::LimitedListener::new(listener, limits.http_max_connections),
+        app,
+    )
+    .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
+    let mut serving = tokio::spawn(server.into_future());
+    on_listening(&Listening {
+        url,
+        authenticated: auth.is_some(),
+    });
+
+    tokio::select! {
+        ended = &mut serving => {
+            // The server stopped by itself: an accept-loop failure.
+            close_sessions.cancel();
+            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+            return match ended {
+                Ok(Err(error)) => Err(HttpError::Serve(error)),
+                _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
+            };
+        }
+        _ = crate::mcp::serve::shutdown_signal() => {}
+    }
+    // Drain: refuse new work, let running work finish within the grace.
+    health.draining.store(true, Ordering::SeqCst);
+    stop_accepting.cancel();
+    let grace_end = tokio::time::Instant::now() + limits.drain_grace;
+    let calls_cut = in_flight.wait_idle(grace_end).await;
+    // Then cut: cancel tasks (they record `cancelled`), close sessions.
+    let tasks_left = tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    close_sessions.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), serving).await;
+    Ok(Drained {
+        calls_cut,
+        tasks_left,
+    })
+}
+
+/// The MCP endpoint as clients reach it: `WARDEN_PUBLIC_URL` (behind a
+/// proxy), else `http://<bound address>/mcp`.
+fn public_url(local: SocketAddr) -> Result<String, HttpError> {
+    match crate::config::var("WARDEN_PUBLIC_URL").filter(|url| !url.trim().is_empty()) {
+        Some(url) => {
+            let url = url.trim().trim_end_matches('/').to_string();
+            let valid = url
+                .parse::<axum::http::Uri>()
+                .is_ok_and(|uri| matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some());
+            if valid {
+                Ok(url)
+            } else {
+                Err(HttpError::PublicUrl(url))
+            }
+        }
+        None => Ok(format!("http://{local}{MCP_PATH}")),
+    }
+}
+
+/// `Host` values accepted (DNS-rebinding protection for loopback servers):
+/// the loopback names, the bound address and the public URL's host.
+fn allowed_hosts(local: SocketAddr, url: &str) -> Vec<String> {
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    if !local.ip().is_unspecified() {
+        hosts.push(local.ip().to_string());
+    }
+    if let Some(host) = url
+        .parse::<axum::http::Uri>()
+        .ok()
+        .and_then(|uri| uri.host().map(str::to_string))
+    {
+        hosts.push(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    }
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}
+
+/// The largest request body: the stdio message cap, never below the
+/// argument cap plus room for the envelope (as on stdio).
+fn message_cap(limits: &crate::Limits) -> usize {
+    limits.max_message_bytes.max(
+        limits
+            .max_argument_bytes
+            .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
+    )
+}

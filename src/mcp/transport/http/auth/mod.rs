@@ -9,6 +9,7 @@ use axum::response::Response;
 
 /// Why the authentication settings cannot be used.
 #[derive(Debug, thiserror::Error)]
+#[allow(dead_code)]
 pub(crate) enum AuthConfigError {
     #[error("{0}")]
     Invalid(String),

@@ -1,0 +1,90 @@
+//! `GET /healthz` and `GET /readyz`: unauthenticated and cheap.
+//!
+//! `/healthz` says the process is serving HTTP. `/readyz` says it can do
+//! work: the artifacts directory takes a write and a worker process starts
+//! and answers. That probe spawns a process, so its answer is cached for
+//! [`READY_CACHE`] and concurrent probes share one run: a load balancer (or
+//! a flood) polling `/readyz` costs at most one worker start per period.
+//! While the server drains, `/readyz` answers 503 so traffic moves away.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::limits::READY_CACHE;
+use crate::task::TaskRunner;
+
+/// What `/readyz` needs.
+pub(crate) struct Health {
+    pub(crate) tasks: Arc<TaskRunner>,
+    pub(crate) draining: AtomicBool,
+    /// The last probe: when, and its answer.
+    last: tokio::sync::Mutex<Option<(Instant, StatusCode, Value)>>,
+}
+
+impl Health {
+    pub(crate) fn new(tasks: Arc<TaskRunner>) -> Self {
+        Self {
+            tasks,
+            draining: AtomicBool::new(false),
+            last: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    async fn probe(&self) -> (StatusCode, Value) {
+        let artifacts = self.tasks.store.probe_writable();
+        let worker = self.tasks.executor.ping_worker().await;
+        let mut checks = serde_json::Map::new();
+        checks.insert(
+            "artifacts".into(),
+            match &artifacts {
+                Ok(()) => json!("ok"),
+                Err(error) => json!(format!("not writable: {error}")),
+            },
+        );
+        checks.insert(
+            "worker".into(),
+            match &worker {
+                Ok(_) => json!("ok"),
+                Err(failure) => json!(format!("did not start: {}", failure.error.message)),
+            },
+        );
+        let ready = artifacts.is_ok() && worker.is_ok();
+        let status = if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        };
+        (
+            status,
+            json!({"status": if ready { "ready" } else { "not_ready" }, "checks": checks}),
+        )
+    }
+}
+
+pub(crate) async fn healthz() -> Json<Value> {
+    Json(json!({"status": "ok"}))
+}
+
+pub(crate) async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Json<Value>) {
+    if health.draining.load(Ordering::Relaxed) {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"status": "draining"})),
+        );
+    }
+    let mut last = health.last.lock().await;
+    if let Some((at, status, body)) = last.as_ref()
+        && at.elapsed() < READY_CACHE
+    {
+        return (*status, Json(body.clone()));
+    }
+    let (status, body) = health.probe().await;
+    *last = Some((Instant::now(), status, body.clone()));
+    (status, Json(body))
+}
