@@ -141,6 +141,16 @@ pub mod codes {
     pub const DOOR_PROTOCOL: &str = "door_protocol";
     /// `run_coding_task` was called without a model configured.
     pub const MODEL_NOT_CONFIGURED: &str = "model_not_configured";
+    /// The caller's principal already holds its share of call slots or its
+    /// tasks (a per-principal limit); nothing ran. Carries `retry_after_seconds`.
+    pub const PRINCIPAL_BUSY: &str = "principal_busy";
+    /// The caller's principal made its calls of the minute
+    /// (`WARDEN_CALLS_PER_MINUTE`); nothing ran. Carries `retry_after_seconds`.
+    pub const RATE_LIMITED: &str = "rate_limited";
+
+    /// The codes of a request refused before anything ran (status
+    /// `rejected`, a `request_rejected` event whose `reason` is the code).
+    pub const REFUSALS: &[&str] = &[SERVER_BUSY, PRINCIPAL_BUSY, RATE_LIMITED];
 
     /// HTTP: a request's `Origin` is not allowed (403; `WARDEN_ALLOWED_ORIGINS`).
     pub const FORBIDDEN_ORIGIN: &str = "forbidden_origin";
@@ -174,6 +184,8 @@ pub mod codes {
         DOOR_CLOSED,
         DOOR_PROTOCOL,
         MODEL_NOT_CONFIGURED,
+        PRINCIPAL_BUSY,
+        RATE_LIMITED,
         FORBIDDEN_ORIGIN,
         TOO_MANY_SESSIONS,
     ];
@@ -212,6 +224,10 @@ pub struct GuardError {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// When a refused request may be sent again, in whole seconds
+    /// (`principal_busy`, `rate_limited`); absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_seconds: Option<u64>,
 }
 
 impl GuardError {
@@ -221,7 +237,14 @@ impl GuardError {
             code: code.into(),
             message: message.into(),
             field: None,
+            retry_after_seconds: None,
         }
+    }
+
+    /// This error, saying when to retry.
+    pub fn retry_after(mut self, seconds: u64) -> Self {
+        self.retry_after_seconds = Some(seconds);
+        self
     }
 
     /// A value the guard decoded but cannot accept. The message is prefixed
@@ -232,6 +255,7 @@ impl GuardError {
             code: codes::INVALID_INPUT.into(),
             message: format!("{field}: {}", message.as_ref()),
             field: Some(field),
+            retry_after_seconds: None,
         }
     }
 

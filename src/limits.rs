@@ -133,6 +133,14 @@ pub struct Limits {
     pub store_max_bytes: u64,
     /// See [`DEFAULT_TASKS_MAX_AGE`].
     pub tasks_max_age: Duration,
+    /// See [`DEFAULT_TASKS_PER_PRINCIPAL`].
+    pub tasks_per_principal: usize,
+    /// See [`DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT`].
+    pub principal_call_share_percent: usize,
+    /// See [`DEFAULT_CALLS_PER_MINUTE`].
+    pub calls_per_minute: u32,
+    /// See [`DEFAULT_PRINCIPAL_ARTIFACT_BYTES`].
+    pub principal_artifact_bytes: u64,
     /// See [`DEFAULT_HTTP_MAX_CONNECTIONS`].
     pub http_max_connections: usize,
     /// See [`DEFAULT_HTTP_MAX_SESSIONS`].
@@ -175,6 +183,10 @@ impl Default for Limits {
             task_max_bytes: DEFAULT_TASK_MAX_BYTES,
             store_max_bytes: DEFAULT_STORE_MAX_BYTES,
             tasks_max_age: DEFAULT_TASKS_MAX_AGE,
+            tasks_per_principal: DEFAULT_TASKS_PER_PRINCIPAL,
+            principal_call_share_percent: DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT,
+            calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
+            principal_artifact_bytes: DEFAULT_PRINCIPAL_ARTIFACT_BYTES,
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
             http_session_idle: DEFAULT_HTTP_SESSION_IDLE,
@@ -254,6 +266,18 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_TASKS_MAX_AGE_HOURS", 1, 87_600)? {
             self.tasks_max_age = Duration::from_secs(n * 3600);
         }
+        if let Some(n) = env_number("WARDEN_TASKS_PER_PRINCIPAL", 1, 64)? {
+            self.tasks_per_principal = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT", 1, 100)? {
+            self.principal_call_share_percent = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_CALLS_PER_MINUTE", 1, 1_000_000)? {
+            self.calls_per_minute = n as u32;
+        }
+        if let Some(n) = env_number("WARDEN_PRINCIPAL_ARTIFACT_MB", 1, 1_048_576)? {
+            self.principal_artifact_bytes = n * 1024 * 1024;
+        }
         if let Some(n) = env_number("WARDEN_HTTP_MAX_CONNECTIONS", 1, 65_536)? {
             self.http_max_connections = n as usize;
         }
@@ -267,6 +291,13 @@ impl Limits {
             self.drain_grace = Duration::from_secs(n);
         }
         Ok(self)
+    }
+
+    /// Call slots one principal may hold at once: its share
+    /// ([`DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT`]) of `max_concurrent_calls`,
+    /// rounded down, and at least 1.
+    pub fn principal_call_slots(&self) -> usize {
+        (self.max_concurrent_calls * self.principal_call_share_percent / 100).max(1)
     }
 
     /// The effective timeout for a guard: its own (or the default), never
@@ -532,6 +563,58 @@ pub fn default_guard_threads() -> usize {
 fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, usize::from)
 }
+// ---- tenants ----
+// Per-principal limits (see `crate::tenant::limits`). They bind every
+// authenticated principal. `local` — the stdio client, or every caller of
+// an HTTP server without authentication, which listens on loopback only —
+// is the operator of the server and is bound by the server-wide limits
+// alone, exactly as before principals existed: these defaults are chosen
+// for a team sharing one server and would only idle a single user's
+// capacity. A refusal is a normal tool result with a stable code
+// (`principal_busy`, `rate_limited`, `quota_exceeded`) whose message names
+// the limit and its `WARDEN_*` variable.
+
+/// Tasks (`run_script`, `run_coding_task`) one principal may run at once: 1
+/// (`WARDEN_TASKS_PER_PRINCIPAL`, 1–64). With the default 2 task slots, two
+/// team members can each run a task and none can hold both slots; raise
+/// both together on a larger machine. A task beyond it waits the admission
+/// wait ([`DEFAULT_ADMISSION_WAIT`]) for one of its principal's tasks to
+/// end, then is refused `principal_busy` with `retry_after_seconds`. Does
+/// not count the guard calls a task makes (its task slot bounds those).
+pub const DEFAULT_TASKS_PER_PRINCIPAL: usize = 1;
+
+/// Share of the call slots ([`DEFAULT_MAX_CONCURRENT_CALLS`]) one
+/// principal may hold at once: 50 %, rounded down and at least 1
+/// (`WARDEN_PRINCIPAL_CALL_SHARE_PERCENT`, 1–100; 100 turns the share off).
+/// So one principal flooding the server leaves at least half the slots to
+/// the others, whatever its calls cost. A call beyond its share waits for
+/// one of its own calls to end (within the same admission wait, and never
+/// in the server's queue, so its flood cannot fill that queue either), then
+/// is refused `principal_busy`. A batch or `check_backtest` holds one slot
+/// like a direct call. Does not count task slots.
+pub const DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT: usize = 50;
+
+/// Requests that run guards — direct guard calls, `run_batch`,
+/// `check_backtest`, `run_script`, `run_coding_task` — one principal may
+/// start per minute: 600 (`WARDEN_CALLS_PER_MINUTE`, 1–1,000,000). A token
+/// bucket: up to 600 at once, refilled at 10 per second. The request past
+/// it is refused `rate_limited` with `retry_after_seconds`, when the next
+/// one is allowed. 600 is far above what an interactive client or a model
+/// sends and stops a runaway loop. Lookups (`list_*`, `get_task_result`,
+/// `read_artifact`, `describe_guard`, `resources/read`) are not counted; the
+/// calls a script or batch makes count once, as their request.
+pub const DEFAULT_CALLS_PER_MINUTE: u32 = 600;
+
+/// Bytes of task directories one principal keeps in the store: 1 GiB
+/// (`WARDEN_PRINCIPAL_ARTIFACT_MB`, 1–1,048,576). A quarter of the store
+/// budget ([`DEFAULT_STORE_MAX_BYTES`]), so one principal's volume cannot
+/// push everyone else's tasks out of the store: past it, the retention
+/// thread deletes that principal's oldest finished tasks (at the next task
+/// start), never another's. A `write_artifact` that would take the
+/// principal's running tasks' outputs past it is refused with a catchable
+/// `quota_exceeded`. Does not cover events.jsonl.
+pub const DEFAULT_PRINCIPAL_ARTIFACT_BYTES: u64 = 1024 * 1024 * 1024;
+
 // ---- sandbox ----
 
 /// Operator override of [`Limits::max_argument_bytes`] (default
@@ -723,6 +806,45 @@ pub const REPORT_MAX_TABLE_ROWS: usize = 500;
 /// A PNG that does not fit is still a `resource_link` (every artifact is),
 /// to read with `resources/read` or `read_artifact`.
 pub const MAX_RESULT_IMAGES: usize = 8;
+
+// ---- http authentication ----
+// The bearer-token checks of `serve --http`
+// (`crate::mcp::transport::http::auth`). Contract bounds, not tunables: an
+// operator who needs larger tokens or a slower issuer has a misconfigured
+// issuer, not a capacity problem.
+
+/// Longest `Authorization` header accepted: 8 KiB (8,192 bytes, scheme
+/// included). A longer one is answered 400 `malformed_authorization`
+/// before anything is hashed or decoded. Room for a JWT with many claims;
+/// does not bound other headers (the HTTP server's own limits do).
+pub const MAX_AUTHORIZATION_BYTES: usize = 8 * 1024;
+
+/// How long one fetch of the issuer's JWKS (`WARDEN_OAUTH_JWKS` as a URL)
+/// may take, connect to last byte: 5 s. At startup a slower issuer is a
+/// startup error; later the server keeps the keys it has and a token
+/// signed by an unknown key is answered 401 `invalid_token`.
+pub const JWKS_FETCH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Largest JWKS document read: 256 KiB (262,144 bytes), from a URL or a
+/// file. A larger one is refused like an unreachable one (above). Real key
+/// sets are a few KiB.
+pub const JWKS_MAX_BYTES: usize = 256 * 1024;
+
+/// Least time between two JWKS loads: 60 s. A token naming an unknown `kid`
+/// triggers a reload only when the last one is older than this, and
+/// concurrent requests share one reload, so a flood of made-up key ids
+/// costs the issuer at most one request a minute. The cost: a key the
+/// issuer publishes right after a reload is accepted up to 60 s later.
+pub const JWKS_MIN_REFRESH_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Age after which the JWKS is reloaded in the background even when every
+/// token's `kid` is known: 15 min (900 s), so a key the issuer withdrew
+/// stops being accepted within this long. Requests never wait for it.
+pub const JWKS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
+
+/// Clock skew allowed on a JWT's `exp` and `nbf`: 30 s. A token expired
+/// 31 s ago, or valid only 31 s from now, is answered 401 `invalid_token`.
+pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
 
 #[cfg(test)]
 mod tests {

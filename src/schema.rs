@@ -99,6 +99,7 @@ pub(crate) fn output_value<O: serde::Serialize>(
                             "{field}: the guard returned {number}, which JSON cannot carry, and the output schema allows no string or null there; return a finite number, or declare the field as a number-or-string (\"Infinity\"/\"-Infinity\", null for NaN)"
                         ),
                         field: Some(field),
+                        retry_after_seconds: None,
                     }
                 })?;
             set(&mut value, &path[usize::from(wraps)..], replacement);
@@ -256,6 +257,7 @@ pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<
             code: codes::INVALID_ARGUMENTS.into(),
             message: format!("invalid arguments: {message}"),
             field,
+            retry_after_seconds: None,
         }
     })
 }

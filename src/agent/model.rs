@@ -4,6 +4,11 @@
 //! global timeout, and the async side's deadline. A call abandoned at the
 //! task deadline finishes (and is discarded) on its thread within the
 //! per-call timeout.
+//!
+//! The credentials stay server-side: an error never names the endpoint's
+//! address (which may carry `user:password@`) and has the API key cut out
+//! of anything the endpoint said ([`redact`]), because model errors reach
+//! the client in the task result.
 
 use std::time::Duration;
 
@@ -77,6 +82,33 @@ fn timed_out(timeout: Duration) -> ModelError {
     }
 }
 
+/// Shortest API key cut out of messages: 8 characters. Real keys are far
+/// longer; cutting every occurrence of a one-letter test key would garble
+/// the message without protecting anything.
+const MIN_REDACTED_KEY_CHARS: usize = 8;
+
+/// `text` with the credentials cut out: the API key, the whole base URL,
+/// and the `user:password` part of the base URL.
+fn redact(config: &ModelConfig, text: &str) -> String {
+    let mut text = text.replace(config.api_base.as_str(), "<WARDEN_MODEL_API_BASE>");
+    if config.api_key.chars().count() >= MIN_REDACTED_KEY_CHARS {
+        text = text.replace(config.api_key.as_str(), "<redacted>");
+    }
+    let authority = config
+        .api_base
+        .split_once("://")
+        .map_or(config.api_base.as_str(), |(_, rest)| rest)
+        .split('/')
+        .next()
+        .unwrap_or_default();
+    if let Some((userinfo, _)) = authority.rsplit_once('@')
+        && !userinfo.is_empty()
+    {
+        text = text.replace(userinfo, "<redacted>");
+    }
+    text
+}
+
 fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Result<String, ModelError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
@@ -84,6 +116,7 @@ fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Resul
         .build()
         .into();
     let url = format!("{}/chat/completions", config.api_base);
+    // Said only here: errors below never show it (see `redact`).
     let response = agent
         .post(&url)
         .header("Authorization", &format!("Bearer {}", config.api_key))
@@ -92,7 +125,10 @@ fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Resul
             ureq::Error::Timeout(_) => timed_out(timeout),
             other => ModelError {
                 kind: "connection",
-                message: format!("cannot reach the model at {url}: {other} (check WARDEN_MODEL_API_BASE)"),
+                message: format!(
+                    "cannot reach the model endpoint: {} (check WARDEN_MODEL_API_BASE)",
+                    redact(config, &other.to_string())
+                ),
             },
         })?;
     let status = response.status().as_u16();
@@ -107,7 +143,7 @@ fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Resul
             429 => " (rate limited; retry later)",
             _ => "",
         };
-        let excerpt: String = text.chars().take(300).collect();
+        let excerpt: String = redact(config, &text).chars().take(300).collect();
         return Err(ModelError {
             kind: "http_status",
             message: format!("the model endpoint answered HTTP {status}{hint}: {excerpt}"),
@@ -124,4 +160,29 @@ fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Resul
             kind: "bad_response",
             message: "the model's reply has no choices[0].message.content".into(),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_never_carry_the_key_or_the_base_urls_credentials() {
+        // The key, the base URL and its user:password are cut out of what the endpoint said.
+        let config = ModelConfig {
+            api_key: "sk-live-0123456789".into(),
+            api_base: "https://bot:hunter2@models.internal:8443/v1".into(),
+            model_id: "m".into(),
+            call_timeout: Duration::from_secs(1),
+        };
+        let said = "bad key sk-live-0123456789 for https://bot:hunter2@models.internal:8443/v1/chat/completions; bot:hunter2";
+        let cleaned = redact(&config, said);
+        for secret in ["sk-live-0123456789", "hunter2", "bot:"] {
+            assert!(!cleaned.contains(secret), "{cleaned}");
+        }
+        assert!(
+            cleaned.contains("<WARDEN_MODEL_API_BASE>/chat/completions"),
+            "{cleaned}"
+        );
+    }
 }

@@ -5,15 +5,18 @@
 //! from a held descriptor of the root without following a link, and every
 //! file in it through [`safe_path`] relative to that descriptor, refusing
 //! absolute names, `..`, control characters and links at every component.
-//! What a script writes is bounded by [`quota`]; what the store keeps, by
-//! [`retention`] on its own thread; tasks a dead server left are found
-//! through [`owner`].
+//! Every task belongs to the principal that created it ([`owner`]), and
+//! every client-facing lookup goes through that principal's [`View`], in
+//! which other principals' tasks do not exist. What a script writes is
+//! bounded by [`quota`]; what the store keeps, by [`retention`] on its own
+//! thread; tasks a dead server left are found through [`owner`].
 
 pub mod chunk;
 pub mod owner;
 pub mod quota;
 pub mod retention;
 pub mod safe_path;
+mod view;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;
@@ -24,24 +27,41 @@ use serde_json::{Value, json};
 
 use crate::error::GuardError;
 use crate::limits::Limits;
+use crate::tenant::Principal;
 pub use chunk::Encoding;
 use quota::{Quota, Usage};
 use retention::{Entry, Policy, Pruner};
+pub use view::View;
 
 /// Task directory layout.
 pub const OUTPUTS_DIR: &str = "outputs";
 /// The saved task result.
 pub const RESULT_FILE: &str = "result.json";
 
+/// Prefix of a task directory being set up: it gets its `task_…` name only
+/// once its owner record is written, so no listing ever shows a task
+/// without its owner.
+const STAGING_PREFIX: &str = ".new-";
+
+/// A task this server is running: whose it is and what it wrote.
+#[derive(Clone)]
+struct RunningTask {
+    principal: Principal,
+    usage: Arc<Mutex<Usage>>,
+    /// Bytes under `outputs/` of all of this principal's running tasks,
+    /// shared by them. Locked before `usage` (see [`ArtifactStore::write_output`]).
+    principal_bytes: Arc<Mutex<u64>>,
+}
+
 #[derive(Clone)]
 pub struct ArtifactStore {
     root: PathBuf,
     policy: Policy,
     quota: Quota,
-    /// Usage of the tasks this server is running, by id: inserted by
+    /// The tasks this server is running, by id: inserted by
     /// [`ArtifactStore::create_task`], removed by [`ArtifactStore::end_task`].
     /// A task in here is never pruned.
-    running: Arc<Mutex<HashMap<String, Arc<Mutex<Usage>>>>>,
+    running: Arc<Mutex<HashMap<String, RunningTask>>>,
     /// The retention thread; started by the first task.
     pruner: Arc<Pruner>,
 }
@@ -67,10 +87,12 @@ impl ArtifactStore {
                 keep: keep.max(1),
                 max_bytes: defaults.store_max_bytes,
                 max_age: defaults.tasks_max_age,
+                principal_max_bytes: defaults.principal_artifact_bytes,
             },
             quota: Quota {
                 max_files: defaults.task_max_files,
                 max_bytes: defaults.task_max_bytes,
+                principal_max_bytes: defaults.principal_artifact_bytes,
             },
             running: Arc::default(),
             pruner: Arc::default(),
@@ -95,18 +117,23 @@ impl ArtifactStore {
             keep: limits.tasks_kept.max(1),
             max_bytes: limits.store_max_bytes,
             max_age: limits.tasks_max_age,
+            principal_max_bytes: limits.principal_artifact_bytes,
         };
         self.quota = Quota {
             max_files: limits.task_max_files,
             max_bytes: limits.task_max_bytes,
+            principal_max_bytes: limits.principal_artifact_bytes,
         };
         self
     }
 
-    /// Creates a new, empty task directory (0700) with its `outputs/` and
-    /// `owner.json`, and asks the retention thread for a pass.
-    pub fn create_task(&self) -> Result<(String, PathBuf), GuardError> {
+    /// Creates a new, empty task directory (0700) owned by `principal`,
+    /// with its `outputs/` and `owner.json`, and asks the retention thread
+    /// for a pass. The directory is set up under a hidden name and renamed
+    /// to its id only after the owner record is durably written.
+    pub fn create_task(&self, principal: &Principal) -> Result<(String, PathBuf), GuardError> {
         let task_id = format!("task_{}", uuid::Uuid::new_v4().simple());
+        let staging = format!("{STAGING_PREFIX}{task_id}");
         let cannot = |e: &dyn std::fmt::Display| {
             GuardError::failed(format!(
                 "cannot create task directory under {}: {e}; set WARDEN_ARTIFACTS_DIR to a writable directory",
@@ -116,22 +143,48 @@ impl ArtifactStore {
         std::fs::create_dir_all(&self.root).map_err(|e| cannot(&e))?;
         let root = safe_path::open_root(&self.root)?;
         let mode = nix::sys::stat::Mode::from_bits_truncate(safe_path::DIR_MODE);
-        nix::sys::stat::mkdirat(&root, task_id.as_str(), mode).map_err(|e| cannot(&e))?;
-        let dir = safe_path::open_dir_at(&root, "task_id", &task_id)?;
-        nix::sys::stat::mkdirat(&dir, OUTPUTS_DIR, mode).map_err(|e| cannot(&e))?;
-        let owner = owner::this_process().to_string();
-        safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], owner.as_bytes(), false)?;
-        // The task's event log is appended by the events module; created
-        // here so it is private like everything else in the directory.
-        let _ = safe_path::create_log_at(&dir, "events.jsonl");
-        lock(&self.running).insert(task_id.clone(), Arc::default());
+        nix::sys::stat::mkdirat(&root, staging.as_str(), mode).map_err(|e| cannot(&e))?;
+        let set_up = || -> Result<(), GuardError> {
+            let dir = safe_path::open_dir_at(&root, "task_id", &staging)?;
+            nix::sys::stat::mkdirat(&dir, OUTPUTS_DIR, mode).map_err(|e| cannot(&e))?;
+            let owner = owner::record(principal).to_string();
+            safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], owner.as_bytes(), true)?;
+            // The task's event log is appended by the events module; created
+            // here so it is private like everything else in the directory.
+            let _ = safe_path::create_log_at(&dir, "events.jsonl");
+            nix::fcntl::renameat(&root, staging.as_str(), &root, task_id.as_str()).map_err(|e| cannot(&e))
+        };
+        if let Err(error) = set_up() {
+            let _ = std::fs::remove_dir_all(self.root.join(&staging));
+            return Err(error);
+        }
+        let running = RunningTask {
+            principal: principal.clone(),
+            usage: Arc::default(),
+            principal_bytes: self.principal_bytes(principal),
+        };
+        lock(&self.running).insert(task_id.clone(), running);
         self.request_prune();
         Ok((task_id.clone(), self.root.join(task_id)))
     }
 
+    /// The running-bytes counter `principal`'s running tasks share (a new
+    /// one when it has none running).
+    fn principal_bytes(&self, principal: &Principal) -> Arc<Mutex<u64>> {
+        lock(&self.running)
+            .values()
+            .find(|task| &task.principal == principal)
+            .map(|task| task.principal_bytes.clone())
+            .unwrap_or_default()
+    }
+
     /// Forgets a task's usage: it is no longer running here.
     pub fn end_task(&self, task_id: &str) {
-        lock(&self.running).remove(task_id);
+        let Some(task) = lock(&self.running).remove(task_id) else {
+            return;
+        };
+        let mut principal_bytes = lock(&task.principal_bytes);
+        *principal_bytes = principal_bytes.saturating_sub(lock(&task.usage).bytes);
     }
 
     /// Asks the retention thread for a pass; never waits for it.
@@ -142,7 +195,14 @@ impl ArtifactStore {
 
     /// One retention pass (on the retention thread).
     fn prune(&self) {
-        let running: Vec<String> = lock(&self.running).keys().cloned().collect();
+        let (running, mut principal_totals) = {
+            let running = lock(&self.running);
+            let mut totals: HashMap<Principal, u64> = HashMap::new();
+            for task in running.values() {
+                totals.insert(task.principal.clone(), *lock(&task.principal_bytes));
+            }
+            (running.keys().cloned().collect::<Vec<String>>(), totals)
+        };
         let Ok(root) = safe_path::open_root(&self.root) else {
             return;
         };
@@ -151,12 +211,15 @@ impl ArtifactStore {
             let Ok(meta) = std::fs::symlink_metadata(self.root.join(&id)) else {
                 continue;
             };
-            let finished = safe_path::open_dir_at(&root, "task_id", &id)
+            let dir = safe_path::open_dir_at(&root, "task_id", &id).ok();
+            let finished = dir
+                .as_ref()
                 .map(|dir| {
-                    nix::sys::stat::fstatat(&dir, RESULT_FILE, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                    nix::sys::stat::fstatat(dir, RESULT_FILE, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
                         .is_ok()
                 })
                 .unwrap_or(true);
+            let principal = dir.as_ref().and_then(owner::principal_at);
             let running_here = running.contains(&id);
             let bytes = if running_here || !finished {
                 0
@@ -169,16 +232,23 @@ impl ArtifactStore {
                 finished,
                 running_here,
                 bytes,
+                principal,
             });
         }
-        for id in retention::doomed(&entries, self.policy) {
+        for id in retention::doomed(&entries, self.policy, &mut principal_totals) {
             self.pruner.remove(&self.root, &id);
         }
-        // Leftovers of a pass a crash interrupted.
+        // Leftovers of a pass a crash interrupted, and of task set-ups a
+        // crash interrupted (a set-up takes milliseconds; these are old).
         if let Ok(listing) = std::fs::read_dir(&self.root) {
             for entry in listing.flatten() {
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if name.starts_with(retention::TRASH_PREFIX) {
+                let stale_setup = name.starts_with(STAGING_PREFIX)
+                    && entry
+                        .path()
+                        .symlink_metadata()
+                        .is_ok_and(|m| retention::age(&m) > retention::RUNNING_GRACE);
+                if name.starts_with(retention::TRASH_PREFIX) || stale_setup {
                     let _ = std::fs::remove_dir_all(entry.path());
                 }
             }
@@ -213,9 +283,7 @@ impl ArtifactStore {
             if nix::sys::stat::fstatat(&dir, RESULT_FILE, at).is_ok() {
                 continue;
             }
-            let owner = safe_path::open_read_at(&dir, "filename", &[owner::OWNER_FILE])
-                .ok()
-                .and_then(|f| serde_json::from_reader::<_, Value>(std::io::Read::take(f, 4096)).ok());
+            let owner = owner::read_at(&dir).ok().flatten();
             let dead = match &owner {
                 Some(owner) => !owner::alive(owner),
                 None => std::fs::symlink_metadata(self.root.join(&id))
@@ -260,8 +328,9 @@ impl ArtifactStore {
 
     /// Opens an existing task directory after validating the id: from a
     /// held descriptor of the root, never following a link. Every other
-    /// open of the task goes through the returned descriptor.
-    pub fn open_task(&self, task_id: &str) -> Result<OwnedFd, GuardError> {
+    /// open of the task goes through the returned descriptor. Whoever owns
+    /// it: client-facing lookups use [`View::open_task`].
+    fn open_task(&self, task_id: &str) -> Result<OwnedFd, GuardError> {
         Self::check_id(task_id)?;
         let root = safe_path::open_root(&self.root)?;
         nix::fcntl::openat(
@@ -274,24 +343,13 @@ impl ArtifactStore {
             nix::sys::stat::Mode::empty(),
         )
         .map_err(|e| match e {
-            nix::Error::ENOENT => GuardError::new(
-                crate::error::codes::NOT_FOUND,
-                format!("task_id: no task '{task_id}'; call list_tasks to see existing tasks"),
-            ),
+            nix::Error::ENOENT => no_task(task_id),
             nix::Error::ELOOP | nix::Error::ENOTDIR => GuardError::invalid_input(
                 "task_id",
                 "the task directory is a link or not a directory; links are refused",
             ),
             other => GuardError::failed(format!("task_id: cannot open task '{task_id}': {other}")),
         })
-    }
-
-    /// The path of an existing task directory, after checking that it is a
-    /// real directory (for display, and for callers that open by path with
-    /// [`safe_path::open_read`], which refuses a link there too).
-    pub fn task_dir(&self, task_id: &str) -> Result<PathBuf, GuardError> {
-        self.open_task(task_id)?;
-        Ok(self.root.join(task_id))
     }
 
     /// Writes a file the server produces (actions, registry), atomically.
@@ -329,29 +387,37 @@ impl ArtifactStore {
         }
         let parts = safe_path::components("filename", filename)?;
         quota::check_name(filename, &parts)?;
-        let usage = lock(&self.running).get(task_id).cloned().ok_or_else(|| {
+        let task = lock(&self.running).get(task_id).cloned().ok_or_else(|| {
             GuardError::failed(format!(
                 "task '{task_id}' is not running here; artifacts are written only while a task runs"
             ))
         })?;
         let dir = self.open_task(task_id)?;
         let outputs = safe_path::open_dir_at(&dir, "filename", OUTPUTS_DIR)?;
-        let mut usage = lock(&usage);
+        // The principal's counter first, then the task's: every writer
+        // takes them in this order.
+        let mut principal_bytes = lock(&task.principal_bytes);
+        let mut usage = lock(&task.usage);
         let probe = safe_path::probe_at(&outputs, "filename", &parts)?;
         let new_entries = probe.new_dirs + usize::from(probe.replaced.is_none());
         let size = bytes.len() as u64;
         let replaced = probe.replaced.unwrap_or(0);
         usage.check(self.quota, new_entries, size, replaced)?;
+        if crate::tenant::limits::bound(&task.principal) {
+            quota::check_principal(&task.principal, self.quota, *principal_bytes, size, replaced)?;
+        }
         safe_path::write_atomic_at(&outputs, "filename", &parts, bytes, false)?;
+        let before = usage.bytes;
         usage.record(filename, new_entries, size, replaced);
+        *principal_bytes = (*principal_bytes + usage.bytes).saturating_sub(before);
         Ok(size)
     }
 
     /// The files a running task wrote under `outputs/` (by name, with
     /// sizes), from memory; `None` when the task is not running here.
     pub fn written(&self, task_id: &str) -> Option<Vec<(String, u64)>> {
-        let usage = lock(&self.running).get(task_id).cloned()?;
-        let usage = lock(&usage);
+        let task = lock(&self.running).get(task_id).cloned()?;
+        let usage = lock(&task.usage);
         Some(usage.files.iter().map(|(n, s)| (n.clone(), *s)).collect())
     }
 
@@ -366,8 +432,10 @@ impl ArtifactStore {
         Ok(chunk.content)
     }
 
-    /// One chunk of a task file (`read_artifact`).
-    pub fn read(
+    /// One chunk of a file of a task the server itself is answering about
+    /// (the images of a result it just made). Client lookups use
+    /// [`View::read`].
+    pub(crate) fn read(
         &self,
         task_id: &str,
         filename: &str,
@@ -375,31 +443,14 @@ impl ArtifactStore {
         max_bytes: usize,
         encoding: Encoding,
     ) -> Result<Value, GuardError> {
-        let parts = safe_path::components("filename", filename)?;
-        let dir = self.open_task(task_id)?;
-        let mut file = safe_path::open_read_at(&dir, "filename", &parts)?;
-        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let chunk = chunk::read_chunk(&mut file, size, offset, max_bytes, encoding)?;
-        Ok(json!({
-            "task_id": task_id,
-            "filename": filename,
-            "encoding": encoding,
-            "mime_type": mime_type(filename),
-            "content": chunk.content,
-            "size_bytes": chunk.size_bytes,
-            "offset": offset,
-            "next_offset": chunk.next_offset,
-        }))
-    }
-
-    /// Files of a task (relative names, sorted), skipping links and
-    /// anything that is not a regular file, walked from held descriptors.
-    pub fn files(&self, task_id: &str) -> Result<Vec<(String, u64)>, GuardError> {
-        let dir = self.open_task(task_id)?;
-        let mut found = Vec::new();
-        walk(dir, "", 0, &mut found);
-        found.sort();
-        Ok(found)
+        read_at(
+            &self.open_task(task_id)?,
+            task_id,
+            filename,
+            offset,
+            max_bytes,
+            encoding,
+        )
     }
 
     /// Task ids, newest first.
@@ -419,6 +470,41 @@ impl ArtifactStore {
         tasks.sort_by(|a, b| b.cmp(a));
         tasks.into_iter().map(|(_, name)| name).collect()
     }
+}
+
+/// The answer for a task id that does not exist — or that belongs to
+/// another principal: the same code and message, so an answer never tells
+/// whether someone else's task exists.
+fn no_task(task_id: &str) -> GuardError {
+    GuardError::new(
+        crate::error::codes::NOT_FOUND,
+        format!("task_id: no task '{task_id}'; call list_tasks to see existing tasks"),
+    )
+}
+
+/// One chunk of `filename` in the task directory `dir`.
+fn read_at(
+    dir: &OwnedFd,
+    task_id: &str,
+    filename: &str,
+    offset: u64,
+    max_bytes: usize,
+    encoding: Encoding,
+) -> Result<Value, GuardError> {
+    let parts = safe_path::components("filename", filename)?;
+    let mut file = safe_path::open_read_at(dir, "filename", &parts)?;
+    let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+    let chunk = chunk::read_chunk(&mut file, size, offset, max_bytes, encoding)?;
+    Ok(json!({
+        "task_id": task_id,
+        "filename": filename,
+        "encoding": encoding,
+        "mime_type": mime_type(filename),
+        "content": chunk.content,
+        "size_bytes": chunk.size_bytes,
+        "offset": offset,
+        "next_offset": chunk.next_offset,
+    }))
 }
 
 impl retention::Pass for ArtifactStore {

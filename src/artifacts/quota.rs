@@ -7,17 +7,23 @@
 //! artifacts from memory, so a task that flooded its outputs still ends
 //! at once. A refused write changes nothing and is a catchable
 //! `quota_exceeded` error naming the quota, its value and what to do.
+//! The per-principal budget is checked here too, against the outputs of
+//! all of that principal's running tasks ([`check_principal`]).
 
 use std::collections::BTreeMap;
 
 use crate::error::{GuardError, codes};
 use crate::limits::{MAX_ARTIFACT_DEPTH, MAX_ARTIFACT_NAME_BYTES, MAX_ARTIFACT_PATH_BYTES};
+use crate::tenant::Principal;
 
 /// The per-task quotas a store enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Quota {
     pub max_files: usize,
     pub max_bytes: u64,
+    /// Bytes all running tasks of one (bound) principal may keep under
+    /// `outputs/` together ([`crate::limits::DEFAULT_PRINCIPAL_ARTIFACT_BYTES`]).
+    pub principal_max_bytes: u64,
 }
 
 /// What one running task has written under `outputs/`.
@@ -36,6 +42,7 @@ fn exceeded(message: String) -> GuardError {
         code: codes::QUOTA_EXCEEDED.into(),
         message,
         field: Some("filename".into()),
+        retry_after_seconds: None,
     }
 }
 
@@ -98,6 +105,26 @@ impl Usage {
     }
 }
 
+/// Checks that writing `size` bytes in place of `replaced` keeps the
+/// running tasks of `principal`, which hold `running_bytes` now, within
+/// the principal's artifact budget.
+pub fn check_principal(
+    principal: &Principal,
+    quota: Quota,
+    running_bytes: u64,
+    size: u64,
+    replaced: u64,
+) -> Result<(), GuardError> {
+    let after = running_bytes.saturating_sub(replaced) + size;
+    if after > quota.principal_max_bytes {
+        return Err(exceeded(format!(
+            "filename: writing {size} bytes would bring the artifacts of the running tasks of principal '{principal}' to {after} bytes, over its artifact budget of {} bytes (WARDEN_PRINCIPAL_ARTIFACT_MB); write less or summarize",
+            quota.principal_max_bytes
+        )));
+    }
+    Ok(())
+}
+
 /// At most `max` bytes of `text`, cut on a character boundary.
 fn cut(text: &str, max: usize) -> &str {
     let mut end = text.len().min(max);
@@ -117,6 +144,7 @@ mod tests {
         let quota = Quota {
             max_files: 2,
             max_bytes: 10,
+            principal_max_bytes: 100,
         };
         let mut usage = Usage::default();
         usage.check(quota, 1, 6, 0).expect("fits");
@@ -130,6 +158,25 @@ mod tests {
         usage.record("b", 1, 0, 0);
         let error = usage.check(quota, 1, 0, 0).expect_err("files");
         assert!(error.message.contains("2 files"), "{}", error.message);
+    }
+
+    #[test]
+    fn the_principal_budget_counts_all_its_running_tasks() {
+        // 90 bytes held elsewhere + 20 is over a 100-byte budget; replacing 10 of them fits.
+        let quota = Quota {
+            max_files: 10,
+            max_bytes: 1000,
+            principal_max_bytes: 100,
+        };
+        let alice = Principal::new("alice").expect("name");
+        let error = check_principal(&alice, quota, 90, 20, 0).expect_err("over");
+        assert_eq!(error.code, "quota_exceeded");
+        assert!(
+            error.message.contains("WARDEN_PRINCIPAL_ARTIFACT_MB") && error.message.contains("'alice'"),
+            "{}",
+            error.message
+        );
+        check_principal(&alice, quota, 90, 20, 10).expect("an overwrite fits");
     }
 
     #[test]

@@ -9,11 +9,16 @@
 //! to `.trash-<id>` (one syscall, so it leaves every listing at once), then
 //! deleted. Running tasks — this server's, or any task without
 //! `result.json` younger than [`RUNNING_GRACE`] — are never removed.
+//! Besides the store's budgets, each bound principal (see
+//! [`crate::tenant::limits::bound`]) has a byte budget of its own: past it,
+//! that principal's oldest finished tasks go, never another's.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, SystemTime};
+
+use crate::tenant::Principal;
 
 /// How long a task without `result.json` is assumed to be running: 1 h,
 /// longer than any task may run.
@@ -28,6 +33,8 @@ pub struct Policy {
     pub keep: usize,
     pub max_bytes: u64,
     pub max_age: Duration,
+    /// Bytes of task directories one bound principal may keep.
+    pub principal_max_bytes: u64,
 }
 
 /// One task directory as a pass sees it, newest first.
@@ -38,28 +45,50 @@ pub struct Entry {
     pub finished: bool,
     pub running_here: bool,
     pub bytes: u64,
+    /// Its owner; `None` when its record cannot be read.
+    pub principal: Option<Principal>,
 }
 
 /// Which entries a pass removes: beyond `keep`, older than `max_age`, or
-/// once the newer ones have used up `max_bytes` — never a running one.
-pub fn doomed(entries: &[Entry], policy: Policy) -> Vec<String> {
+/// once the newer ones have used up `max_bytes` — or, for a bound
+/// principal, once its newer tasks (starting from `principal_bytes`, what
+/// its running tasks hold) have used up `principal_max_bytes` — never a
+/// running one.
+pub fn doomed(
+    entries: &[Entry],
+    policy: Policy,
+    principal_bytes: &mut HashMap<Principal, u64>,
+) -> Vec<String> {
     let mut total = 0u64;
     let mut kept = 0usize;
     let mut out = Vec::new();
     for entry in entries {
+        let bound = entry
+            .principal
+            .as_ref()
+            .filter(|p| crate::tenant::limits::bound(p));
         let running = entry.running_here || (!entry.finished && entry.age <= RUNNING_GRACE);
         if running {
             total += entry.bytes;
             kept += 1;
+            if let Some(principal) = bound {
+                *principal_bytes.entry(principal.clone()).or_default() += entry.bytes;
+            }
             continue;
         }
-        let over =
-            kept >= policy.keep || entry.age > policy.max_age || total + entry.bytes > policy.max_bytes;
+        let held = bound.map_or(0, |p| principal_bytes.get(p).copied().unwrap_or(0));
+        let over = kept >= policy.keep
+            || entry.age > policy.max_age
+            || total + entry.bytes > policy.max_bytes
+            || (bound.is_some() && held + entry.bytes > policy.principal_max_bytes);
         if over {
             out.push(entry.id.clone());
         } else {
             total += entry.bytes;
             kept += 1;
+            if let Some(principal) = bound {
+                *principal_bytes.entry(principal.clone()).or_default() += entry.bytes;
+            }
         }
     }
     out
@@ -185,7 +214,37 @@ mod tests {
             finished,
             running_here: false,
             bytes,
+            principal: Some(Principal::local()),
         }
+    }
+
+    fn owned(id: &str, hours: u64, bytes: u64, who: &str) -> Entry {
+        Entry {
+            principal: Principal::new(who).ok(),
+            ..entry(id, hours, true, bytes)
+        }
+    }
+
+    #[test]
+    fn a_principal_over_its_budget_loses_its_own_oldest_tasks_only() {
+        // Alice's 3 × 40 bytes pass her 100-byte budget: her oldest go (two when
+        // her running tasks hold 30 more); Bob's and local's (not bound) stay.
+        let policy = Policy {
+            keep: 100,
+            max_bytes: u64::MAX,
+            max_age: Duration::from_secs(48 * 3600),
+            principal_max_bytes: 100,
+        };
+        let entries = vec![
+            owned("a1", 0, 40, "alice"),
+            owned("b1", 1, 90, "bob"),
+            owned("a2", 2, 40, "alice"),
+            owned("a3", 3, 40, "alice"),
+            entry("l1", 4, true, 500),
+        ];
+        let mut held = HashMap::from([(Principal::new("alice").expect("name"), 30)]);
+        assert_eq!(doomed(&entries, policy, &mut held), vec!["a2", "a3"]);
+        assert_eq!(doomed(&entries, policy, &mut HashMap::new()), vec!["a3"]);
     }
 
     #[test]
@@ -195,6 +254,7 @@ mod tests {
             keep: 3,
             max_bytes: 100,
             max_age: Duration::from_secs(48 * 3600),
+            principal_max_bytes: 1,
         };
         let entries = vec![
             entry("a", 0, true, 40),
@@ -206,18 +266,21 @@ mod tests {
         ];
         // b is running: kept, and its 500 bytes count, so every older finished
         // task is over the 100-byte budget.
-        assert_eq!(doomed(&entries, policy), vec!["c", "d", "e", "f"]);
+        assert_eq!(
+            doomed(&entries, policy, &mut HashMap::new()),
+            vec!["c", "d", "e", "f"]
+        );
         let roomy = Policy {
             max_bytes: u64::MAX,
             ..policy
         };
         // Count: a, b, c kept; d, e beyond 3; f also too old.
-        assert_eq!(doomed(&entries, roomy), vec!["d", "e", "f"]);
+        assert_eq!(doomed(&entries, roomy, &mut HashMap::new()), vec!["d", "e", "f"]);
         let many = Policy {
             keep: 100,
             max_bytes: u64::MAX,
             ..policy
         };
-        assert_eq!(doomed(&entries, many), vec!["f"]);
+        assert_eq!(doomed(&entries, many, &mut HashMap::new()), vec!["f"]);
     }
 }

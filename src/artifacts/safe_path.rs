@@ -136,14 +136,6 @@ pub fn open_root(path: &Path) -> Result<OwnedFd, GuardError> {
     })
 }
 
-/// Opens `root/<parts…>` for reading; every component must be a real
-/// directory or file, never a symlink.
-pub fn open_read(root: &Path, field: &str, parts: &[&str]) -> Result<File, GuardError> {
-    let root = nix::fcntl::open(root, dir_flags(), Mode::empty())
-        .map_err(|e| io_error(field, &root.display().to_string(), e))?;
-    open_read_at(&root, field, parts)
-}
-
 /// Opens `<dir>/<parts…>` for reading: a regular file only, never a link,
 /// and never blocking (a FIFO or device is refused, not waited on).
 pub fn open_read_at<Fd: AsFd>(dir: &Fd, field: &str, parts: &[&str]) -> Result<File, GuardError> {

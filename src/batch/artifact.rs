@@ -4,8 +4,9 @@
 //! list of that column's values; `"columns": ["a", "b"]` or `"columns":
 //! "all"` becomes `{column: [values]}`. Report data therefore goes from one
 //! task's artifacts into a guard's arguments without passing through the
-//! client. Files are opened only through the [`ArtifactStore`]'s checks
-//! (task id format, relative path, no `..`, no symbolic links), and cells
+//! client. Files are opened only through the caller's [`View`] of the
+//! store (its own tasks; task id format, relative path, no `..`, no
+//! symbolic links), and cells
 //! that parse as numbers become numbers.
 //!
 //! Memory is the cost to bound: one small reference can stand for a whole
@@ -26,7 +27,7 @@ use std::io::Read;
 use serde_json::{Map, Number, Value};
 
 use super::refs::ARTIFACT_KEY;
-use crate::artifacts::{ArtifactStore, safe_path};
+use crate::artifacts::{View, safe_path};
 
 /// Which columns a reference loads.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,13 +168,13 @@ impl Table {
 
 /// Opens referenced CSV files in the store, to size or parse them.
 pub(crate) struct Loader<'a> {
-    store: &'a ArtifactStore,
+    store: View<'a>,
     /// Largest file read; larger ones could not be sent as arguments anyway.
     max_bytes: usize,
 }
 
 impl<'a> Loader<'a> {
-    pub(crate) fn new(store: &'a ArtifactStore, max_bytes: usize) -> Self {
+    pub(crate) fn new(store: View<'a>, max_bytes: usize) -> Self {
         Self { store, max_bytes }
     }
 
@@ -204,9 +205,9 @@ impl<'a> Loader<'a> {
 
     fn open(&self, reference: &ArtifactRef) -> Result<File, String> {
         let filename = &reference.filename;
-        let dir = self.store.task_dir(&reference.task_id).map_err(|e| e.message)?;
+        let dir = self.store.open_task(&reference.task_id).map_err(|e| e.message)?;
         let parts = safe_path::components("filename", filename).map_err(|e| e.message)?;
-        safe_path::open_read(&dir, "filename", &parts).map_err(|e| {
+        safe_path::open_read_at(&dir, "filename", &parts).map_err(|e| {
             format!("{}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)", e.message)
         })
     }

@@ -2,7 +2,8 @@
 //!
 //! A batch is planned first ([`plan`]): names, destructive guards, reference
 //! shapes and `$artifact` columns are checked for every call, and the files
-//! `$artifact` references stand for are sized against the argument cap
+//! `$artifact` references stand for (in the caller's own tasks only: see
+//! [`crate::artifacts::View`]) are sized against the argument cap
 //! before any is read, so a refused batch has run (and loaded) nothing. It is
 //! then admitted as ONE request: it takes one call slot with
 //! [`Executor::admit_batch`] (waiting for one like a direct call, and
@@ -72,9 +73,10 @@ pub(crate) async fn run(
         }
         refs::check_path(path).map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e))?;
     }
+    let store = store.view(&origin.principal);
     let (calls, tables) = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;
     let _slot = executor
-        .admit_batch(&cancel)
+        .admit_batch(&origin.principal, &cancel)
         .await
         .map_err(|failure| failure.error)?;
     let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();

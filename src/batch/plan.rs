@@ -21,7 +21,7 @@ use serde_json::Value;
 use super::BatchCall;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, ARTIFACT_KEY, RESULT_KEY};
-use crate::artifacts::ArtifactStore;
+use crate::artifacts::View;
 use crate::error::{GuardError, codes};
 use crate::executor::arguments::json_size;
 use crate::limits::{Limits, MAX_BATCH_CALLS};
@@ -52,7 +52,7 @@ pub(crate) fn plan(
     calls: Vec<BatchCall>,
     registry: &Registry,
     limits: &Limits,
-    store: &ArtifactStore,
+    store: View<'_>,
 ) -> Result<(Vec<Planned>, Tables), GuardError> {
     let count = calls.len();
     if !(1..=MAX_BATCH_CALLS).contains(&count) {
@@ -146,6 +146,7 @@ pub(crate) fn plan(
                     listed.join("; ")
                 ),
                 field: Some(field.clone()),
+                retry_after_seconds: None,
             })
         }
     }
@@ -238,6 +239,7 @@ reference to {} of task {} ({size} bytes): split the batch",
                     listed.join("; ")
                 ),
                 field: Some(field.clone()),
+                retry_after_seconds: None,
             })
         }
     }

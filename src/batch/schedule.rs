@@ -239,6 +239,7 @@ reference less data",
                 code: codes::ARGUMENTS_TOO_LARGE.into(),
                 message,
                 field: Some(location),
+                retry_after_seconds: None,
             }
         } else {
             GuardError::invalid_input(location, message)

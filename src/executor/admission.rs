@@ -10,17 +10,24 @@
 //! waiting when the wait ends, is rejected `server_busy`; one whose client
 //! cancels stops waiting at once. Task slots (`run_script`,
 //! `run_coding_task`) wait the same way: a quick script frees its slot in
-//! milliseconds too. Nothing here runs a guard.
+//! milliseconds too. In front of the server's slots, each bound principal
+//! has a share of them ([`Slots::per_principal`], counted by
+//! [`crate::tenant::limits::Gates`]): a principal's requests beyond its
+//! share wait for its own requests, within the same bounded wait, and are
+//! then refused `principal_busy`. Nothing here runs a guard.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
+use crate::tenant::Principal;
+use crate::tenant::limits::{Gates, bound};
 
 /// Slots of one kind and their wait queue.
 pub(crate) struct Slots {
@@ -34,6 +41,35 @@ pub(crate) struct Slots {
     waiting: AtomicUsize,
     queue: usize,
     wait: Duration,
+    /// Each bound principal's share of these slots, when capped.
+    share: Option<Share>,
+}
+
+/// A per-principal cap in front of a kind of slot.
+struct Share {
+    gates: Gates,
+    /// The limit as a refusal names it, e.g. "its share of the call slots
+    /// (WARDEN_PRINCIPAL_CALL_SHARE_PERCENT)".
+    limit: String,
+}
+
+/// An admitted request: its server slot and, for a bound principal, its
+/// share permit. Held by the request until it is answered; dropping it
+/// frees both.
+#[derive(Debug)]
+pub struct Admitted {
+    _slot: OwnedSemaphorePermit,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+/// Why waiting for a permit ended without one.
+enum NoPermit {
+    /// The queue was full (or waiting is off): `n` callers wait already.
+    QueueFull(usize),
+    /// The wait ran out.
+    TimedOut,
+    /// The client cancelled.
+    Cancelled,
 }
 
 impl Slots {
@@ -45,51 +81,135 @@ impl Slots {
             waiting: AtomicUsize::new(0),
             queue,
             wait,
+            share: None,
         }
     }
 
-    /// A slot: at once when one is free, else after a bounded wait.
-    pub(crate) async fn admit(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Failure> {
-        if let Ok(permit) = self.slots.clone().try_acquire_owned() {
-            return Ok(permit);
+    /// Caps how many of these slots one bound principal holds at once to
+    /// `cap`; `limit` names the limit and its variable in refusals. A cap
+    /// of the whole size changes nothing and is left out.
+    pub(crate) fn per_principal(mut self, cap: usize, limit: String) -> Self {
+        if cap < self.size {
+            self.share = Some(Share {
+                gates: Gates::new(cap),
+                limit,
+            });
         }
-        if self.wait.is_zero() || self.waiting.fetch_add(1, Ordering::AcqRel) >= self.queue {
-            if !self.wait.is_zero() {
-                self.waiting.fetch_sub(1, Ordering::AcqRel);
+        self
+    }
+
+    /// A slot for `principal`: at once when one is free, else after a
+    /// bounded wait. A bound principal first takes a permit of its share,
+    /// waiting (within the same wait) only for its own requests to end:
+    /// requests beyond its share never enter the server's queue, so one
+    /// principal's flood cannot fill that queue for the others.
+    pub(crate) async fn admit(
+        &self,
+        principal: &Principal,
+        cancel: &CancellationToken,
+    ) -> Result<Admitted, Failure> {
+        let until = Instant::now() + self.wait;
+        let share = match &self.share {
+            Some(share) if bound(principal) => {
+                let gate = share.gates.of(principal);
+                let permit = acquire(&gate.permits, &gate.waiting, self.queue, self.wait, until, cancel)
+                    .await
+                    .map_err(|why| self.refusal(why, |_| self.principal_busy(share, principal)))?;
+                Some(permit)
             }
-            return Err(self.busy(format!(
-                "all {} {} slots are in use and {} requests already wait for one",
-                self.size,
-                self.what,
-                self.waiting.load(Ordering::Acquire)
-            )));
-        }
-        let _leave = Waiting(&self.waiting);
-        tokio::select! {
-            permit = tokio::time::timeout(self.wait, self.slots.clone().acquire_owned()) => match permit {
-                Ok(Ok(permit)) => Ok(permit),
-                _ => Err(self.busy(format!(
-                    "all {} {} slots stayed in use for {} ms",
-                    self.size,
-                    self.what,
-                    self.wait.as_millis()
-                ))),
-            },
-            _ = cancel.cancelled() => Err(Failure::new(
+            _ => None,
+        };
+        let slot = acquire(&self.slots, &self.waiting, self.queue, self.wait, until, cancel)
+            .await
+            .map_err(|why| self.refusal(why, |why| self.server_busy(why)))?;
+        Ok(Admitted {
+            _slot: slot,
+            _share: share,
+        })
+    }
+
+    fn refusal(&self, why: NoPermit, busy: impl FnOnce(&NoPermit) -> Failure) -> Failure {
+        match why {
+            NoPermit::Cancelled => Failure::new(
                 Status::Cancelled,
                 GuardError::new(
                     codes::CANCELLED,
                     format!("the request was cancelled while waiting for a {} slot", self.what),
                 ),
-            )),
+            ),
+            NoPermit::QueueFull(_) | NoPermit::TimedOut => busy(&why),
         }
     }
 
-    fn busy(&self, why: String) -> Failure {
+    fn server_busy(&self, why: &NoPermit) -> Failure {
+        let why = match why {
+            NoPermit::QueueFull(waiting) => format!(
+                "all {} {} slots are in use and {waiting} requests already wait for one",
+                self.size, self.what
+            ),
+            _ => format!(
+                "all {} {} slots stayed in use for {} ms",
+                self.size,
+                self.what,
+                self.wait.as_millis()
+            ),
+        };
         Failure::new(
             Status::Rejected,
             GuardError::new(codes::SERVER_BUSY, format!("Server busy; retry later ({why})")),
         )
+    }
+
+    /// `principal_busy`: the principal holds all of its share. When one of
+    /// its requests ends is unknown; a second is the hint.
+    fn principal_busy(&self, share: &Share, principal: &Principal) -> Failure {
+        let wait = self.wait.as_secs().max(1);
+        Failure::new(
+            Status::Rejected,
+            GuardError::new(
+                codes::PRINCIPAL_BUSY,
+                format!(
+                    "principal busy: '{principal}' already holds {} of the {} {} slots, {}; retry when one of its {}s ends (after {wait} s or later)",
+                    share.gates.cap(),
+                    self.size,
+                    self.what,
+                    share.limit,
+                    self.what,
+                ),
+            )
+            .retry_after(wait),
+        )
+    }
+}
+
+/// A permit of `semaphore`: at once when one is free; else, unless
+/// `queue` callers already wait (counted in `waiting`) or `wait` is zero,
+/// after waiting until `until`, in arrival order (tokio's semaphore is fair).
+async fn acquire(
+    semaphore: &Arc<Semaphore>,
+    waiting: &AtomicUsize,
+    queue: usize,
+    wait: Duration,
+    until: Instant,
+    cancel: &CancellationToken,
+) -> Result<OwnedSemaphorePermit, NoPermit> {
+    if let Ok(permit) = semaphore.clone().try_acquire_owned() {
+        return Ok(permit);
+    }
+    if wait.is_zero() {
+        return Err(NoPermit::QueueFull(waiting.load(Ordering::Acquire)));
+    }
+    if waiting.fetch_add(1, Ordering::AcqRel) >= queue {
+        waiting.fetch_sub(1, Ordering::AcqRel);
+        return Err(NoPermit::QueueFull(waiting.load(Ordering::Acquire)));
+    }
+    let _leave = Waiting(waiting);
+    tokio::select! {
+        permit = tokio::time::timeout_at(until, semaphore.clone().acquire_owned()) => match permit {
+            Ok(Ok(permit)) => Ok(permit),
+            _ => Err(NoPermit::TimedOut),
+        },
+        _ = cancel.cancelled() => Err(NoPermit::Cancelled),
     }
 }
 
@@ -111,14 +231,20 @@ mod tests {
         // A freed slot goes to the waiter; beyond the queue or the wait it is busy.
         let slots = Arc::new(Slots::new("call", 1, 1, Duration::from_millis(300)));
         let never = CancellationToken::new();
-        let held = slots.admit(&never).await.expect("free slot");
+        let local = Principal::local();
+        let held = slots.admit(&local, &never).await.expect("free slot");
         let waiter = {
             let slots = slots.clone();
-            tokio::spawn(async move { slots.admit(&CancellationToken::new()).await.map(drop) })
+            tokio::spawn(async move {
+                slots
+                    .admit(&Principal::local(), &CancellationToken::new())
+                    .await
+                    .map(drop)
+            })
         };
         tokio::time::sleep(Duration::from_millis(50)).await;
         // The queue (1) is full: refused at once.
-        let refused = slots.admit(&never).await.expect_err("queue full");
+        let refused = slots.admit(&local, &never).await.expect_err("queue full");
         assert!(
             refused.error.message.contains("already wait"),
             "{}",
@@ -126,10 +252,50 @@ mod tests {
         );
         drop(held);
         assert!(waiter.await.expect("joined").is_ok());
-        let held = slots.admit(&never).await.expect("free again");
-        let late = slots.admit(&never).await.expect_err("wait ran out");
+        let held = slots.admit(&local, &never).await.expect("free again");
+        let late = slots.admit(&local, &never).await.expect_err("wait ran out");
         assert_eq!(late.status, Status::Rejected);
         assert!(late.error.message.contains("300 ms"), "{}", late.error.message);
         drop(held);
+    }
+
+    #[tokio::test]
+    async fn a_principal_beyond_its_share_waits_for_its_own_calls_and_others_pass() {
+        // Share 1 of 2 slots: Alice's second call is refused principal_busy after the wait,
+        // while Bob is admitted at once; local is not bound.
+        let slots = Slots::new("call", 2, 4, Duration::from_millis(200))
+            .per_principal(1, "its share (WARDEN_PRINCIPAL_CALL_SHARE_PERCENT)".into());
+        let never = CancellationToken::new();
+        let (alice, bob) = (
+            Principal::new("alice").expect("name"),
+            Principal::new("bob").expect("name"),
+        );
+        let held = slots.admit(&alice, &never).await.expect("alice's first");
+        let started = Instant::now();
+        let (second, bobs) = tokio::join!(slots.admit(&alice, &never), async {
+            let admitted = slots.admit(&bob, &never).await;
+            (admitted, started.elapsed())
+        });
+        let refused = second.expect_err("beyond alice's share");
+        assert_eq!(refused.status, Status::Rejected);
+        assert_eq!(refused.error.code, codes::PRINCIPAL_BUSY);
+        assert_eq!(refused.error.retry_after_seconds, Some(1));
+        assert!(
+            refused
+                .error
+                .message
+                .contains("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT"),
+            "{}",
+            refused.error.message
+        );
+        assert!(started.elapsed() >= Duration::from_millis(200));
+        let (bobs, waited) = bobs;
+        assert!(waited < Duration::from_millis(100), "bob waited {waited:?}");
+        drop(bobs);
+        // With alice's first call done, her next one is admitted.
+        drop(held);
+        let again = slots.admit(&alice, &never).await.expect("alice again");
+        let local = slots.admit(&Principal::local(), &never).await.expect("local");
+        drop((again, local));
     }
 }

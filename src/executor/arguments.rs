@@ -46,6 +46,7 @@ pub(crate) fn too_deep(depth: usize) -> Failure {
 pass flatter data (e.g. a list of flat objects)"
             ),
             field: Some("arguments".into()),
+            retry_after_seconds: None,
         },
     )
 }

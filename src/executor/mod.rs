@@ -25,10 +25,10 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+pub use admission::Admitted;
 pub(crate) use admission::Slots;
 pub(crate) use isolated::WorkerLauncher;
 use sandbox::Rlimits;
@@ -40,6 +40,7 @@ use crate::events::{Events, Origin};
 use crate::guard::{Mode, Resources};
 use crate::limits::Limits;
 use crate::registry::Registry;
+use crate::tenant::Principal;
 use crate::worker::{Request, Response};
 
 /// How a call ended, as recorded in events and results.
@@ -131,8 +132,12 @@ pub struct Executor {
     launcher: WorkerLauncher,
     /// Call slots: one per admitted direct call or batch, taken before the
     /// call starts and dropped when it is answered (an in-process call that
-    /// overran keeps a guard-thread permit instead, see `threads`).
+    /// overran keeps a guard-thread permit instead, see `threads`). Each
+    /// bound principal holds at most its share of them.
     call_slots: Slots,
+    /// Requests per minute per bound principal: direct calls, batches and
+    /// tasks each take one token when admitted ([`Executor::take_rate`]).
+    rate: crate::tenant::limits::Rate,
     /// The guard-thread budget every in-process execution runs under.
     threads: GuardThreads,
 }
@@ -159,7 +164,15 @@ impl Executor {
                 limits.max_concurrent_calls,
                 limits.admission_queue,
                 limits.admission_wait,
+            )
+            .per_principal(
+                limits.principal_call_slots(),
+                format!(
+                    "its share of the call slots ({} %, WARDEN_PRINCIPAL_CALL_SHARE_PERCENT)",
+                    limits.principal_call_share_percent
+                ),
             ),
+            rate: crate::tenant::limits::Rate::new(limits.calls_per_minute),
             threads: GuardThreads::new(
                 limits.max_guard_threads,
                 limits.max_overdue_in_process,
@@ -190,7 +203,10 @@ impl Executor {
     pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
         let guard = self.check(&request)?;
         let permit = match request.admission {
-            Admission::TryNow => Some(self.call_slots.admit(&request.cancel).await?),
+            Admission::TryNow => Some(
+                self.admit_batch(&request.origin.principal, &request.cancel)
+                    .await?,
+            ),
             Admission::InTask => None,
         };
         // An in-process call gets its guard thread before it counts as started.
@@ -379,12 +395,28 @@ impl Executor {
             .ok_or_else(|| Failure::new(Status::Failed, self.registry.unknown_guard(name)))
     }
 
-    /// Takes one call slot for a tool that then runs several guards with
-    /// [`Admission::InTask`] (check_backtest, run_batch): the whole batch
-    /// counts as one direct call, waits for a slot like one and is rejected
-    /// `server_busy` like one; the slot is released when the permit drops.
-    pub async fn admit_batch(&self, cancel: &CancellationToken) -> Result<OwnedSemaphorePermit, Failure> {
-        self.call_slots.admit(cancel).await
+    /// Admits one direct call for `principal`, or a tool that then runs
+    /// several guards with [`Admission::InTask`] (check_backtest,
+    /// run_batch): the whole batch counts as one direct call. It takes a
+    /// token of the principal's rate, then a call slot within its share,
+    /// waiting for one like a direct call; it is rejected `rate_limited`,
+    /// `principal_busy` or `server_busy`. The slot is released when the
+    /// returned [`Admitted`] drops.
+    pub async fn admit_batch(
+        &self,
+        principal: &Principal,
+        cancel: &CancellationToken,
+    ) -> Result<Admitted, Failure> {
+        self.take_rate(principal)?;
+        self.call_slots.admit(principal, cancel).await
+    }
+
+    /// Takes one request of `principal`'s rate (a no-op for `local`), or
+    /// refuses it `rate_limited`.
+    pub(crate) fn take_rate(&self, principal: &Principal) -> Result<(), Failure> {
+        self.rate
+            .take(principal)
+            .map_err(|error| Failure::new(Status::Rejected, error))
     }
 
     #[cfg(any(feature = "cli", feature = "http"))]

@@ -3,7 +3,8 @@
 //! A task result carries a `resource_link` per file under `outputs/`, with
 //! the URI `warden://artifacts/{task_id}/{path}`; `resources/read` on such a
 //! URI returns the whole file (text, or base64 for binary data) through the
-//! same safe-path checks as `read_artifact`. Files larger than one
+//! same safe-path checks as `read_artifact`, from the caller's own tasks
+//! only (another principal's task answers as an unknown one). Files larger than one
 //! `read_artifact` chunk are refused with a pointer to `read_artifact`.
 //! PNG artifacts also travel inline as image content ([`images`]) while
 //! they fit the result size cap, so a client shows charts at once.
@@ -19,7 +20,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde_json::Value;
 
-use crate::artifacts::{ArtifactStore, Encoding, mime_type};
+use crate::artifacts::{ArtifactStore, Encoding, View, mime_type};
 use crate::limits::{MAX_INLINE_RESULT_BYTES, MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
 
 /// Base64 of the 8-byte PNG signature's first 6 bytes: every PNG starts so.
@@ -118,8 +119,8 @@ pub fn images(store: &ArtifactStore, result: &Value) -> Vec<ContentBlock> {
     images
 }
 
-/// `resources/read` for an artifact URI.
-pub fn read(store: &ArtifactStore, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+/// `resources/read` for an artifact URI, in the caller's view of the store.
+pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData> {
     let not_ours = || {
         ErrorData::invalid_params(
             format!("unknown resource '{uri}': expected {SCHEME}{{task_id}}/{{path}}"),
@@ -176,7 +177,9 @@ mod tests {
         // A small PNG becomes image content; one past the cap and a non-PNG stay links only.
         let root = tempfile::tempdir().expect("temp dir");
         let store = ArtifactStore::new(root.path(), 10);
-        let (task_id, _) = store.create_task().expect("task");
+        let (task_id, _) = store
+            .create_task(&crate::tenant::Principal::local())
+            .expect("task");
         let cap = 1 << 20;
         store
             .write_output(&task_id, "small.png", &fake_png(10_000), cap)

@@ -136,13 +136,13 @@ impl WardenServer {
                     .cloned()
                     .unwrap_or(Value::Null),
             ),
-            Err(error) if error.code == crate::error::codes::SERVER_BUSY => {
+            Err(error) if crate::error::codes::REFUSALS.contains(&error.code.as_str()) => {
                 ("rejected".into(), Value::Null, json!(error.code))
             }
             Err(error) => ("failed".into(), Value::Null, json!(error.code)),
         };
         if status == "rejected" {
-            events.emit(&origin, "request_rejected", json!({"reason": "server_busy"}));
+            events.emit(&origin, "request_rejected", json!({"reason": error_type}));
         }
         events.emit(
             &origin,
@@ -204,7 +204,7 @@ impl WardenServer {
             Err(failure) => (failure.status, Some(failure.error.code.clone())),
         };
         if status == Status::Rejected {
-            events.emit(&origin, "request_rejected", json!({"reason": "server_busy"}));
+            events.emit(&origin, "request_rejected", json!({"reason": error_type}));
         }
         events.emit(
             &origin,
@@ -247,6 +247,7 @@ fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleS
             KeyValue::new("mcp.tool.name", tool.to_string()),
             KeyValue::new("warden.mode", mode),
             KeyValue::new("warden.request_id", origin.request_id.clone()),
+            KeyValue::new("warden.principal", origin.principal.to_string()),
         ],
     );
     origin
@@ -423,12 +424,14 @@ impl ServerHandler for WardenServer {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        // The app's own resources are the same for every principal.
         if let Some(app) = self.executor.registry().app_resources().read(&request.uri) {
             return app.map(Into::into);
         }
-        crate::mcp::resources::read(&self.tasks.store, &request.uri).map(Into::into)
+        let principal = principal_of(&context);
+        crate::mcp::resources::read(self.tasks.store.view(&principal), &request.uri).map(Into::into)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

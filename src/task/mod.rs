@@ -20,7 +20,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -28,7 +27,7 @@ use crate::artifacts::{ArtifactStore, OUTPUTS_DIR};
 use crate::error::{GuardError, TaskError, TaskErrorKind};
 use crate::events::{Events, Origin};
 use crate::executor::sandbox::Rlimits;
-use crate::executor::{Executor, Slots};
+use crate::executor::{Admitted, Executor, Slots};
 use crate::limits::{
     DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
     SCRIPT_MAX_OUTPUT_BYTES,
@@ -48,7 +47,8 @@ pub struct TaskRunner {
     exe: std::path::PathBuf,
     /// Task slots: one permit per running task, taken (after a bounded
     /// wait, see [`crate::executor::Slots`]) before its directory is
-    /// created and released when the task's [`Task`] is dropped.
+    /// created and released when the task's [`Task`] is dropped. A bound
+    /// principal runs at most `tasks_per_principal` of them at once.
     task_slots: Slots,
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
@@ -57,7 +57,7 @@ pub struct TaskRunner {
 
 /// A task in progress: its slot, directory and event log.
 pub struct Task {
-    _slot: OwnedSemaphorePermit,
+    _slot: Admitted,
     /// Whether `result.json` was written; if not when the task is dropped
     /// (its request future was dropped), a `cancelled` record is written.
     recorded: bool,
@@ -126,7 +126,11 @@ impl TaskRunner {
     ) -> Self {
         let store = store.with_limits(executor.limits());
         let limits = executor.limits();
-        let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait);
+        let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait)
+            .per_principal(
+                limits.tasks_per_principal,
+                "its task limit (WARDEN_TASKS_PER_PRINCIPAL)".into(),
+            );
         Self {
             executor,
             store,
@@ -161,17 +165,24 @@ impl TaskRunner {
         running::CancelOnEof::new(input, self.running.clone())
     }
 
-    /// Takes a task slot and creates the task directory; `cancel` is the
-    /// request's token, cancelled by [`TaskRunner::shutdown`] too.
+    /// Takes a request of the principal's rate and a task slot (within
+    /// its task limit), and creates the task directory, owned by
+    /// `origin.principal`; `cancel` is the request's token, cancelled by
+    /// [`TaskRunner::shutdown`] too.
     pub async fn begin(
         &self,
         origin: &mut Origin,
         timeout: Duration,
         cancel: &CancellationToken,
     ) -> Result<Task, GuardError> {
-        let slot = self.task_slots.admit(cancel).await.map_err(|f| f.error)?;
+        self.executor.take_rate(&origin.principal).map_err(|f| f.error)?;
+        let slot = self
+            .task_slots
+            .admit(&origin.principal, cancel)
+            .await
+            .map_err(|f| f.error)?;
         let started = std::time::Instant::now();
-        let (id, dir) = self.store.create_task()?;
+        let (id, dir) = self.store.create_task(&origin.principal)?;
         self.running.insert(&id, cancel);
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);

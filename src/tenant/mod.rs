@@ -3,11 +3,12 @@
 //! Every request carries a [`Principal`]: the authenticated caller over HTTP
 //! (an API token's principal or a JWT's `sub`), [`Principal::local`] over
 //! stdio, where the one client is whoever started the process. Tasks,
-//! artifacts and resources belong to the principal that created them, and
-//! per-principal limits are counted against it.
+//! artifacts and resources belong to the principal that created them
+//! (recorded with the task, see [`crate::artifacts::owner`]; lookups go
+//! through [`crate::artifacts::View`]), and per-principal limits are
+//! counted against it ([`limits`]).
 
-// `Principal::new` and its checks are used by the HTTP authentication layer.
-#![allow(dead_code)]
+pub mod limits;
 
 use std::sync::Arc;
 

@@ -60,7 +60,7 @@ impl Builtin for CheckBacktest {
             let executor = &call.tasks.executor;
             // One call slot for the whole run, held until this function returns.
             let _permit = executor
-                .admit_batch(&call.cancel)
+                .admit_batch(&call.origin.principal, &call.cancel)
                 .await
                 .map_err(|failure| failure.error)?;
             let deadline = Instant::now() + executor.limits().max_timeout;

@@ -76,6 +76,7 @@ impl Builtin for DescribeGuard {
                     known.join(", ")
                 ),
                 field: Some("name".into()),
+                retry_after_seconds: None,
             })
         })
     }

@@ -28,7 +28,7 @@ impl Builtin for GetTaskResult {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {
             let input: GetTaskResultInput = decode(call.arguments)?;
-            let store = &call.tasks.store;
+            let store = call.tasks.store.view(&call.origin.principal);
             let dir = store.task_dir(&input.task_id)?;
             let chunk = store.read(
                 &input.task_id,

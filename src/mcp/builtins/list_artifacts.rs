@@ -38,7 +38,11 @@ impl Builtin for ListArtifacts {
         Box::pin(async move {
             let input: ListArtifactsInput = decode(call.arguments)?;
             let limit = in_range("limit", input.limit, 1, 500)? as usize;
-            let files = call.tasks.store.files(&input.task_id)?;
+            let files = call
+                .tasks
+                .store
+                .view(&call.origin.principal)
+                .files(&input.task_id)?;
             let offset = input.offset as usize;
             let page: Vec<Value> = files
                 .iter()

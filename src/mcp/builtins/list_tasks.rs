@@ -1,4 +1,4 @@
-//! `list_tasks`: recent tasks, newest first.
+//! `list_tasks`: the caller's recent tasks, newest first.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -8,7 +8,7 @@ use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
 use crate::error::GuardError;
 use crate::limits::MAX_INLINE_RESULT_BYTES;
 
-/// List recent tasks (run_script and coding tasks), newest first, with status and summary.
+/// List your recent tasks (run_script and coding tasks), newest first, with status and summary.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListTasksInput {
@@ -34,10 +34,10 @@ impl Builtin for ListTasks {
         Box::pin(async move {
             let input: ListTasksInput = decode(call.arguments)?;
             let limit = in_range("limit", input.limit, 1, 100)? as usize;
-            let store = &call.tasks.store;
+            // The caller's own tasks only: another principal's do not exist here.
+            let store = call.tasks.store.view(&call.origin.principal);
             let tasks: Vec<Value> = store
                 .task_ids()
-                .into_iter()
                 .take(limit)
                 .map(|id| {
                     let result = store

@@ -74,6 +74,7 @@ pub(super) fn check_depth(value: &Dynamic) -> Result<(), GuardError> {
 pass flatter data (e.g. a list of flat maps)"
             ),
             field: Some("arguments".into()),
+            retry_after_seconds: None,
         });
     }
     Ok(())

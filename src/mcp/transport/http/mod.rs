@@ -106,7 +106,7 @@ pub(crate) async fn serve(
         .local_addr()
         .map_err(|source| HttpError::Bind { addr, source })?;
     let url = public_url(local)?;
-    let auth = auth::Auth::from_env(&url)?.map(Arc::new);
+    let auth = auth::Auth::from_env(&url)?.map(|auth| Arc::new(auth.with_resource_name(name)));
     if auth.is_none() && !local.ip().is_loopback() {
         return Err(HttpError::Unauthenticated { addr: local });
     }
@@ -131,7 +131,8 @@ pub(crate) async fn serve(
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(close_sessions.child_token())
         .with_allowed_hosts(allowed_hosts(local, &url))
-        .with_max_request_body_bytes(message_cap(&limits));
+        .with_max_request_body_bytes(message_cap(&limits))
+        .with_json_response(true);
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
     let mut protected = Router::new()
         .nest_service(MCP_PATH, mcp)

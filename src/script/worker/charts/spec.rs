@@ -99,6 +99,7 @@ pub fn too_large(field: &str, message: impl AsRef<str>) -> GuardError {
         code: "chart_too_large".into(),
         message: format!("{field}: {}", message.as_ref()),
         field: Some(field.into()),
+        retry_after_seconds: None,
     }
 }
 

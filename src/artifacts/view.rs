@@ -1,0 +1,193 @@
+//! One principal's view of the store: its own tasks, and nothing else.
+//!
+//! Every client-facing lookup — `list_tasks`, `get_task_result`,
+//! `list_artifacts`, `read_artifact`, `resources/read` and `run_batch`'s
+//! `$artifact` references — goes through a [`View`]. A task another
+//! principal owns answers exactly as a task that does not exist (same
+//! code, same message), whichever lookup asks and whichever file it names,
+//! so no answer tells whether someone else's task exists. The owner is
+//! read from the task directory's own descriptor, the one the lookup then
+//! reads through, so a check and a read cannot see different directories.
+
+use std::os::fd::OwnedFd;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::{ArtifactStore, Encoding, no_task, owner, read_at, walk};
+use crate::error::GuardError;
+use crate::tenant::Principal;
+
+/// The tasks of one principal. Cheap: borrows the store and the principal.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    store: &'a ArtifactStore,
+    principal: &'a Principal,
+}
+
+impl ArtifactStore {
+    /// The store as `principal` sees it.
+    pub fn view<'a>(&'a self, principal: &'a Principal) -> View<'a> {
+        View {
+            store: self,
+            principal,
+        }
+    }
+}
+
+impl View<'_> {
+    /// Opens a task directory of this principal (see
+    /// [`ArtifactStore::open_task`]); another's is "no task".
+    pub fn open_task(&self, task_id: &str) -> Result<OwnedFd, GuardError> {
+        let dir = self.store.open_task(task_id)?;
+        if owner::principal_at(&dir).as_ref() != Some(self.principal) {
+            return Err(no_task(task_id));
+        }
+        Ok(dir)
+    }
+
+    /// The path of a task directory of this principal, for display.
+    pub fn task_dir(&self, task_id: &str) -> Result<PathBuf, GuardError> {
+        self.open_task(task_id)?;
+        Ok(self.store.root.join(task_id))
+    }
+
+    /// One chunk of a file of a task of this principal (`read_artifact`).
+    pub fn read(
+        &self,
+        task_id: &str,
+        filename: &str,
+        offset: u64,
+        max_bytes: usize,
+        encoding: Encoding,
+    ) -> Result<Value, GuardError> {
+        read_at(
+            &self.open_task(task_id)?,
+            task_id,
+            filename,
+            offset,
+            max_bytes,
+            encoding,
+        )
+    }
+
+    /// Files of a task of this principal (relative names, sorted), skipping
+    /// links and anything that is not a regular file, walked from held
+    /// descriptors.
+    pub fn files(&self, task_id: &str) -> Result<Vec<(String, u64)>, GuardError> {
+        let dir = self.open_task(task_id)?;
+        let mut found = Vec::new();
+        walk(dir, "", 0, &mut found);
+        found.sort();
+        Ok(found)
+    }
+
+    /// This principal's task ids, newest first, found lazily: taking the
+    /// first N reads the owners of only as many directories as it needs.
+    pub fn task_ids(&self) -> impl Iterator<Item = String> + '_ {
+        self.store
+            .task_ids()
+            .into_iter()
+            .filter(move |id| self.open_task(id).is_ok())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::codes;
+
+    fn principal(name: &str) -> Principal {
+        Principal::new(name).expect("principal name")
+    }
+
+    /// Every lookup's answer for a task id, as text, for comparing answers.
+    fn answers(view: View<'_>, task_id: &str) -> Vec<String> {
+        let show = |r: Result<String, GuardError>| match r {
+            Ok(ok) => format!("ok {ok}"),
+            Err(e) => serde_json::to_string(&e).unwrap_or_default(),
+        };
+        vec![
+            show(view.task_dir(task_id).map(|p| p.display().to_string())),
+            show(
+                view.read(task_id, "outputs/a.csv", 0, 100, Encoding::Utf8)
+                    .map(|v| v.to_string()),
+            ),
+            show(view.files(task_id).map(|f| format!("{f:?}"))),
+        ]
+    }
+
+    #[test]
+    fn another_principals_task_answers_exactly_as_an_unknown_one() {
+        // Alice sees her task; Bob gets, for every lookup, the answer an id that never existed gets.
+        let root = tempfile::tempdir().expect("temp dir");
+        let store = ArtifactStore::new(root.path(), 10);
+        let (alice, bob) = (principal("alice"), principal("bob"));
+        let (task, _) = store.create_task(&alice).expect("task");
+        store
+            .write_output(&task, "a.csv", b"x,y\n1,2\n", 1024)
+            .expect("write");
+        assert!(
+            answers(store.view(&alice), &task)
+                .iter()
+                .all(|a| a.starts_with("ok"))
+        );
+        let unknown = format!("task_{}", "0".repeat(32));
+        let foreign = answers(store.view(&bob), &task);
+        let missing = answers(store.view(&bob), &unknown);
+        assert_eq!(
+            foreign,
+            missing
+                .iter()
+                .map(|a| a.replace(&unknown, &task))
+                .collect::<Vec<_>>()
+        );
+        assert!(foreign[0].contains(codes::NOT_FOUND), "{}", foreign[0]);
+        assert_eq!(
+            store.view(&alice).task_ids().collect::<Vec<_>>(),
+            vec![task.clone()]
+        );
+        assert_eq!(store.view(&bob).task_ids().count(), 0);
+        assert_eq!(store.view(&Principal::local()).task_ids().count(), 0);
+    }
+
+    #[test]
+    fn ownership_survives_a_new_store_and_legacy_tasks_belong_to_local() {
+        // A restarted server (a new store on the same root) filters the same way; no principal field is local.
+        let root = tempfile::tempdir().expect("temp dir");
+        let alice = principal("alice");
+        let (task, dir) = ArtifactStore::new(root.path(), 10)
+            .create_task(&alice)
+            .expect("task");
+        let (legacy, legacy_dir) = ArtifactStore::new(root.path(), 10)
+            .create_task(&alice)
+            .expect("legacy task");
+        std::fs::write(
+            legacy_dir.join(owner::OWNER_FILE),
+            r#"{"pid": 1, "start_time": 1}"#,
+        )
+        .expect("old-style owner record");
+        let (no_record, no_record_dir) = ArtifactStore::new(root.path(), 10)
+            .create_task(&alice)
+            .expect("task without a record");
+        std::fs::remove_file(no_record_dir.join(owner::OWNER_FILE)).expect("remove record");
+        let (garbled, garbled_dir) = ArtifactStore::new(root.path(), 10)
+            .create_task(&alice)
+            .expect("task with a bad record");
+        std::fs::write(garbled_dir.join(owner::OWNER_FILE), "{not json").expect("garble");
+
+        let restarted = ArtifactStore::new(root.path(), 10);
+        let mine: Vec<String> = restarted.view(&alice).task_ids().collect();
+        assert_eq!(mine, vec![task.clone()]);
+        let mut local: Vec<String> = restarted.view(&Principal::local()).task_ids().collect();
+        local.sort();
+        let mut expected = vec![legacy, no_record];
+        expected.sort();
+        assert_eq!(local, expected);
+        for who in [&alice, &Principal::local()] {
+            let error = restarted.view(who).open_task(&garbled).expect_err("nobody's");
+            assert_eq!(error, no_task(&garbled));
+        }
+        assert!(dir.join(owner::OWNER_FILE).exists());
+    }
+}
