@@ -1,4 +1,4 @@
-//! The application builder: register guards and resources, then `run()`.
+//! The application builder: register guards, resources, prompts, then `run()`.
 //!
 //! `run()` is the whole main of a Warden app. It takes the hidden worker
 //! branch first (before any resource factory could run), then parses the CLI
@@ -76,6 +76,8 @@ pub struct App {
     /// so that [`App::limits`] may come before or after it.
     destructive_in_batch: bool,
     artifacts_dir: Option<PathBuf>,
+    /// Prompts and resources for MCP clients, beside the guards.
+    mcp_items: crate::registry::McpItems,
 }
 
 impl std::fmt::Debug for App {
@@ -99,6 +101,7 @@ impl App {
             limits: Limits::default(),
             destructive_in_batch: false,
             artifacts_dir: None,
+            mcp_items: crate::registry::McpItems::default(),
         }
     }
 
@@ -142,6 +145,29 @@ impl App {
                     .map_err(|e| e.to_string())
             }),
         });
+        self
+    }
+
+    /// Registers an MCP prompt (`prompts/list`, `prompts/get`): a message
+    /// template clients offer their users, e.g. "review this trade".
+    /// Names are unique.
+    pub fn prompt(mut self, prompt: crate::Prompt) -> Self {
+        self.mcp_items.prompts.push(prompt);
+        self
+    }
+
+    /// Registers a fixed MCP resource (`resources/list`, `resources/read`),
+    /// e.g. a methodology note clients can attach. URIs are unique and may
+    /// not use `warden://artifacts/` (task artifacts).
+    pub fn static_resource(mut self, resource: crate::StaticResource) -> Self {
+        self.mcp_items.static_resources.push(resource);
+        self
+    }
+
+    /// Registers an MCP resource template (`resources/templates/list`),
+    /// read on demand from its `{variables}`, e.g. `data://trades/{id}`.
+    pub fn resource_template(mut self, template: crate::ResourceTemplate) -> Self {
+        self.mcp_items.resource_templates.push(template);
         self
     }
 
@@ -301,7 +327,8 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let registry = build_registry(
         std::mem::take(&mut app.guards),
         std::mem::take(&mut app.script_functions),
-    )?;
+    )?
+    .with_mcp_items(std::mem::take(&mut app.mcp_items))?;
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {

@@ -199,6 +199,11 @@ pub struct Guard {
     pub(crate) timeout: Option<Duration>,
     pub(crate) hints: Hints,
     pub(crate) uses_resources: bool,
+    /// The output type is `Vec<Content>`: the call answers with those MCP
+    /// content blocks (text, images, audio, embedded resources) instead of
+    /// structuredContent, and the tool declares no output schema. Decided
+    /// by the type, like `uses_resources`, so it cannot disagree with it.
+    pub(crate) content_output: bool,
     pub(crate) run: ErasedFn,
     pub(crate) run_inline: ScriptFn,
 }
@@ -254,7 +259,10 @@ where
 /// Turns a typed function into a guard. The tool name defaults to the
 /// function's own name (`fn price_option` → `price_option`); rename it with
 /// [`Guard::name`]. The description is the input type's doc comment, and
-/// the input and output types are the tool's schemas.
+/// the input and output types are the tool's schemas. An output type of
+/// `Vec<`[`crate::Content`]`>` answers with those MCP content blocks
+/// (an image, audio, an embedded document) instead of structured JSON, and
+/// the tool then declares no output schema.
 ///
 /// ```
 /// use warden::{GuardError, Mode, guard};
@@ -324,6 +332,7 @@ where
         timeout: None,
         hints: Hints::default(),
         uses_resources: F::USES_RESOURCES,
+        content_output: TypeId::of::<O>() == TypeId::of::<Vec<crate::Content>>(),
         run,
         run_inline,
     }

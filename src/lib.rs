@@ -31,12 +31,14 @@ mod catalogue;
 #[cfg(feature = "cli")]
 mod cli;
 pub mod config;
+mod content;
 pub mod error;
 mod events;
 mod executor;
 mod guard;
 pub mod limits;
 mod mcp;
+pub mod notify;
 #[cfg(feature = "cli")]
 pub mod preflight;
 mod registry;
@@ -48,9 +50,12 @@ mod tenant;
 mod worker;
 
 pub use app::App;
+pub use content::{Body, Content, Embedded};
 pub use error::GuardError;
 pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
 pub use limits::Limits;
+pub use mcp::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
+pub use mcp::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};
 pub use registry::ScriptFunction;
 
 /// The MCP scenario runner (the `warden-testing` crate), behind `cli`.

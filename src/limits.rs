@@ -692,6 +692,12 @@ pub const DEFAULT_TASKS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 /// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`].
 pub const MAX_RESULT_ARTIFACTS: usize = 100;
 
+/// Progress and log messages ([`crate::notify`]) one direct guard call may
+/// have waiting for the client: 64. A guard that sends faster than the
+/// client reads loses the excess (messages are best effort; the call is
+/// unaffected). Does not bound how many a call sends in all.
+pub const MAX_QUEUED_NOTICES: usize = 64;
+
 /// Largest `value` returned inline in a task result: 64 KiB of JSON. A
 /// larger value is saved as `value.json` in the task directory and the
 /// result says where (`value_file`, `value_bytes`).

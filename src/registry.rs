@@ -10,6 +10,16 @@
 use std::collections::BTreeMap;
 
 use crate::guard::{Guard, Mode};
+use crate::mcp::app_resources::{AppResources, ResourceTemplate, StaticResource};
+use crate::mcp::prompts::{Prompt, Prompts};
+
+/// What an app registers for MCP besides tools: prompts and resources.
+#[derive(Debug, Default)]
+pub(crate) struct McpItems {
+    pub prompts: Vec<Prompt>,
+    pub static_resources: Vec<StaticResource>,
+    pub resource_templates: Vec<ResourceTemplate>,
+}
 
 /// Tools the server provides itself; a guard may not take these names.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -105,6 +115,18 @@ pub enum RegistryError {
         "script function '{0}' has the name of a registered guard or of another script function: rename one of them"
     )]
     ScriptFunctionClash(String),
+    #[error("a prompt has an empty name: give it one in Prompt::new")]
+    UnnamedPrompt,
+    #[error("prompt name '{0}' is registered twice: rename one of them")]
+    DuplicatePrompt(String),
+    #[error("resource URI '{0}' is registered twice: give one of them another URI")]
+    DuplicateResource(String),
+    #[error(
+        "resource URI '{0}' is under warden://artifacts/, which Warden keeps for task artifacts: use another scheme"
+    )]
+    ReservedResourceUri(String),
+    #[error("resource template '{0}' is invalid: {1}")]
+    BadTemplate(String, String),
 }
 
 /// A function that exists only inside scripts: it takes script values (a
@@ -136,6 +158,10 @@ pub struct ScriptFunction {
 pub struct Registry {
     guards: BTreeMap<String, Guard>,
     script_functions: BTreeMap<String, ScriptFunction>,
+    /// The app's prompts (server process only; workers never need them).
+    prompts: Prompts,
+    /// The app's static resources and templates (server process only).
+    resources: AppResources,
 }
 
 impl Registry {
@@ -164,8 +190,11 @@ impl Registry {
             if check_schemas {
                 // A recursive type cannot be inlined into the self-contained
                 // schemas every export needs: refuse it here, once.
-                let refused = [guard.input_schema(), guard.output_schema()]
+                // A content guard's output schema is never exported.
+                let output = (!guard.content_output).then(|| guard.output_schema());
+                let refused = [Some(guard.input_schema()), output]
                     .into_iter()
+                    .flatten()
                     .find_map(|schema| {
                         crate::mcp::portable::portable(schema, crate::mcp::portable::Target::Mcp).err()
                     });
@@ -181,7 +210,27 @@ impl Registry {
         Ok(Self {
             guards: map,
             script_functions: BTreeMap::new(),
+            prompts: Prompts::default(),
+            resources: AppResources::default(),
         })
+    }
+
+    /// Adds the app's prompts, static resources and resource templates
+    /// (see [`crate::App::prompt`]); names and URIs must be unique.
+    pub(crate) fn with_mcp_items(mut self, items: McpItems) -> Result<Self, RegistryError> {
+        self.prompts = Prompts::new(items.prompts)?;
+        self.resources = AppResources::new(items.static_resources, items.resource_templates)?;
+        Ok(self)
+    }
+
+    /// The app's prompts.
+    pub(crate) fn prompts(&self) -> &Prompts {
+        &self.prompts
+    }
+
+    /// The app's static resources and templates.
+    pub(crate) fn app_resources(&self) -> &AppResources {
+        &self.resources
     }
 
     /// Adds script-only functions; a name must follow the guard rules and

@@ -31,12 +31,16 @@ pub(super) async fn run(
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<Value, Failure> {
+    // The guard's progress and log messages go to the MCP request that
+    // scoped a sink around this call (`crate::notify`), if any.
+    let notices = crate::notify::for_this_task();
     let (sender, receiver) = oneshot::channel();
     let name = guard.name.clone();
     threads.spawn(
         held.clone(),
         Box::new(move || {
-            let outcome = invoke_caught(&guard, &resources, &parent, arguments);
+            let outcome =
+                crate::notify::with_sink(notices, || invoke_caught(&guard, &resources, &parent, arguments));
             let _ = sender.send(outcome);
         }),
     )?;

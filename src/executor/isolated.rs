@@ -2,7 +2,8 @@
 //!
 //! One process per call: the application binary re-executed with the hidden
 //! worker argument, confined by [`super::sandbox`]. The request goes in on
-//! stdin, one capped line comes back on stdout, and the worker's stderr (and
+//! stdin; the guard's progress and log lines, then one response line, come
+//! back on stdout, each capped; the worker's stderr (and
 //! any stray stdout, which the worker redirects) lands in a per-call
 //! diagnostics log that is deleted when empty. Whatever happens — answer,
 //! deadline, cancellation, a dropped future — the process group is killed
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 use super::sandbox::{Rlimits, confine, kill_group, release_group, scrub_env, track_group};
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
+use crate::worker::protocol::Interim;
 use crate::worker::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
 /// How to start workers: which binary and where their logs go.
@@ -83,7 +85,10 @@ impl WorkerLauncher {
                 ),
             )
         })?;
-        let exchange = exchange(&mut worker.child, request, self.max_response);
+        // The guard's progress and log messages go to the MCP request that
+        // scoped a sink around this call (`crate::notify`), if any.
+        let notices = crate::notify::for_this_task();
+        let exchange = exchange(&mut worker.child, request, self.max_response, notices);
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(deadline, exchange) => outcome,
             _ = cancel.cancelled() => {
@@ -161,8 +166,15 @@ enum Exchange {
     NoAnswer,
 }
 
-/// Writes the request, closes stdin and reads one capped response line.
-async fn exchange(child: &mut Child, request: &Request, cap: usize) -> Exchange {
+/// Writes the request, closes stdin and reads capped lines: progress and
+/// log lines go to `notices` (dropped without one), the first other line
+/// is the response.
+async fn exchange(
+    child: &mut Child,
+    request: &Request,
+    cap: usize,
+    notices: Option<crate::notify::Sink>,
+) -> Exchange {
     if let Some(mut stdin) = child.stdin.take() {
         let mut line = serde_json::to_vec(request).unwrap_or_default();
         line.push(b'\n');
@@ -174,16 +186,29 @@ async fn exchange(child: &mut Child, request: &Request, cap: usize) -> Exchange 
     let Some(stdout) = child.stdout.take() else {
         return Exchange::NoAnswer;
     };
-    let mut reader = BufReader::new(stdout.take(cap as u64 + 1));
-    let mut line = Vec::new();
-    match reader.read_until(b'\n', &mut line).await {
-        Ok(0) | Err(_) => Exchange::NoAnswer,
-        Ok(_) if line.len() > cap => Exchange::TooLarge,
-        Ok(_) => match serde_json::from_slice::<Response>(&line) {
+    let mut reader = BufReader::new(stdout);
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut reader)
+            .take(cap as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => return Exchange::NoAnswer,
+            Ok(_) if line.len() > cap => return Exchange::TooLarge,
+            Ok(_) => {}
+        }
+        if let Ok(Interim::Notice { notice }) = serde_json::from_slice::<Interim>(&line) {
+            if let Some(sink) = &notices {
+                sink(notice);
+            }
+            continue;
+        }
+        return match serde_json::from_slice::<Response>(&line) {
             Ok(response) => Exchange::Answer(response),
             Err(e) if !line.ends_with(b"\n") => Exchange::Garbled(format!("truncated line ({e})")),
             Err(e) => Exchange::Garbled(e.to_string()),
-        },
+        };
     }
 }
 

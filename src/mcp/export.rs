@@ -49,16 +49,20 @@ pub fn mcp_tool(guard: &Guard, timeout_seconds: u64) -> Tool {
         guard.name.clone(),
         guard.description().to_string(),
         Arc::new(guard.input_schema().clone()),
-    )
-    .with_raw_output_schema(Arc::new(guard.output_schema().clone()))
-    .with_annotations(
-        ToolAnnotations::new()
-            .read_only(hints.read_only)
-            .destructive(hints.destructive)
-            .idempotent(hints.idempotent)
-            .open_world(hints.open_world),
-    )
-    .with_meta(rmcp::model::MetaObject(meta));
+    );
+    // Content blocks are not structuredContent: no schema describes them.
+    if !guard.content_output {
+        tool = tool.with_raw_output_schema(Arc::new(guard.output_schema().clone()));
+    }
+    let mut tool = tool
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(hints.read_only)
+                .destructive(hints.destructive)
+                .idempotent(hints.idempotent)
+                .open_world(hints.open_world),
+        )
+        .with_meta(rmcp::model::MetaObject(meta));
     tool.title = guard.title.clone();
     tool
 }

@@ -14,10 +14,14 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+#[allow(deprecated)] // MCP logging, see `get_info`
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation, ListResourceTemplatesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -34,7 +38,8 @@ const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the argumen
 Errors come back as results with isError=true, a stable error code and a message naming the field to fix. \
 'Server busy; retry later' means every call slot was in use: retry after a moment.";
 
-/// The handler rmcp drives. Cheap to clone (everything is shared).
+/// The handler rmcp drives. Cheap to clone (everything but the session's
+/// log level is shared).
 #[derive(Clone)]
 pub struct WardenServer {
     executor: Arc<Executor>,
@@ -42,6 +47,10 @@ pub struct WardenServer {
     builtins: Arc<Vec<Box<dyn crate::mcp::builtins::Builtin>>>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
+    /// The `logging/setLevel` threshold for guard log messages. Fresh in
+    /// every clone: each session gets its own clone of the handler (see
+    /// [`crate::mcp::notices::SessionLevel`]).
+    log_level: crate::mcp::notices::SessionLevel,
 }
 
 impl WardenServer {
@@ -60,7 +69,22 @@ impl WardenServer {
             builtins: Arc::new(builtins),
             tools: Arc::new(tools),
             info: Implementation::new(name, version),
+            log_level: Default::default(),
         }
+    }
+
+    /// `Ok` when `uri` is an app resource or an artifact URI; the
+    /// "unknown resource" error otherwise.
+    fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
+        if self.executor.registry().app_resources().knows(uri)
+            || uri.starts_with(crate::mcp::resources::SCHEME)
+        {
+            return Ok(());
+        }
+        Err(ErrorData::invalid_params(
+            format!("unknown resource '{uri}': see resources/list and resources/templates/list"),
+            None,
+        ))
     }
 
     /// Runs a built-in tool with request events around it.
@@ -156,18 +180,16 @@ impl WardenServer {
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
-        let outcome = self
-            .executor
-            .call(CallRequest {
-                guard: name,
-                arguments,
-                origin: &origin,
-                cancel: context.ct.clone(),
-                admission: Admission::TryNow,
-                deadline_cap: None,
-                events: None,
-            })
-            .await;
+        let call = self.executor.call(CallRequest {
+            guard: name,
+            arguments,
+            origin: &origin,
+            cancel: context.ct.clone(),
+            admission: Admission::TryNow,
+            deadline_cap: None,
+            events: None,
+        });
+        let outcome = crate::mcp::notices::forwarding(context, name, &self.log_level, call).await;
         let (status, error_type) = match &outcome {
             Ok(_) => (Status::Success, None),
             Err(failure) => (failure.status, Some(failure.error.code.clone())),
@@ -186,7 +208,15 @@ impl WardenServer {
             }),
         );
         crate::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
-        result_of(outcome, &origin.request_id)
+        let content_output = self
+            .executor
+            .registry()
+            .get(name)
+            .is_some_and(|g| g.content_output);
+        match outcome {
+            Ok(value) if content_output => content_result(value),
+            outcome => result_of(outcome, &origin.request_id),
+        }
     }
 }
 
@@ -243,6 +273,24 @@ pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> Ca
     }
 }
 
+/// The result of a guard whose output is `Vec<Content>` (wrapped as
+/// `{"result": [...]}` like every non-object output): the blocks
+/// themselves, with no structuredContent.
+fn content_result(value: Value) -> CallToolResult {
+    let blocks = value
+        .get("result")
+        .cloned()
+        .map(serde_json::from_value::<Vec<crate::Content>>);
+    match blocks {
+        Some(Ok(blocks)) => {
+            CallToolResult::success(blocks.into_iter().map(crate::Content::into_block).collect())
+        }
+        _ => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+            "the guard's content blocks could not be read back",
+        )]),
+    }
+}
+
 /// `{status, error, request_id}` for a failed call.
 fn failure_json(failure: &Failure, request_id: &str) -> Value {
     json!({
@@ -254,14 +302,96 @@ fn failure_json(failure: &Failure, request_id: &str) -> Value {
 
 impl ServerHandler for WardenServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_resources()
-                .build(),
-        )
-        .with_server_info(self.info.clone())
-        .with_instructions(INSTRUCTIONS)
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .build();
+        // Guards' log messages (`crate::notify::log`), for 2025-11-25
+        // clients; MCP logging is deprecated for 2026-07-28 (SEP-2577).
+        capabilities.logging = Some(Default::default());
+        // Prompts, and the argument completions they offer, only when the
+        // app registered some.
+        if !self.executor.registry().prompts().is_empty() {
+            capabilities.prompts = Some(Default::default());
+            capabilities.completions = Some(Default::default());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(self.info.clone())
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            self.executor.registry().prompts().list(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = crate::mcp::prompts::string_arguments(&request.name, request.arguments)?;
+        self.executor
+            .registry()
+            .prompts()
+            .get(&request.name, arguments)
+            .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Ok(crate::mcp::prompts::complete(
+            self.executor.registry().prompts(),
+            &request,
+        ))
+    }
+
+    #[allow(deprecated)] // MCP logging, see `get_info`
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            self.executor.registry().app_resources().list(),
+        ))
+    }
+
+    /// Accepted for every resource Warden serves; none of them changes
+    /// once readable (see [`crate::mcp::app_resources`]), so no update
+    /// notification is ever due.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.known_resource(&request.uri)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.known_resource(&request.uri)
     }
 
     async fn list_tools(
@@ -277,9 +407,9 @@ impl ServerHandler for WardenServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
-            crate::mcp::resources::template(),
-        ]))
+        let mut templates = vec![crate::mcp::resources::template()];
+        templates.extend(self.executor.registry().app_resources().templates());
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
@@ -287,6 +417,10 @@ impl ServerHandler for WardenServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
+        // The app's own resources are the same for every principal.
+        if let Some(app) = self.executor.registry().app_resources().read(&request.uri) {
+            return app.map(Into::into);
+        }
         let principal = principal_of(&context);
         crate::mcp::resources::read(self.tasks.store.view(&principal), &request.uri).map(Into::into)
     }

@@ -4,13 +4,15 @@
 //! takes this branch before it builds any managed resource. The worker keeps
 //! the original stdout descriptor for protocol lines only and points fd 1 at
 //! its stderr (the per-call diagnostics log), so a guard that prints cannot
-//! corrupt the protocol. It answers exactly one request and exits.
+//! corrupt the protocol. It answers exactly one request (after any progress
+//! or log lines the guard sends, see [`protocol::Interim`]) and exits.
 
 pub mod protocol;
 
 use std::io::{BufRead, Read, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 pub use protocol::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
@@ -41,8 +43,10 @@ pub fn max_request_line(args: impl IntoIterator<Item = std::ffi::OsString>) -> u
 /// itself failed (the server then reports the diagnostics log).
 pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
     kill_group_on_parent_death();
+    // One descriptor for every protocol line: the guard's notices (from
+    // its thread) and then the response.
     let protocol_out = match redirect_stdout() {
-        Ok(file) => file,
+        Ok(file) => Arc::new(Mutex::new(file)),
         Err(error) => {
             eprintln!("warden worker: cannot set up the protocol descriptor: {error}");
             return ExitCode::from(3);
@@ -64,13 +68,15 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
             guard,
             arguments,
             traceparent,
-        }) => traced_guard(registry, &guard, arguments, traceparent.as_deref()),
+        }) => crate::notify::with_sink(Some(notice_sink(protocol_out.clone())), || {
+            traced_guard(registry, &guard, arguments, traceparent.as_deref())
+        }),
         Err(error) => {
             eprintln!("warden worker: malformed request: {error}");
             return ExitCode::from(3);
         }
     };
-    match write_response(protocol_out, &response) {
+    match write_response(&protocol_out, &response) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("warden worker: cannot write response: {error}");
@@ -165,9 +171,28 @@ pub(crate) fn redirect_stdout() -> std::io::Result<std::fs::File> {
     Ok(std::fs::File::from(protocol))
 }
 
-fn write_response(mut out: std::fs::File, response: &Response) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(response)?;
+fn write_response(out: &Mutex<std::fs::File>, response: &Response) -> std::io::Result<()> {
+    let mut out = out
+        .lock()
+        .map_err(|_| std::io::Error::other("the protocol descriptor's lock is poisoned"))?;
+    write_line(&mut out, response)
+}
+
+fn write_line(out: &mut std::fs::File, message: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(message)?;
     line.push(b'\n');
     out.write_all(&line)?;
     out.flush()
+}
+
+/// The guard's progress and log messages as [`protocol::Interim`] lines on
+/// the protocol descriptor, ahead of the response (best effort, like every
+/// notice: a failed write loses the message, not the call). No second
+/// descriptor: the worker holds only stdio and its protocol pipe.
+fn notice_sink(protocol_out: Arc<Mutex<std::fs::File>>) -> crate::notify::Sink {
+    Arc::new(move |notice| {
+        if let Ok(mut out) = protocol_out.lock() {
+            let _ = write_line(&mut out, &protocol::Interim::Notice { notice });
+        }
+    })
 }

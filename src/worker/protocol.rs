@@ -42,6 +42,16 @@ pub enum Request {
     Ping,
 }
 
+/// A line a guard worker may write before its [`Response`]: a progress
+/// or log message from the running guard ([`crate::notify`]), which the
+/// server forwards to the caller while the call runs (or ignores when no
+/// one asked).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Interim {
+    Notice { notice: crate::notify::Notice },
+}
+
 /// What a guard worker answers.
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]

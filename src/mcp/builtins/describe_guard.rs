@@ -54,7 +54,10 @@ impl Builtin for DescribeGuard {
                 let mcp =
                     |schema| crate::mcp::export::portable_or_raw(schema, crate::mcp::portable::Target::Mcp);
                 entry["input_schema"] = Value::Object(mcp(guard.input_schema()));
-                entry["output_schema"] = Value::Object(mcp(guard.output_schema()));
+                // A content guard answers with content blocks: no schema.
+                if !guard.content_output {
+                    entry["output_schema"] = Value::Object(mcp(guard.output_schema()));
+                }
                 return Ok(entry);
             }
             if let Some(function) = registry.script_function(&input.name) {
