@@ -251,6 +251,13 @@ async fn bench() {
     );
     let in_session = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                             "params": {"name": tool, "arguments": call["params"]["arguments"].clone()}});
+    // `--ping`: MCP `ping` in sessions, answered by rmcp without Warden's
+    // handler: the transport's own ceiling on this machine.
+    let in_session = if std::env::args().any(|a| a == "--ping") {
+        json!({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+    } else {
+        in_session
+    };
     let sessions_rate = report(
         &format!("warden {tool} (2025-11-25 sessions)"),
         &load(url.clone(), in_session, vec![], clients, seconds, true).await,
