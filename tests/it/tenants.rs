@@ -652,3 +652,59 @@ async fn a_principals_artifact_bytes_are_bounded_across_its_tasks() {
     );
     assert!(path(&newer).exists() && path(&bobs).exists());
 }
+
+#[tokio::test]
+async fn a_session_id_works_only_for_the_principal_that_opened_it() {
+    // Session ids are not credentials: bob presenting alice's session id is
+    // answered as for an unknown session, and alice's session still works.
+    use crate::common::http::{initialize, post};
+    let team = Team::start(FINANCE, &[]).await;
+    let url = team.server.url.clone();
+    let bearer = |who: &str| format!("Bearer {}", Team::token(who));
+    let opened = post(&url, &initialize(), &[("authorization", &bearer("alice"))])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(opened.status(), 200);
+    let session = opened.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let _ = opened.text().await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}});
+    let in_session = |who: &str| {
+        let auth = bearer(who);
+        let session = session.clone();
+        let url = url.clone();
+        let list = list.clone();
+        async move {
+            post(
+                &url,
+                &list,
+                &[
+                    ("authorization", &auth),
+                    ("mcp-session-id", &session),
+                    ("mcp-protocol-version", "2025-11-25"),
+                ],
+            )
+            .send()
+            .await
+            .unwrap()
+        }
+    };
+    let stolen = in_session("bob").await;
+    assert_eq!(stolen.status(), 404);
+    let unknown = post(
+        &url,
+        &list,
+        &[
+            ("authorization", &bearer("bob")),
+            ("mcp-session-id", "no-such-session"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ],
+    )
+    .send()
+    .await
+    .unwrap();
+    assert_eq!(unknown.status(), 404, "an unknown session is 404 too");
+    let own = in_session("alice").await;
+    assert_eq!(own.status(), 200);
+    assert!(own.text().await.unwrap().contains("price_option_t"));
+}
