@@ -149,6 +149,8 @@ pub struct Limits {
     pub http_session_idle: Duration,
     /// See [`DEFAULT_DRAIN_GRACE`].
     pub drain_grace: Duration,
+    /// See [`DEFAULT_HTTP_IDLE`].
+    pub http_idle: Duration,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -191,6 +193,7 @@ impl Default for Limits {
             http_max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
             http_session_idle: DEFAULT_HTTP_SESSION_IDLE,
             drain_grace: DEFAULT_DRAIN_GRACE,
+            http_idle: DEFAULT_HTTP_IDLE,
         }
     }
 }
@@ -289,6 +292,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_DRAIN_SECONDS", 0, 3600)? {
             self.drain_grace = Duration::from_secs(n);
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_IDLE_SECONDS", 1, 3600)? {
+            self.http_idle = Duration::from_secs(n);
         }
         Ok(self)
     }
@@ -718,6 +724,15 @@ pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// costs a file descriptor and a few KiB. Operators override it with
 /// `WARDEN_HTTP_MAX_CONNECTIONS` (1–65,536).
 pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 1024;
+
+/// A connection with no request in progress on which no byte moved for
+/// this long is closed: 60 s. Without it, a client could hold every
+/// connection permit ([`DEFAULT_HTTP_MAX_CONNECTIONS`]) with sockets that
+/// send nothing. A request in progress (a long call, an SSE stream) keeps
+/// its connection open however quiet it is. A client between requests
+/// reconnects. Operators override it with
+/// `WARDEN_HTTP_IDLE_SECONDS` (1–3,600).
+pub const DEFAULT_HTTP_IDLE: Duration = Duration::from_secs(60);
 
 /// MCP sessions (protocol revisions before 2026-07-28) held at once:
 /// 4,096. A request that would open one more is answered 503 with

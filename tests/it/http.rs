@@ -422,3 +422,36 @@ async fn preflight_checks_a_running_http_server() {
     assert_eq!(output.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&output.stderr).contains("WARDEN_TEST_NO_SUCH_TOKEN"));
 }
+
+#[tokio::test]
+async fn an_idle_connection_is_closed_and_a_long_call_is_not() {
+    use tokio::io::AsyncReadExt;
+    let server = HttpServer::start(TESTBED, &[("WARDEN_HTTP_IDLE_SECONDS", "1")]).await;
+    // A socket that sends nothing gives its connection back.
+    let addr = server.base.trim_start_matches("http://").to_string();
+    let mut quiet = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let started = std::time::Instant::now();
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(10), quiet.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "an idle connection stayed open");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    // A call running past the idle time is kept alive by SSE keep-alives, in
+    // a session and statelessly alike.
+    let slow = || {
+        CallToolRequestParams::new("slow_echo")
+            .with_arguments(arguments(json!({"tag": "slow", "millis": 2500})))
+    };
+    let session = server.session_client(None).await;
+    let answer = session
+        .call_tool(slow())
+        .await
+        .expect("a 2.5 s call in a session");
+    assert_eq!(structured(&answer)["tag"], "slow", "{answer:?}");
+    let stateless = server.stateless_client(None).await;
+    let answer = stateless.call_tool(slow()).await.expect("a 2.5 s stateless call");
+    assert_eq!(structured(&answer)["tag"], "slow", "{answer:?}");
+}

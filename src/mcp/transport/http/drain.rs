@@ -62,13 +62,14 @@ impl Drop for Entered {
     }
 }
 
-/// A response body holding its exchange's entry until it ends.
-struct Tracked {
+/// A response body holding `guard` until it ends (an exchange's entry, a
+/// connection's busy mark).
+struct Tracked<G> {
     inner: Body,
-    _entered: Entered,
+    _guard: G,
 }
 
-impl HttpBody for Tracked {
+impl<G: Send + Unpin + 'static> HttpBody for Tracked<G> {
     type Data = Bytes;
     type Error = axum::Error;
 
@@ -94,12 +95,23 @@ pub(crate) async fn track(State(in_flight): State<Arc<InFlight>>, request: Reque
         return next.run(request).await;
     }
     let entered = in_flight.enter();
-    next.run(request).await.map(|inner| {
-        Body::new(Tracked {
-            inner,
-            _entered: entered,
-        })
-    })
+    hold_until_delivered(next.run(request).await, entered)
+}
+
+/// Middleware on every route: marks the request's connection busy until
+/// its response is delivered, so the idle timeout never cuts work in progress.
+pub(crate) async fn mark_busy(
+    axum::extract::ConnectInfo(busy): axum::extract::ConnectInfo<super::listener::Busy>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let guard = busy.enter();
+    hold_until_delivered(next.run(request).await, guard)
+}
+
+/// `response` with `guard` held until its body has been delivered (or dropped).
+fn hold_until_delivered<G: Send + Unpin + 'static>(response: Response, guard: G) -> Response {
+    response.map(|inner| Body::new(Tracked { inner, _guard: guard }))
 }
 
 #[cfg(test)]

@@ -152,12 +152,13 @@ pub(crate) async fn serve(
         .merge(public)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz).with_state(health.clone()))
-        .layer(from_fn_with_state(allowlist, origin::check));
+        .layer(from_fn_with_state(allowlist, origin::check))
+        .layer(axum::middleware::from_fn(drain::mark_busy));
 
     let stop_accepting = CancellationToken::new();
     let server = axum::serve(
-        listener::LimitedListener::new(listener, limits.http_max_connections),
-        app,
+        listener::LimitedListener::new(listener, limits.http_max_connections, limits.http_idle),
+        app.into_make_service_with_connect_info::<listener::Busy>(),
     )
     .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
     let mut serving = tokio::spawn(server.into_future());
