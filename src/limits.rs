@@ -725,11 +725,13 @@ pub const TASK_SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// `WARDEN_HTTP_MAX_CONNECTIONS` (1–65,536).
 pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 1024;
 
-/// A connection with no request in progress on which no byte moved for
-/// this long is closed: 60 s. Without it, a client could hold every
-/// connection permit ([`DEFAULT_HTTP_MAX_CONNECTIONS`]) with sockets that
-/// send nothing. A request in progress (a long call, an SSE stream) keeps
-/// its connection open however quiet it is. A client between requests
+/// A connection without a request in progress for this long is closed:
+/// 60 s, counted from its accept or its last answer, however many bytes
+/// trickled in meanwhile (the next request's headers must arrive within
+/// it). Without it, a client could hold every connection permit
+/// ([`DEFAULT_HTTP_MAX_CONNECTIONS`]) with sockets that send nothing or
+/// trickle headers. A request in progress (a long call, an SSE stream)
+/// keeps its connection however quiet it is. A client between requests
 /// reconnects. Operators override it with
 /// `WARDEN_HTTP_IDLE_SECONDS` (1–3,600).
 pub const DEFAULT_HTTP_IDLE: Duration = Duration::from_secs(60);

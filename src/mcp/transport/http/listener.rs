@@ -9,16 +9,19 @@
 //! already open keep being served.
 //!
 //! A cap alone would let one client hold every permit with connections that
-//! send nothing. So a connection on which no byte was read or written for
-//! `idle` while no request of its own was in progress is closed. A request
-//! in progress (a long call, an SSE stream) marks its connection busy
-//! through [`Busy`], which the router receives as connect info.
+//! send nothing, or that trickle a request's headers a byte at a time. So a
+//! connection is closed once it has gone `idle` without a request in
+//! progress, however many bytes trickled in meanwhile: a client gets that
+//! long, after connecting or after its last answer, to deliver the next
+//! request's headers. A request in progress (a long call, an SSE stream)
+//! marks its connection busy through [`Busy`], which the router receives as
+//! connect info, until its answer is delivered.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -62,8 +65,8 @@ impl axum::serve::Listener for LimitedListener {
                     stream,
                     _permit: permit,
                     idle: self.idle,
-                    quiet_until: Box::pin(tokio::time::sleep(self.idle)),
-                    busy: Busy::default(),
+                    check_at: Box::pin(tokio::time::sleep(self.idle)),
+                    busy: Busy::new(),
                 },
                 addr,
             );
@@ -75,38 +78,71 @@ impl axum::serve::Listener for LimitedListener {
     }
 }
 
-/// An accepted connection, its permit and its quiet deadline.
+/// An accepted connection, its permit and its idle deadline.
 pub(crate) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
     idle: Duration,
-    /// When the connection counts as idle if nothing moves before.
-    quiet_until: Pin<Box<Sleep>>,
+    /// When to look at the connection again (its idle deadline, or one
+    /// idle period later while a request is in progress).
+    check_at: Pin<Box<Sleep>>,
     busy: Busy,
 }
 
-/// Requests in progress on one connection, shared with the router (axum
-/// connect info): a busy connection is never closed as idle.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Busy(Arc<AtomicUsize>);
+/// Requests in progress on one connection and when the last one ended,
+/// shared with the router (axum connect info).
+#[derive(Debug, Clone)]
+pub(crate) struct Busy(Arc<BusyState>);
+
+#[derive(Debug)]
+struct BusyState {
+    count: AtomicUsize,
+    /// When the connection last had no request in progress begin: its
+    /// accept, or the end of its last request.
+    idle_since: Mutex<Instant>,
+}
 
 /// One request in progress; dropping it ends it.
-pub(crate) struct BusyGuard(Arc<AtomicUsize>);
+pub(crate) struct BusyGuard(Arc<BusyState>);
 
 impl Busy {
+    fn new() -> Self {
+        Self(Arc::new(BusyState {
+            count: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+        }))
+    }
+
     pub(crate) fn enter(&self) -> BusyGuard {
-        self.0.fetch_add(1, Ordering::SeqCst);
+        self.0.count.fetch_add(1, Ordering::SeqCst);
         BusyGuard(self.0.clone())
     }
 
-    fn is_busy(&self) -> bool {
-        self.0.load(Ordering::SeqCst) > 0
+    /// `None` while a request is in progress, else since when there was none.
+    fn idle_since(&self) -> Option<Instant> {
+        if self.0.count.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Some(
+            *self
+                .0
+                .idle_since
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        )
     }
 }
 
 impl Drop for BusyGuard {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::SeqCst);
+        let mut since = self
+            .0
+            .idle_since
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            *since = Instant::now();
+        }
     }
 }
 
@@ -116,51 +152,37 @@ impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, Limi
     }
 }
 
-impl LimitedStream {
-    fn moved(&mut self) {
-        let next = Instant::now() + self.idle;
-        self.quiet_until.as_mut().reset(next);
-    }
-}
-
 impl AsyncRead for LimitedStream {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        match Pin::new(&mut self.stream).poll_read(cx, buf) {
-            Poll::Ready(result) => {
-                if buf.filled().len() > before {
-                    self.moved();
-                }
-                Poll::Ready(result)
+        if let Poll::Ready(result) = Pin::new(&mut self.stream).poll_read(cx, buf) {
+            return Poll::Ready(result);
+        }
+        loop {
+            if self.check_at.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
             }
-            Poll::Pending => loop {
-                match self.quiet_until.as_mut().poll(cx) {
-                    Poll::Pending => return Poll::Pending,
-                    // Busy: look again one idle period later.
-                    Poll::Ready(()) if self.busy.is_busy() => self.moved(),
-                    Poll::Ready(()) => {
-                        return Poll::Ready(Err(io::Error::new(
-                            io::ErrorKind::TimedOut,
-                            "connection idle past WARDEN_HTTP_IDLE_SECONDS",
-                        )));
-                    }
+            let next = match self.busy.idle_since() {
+                None => Instant::now() + self.idle,
+                Some(since) if since.elapsed() >= self.idle => {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "no request on this connection for WARDEN_HTTP_IDLE_SECONDS",
+                    )));
                 }
-            },
+                Some(since) => since + self.idle,
+            };
+            self.check_at.as_mut().reset(next);
         }
     }
 }
 
 impl AsyncWrite for LimitedStream {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let written = Pin::new(&mut self.stream).poll_write(cx, buf);
-        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
-            self.moved();
-        }
-        written
+        Pin::new(&mut self.stream).poll_write(cx, buf)
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -176,11 +198,7 @@ impl AsyncWrite for LimitedStream {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let written = Pin::new(&mut self.stream).poll_write_vectored(cx, bufs);
-        if matches!(written, Poll::Ready(Ok(n)) if n > 0) {
-            self.moved();
-        }
-        written
+        Pin::new(&mut self.stream).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
