@@ -306,6 +306,15 @@ impl Limits {
         (self.max_concurrent_calls * self.principal_call_share_percent / 100).max(1)
     }
 
+    /// The largest MCP message either transport reads (a stdio line, an
+    /// HTTP request body): `max_message_bytes`, never below the argument
+    /// cap plus [`MESSAGE_ENVELOPE_BYTES`], so a call the executor accepts
+    /// is never refused by the transport.
+    pub fn message_cap(&self) -> usize {
+        self.max_message_bytes
+            .max(self.max_argument_bytes.saturating_add(MESSAGE_ENVELOPE_BYTES))
+    }
+
     /// The effective timeout for a guard: its own (or the default), never
     /// above the server maximum.
     pub fn guard_deadline(&self, own: Option<Duration>) -> Duration {

@@ -38,13 +38,7 @@ pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> 
     tasks.store.mark_interrupted();
     let limits = tasks.executor.limits();
     let transport_limits = crate::mcp::transport::TransportLimits {
-        // Never below the argument cap plus room for the envelope, so a
-        // call the executor accepts is never refused by the transport.
-        max_message_bytes: limits.max_message_bytes.max(
-            limits
-                .max_argument_bytes
-                .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
-        ),
+        max_message_bytes: limits.message_cap(),
         max_pending_responses: limits.max_pending_responses,
     };
     let (stdin, stdout) = rmcp::transport::stdio_pipes();

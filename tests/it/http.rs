@@ -8,7 +8,7 @@ use std::time::Duration;
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
 
-use crate::common::http::{HttpServer, initialize, post};
+use crate::common::http::{HttpServer, post};
 use crate::common::*;
 
 fn arguments(value: Value) -> serde_json::Map<String, Value> {
@@ -142,10 +142,7 @@ async fn a_client_that_only_discovers_leaves_the_server_serving() {
 #[tokio::test]
 async fn a_foreign_origin_is_refused_before_anything_else() {
     let server = HttpServer::start(FINANCE, &[("WARDEN_ALLOWED_ORIGINS", "https://claude.ai")]).await;
-    let evil = post(&server.url, &initialize(), &[("origin", "http://evil.example")])
-        .send()
-        .await
-        .unwrap();
+    let evil = server.initialize(&[("origin", "http://evil.example")]).await;
     assert_eq!(evil.status(), 403);
     let body: Value = evil.json().await.unwrap();
     assert_eq!(body["error"], "forbidden_origin");
@@ -156,21 +153,11 @@ async fn a_foreign_origin_is_refused_before_anything_else() {
             .contains("WARDEN_ALLOWED_ORIGINS")
     );
     for allowed in ["https://claude.ai", server.base.as_str()] {
-        let answer = post(&server.url, &initialize(), &[("origin", allowed)])
-            .send()
-            .await
-            .unwrap();
+        let answer = server.initialize(&[("origin", allowed)]).await;
         assert_eq!(answer.status(), 200, "{allowed}");
     }
     // Without an Origin (every non-browser client) the request passes.
-    assert_eq!(
-        post(&server.url, &initialize(), &[])
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.initialize(&[]).await.status(), 200);
 }
 
 #[tokio::test]
@@ -228,11 +215,11 @@ async fn sessions_beyond_the_cap_are_refused_with_retry_after() {
     let server = HttpServer::start(FINANCE, &[("WARDEN_HTTP_MAX_SESSIONS", "2")]).await;
     let mut ids = Vec::new();
     for _ in 0..2 {
-        let answer = post(&server.url, &initialize(), &[]).send().await.unwrap();
+        let answer = server.initialize(&[]).await;
         assert_eq!(answer.status(), 200);
         ids.push(answer.headers()["mcp-session-id"].to_str().unwrap().to_string());
     }
-    let refused = post(&server.url, &initialize(), &[]).send().await.unwrap();
+    let refused = server.initialize(&[]).await;
     assert_eq!(refused.status(), 503);
     assert_eq!(refused.headers()["retry-after"], "5");
     let body: Value = refused.json().await.unwrap();
@@ -254,7 +241,7 @@ async fn sessions_beyond_the_cap_are_refused_with_retry_after() {
         .await
         .unwrap();
     assert!(closed.status().is_success(), "{}", closed.status());
-    let answer = post(&server.url, &initialize(), &[]).send().await.unwrap();
+    let answer = server.initialize(&[]).await;
     assert_eq!(answer.status(), 200);
 }
 
@@ -296,14 +283,7 @@ async fn a_body_over_the_message_cap_is_refused() {
                       "params": {"pad": "x".repeat(2 * 1024 * 1024)}});
     let answer = post(&server.url, &huge, &[]).send().await.unwrap();
     assert_eq!(answer.status(), 413);
-    assert_eq!(
-        post(&server.url, &initialize(), &[])
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        200
-    );
+    assert_eq!(server.initialize(&[]).await.status(), 200);
 }
 
 #[tokio::test]

@@ -133,6 +133,15 @@ impl HttpServer {
         .expect("lifecycle in time")
     }
 
+    /// A raw 2025-11-25 initialize POST with `headers`, as sent (no session
+    /// is kept): for the status codes and headers rmcp's client hides.
+    pub async fn initialize(&self, headers: &[(&str, &str)]) -> reqwest::Response {
+        post(&self.url, &initialize(), headers)
+            .send()
+            .await
+            .expect("initialize POST")
+    }
+
     /// Sends SIGTERM and waits for the exit; returns its code and stderr.
     pub async fn stop(&mut self) -> (Option<i32>, String) {
         let pid = nix::unistd::Pid::from_raw(self.pid() as i32);

@@ -51,26 +51,22 @@ impl axum::serve::Listener for LimitedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            // The semaphore is never closed, so this only fails if it were.
-            let Ok(permit) = self.permits.clone().acquire_owned().await else {
-                std::future::pending::<()>().await;
-                continue;
-            };
-            let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
-            // Small request/response messages: send them at once.
-            let _ = stream.set_nodelay(true);
-            return (
-                LimitedStream {
-                    stream,
-                    _permit: permit,
-                    idle: self.idle,
-                    check_at: Box::pin(tokio::time::sleep(self.idle)),
-                    busy: Busy::new(),
-                },
-                addr,
-            );
-        }
+        // The semaphore is never closed, so this never fails; if it could,
+        // accepting nothing more is the safe answer.
+        let Ok(permit) = self.permits.clone().acquire_owned().await else {
+            return std::future::pending().await;
+        };
+        let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
+        // Small request/response messages: send them at once.
+        let _ = stream.set_nodelay(true);
+        let stream = LimitedStream {
+            stream,
+            _permit: permit,
+            idle: self.idle,
+            check_at: Box::pin(tokio::time::sleep(self.idle)),
+            busy: Busy::new(),
+        };
+        (stream, addr)
     }
 
     fn local_addr(&self) -> io::Result<Self::Addr> {

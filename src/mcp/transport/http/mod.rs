@@ -132,7 +132,7 @@ pub(crate) async fn serve(
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(close_sessions.child_token())
         .with_allowed_hosts(allowed_hosts(local, &url))
-        .with_max_request_body_bytes(message_cap(&limits))
+        .with_max_request_body_bytes(limits.message_cap())
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
@@ -230,14 +230,4 @@ fn allowed_hosts(local: SocketAddr, url: &str) -> Vec<String> {
     hosts.sort();
     hosts.dedup();
     hosts
-}
-
-/// The largest request body: the stdio message cap, never below the
-/// argument cap plus room for the envelope (as on stdio).
-fn message_cap(limits: &crate::Limits) -> usize {
-    limits.max_message_bytes.max(
-        limits
-            .max_argument_bytes
-            .saturating_add(crate::limits::MESSAGE_ENVELOPE_BYTES),
-    )
 }
