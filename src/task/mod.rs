@@ -14,6 +14,7 @@
 //! final answer are capped, with pointers to where the rest is.
 
 pub mod contract;
+pub mod store;
 pub mod running;
 
 use std::sync::Arc;

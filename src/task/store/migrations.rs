@@ -1,0 +1,60 @@
+//! The task store's schema, as numbered steps applied in order at startup.
+//!
+//! A step is never edited once released: a change is a new step. The
+//! store records each applied step in `warden_schema`; opening a store
+//! applies the missing ones in one transaction that holds the database's
+//! write lock, so two servers starting at once apply each step once. A
+//! store whose newest step is unknown here was written by a newer Warden
+//! and is refused rather than misread.
+
+/// One schema step.
+#[derive(Debug, Clone, Copy)]
+pub struct Step {
+    pub version: i64,
+    pub description: &'static str,
+    /// Statements separated by `;` (no `;` inside a statement).
+    pub sql: &'static str,
+}
+
+/// The steps of the SQLite store, oldest first.
+pub const SQLITE: &[Step] = &[Step {
+    version: 1,
+    description: "task records",
+    sql: "CREATE TABLE tasks (
+            id TEXT PRIMARY KEY NOT NULL,
+            owner TEXT NOT NULL,
+            tool TEXT NOT NULL,
+            state TEXT NOT NULL,
+            summary TEXT,
+            status_message TEXT,
+            error TEXT,
+            created_ms INTEGER NOT NULL,
+            updated_ms INTEGER NOT NULL,
+            ttl_ms INTEGER NOT NULL,
+            expires_ms INTEGER NOT NULL,
+            location TEXT NOT NULL,
+            detached INTEGER NOT NULL,
+            node TEXT NOT NULL
+          ) STRICT;
+          CREATE INDEX tasks_by_owner ON tasks (owner, created_ms DESC, id DESC);
+          CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state <> 'running';
+          CREATE INDEX tasks_running ON tasks (state) WHERE state = 'running'",
+}];
+
+/// The statements of `step`, without blanks.
+pub fn statements(step: &Step) -> impl Iterator<Item = &'static str> {
+    step.sql.split(';').map(str::trim).filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_count_up_from_one() {
+        for (i, step) in SQLITE.iter().enumerate() {
+            assert_eq!(step.version, i as i64 + 1, "{}", step.description);
+            assert!(statements(step).count() > 0);
+        }
+    }
+}

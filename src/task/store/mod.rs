@@ -1,0 +1,176 @@
+//! The task store: one record per task, the single source of truth for
+//! what tasks exist, whose they are and how they ended.
+//!
+//! The task directory keeps the files (script, calls, outputs, the full
+//! `result.json`); the record keeps what a client asks about without
+//! reading them: owner, tool, status, times, the latest progress note,
+//! the summary and the error, and where the files are. `list_tasks`,
+//! `get_task_result`, `tasks/get` and the resource listing read records.
+//!
+//! [`TaskStore`] is the small seam between Warden and a database: the
+//! embedded SQLite backend ([`sqlite`], a file in the artifacts directory)
+//! is the default; a shared database implements the same trait. Every
+//! write is one transaction: a crash leaves a record as it was before or
+//! after the write, never half of it. Schema changes are versioned steps
+//! ([`migrations`]) applied at startup.
+
+pub mod migrations;
+pub mod node;
+pub mod sqlite;
+
+use serde_json::Value;
+
+use crate::task::TaskStatus;
+use crate::tenant::Principal;
+
+/// Where a task stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// Its worker is running (or its server died: see [`node`]).
+    Running,
+    /// It ended; `result.json` in its directory has the full result.
+    Ended(TaskStatus),
+}
+
+impl State {
+    /// The word stored and shown by `list_tasks`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Ended(TaskStatus::Success) => "success",
+            Self::Ended(TaskStatus::Failed) => "failed",
+            Self::Ended(TaskStatus::TimedOut) => "timed_out",
+            Self::Ended(TaskStatus::Cancelled) => "cancelled",
+        }
+    }
+
+    /// The state a stored word names.
+    pub fn parse(word: &str) -> Option<Self> {
+        Some(match word {
+            "running" => Self::Running,
+            "success" => Self::Ended(TaskStatus::Success),
+            "failed" => Self::Ended(TaskStatus::Failed),
+            "timed_out" => Self::Ended(TaskStatus::TimedOut),
+            "cancelled" => Self::Ended(TaskStatus::Cancelled),
+            _ => return None,
+        })
+    }
+}
+
+/// One task's record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// `task_` + 32 hex digits, as the task directory is named.
+    pub id: String,
+    /// The principal that created it; nobody else sees it.
+    pub owner: Principal,
+    /// The tool that started it (`run_script`, `run_coding_task`, `run_batch`).
+    pub tool: String,
+    pub state: State,
+    /// The result's summary, once it ended.
+    pub summary: Option<String>,
+    /// The latest progress note while running (MCP `statusMessage`).
+    pub status_message: Option<String>,
+    /// The result's `error` (`{kind, message, …}`) when it did not succeed.
+    pub error: Option<Value>,
+    /// Milliseconds since the Unix epoch.
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    /// How long after creation the record and its files are kept.
+    pub ttl_ms: i64,
+    /// Where the task's files are: its directory.
+    pub location: String,
+    /// Whether the client asked for it as an MCP task (it outlives the
+    /// request that started it) rather than waiting for the result.
+    pub detached: bool,
+    /// The server process running it ([`node::Node`]), so that a task
+    /// whose server died can be told from one still running.
+    pub node: String,
+}
+
+impl TaskRecord {
+    /// When the record and its files may be removed (if it has ended).
+    pub fn expires_ms(&self) -> i64 {
+        self.created_ms.saturating_add(self.ttl_ms)
+    }
+}
+
+/// How a running task ended, for [`TaskStore::end`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ending {
+    pub status: TaskStatus,
+    pub summary: String,
+    pub error: Option<Value>,
+    pub at_ms: i64,
+}
+
+/// A task store failure, saying what it was doing and where.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The store could not be opened or checked at startup.
+    #[error("task store {location}: {reason}")]
+    Open { location: String, reason: String },
+    /// A read or write failed.
+    #[error("task store: {0}")]
+    Query(String),
+}
+
+impl From<StoreError> for crate::error::GuardError {
+    fn from(error: StoreError) -> Self {
+        crate::error::GuardError::failed(error.to_string())
+    }
+}
+
+/// The records of every task, in a database.
+///
+/// Implementations keep each method one transaction, and never let
+/// [`TaskStore::end`] or [`TaskStore::note`] change a record that has
+/// already ended: the first ending wins.
+#[async_trait::async_trait]
+pub trait TaskStore: Send + Sync + std::fmt::Debug {
+    /// Adds a new running record.
+    async fn create(&self, record: &TaskRecord) -> Result<(), StoreError>;
+
+    /// Sets a running task's latest progress note.
+    async fn note(&self, id: &str, message: &str, at_ms: i64) -> Result<(), StoreError>;
+
+    /// Ends a running task; `false` if it was not running (unknown, or
+    /// already ended: its first ending stands).
+    async fn end(&self, id: &str, ending: &Ending) -> Result<bool, StoreError>;
+
+    /// The record of `id`, whoever owns it.
+    async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError>;
+
+    /// `owner`'s newest `limit` records, newest first.
+    async fn list(&self, owner: &Principal, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// Every running record (to find those whose server died).
+    async fn running(&self) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// Removes the ended records whose TTL ran out by `now_ms`; returns
+    /// their ids and locations so their files can go too.
+    async fn take_expired(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError>;
+
+    /// Removes one record (its files were removed by retention).
+    async fn delete(&self, id: &str) -> Result<(), StoreError>;
+
+    /// How many records there are.
+    async fn count(&self) -> Result<u64, StoreError>;
+
+    /// Whether the store answers now (`/readyz`).
+    async fn ping(&self) -> Result<(), StoreError>;
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// `ms` since the epoch as an ISO 8601 UTC timestamp (MCP `createdAt`).
+pub fn iso8601(ms: i64) -> String {
+    let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+    humantime::format_rfc3339_millis(at).to_string()
+}
