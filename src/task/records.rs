@@ -126,12 +126,6 @@ impl Records {
         self.open().await?.create(&record).await
     }
 
-    /// Sets a running task's status message; best effort.
-    pub async fn note(&self, id: &str, message: &str) {
-        if let Ok(store) = self.open().await {
-            let _ = store.note(id, message, now_ms()).await;
-        }
-    }
 
     /// Ends a task's record from its result (`status`, `summary`, `error`).
     pub async fn end(&self, id: &str, result: &Value) -> Result<bool, StoreError> {
@@ -251,6 +245,16 @@ impl Records {
                 .await?;
         }
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::script::host::progress::TaskNotes for Records {
+    /// Sets a running task's status message; best effort.
+    async fn note(&self, id: &str, message: &str) {
+        if let Ok(store) = self.open().await {
+            let _ = store.note(id, message, now_ms()).await;
+        }
     }
 }
 

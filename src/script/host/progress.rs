@@ -17,7 +17,13 @@ use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use tokio::sync::oneshot;
 
-use crate::task::records::Records;
+/// Where a detached task's notes go: its record (`task::records`
+/// implements it; this module does not depend on the task layer above it).
+#[async_trait::async_trait]
+pub trait TaskNotes: Send + Sync {
+    /// Sets task `id`'s status message to `message`; best effort.
+    async fn note(&self, id: &str, message: &str);
+}
 
 pub struct Progress {
     sink: Sink,
@@ -32,7 +38,7 @@ enum Sink {
     },
     /// The status message of a detached task's record.
     Task {
-        records: Arc<Records>,
+        records: Arc<dyn TaskNotes>,
         /// The TTL the client asked for (already clamped).
         ttl_ms: i64,
         /// Sends the task id once, when the task exists.
@@ -52,7 +58,7 @@ impl Progress {
 
     /// Notes for a task that outlives its request: they go to its record,
     /// and `created` gets its id as soon as it has one.
-    pub fn for_task(records: Arc<Records>, ttl_ms: i64, created: oneshot::Sender<String>) -> Self {
+    pub fn for_task(records: Arc<dyn TaskNotes>, ttl_ms: i64, created: oneshot::Sender<String>) -> Self {
         Self {
             sink: Sink::Task {
                 records,
