@@ -357,6 +357,11 @@ pub const MIN_TASK_TTL_MS: i64 = 1_000;
 /// it, at most once per [`TASK_SWEEP_MIN_INTERVAL`].
 pub const TASK_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// How often a serving process looks in the task store for cancels of
+/// its running tasks asked through another process: every 1 s (only
+/// while it runs tasks).
+pub const TASK_CANCEL_POLL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Least time between two expiry passes triggered by reads: 1 s.
 pub const TASK_SWEEP_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 

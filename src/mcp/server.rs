@@ -525,26 +525,22 @@ impl ServerHandler for WardenServer {
             .map(drop)
     }
 
-    /// Kills the task's worker; the task then ends `cancelled`. An ended
-    /// task is acknowledged and left as it is. A task running in another
-    /// server process (a stdio server still finishing the tasks of a
-    /// client that left) cannot be reached from here: that is an error.
+    /// Kills the task's worker (wherever it runs: see
+    /// [`TaskRunner::cancel`]); the task then ends `cancelled`. An ended
+    /// task is acknowledged and left as it is.
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let record = self.owned_task(&principal_of(&context), &request.task_id).await?;
-        if record.state != crate::task::store::State::Running || self.tasks.cancel(&record.id) {
-            return Ok(());
+        if record.state == crate::task::store::State::Running {
+            self.tasks
+                .cancel(&record.id)
+                .await
+                .map_err(crate::mcp::tasks::store_error)?;
         }
-        Err(ErrorData::internal_error(
-            format!(
-                "task '{}' runs in another server process ({}); cancel it there, or wait for it to end",
-                record.id, record.node
-            ),
-            None,
-        ))
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

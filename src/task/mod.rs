@@ -182,12 +182,35 @@ impl TaskRunner {
                 records.sweep().await;
             }
         });
+        // Cancels asked for through the store (by another server process).
+        let (records, running) = (Arc::downgrade(&self.records), Arc::downgrade(&self.running));
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(crate::limits::TASK_CANCEL_POLL);
+            loop {
+                every.tick().await;
+                let (Some(records), Some(running)) = (records.upgrade(), running.upgrade()) else {
+                    return;
+                };
+                if running.count() == 0 {
+                    continue;
+                }
+                for id in records.cancels_here().await.unwrap_or_default() {
+                    running.cancel(&id);
+                }
+            }
+        });
         Ok(())
     }
 
-    /// Cancels task `id` if it runs here (`tasks/cancel`); `false` if not.
-    pub fn cancel(&self, id: &str) -> bool {
-        self.running.cancel(id)
+    /// Cancels task `id` (`tasks/cancel`): at once if it runs here, else
+    /// through the store, where the process running it finds the request
+    /// within [`crate::limits::TASK_CANCEL_POLL`]. `false` if it is not
+    /// running anywhere.
+    pub async fn cancel(&self, id: &str) -> Result<bool, store::StoreError> {
+        if self.running.cancel(id) {
+            return Ok(true);
+        }
+        self.records.request_cancel(id).await
     }
 
     /// Waits until no detached task runs here: a stdio server whose

@@ -126,7 +126,6 @@ impl Records {
         self.open().await?.create(&record).await
     }
 
-
     /// Ends a task's record from its result (`status`, `summary`, `error`).
     pub async fn end(&self, id: &str, result: &Value) -> Result<bool, StoreError> {
         let ending = ending_of(result);
@@ -152,6 +151,18 @@ impl Records {
             record = store.get(id).await?.unwrap_or(record);
         }
         Ok(Some(record))
+    }
+
+    /// Asks the server process running task `id` to cancel it; `false`
+    /// if it is not running.
+    pub async fn request_cancel(&self, id: &str) -> Result<bool, StoreError> {
+        self.open().await?.request_cancel(id).await
+    }
+
+    /// The tasks of this server process whose cancellation another
+    /// process asked for.
+    pub async fn cancels_here(&self) -> Result<Vec<String>, StoreError> {
+        self.open().await?.cancels_for(&self.node).await
     }
 
     /// `owner`'s newest `limit` records.

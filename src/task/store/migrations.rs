@@ -34,7 +34,8 @@ pub const SQLITE: &[Step] = &[Step {
             expires_ms INTEGER NOT NULL,
             location TEXT NOT NULL,
             detached INTEGER NOT NULL,
-            node TEXT NOT NULL
+            node TEXT NOT NULL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0
           ) STRICT;
           CREATE INDEX tasks_by_owner ON tasks (owner, created_ms DESC, id DESC);
           CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state <> 'running';

@@ -147,6 +147,14 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     /// Every running record (to find those whose server died).
     async fn running(&self) -> Result<Vec<TaskRecord>, StoreError>;
 
+    /// Asks the server running task `id` to cancel it (`tasks/cancel` sent
+    /// to another server process); `false` if it is not running.
+    async fn request_cancel(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// The ids of the running tasks of server `node` whose cancellation
+    /// was asked for.
+    async fn cancels_for(&self, node: &str) -> Result<Vec<String>, StoreError>;
+
     /// Removes the ended records whose TTL ran out by `now_ms`; returns
     /// their ids and locations so their files can go too.
     async fn take_expired(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError>;

@@ -255,6 +255,25 @@ impl TaskStore for SqliteStore {
         rows.iter().map(record).collect()
     }
 
+    async fn request_cancel(&self, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE tasks SET cancel_requested = 1 WHERE id = ? AND state = 'running'")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn cancels_for(&self, node: &str) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT id FROM tasks WHERE state = 'running' AND cancel_requested = 1 AND node = ?",
+        )
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query)
+    }
+
     async fn take_expired(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
         let rows = sqlx::query(
             "DELETE FROM tasks WHERE state <> 'running' AND expires_ms <= ? RETURNING id, location",
