@@ -56,7 +56,10 @@ pub(crate) async fn task_store(dir: &Path) -> Check {
     let path = dir.join(crate::task::store::sqlite::FILE_NAME);
     match crate::task::store::sqlite::SqliteStore::open(&path).await {
         Ok((store, _)) => match store.count().await {
-            Ok(n) => Check::pass(name, format!("{} opens and is intact ({n} task record(s))", path.display())),
+            Ok(n) => Check::pass(
+                name,
+                format!("{} opens and is intact ({n} task record(s))", path.display()),
+            ),
             Err(error) => Check::fail(name, error.to_string(), "move the file aside and restart"),
         },
         Err(error) => Check::fail(
