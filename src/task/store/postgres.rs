@@ -462,9 +462,7 @@ impl TaskStore for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(query)?;
-        rows.iter()
-            .map(|row| row.try_get("id").map_err(query))
-            .collect()
+        rows.iter().map(|row| row.try_get("id").map_err(query)).collect()
     }
 
     async fn queued(&self) -> Result<u64, StoreError> {
@@ -558,13 +556,11 @@ impl TaskStore for PgStore {
     }
 
     async fn cancels_for(&self, node: &str) -> Result<Vec<String>, StoreError> {
-        sqlx::query_scalar(
-            "SELECT id FROM tasks WHERE state = 'running' AND cancel_requested AND node = $1",
-        )
-        .bind(node)
-        .fetch_all(&self.pool)
-        .await
-        .map_err(query)
+        sqlx::query_scalar("SELECT id FROM tasks WHERE state = 'running' AND cancel_requested AND node = $1")
+            .bind(node)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(query)
     }
 
     async fn take_expired(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
@@ -613,3 +609,5 @@ impl TaskStore for PgStore {
     }
 }
 
+#[cfg(test)]
+mod tests;
