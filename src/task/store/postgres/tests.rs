@@ -186,7 +186,8 @@ async fn records_round_trip_end_once_list_newest_first_and_expire_once() {
     // task_a ended and lives 1_000 ms from 1_000; the others run.
     assert!(store.take_expired(1_999).await.expect("expire").is_empty());
     let mut takers = JoinSet::new();
-    for node in nodes.iter().cloned() {
+    for node in &nodes {
+        let node = node.clone();
         takers.spawn(async move { node.take_expired(2_000).await.expect("expire") });
     }
     let mut taken = Vec::new();
@@ -342,7 +343,8 @@ async fn claims_take_the_oldest_and_renewed_leases_hold_while_lapsed_ones_expire
     assert_eq!(held, ["task_q10", "task_q30"]);
     // Three nodes' heartbeats expire b's lapsed lease: once.
     let mut beats = JoinSet::new();
-    for node in nodes.iter().cloned() {
+    for node in &nodes {
+        let node = node.clone();
         beats.spawn(async move {
             node.expire_leases(5_000, &ending(TaskStatus::Failed, 5_000))
                 .await
