@@ -30,7 +30,9 @@
 //! acknowledgement is lost may have happened: it reads as an error.
 //!
 //! Plain TCP, no TLS (sqlx is built without it): for loopback and private
-//! networks only; a URL asking for `sslmode=require` is refused at open.
+//! networks only; a URL asking for TLS (`sslmode=require`, `verify-ca`,
+//! `verify-full`) is refused at open. Connect to PostgreSQL itself, not
+//! through a transaction-pooling proxy: the listener needs a session.
 
 use std::borrow::Cow;
 use std::str::FromStr;
@@ -39,7 +41,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use sqlx::Row;
-use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow};
+use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow, PgSslMode};
 use tokio::sync::Notify;
 
 use super::migrations::{self, Step};
@@ -107,6 +109,17 @@ impl PgStore {
                 ))
             })?
             .application_name("warden");
+        if matches!(
+            options.get_ssl_mode(),
+            PgSslMode::Require | PgSslMode::VerifyCa | PgSslMode::VerifyFull
+        ) {
+            return Err(fail(
+                "the URL asks for TLS (sslmode), but this Warden speaks plain TCP only: reach \
+                 PostgreSQL over loopback or a private network and drop sslmode (or set it to \
+                 disable or prefer)"
+                    .into(),
+            ));
+        }
         let pool = pool_options()
             .max_connections(PG_CONNECTIONS)
             .connect_with(options.clone())
@@ -267,7 +280,14 @@ fn scrub(text: &str, url: &str) -> String {
 }
 
 fn query(e: sqlx::Error) -> StoreError {
-    StoreError::Query(e.to_string())
+    match e {
+        sqlx::Error::PoolTimedOut => StoreError::Query(format!(
+            "no connection to PostgreSQL within {} s: the database is down, restarting or \
+             unreachable (the call can be retried)",
+            ACQUIRE_TIMEOUT.as_secs()
+        )),
+        e => StoreError::Query(e.to_string()),
+    }
 }
 
 /// `text` storable in PostgreSQL, which refuses NUL in text: each NUL

@@ -496,17 +496,57 @@ async fn open_errors_name_the_url_without_its_password() {
     assert!(text.contains("postgres://warden:***@127.0.0.1:1/tasks"), "{text}");
     assert!(!text.contains("s3cret"), "{text}");
     assert!(text.contains("check that PostgreSQL runs"), "{text}");
+    let error = PgStore::open("postgres://warden:s3cret@db/tasks?sslmode=require")
+        .await
+        .expect_err("no TLS");
+    assert!(error.to_string().contains("plain TCP only"), "{error}");
+    assert!(!error.to_string().contains("s3cret"), "{error}");
     let error = PgStore::open("mysql://warden:s3cret@db/tasks")
         .await
         .expect_err("not postgres");
     assert!(!error.to_string().contains("s3cret"), "{error}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_store_works_again_after_the_database_restarts_and_loses_no_record() {
-    let _server = SERVER.write().await;
-    let restart = std::env::var("WARDEN_TEST_PG_RESTART")
+/// Runs `WARDEN_TEST_PG_RESTART` with `action` (`restart`, `stop`, `start`).
+async fn server(action: &str) {
+    let control = std::env::var("WARDEN_TEST_PG_RESTART")
         .unwrap_or_else(|_| panic!("WARDEN_TEST_PG_RESTART is unset: run under scripts/with-postgres"));
+    let status = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{control} {action}"))
+        .status()
+        .await
+        .expect("run WARDEN_TEST_PG_RESTART");
+    assert!(status.success(), "{control} {action}: {status}");
+}
+
+/// Waits until both stores answer again; how long since `since`.
+async fn back(a: &PgStore, b: &PgStore, since: Instant) -> Duration {
+    loop {
+        if a.count().await.is_ok() && b.ping().await.is_ok() {
+            return since.elapsed();
+        }
+        assert!(since.elapsed() < Duration::from_secs(20), "not back after 20 s");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Checks that a notification from `b` wakes `a` (its listener is up).
+async fn wakes(a: &PgStore, b: &PgStore, id: &str) {
+    listening(a, 2).await;
+    let wake = a.wake().expect("wake");
+    let woken = wake.notified();
+    b.enqueue(&queued(id, "bob", 500), &request(id), None, 100)
+        .await
+        .expect("enqueue");
+    tokio::time::timeout(Duration::from_secs(5), woken)
+        .await
+        .expect("woken");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_store_works_again_after_the_database_restarts_or_stops_and_loses_no_record() {
+    let _server = SERVER.write().await;
     let db = Db::new().await;
     let (a, b) = (db.open().await, db.open().await);
     for i in 0..50 {
@@ -523,8 +563,8 @@ async fn the_store_works_again_after_the_database_restarts_and_loses_no_record()
     let before = a.count().await.expect("count");
     let boot = "SELECT pg_postmaster_start_time()::text";
     let booted: String = sqlx::query_scalar(boot).fetch_one(&a.pool).await.expect("boot");
-    // Calls during the restart either wait for the database (up to
-    // ACQUIRE_TIMEOUT) or fail as queries.
+    // Calls during a restart wait for the database (up to ACQUIRE_TIMEOUT)
+    // or fail as queries.
     let probe = {
         let a = a.clone();
         tokio::spawn(async move {
@@ -541,24 +581,9 @@ async fn the_store_works_again_after_the_database_restarts_and_loses_no_record()
         })
     };
     let restarted = Instant::now();
-    let status = tokio::process::Command::new("sh")
-        .arg("-c")
-        .arg(&restart)
-        .status()
-        .await
-        .expect("run the restart command");
-    assert!(status.success(), "{restart}: {status}");
+    server("restart").await;
     let restart_took = restarted.elapsed();
-    let back = loop {
-        if a.count().await.is_ok() && b.ping().await.is_ok() {
-            break restarted.elapsed();
-        }
-        assert!(
-            restarted.elapsed() < Duration::from_secs(15),
-            "not back 15 s after the restart"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
+    let answering = back(&a, &b, restarted).await;
     let (slowest, failures) = probe.await.expect("probe");
     assert!(slowest <= ACQUIRE_TIMEOUT + Duration::from_secs(2), "{slowest:?}");
     for failure in &failures {
@@ -574,19 +599,28 @@ async fn the_store_works_again_after_the_database_restarts_and_loses_no_record()
         .expect("claim")
         .expect("a task");
     assert_eq!(claimed.record.id, "task_s00");
-    // The listener is back too: a notification wakes the other node.
-    listening(&a, 2).await;
-    let wake = a.wake().expect("wake");
-    let woken = wake.notified();
-    b.enqueue(&queued("task_t", "bob", 500), &request("t"), None, 100)
-        .await
-        .expect("enqueue");
-    tokio::time::timeout(Duration::from_secs(5), woken)
-        .await
-        .expect("woken after the restart");
+    wakes(&a, &b, "task_t1").await;
+
+    // Down for longer than ACQUIRE_TIMEOUT: calls fail as queries once
+    // it has passed; the store works again when the database is back.
+    server("stop").await;
+    let at = Instant::now();
+    let down = a.count().await.expect_err("the database is down");
+    let failed_after = at.elapsed();
+    assert!(matches!(down, StoreError::Query(_)), "{down}");
+    assert!(
+        failed_after <= ACQUIRE_TIMEOUT + Duration::from_secs(1),
+        "{failed_after:?}"
+    );
+    let started = Instant::now();
+    server("start").await;
+    let answering_again = back(&a, &b, started).await;
+    assert_eq!(a.count().await.expect("count"), before + 1, "no record lost");
+    wakes(&a, &b, "task_t2").await;
     eprintln!(
-        "restart: pg_ctl {restart_took:?}, store answering {back:?} after it began; probe: slowest call \
-         {slowest:?}, {} of 40 calls failed",
+        "restart: pg_ctl {restart_took:?}, store answering {answering:?} after it began; probe: slowest \
+         call {slowest:?}, {} of 40 calls failed; stopped: a call failed after {failed_after:?} ({down}); \
+         started: answering {answering_again:?} after pg_ctl start began",
         failures.len()
     );
     db.drop().await;
