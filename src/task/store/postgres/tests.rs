@@ -278,6 +278,7 @@ async fn two_hundred_tasks_are_claimed_once_by_eight_claimers_on_three_nodes() {
     let db = Db::new().await;
     let nodes = [db.open().await, db.open().await, db.open().await];
     let mut all = Vec::new();
+    let enqueueing = Instant::now();
     for i in 0..200 {
         let id = format!("task_{i:03}");
         let record = queued(&id, &format!("user{}", i % 10), i64::try_from(i).expect("i"));
@@ -285,6 +286,7 @@ async fn two_hundred_tasks_are_claimed_once_by_eight_claimers_on_three_nodes() {
         assert_eq!(outcome.expect("enqueue"), Enqueued::Accepted);
         all.push(id);
     }
+    let enqueued = enqueueing.elapsed();
     let started = Instant::now();
     let mut claimers = JoinSet::new();
     for k in 0..8 {
@@ -309,7 +311,7 @@ async fn two_hundred_tasks_are_claimed_once_by_eight_claimers_on_three_nodes() {
     assert_eq!(claimed, all, "each task claimed exactly once");
     assert_eq!(nodes[0].queued().await.expect("queued"), 0);
     assert_eq!(nodes[1].running().await.expect("running").len(), 200);
-    eprintln!("200 claims by 8 claimers on 3 nodes: {took:?}");
+    eprintln!("200 enqueues one after another: {enqueued:?}; 200 claims by 8 claimers on 3 nodes: {took:?}");
     db.drop().await;
 }
 
@@ -620,7 +622,7 @@ async fn the_store_works_again_after_the_database_restarts_or_stops_and_loses_no
     eprintln!(
         "restart: pg_ctl {restart_took:?}, store answering {answering:?} after it began; probe: slowest \
          call {slowest:?}, {} of 40 calls failed; stopped: a call failed after {failed_after:?} ({down}); \
-         started: answering {answering_again:?} after pg_ctl start began",
+         started: answering {answering_again:?} after pg_ctl start began; failures: {failures:?}",
         failures.len()
     );
     db.drop().await;
