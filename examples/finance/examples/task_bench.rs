@@ -1,0 +1,216 @@
+//! MCP Tasks bench (issue 13): task creation to first `tasks/get`, the task
+//! store's cost per task, and `list` with 10,000 records.
+//!
+//! ```sh
+//! cargo build --release -p warden-finance && \
+//!   cargo run --release -p warden-finance --example task_bench [-- --tasks 200 --records 10000]
+//! ```
+//!
+//! (a) Over stdio, a client declaring the tasks extension against the release
+//! `warden-finance`: `--tasks` (200) task-augmented `run_script` calls of a
+//! trivial script, one at a time; each is timed from sending `tools/call` to
+//! the answer of the first `tasks/get` (the task is then polled to its end,
+//! untimed). (b) `SqliteStore` directly, in a temp dir: create + note + end
+//! of 2,000 tasks, one after another; target ≤ 1 ms per task. (c) The same
+//! store with `--records` (10,000) records of one owner and as many of
+//! others: `list` of the owner's newest 20 and 100; target ≤ 10 ms (p99).
+
+// A bench: any failure should stop it loudly.
+#![allow(clippy::unwrap_used)]
+
+use std::time::{Duration, Instant};
+
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams, Implementation,
+};
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+use warden::task::TaskStatus;
+use warden::task::store::sqlite::{FILE_NAME, SqliteStore};
+use warden::task::store::{Ending, State, TaskRecord, TaskStore, now_ms};
+use warden::tenant::Principal;
+
+/// Tasks timed in (b).
+const STORE_TASKS: usize = 2_000;
+/// `list` calls timed per limit in (c).
+const LISTS: usize = 200;
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The `q` quantile of sorted `samples`, in ms.
+fn ms(samples: &[Duration], q: f64) -> f64 {
+    let i = ((samples.len() as f64 * q) as usize).min(samples.len() - 1);
+    samples[i].as_secs_f64() * 1000.0
+}
+
+fn row(name: &str, samples: &mut [Duration], target_ms: Option<f64>) {
+    samples.sort();
+    let target = target_ms.map_or(String::new(), |t| {
+        format!("   target ≤ {t} ms: p99 is {:.2}× it", ms(samples, 0.99) / t)
+    });
+    println!(
+        "{name:<44} p50 {:>8.3} ms   p99 {:>8.3} ms   (n={}){target}",
+        ms(samples, 0.50),
+        ms(samples, 0.99),
+        samples.len()
+    );
+}
+
+fn main() {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(bench());
+}
+
+async fn bench() {
+    let tasks = arg("--tasks", 200);
+    let records = arg("--records", 10_000);
+    println!("MCP Tasks bench: {tasks} stdio tasks; store {STORE_TASKS} tasks; list over {records}+{records} records");
+    creation_to_first_get(tasks).await;
+    store_cost().await;
+    list_cost(records).await;
+}
+
+/// (a) tools/call (task-augmented) → CreateTaskResult → first tasks/get.
+async fn creation_to_first_get(tasks: usize) {
+    let exe = std::env::current_exe().unwrap();
+    let server_bin = exe.parent().unwrap().parent().unwrap().join("warden-finance");
+    assert!(
+        server_bin.exists(),
+        "build it first: cargo build --release -p warden-finance"
+    );
+    let artifacts = tempfile::tempdir().unwrap();
+    let mut command = tokio::process::Command::new(&server_bin);
+    command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let config = ClientConfig::new(
+        ClientCapabilities::builder().enable_tasks().build(),
+        Implementation::new("task-bench", "0"),
+    );
+    let client = config.serve(transport).await.unwrap();
+    let arguments = json!({"script": "1"}).as_object().cloned().unwrap();
+    let (mut created, mut first_get, mut ended) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..tasks {
+        let start = Instant::now();
+        let answer = client
+            .call_tool_once(CallToolRequestParams::new("run_script").with_arguments(arguments.clone()))
+            .await
+            .unwrap();
+        let CallToolResponse::Task(task) = answer else {
+            panic!("not a task: {answer:?}")
+        };
+        created.push(start.elapsed());
+        let id = task.task.task_id;
+        let mut state = client.get_task(GetTaskParams::new(id.as_str())).await.unwrap();
+        first_get.push(start.elapsed());
+        while !state.task.status().is_terminal() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            state = client.get_task(GetTaskParams::new(id.as_str())).await.unwrap();
+        }
+        ended.push(start.elapsed());
+        let wire = serde_json::to_value(&state).unwrap();
+        assert_eq!(wire["result"]["structuredContent"]["status"], "success", "{wire}");
+    }
+    client.cancel().await.unwrap();
+    row("(a) tools/call → CreateTaskResult", &mut created, None);
+    row("(a) tools/call → first tasks/get answered", &mut first_get, None);
+    row("(a) tools/call → completed (5 ms polls)", &mut ended, None);
+}
+
+fn record(id: String, owner: &Principal, created_ms: i64) -> TaskRecord {
+    TaskRecord {
+        location: format!("/tmp/bench/{id}"),
+        id,
+        owner: owner.clone(),
+        tool: "run_script".into(),
+        state: State::Running,
+        summary: None,
+        status_message: None,
+        error: None,
+        created_ms,
+        updated_ms: created_ms,
+        ttl_ms: 30 * 24 * 3600 * 1000,
+        detached: true,
+        node: "bench".into(),
+    }
+}
+
+fn task_id(i: usize) -> String {
+    format!("task_{i:032x}")
+}
+
+/// (b) create + note + end of one task, one after another.
+async fn store_cost() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME)).await.unwrap();
+    let owner = Principal::new("alice").unwrap();
+    let mut per_task = Vec::with_capacity(STORE_TASKS);
+    let all = Instant::now();
+    for i in 0..STORE_TASKS {
+        let start = Instant::now();
+        let id = task_id(i);
+        let at = now_ms();
+        store.create(&record(id.clone(), &owner, at)).await.unwrap();
+        store.note(&id, "calling get_quote", at).await.unwrap();
+        let ending = Ending {
+            status: TaskStatus::Success,
+            summary: "done".into(),
+            error: None,
+            at_ms: at,
+        };
+        assert!(store.end(&id, &ending).await.unwrap());
+        per_task.push(start.elapsed());
+    }
+    let mean_us = all.elapsed().as_secs_f64() * 1e6 / STORE_TASKS as f64;
+    println!(
+        "(b) store: create + note + end, mean {mean_us:>8.1} µs per task   ({:.2}× the 1 ms target)",
+        mean_us / 1000.0
+    );
+    row("(b) store: create + note + end, per task", &mut per_task, Some(1.0));
+}
+
+/// (c) `list` of one owner's newest 20 and 100 among `records` of theirs
+/// and `records` of ten other owners.
+async fn list_cost(records: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME)).await.unwrap();
+    let owner = Principal::new("alice").unwrap();
+    let others: Vec<Principal> = (0..10)
+        .map(|i| Principal::new(&format!("other{i}")).unwrap())
+        .collect();
+    let fill = Instant::now();
+    let base = now_ms();
+    // Interleaved, so the owner's rows are spread through the table.
+    for i in 0..records * 2 {
+        let who = if i % 2 == 0 { &owner } else { &others[i % others.len()] };
+        store.create(&record(task_id(i), who, base + i as i64)).await.unwrap();
+    }
+    println!(
+        "(c) filled {} records in {:.1} s",
+        store.count().await.unwrap(),
+        fill.elapsed().as_secs_f64()
+    );
+    for limit in [20, 100] {
+        let mut samples = Vec::with_capacity(LISTS);
+        for _ in 0..LISTS {
+            let start = Instant::now();
+            let got = store.list(&owner, limit).await.unwrap();
+            samples.push(start.elapsed());
+            assert_eq!(got.len(), limit);
+        }
+        row(&format!("(c) list newest {limit} of {records}"), &mut samples, Some(10.0));
+    }
+}
