@@ -57,6 +57,10 @@ pub use limits::Limits;
 pub use mcp::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
 pub use mcp::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};
 pub use registry::ScriptFunction;
+/// The task store behind `list_tasks` and MCP Tasks: its trait and the
+/// embedded SQLite backend (public for benchmarks and other backends).
+pub use task::store as task_store;
+pub use tenant::Principal;
 
 /// The MCP scenario runner (the `warden-testing` crate), behind `cli`.
 #[cfg(feature = "cli")]

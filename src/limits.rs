@@ -343,6 +343,23 @@ fn env_number(var: &'static str, min: u64, max: u64) -> Result<Option<u64>, Limi
 /// `WARDEN_MAX_CONCURRENT_TASKS` (1–64); each task holds one script worker.
 pub const DEFAULT_MAX_CONCURRENT_TASKS: usize = 2;
 
+/// The `pollIntervalMs` a task-augmented call suggests to its client: 500 ms.
+/// `tasks/get` reads one record, so polling at this rate costs little.
+pub const TASK_POLL_INTERVAL_MS: u64 = 500;
+
+/// Shortest TTL a client may ask for a task (`_meta` `warden/taskTtlMs`):
+/// 1 s. The longest, and the default, is `tasks_max_age`
+/// (`WARDEN_TASKS_MAX_AGE_HOURS`).
+pub const MIN_TASK_TTL_MS: i64 = 1_000;
+
+/// How often a serving process removes expired tasks (record and
+/// directory) on its own: every 30 s. Reads of task records also trigger
+/// it, at most once per [`TASK_SWEEP_MIN_INTERVAL`].
+pub const TASK_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Least time between two expiry passes triggered by reads: 1 s.
+pub const TASK_SWEEP_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// Default timeout of `run_script` / `run_coding_task`: 300 s (clamped to
 /// [`DEFAULT_MAX_TIMEOUT`]). At the deadline the script worker's process
 /// group is killed and the task ends `timed_out`.

@@ -35,7 +35,7 @@ pub async fn run_coding_task(
     cancel: CancellationToken,
     progress: Option<&Progress>,
 ) -> Result<Value, GuardError> {
-    let task = runner.begin(origin, timeout, &cancel).await?;
+    let task = runner.begin(origin, timeout, &cancel, progress).await?;
     let system = super::prompt::system_prompt(runner.executor.registry());
     let saved = runner
         .store
@@ -46,7 +46,7 @@ pub async fn run_coding_task(
                 .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())
         });
     if let Err(error) = saved {
-        task.abandon(&error);
+        task.abandon(&error).await;
         return Err(error);
     }
     let origin: &Origin = origin;
@@ -100,7 +100,7 @@ pub async fn run_coding_task(
         json!({"status": result["status"], "task_type": result["task_type"], "actions": actions,
                "function_calls": facts.calls.made}),
     );
-    Ok(runner.finish(task, origin, result, facts))
+    Ok(runner.finish(task, origin, result, facts).await)
 }
 
 struct Agent<'a> {

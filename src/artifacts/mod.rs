@@ -453,6 +453,50 @@ impl ArtifactStore {
         )
     }
 
+    /// The artifacts root.
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
+    /// Removes a task directory (an expired task): renamed out of sight,
+    /// then deleted. A task running here is never removed.
+    pub fn remove_task(&self, task_id: &str) {
+        if Self::check_id(task_id).is_err() || lock(&self.running).contains_key(task_id) {
+            return;
+        }
+        let trash = self.root.join(format!("{}{task_id}", retention::TRASH_PREFIX));
+        if std::fs::rename(self.root.join(task_id), &trash).is_ok() {
+            let _ = std::fs::remove_dir_all(trash);
+        }
+    }
+
+    /// The ids of the task directories retention removed since the last
+    /// call, so that their records can be removed too.
+    pub fn take_pruned(&self) -> Vec<String> {
+        self.pruner.take_removed()
+    }
+
+    /// The principal owning a task directory, and its saved result if it
+    /// has one (`None` for either when unreadable). For rebuilding records.
+    pub fn task_facts(&self, task_id: &str) -> (Option<Principal>, Option<Value>) {
+        let Ok(dir) = self.open_task(task_id) else {
+            return (None, None);
+        };
+        let principal = owner::principal_at(&dir);
+        let result = read_at(
+            &dir,
+            task_id,
+            RESULT_FILE,
+            0,
+            crate::limits::MAX_INLINE_RESULT_BYTES,
+            Encoding::Utf8,
+        )
+        .ok()
+        .filter(|chunk| chunk["next_offset"].is_null())
+        .and_then(|chunk| serde_json::from_str(chunk["content"].as_str().unwrap_or("")).ok());
+        (principal, result)
+    }
+
     /// Task ids, newest first.
     pub fn task_ids(&self) -> Vec<String> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
@@ -475,7 +519,7 @@ impl ArtifactStore {
 /// The answer for a task id that does not exist — or that belongs to
 /// another principal: the same code and message, so an answer never tells
 /// whether someone else's task exists.
-fn no_task(task_id: &str) -> GuardError {
+pub(crate) fn no_task(task_id: &str) -> GuardError {
     GuardError::new(
         crate::error::codes::NOT_FOUND,
         format!("task_id: no task '{task_id}'; call list_tasks to see existing tasks"),

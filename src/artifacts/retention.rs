@@ -110,6 +110,9 @@ pub struct Pruner {
     wake: Condvar,
     /// Sizes of finished task directories, measured once.
     sizes: Mutex<HashMap<String, u64>>,
+    /// Ids of the directories removed since [`Pruner::take_removed`] last
+    /// ran, so that their task records go too.
+    removed: Mutex<Vec<String>>,
 }
 
 /// One retention pass over a store, run on the retention thread.
@@ -167,8 +170,14 @@ impl Pruner {
         lock(&self.sizes).remove(id);
         let trash: PathBuf = root.join(format!("{TRASH_PREFIX}{id}"));
         if std::fs::rename(root.join(id), &trash).is_ok() {
+            lock(&self.removed).push(id.to_string());
             let _ = std::fs::remove_dir_all(trash);
         }
+    }
+
+    /// The ids removed since the last call.
+    pub fn take_removed(&self) -> Vec<String> {
+        std::mem::take(&mut *lock(&self.removed))
     }
 }
 

@@ -12,4 +12,5 @@ pub mod prompts;
 pub mod resources;
 pub(crate) mod serve;
 pub mod server;
+pub(crate) mod tasks;
 pub mod transport;

@@ -1,6 +1,7 @@
 //! Serving MCP: on stdio (the transport with its limits, the handler, and a
 //! clean shutdown on SIGTERM/SIGINT or the end of input, after which running
-//! tasks are recorded `cancelled`), and, with the `http` feature, the
+//! tasks are recorded `cancelled` — except the tasks the client asked for as
+//! MCP tasks, which the process stays to finish), and, with the `http` feature, the
 //! command-line face of `mcp::transport::http`. Used by the CLI's `serve`
 //! and by `App::run` / `App::serve` built without the `cli` feature.
 
@@ -16,6 +17,8 @@ pub(crate) enum ServeError {
     Initialize(String),
     #[error("MCP service ended abnormally: {0}")]
     Ended(String),
+    #[error(transparent)]
+    Store(#[from] crate::task::store::StoreError),
 }
 
 /// What to tell a person who started the server in a terminal, where it
@@ -34,8 +37,9 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
 /// arrives; running tasks are then cancelled and recorded.
 pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
-    // Task records: tasks a dead server left running become `interrupted`.
-    tasks.store.mark_interrupted();
+    // Task records: a damaged store stops the server here; tasks a dead
+    // server left running become `interrupted`; expiry starts.
+    tasks.start_records().await?;
     let limits = tasks.executor.limits();
     let transport_limits = crate::mcp::transport::TransportLimits {
         max_message_bytes: limits.message_cap(),
@@ -58,7 +62,16 @@ pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> 
         Err(error) => return Err(ServeError::Initialize(error.to_string())),
     };
     let ended = tokio::select! {
-        ended = service.waiting() => ended.map(drop).map_err(|error| ServeError::Ended(error.to_string())),
+        ended = service.waiting() => {
+            // The client left. Tasks it asked for as MCP tasks go on: it
+            // (or a new server on the same store) comes back for them; the
+            // process stays until they end, or until a signal.
+            tokio::select! {
+                _ = tasks.detached_done() => {}
+                _ = shutdown_signal() => {}
+            }
+            ended.map(drop).map_err(|error| ServeError::Ended(error.to_string()))
+        }
         _ = shutdown_signal() => Ok(()),
     };
     // Task records: running tasks are cancelled and recorded `cancelled`

@@ -17,15 +17,17 @@ use std::time::Instant;
 #[allow(deprecated)] // MCP logging, see `get_info`
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::events::Origin;
 use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
@@ -87,15 +89,85 @@ impl WardenServer {
         ))
     }
 
-    /// Runs a built-in tool with request events around it.
+    /// Runs a built-in tool for a request that waits for its result.
     async fn call_builtin(
         &self,
         builtin: &dyn crate::mcp::builtins::Builtin,
         arguments: Value,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let name = builtin.name();
-        let mut origin = request_origin(builtin.mode(), name, context);
+        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        let progress = context.meta.get_progress_token().map(|token| {
+            Arc::new(crate::script::host::progress::Progress::new(
+                context.peer.clone(),
+                token,
+            ))
+        });
+        self.run_builtin(builtin, arguments, origin, context.ct.clone(), progress)
+            .await
+    }
+
+    /// Runs a task-running built-in as an MCP task: answers with the task
+    /// handle as soon as the task exists, while the work goes on detached
+    /// (its own cancellation token, not the request's). A call that ends
+    /// before it creates a task (bad arguments, no slot) is answered with
+    /// its plain result.
+    async fn start_task(
+        &self,
+        index: usize,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let requested = crate::mcp::tasks::requested_ttl(&context.meta)?;
+        let records = self.tasks.records.clone();
+        let (created, task_id) = tokio::sync::oneshot::channel();
+        let progress = crate::script::host::progress::Progress::for_task(
+            records.clone(),
+            records.ttl_ms(requested),
+            created,
+        );
+        let builtin = &self.builtins[index];
+        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        let principal = origin.principal.clone();
+        let server = self.clone();
+        let run = tokio::spawn(async move {
+            let builtin = server.builtins[index].as_ref();
+            server
+                .run_builtin(
+                    builtin,
+                    arguments,
+                    origin,
+                    CancellationToken::new(),
+                    Some(Arc::new(progress)),
+                )
+                .await
+        });
+        match task_id.await {
+            Ok(id) => {
+                let record = records
+                    .get(&principal, &id)
+                    .await
+                    .map_err(crate::mcp::tasks::store_error)?
+                    .ok_or_else(|| crate::mcp::tasks::unknown_task(&id))?;
+                Ok(CreateTaskResult::new(crate::mcp::tasks::handle(&record)).into())
+            }
+            // The progress sink went away unused: the call ended first.
+            Err(_) => run
+                .await
+                .map(Into::into)
+                .map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None)),
+        }
+    }
+
+    /// Runs a built-in tool with request events around it.
+    async fn run_builtin(
+        &self,
+        builtin: &dyn crate::mcp::builtins::Builtin,
+        arguments: Value,
+        mut origin: Origin,
+        cancel: CancellationToken,
+        progress: Option<Arc<crate::script::host::progress::Progress>>,
+    ) -> CallToolResult {
         let events = self.executor.events().clone();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
@@ -104,13 +176,8 @@ impl WardenServer {
                 tasks: &self.tasks,
                 arguments,
                 origin: &mut origin,
-                cancel: context.ct.clone(),
-                progress: context.meta.get_progress_token().map(|token| {
-                    Arc::new(crate::script::host::progress::Progress::new(
-                        context.peer.clone(),
-                        token,
-                    ))
-                }),
+                cancel,
+                progress,
             })
             .await;
         let (status, task_type, error_type) = match &outcome {
@@ -143,18 +210,7 @@ impl WardenServer {
         );
         crate::telemetry::end(&origin.trace, &status, error_type.as_str());
         match outcome {
-            Ok(value) => {
-                // PNG charts inline (within the result cap), then a link per artifact.
-                let mut content = crate::mcp::resources::images(&self.tasks.store, &value);
-                content.extend(crate::mcp::resources::links(&value));
-                let mut result = if status == "success" {
-                    CallToolResult::structured(value)
-                } else {
-                    CallToolResult::structured_error(value)
-                };
-                result.content.extend(content);
-                result
-            }
+            Ok(value) => crate::mcp::tasks::call_result(&self.tasks.store, value),
             Err(error) => {
                 let status = if status == "rejected" {
                     Status::Rejected
@@ -300,12 +356,29 @@ fn failure_json(failure: &Failure, request_id: &str) -> Value {
     })
 }
 
+impl WardenServer {
+    /// `principal`'s record of task `id`, or the unknown-task error.
+    async fn owned_task(
+        &self,
+        principal: &crate::tenant::Principal,
+        id: &str,
+    ) -> Result<crate::task::store::TaskRecord, ErrorData> {
+        self.tasks
+            .records
+            .get(principal, id)
+            .await
+            .map_err(crate::mcp::tasks::store_error)?
+            .ok_or_else(|| crate::mcp::tasks::unknown_task(id))
+    }
+}
+
 impl ServerHandler for WardenServer {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_resources()
             .enable_resources_subscribe()
+            .enable_tasks()
             .build();
         // Guards' log messages (`crate::notify::log`), for 2025-11-25
         // clients; MCP logging is deprecated for 2026-07-28 (SEP-2577).
@@ -425,6 +498,55 @@ impl ServerHandler for WardenServer {
         crate::mcp::resources::read(self.tasks.store.view(&principal), &request.uri).map(Into::into)
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let principal = principal_of(&context);
+        let record = self.owned_task(&principal, &request.task_id).await?;
+        Ok(GetTaskResult::new(crate::mcp::tasks::detailed(
+            &self.tasks.store,
+            &principal,
+            &record,
+        )))
+    }
+
+    /// Warden's tasks never ask the client for input: responses are
+    /// acknowledged (the extension ignores unknown keys) once the task is
+    /// known to be the caller's.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.owned_task(&principal_of(&context), &request.task_id)
+            .await
+            .map(drop)
+    }
+
+    /// Kills the task's worker; the task then ends `cancelled`. An ended
+    /// task is acknowledged and left as it is. A task running in another
+    /// server process (a stdio server still finishing the tasks of a
+    /// client that left) cannot be reached from here: that is an error.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let record = self.owned_task(&principal_of(&context), &request.task_id).await?;
+        if record.state != crate::task::store::State::Running || self.tasks.cancel(&record.id) {
+            return Ok(());
+        }
+        Err(ErrorData::internal_error(
+            format!(
+                "task '{}' runs in another server process ({}); cancel it there, or wait for it to end",
+                record.id, record.node
+            ),
+            None,
+        ))
+    }
+
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools.iter().find(|t| t.name == name).cloned()
     }
@@ -435,12 +557,14 @@ impl ServerHandler for WardenServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        if let Some(builtin) = self.builtins.iter().find(|b| b.name() == name) {
+        if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
+            let builtin = self.builtins[index].as_ref();
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-            return Ok(self
-                .call_builtin(builtin.as_ref(), arguments, &context)
-                .await
-                .into());
+            let client_takes_tasks = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+            if builtin.runs_as_task() && client_takes_tasks {
+                return self.start_task(index, arguments, &context).await;
+            }
+            return Ok(self.call_builtin(builtin, arguments, &context).await.into());
         }
         if self.executor.registry().get(&name).is_none() {
             return Err(ErrorData::invalid_params(

@@ -14,8 +14,9 @@
 //! final answer are capped, with pointers to where the rest is.
 
 pub mod contract;
-pub mod store;
+pub mod records;
 pub mod running;
+pub mod store;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,7 @@ use crate::limits::{
 use crate::script::host::progress::Progress;
 use crate::script::host::session::{Budget, Context, RunEnd, Session, StartError};
 use crate::script::protocol::RunOutcome;
+use records::Records;
 use running::Running;
 
 pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
@@ -54,6 +56,8 @@ pub struct TaskRunner {
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
     running: Arc<Running>,
+    /// The task records (see [`records`]).
+    pub records: Arc<Records>,
 }
 
 /// A task in progress: its slot, directory and event log.
@@ -64,6 +68,10 @@ pub struct Task {
     recorded: bool,
     store: ArtifactStore,
     running: Arc<Running>,
+    records: Arc<Records>,
+    /// Whether the client asked for it as an MCP task: it outlives its
+    /// request, and a server stopping under it ends it `interrupted`.
+    detached: bool,
     /// The `task.worker` span; ended by [`TaskRunner::finish`].
     pub trace: opentelemetry::Context,
     pub id: String,
@@ -76,28 +84,41 @@ pub struct Task {
 
 impl Drop for Task {
     fn drop(&mut self) {
-        if !self.recorded {
-            let mut result = failure(
-                TaskStatus::Cancelled,
-                "the request ended before the task finished; the task was cancelled".into(),
-            );
-            result["task_id"] = json!(self.id);
-            result["error"] = json!(TaskError::new(
-                TaskErrorKind::Cancelled,
-                "the task's request went away"
-            ));
-            let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
-            let _ = self.store.write_result(&self.id, &bytes);
-        }
         self.store.end_task(&self.id);
-        self.running.remove(&self.id);
+        if self.recorded {
+            self.running.remove(&self.id);
+            return;
+        }
+        let mut result = failure(
+            TaskStatus::Cancelled,
+            "the request ended before the task finished; the task was cancelled".into(),
+        );
+        result["task_id"] = json!(self.id);
+        result["error"] = json!(TaskError::new(
+            TaskErrorKind::Cancelled,
+            "the task's request went away"
+        ));
+        let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        let _ = self.store.write_result(&self.id, &bytes);
+        // The record is written before the task leaves the running set,
+        // so a shutdown waiting for that set waits for the record too.
+        let (records, running, id) = (self.records.clone(), self.running.clone(), self.id.clone());
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    let _ = records.end(&id, &result).await;
+                    running.remove(&id);
+                });
+            }
+            Err(_) => running.remove(&id),
+        }
     }
 }
 
 impl Task {
     /// Records the task `failed` because its directory could not be set
     /// up, then lets it go (its slot and registration end on drop).
-    pub fn abandon(mut self, error: &GuardError) {
+    pub async fn abandon(mut self, error: &GuardError) {
         let mut result = failure(
             TaskStatus::Failed,
             format!("the task could not be set up: {}", error.message),
@@ -106,6 +127,7 @@ impl Task {
         result["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
         let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
         let _ = self.store.write_result(&self.id, &bytes);
+        let _ = self.records.end(&self.id, &result).await;
         self.recorded = true;
         crate::telemetry::end(&self.trace, "failed", Some("storage"));
     }
@@ -127,6 +149,7 @@ impl TaskRunner {
     ) -> Self {
         let store = store.with_limits(executor.limits());
         let limits = executor.limits();
+        let records = Arc::new(Records::new(store.clone(), limits.tasks_max_age));
         let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait)
             .per_principal(
                 limits.tasks_per_principal,
@@ -138,6 +161,44 @@ impl TaskRunner {
             exe,
             task_slots,
             running: Arc::default(),
+            records,
+        }
+    }
+
+    /// Opens the task store (a damaged one is an error naming it and the
+    /// fix), settles what a dead server left, and sweeps expired tasks
+    /// every [`crate::limits::TASK_SWEEP_INTERVAL`] from now on. For a
+    /// serving process; others open the store on first use.
+    pub async fn start_records(&self) -> Result<(), store::StoreError> {
+        self.records.open().await?;
+        let records = Arc::downgrade(&self.records);
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(crate::limits::TASK_SWEEP_INTERVAL);
+            loop {
+                every.tick().await;
+                let Some(records) = records.upgrade() else {
+                    return;
+                };
+                records.sweep().await;
+            }
+        });
+        Ok(())
+    }
+
+    /// Cancels task `id` if it runs here (`tasks/cancel`); `false` if not.
+    pub fn cancel(&self, id: &str) -> bool {
+        self.running.cancel(id)
+    }
+
+    /// Waits until no detached task runs here: a stdio server whose
+    /// client left stays for the tasks that client will come back for.
+    pub async fn detached_done(&self) {
+        loop {
+            let done = self.running.done.notified();
+            if self.running.detached() == 0 {
+                return;
+            }
+            done.await;
         }
     }
 
@@ -168,13 +229,16 @@ impl TaskRunner {
 
     /// Takes a request of the principal's rate and a task slot (within
     /// its task limit), and creates the task directory, owned by
-    /// `origin.principal`; `cancel` is the request's token, cancelled by
-    /// [`TaskRunner::shutdown`] too.
+    /// `origin.principal`, and its record; `cancel` is the request's
+    /// token, cancelled by [`TaskRunner::shutdown`] too. A detached task
+    /// (`progress` says so) tells its id through `progress` once its
+    /// record exists.
     pub async fn begin(
         &self,
         origin: &mut Origin,
         timeout: Duration,
         cancel: &CancellationToken,
+        progress: Option<&Progress>,
     ) -> Result<Task, GuardError> {
         self.executor.take_rate(&origin.principal).map_err(|f| f.error)?;
         let slot = self
@@ -184,10 +248,15 @@ impl TaskRunner {
             .map_err(|f| f.error)?;
         let started = std::time::Instant::now();
         let (id, dir) = self.store.create_task(&origin.principal)?;
-        self.running.insert(&id, cancel);
+        let detached = progress.is_some_and(Progress::detached);
+        self.running.insert(&id, cancel, detached);
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);
-        events.emit(origin, "task_created", json!({"task_id": id}));
+        events.emit(
+            origin,
+            "task_created",
+            json!({"task_id": id, "detached": detached}),
+        );
         let registry = registry_snapshot(&self.executor).to_string();
         let trace = crate::telemetry::start(
             "task.worker",
@@ -201,6 +270,8 @@ impl TaskRunner {
             recorded: false,
             store: self.store.clone(),
             running: self.running.clone(),
+            records: self.records.clone(),
+            detached,
             id,
             dir,
             events,
@@ -208,12 +279,39 @@ impl TaskRunner {
             timeout,
             started,
         };
+        let ttl_ms = progress
+            .and_then(Progress::ttl_ms)
+            .unwrap_or_else(|| self.records.ttl_ms(None));
+        if let Err(error) = self
+            .records
+            .create(
+                &task.id,
+                &origin.principal,
+                &origin.tool,
+                &task.dir,
+                ttl_ms,
+                detached,
+            )
+            .await
+        {
+            // No record: the directory alone would be a task nobody can see.
+            let error = GuardError::from(error);
+            let mut task = task;
+            task.recorded = true;
+            let id = task.id.clone();
+            drop(task);
+            self.store.remove_task(&id);
+            return Err(error);
+        }
         if let Err(error) = self
             .store
             .write_task_file(&task.id, "registry.json", registry.as_bytes())
         {
-            task.abandon(&error);
+            task.abandon(&error).await;
             return Err(error);
+        }
+        if let Some(progress) = progress {
+            progress.task_created(&task.id);
         }
         Ok(task)
     }
@@ -275,7 +373,21 @@ impl TaskRunner {
     /// function_calls.json and result.json, and records the worker's end.
     /// The result is capped to [`MAX_INLINE_RESULT_BYTES`]; if result.json
     /// cannot be saved, the task fails with the reason.
-    pub fn finish(&self, mut task: Task, origin: &Origin, mut result: Value, facts: WorkerFacts) -> Value {
+    pub async fn finish(
+        &self,
+        mut task: Task,
+        origin: &Origin,
+        mut result: Value,
+        facts: WorkerFacts,
+    ) -> Value {
+        if task.detached && self.running.stopping() && result["status"] == json!(TaskStatus::Cancelled) {
+            // Nobody cancelled it: the server stopped under it.
+            let summary = "interrupted: the server stopped before the task finished";
+            result["status"] = json!(TaskStatus::Failed);
+            result["task_type"] = json!("failed");
+            result["summary"] = json!(summary);
+            result["error"] = json!(TaskError::new(TaskErrorKind::Interrupted, summary));
+        }
         task.events.emit(
             origin,
             "task_worker_finished",
@@ -326,6 +438,9 @@ impl TaskRunner {
                 .store
                 .write_result(&task.id, &serde_json::to_vec_pretty(&result).unwrap_or_default());
         }
+        if let Err(error) = self.records.end(&task.id, &result).await {
+            tracing::warn!(task_id = %task.id, %error, "the task's record could not be ended; result.json has its result");
+        }
         task.recorded = true;
         let status = result["status"].as_str().unwrap_or("failed").to_string();
         let kind = result["error"]["kind"].as_str().map(str::to_string);
@@ -343,12 +458,12 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<Value, GuardError> {
-        let task = self.begin(origin, timeout, &cancel).await?;
+        let task = self.begin(origin, timeout, &cancel, progress).await?;
         if let Err(error) =
             self.store
                 .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())
         {
-            task.abandon(&error);
+            task.abandon(&error).await;
             return Err(error);
         }
         let origin: &Origin = origin;
@@ -374,7 +489,42 @@ impl TaskRunner {
             }
             other => abnormal_end(other, task.timeout),
         };
-        Ok(self.finish(task, origin, result, facts))
+        Ok(self.finish(task, origin, result, facts).await)
+    }
+
+    /// Runs a batch as a detached task: the same batch as `run_batch`,
+    /// with a task directory holding its result, for a client that asked
+    /// for an MCP task. The task's timeout is the server maximum; each
+    /// call keeps its own deadline.
+    pub async fn run_batch_task(
+        &self,
+        input: crate::batch::RunBatchInput,
+        origin: &mut Origin,
+        cancel: CancellationToken,
+        progress: Option<&Progress>,
+    ) -> Result<Value, GuardError> {
+        let timeout = self.executor.limits().max_timeout;
+        let task = self.begin(origin, timeout, &cancel, progress).await?;
+        let under_task = task.origin_under(origin);
+        let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
+        let mut result = match outcome {
+            Ok(result) => result,
+            Err(error) => {
+                let mut result = failure(
+                    TaskStatus::Failed,
+                    format!("the batch was refused: {}", error.message),
+                );
+                result["error"] = json!(error);
+                result
+            }
+        };
+        if result.get("summary").is_none() {
+            result["summary"] = json!(format!(
+                "batch: {} succeeded, {} failed, {} skipped",
+                result["succeeded"], result["failed"], result["skipped"]
+            ));
+        }
+        Ok(self.finish(task, origin, result, WorkerFacts::default()).await)
     }
 
     /// Sets `artifacts` to `[{name, path}]` of the first

@@ -122,6 +122,14 @@ fn refused(answer: &Value) -> bool {
     answer.get("error").is_some() || answer["status"] == "failed"
 }
 
+/// Removes the task store, so the next server rebuilds it from the task
+/// directories (their owner records and results).
+fn forget_store(artifacts: &std::path::Path) {
+    for name in ["tasks.db", "tasks.db-wal", "tasks.db-shm"] {
+        let _ = std::fs::remove_file(artifacts.join(name));
+    }
+}
+
 /// The task ids `list_tasks` shows the caller.
 async fn listed(client: &Peer<RoleClient>) -> Vec<String> {
     call(client, "list_tasks", json!({"limit": 100})).await["tasks"]
@@ -136,10 +144,18 @@ async fn listed(client: &Peer<RoleClient>) -> Vec<String> {
 async fn another_principals_task_answers_every_lookup_exactly_as_an_unknown_id() {
     // Over stdio (local): alice's task is absent from list_tasks, and each artifact tool,
     // a batch reference and resources/read answer for it exactly what they answer for an unknown id.
-    let server = Server::start(FINANCE).await;
-    let mine = task_with_csv(&server.client).await;
-    let hers = task_with_csv(&server.client).await;
-    hand_to(server.artifacts.path(), &hers, Some("alice"));
+    // The task store is the source of truth: alice's task is made by handing a directory to
+    // her and letting a new server rebuild the store from the directories.
+    let store = tempfile::tempdir().expect("temp dir");
+    let dir = store.path().to_string_lossy().to_string();
+    let env = [("WARDEN_ARTIFACTS_DIR", dir.as_str())];
+    let first = Server::start_with_env(FINANCE, &env).await;
+    let mine = task_with_csv(&first.client).await;
+    let hers = task_with_csv(&first.client).await;
+    drop(first);
+    hand_to(store.path(), &hers, Some("alice"));
+    forget_store(store.path());
+    let server = Server::start_with_env(FINANCE, &env).await;
 
     let own = lookups(&server.client, &mine).await;
     assert!(
@@ -168,6 +184,7 @@ async fn ownership_survives_a_restart_and_tasks_from_before_principals_are_local
     drop(first);
     hand_to(store.path(), &legacy, None);
     hand_to(store.path(), &hers, Some("alice"));
+    forget_store(store.path());
 
     let second = Server::start_with_env(FINANCE, &env).await;
     let mut seen = listed(&second.client).await;

@@ -1,4 +1,5 @@
-//! `get_task_result`: a task's saved result.json.
+//! `get_task_result`: a task's saved result.json, for a task its record
+//! says the caller owns.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -28,8 +29,21 @@ impl Builtin for GetTaskResult {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {
             let input: GetTaskResultInput = decode(call.arguments)?;
-            let store = call.tasks.store.view(&call.origin.principal);
+            let principal = &call.origin.principal;
+            // The record decides whether the task exists for this caller.
+            let Some(record) = call.tasks.records.get(principal, &input.task_id).await? else {
+                return Err(crate::artifacts::no_task(&input.task_id));
+            };
+            let store = call.tasks.store.view(principal);
             let dir = store.task_dir(&input.task_id)?;
+            if record.state == crate::task::store::State::Running {
+                return Ok(
+                    json!({"task_id": input.task_id, "task_dir": dir.display().to_string(),
+                                 "status": "running", "status_message": record.status_message,
+                                 "result": null,
+                                 "note": "the task is still running: ask again, or use tasks/get"}),
+                );
+            }
             let chunk = store.read(
                 &input.task_id,
                 "result.json",

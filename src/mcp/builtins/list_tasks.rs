@@ -1,4 +1,4 @@
-//! `list_tasks`: the caller's recent tasks, newest first.
+//! `list_tasks`: the caller's recent tasks, newest first, from the task store.
 
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -6,9 +6,9 @@ use serde_json::{Value, json};
 
 use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
 use crate::error::GuardError;
-use crate::limits::MAX_INLINE_RESULT_BYTES;
+use crate::task::store::iso8601;
 
-/// List your recent tasks (run_script and coding tasks), newest first, with status and summary.
+/// List your recent tasks (run_script, coding tasks and batches run as tasks), newest first, with tool, status, summary and creation time.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ListTasksInput {
@@ -35,20 +35,14 @@ impl Builtin for ListTasks {
             let input: ListTasksInput = decode(call.arguments)?;
             let limit = in_range("limit", input.limit, 1, 100)? as usize;
             // The caller's own tasks only: another principal's do not exist here.
-            let store = call.tasks.store.view(&call.origin.principal);
-            let tasks: Vec<Value> = store
-                .task_ids()
-                .take(limit)
-                .map(|id| {
-                    let result = store
-                        .read(&id, "result.json", 0, MAX_INLINE_RESULT_BYTES, Default::default())
-                        .ok()
-                        .and_then(|chunk| {
-                            serde_json::from_str::<Value>(chunk["content"].as_str().unwrap_or("")).ok()
-                        })
-                        .unwrap_or(Value::Null);
-                    json!({"task_id": id, "status": result.get("status").cloned().unwrap_or(json!("running")),
-                           "task_type": result.get("task_type"), "summary": result.get("summary")})
+            let records = call.tasks.records.list(&call.origin.principal, limit).await?;
+            let tasks: Vec<Value> = records
+                .iter()
+                .map(|r| {
+                    json!({"task_id": r.id, "tool": r.tool, "status": r.state.as_str(),
+                           "summary": r.summary.as_ref().or(r.status_message.as_ref()),
+                           "error": r.error.as_ref().and_then(|e| e.get("kind")),
+                           "created_at": iso8601(r.created_ms), "updated_at": iso8601(r.updated_ms)})
                 })
                 .collect();
             Ok(json!({"tasks": tasks}))

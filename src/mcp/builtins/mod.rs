@@ -54,6 +54,11 @@ pub trait Builtin: Send + Sync {
         "artifact"
     }
     fn tool(&self) -> Tool;
+    /// Whether it runs as an MCP task for a client that takes tasks
+    /// (long work: see [`crate::mcp::tasks`]).
+    fn runs_as_task(&self) -> bool {
+        false
+    }
     /// `Ok` carries the structured result. A task whose script failed is
     /// still `Ok`: its `status` field says how it ended.
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>>;

@@ -15,12 +15,22 @@ impl Builtin for RunBatch {
     fn mode(&self) -> &'static str {
         "batch"
     }
+    fn runs_as_task(&self) -> bool {
+        true
+    }
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {
             let input: RunBatchInput = decode(call.arguments)?;
+            if let Some(progress) = call.progress.as_deref().filter(|p| p.detached()) {
+                // Asked for as an MCP task: the batch gets a task of its own.
+                return call
+                    .tasks
+                    .run_batch_task(input, call.origin, call.cancel, Some(progress))
+                    .await;
+            }
             crate::batch::run(
                 &call.tasks.executor,
                 &call.tasks.store,

@@ -33,6 +33,9 @@ impl Builtin for RunCodingTask {
     fn mode(&self) -> &'static str {
         "coding_agent"
     }
+    fn runs_as_task(&self) -> bool {
+        true
+    }
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunCodingTaskInput>(self.name(), "Run a coding task with a model", false)
     }

@@ -37,6 +37,9 @@ impl Builtin for RunScript {
     fn mode(&self) -> &'static str {
         "script"
     }
+    fn runs_as_task(&self) -> bool {
+        true
+    }
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunScriptInput>(self.name(), "Run a Rhai script", false)
     }

@@ -10,7 +10,7 @@
 //! Opening runs `quick_check`, so a damaged file (truncated, overwritten)
 //! is a clear startup error naming it, not a failure at the first task.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -37,7 +37,6 @@ const COLUMNS: &str = "id, owner, tool, state, summary, status_message, error, c
 #[derive(Debug, Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
-    path: PathBuf,
 }
 
 impl SqliteStore {
@@ -78,10 +77,7 @@ impl SqliteStore {
                  next to it are kept and are imported again) and restart"
             )));
         }
-        let store = Self {
-            pool,
-            path: path.to_path_buf(),
-        };
+        let store = Self { pool };
         let created = store.migrate(migrations::SQLITE).await.map_err(|e| match e {
             StoreError::Query(reason) => fail(reason),
             other => other,
@@ -93,7 +89,10 @@ impl SqliteStore {
     /// whole check-and-apply; `true` if the store had no schema before.
     async fn migrate(&self, steps: &[Step]) -> Result<bool, StoreError> {
         let mut conn = self.pool.acquire().await.map_err(query)?;
-        sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await.map_err(query)?;
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *conn)
+            .await
+            .map_err(query)?;
         let applied = async {
             sqlx::query(
                 "CREATE TABLE IF NOT EXISTS warden_schema (version INTEGER PRIMARY KEY NOT NULL, \
@@ -141,11 +140,6 @@ impl SqliteStore {
                 Err(query(e))
             }
         }
-    }
-
-    /// Where the file is.
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -270,7 +264,12 @@ impl TaskStore for SqliteStore {
         .await
         .map_err(query)?;
         rows.iter()
-            .map(|row| Ok((row.try_get("id").map_err(query)?, row.try_get("location").map_err(query)?)))
+            .map(|row| {
+                Ok((
+                    row.try_get("id").map_err(query)?,
+                    row.try_get("location").map_err(query)?,
+                ))
+            })
             .collect()
     }
 
@@ -323,11 +322,16 @@ mod tests {
     #[tokio::test]
     async fn records_round_trip_end_once_and_expire_after_their_ttl() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let (store, created) = SqliteStore::open(&dir.path().join(FILE_NAME)).await.expect("open");
+        let (store, created) = SqliteStore::open(&dir.path().join(FILE_NAME))
+            .await
+            .expect("open");
         assert!(created);
         let a = sample("task_a", "alice", 1_000);
         store.create(&a).await.expect("create");
-        store.create(&sample("task_b", "bob", 2_000)).await.expect("create");
+        store
+            .create(&sample("task_b", "bob", 2_000))
+            .await
+            .expect("create");
         assert!(store.create(&a).await.is_err(), "ids are unique");
         store.note("task_a", "step 1 ok", 1_500).await.expect("note");
         let ending = Ending {
@@ -341,14 +345,21 @@ mod tests {
             status: TaskStatus::Cancelled,
             ..ending.clone()
         };
-        assert!(!store.end("task_a", &cancelled).await.expect("end"), "the first ending stands");
+        assert!(
+            !store.end("task_a", &cancelled).await.expect("end"),
+            "the first ending stands"
+        );
         let got = store.get("task_a").await.expect("get").expect("present");
         assert_eq!(got.state, State::Ended(TaskStatus::Success));
         assert_eq!(got.status_message.as_deref(), Some("step 1 ok"));
         assert_eq!(got.summary.as_deref(), Some("done"));
         let alice = Principal::new("alice").expect("principal");
         assert_eq!(store.list(&alice, 10).await.expect("list").len(), 1);
-        assert_eq!(store.running().await.expect("running").len(), 1, "bob's still runs");
+        assert_eq!(
+            store.running().await.expect("running").len(),
+            1,
+            "bob's still runs"
+        );
         // a ended at 1_000 + 1_000 ttl; bob's is running, so it stays.
         assert!(store.take_expired(1_999).await.expect("expire").is_empty());
         let gone = store.take_expired(2_000).await.expect("expire");
@@ -357,7 +368,9 @@ mod tests {
         assert_eq!(store.count().await.expect("count"), 1);
         // Reopening applies nothing new and keeps the records.
         drop(store);
-        let (again, created) = SqliteStore::open(&dir.path().join(FILE_NAME)).await.expect("reopen");
+        let (again, created) = SqliteStore::open(&dir.path().join(FILE_NAME))
+            .await
+            .expect("reopen");
         assert!(!created);
         assert_eq!(again.count().await.expect("count"), 1);
     }
@@ -369,7 +382,10 @@ mod tests {
         {
             let (store, _) = SqliteStore::open(&path).await.expect("open");
             for i in 0..200 {
-                store.create(&sample(&format!("task_{i}"), "alice", i)).await.expect("create");
+                store
+                    .create(&sample(&format!("task_{i}"), "alice", i))
+                    .await
+                    .expect("create");
             }
             store.pool.close().await;
         }

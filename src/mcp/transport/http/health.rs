@@ -1,8 +1,8 @@
 //! `GET /healthz` and `GET /readyz`: unauthenticated and cheap.
 //!
 //! `/healthz` says the process is serving HTTP. `/readyz` says it can do
-//! work: the artifacts directory takes a write and a worker process starts
-//! and answers. That probe spawns a process, so its answer is cached for
+//! work: the artifacts directory takes a write, the task store answers and a
+//! worker process starts and answers. That probe spawns a process, so its answer is cached for
 //! [`READY_CACHE`] and concurrent probes share one run: a load balancer (or
 //! a flood) polling `/readyz` costs at most one worker start per period.
 //! While the server drains, `/readyz` answers 503 so traffic moves away.
@@ -39,6 +39,10 @@ impl Health {
     async fn probe(&self) -> (StatusCode, Value) {
         let artifacts = self.tasks.store.probe_writable();
         let worker = self.tasks.executor.ping_worker().await;
+        let store = match self.tasks.records.open().await {
+            Ok(store) => store.ping().await,
+            Err(error) => Err(error),
+        };
         let mut checks = serde_json::Map::new();
         checks.insert(
             "artifacts".into(),
@@ -54,7 +58,14 @@ impl Health {
                 Err(failure) => json!(format!("did not start: {}", failure.error.message)),
             },
         );
-        let ready = artifacts.is_ok() && worker.is_ok();
+        checks.insert(
+            "task_store".into(),
+            match &store {
+                Ok(()) => json!("ok"),
+                Err(error) => json!(format!("unavailable: {error}")),
+            },
+        );
+        let ready = artifacts.is_ok() && worker.is_ok() && store.is_ok();
         let status = if ready {
             StatusCode::OK
         } else {

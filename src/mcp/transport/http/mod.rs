@@ -69,6 +69,8 @@ WARDEN_OAUTH_JWKS, or bind a loopback address such as 127.0.0.1:{port}",
     Auth(#[from] auth::AuthConfigError),
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Store(#[from] crate::task::store::StoreError),
 }
 
 /// What a started server tells its caller (the CLI prints it).
@@ -115,8 +117,9 @@ pub(crate) async fn serve(
         &url,
         crate::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
     )?);
-    // Task records: tasks a dead server left running become `interrupted`.
-    tasks.store.mark_interrupted();
+    // Task records: a damaged store stops the server here; tasks a dead
+    // server left running become `interrupted`; expiry starts.
+    tasks.start_records().await?;
 
     let limits = tasks.executor.limits().clone();
     let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);

@@ -1,0 +1,174 @@
+//! The MCP Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`):
+//! long work that outlives the request asking for it.
+//!
+//! A client that declares the extension and calls one of the tools that
+//! run as tasks (`run_script`, `run_coding_task`, `run_batch`) is answered
+//! at once with a task handle whose id is the Warden task id; the work
+//! goes on detached from the request (and from the client's connection)
+//! and its record in the task store says how it stands. `tasks/get` reads
+//! that record: `working` with the latest progress note, then `completed`
+//! with the very result a plain call would have returned (a task that
+//! failed is a completed call with `isError`), `cancelled`, or `failed`
+//! when its server died under it (`interrupted`). `tasks/cancel` kills the
+//! worker. Another principal's task id is unknown, exactly like an id
+//! that never existed. Clients that do not declare the extension get the
+//! plain call, unchanged.
+//!
+//! The client may ask for a shorter retention than the default with the
+//! request `_meta` key [`TTL_META_KEY`] (milliseconds; see
+//! [`crate::task::records`]): the extension itself has no such field.
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, DetailedTask, JsonObject, Task, TaskPayload, TaskStatus as McpStatus};
+use serde_json::{Value, json};
+
+use crate::artifacts::ArtifactStore;
+use crate::error::TaskErrorKind;
+use crate::limits::{MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
+use crate::task::TaskStatus;
+use crate::task::store::{State, TaskRecord, iso8601};
+use crate::tenant::Principal;
+
+/// Request `_meta` key with the TTL (ms) a client asks for its task.
+pub const TTL_META_KEY: &str = "warden/taskTtlMs";
+
+/// The TTL a request asks for, if any; a value that is not a positive
+/// integer is an error naming the key.
+pub(crate) fn requested_ttl(meta: &rmcp::model::RequestMetaObject) -> Result<Option<u64>, ErrorData> {
+    match meta.get(TTL_META_KEY) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value.as_u64().filter(|ms| *ms > 0).map(Some).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "_meta.{TTL_META_KEY} must be a positive integer number of milliseconds, got {value}; \
+                     omit it for the server's default retention"
+                ),
+                None,
+            )
+        }),
+    }
+}
+
+/// The answer for a task id the caller has no task under.
+pub(crate) fn unknown_task(id: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "no task '{id}': it never existed here, expired, or is not yours; list_tasks shows your tasks"
+        ),
+        None,
+    )
+}
+
+/// A store failure, as a protocol error.
+pub(crate) fn store_error(error: crate::task::store::StoreError) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+/// The task's base fields (id, status, times, TTL, poll interval).
+pub(crate) fn handle(record: &TaskRecord) -> Task {
+    let status = match record.state {
+        State::Running => McpStatus::Working,
+        State::Ended(TaskStatus::Cancelled) => McpStatus::Cancelled,
+        State::Ended(_) if interrupted(record) => McpStatus::Failed,
+        State::Ended(_) => McpStatus::Completed,
+    };
+    let mut task = Task::new(
+        record.id.clone(),
+        status,
+        iso8601(record.created_ms),
+        iso8601(record.updated_ms),
+    )
+    .with_ttl_ms(u64::try_from(record.ttl_ms).unwrap_or(0))
+    .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
+    task.status_message = match record.state {
+        State::Running => record.status_message.clone(),
+        State::Ended(_) => record.summary.clone(),
+    };
+    task
+}
+
+/// Whether the task ended because its server went away.
+fn interrupted(record: &TaskRecord) -> bool {
+    record
+        .error
+        .as_ref()
+        .and_then(|e| e.get("kind"))
+        .and_then(Value::as_str)
+        == Some(TaskErrorKind::Interrupted.as_str())
+}
+
+/// `tasks/get`'s answer for `record`, owned by `principal`: an ended
+/// task carries the result its call would have returned, read from its
+/// `result.json`.
+pub(crate) fn detailed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> DetailedTask {
+    let task = handle(record);
+    let payload = match task.status {
+        McpStatus::Working | McpStatus::InputRequired => TaskPayload::Working,
+        McpStatus::Cancelled => TaskPayload::Cancelled,
+        McpStatus::Failed => TaskPayload::Failed {
+            error: object(json!({
+                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                "message": record.summary.clone().unwrap_or_else(|| "interrupted".into()),
+                "data": {"task_id": record.id, "error": record.error},
+            })),
+        },
+        _ => TaskPayload::Completed {
+            result: object(serde_json::to_value(completed(store, principal, record)).unwrap_or_default()),
+        },
+    };
+    DetailedTask::new(task, payload)
+}
+
+/// The call result of an ended task, from its `result.json`; when that
+/// cannot be read, the record's summary and error with a pointer to the
+/// file.
+fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> CallToolResult {
+    let saved = store
+        .view(principal)
+        .read(
+            &record.id,
+            crate::artifacts::RESULT_FILE,
+            0,
+            MAX_INLINE_RESULT_BYTES,
+            Default::default(),
+        )
+        .ok()
+        .filter(|chunk| chunk["next_offset"].is_null())
+        .and_then(|chunk| serde_json::from_str::<Value>(chunk["content"].as_str().unwrap_or("")).ok());
+    match saved {
+        Some(value) => call_result(store, value),
+        None => CallToolResult::structured_error(json!({
+            "status": record.state.as_str(), "task_id": record.id, "summary": record.summary,
+            "error": record.error,
+            "note": "the full result could not be read inline: read result.json with read_artifact",
+        })),
+    }
+}
+
+/// The MCP result of a task-running tool's value: structured (an error
+/// unless its `status` is success), then its PNG charts inline (within the
+/// result cap) and a link per artifact.
+pub(crate) fn call_result(store: &ArtifactStore, value: Value) -> CallToolResult {
+    let content = crate::mcp::resources::images(store, &value);
+    let links = crate::mcp::resources::links(&value);
+    let success = value.get("status").and_then(Value::as_str).unwrap_or("success") == "success";
+    let mut result = if success {
+        CallToolResult::structured(value)
+    } else {
+        CallToolResult::structured_error(value)
+    };
+    result.content.extend(content);
+    result.content.extend(links);
+    result
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => {
+            let mut map = JsonObject::new();
+            map.insert("value".into(), other);
+            map
+        }
+    }
+}

@@ -1,0 +1,279 @@
+//! The task runner's side of the task store: opening it, writing each
+//! task's record as it starts, progresses and ends, answering who may see
+//! a record, and removing what has expired.
+//!
+//! The store is opened once, lazily (commands that never run a task never
+//! touch it) or at server start ([`Records::open`]), where a damaged store
+//! stops the server with its path and the fix. Opening also settles what a
+//! dead server left: a running record whose server is gone ([`node`]) takes
+//! the result its directory holds, or is ended `failed`/`interrupted`. A
+//! new store imports the ended tasks of the directories already there, so
+//! upgrading (or moving a damaged store aside) loses no history.
+//!
+//! Retention: a task is kept `ttl` after its creation (the client may ask
+//! for less, never more than `WARDEN_TASKS_MAX_AGE_HOURS`); then its record
+//! and its directory go together, record first. Expiry runs on access (at
+//! most once per [`crate::limits::TASK_SWEEP_MIN_INTERVAL`]) and on a timer
+//! while serving; directories removed by the artifact store's own budgets
+//! lose their records at the next access.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::sync::OnceCell;
+
+use super::store::{Ending, State, StoreError, TaskRecord, TaskStore, node, now_ms};
+use super::{TaskStatus, failure};
+use crate::artifacts::ArtifactStore;
+use crate::error::{TaskError, TaskErrorKind};
+use crate::limits::TASK_SWEEP_MIN_INTERVAL;
+use crate::tenant::Principal;
+
+/// The records of the tasks under one artifacts directory.
+pub struct Records {
+    artifacts: ArtifactStore,
+    store: OnceCell<Arc<dyn TaskStore>>,
+    /// This server process, as records name it.
+    node: String,
+    /// Longest (and default) TTL.
+    max_ttl: Duration,
+    last_sweep: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Records {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Records").field("node", &self.node).finish()
+    }
+}
+
+impl Records {
+    pub fn new(artifacts: ArtifactStore, max_ttl: Duration) -> Self {
+        Self {
+            artifacts,
+            store: OnceCell::new(),
+            node: node::Node::this().name(),
+            max_ttl,
+            last_sweep: Mutex::new(None),
+        }
+    }
+
+    /// The store, opened (and settled, see the module docs) on first use.
+    pub async fn open(&self) -> Result<&Arc<dyn TaskStore>, StoreError> {
+        self.store
+            .get_or_try_init(|| async {
+                let path = self.artifacts.root().join(super::store::sqlite::FILE_NAME);
+                std::fs::create_dir_all(self.artifacts.root()).map_err(|e| StoreError::Open {
+                    location: path.display().to_string(),
+                    reason: format!("{e}; set WARDEN_ARTIFACTS_DIR to a writable directory"),
+                })?;
+                let (sqlite, created) = super::store::sqlite::SqliteStore::open(&path).await?;
+                let store: Arc<dyn TaskStore> = Arc::new(sqlite);
+                // Directories a dead server left without result.json get an
+                // `interrupted` one; records follow their directories.
+                self.artifacts.mark_interrupted();
+                if created {
+                    self.import(store.as_ref()).await?;
+                }
+                for record in store.running().await? {
+                    self.settle(store.as_ref(), &record).await?;
+                }
+                Ok(store)
+            })
+            .await
+    }
+
+    /// The TTL of a new task: `requested_ms` within 1 s and the maximum,
+    /// or the maximum.
+    pub fn ttl_ms(&self, requested_ms: Option<u64>) -> i64 {
+        let max = i64::try_from(self.max_ttl.as_millis()).unwrap_or(i64::MAX);
+        requested_ms
+            .map(|ms| {
+                i64::try_from(ms)
+                    .unwrap_or(i64::MAX)
+                    .clamp(crate::limits::MIN_TASK_TTL_MS, max)
+            })
+            .unwrap_or(max)
+    }
+
+    /// Writes the record of a task that just started.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn create(
+        &self,
+        id: &str,
+        owner: &Principal,
+        tool: &str,
+        location: &std::path::Path,
+        ttl_ms: i64,
+        detached: bool,
+    ) -> Result<(), StoreError> {
+        let now = now_ms();
+        let record = TaskRecord {
+            id: id.to_string(),
+            owner: owner.clone(),
+            tool: tool.to_string(),
+            state: State::Running,
+            summary: None,
+            status_message: None,
+            error: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms,
+            location: location.display().to_string(),
+            detached,
+            node: self.node.clone(),
+        };
+        self.open().await?.create(&record).await
+    }
+
+    /// Sets a running task's status message; best effort.
+    pub async fn note(&self, id: &str, message: &str) {
+        if let Ok(store) = self.open().await {
+            let _ = store.note(id, message, now_ms()).await;
+        }
+    }
+
+    /// Ends a task's record from its result (`status`, `summary`, `error`).
+    pub async fn end(&self, id: &str, result: &Value) -> Result<bool, StoreError> {
+        let ending = ending_of(result);
+        self.open().await?.end(id, &ending).await
+    }
+
+    /// `owner`'s record of `id`: `None` when there is none, or it is
+    /// another principal's (the same answer, so nobody learns whether
+    /// someone else's task exists), or it expired.
+    pub async fn get(&self, owner: &Principal, id: &str) -> Result<Option<TaskRecord>, StoreError> {
+        let store = self.open().await?;
+        self.sweep().await;
+        let Some(mut record) = store.get(id).await? else {
+            return Ok(None);
+        };
+        if &record.owner != owner {
+            return Ok(None);
+        }
+        if record.state != State::Running && record.expires_ms() <= now_ms() {
+            return Ok(None);
+        }
+        if record.state == State::Running && self.settle(store.as_ref(), &record).await? {
+            record = store.get(id).await?.unwrap_or(record);
+        }
+        Ok(Some(record))
+    }
+
+    /// `owner`'s newest `limit` records.
+    pub async fn list(&self, owner: &Principal, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
+        let store = self.open().await?;
+        self.sweep().await;
+        store.list(owner, limit).await
+    }
+
+    /// Removes expired records with their directories (at most once per
+    /// [`TASK_SWEEP_MIN_INTERVAL`]) and the records of directories
+    /// retention removed (always). Best effort: a failure waits for the
+    /// next sweep.
+    pub async fn sweep(&self) {
+        let Ok(store) = self.open().await else {
+            return;
+        };
+        for id in self.artifacts.take_pruned() {
+            let _ = store.delete(&id).await;
+        }
+        {
+            let mut last = self.last_sweep.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|at| at.elapsed() < TASK_SWEEP_MIN_INTERVAL) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        if let Ok(expired) = store.take_expired(now_ms()).await {
+            for (id, _location) in expired {
+                self.artifacts.remove_task(&id);
+            }
+        }
+    }
+
+    /// Ends `record` if its server is gone: with the result its directory
+    /// holds, or `failed`/`interrupted`. `true` if it was ended.
+    async fn settle(&self, store: &dyn TaskStore, record: &TaskRecord) -> Result<bool, StoreError> {
+        if record.node == self.node || node::alive(&record.node) {
+            return Ok(false);
+        }
+        let result = match self.artifacts.task_facts(&record.id).1 {
+            Some(result) => result,
+            None => {
+                let mut result = interrupted();
+                result["task_id"] = json!(record.id);
+                let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+                let _ = self.artifacts.write_result(&record.id, &bytes);
+                result
+            }
+        };
+        store.end(&record.id, &ending_of(&result)).await
+    }
+
+    /// Records the ended tasks of the directories a new store finds.
+    async fn import(&self, store: &dyn TaskStore) -> Result<(), StoreError> {
+        for id in self.artifacts.task_ids() {
+            let (Some(owner), Some(result)) = self.artifacts.task_facts(&id) else {
+                continue;
+            };
+            let location = self.artifacts.root().join(&id);
+            let created_ms = std::fs::symlink_metadata(&location)
+                .ok()
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or_else(now_ms, |d| i64::try_from(d.as_millis()).unwrap_or(0));
+            let ending = ending_of(&result);
+            let record = TaskRecord {
+                id: id.clone(),
+                owner,
+                tool: "unknown".into(),
+                state: State::Running,
+                summary: None,
+                status_message: None,
+                error: None,
+                created_ms,
+                updated_ms: created_ms,
+                ttl_ms: self.ttl_ms(None),
+                location: location.display().to_string(),
+                detached: false,
+                node: self.node.clone(),
+            };
+            store.create(&record).await?;
+            store
+                .end(
+                    &id,
+                    &Ending {
+                        at_ms: created_ms,
+                        ..ending
+                    },
+                )
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+/// The result of a task whose server died before it finished.
+pub fn interrupted() -> Value {
+    let mut result = failure(
+        TaskStatus::Failed,
+        "interrupted: the server running this task stopped before it finished".into(),
+    );
+    result["error"] = json!(TaskError::new(
+        TaskErrorKind::Interrupted,
+        "the server process that ran this task is gone",
+    ));
+    result
+}
+
+/// A record's ending from a task result.
+fn ending_of(result: &Value) -> Ending {
+    let status = serde_json::from_value(result["status"].clone()).unwrap_or(TaskStatus::Failed);
+    Ending {
+        status,
+        summary: result["summary"].as_str().unwrap_or_default().to_string(),
+        error: result.get("error").filter(|e| !e.is_null()).cloned(),
+        at_ms: now_ms(),
+    }
+}
