@@ -26,10 +26,9 @@ use rmcp::model::{
 };
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
-use warden::task::TaskStatus;
-use warden::task::store::sqlite::{FILE_NAME, SqliteStore};
-use warden::task::store::{Ending, State, TaskRecord, TaskStore, now_ms};
-use warden::tenant::Principal;
+use warden::Principal;
+use warden::task_store::sqlite::{FILE_NAME, SqliteStore};
+use warden::task_store::{Ending, State, TaskRecord, TaskStore, now_ms};
 
 /// Tasks timed in (b).
 const STORE_TASKS: usize = 2_000;
@@ -157,6 +156,10 @@ async fn store_cost() {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME)).await.unwrap();
     let owner = Principal::new("alice").unwrap();
+    // The ended state's status (its type is not exported by name).
+    let Some(State::Ended(success)) = State::parse("success") else {
+        panic!("'success' is an ended state")
+    };
     let mut per_task = Vec::with_capacity(STORE_TASKS);
     let all = Instant::now();
     for i in 0..STORE_TASKS {
@@ -166,7 +169,7 @@ async fn store_cost() {
         store.create(&record(id.clone(), &owner, at)).await.unwrap();
         store.note(&id, "calling get_quote", at).await.unwrap();
         let ending = Ending {
-            status: TaskStatus::Success,
+            status: success,
             summary: "done".into(),
             error: None,
             at_ms: at,
