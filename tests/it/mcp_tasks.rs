@@ -194,6 +194,10 @@ async fn progress_in_status_message(peer: &Peer<RoleClient>) {
             .count(),
         answers.iter().map(wire).collect::<Vec<_>>()
     );
+    assert!(
+        notes.iter().any(|n| n.contains("get_quote")),
+        "no note names the guard: {notes:?}"
+    );
     let last = wire(answers.last().expect("an answer"));
     assert_eq!(last["status"], "completed", "{last}");
     assert_eq!(last["result"]["structuredContent"]["status"], "success", "{last}");

@@ -74,7 +74,9 @@ fn main() {
 async fn bench() {
     let tasks = arg("--tasks", 200);
     let records = arg("--records", 10_000);
-    println!("MCP Tasks bench: {tasks} stdio tasks; store {STORE_TASKS} tasks; list over {records}+{records} records");
+    println!(
+        "MCP Tasks bench: {tasks} stdio tasks; store {STORE_TASKS} tasks; list over {records}+{records} records"
+    );
     creation_to_first_get(tasks).await;
     store_cost().await;
     list_cost(records).await;
@@ -182,7 +184,11 @@ async fn store_cost() {
         "(b) store: create + note + end, mean {mean_us:>8.1} µs per task   ({:.2}× the 1 ms target)",
         mean_us / 1000.0
     );
-    row("(b) store: create + note + end, per task", &mut per_task, Some(1.0));
+    row(
+        "(b) store: create + note + end, per task",
+        &mut per_task,
+        Some(1.0),
+    );
 }
 
 /// (c) `list` of one owner's newest 20 and 100 among `records` of theirs
@@ -198,8 +204,15 @@ async fn list_cost(records: usize) {
     let base = now_ms();
     // Interleaved, so the owner's rows are spread through the table.
     for i in 0..records * 2 {
-        let who = if i % 2 == 0 { &owner } else { &others[i % others.len()] };
-        store.create(&record(task_id(i), who, base + i as i64)).await.unwrap();
+        let who = if i % 2 == 0 {
+            &owner
+        } else {
+            &others[i % others.len()]
+        };
+        store
+            .create(&record(task_id(i), who, base + i as i64))
+            .await
+            .unwrap();
     }
     println!(
         "(c) filled {} records in {:.1} s",
@@ -214,6 +227,10 @@ async fn list_cost(records: usize) {
             samples.push(start.elapsed());
             assert_eq!(got.len(), limit);
         }
-        row(&format!("(c) list newest {limit} of {records}"), &mut samples, Some(10.0));
+        row(
+            &format!("(c) list newest {limit} of {records}"),
+            &mut samples,
+            Some(10.0),
+        );
     }
 }
