@@ -127,7 +127,8 @@ fn new_children(pid: u32, before: &[u32]) -> Vec<u32> {
 
 /// Task-augmented run_script → a task at once → polled to completed with
 /// the plain call's result; list_tasks shows it; a late cancel changes nothing.
-async fn poll_to_result(peer: &Peer<RoleClient>) {
+async fn poll_to_result(peer: Peer<RoleClient>, _server_pid: u32) {
+    let peer = &peer;
     let info = peer.peer_info().expect("initialized");
     assert!(
         info.capabilities.supports_tasks(),
@@ -169,7 +170,8 @@ async fn poll_to_result(peer: &Peer<RoleClient>) {
 
 /// While a longer script runs, tasks/get shows `working` with the latest
 /// progress note as `statusMessage`.
-async fn progress_in_status_message(peer: &Peer<RoleClient>) {
+async fn progress_in_status_message(peer: Peer<RoleClient>, _server_pid: u32) {
+    let peer = &peer;
     let created = start_task(
         peer,
         "run_script",
@@ -205,7 +207,8 @@ async fn progress_in_status_message(peer: &Peer<RoleClient>) {
 
 /// tasks/cancel on an endless script: acknowledged, then `cancelled`,
 /// and its worker process is gone.
-async fn cancel_kills_the_worker(peer: &Peer<RoleClient>, server_pid: u32) {
+async fn cancel_kills_the_worker(peer: Peer<RoleClient>, server_pid: u32) {
+    let peer = &peer;
     let before = children_of(server_pid);
     let created = start_task(peer, "run_script", endless(), None).await;
     let id = check_created(&created);
@@ -234,52 +237,55 @@ async fn cancel_kills_the_worker(peer: &Peer<RoleClient>, server_pid: u32) {
 
 // ---- 1-3 over stdio and HTTP ----
 
+/// Runs `scenario` with a client declaring tasks on a fresh stdio server
+/// (the peer and the server's pid).
+async fn on_stdio<F: Future<Output = ()>>(scenario: impl FnOnce(Peer<RoleClient>, u32) -> F) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let server = StdioServer::start(FINANCE, dir.path(), &[], true).await;
+    scenario(server.peer().clone(), server.pid).await;
+}
+
+/// Runs `scenario` on a Streamable HTTP session declaring tasks.
+async fn on_http<F: Future<Output = ()>>(scenario: impl FnOnce(Peer<RoleClient>, u32) -> F) {
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let client = http_client(&server, None, true).await;
+    scenario(client.peer().clone(), server.pid()).await;
+}
+
 #[tokio::test]
 async fn stdio_task_augmented_run_script_polls_to_its_result() {
     // run_script as a task: CreateTaskResult at once, tasks/get until completed with the result.
-    let dir = tempfile::tempdir().unwrap();
-    let server = StdioServer::start(FINANCE, dir.path(), &[], true).await;
-    poll_to_result(server.peer()).await;
+    on_stdio(poll_to_result).await;
 }
 
 #[tokio::test]
 async fn http_task_augmented_run_script_polls_to_its_result() {
     // run_script as a task over a Streamable HTTP session: the same as over stdio.
-    let server = HttpServer::start(FINANCE, &[]).await;
-    let client = http_client(&server, None, true).await;
-    poll_to_result(client.peer()).await;
+    on_http(poll_to_result).await;
 }
 
 #[tokio::test]
 async fn stdio_progress_shows_in_tasks_get_status_message() {
     // A working task's tasks/get carries its latest progress note as statusMessage.
-    let dir = tempfile::tempdir().unwrap();
-    let server = StdioServer::start(FINANCE, dir.path(), &[], true).await;
-    progress_in_status_message(server.peer()).await;
+    on_stdio(progress_in_status_message).await;
 }
 
 #[tokio::test]
 async fn http_progress_shows_in_tasks_get_status_message() {
     // Over HTTP too: statusMessage while working.
-    let server = HttpServer::start(FINANCE, &[]).await;
-    let client = http_client(&server, None, true).await;
-    progress_in_status_message(client.peer()).await;
+    on_http(progress_in_status_message).await;
 }
 
 #[tokio::test]
 async fn stdio_tasks_cancel_kills_the_worker_and_says_cancelled() {
     // tasks/cancel: ack, then cancelled, and the script worker is gone.
-    let dir = tempfile::tempdir().unwrap();
-    let server = StdioServer::start(FINANCE, dir.path(), &[], true).await;
-    cancel_kills_the_worker(server.peer(), server.pid).await;
+    on_stdio(cancel_kills_the_worker).await;
 }
 
 #[tokio::test]
 async fn http_tasks_cancel_kills_the_worker_and_says_cancelled() {
     // Over HTTP too: tasks/cancel kills the worker.
-    let server = HttpServer::start(FINANCE, &[]).await;
-    let client = http_client(&server, None, true).await;
-    cancel_kills_the_worker(client.peer(), server.pid()).await;
+    on_http(cancel_kills_the_worker).await;
 }
 
 // ---- 4: plain calls ----
@@ -340,37 +346,38 @@ async fn plain_calls_and_non_task_tools_answer_as_before() {
 
 // ---- 5: disconnect and reconnect ----
 
+/// Starts a task that runs about 3 s (six guard calls, 0.5 s apart).
+async fn start_three_second_task(peer: &Peer<RoleClient>) -> String {
+    let arguments = json!({"script": slow_script(6, 0.5), "timeout_seconds": 60});
+    check_created(&start_task(peer, "run_script", arguments, None).await)
+}
+
+/// Polls `id` from a new client: still working at first (its old client
+/// left mid-task), then completed with a successful result.
+async fn finishes_after_its_client_left(peer: &Peer<RoleClient>, id: &str) {
+    let answers = poll_until_ended(peer, id, Duration::from_secs(60)).await;
+    assert!(
+        has_status(&answers[0], TaskStatus::Working),
+        "the task had ended before its client left: {}",
+        wire(&answers[0])
+    );
+    let last = wire(answers.last().expect("an answer"));
+    assert_eq!(last["status"], "completed", "{last}");
+    assert_eq!(last["result"]["structuredContent"]["status"], "success", "{last}");
+    assert_eq!(last["result"]["structuredContent"]["task_id"], id, "{last}");
+}
+
 #[tokio::test]
 async fn stdio_a_task_outlives_its_client_and_a_new_server_reads_its_result() {
     // The client goes away mid-task: the server finishes the task, then exits; a new server
     // on the same artifacts directory answers tasks/get with the result.
     let dir = tempfile::tempdir().unwrap();
     let mut first = StdioServer::start(FINANCE, dir.path(), &[], true).await;
-    let created = start_task(
-        first.peer(),
-        "run_script",
-        json!({"script": slow_script(6, 0.5), "timeout_seconds": 60}),
-        None,
-    )
-    .await;
-    let id = check_created(&created);
+    let id = start_three_second_task(first.peer()).await;
     let mut process = first.disconnect().await;
 
     let second = StdioServer::start(FINANCE, dir.path(), &[], true).await;
-    let answers = poll_until_ended(second.peer(), &id, Duration::from_secs(60)).await;
-    assert!(
-        has_status(&answers[0], TaskStatus::Working),
-        "the task had ended before the client left: {}",
-        wire(&answers[0])
-    );
-    let last = wire(answers.last().expect("an answer"));
-    assert_eq!(last["status"], "completed", "{last}");
-    assert_eq!(last["result"]["structuredContent"]["status"], "success", "{last}");
-    assert_eq!(
-        last["result"]["structuredContent"]["task_id"],
-        id.as_str(),
-        "{last}"
-    );
+    finishes_after_its_client_left(second.peer(), &id).await;
 
     // With its detached task done and its stdin closed, the first server exits by itself.
     let status = tokio::time::timeout(Duration::from_secs(30), process.wait())
@@ -385,26 +392,11 @@ async fn http_a_task_outlives_its_session_and_a_new_client_reads_its_result() {
     // Closing the session that started a task does not cancel it; a new session fetches it.
     let server = HttpServer::start(FINANCE, &[]).await;
     let first = http_client(&server, None, true).await;
-    let created = start_task(
-        first.peer(),
-        "run_script",
-        json!({"script": slow_script(6, 0.5), "timeout_seconds": 60}),
-        None,
-    )
-    .await;
-    let id = check_created(&created);
+    let id = start_three_second_task(first.peer()).await;
     first.cancel().await.expect("close the first session");
 
     let second = http_client(&server, None, true).await;
-    let answers = poll_until_ended(second.peer(), &id, Duration::from_secs(60)).await;
-    assert!(
-        has_status(&answers[0], TaskStatus::Working),
-        "the task had ended before the session closed: {}",
-        wire(&answers[0])
-    );
-    let last = wire(answers.last().expect("an answer"));
-    assert_eq!(last["status"], "completed", "{last}");
-    assert_eq!(last["result"]["structuredContent"]["status"], "success", "{last}");
+    finishes_after_its_client_left(second.peer(), &id).await;
 }
 
 // ---- 6: SIGKILL mid-task ----

@@ -35,13 +35,10 @@ const STORE_TASKS: usize = 2_000;
 /// `list` calls timed per limit in (c).
 const LISTS: usize = 200;
 
+/// The number after `name` on the command line, or `default`.
 fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    let mut args = std::env::args().skip_while(|a| a != name).skip(1);
+    args.next().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
 /// The `q` quantile of sorted `samples`, in ms.
@@ -63,15 +60,8 @@ fn row(name: &str, samples: &mut [Duration], target_ms: Option<f64>) {
     );
 }
 
-fn main() {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-        .block_on(bench());
-}
-
-async fn bench() {
+#[tokio::main]
+async fn main() {
     let tasks = arg("--tasks", 200);
     let records = arg("--records", 10_000);
     println!(
