@@ -583,27 +583,27 @@ async fn start_on(artifacts: &Path) -> (Option<i32>, String) {
 #[tokio::test]
 async fn a_damaged_task_store_stops_the_server_with_a_clear_message() {
     // A truncated tasks.db, or one that is not a database: exit non-zero at startup, naming
-    // the file and the fix, without a panic.
+    // the file and the fix, without a panic. The intact store restarts cleanly.
     let dir = tempfile::tempdir().unwrap();
     let mut server = StdioServer::start(FINANCE, dir.path(), &[], true).await;
-    for _ in 0..3 {
-        let created = start_task(server.peer(), "run_script", json!({"script": QUICK}), None).await;
-        poll_until_ended(server.peer(), &created.task.task_id, Duration::from_secs(60)).await;
-    }
-    // A clean exit first, so nothing else has the file open.
+    let created = start_task(server.peer(), "run_script", json!({"script": QUICK}), None).await;
+    poll_until_ended(server.peer(), &created.task.task_id, Duration::from_secs(60)).await;
     let mut process = server.disconnect().await;
     tokio::time::timeout(Duration::from_secs(30), process.wait())
         .await
         .expect("the server exits at the end of its input")
         .expect("wait");
+    let (code, stderr) = start_on(dir.path()).await;
+    assert_eq!(code, Some(0), "the intact store: {stderr}");
+
     let db = dir.path().join("tasks.db");
     let bytes = std::fs::read(&db).expect("the server made tasks.db");
-    assert!(bytes.len() > 4096, "tasks.db is {} bytes", bytes.len());
+    // The server leaves its latest pages in tasks.db-wal (it does not checkpoint at exit), so
+    // the main file may hold little beyond its first page: cut it after the 100-byte header
+    // and drop the WAL, which leaves the schema page unreadable whatever the WAL held.
+    assert!(bytes.len() >= 4096, "tasks.db is {} bytes", bytes.len());
     let garbage: Vec<u8> = b"this is not a Warden task store\n".repeat(300);
-    for (case, content) in [
-        ("truncated", bytes[..bytes.len() / 2].to_vec()),
-        ("garbage", garbage),
-    ] {
+    for (case, content) in [("truncated", bytes[..100].to_vec()), ("garbage", garbage)] {
         for suffix in ["-wal", "-shm"] {
             let _ = std::fs::remove_file(dir.path().join(format!("tasks.db{suffix}")));
         }
