@@ -12,18 +12,22 @@
 //! the answer of the first `tasks/get` (the task is then polled to its end,
 //! untimed). (b) `SqliteStore` directly, in a temp dir: create + note + end
 //! of 2,000 tasks, one after another; target ≤ 1 ms per task. (c) The same
-//! store with `--records` (10,000) records of one owner and as many of
-//! others: `list` of the owner's newest 20 and 100; target ≤ 10 ms (p99).
+//! store with `--records` (10,000) ended records of one owner (`local`, the
+//! stdio principal) and as many of ten others: `list` of the owner's newest
+//! 20 and 100; target ≤ 10 ms (p99). (d) The `list_tasks` tool over stdio on
+//! that store (limit 20 and 100), end to end through MCP.
 
 // A bench: any failure should stop it loudly.
 #![allow(clippy::unwrap_used)]
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use rmcp::ServiceExt;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, GetTaskParams, Implementation,
 };
+use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 use warden::Principal;
@@ -69,29 +73,39 @@ async fn main() {
     );
     creation_to_first_get(tasks).await;
     store_cost().await;
-    list_cost(records).await;
+    let filled = tempfile::tempdir().unwrap();
+    list_cost(filled.path(), records).await;
+    list_tasks_cost(filled.path(), records).await;
 }
 
-/// (a) tools/call (task-augmented) → CreateTaskResult → first tasks/get.
-async fn creation_to_first_get(tasks: usize) {
+/// A client (declaring tasks or not) of the release `warden-finance` over
+/// stdio on `artifacts`.
+async fn serve(artifacts: &Path, tasks: bool) -> RunningService<RoleClient, ClientConfig> {
     let exe = std::env::current_exe().unwrap();
     let server_bin = exe.parent().unwrap().parent().unwrap().join("warden-finance");
     assert!(
         server_bin.exists(),
         "build it first: cargo build --release -p warden-finance"
     );
-    let artifacts = tempfile::tempdir().unwrap();
     let mut command = tokio::process::Command::new(&server_bin);
-    command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
+    command.env("WARDEN_ARTIFACTS_DIR", artifacts);
     let (transport, _) = TokioChildProcess::builder(command)
         .stderr(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let config = ClientConfig::new(
-        ClientCapabilities::builder().enable_tasks().build(),
-        Implementation::new("task-bench", "0"),
-    );
-    let client = config.serve(transport).await.unwrap();
+    let capabilities = if tasks {
+        ClientCapabilities::builder().enable_tasks().build()
+    } else {
+        ClientCapabilities::default()
+    };
+    let config = ClientConfig::new(capabilities, Implementation::new("task-bench", "0"));
+    config.serve(transport).await.unwrap()
+}
+
+/// (a) tools/call (task-augmented) → CreateTaskResult → first tasks/get.
+async fn creation_to_first_get(tasks: usize) {
+    let artifacts = tempfile::tempdir().unwrap();
+    let client = serve(artifacts.path(), true).await;
     let arguments = json!({"script": "1"}).as_object().cloned().unwrap();
     let (mut created, mut first_get, mut ended) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..tasks {
@@ -121,13 +135,13 @@ async fn creation_to_first_get(tasks: usize) {
     row("(a) tools/call → completed (5 ms polls)", &mut ended, None);
 }
 
-fn record(id: String, owner: &Principal, created_ms: i64) -> TaskRecord {
+fn record(id: String, owner: &Principal, state: State, created_ms: i64) -> TaskRecord {
     TaskRecord {
         location: format!("/tmp/bench/{id}"),
         id,
         owner: owner.clone(),
         tool: "run_script".into(),
-        state: State::Running,
+        state,
         summary: None,
         status_message: None,
         error: None,
@@ -158,7 +172,10 @@ async fn store_cost() {
         let start = Instant::now();
         let id = task_id(i);
         let at = now_ms();
-        store.create(&record(id.clone(), &owner, at)).await.unwrap();
+        store
+            .create(&record(id.clone(), &owner, State::Running, at))
+            .await
+            .unwrap();
         store.note(&id, "calling get_quote", at).await.unwrap();
         let ending = Ending {
             status: success,
@@ -182,14 +199,14 @@ async fn store_cost() {
 }
 
 /// (c) `list` of one owner's newest 20 and 100 among `records` of theirs
-/// and `records` of ten other owners.
-async fn list_cost(records: usize) {
-    let dir = tempfile::tempdir().unwrap();
-    let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME)).await.unwrap();
-    let owner = Principal::new("alice").unwrap();
+/// and `records` of ten other owners, in a store made in `artifacts`.
+async fn list_cost(artifacts: &Path, records: usize) {
+    let (store, _) = SqliteStore::open(&artifacts.join(FILE_NAME)).await.unwrap();
+    let owner = Principal::local();
     let others: Vec<Principal> = (0..10)
         .map(|i| Principal::new(&format!("other{i}")).unwrap())
         .collect();
+    let ended = State::parse("success").unwrap();
     let fill = Instant::now();
     let base = now_ms();
     // Interleaved, so the owner's rows are spread through the table.
@@ -197,12 +214,11 @@ async fn list_cost(records: usize) {
         let who = if i % 2 == 0 {
             &owner
         } else {
-            &others[i % others.len()]
+            &others[(i / 2) % others.len()]
         };
-        store
-            .create(&record(task_id(i), who, base + i as i64))
-            .await
-            .unwrap();
+        let mut task = record(task_id(i), who, ended, base + i as i64);
+        task.summary = Some("done".into());
+        store.create(&task).await.unwrap();
     }
     println!(
         "(c) filled {} records in {:.1} s",
@@ -218,9 +234,37 @@ async fn list_cost(records: usize) {
             assert_eq!(got.len(), limit);
         }
         row(
-            &format!("(c) list newest {limit} of {records}"),
+            &format!("(c) store list newest {limit} of {records}"),
             &mut samples,
             Some(10.0),
         );
     }
+}
+
+/// (d) `list_tasks` over stdio on the store (c) filled in `artifacts`.
+async fn list_tasks_cost(artifacts: &Path, records: usize) {
+    let client = serve(artifacts, false).await;
+    for limit in [20, 100] {
+        let arguments = json!({"limit": limit}).as_object().cloned().unwrap();
+        let mut samples = Vec::with_capacity(LISTS);
+        for _ in 0..LISTS {
+            let start = Instant::now();
+            let result = client
+                .call_tool(CallToolRequestParams::new("list_tasks").with_arguments(arguments.clone()))
+                .await
+                .unwrap();
+            samples.push(start.elapsed());
+            let listed = result.structured_content.unwrap()["tasks"]
+                .as_array()
+                .unwrap()
+                .len();
+            assert_eq!(listed, limit);
+        }
+        row(
+            &format!("(d) list_tasks over stdio, {limit} of {records}"),
+            &mut samples,
+            Some(10.0),
+        );
+    }
+    client.cancel().await.unwrap();
 }
