@@ -151,6 +151,10 @@ pub struct Limits {
     pub drain_grace: Duration,
     /// See [`DEFAULT_HTTP_IDLE`].
     pub http_idle: Duration,
+    /// See [`DEFAULT_TASK_LEASE`].
+    pub task_lease: Duration,
+    /// See [`DEFAULT_TASK_QUEUE`].
+    pub task_queue: usize,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -194,6 +198,8 @@ impl Default for Limits {
             http_session_idle: DEFAULT_HTTP_SESSION_IDLE,
             drain_grace: DEFAULT_DRAIN_GRACE,
             http_idle: DEFAULT_HTTP_IDLE,
+            task_lease: DEFAULT_TASK_LEASE,
+            task_queue: DEFAULT_TASK_QUEUE,
         }
     }
 }
@@ -296,6 +302,12 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_HTTP_IDLE_SECONDS", 1, 3600)? {
             self.http_idle = Duration::from_secs(n);
         }
+        if let Some(n) = env_number("WARDEN_TASK_LEASE_SECONDS", 3, 3600)? {
+            self.task_lease = Duration::from_secs(n);
+        }
+        if let Some(n) = env_number("WARDEN_TASK_QUEUE", 1, 1_000_000)? {
+            self.task_queue = n as usize;
+        }
         Ok(self)
     }
 
@@ -356,6 +368,25 @@ pub const MIN_TASK_TTL_MS: i64 = 1_000;
 /// directory) on its own: every 30 s. Reads of task records also trigger
 /// it, at most once per [`TASK_SWEEP_MIN_INTERVAL`].
 pub const TASK_SWEEP_INTERVAL: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long a server holds a running task without renewing its lease: 30 s
+/// (`WARDEN_TASK_LEASE_SECONDS`, 3–3,600). The server renews every third
+/// of it while the task runs; a server that stops renewing (it died, or
+/// lost the database) loses the task, which every server then ends
+/// `failed` / `interrupted` — within the lease and one
+/// [`TASK_HEARTBEAT`]. A task is never run twice.
+pub const DEFAULT_TASK_LEASE: Duration = Duration::from_secs(30);
+
+/// Tasks asked for as MCP tasks that may wait in the queue for a task
+/// slot: 1,000 (`WARDEN_TASK_QUEUE`, 1–1,000,000). Beyond it a new one is
+/// refused `server_busy`.
+pub const DEFAULT_TASK_QUEUE: usize = 1_000;
+
+/// The beat of a server's task-store chores: every 1 s it claims queued
+/// tasks while it has free task slots, renews its leases when a third of
+/// the lease has passed, ends tasks whose lease ran out, and looks for
+/// cancels of its tasks asked through another server.
+pub const TASK_HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// Least time between two expiry passes triggered by reads: 1 s.
 pub const TASK_SWEEP_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);

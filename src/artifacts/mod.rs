@@ -132,7 +132,17 @@ impl ArtifactStore {
     /// for a pass. The directory is set up under a hidden name and renamed
     /// to its id only after the owner record is durably written.
     pub fn create_task(&self, principal: &Principal) -> Result<(String, PathBuf), GuardError> {
-        let task_id = format!("task_{}", uuid::Uuid::new_v4().simple());
+        let task_id = new_task_id();
+        let dir = self.create_task_with_id(principal, &task_id)?;
+        Ok((task_id, dir))
+    }
+
+    /// [`ArtifactStore::create_task`] for an id chosen earlier (a queued
+    /// task's, see [`new_task_id`]); an id that is malformed or already has
+    /// a directory is an error.
+    pub fn create_task_with_id(&self, principal: &Principal, task_id: &str) -> Result<PathBuf, GuardError> {
+        Self::check_id(task_id)?;
+        let task_id = task_id.to_string();
         let staging = format!("{STAGING_PREFIX}{task_id}");
         let cannot = |e: &dyn std::fmt::Display| {
             GuardError::failed(format!(
@@ -165,7 +175,7 @@ impl ArtifactStore {
         };
         lock(&self.running).insert(task_id.clone(), running);
         self.request_prune();
-        Ok((task_id.clone(), self.root.join(task_id)))
+        Ok(self.root.join(task_id))
     }
 
     /// The running-bytes counter `principal`'s running tasks share (a new
@@ -514,6 +524,11 @@ impl ArtifactStore {
         tasks.sort_by(|a, b| b.cmp(a));
         tasks.into_iter().map(|(_, name)| name).collect()
     }
+}
+
+/// A fresh task id: `task_` + 32 hex digits.
+pub fn new_task_id() -> String {
+    format!("task_{}", uuid::Uuid::new_v4().simple())
 }
 
 /// The answer for a task id that does not exist — or that belongs to

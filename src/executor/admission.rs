@@ -128,6 +128,16 @@ impl Slots {
         })
     }
 
+    /// A free slot now, or `None`; no principal share (a queued task's
+    /// owner was held to its limit when the task was queued).
+    pub(crate) fn try_slot(&self) -> Option<Admitted> {
+        let slot = self.slots.clone().try_acquire_owned().ok()?;
+        Some(Admitted {
+            _slot: slot,
+            _share: None,
+        })
+    }
+
     fn refusal(&self, why: NoPermit, busy: impl FnOnce(&NoPermit) -> Failure) -> Failure {
         match why {
             NoPermit::Cancelled => Failure::new(

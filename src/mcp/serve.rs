@@ -50,6 +50,7 @@ pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> 
     let stdin = tasks.cancel_on_eof(stdin);
     let transport = crate::mcp::transport::StdioTransport::new(stdin, stdout, transport_limits);
     let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
+    crate::mcp::tasks::start_claimer(server.clone());
     let service = match server.serve(transport).await {
         Ok(service) => service,
         // A client that went away before initializing (e.g. one that only

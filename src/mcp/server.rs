@@ -29,9 +29,11 @@ use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::error::GuardError;
 use crate::events::Origin;
-use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
+use crate::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
 use crate::task::TaskRunner;
+use crate::task::store::Enqueued;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
@@ -75,6 +77,11 @@ impl WardenServer {
         }
     }
 
+    /// The task runner behind the tools.
+    pub(crate) fn tasks(&self) -> &Arc<TaskRunner> {
+        &self.tasks
+    }
+
     /// `Ok` when `uri` is an app resource or an artifact URI; the
     /// "unknown resource" error otherwise.
     fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
@@ -107,11 +114,11 @@ impl WardenServer {
             .await
     }
 
-    /// Runs a task-running built-in as an MCP task: answers with the task
-    /// handle as soon as the task exists, while the work goes on detached
-    /// (its own cancellation token, not the request's). A call that ends
-    /// before it creates a task (bad arguments, no slot) is answered with
-    /// its plain result.
+    /// Queues a task-running built-in as an MCP task and answers with its
+    /// handle at once; a server with a free task slot (this one, usually
+    /// within milliseconds) claims and runs it ([`WardenServer::run_claimed`]).
+    /// A call that could only fail (bad arguments, no model), a principal
+    /// at its task limit or a full queue is answered now with its error.
     async fn start_task(
         &self,
         index: usize,
@@ -119,43 +126,156 @@ impl WardenServer {
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let requested = crate::mcp::tasks::requested_ttl(&context.meta)?;
-        let records = self.tasks.records.clone();
-        let (created, task_id) = tokio::sync::oneshot::channel();
-        let progress = crate::script::host::progress::Progress::for_task(
-            records.clone(),
-            records.ttl_ms(requested),
-            created,
-        );
-        let builtin = &self.builtins[index];
+        let builtin = self.builtins[index].as_ref();
         let origin = request_origin(builtin.mode(), builtin.name(), context);
         let principal = origin.principal.clone();
-        let server = self.clone();
-        let run = tokio::spawn(async move {
-            let builtin = server.builtins[index].as_ref();
-            server
-                .run_builtin(
-                    builtin,
-                    arguments,
-                    origin,
-                    CancellationToken::new(),
-                    Some(Arc::new(progress)),
-                )
-                .await
+        let refused = |error: GuardError| -> Result<CallToolResponse, ErrorData> {
+            Ok(self.refuse(&origin, error).into())
+        };
+        if let Err(error) = builtin.check(&self.tasks, &arguments) {
+            return refused(error);
+        }
+        if let Err(failure) = self.executor.take_rate(&principal) {
+            return refused(failure.error);
+        }
+        let id = crate::artifacts::new_task_id();
+        let request = json!({
+            "tool": builtin.name(),
+            "arguments": arguments,
+            "traceparent": crate::telemetry::traceparent(&origin.trace),
         });
-        match task_id.await {
-            Ok(id) => {
-                let record = records
-                    .get(&principal, &id)
-                    .await
-                    .map_err(crate::mcp::tasks::store_error)?
-                    .ok_or_else(|| crate::mcp::tasks::unknown_task(&id))?;
-                Ok(CreateTaskResult::new(crate::mcp::tasks::handle(&record)).into())
+        let limits = self.executor.limits();
+        let owner_limit =
+            crate::tenant::limits::bound(&principal).then_some(limits.tasks_per_principal as u64);
+        let records = &self.tasks.records;
+        let ttl = records.ttl_ms(requested);
+        let queued = records
+            .submit(&id, &principal, builtin.name(), ttl, &request, owner_limit)
+            .await
+            .map_err(crate::mcp::tasks::store_error)?;
+        match queued {
+            Enqueued::Accepted => {}
+            Enqueued::OwnerAtLimit => {
+                return refused(
+                    GuardError::new(
+                        crate::error::codes::PRINCIPAL_BUSY,
+                        format!(
+                            "principal busy: '{principal}' already has {} task(s) queued or running (WARDEN_TASKS_PER_PRINCIPAL); retry when one ends",
+                            limits.tasks_per_principal
+                        ),
+                    )
+                    .retry_after(1),
+                );
             }
-            // The progress sink went away unused: the call ended first.
-            Err(_) => run
-                .await
-                .map(Into::into)
-                .map_err(|e| ErrorData::internal_error(format!("the call failed: {e}"), None)),
+            Enqueued::QueueFull => {
+                return refused(GuardError::new(
+                    crate::error::codes::SERVER_BUSY,
+                    format!(
+                        "Server busy; retry later ({} tasks already wait for a task slot, WARDEN_TASK_QUEUE)",
+                        limits.task_queue
+                    ),
+                ));
+            }
+        }
+        self.tasks.submitted.notify_one();
+        let mut queued_origin = origin.clone();
+        queued_origin.task_id = Some(id.clone());
+        self.executor.events().emit(
+            &queued_origin,
+            "task_queued",
+            json!({"task_id": id, "ttl_ms": ttl}),
+        );
+        crate::telemetry::end(&origin.trace, "queued", None);
+        let record = records
+            .get(&principal, &id)
+            .await
+            .map_err(crate::mcp::tasks::store_error)?
+            .ok_or_else(|| crate::mcp::tasks::unknown_task(&id))?;
+        Ok(CreateTaskResult::new(crate::mcp::tasks::handle(&record)).into())
+    }
+
+    /// A refused request: its events, and the error result.
+    fn refuse(&self, origin: &Origin, error: GuardError) -> CallToolResult {
+        let events = self.executor.events();
+        events.emit(origin, "request_started", json!({}));
+        events.emit(origin, "request_rejected", json!({"reason": error.code}));
+        events.emit(
+            origin,
+            "request_finished",
+            json!({"status": "rejected", "task_type": null, "error_type": error.code, "duration_ms": 0.0}),
+        );
+        crate::telemetry::end(&origin.trace, "rejected", Some(error.code.as_str()));
+        CallToolResult::structured_error(failure_json(
+            &Failure::new(Status::Rejected, error),
+            &origin.request_id,
+        ))
+    }
+
+    /// Runs a queued task this server claimed, holding `slot`: the
+    /// built-in it names, with its arguments, as its owner, detached. A
+    /// call that ended before its task began (its arguments no longer
+    /// valid) ends the record with that error.
+    pub(crate) async fn run_claimed(&self, claimed: crate::task::store::Claimed, slot: Admitted) {
+        let record = claimed.record;
+        let tool = claimed.request["tool"].as_str().unwrap_or_default();
+        let Some(builtin) = self
+            .builtins
+            .iter()
+            .find(|b| b.name() == tool && b.runs_as_task())
+        else {
+            let result = crate::task::failure(
+                crate::task::TaskStatus::Failed,
+                format!("the queued task names '{tool}', which this server does not run as a task"),
+            );
+            let _ = self.tasks.records.end(&record.id, &result).await;
+            return;
+        };
+        let parent = claimed.request["traceparent"]
+            .as_str()
+            .map(crate::telemetry::from_traceparent)
+            .unwrap_or_default();
+        let mut origin = Origin::request(builtin.mode(), builtin.name());
+        origin.principal = record.owner.clone();
+        origin.trace = crate::telemetry::start(
+            "mcp.task.run",
+            SpanKind::Consumer,
+            &parent,
+            vec![
+                KeyValue::new("mcp.tool.name", builtin.name()),
+                KeyValue::new("warden.task_id", record.id.clone()),
+                KeyValue::new("warden.principal", origin.principal.to_string()),
+                KeyValue::new("warden.node", self.tasks.records.node().to_string()),
+            ],
+        );
+        let progress = Arc::new(crate::script::host::progress::Progress::for_claimed(
+            self.tasks.records.clone(),
+            record.id.clone(),
+            slot,
+        ));
+        let arguments = claimed.request["arguments"].clone();
+        let result = self
+            .run_builtin(
+                builtin.as_ref(),
+                arguments,
+                origin,
+                CancellationToken::new(),
+                Some(progress.clone()),
+            )
+            .await;
+        if progress.take_claim().is_some() {
+            // The task never began: its record is still running here.
+            let text = result
+                .structured_content
+                .as_ref()
+                .and_then(|v| v["error"]["message"].as_str())
+                .unwrap_or("the call ended before its task began")
+                .to_string();
+            let mut ended = crate::task::failure(crate::task::TaskStatus::Failed, text.clone());
+            ended["error"] = json!(crate::error::TaskError::new(
+                crate::error::TaskErrorKind::Storage,
+                text
+            ));
+            let _ = self.tasks.records.end(&record.id, &ended).await;
         }
     }
 
@@ -525,26 +645,22 @@ impl ServerHandler for WardenServer {
             .map(drop)
     }
 
-    /// Kills the task's worker; the task then ends `cancelled`. An ended
-    /// task is acknowledged and left as it is. A task running in another
-    /// server process (a stdio server still finishing the tasks of a
-    /// client that left) cannot be reached from here: that is an error.
+    /// Kills the task's worker (wherever it runs: see
+    /// [`TaskRunner::cancel`]); the task then ends `cancelled`. An ended
+    /// task is acknowledged and left as it is.
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let record = self.owned_task(&principal_of(&context), &request.task_id).await?;
-        if record.state != crate::task::store::State::Running || self.tasks.cancel(&record.id) {
-            return Ok(());
+        if record.state == crate::task::store::State::Running {
+            self.tasks
+                .cancel(&record.id)
+                .await
+                .map_err(crate::mcp::tasks::store_error)?;
         }
-        Err(ErrorData::internal_error(
-            format!(
-                "task '{}' runs in another server process ({}); cancel it there, or wait for it to end",
-                record.id, record.node
-            ),
-            None,
-        ))
+        Ok(())
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

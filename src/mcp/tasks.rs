@@ -29,6 +29,28 @@ use crate::task::TaskStatus;
 use crate::task::store::{State, TaskRecord, iso8601};
 use crate::tenant::Principal;
 
+/// Claims queued tasks into this server's free task slots and runs each
+/// on its own, for as long as the server runs: woken when a task is
+/// queued here or a slot frees, and at least every heartbeat (a task
+/// queued through another server).
+pub(crate) fn start_claimer(server: crate::mcp::server::WardenServer) {
+    tokio::spawn(async move {
+        loop {
+            match server.tasks().claim_next().await {
+                Ok(Some((claimed, slot))) => {
+                    let runner = server.clone();
+                    tokio::spawn(async move { runner.run_claimed(claimed, slot).await });
+                }
+                Ok(None) => server.tasks().claim_chance().await,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot claim queued tasks; retrying");
+                    server.tasks().claim_chance().await;
+                }
+            }
+        }
+    });
+}
+
 /// Request `_meta` key with the TTL (ms) a client asks for its task.
 pub const TTL_META_KEY: &str = "warden/taskTtlMs";
 
@@ -67,7 +89,7 @@ pub(crate) fn store_error(error: crate::task::store::StoreError) -> ErrorData {
 /// The task's base fields (id, status, times, TTL, poll interval).
 pub(crate) fn handle(record: &TaskRecord) -> Task {
     let status = match record.state {
-        State::Running => McpStatus::Working,
+        State::Queued | State::Running => McpStatus::Working,
         State::Ended(TaskStatus::Cancelled) => McpStatus::Cancelled,
         State::Ended(_) if interrupted(record) => McpStatus::Failed,
         State::Ended(_) => McpStatus::Completed,
@@ -81,7 +103,7 @@ pub(crate) fn handle(record: &TaskRecord) -> Task {
     .with_ttl_ms(u64::try_from(record.ttl_ms).unwrap_or(0))
     .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
     task.status_message = match record.state {
-        State::Running => record.status_message.clone(),
+        State::Queued | State::Running => record.status_message.clone(),
         State::Ended(_) => record.summary.clone(),
     };
     task

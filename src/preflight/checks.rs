@@ -47,6 +47,29 @@ pub(crate) fn artifacts(dir: &Path, origin: &str) -> Check {
     }
 }
 
+/// The task store in the artifacts directory opens, passes its integrity
+/// check and has a schema this Warden knows (creating it when missing, as
+/// the server would).
+pub(crate) async fn task_store(dir: &Path) -> Check {
+    use crate::task::store::TaskStore;
+    let name = "task_store";
+    let path = dir.join(crate::task::store::sqlite::FILE_NAME);
+    match crate::task::store::sqlite::SqliteStore::open(&path).await {
+        Ok((store, _)) => match store.count().await {
+            Ok(n) => Check::pass(
+                name,
+                format!("{} opens and is intact ({n} task record(s))", path.display()),
+            ),
+            Err(error) => Check::fail(name, error.to_string(), "move the file aside and restart"),
+        },
+        Err(error) => Check::fail(
+            name,
+            error.to_string(),
+            "move the file aside (the task directories are kept and imported again) and rerun",
+        ),
+    }
+}
+
 /// Registration as the app itself sees it: guard count, names, schemas
 /// (as `tools/list` sends them: made portable, see `mcp::portable`).
 pub(crate) fn registration(registry: &Registry) -> Check {

@@ -58,6 +58,10 @@ pub struct TaskRunner {
     running: Arc<Running>,
     /// The task records (see [`records`]).
     pub records: Arc<Records>,
+    /// Started by the first task (or by [`TaskRunner::start_records`]).
+    heartbeat: std::sync::Once,
+    /// Notified when a task is queued here, so the claimer looks at once.
+    pub submitted: Arc<tokio::sync::Notify>,
 }
 
 /// A task in progress: its slot, directory and event log.
@@ -149,7 +153,7 @@ impl TaskRunner {
     ) -> Self {
         let store = store.with_limits(executor.limits());
         let limits = executor.limits();
-        let records = Arc::new(Records::new(store.clone(), limits.tasks_max_age));
+        let records = Arc::new(Records::new(store.clone(), limits));
         let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait)
             .per_principal(
                 limits.tasks_per_principal,
@@ -162,15 +166,19 @@ impl TaskRunner {
             task_slots,
             running: Arc::default(),
             records,
+            heartbeat: std::sync::Once::new(),
+            submitted: Arc::default(),
         }
     }
 
     /// Opens the task store (a damaged one is an error naming it and the
-    /// fix), settles what a dead server left, and sweeps expired tasks
-    /// every [`crate::limits::TASK_SWEEP_INTERVAL`] from now on. For a
-    /// serving process; others open the store on first use.
+    /// fix), settles what a dead server left, starts the heartbeat, and
+    /// sweeps expired tasks every [`crate::limits::TASK_SWEEP_INTERVAL`]
+    /// from now on. For a serving process; others open the store on first
+    /// use.
     pub async fn start_records(&self) -> Result<(), store::StoreError> {
         self.records.open().await?;
+        self.start_heartbeat();
         let records = Arc::downgrade(&self.records);
         tokio::spawn(async move {
             let mut every = tokio::time::interval(crate::limits::TASK_SWEEP_INTERVAL);
@@ -185,20 +193,78 @@ impl TaskRunner {
         Ok(())
     }
 
-    /// Cancels task `id` if it runs here (`tasks/cancel`); `false` if not.
-    pub fn cancel(&self, id: &str) -> bool {
-        self.running.cancel(id)
+    /// Starts (once) the loop that, every [`crate::limits::TASK_HEARTBEAT`],
+    /// renews this process's leases, stops the tasks it lost, cancels
+    /// those another server asked to cancel, and ends lapsed ones
+    /// everywhere. Every process that runs tasks runs it.
+    fn start_heartbeat(&self) {
+        let (records, running) = (Arc::downgrade(&self.records), Arc::downgrade(&self.running));
+        self.heartbeat.call_once(|| {
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(crate::limits::TASK_HEARTBEAT);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    let (Some(records), Some(running)) = (records.upgrade(), running.upgrade()) else {
+                        return;
+                    };
+                    let beat = records.heartbeat(&running.ids()).await;
+                    for id in beat.lost.iter().chain(&beat.cancels) {
+                        running.cancel(id);
+                    }
+                }
+            });
+        });
     }
 
-    /// Waits until no detached task runs here: a stdio server whose
-    /// client left stays for the tasks that client will come back for.
+    /// Reserves a free task slot and claims the oldest queued task for it
+    /// (see [`records`]); `None` when no slot is free or nothing is queued.
+    pub async fn claim_next(&self) -> Result<Option<(store::Claimed, Admitted)>, store::StoreError> {
+        let Some(slot) = self.task_slots.try_slot() else {
+            return Ok(None);
+        };
+        Ok(self.records.claim().await?.map(|claimed| (claimed, slot)))
+    }
+
+    /// Resolves when a claim may succeed: a task was queued here or a task
+    /// here ended (a slot freed), or after a heartbeat (another server
+    /// queued one).
+    pub async fn claim_chance(&self) {
+        tokio::select! {
+            _ = self.submitted.notified() => {}
+            _ = self.running.done.notified() => {}
+            _ = tokio::time::sleep(crate::limits::TASK_HEARTBEAT) => {}
+        }
+    }
+
+    /// Cancels task `id` (`tasks/cancel`): at once if it runs here; a
+    /// queued one before it starts; else through the store, where the
+    /// server running it finds the request within a heartbeat. `false` if
+    /// it is not queued or running anywhere.
+    pub async fn cancel(&self, id: &str) -> Result<bool, store::StoreError> {
+        if self.running.cancel(id) {
+            return Ok(true);
+        }
+        if self.records.cancel_queued(id).await? {
+            return Ok(true);
+        }
+        self.records.request_cancel(id).await
+    }
+
+    /// Waits until no detached task runs here and none waits in the queue:
+    /// a stdio server whose client left stays (claiming and running) for
+    /// the tasks that client will come back for.
     pub async fn detached_done(&self) {
         loop {
             let done = self.running.done.notified();
-            if self.running.detached() == 0 {
+            let queued = match self.records.open().await {
+                Ok(store) => store.queued().await.unwrap_or(0),
+                Err(_) => 0,
+            };
+            if self.running.detached() == 0 && queued == 0 {
                 return;
             }
-            done.await;
+            let _ = tokio::time::timeout(crate::limits::TASK_HEARTBEAT, done).await;
         }
     }
 
@@ -240,15 +306,36 @@ impl TaskRunner {
         cancel: &CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<Task, GuardError> {
-        self.executor.take_rate(&origin.principal).map_err(|f| f.error)?;
-        let slot = self
-            .task_slots
-            .admit(&origin.principal, cancel)
-            .await
-            .map_err(|f| f.error)?;
+        self.start_heartbeat();
+        // A claimed MCP task: its id, record (running here) and slot exist
+        // already; its rate was counted when it was queued.
+        let claim = progress.and_then(Progress::take_claim);
+        let detached = claim.is_some();
+        let (slot, id, dir) = match claim {
+            Some((id, slot)) => match self.store.create_task_with_id(&origin.principal, &id) {
+                Ok(dir) => (slot, id, dir),
+                Err(error) => {
+                    let mut result = failure(
+                        TaskStatus::Failed,
+                        format!("the task could not be set up: {}", error.message),
+                    );
+                    result["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
+                    let _ = self.records.end(&id, &result).await;
+                    return Err(error);
+                }
+            },
+            None => {
+                self.executor.take_rate(&origin.principal).map_err(|f| f.error)?;
+                let slot = self
+                    .task_slots
+                    .admit(&origin.principal, cancel)
+                    .await
+                    .map_err(|f| f.error)?;
+                let (id, dir) = self.store.create_task(&origin.principal)?;
+                (slot, id, dir)
+            }
+        };
         let started = std::time::Instant::now();
-        let (id, dir) = self.store.create_task(&origin.principal)?;
-        let detached = progress.is_some_and(Progress::detached);
         self.running.insert(&id, cancel, detached);
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);
@@ -279,21 +366,23 @@ impl TaskRunner {
             timeout,
             started,
         };
-        let ttl_ms = progress
-            .and_then(Progress::ttl_ms)
-            .unwrap_or_else(|| self.records.ttl_ms(None));
-        if let Err(error) = self
-            .records
-            .create(
-                &task.id,
-                &origin.principal,
-                &origin.tool,
-                &task.dir,
-                ttl_ms,
-                detached,
-            )
-            .await
-        {
+        // A claimed task's record exists; a task a request waits for gets one now.
+        let created = if detached {
+            Ok(())
+        } else {
+            let ttl_ms = self.records.ttl_ms(None);
+            self.records
+                .create(
+                    &task.id,
+                    &origin.principal,
+                    &origin.tool,
+                    &task.dir,
+                    ttl_ms,
+                    false,
+                )
+                .await
+        };
+        if let Err(error) = created {
             // No record: the directory alone would be a task nobody can see.
             let error = GuardError::from(error);
             let mut task = task;
@@ -309,9 +398,6 @@ impl TaskRunner {
         {
             task.abandon(&error).await;
             return Err(error);
-        }
-        if let Some(progress) = progress {
-            progress.task_created(&task.id);
         }
         Ok(task)
     }

@@ -10,6 +10,13 @@
 //! new store imports the ended tasks of the directories already there, so
 //! upgrading (or moving a damaged store aside) loses no history.
 //!
+//! MCP tasks go through a queue in the store: [`Records::submit`] writes a
+//! `queued` record with the request to run; a server with a free task slot
+//! [`Records::claim`]s the oldest, under a lease it renews while the task
+//! runs ([`Records::heartbeat`]). A server that stops renewing loses its
+//! tasks: any server's heartbeat ends them `interrupted`; none is run
+//! twice.
+//!
 //! Retention: a task is kept `ttl` after its creation (the client may ask
 //! for less, never more than `WARDEN_TASKS_MAX_AGE_HOURS`); then its record
 //! and its directory go together, record first. Expiry runs on access (at
@@ -23,7 +30,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::store::{Ending, State, StoreError, TaskRecord, TaskStore, node, now_ms};
+use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, node, now_ms};
 use super::{TaskStatus, failure};
 use crate::artifacts::ArtifactStore;
 use crate::error::{TaskError, TaskErrorKind};
@@ -38,7 +45,12 @@ pub struct Records {
     node: String,
     /// Longest (and default) TTL.
     max_ttl: Duration,
+    /// How long a claim holds without renewal.
+    lease: Duration,
+    /// Most tasks queued at once.
+    queue: usize,
     last_sweep: Mutex<Option<Instant>>,
+    last_renewal: Mutex<Option<Instant>>,
 }
 
 impl std::fmt::Debug for Records {
@@ -48,14 +60,27 @@ impl std::fmt::Debug for Records {
 }
 
 impl Records {
-    pub fn new(artifacts: ArtifactStore, max_ttl: Duration) -> Self {
+    pub fn new(artifacts: ArtifactStore, limits: &crate::limits::Limits) -> Self {
         Self {
             artifacts,
             store: OnceCell::new(),
             node: node::Node::this().name(),
-            max_ttl,
+            max_ttl: limits.tasks_max_age,
+            lease: limits.task_lease,
+            queue: limits.task_queue,
             last_sweep: Mutex::new(None),
+            last_renewal: Mutex::new(None),
         }
+    }
+
+    /// This server process, as records name it.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// When a lease taken or renewed now runs out.
+    fn lease_until(&self) -> i64 {
+        now_ms().saturating_add(i64::try_from(self.lease.as_millis()).unwrap_or(i64::MAX))
     }
 
     /// The store, opened (and settled, see the module docs) on first use.
@@ -122,15 +147,102 @@ impl Records {
             location: location.display().to_string(),
             detached,
             node: self.node.clone(),
+            lease_until_ms: self.lease_until(),
         };
         self.open().await?.create(&record).await
     }
 
-    /// Sets a running task's status message; best effort.
-    pub async fn note(&self, id: &str, message: &str) {
-        if let Ok(store) = self.open().await {
-            let _ = store.note(id, message, now_ms()).await;
+    /// Queues task `id` for `owner`, asked for as an MCP task: `request`
+    /// (`{tool, arguments, traceparent}`) is what the claiming server runs.
+    /// Refused when the owner already has `owner_limit` tasks queued or
+    /// running anywhere, or the queue is full.
+    pub async fn submit(
+        &self,
+        id: &str,
+        owner: &Principal,
+        tool: &str,
+        ttl_ms: i64,
+        request: &Value,
+        owner_limit: Option<u64>,
+    ) -> Result<Enqueued, StoreError> {
+        let now = now_ms();
+        let record = TaskRecord {
+            id: id.to_string(),
+            owner: owner.clone(),
+            tool: tool.to_string(),
+            state: State::Queued,
+            summary: None,
+            status_message: Some("queued".into()),
+            error: None,
+            created_ms: now,
+            updated_ms: now,
+            ttl_ms,
+            location: self.artifacts.root().join(id).display().to_string(),
+            detached: true,
+            node: String::new(),
+            lease_until_ms: 0,
+        };
+        let queue = u64::try_from(self.queue).unwrap_or(u64::MAX);
+        self.open()
+            .await?
+            .enqueue(&record, request, owner_limit, queue)
+            .await
+    }
+
+    /// Takes the oldest queued task, if any, to run here under a lease.
+    pub async fn claim(&self) -> Result<Option<Claimed>, StoreError> {
+        self.open()
+            .await?
+            .claim(&self.node, now_ms(), self.lease_until())
+            .await
+    }
+
+    /// Ends a queued task `cancelled` before any server took it; `false`
+    /// if it was not queued.
+    pub async fn cancel_queued(&self, id: &str) -> Result<bool, StoreError> {
+        let ending = Ending {
+            status: TaskStatus::Cancelled,
+            summary: "cancelled before it started".into(),
+            error: None,
+            at_ms: now_ms(),
+        };
+        self.open().await?.cancel_queued(id, &ending).await
+    }
+
+    /// One beat of the store chores (see [`crate::limits::TASK_HEARTBEAT`]):
+    /// renews this server's leases when a third of the lease has passed
+    /// (returning the tasks it no longer holds, to be stopped), ends the
+    /// tasks whose lease ran out anywhere, and returns the tasks here
+    /// whose cancellation another server asked for.
+    pub async fn heartbeat(&self, running_here: &[String]) -> Beat {
+        let mut beat = Beat::default();
+        let Ok(store) = self.open().await else {
+            return beat;
+        };
+        if !running_here.is_empty() {
+            let due = {
+                let mut last = self.last_renewal.lock().unwrap_or_else(|p| p.into_inner());
+                let due = last.is_none_or(|at| at.elapsed() >= self.lease / 3);
+                if due {
+                    *last = Some(Instant::now());
+                }
+                due
+            };
+            if due && let Ok(held) = store.renew(&self.node, self.lease_until()).await {
+                beat.lost = running_here
+                    .iter()
+                    .filter(|id| !held.contains(id))
+                    .cloned()
+                    .collect();
+            }
+            beat.cancels = store.cancels_for(&self.node).await.unwrap_or_default();
         }
+        let lapsed = Ending {
+            at_ms: now_ms(),
+            ..ending_of(&lease_lapsed())
+        };
+        let _ = store.expire_leases(now_ms(), &lapsed).await;
+        beat
     }
 
     /// Ends a task's record from its result (`status`, `summary`, `error`).
@@ -158,6 +270,12 @@ impl Records {
             record = store.get(id).await?.unwrap_or(record);
         }
         Ok(Some(record))
+    }
+
+    /// Asks the server process running task `id` to cancel it; `false`
+    /// if it is not running.
+    pub async fn request_cancel(&self, id: &str) -> Result<bool, StoreError> {
+        self.open().await?.request_cancel(id).await
     }
 
     /// `owner`'s newest `limit` records.
@@ -238,6 +356,7 @@ impl Records {
                 location: location.display().to_string(),
                 detached: false,
                 node: self.node.clone(),
+                lease_until_ms: self.lease_until(),
             };
             store.create(&record).await?;
             store
@@ -252,6 +371,38 @@ impl Records {
         }
         Ok(())
     }
+}
+
+#[async_trait::async_trait]
+impl crate::script::host::progress::TaskNotes for Records {
+    /// Sets a running task's status message; best effort.
+    async fn note(&self, id: &str, message: &str) {
+        if let Ok(store) = self.open().await {
+            let _ = store.note(id, message, now_ms()).await;
+        }
+    }
+}
+
+/// What one heartbeat found for this server.
+#[derive(Debug, Default)]
+pub struct Beat {
+    /// Tasks running here whose lease was lost (ended elsewhere): stop them.
+    pub lost: Vec<String>,
+    /// Tasks running here whose cancellation another server asked for.
+    pub cancels: Vec<String>,
+}
+
+/// The result of a task whose server stopped renewing its lease.
+fn lease_lapsed() -> Value {
+    let mut result = failure(
+        TaskStatus::Failed,
+        "interrupted: the server running this task stopped renewing its lease (it died or lost the task store)".into(),
+    );
+    result["error"] = json!(TaskError::new(
+        TaskErrorKind::Interrupted,
+        "the server running this task stopped renewing its lease",
+    ));
+    result
 }
 
 /// The result of a task whose server died before it finished.

@@ -45,6 +45,11 @@ impl Running {
         }
     }
 
+    /// The ids of the tasks running here.
+    pub fn ids(&self) -> Vec<String> {
+        lock(&self.tokens).keys().cloned().collect()
+    }
+
     /// How many detached tasks run here.
     pub fn detached(&self) -> usize {
         lock(&self.tokens)

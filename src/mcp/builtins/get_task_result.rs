@@ -34,16 +34,13 @@ impl Builtin for GetTaskResult {
             let Some(record) = call.tasks.records.get(principal, &input.task_id).await? else {
                 return Err(crate::artifacts::no_task(&input.task_id));
             };
+            if !matches!(record.state, crate::task::store::State::Ended(_)) {
+                return Ok(json!({"task_id": input.task_id, "status": record.state.as_str(),
+                                 "status_message": record.status_message, "result": null,
+                                 "note": "the task has not ended: ask again, or use tasks/get"}));
+            }
             let store = call.tasks.store.view(principal);
             let dir = store.task_dir(&input.task_id)?;
-            if record.state == crate::task::store::State::Running {
-                return Ok(
-                    json!({"task_id": input.task_id, "task_dir": dir.display().to_string(),
-                                 "status": "running", "status_message": record.status_message,
-                                 "result": null,
-                                 "note": "the task is still running: ask again, or use tasks/get"}),
-                );
-            }
             let chunk = store.read(
                 &input.task_id,
                 "result.json",

@@ -59,6 +59,13 @@ pub trait Builtin: Send + Sync {
     fn runs_as_task(&self) -> bool {
         false
     }
+    /// Checks `arguments` without running anything: a task queued for
+    /// later is refused now if it could only fail (bad arguments, a
+    /// missing model), rather than failing as a task.
+    fn check(&self, tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
+        let _ = (tasks, arguments);
+        Ok(())
+    }
     /// `Ok` carries the structured result. A task whose script failed is
     /// still `Ok`: its `status` field says how it ended.
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>>;

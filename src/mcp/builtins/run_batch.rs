@@ -5,6 +5,7 @@ use serde_json::Value;
 use super::{BoxFuture, Builtin, Call, decode, tool};
 use crate::batch::RunBatchInput;
 use crate::error::GuardError;
+use crate::task::TaskRunner;
 
 pub struct RunBatch;
 
@@ -20,6 +21,9 @@ impl Builtin for RunBatch {
     }
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false)
+    }
+    fn check(&self, _tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
+        decode::<RunBatchInput>(arguments.clone()).map(drop)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

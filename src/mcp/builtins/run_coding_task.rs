@@ -7,6 +7,7 @@ use serde_json::Value;
 use super::{BoxFuture, Builtin, Call, decode, task_timeout, tool};
 use crate::agent::config::ModelConfig;
 use crate::error::GuardError;
+use crate::task::TaskRunner;
 
 /// Ask the server's model to solve a task by writing Rhai scripts that call the registered guards.
 ///
@@ -26,6 +27,22 @@ pub struct RunCodingTaskInput {
 
 pub struct RunCodingTask;
 
+/// The decoded input, its timeout and the model configuration, or the
+/// error naming what to fix.
+fn prepare(
+    tasks: &TaskRunner,
+    arguments: Value,
+) -> Result<(RunCodingTaskInput, std::time::Duration, ModelConfig), GuardError> {
+    let input: RunCodingTaskInput = decode(arguments)?;
+    if input.prompt.trim().is_empty() {
+        return Err(GuardError::invalid_input("prompt", "must not be blank"));
+    }
+    let timeout = task_timeout(tasks, input.timeout_seconds)?;
+    let config = ModelConfig::from_env()
+        .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e.to_string()))?;
+    Ok((input, timeout, config))
+}
+
 impl Builtin for RunCodingTask {
     fn name(&self) -> &'static str {
         "run_coding_task"
@@ -39,15 +56,12 @@ impl Builtin for RunCodingTask {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunCodingTaskInput>(self.name(), "Run a coding task with a model", false)
     }
+    fn check(&self, tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
+        prepare(tasks, arguments.clone()).map(drop)
+    }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {
-            let input: RunCodingTaskInput = decode(call.arguments)?;
-            if input.prompt.trim().is_empty() {
-                return Err(GuardError::invalid_input("prompt", "must not be blank"));
-            }
-            let timeout = task_timeout(call.tasks, input.timeout_seconds)?;
-            let config = ModelConfig::from_env()
-                .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e.to_string()))?;
+            let (input, timeout, config) = prepare(call.tasks, call.arguments)?;
             crate::agent::run::run_coding_task(
                 call.tasks,
                 &config,

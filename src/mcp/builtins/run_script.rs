@@ -6,6 +6,7 @@ use serde_json::Value;
 
 use super::{BoxFuture, Builtin, Call, decode, task_timeout, tool};
 use crate::error::GuardError;
+use crate::task::TaskRunner;
 
 /// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
 ///
@@ -42,6 +43,10 @@ impl Builtin for RunScript {
     }
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunScriptInput>(self.name(), "Run a Rhai script", false)
+    }
+    fn check(&self, tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
+        let input: RunScriptInput = decode(arguments.clone())?;
+        task_timeout(tasks, input.timeout_seconds).map(drop)
     }
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
         Box::pin(async move {

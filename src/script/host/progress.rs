@@ -3,21 +3,29 @@
 //!
 //! Where the notes go depends on how the client asked. A request that sent
 //! a progressToken gets `notifications/progress`. A task the client asked
-//! for as an MCP task ([`Progress::for_task`]) has no request to notify
-//! once it is answered: its notes become the task record's status message
-//! (`tasks/get` → `statusMessage`), and the sink is also how the task's id
-//! reaches the MCP layer the moment the task exists
-//! ([`Progress::task_created`]). Sending is best effort: a client that
-//! went away, or a store write that failed, must not fail the task.
+//! for as an MCP task has no request to notify: it was queued in the task
+//! store and claimed by a server, which runs it with
+//! [`Progress::for_claimed`]; its notes become the record's status message
+//! (`tasks/get` → `statusMessage`), and the sink carries what the claim
+//! fixed (the task id and the task slot reserved for it) to where the task
+//! begins. Sending is best effort: a client that went away, or a store
+//! write that failed, must not fail the task.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-use tokio::sync::oneshot;
 
-use crate::task::records::Records;
+use crate::executor::Admitted;
+
+/// Where a detached task's notes go: its record (`task::records`
+/// implements it; this module does not depend on the task layer above it).
+#[async_trait::async_trait]
+pub trait TaskNotes: Send + Sync {
+    /// Sets task `id`'s status message to `message`; best effort.
+    async fn note(&self, id: &str, message: &str);
+}
 
 pub struct Progress {
     sink: Sink,
@@ -30,14 +38,13 @@ enum Sink {
         peer: Peer<RoleServer>,
         token: ProgressToken,
     },
-    /// The status message of a detached task's record.
-    Task {
-        records: Arc<Records>,
-        /// The TTL the client asked for (already clamped).
-        ttl_ms: i64,
-        /// Sends the task id once, when the task exists.
-        created: Mutex<Option<oneshot::Sender<String>>>,
-        id: Mutex<Option<String>>,
+    /// The status message of a claimed task's record.
+    Claimed {
+        notes: Arc<dyn TaskNotes>,
+        id: String,
+        /// The task slot reserved when the task was claimed; taken by the
+        /// task when it begins.
+        slot: Mutex<Option<Admitted>>,
     },
 }
 
@@ -50,15 +57,13 @@ impl Progress {
         }
     }
 
-    /// Notes for a task that outlives its request: they go to its record,
-    /// and `created` gets its id as soon as it has one.
-    pub fn for_task(records: Arc<Records>, ttl_ms: i64, created: oneshot::Sender<String>) -> Self {
+    /// Notes for the queued task `id` this server claimed, holding `slot`.
+    pub fn for_claimed(notes: Arc<dyn TaskNotes>, id: String, slot: Admitted) -> Self {
         Self {
-            sink: Sink::Task {
-                records,
-                ttl_ms,
-                created: Mutex::new(Some(created)),
-                id: Mutex::new(None),
+            sink: Sink::Claimed {
+                notes,
+                id,
+                slot: Mutex::new(Some(slot)),
             },
             count: AtomicU32::new(0),
         }
@@ -66,24 +71,14 @@ impl Progress {
 
     /// Whether this is a task the client asked for as an MCP task.
     pub fn detached(&self) -> bool {
-        matches!(self.sink, Sink::Task { .. })
+        matches!(self.sink, Sink::Claimed { .. })
     }
 
-    /// The TTL of a detached task.
-    pub fn ttl_ms(&self) -> Option<i64> {
+    /// The claimed task's id and reserved slot, once (when it begins).
+    pub fn take_claim(&self) -> Option<(String, Admitted)> {
         match &self.sink {
-            Sink::Task { ttl_ms, .. } => Some(*ttl_ms),
+            Sink::Claimed { id, slot, .. } => lock(slot).take().map(|slot| (id.clone(), slot)),
             Sink::Request { .. } => None,
-        }
-    }
-
-    /// The task `id` exists (its directory and record are written).
-    pub fn task_created(&self, id: &str) {
-        if let Sink::Task { created, id: own, .. } = &self.sink {
-            *lock(own) = Some(id.to_string());
-            if let Some(sender) = lock(created).take() {
-                let _ = sender.send(id.to_string());
-            }
         }
     }
 
@@ -96,12 +91,7 @@ impl Progress {
                     ProgressNotificationParam::new(token.clone(), f64::from(n)).with_message(message.into());
                 let _ = peer.notify_progress(param).await;
             }
-            Sink::Task { records, id, .. } => {
-                let Some(id) = lock(id).clone() else {
-                    return;
-                };
-                records.note(&id, &message.into()).await;
-            }
+            Sink::Claimed { notes, id, .. } => notes.note(id, &message.into()).await,
         }
     }
 }

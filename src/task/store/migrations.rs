@@ -34,11 +34,15 @@ pub const SQLITE: &[Step] = &[Step {
             expires_ms INTEGER NOT NULL,
             location TEXT NOT NULL,
             detached INTEGER NOT NULL,
-            node TEXT NOT NULL
+            node TEXT NOT NULL,
+            cancel_requested INTEGER NOT NULL DEFAULT 0,
+            lease_until_ms INTEGER NOT NULL DEFAULT 0,
+            request TEXT
           ) STRICT;
           CREATE INDEX tasks_by_owner ON tasks (owner, created_ms DESC, id DESC);
-          CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state <> 'running';
-          CREATE INDEX tasks_running ON tasks (state) WHERE state = 'running'",
+          CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state NOT IN ('queued', 'running');
+          CREATE INDEX tasks_running ON tasks (lease_until_ms) WHERE state = 'running';
+          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued'",
 }];
 
 /// The statements of `step`, without blanks.

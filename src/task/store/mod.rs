@@ -26,6 +26,9 @@ use crate::tenant::Principal;
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum State {
+    /// Asked for as an MCP task and waiting for a server with a free task
+    /// slot to claim it.
+    Queued,
     /// Its worker is running (or its server died: see [`node`]).
     Running,
     /// It ended; `result.json` in its directory has the full result.
@@ -36,6 +39,7 @@ impl State {
     /// The word stored and shown by `list_tasks`.
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Queued => "queued",
             Self::Running => "running",
             Self::Ended(TaskStatus::Success) => "success",
             Self::Ended(TaskStatus::Failed) => "failed",
@@ -47,6 +51,7 @@ impl State {
     /// The state a stored word names.
     pub fn parse(word: &str) -> Option<Self> {
         Some(match word {
+            "queued" => Self::Queued,
             "running" => Self::Running,
             "success" => Self::Ended(TaskStatus::Success),
             "failed" => Self::Ended(TaskStatus::Failed),
@@ -84,8 +89,12 @@ pub struct TaskRecord {
     /// request that started it) rather than waiting for the result.
     pub detached: bool,
     /// The server process running it ([`node::Node`]), so that a task
-    /// whose server died can be told from one still running.
+    /// whose server died can be told from one still running (empty while
+    /// queued).
     pub node: String,
+    /// Until when that server holds it: it renews the lease while the task
+    /// runs; a lease that runs out ends the task `interrupted`.
+    pub lease_until_ms: i64,
 }
 
 impl TaskRecord {
@@ -102,6 +111,24 @@ pub struct Ending {
     pub summary: String,
     pub error: Option<Value>,
     pub at_ms: i64,
+}
+
+/// What [`TaskStore::enqueue`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Enqueued {
+    Accepted,
+    /// The owner already has its limit of queued and running tasks.
+    OwnerAtLimit,
+    /// The queue is full.
+    QueueFull,
+}
+
+/// A queued task a server claimed: its record (now running there) and the
+/// request it carries (`{tool, arguments, traceparent}`).
+#[derive(Debug, Clone)]
+pub struct Claimed {
+    pub record: TaskRecord,
+    pub request: Value,
 }
 
 /// A task store failure, saying what it was doing and where.
@@ -144,8 +171,53 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     /// `owner`'s newest `limit` records, newest first.
     async fn list(&self, owner: &Principal, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;
 
+    /// Cancels a queued task (no server took it yet); `false` if it was not
+    /// queued.
+    async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError>;
+
     /// Every running record (to find those whose server died).
     async fn running(&self) -> Result<Vec<TaskRecord>, StoreError>;
+
+    /// Adds a queued task with the request to run, unless its owner
+    /// already has `owner_limit` queued or running tasks (`None`: no
+    /// limit) or `queue_limit` tasks are queued; the check and the insert
+    /// are one transaction.
+    async fn enqueue(
+        &self,
+        record: &TaskRecord,
+        request: &Value,
+        owner_limit: Option<u64>,
+        queue_limit: u64,
+    ) -> Result<Enqueued, StoreError>;
+
+    /// Takes the oldest queued task: it becomes running on `node` under a
+    /// lease until `lease_until_ms`. No two servers ever claim one task.
+    async fn claim(
+        &self,
+        node: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<Claimed>, StoreError>;
+
+    /// Extends the leases of `node`'s running tasks to `lease_until_ms`;
+    /// returns the ids it still holds (a task missing from them was ended
+    /// elsewhere, and its server stops it).
+    async fn renew(&self, node: &str, lease_until_ms: i64) -> Result<Vec<String>, StoreError>;
+
+    /// Ends the running tasks whose lease ran out before `now_ms` with
+    /// `ending` (`interrupted`); returns their ids.
+    async fn expire_leases(&self, now_ms: i64, ending: &Ending) -> Result<Vec<String>, StoreError>;
+
+    /// How many tasks are queued.
+    async fn queued(&self) -> Result<u64, StoreError>;
+
+    /// Asks the server running task `id` to cancel it (`tasks/cancel` sent
+    /// to another server process); `false` if it is not running.
+    async fn request_cancel(&self, id: &str) -> Result<bool, StoreError>;
+
+    /// The ids of the running tasks of server `node` whose cancellation
+    /// was asked for.
+    async fn cancels_for(&self, node: &str) -> Result<Vec<String>, StoreError>;
 
     /// Removes the ended records whose TTL ran out by `now_ms`; returns
     /// their ids and locations so their files can go too.

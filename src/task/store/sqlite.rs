@@ -20,7 +20,9 @@ use sqlx::sqlite::{
 use sqlx::{Connection, Row};
 
 use super::migrations::{self, Step};
-use super::{Ending, State, StoreError, TaskRecord, TaskStore};
+use serde_json::Value;
+
+use super::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore};
 use crate::tenant::Principal;
 
 /// The store's file name in the artifacts directory.
@@ -31,7 +33,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const CONNECTIONS: u32 = 4;
 
 const COLUMNS: &str = "id, owner, tool, state, summary, status_message, error, created_ms, updated_ms, \
-                       ttl_ms, location, detached, node";
+                       ttl_ms, location, detached, node, lease_until_ms";
 
 /// The SQLite task store.
 #[derive(Debug, Clone)]
@@ -168,7 +170,20 @@ fn record(row: &SqliteRow) -> Result<TaskRecord, StoreError> {
         location: get_text("location")?,
         detached: row.try_get::<i64, _>("detached").map_err(query)? != 0,
         node: get_text("node")?,
+        lease_until_ms: row.try_get("lease_until_ms").map_err(query)?,
     })
+}
+
+/// The ending columns bound in order: state, summary, error, updated_ms.
+fn bind_ending<'q>(
+    statement: sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>,
+    ending: &'q Ending,
+) -> sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>> {
+    statement
+        .bind(State::Ended(ending.status).as_str())
+        .bind(&ending.summary)
+        .bind(ending.error.as_ref().map(|e| e.to_string()))
+        .bind(ending.at_ms)
 }
 
 #[async_trait::async_trait]
@@ -176,8 +191,8 @@ impl TaskStore for SqliteStore {
     async fn create(&self, r: &TaskRecord) -> Result<(), StoreError> {
         sqlx::query(
             "INSERT INTO tasks (id, owner, tool, state, summary, status_message, error, created_ms, \
-             updated_ms, ttl_ms, expires_ms, location, detached, node) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             updated_ms, ttl_ms, expires_ms, location, detached, node, lease_until_ms) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&r.id)
         .bind(r.owner.as_str())
@@ -193,10 +208,128 @@ impl TaskStore for SqliteStore {
         .bind(&r.location)
         .bind(i64::from(r.detached))
         .bind(&r.node)
+        .bind(r.lease_until_ms)
         .execute(&self.pool)
         .await
         .map_err(query)?;
         Ok(())
+    }
+
+    async fn enqueue(
+        &self,
+        r: &TaskRecord,
+        request: &Value,
+        owner_limit: Option<u64>,
+        queue_limit: u64,
+    ) -> Result<Enqueued, StoreError> {
+        let owner_limit = owner_limit.map(|n| i64::try_from(n).unwrap_or(i64::MAX));
+        let queue_limit = i64::try_from(queue_limit).unwrap_or(i64::MAX);
+        // One statement, so one write transaction: the counts and the
+        // insert cannot interleave with another writer.
+        let done = sqlx::query(
+            "INSERT INTO tasks (id, owner, tool, state, summary, status_message, error, created_ms, \
+             updated_ms, ttl_ms, expires_ms, location, detached, node, lease_until_ms, request) \
+             SELECT ?, ?, ?, 'queued', NULL, 'queued', NULL, ?, ?, ?, ?, ?, ?, '', 0, ? \
+             WHERE (? IS NULL OR (SELECT COUNT(*) FROM tasks WHERE owner = ? AND state IN ('queued', 'running')) < ?) \
+             AND (SELECT COUNT(*) FROM tasks WHERE state = 'queued') < ?",
+        )
+        .bind(&r.id)
+        .bind(r.owner.as_str())
+        .bind(&r.tool)
+        .bind(r.created_ms)
+        .bind(r.updated_ms)
+        .bind(r.ttl_ms)
+        .bind(r.expires_ms())
+        .bind(&r.location)
+        .bind(i64::from(r.detached))
+        .bind(request.to_string())
+        .bind(owner_limit)
+        .bind(r.owner.as_str())
+        .bind(owner_limit)
+        .bind(queue_limit)
+        .execute(&self.pool)
+        .await
+        .map_err(query)?;
+        if done.rows_affected() == 1 {
+            return Ok(Enqueued::Accepted);
+        }
+        if self.queued().await? >= u64::try_from(queue_limit).unwrap_or(0) {
+            return Ok(Enqueued::QueueFull);
+        }
+        Ok(Enqueued::OwnerAtLimit)
+    }
+
+    async fn claim(
+        &self,
+        node: &str,
+        now_ms: i64,
+        lease_until_ms: i64,
+    ) -> Result<Option<Claimed>, StoreError> {
+        let row = sqlx::query(&format!(
+            "UPDATE tasks SET state = 'running', node = ?, lease_until_ms = ?, updated_ms = ?, \
+             status_message = 'started' WHERE id = (SELECT id FROM tasks WHERE state = 'queued' \
+             ORDER BY created_ms, id LIMIT 1) RETURNING {COLUMNS}, request"
+        ))
+        .bind(node)
+        .bind(lease_until_ms)
+        .bind(now_ms)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(query)?;
+        let Some(row) = row else {
+            return Ok(None);
+        };
+        let request: Option<String> = row.try_get("request").map_err(query)?;
+        Ok(Some(Claimed {
+            record: record(&row)?,
+            request: request
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or(Value::Null),
+        }))
+    }
+
+    async fn renew(&self, node: &str, lease_until_ms: i64) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "UPDATE tasks SET lease_until_ms = ? WHERE node = ? AND state = 'running' RETURNING id",
+        )
+        .bind(lease_until_ms)
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query)
+    }
+
+    async fn expire_leases(&self, now_ms: i64, ending: &Ending) -> Result<Vec<String>, StoreError> {
+        let statement = sqlx::query_scalar::<_, String>(
+            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? \
+             WHERE state = 'running' AND lease_until_ms < ? RETURNING id",
+        )
+        .bind(State::Ended(ending.status).as_str())
+        .bind(&ending.summary)
+        .bind(ending.error.as_ref().map(|e| e.to_string()))
+        .bind(ending.at_ms)
+        .bind(now_ms);
+        statement.fetch_all(&self.pool).await.map_err(query)
+    }
+
+    async fn queued(&self) -> Result<u64, StoreError> {
+        let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM tasks WHERE state = 'queued'")
+            .fetch_one(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
+        let statement = sqlx::query(
+            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? WHERE id = ? AND state = 'queued'",
+        );
+        let done = bind_ending(statement, ending)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn note(&self, id: &str, message: &str, at_ms: i64) -> Result<(), StoreError> {
@@ -211,18 +344,15 @@ impl TaskStore for SqliteStore {
     }
 
     async fn end(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        let done = sqlx::query(
+        let statement = sqlx::query(
             "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? \
              WHERE id = ? AND state = 'running'",
-        )
-        .bind(State::Ended(ending.status).as_str())
-        .bind(&ending.summary)
-        .bind(ending.error.as_ref().map(|e| e.to_string()))
-        .bind(ending.at_ms)
-        .bind(id)
-        .execute(&self.pool)
-        .await
-        .map_err(query)?;
+        );
+        let done = bind_ending(statement, ending)
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -255,9 +385,28 @@ impl TaskStore for SqliteStore {
         rows.iter().map(record).collect()
     }
 
+    async fn request_cancel(&self, id: &str) -> Result<bool, StoreError> {
+        let done = sqlx::query("UPDATE tasks SET cancel_requested = 1 WHERE id = ? AND state = 'running'")
+            .bind(id)
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn cancels_for(&self, node: &str) -> Result<Vec<String>, StoreError> {
+        sqlx::query_scalar(
+            "SELECT id FROM tasks WHERE state = 'running' AND cancel_requested = 1 AND node = ?",
+        )
+        .bind(node)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query)
+    }
+
     async fn take_expired(&self, now_ms: i64) -> Result<Vec<(String, String)>, StoreError> {
         let rows = sqlx::query(
-            "DELETE FROM tasks WHERE state <> 'running' AND expires_ms <= ? RETURNING id, location",
+            "DELETE FROM tasks WHERE state NOT IN ('queued', 'running') AND expires_ms <= ? RETURNING id, location",
         )
         .bind(now_ms)
         .fetch_all(&self.pool)
@@ -316,6 +465,7 @@ mod tests {
             location: format!("/tmp/{id}"),
             detached: true,
             node: super::super::node::Node::this().name(),
+            lease_until_ms: created_ms + 60_000,
         }
     }
 
@@ -373,6 +523,98 @@ mod tests {
             .expect("reopen");
         assert!(!created);
         assert_eq!(again.count().await.expect("count"), 1);
+    }
+
+    #[tokio::test]
+    async fn the_queue_hands_each_task_to_one_claimer_within_its_limits_and_leases_run_out() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME))
+            .await
+            .expect("open");
+        let queued = |id: &str, owner: &str, at: i64| TaskRecord {
+            state: State::Queued,
+            node: String::new(),
+            lease_until_ms: 0,
+            ..sample(id, owner, at)
+        };
+        let request = serde_json::json!({"tool": "run_script", "arguments": {"script": "1"}});
+        let accepted = store
+            .enqueue(&queued("task_q1", "alice", 1), &request, Some(2), 10)
+            .await;
+        assert_eq!(accepted.expect("enqueue"), Enqueued::Accepted);
+        store
+            .enqueue(&queued("task_q2", "alice", 2), &request, Some(2), 10)
+            .await
+            .expect("enqueue");
+        let third = store
+            .enqueue(&queued("task_q3", "alice", 3), &request, Some(2), 10)
+            .await;
+        assert_eq!(third.expect("enqueue"), Enqueued::OwnerAtLimit);
+        let full = store
+            .enqueue(&queued("task_q4", "bob", 4), &request, None, 2)
+            .await;
+        assert_eq!(full.expect("enqueue"), Enqueued::QueueFull);
+        // 16 concurrent claimers take the two tasks once each, oldest first.
+        let claims = futures_claims(&store, 16).await;
+        assert_eq!(claims, vec!["task_q1".to_string(), "task_q2".to_string()]);
+        let one = store.get("task_q1").await.expect("get").expect("present");
+        assert_eq!(one.state, State::Running);
+        // q1's server renews; a task held by any other server lapses and is
+        // interrupted, once.
+        let holder = one.node.clone();
+        let held = store.renew(&holder, 10_000).await.expect("renew");
+        assert!(held.contains(&"task_q1".to_string()), "{held:?}");
+        let q2 = store.get("task_q2").await.expect("get").expect("present");
+        let lapsing: Vec<String> = if q2.node == holder {
+            vec![]
+        } else {
+            vec!["task_q2".into()]
+        };
+        let ending = Ending {
+            status: TaskStatus::Failed,
+            summary: "interrupted".into(),
+            error: Some(serde_json::json!({"kind": "interrupted"})),
+            at_ms: 5_000,
+        };
+        let expired = store.expire_leases(5_000, &ending).await.expect("expire");
+        assert_eq!(expired, lapsing);
+        assert!(
+            store
+                .expire_leases(5_000, &ending)
+                .await
+                .expect("expire")
+                .is_empty()
+        );
+        assert!(
+            !store.cancel_queued("task_q1", &ending).await.expect("cancel"),
+            "running, not queued"
+        );
+    }
+
+    /// Claims with `n` concurrent claimers until the queue is empty; the
+    /// claimed ids, sorted.
+    async fn futures_claims(store: &SqliteStore, n: usize) -> Vec<String> {
+        let mut claimers = tokio::task::JoinSet::new();
+        for i in 0..n {
+            let store = store.clone();
+            claimers.spawn(async move {
+                let mut mine = Vec::new();
+                while let Some(claimed) = store
+                    .claim(&format!("n{i}/1/1"), 1_000, 2_000)
+                    .await
+                    .expect("claim")
+                {
+                    mine.push(claimed.record.id);
+                }
+                mine
+            });
+        }
+        let mut all = Vec::new();
+        while let Some(mine) = claimers.join_next().await {
+            all.extend(mine.expect("claimer"));
+        }
+        all.sort();
+        all
     }
 
     #[tokio::test]

@@ -123,6 +123,7 @@ pub(crate) async fn serve(
 
     let limits = tasks.executor.limits().clone();
     let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
+    crate::mcp::tasks::start_claimer(server.clone());
     let in_flight = Arc::new(drain::InFlight::default());
     let mut manager = LocalSessionManager::default();
     manager.session_config.keep_alive = Some(limits.http_session_idle);
