@@ -30,11 +30,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, node, now_ms};
+use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, now_ms};
 use super::{TaskStatus, failure};
 use crate::artifacts::ArtifactStore;
 use crate::error::{TaskError, TaskErrorKind};
 use crate::limits::TASK_SWEEP_MIN_INTERVAL;
+use crate::node;
 use crate::tenant::Principal;
 
 /// The records of the tasks under one artifacts directory.
