@@ -349,7 +349,10 @@ impl TaskRunner {
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
             &origin.trace,
-            vec![opentelemetry::KeyValue::new("warden.task_id", id.clone())],
+            vec![
+                opentelemetry::KeyValue::new("warden.task_id", id.clone()),
+                opentelemetry::KeyValue::new("warden.node", crate::node::name()),
+            ],
         );
         let task = Task {
             trace,

@@ -15,7 +15,6 @@
 //! ([`migrations`]) applied at startup.
 
 pub mod migrations;
-pub mod node;
 pub mod sqlite;
 
 use serde_json::Value;

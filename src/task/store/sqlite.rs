@@ -464,7 +464,7 @@ mod tests {
             ttl_ms: 1_000,
             location: format!("/tmp/{id}"),
             detached: true,
-            node: super::super::node::Node::this().name(),
+            node: crate::node::name(),
             lease_until_ms: created_ms + 60_000,
         }
     }
