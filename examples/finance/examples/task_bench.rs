@@ -179,6 +179,8 @@ async fn store_cost() {
     let request = json!({"tool": "run_script", "arguments": {"script": "1"}});
     for queued in [false, true] {
         let mut per_task = Vec::with_capacity(STORE_TASKS);
+        // Time in each write: create or enqueue, claim, note, end.
+        let mut steps = [Duration::ZERO; 4];
         let all = Instant::now();
         for i in 0..STORE_TASKS {
             let start = Instant::now();
@@ -188,25 +190,43 @@ async fn store_cost() {
                 let task = record(id.clone(), &owner, State::Queued, at);
                 let answer = store.enqueue(&task, &request, Some(64), 1_000).await.unwrap();
                 assert_eq!(answer, Enqueued::Accepted);
+                steps[0] += start.elapsed();
+                let step = Instant::now();
                 let claimed = store.claim("bench", at, at + 30_000).await.unwrap().unwrap();
                 assert_eq!(claimed.record.id, id);
+                steps[1] += step.elapsed();
             } else {
                 let task = record(id.clone(), &owner, State::Running, at);
                 store.create(&task).await.unwrap();
+                steps[0] += start.elapsed();
             }
+            let step = Instant::now();
             store.note(&id, "calling get_quote", at).await.unwrap();
+            steps[2] += step.elapsed();
+            let step = Instant::now();
             assert!(store.end(&id, &ending(at)).await.unwrap());
+            steps[3] += step.elapsed();
             per_task.push(start.elapsed());
         }
-        let what = if queued {
-            "enqueue + claim + note + end"
+        let (what, first) = if queued {
+            ("enqueue + claim + note + end", "enqueue")
         } else {
-            "create + note + end"
+            ("create + note + end", "create")
         };
         let mean_us = all.elapsed().as_secs_f64() * 1e6 / STORE_TASKS as f64;
+        let each = |d: Duration| d.as_secs_f64() * 1e6 / STORE_TASKS as f64;
+        let claim = if queued {
+            format!(" claim {:.0}", each(steps[1]))
+        } else {
+            String::new()
+        };
         println!(
-            "(b) store: {what}, mean {mean_us:.1} µs per task ({:.2}× the 1 ms target)",
-            mean_us / 1000.0
+            "(b) store: {what}, mean {mean_us:.1} µs per task ({:.2}× the 1 ms target); \
+             µs each: {first} {:.0}{claim} note {:.0} end {:.0}",
+            mean_us / 1000.0,
+            each(steps[0]),
+            each(steps[2]),
+            each(steps[3]),
         );
         row(&format!("(b) store: {what}"), &mut per_task, Some(1.0));
     }
@@ -253,6 +273,35 @@ async fn list_cost(artifacts: &Path, records: usize) {
             Some(10.0),
         );
     }
+    // An MCP task of an owner with this many records: enqueue checks the
+    // owner's queued and running count. Each is claimed and ended at once.
+    let Some(State::Ended(success)) = State::parse("success") else {
+        panic!("'success' is an ended state")
+    };
+    let request = json!({"tool": "run_script", "arguments": {"script": "1"}});
+    let mut samples = Vec::with_capacity(LISTS);
+    for i in 0..LISTS {
+        let id = task_id(records * 2 + i);
+        let at = now_ms();
+        let task = record(id.clone(), &owner, State::Queued, at);
+        let start = Instant::now();
+        let answer = store.enqueue(&task, &request, Some(64), 1_000).await.unwrap();
+        samples.push(start.elapsed());
+        assert_eq!(answer, Enqueued::Accepted);
+        store.claim("bench", at, at + 30_000).await.unwrap().unwrap();
+        let ending = Ending {
+            status: success,
+            summary: "done".into(),
+            error: None,
+            at_ms: at,
+        };
+        assert!(store.end(&id, &ending).await.unwrap());
+    }
+    row(
+        &format!("(c) store enqueue, owner has {records}"),
+        &mut samples,
+        Some(1.0),
+    );
 }
 
 /// (d) `list_tasks` over stdio on the store (c) filled in `artifacts`.
