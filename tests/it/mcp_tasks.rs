@@ -265,6 +265,20 @@ async fn http_task_augmented_run_script_polls_to_its_result() {
 }
 
 #[tokio::test]
+async fn stateless_http_task_augmented_run_script_polls_to_its_result() {
+    // 2026-07-28 stateless requests declare tasks in each request's _meta client capabilities.
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let lifecycle = ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client = server
+        .client_with(client_config(true), None, lifecycle)
+        .await
+        .expect("discover over HTTP");
+    poll_to_result(client.peer().clone(), server.pid()).await;
+}
+
+#[tokio::test]
 async fn stdio_progress_shows_in_tasks_get_status_message() {
     // A working task's tasks/get carries its latest progress note as statusMessage.
     on_stdio(progress_in_status_message).await;
