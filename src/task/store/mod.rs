@@ -19,7 +19,7 @@ pub mod sqlite;
 
 use serde_json::Value;
 
-use crate::task::TaskStatus;
+pub use crate::task::TaskStatus;
 use crate::tenant::Principal;
 
 /// Where a task stands.
@@ -230,6 +230,10 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
 
     /// Whether the store answers now (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Closes the store at shutdown (SQLite folds its journal back into
+    /// the database file). Later calls fail.
+    async fn close(&self) {}
 }
 
 /// Milliseconds since the Unix epoch, now.

@@ -443,6 +443,10 @@ impl TaskStore for SqliteStore {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(query)?;
         Ok(())
     }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
 }
 
 #[cfg(test)]
