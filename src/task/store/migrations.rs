@@ -43,7 +43,8 @@ pub const SQLITE: &[Step] = &[Step {
           CREATE INDEX tasks_by_owner ON tasks (owner, created_ms DESC, id DESC);
           CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state NOT IN ('queued', 'running');
           CREATE INDEX tasks_running ON tasks (lease_until_ms) WHERE state = 'running';
-          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued'",
+          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued';
+          CREATE INDEX tasks_active_by_owner ON tasks (owner) WHERE state IN ('queued', 'running')",
 }];
 
 /// The steps of the PostgreSQL store, oldest first: the SQLite schema in
@@ -77,7 +78,8 @@ pub const POSTGRES: &[Step] = &[Step {
           CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state NOT IN ('queued', 'running');
           CREATE INDEX tasks_running ON tasks (lease_until_ms) WHERE state = 'running';
           CREATE INDEX tasks_running_by_node ON tasks (node) WHERE state = 'running';
-          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued'",
+          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued';
+          CREATE INDEX tasks_active_by_owner ON tasks (owner) WHERE state IN ('queued', 'running')",
 }];
 
 /// The statements of `step`, without blanks.

@@ -15,14 +15,13 @@
 //! Schema changes are versioned steps ([`migrations`]) applied at startup.
 
 pub mod migrations;
-pub mod node;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
 
 use serde_json::Value;
 
-use crate::task::TaskStatus;
+pub use crate::task::TaskStatus;
 use crate::tenant::Principal;
 
 /// Where a task stands.
@@ -242,6 +241,10 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     fn wake(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
         None
     }
+
+    /// Closes the store at shutdown (SQLite folds its journal back into
+    /// the database file). Later calls fail.
+    async fn close(&self) {}
 }
 
 /// Milliseconds since the Unix epoch, now.

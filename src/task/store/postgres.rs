@@ -77,7 +77,7 @@ pub struct PgStore {
     /// and after each (re)connection; never signalled otherwise.
     wake: Arc<Notify>,
     /// The listener task; aborted when the last clone of the store drops.
-    _listener: Arc<Listener>,
+    listener: Arc<Listener>,
 }
 
 /// The background listener's handle: dropping it stops the task.
@@ -146,7 +146,7 @@ impl PgStore {
             Self {
                 pool,
                 wake,
-                _listener: Arc::new(Listener(task)),
+                listener: Arc::new(Listener(task)),
             },
             created,
         ))
@@ -626,6 +626,13 @@ impl TaskStore for PgStore {
 
     fn wake(&self) -> Option<Arc<Notify>> {
         Some(self.wake.clone())
+    }
+
+    /// Stops the listener and closes the pool's connections (waiting for
+    /// calls in flight to return theirs).
+    async fn close(&self) {
+        self.listener.0.abort();
+        self.pool.close().await;
     }
 }
 

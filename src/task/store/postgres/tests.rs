@@ -203,6 +203,8 @@ async fn records_round_trip_end_once_list_newest_first_and_expire_once() {
     let (again, created) = PgStore::open(&db.url).await.expect("reopen");
     assert!(!created, "reopening applies nothing");
     assert_eq!(again.count().await.expect("count"), 3);
+    again.close().await;
+    assert!(again.count().await.is_err(), "closed");
     db.drop().await;
 }
 
