@@ -21,13 +21,15 @@
 //! for each one, and after each (re)connection, since notifications sent
 //! meanwhile are lost. It is a hint: callers keep polling.
 //!
-//! While the database is down (restart, failover, network): every call
-//! fails with [`StoreError::Query`] after at most [`ACQUIRE_TIMEOUT`];
-//! nothing is buffered or retried here (the runner retries at its next
-//! claim or heartbeat). Pooled connections are tested before use, so the
-//! first call after the database is back opens fresh ones; the listener
-//! reconnects every [`RELISTEN_DELAY`]. A write whose commit
-//! acknowledgement is lost may have happened: it reads as an error.
+//! While the database is down (restart, failover, network): a call waits
+//! up to [`ACQUIRE_TIMEOUT`] for a connection (a restart shorter than that
+//! only slows it down), then fails with [`StoreError::Query`]; a call in
+//! flight when the server goes fails at once. Nothing is buffered or
+//! retried here: the runner retries at its next claim or heartbeat.
+//! Pooled connections are tested before use, so the first call after the
+//! database is back opens fresh ones; the listener reconnects every
+//! [`RELISTEN_DELAY`]. A write whose commit acknowledgement is lost may
+//! have happened: it reads as an error.
 //!
 //! Plain TCP, no TLS (sqlx is built without it): for loopback and private
 //! networks only; a URL asking for TLS (`sslmode=require`, `verify-ca`,
@@ -60,9 +62,9 @@ const PG_CONNECTIONS: u32 = 8;
 pub const CHANNEL: &str = "warden_tasks";
 /// Advisory lock held while the schema steps are checked and applied
 /// ("warden" then 1).
-const MIGRATION_LOCK: i64 = 0x7761_7264_656e_0001;
+pub const MIGRATION_LOCK: i64 = 0x7761_7264_656e_0001;
 /// Advisory lock held while an enqueue counts and inserts ("warden" then 2).
-const ENQUEUE_LOCK: i64 = 0x7761_7264_656e_0002;
+pub const ENQUEUE_LOCK: i64 = 0x7761_7264_656e_0002;
 
 const PG_COLUMNS: &str = "id, owner, tool, state, summary, status_message, error, created_ms, \
                           updated_ms, ttl_ms, location, detached, node, lease_until_ms";
