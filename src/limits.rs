@@ -275,7 +275,7 @@ impl Limits {
         if let Some(n) = env_number("WARDEN_TASKS_MAX_AGE_HOURS", 1, 87_600)? {
             self.tasks_max_age = Duration::from_secs(n * 3600);
         }
-        if let Some(n) = env_number("WARDEN_TASKS_PER_PRINCIPAL", 1, 64)? {
+        if let Some(n) = env_number("WARDEN_TASKS_PER_PRINCIPAL", 1, 100_000)? {
             self.tasks_per_principal = n as usize;
         }
         if let Some(n) = env_number("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT", 1, 100)? {
@@ -638,7 +638,8 @@ fn cores() -> usize {
 // the limit and its `WARDEN_*` variable.
 
 /// Tasks (`run_script`, `run_coding_task`) one principal may run at once: 1
-/// (`WARDEN_TASKS_PER_PRINCIPAL`, 1–64). With the default 2 task slots, two
+/// (`WARDEN_TASKS_PER_PRINCIPAL`, 1–100,000; MCP tasks count while
+/// queued too, so a team that queues work raises it). With the default 2 task slots, two
 /// team members can each run a task and none can hold both slots; raise
 /// both together on a larger machine. A task beyond it waits the admission
 /// wait ([`DEFAULT_ADMISSION_WAIT`]) for one of its principal's tasks to

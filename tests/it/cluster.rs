@@ -74,7 +74,7 @@ impl Cluster {
             ("WARDEN_ARTIFACT_STORE".into(), store),
             ("WARDEN_API_TOKENS_FILE".into(), file.to_string_lossy().into_owned()),
             ("WARDEN_CALLS_PER_MINUTE".into(), "1000000".into()),
-            ("WARDEN_TASKS_PER_PRINCIPAL".into(), "500".into()),
+            ("WARDEN_TASKS_PER_PRINCIPAL".into(), "1000".into()),
         ];
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut cluster = Cluster {

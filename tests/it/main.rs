@@ -5,6 +5,7 @@ mod agent;
 mod batch;
 mod catalogue;
 mod charts;
+mod cluster;
 mod common;
 mod docs;
 mod executor;

@@ -424,7 +424,7 @@ async fn model_credentials_never_reach_a_tool_result_error_file_or_resource() {
 
 /// The test principals: name, API token, and the token's SHA-256 (what a
 /// tokens file holds; computed once with `sha256sum`).
-const PRINCIPALS: [(&str, &str, &str); 2] = [
+pub(crate) const PRINCIPALS: [(&str, &str, &str); 2] = [
     (
         "alice",
         "alice-tenant-token-7c1e",
