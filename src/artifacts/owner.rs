@@ -35,7 +35,7 @@ pub fn start_time(pid: u32) -> Option<u64> {
 }
 
 /// Largest owner record read: 4 KiB (a principal name is at most 256 bytes).
-const OWNER_READ_BYTES: u64 = 4096;
+pub(crate) const OWNER_READ_BYTES: u64 = 4096;
 
 /// The owner record of a task `principal` creates in this process.
 pub fn record(principal: &Principal) -> Value {
