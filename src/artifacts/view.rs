@@ -69,25 +69,34 @@ impl View<'_> {
     fn locate(&self, task_id: &str) -> Result<Place, GuardError> {
         let dir = match self.store.open_task(task_id) {
             Ok(dir) => dir,
-            #[cfg(feature = "s3")]
-            Err(error)
-                if self.store.remote.is_some()
-                    && (error.code == crate::error::codes::NOT_FOUND || !self.store.root.exists()) =>
-            {
-                let Some(remote) = self.store.remote.as_ref() else {
-                    return Err(error);
-                };
-                if remote.owner(task_id)?.as_ref() != Some(self.principal) {
-                    return Err(no_task(task_id));
-                }
-                return Ok(Place::Remote(remote.clone()));
-            }
-            Err(error) => return Err(error),
+            Err(error) => return self.locate_remote(task_id, error),
         };
         if owner::principal_at(&dir).as_ref() != Some(self.principal) {
             return Err(no_task(task_id));
         }
         Ok(Place::Local(dir))
+    }
+
+    /// The object-store copy of a task whose local lookup failed with
+    /// `error`, when that is because the directory (or the whole artifacts
+    /// directory) does not exist and there is a store; else `error`.
+    #[cfg(feature = "s3")]
+    fn locate_remote(&self, task_id: &str, error: GuardError) -> Result<Place, GuardError> {
+        let absent = error.code == crate::error::codes::NOT_FOUND || !self.store.root.exists();
+        match &self.store.remote {
+            Some(remote) if absent => {
+                if remote.owner(task_id)?.as_ref() != Some(self.principal) {
+                    return Err(no_task(task_id));
+                }
+                Ok(Place::Remote(remote.clone()))
+            }
+            _ => Err(error),
+        }
+    }
+
+    #[cfg(not(feature = "s3"))]
+    fn locate_remote(&self, _task_id: &str, error: GuardError) -> Result<Place, GuardError> {
+        Err(error)
     }
 
     /// Where a task of this principal lives, for display: its directory,
