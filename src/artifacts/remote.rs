@@ -42,8 +42,8 @@ use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
-    Attribute, Attributes, BackoffConfig, ClientOptions, GetOptions, ObjectStore, ObjectStoreExt, PutOptions,
-    PutPayload, RetryConfig,
+    Attribute, Attributes, BackoffConfig, ClientConfigKey, ClientOptions, GetOptions, ObjectStore,
+    ObjectStoreExt, PutOptions, PutPayload, RetryConfig,
 };
 use serde_json::Value;
 
@@ -110,23 +110,40 @@ impl Remote {
     /// the `OBJECT_STORE_*` limits. Nothing is sent until the first request
     /// ([`Remote::probe`] checks the store answers).
     pub fn from_url(url: &str) -> Result<Self, GuardError> {
+        let settings = std::env::vars_os()
+            .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
+            .filter(|(name, _)| name.starts_with("AWS_"))
+            .collect();
+        Self::with_settings(url, settings)
+    }
+
+    /// [`Remote::from_url`] with these `AWS_*` settings instead of the
+    /// process environment's (names object_store does not know are ignored).
+    fn with_settings(url: &str, settings: Vec<(String, String)>) -> Result<Self, GuardError> {
         let (bucket, prefix) = parse_url(url)?;
         let client = ClientOptions::new()
             .with_connect_timeout(OBJECT_STORE_CONNECT_TIMEOUT)
             .with_timeout(OBJECT_STORE_REQUEST_TIMEOUT);
-        let mut builder = AmazonS3Builder::new().with_client_options(client);
         // After the client options, which setting them would replace.
-        for (name, value) in std::env::vars_os() {
-            let (Some(name), Some(value)) = (name.to_str(), value.to_str()) else {
-                continue;
-            };
-            if let Some(key) = name
-                .starts_with("AWS_")
-                .then(|| name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>().ok())
-                .flatten()
-            {
-                builder = builder.with_config(key, value);
-            }
+        let builder = settings.iter().fold(
+            AmazonS3Builder::new().with_client_options(client),
+            |builder, (name, value)| match name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
+                Ok(key) => builder.with_config(key, value),
+                Err(_) => builder,
+            },
+        );
+        // Plain HTTP is refused at the first request without this; say so now.
+        let endpoint = builder
+            .get_config_value(&AmazonS3ConfigKey::Endpoint)
+            .unwrap_or_default();
+        let allow_http = builder
+            .get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
+            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes" | "y"));
+        if endpoint.starts_with("http://") && !allow_http {
+            return Err(GuardError::failed(format!(
+                "{STORE_VAR}={url}: AWS_ENDPOINT_URL={endpoint} is plain http; set AWS_ALLOW_HTTP=true to allow it, \
+                 or use an https:// endpoint"
+            )));
         }
         let retry = RetryConfig {
             backoff: BackoffConfig::default(),

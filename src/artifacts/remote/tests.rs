@@ -464,6 +464,31 @@ fn store_urls_are_checked_and_errors_name_the_variable_and_the_fix() {
         assert_eq!((remote.url(), remote.prefix.as_ref()), (url, prefix));
     }
     let remote = Remote::from_url("s3://warden-test/p").expect("url");
+    let settings = |pairs: &[(&str, &str)]| {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let plain = [("AWS_ENDPOINT_URL", "http://127.0.0.1:1")];
+    let error = Remote::with_settings("s3://warden-test", settings(&plain)).expect_err("plain http");
+    assert!(
+        error.message.contains("set AWS_ALLOW_HTTP=true"),
+        "{}",
+        error.message
+    );
+    let allowed = [
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+        ("AWS_ALLOW_HTTP", "true"),
+    ];
+    Remote::with_settings("s3://warden-test", settings(&allowed)).expect("plain http allowed");
+    let error =
+        Remote::with_settings("s3://warden-test", settings(&[("AWS_ALLOW_HTTP", "maybe")])).expect_err("bad");
+    assert!(
+        error.message.contains("check the AWS_* variables"),
+        "{}",
+        error.message
+    );
     let task = "task_0123456789abcdef0123456789abcdef";
     assert_eq!(remote.task_url(task), format!("s3://warden-test/p/{task}"));
     assert_eq!(
