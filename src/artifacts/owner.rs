@@ -20,19 +20,11 @@ use std::os::fd::AsFd;
 
 use serde_json::{Value, json};
 
+use crate::node::start_time;
 use crate::tenant::Principal;
 
 /// The task-directory file naming the owner.
 pub const OWNER_FILE: &str = "owner.json";
-
-/// The start time of `pid` in clock ticks since boot, if it is alive.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may hold spaces and parentheses: count
-    // fields from the last ')'. Field 3 is the first after it.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
-}
 
 /// Largest owner record read: 4 KiB (a principal name is at most 256 bytes).
 pub(crate) const OWNER_READ_BYTES: u64 = 4096;

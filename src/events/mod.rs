@@ -114,6 +114,7 @@ fn truncation_marker(lines: &[u8], max_bytes: u64) -> Vec<u8> {
         "trace_id",
         "span_id",
         "pid",
+        "node",
     ] {
         extra.insert(key.into(), replaced.get(key).cloned().unwrap_or(Value::Null));
     }
@@ -250,7 +251,7 @@ fn push_id(out: &mut String, kind: &str, number: u64) {
 /// `extra` overrides. Appended as `,"k":v` pairs.
 fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Value>>) {
     let (trace_id, span_id) = crate::telemetry::ids(&origin.trace);
-    let fields: [(&str, Value); 8] = [
+    let fields: [(&str, Value); 9] = [
         ("request_id", Value::from(origin.request_id.as_str())),
         ("mode", Value::from(origin.mode)),
         ("tool", Value::from(origin.tool.as_str())),
@@ -262,6 +263,7 @@ fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Va
         ("trace_id", trace_id.map_or(Value::Null, Value::from)),
         ("span_id", span_id.map_or(Value::Null, Value::from)),
         ("pid", Value::from(std::process::id())),
+        ("node", Value::from(crate::node::name())),
     ];
     for (key, value) in &fields {
         if extra.is_some_and(|e| e.contains_key(*key)) {
@@ -490,6 +492,7 @@ mod tests {
             "trace_id",
             "span_id",
             "pid",
+            "node",
         ] {
             assert!(value.get(key).is_some(), "missing {key}");
         }

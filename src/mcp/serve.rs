@@ -78,6 +78,7 @@ pub(crate) async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> 
     // Task records: running tasks are cancelled and recorded `cancelled`
     // before the process exits.
     tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    tasks.close_records().await;
     ended
 }
 

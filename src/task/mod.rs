@@ -62,6 +62,9 @@ pub struct TaskRunner {
     heartbeat: std::sync::Once,
     /// Notified when a task is queued here, so the claimer looks at once.
     pub submitted: Arc<tokio::sync::Notify>,
+    /// Set when the server drains: it claims no more queued tasks (they
+    /// wait for another server, or for this one's restart).
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// A task in progress: its slot, directory and event log.
@@ -168,6 +171,7 @@ impl TaskRunner {
             records,
             heartbeat: std::sync::Once::new(),
             submitted: Arc::default(),
+            draining: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -220,6 +224,9 @@ impl TaskRunner {
     /// Reserves a free task slot and claims the oldest queued task for it
     /// (see [`records`]); `None` when no slot is free or nothing is queued.
     pub async fn claim_next(&self) -> Result<Option<(store::Claimed, Admitted)>, store::StoreError> {
+        if self.draining.load(std::sync::atomic::Ordering::Relaxed) || self.running.stopping() {
+            return Ok(None);
+        }
         let Some(slot) = self.task_slots.try_slot() else {
             return Ok(None);
         };
@@ -253,18 +260,52 @@ impl TaskRunner {
 
     /// Waits until no detached task runs here and none waits in the queue:
     /// a stdio server whose client left stays (claiming and running) for
-    /// the tasks that client will come back for.
+    /// the tasks that client will come back for. A task this server
+    /// claimed counts from the claim (its record names this node), before
+    /// its worker starts.
     pub async fn detached_done(&self) {
         loop {
             let done = self.running.done.notified();
-            let queued = match self.records.open().await {
-                Ok(store) => store.queued().await.unwrap_or(0),
+            let pending = match self.records.open().await {
+                Ok(store) => {
+                    let queued = store.queued().await.unwrap_or(0);
+                    let node = self.records.node();
+                    let claimed = store
+                        .running()
+                        .await
+                        .map(|records| records.iter().filter(|r| r.node == node && r.detached).count())
+                        .unwrap_or(0);
+                    queued as usize + claimed
+                }
                 Err(_) => 0,
             };
-            if self.running.detached() == 0 && queued == 0 {
+            if self.running.detached() == 0 && pending == 0 {
                 return;
             }
             let _ = tokio::time::timeout(crate::limits::TASK_HEARTBEAT, done).await;
+        }
+    }
+
+    /// Starts draining: no more queued tasks are claimed here. Then waits
+    /// until no task runs here or `until` passes; returns how many still
+    /// run.
+    pub async fn drain(&self, until: Instant) -> usize {
+        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
+        loop {
+            let done = self.running.done.notified();
+            if self.running.count() == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(until, done).await.is_err() {
+                return self.running.count();
+            }
+        }
+    }
+
+    /// Closes the task store (at the end of serving).
+    pub async fn close_records(&self) {
+        if let Ok(store) = self.records.open().await {
+            store.close().await;
         }
     }
 
@@ -349,7 +390,10 @@ impl TaskRunner {
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
             &origin.trace,
-            vec![opentelemetry::KeyValue::new("warden.task_id", id.clone())],
+            vec![
+                opentelemetry::KeyValue::new("warden.task_id", id.clone()),
+                opentelemetry::KeyValue::new("warden.node", crate::node::name()),
+            ],
         );
         let task = Task {
             trace,

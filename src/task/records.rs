@@ -30,11 +30,12 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use tokio::sync::OnceCell;
 
-use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, node, now_ms};
+use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, now_ms};
 use super::{TaskStatus, failure};
 use crate::artifacts::ArtifactStore;
 use crate::error::{TaskError, TaskErrorKind};
 use crate::limits::TASK_SWEEP_MIN_INTERVAL;
+use crate::node;
 use crate::tenant::Principal;
 
 /// The records of the tasks under one artifacts directory.
@@ -245,10 +246,24 @@ impl Records {
         beat
     }
 
-    /// Ends a task's record from its result (`status`, `summary`, `error`).
+    /// Ends a task's record from its result (`status`, `summary`, `error`),
+    /// retrying a failed write for a few seconds (a database restarting)
+    /// so that a finished task's result is not lost to a blip.
     pub async fn end(&self, id: &str, result: &Value) -> Result<bool, StoreError> {
         let ending = ending_of(result);
-        self.open().await?.end(id, &ending).await
+        let store = self.open().await?;
+        let mut pause = Duration::from_millis(200);
+        let mut attempts = 0;
+        loop {
+            match store.end(id, &ending).await {
+                Err(StoreError::Query(_)) if attempts < END_RETRIES => {
+                    attempts += 1;
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// `owner`'s record of `id`: `None` when there is none, or it is
@@ -382,6 +397,10 @@ impl crate::script::host::progress::TaskNotes for Records {
         }
     }
 }
+
+/// Retries of a failed record ending: 5, 0.2 s to 3.2 s apart (about 6 s
+/// in all).
+const END_RETRIES: u32 = 5;
 
 /// What one heartbeat found for this server.
 #[derive(Debug, Default)]

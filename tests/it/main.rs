@@ -17,6 +17,7 @@ mod http;
 mod http_auth;
 mod lifecycle;
 mod limits;
+mod mcp_tasks;
 mod preflight;
 mod scenarios;
 mod scripts;

@@ -3,7 +3,8 @@
 //! A step is never edited once released: a change is a new step. The
 //! store records each applied step in `warden_schema`; opening a store
 //! applies the missing ones in one transaction that holds the database's
-//! write lock, so two servers starting at once apply each step once. A
+//! write lock (SQLite) or a fixed advisory lock (PostgreSQL), so two
+//! servers starting at once apply each step once. A
 //! store whose newest step is unknown here was written by a newer Warden
 //! and is refused rather than misread.
 
@@ -42,7 +43,43 @@ pub const SQLITE: &[Step] = &[Step {
           CREATE INDEX tasks_by_owner ON tasks (owner, created_ms DESC, id DESC);
           CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state NOT IN ('queued', 'running');
           CREATE INDEX tasks_running ON tasks (lease_until_ms) WHERE state = 'running';
-          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued'",
+          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued';
+          CREATE INDEX tasks_active_by_owner ON tasks (owner) WHERE state IN ('queued', 'running')",
+}];
+
+/// The steps of the PostgreSQL store, oldest first: the SQLite schema in
+/// PostgreSQL types. Ids, owners and nodes compare bytewise (`COLLATE "C"`),
+/// as in SQLite, whatever the database's locale; JSON (`error`, `request`)
+/// is kept as text, exactly as written (`jsonb` refuses `\u0000`).
+#[cfg(feature = "postgres")]
+pub const POSTGRES: &[Step] = &[Step {
+    version: 1,
+    description: "task records",
+    sql: "CREATE TABLE tasks (
+            id TEXT COLLATE \"C\" PRIMARY KEY NOT NULL,
+            owner TEXT COLLATE \"C\" NOT NULL,
+            tool TEXT NOT NULL,
+            state TEXT NOT NULL,
+            summary TEXT,
+            status_message TEXT,
+            error TEXT,
+            created_ms BIGINT NOT NULL,
+            updated_ms BIGINT NOT NULL,
+            ttl_ms BIGINT NOT NULL,
+            expires_ms BIGINT NOT NULL,
+            location TEXT NOT NULL,
+            detached BOOLEAN NOT NULL,
+            node TEXT COLLATE \"C\" NOT NULL,
+            cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+            lease_until_ms BIGINT NOT NULL DEFAULT 0,
+            request TEXT
+          );
+          CREATE INDEX tasks_by_owner ON tasks (owner, created_ms DESC, id DESC);
+          CREATE INDEX tasks_ended_by_expiry ON tasks (expires_ms) WHERE state NOT IN ('queued', 'running');
+          CREATE INDEX tasks_running ON tasks (lease_until_ms) WHERE state = 'running';
+          CREATE INDEX tasks_running_by_node ON tasks (node) WHERE state = 'running';
+          CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued';
+          CREATE INDEX tasks_active_by_owner ON tasks (owner) WHERE state IN ('queued', 'running')",
 }];
 
 /// The statements of `step`, without blanks.
@@ -54,11 +91,17 @@ pub fn statements(step: &Step) -> impl Iterator<Item = &'static str> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn versions_count_up_from_one() {
-        for (i, step) in SQLITE.iter().enumerate() {
+    fn count_up_from_one(steps: &[Step]) {
+        for (i, step) in steps.iter().enumerate() {
             assert_eq!(step.version, i as i64 + 1, "{}", step.description);
             assert!(statements(step).count() > 0);
         }
+    }
+
+    #[test]
+    fn versions_count_up_from_one() {
+        count_up_from_one(SQLITE);
+        #[cfg(feature = "postgres")]
+        count_up_from_one(POSTGRES);
     }
 }

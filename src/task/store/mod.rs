@@ -9,18 +9,19 @@
 //!
 //! [`TaskStore`] is the small seam between Warden and a database: the
 //! embedded SQLite backend ([`sqlite`], a file in the artifacts directory)
-//! is the default; a shared database implements the same trait. Every
-//! write is one transaction: a crash leaves a record as it was before or
-//! after the write, never half of it. Schema changes are versioned steps
-//! ([`migrations`]) applied at startup.
+//! is the default; a shared database (PostgreSQL, feature `postgres`)
+//! implements the same trait. Every write is one transaction: a crash
+//! leaves a record as it was before or after the write, never half of it.
+//! Schema changes are versioned steps ([`migrations`]) applied at startup.
 
 pub mod migrations;
-pub mod node;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sqlite;
 
 use serde_json::Value;
 
-use crate::task::TaskStatus;
+pub use crate::task::TaskStatus;
 use crate::tenant::Principal;
 
 /// Where a task stands.
@@ -231,6 +232,19 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
 
     /// Whether the store answers now (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// Woken (`notify_waiters`) when another server may have queued a task
+    /// or asked for a cancellation, so claimers and the heartbeat need not
+    /// wait for their next poll; `None` when the store has no such signal
+    /// (SQLite: poll). A hint only: wake-ups can be lost (a reconnecting
+    /// listener), so callers keep polling too.
+    fn wake(&self) -> Option<std::sync::Arc<tokio::sync::Notify>> {
+        None
+    }
+
+    /// Closes the store at shutdown (SQLite folds its journal back into
+    /// the database file). Later calls fail.
+    async fn close(&self) {}
 }
 
 /// Milliseconds since the Unix epoch, now.

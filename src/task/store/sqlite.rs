@@ -443,6 +443,10 @@ impl TaskStore for SqliteStore {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(query)?;
         Ok(())
     }
+
+    async fn close(&self) {
+        self.pool.close().await;
+    }
 }
 
 #[cfg(test)]
@@ -464,7 +468,7 @@ mod tests {
             ttl_ms: 1_000,
             location: format!("/tmp/{id}"),
             detached: true,
-            node: super::super::node::Node::this().name(),
+            node: crate::node::name(),
             lease_until_ms: created_ms + 60_000,
         }
     }

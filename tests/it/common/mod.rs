@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod tasks;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;

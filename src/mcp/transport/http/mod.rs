@@ -188,8 +188,13 @@ pub(crate) async fn serve(
     stop_accepting.cancel();
     let grace_end = tokio::time::Instant::now() + limits.drain_grace;
     let calls_cut = in_flight.wait_idle(grace_end).await;
-    // Then cut: cancel tasks (they record `cancelled`), close sessions.
+    // Tasks (MCP tasks too) get the same grace; queued ones stay queued
+    // for another server or this one's restart.
+    tasks.drain(grace_end).await;
+    // Then cut: cancel tasks (they record `cancelled`; MCP tasks
+    // `interrupted`), close sessions.
     let tasks_left = tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    tasks.close_records().await;
     close_sessions.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), serving).await;
     Ok(Drained {

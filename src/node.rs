@@ -1,14 +1,25 @@
-//! Which server process runs a task, and whether it still does.
+//! This server process's identity (its *node*), and whether the process
+//! a name names still runs.
 //!
-//! A record names its server as `host/pid/start`: the host name, the
-//! process id and that process's start time in clock ticks since boot
-//! (field 22 of `/proc/<pid>/stat`), so a reused pid is not mistaken for
-//! the server. A running record whose server is gone on this host was
-//! left by a server that died: it is ended `interrupted` when any server
-//! opens the store, and whenever a client asks about it. A server on
-//! another host cannot be checked this way and is taken to be alive.
+//! A node is named `host/pid/start`: the host (`WARDEN_NODE_ID` when set,
+//! e.g. a pod name; else the host name), the process id and that
+//! process's start time in clock ticks since boot (field 22 of
+//! `/proc/<pid>/stat`), so a reused pid is not mistaken for the node. Every
+//! event record and task span carries it, and a task record names the node
+//! running it. A running task whose node is gone on this host was left by
+//! a server that died: it is ended `interrupted` when any server opens the
+//! store, and whenever a client asks about it. A node on another host
+//! cannot be checked this way and is taken to be alive: its lease decides
+//! (see `task::records`). `WARDEN_NODE_ID` must differ between hosts.
 
-use crate::artifacts::owner::start_time;
+/// The start time of `pid` in clock ticks since boot, if it is alive.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces and parentheses: count
+    // fields from the last ')'. Field 3 is the first after it.
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
 
 /// This server process.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -19,8 +30,13 @@ pub struct Node {
 }
 
 impl Node {
-    /// The process this code runs in.
+    /// The process this code runs in (computed once).
     pub fn this() -> Self {
+        static THIS: std::sync::OnceLock<Node> = std::sync::OnceLock::new();
+        THIS.get_or_init(Self::compute).clone()
+    }
+
+    fn compute() -> Self {
         let pid = std::process::id();
         Self {
             host: host_name(),
@@ -69,13 +85,25 @@ pub fn alive(name: &str) -> bool {
     }
 }
 
-/// This machine's host name (`/proc/sys/kernel/hostname`), or `localhost`.
+/// This node's host part: `WARDEN_NODE_ID`, else the host name
+/// (`/proc/sys/kernel/hostname`), else `localhost`; never containing `/`.
 fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_string())
-        .ok()
-        .filter(|name| !name.is_empty() && !name.contains('/'))
-        .unwrap_or_else(|| "localhost".into())
+    static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        crate::config::var("WARDEN_NODE_ID")
+            .filter(|id| !id.trim().is_empty())
+            .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .map(|name| name.trim().replace('/', "_"))
+            .filter(|name| !name.is_empty())
+            .unwrap_or_else(|| "localhost".into())
+    })
+    .clone()
+}
+
+/// This node's name, as records and events carry it.
+pub fn name() -> String {
+    static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NAME.get_or_init(|| Node::this().name()).clone()
 }
 
 #[cfg(test)]
