@@ -237,9 +237,17 @@ impl TaskRunner {
     /// here ended (a slot freed), or after a heartbeat (another server
     /// queued one).
     pub async fn claim_chance(&self) {
+        let wake = self.records.wake();
+        let elsewhere = async {
+            match &wake {
+                Some(wake) => wake.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = self.submitted.notified() => {}
             _ = self.running.done.notified() => {}
+            _ = elsewhere => {}
             _ = tokio::time::sleep(crate::limits::TASK_HEARTBEAT) => {}
         }
     }
@@ -286,6 +294,7 @@ impl TaskRunner {
         }
     }
 
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     /// Starts draining: no more queued tasks are claimed here. Then waits
     /// until no task runs here or `until` passes; returns how many still
     /// run.

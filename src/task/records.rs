@@ -74,6 +74,12 @@ impl Records {
         }
     }
 
+    /// A hint that the shared store changed (a task queued, a cancel
+    /// asked) on another node; `None` for a store without one.
+    pub fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
+        self.store.get().and_then(|store| store.wake())
+    }
+
     /// This server process, as records name it.
     pub fn node(&self) -> &str {
         &self.node
@@ -88,17 +94,25 @@ impl Records {
     pub async fn open(&self) -> Result<&Arc<dyn TaskStore>, StoreError> {
         self.store
             .get_or_try_init(|| async {
-                let path = self.artifacts.root().join(super::store::sqlite::FILE_NAME);
-                std::fs::create_dir_all(self.artifacts.root()).map_err(|e| StoreError::Open {
-                    location: path.display().to_string(),
-                    reason: format!("{e}; set WARDEN_ARTIFACTS_DIR to a writable directory"),
-                })?;
-                let (sqlite, created) = super::store::sqlite::SqliteStore::open(&path).await?;
-                let store: Arc<dyn TaskStore> = Arc::new(sqlite);
+                let (store, import) = match database_url() {
+                    Some(url) => (open_database(&url).await?, false),
+                    None => {
+                        let path = self.artifacts.root().join(super::store::sqlite::FILE_NAME);
+                        std::fs::create_dir_all(self.artifacts.root()).map_err(|e| StoreError::Open {
+                            location: path.display().to_string(),
+                            reason: format!("{e}; set WARDEN_ARTIFACTS_DIR to a writable directory"),
+                        })?;
+                        let (sqlite, created) = super::store::sqlite::SqliteStore::open(&path).await?;
+                        (Arc::new(sqlite) as Arc<dyn TaskStore>, created)
+                    }
+                };
                 // Directories a dead server left without result.json get an
                 // `interrupted` one; records follow their directories.
                 self.artifacts.mark_interrupted();
-                if created {
+                // A new embedded store takes in the directories already
+                // here; a shared database does not (a node's directory is
+                // its scratch space).
+                if import {
                     self.import(store.as_ref()).await?;
                 }
                 for record in store.running().await? {
@@ -229,7 +243,7 @@ impl Records {
                 }
                 due
             };
-            if due && let Ok(held) = store.renew(&self.node, self.lease_until()).await {
+            if due && let Ok(held) = store.renew(&self.node, running_here, self.lease_until()).await {
                 beat.lost = running_here
                     .iter()
                     .filter(|id| !held.contains(id))
@@ -396,6 +410,31 @@ impl crate::script::host::progress::TaskNotes for Records {
             let _ = store.note(id, message, now_ms()).await;
         }
     }
+}
+
+/// `WARDEN_DATABASE_URL`, when set to something.
+fn database_url() -> Option<String> {
+    crate::config::var("WARDEN_DATABASE_URL").filter(|url| !url.trim().is_empty())
+}
+
+/// The shared task store `url` names (PostgreSQL).
+async fn open_database(url: &str) -> Result<Arc<dyn TaskStore>, StoreError> {
+    let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
+    #[cfg(feature = "postgres")]
+    if postgres {
+        let (store, _) = super::store::postgres::PgStore::open(url).await?;
+        return Ok(Arc::new(store));
+    }
+    Err(StoreError::Open {
+        location: "WARDEN_DATABASE_URL".into(),
+        reason: if postgres {
+            "this build has no PostgreSQL support (cargo feature `postgres`)".into()
+        } else {
+            "not a postgres:// URL; write postgres://USER:PASSWORD@HOST:PORT/DATABASE, or unset it for the \
+             embedded store in the artifacts directory"
+                .into()
+        },
+    })
 }
 
 /// Retries of a failed record ending: 5, 0.2 s to 3.2 s apart (about 6 s

@@ -200,10 +200,13 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
         lease_until_ms: i64,
     ) -> Result<Option<Claimed>, StoreError>;
 
-    /// Extends the leases of `node`'s running tasks to `lease_until_ms`;
-    /// returns the ids it still holds (a task missing from them was ended
-    /// elsewhere, and its server stops it).
-    async fn renew(&self, node: &str, lease_until_ms: i64) -> Result<Vec<String>, StoreError>;
+    /// Extends the leases of the tasks `ids` that `node` runs to
+    /// `lease_until_ms`; returns the ids it still holds (a task missing
+    /// from them was ended elsewhere, and its server stops it). A task
+    /// recorded on `node` but not among `ids` (a claim whose answer was
+    /// lost) is not renewed: its lease lapses.
+    async fn renew(&self, node: &str, ids: &[String], lease_until_ms: i64)
+    -> Result<Vec<String>, StoreError>;
 
     /// Ends the running tasks whose lease ran out before `now_ms` with
     /// `ending` (`interrupted`); returns their ids.

@@ -463,12 +463,18 @@ impl TaskStore for PgStore {
         }))
     }
 
-    async fn renew(&self, node: &str, lease_until_ms: i64) -> Result<Vec<String>, StoreError> {
+    async fn renew(
+        &self,
+        node: &str,
+        ids: &[String],
+        lease_until_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
         sqlx::query_scalar(
-            "UPDATE tasks SET lease_until_ms = $1 WHERE node = $2 AND state = 'running' RETURNING id",
+            "UPDATE tasks SET lease_until_ms = $1 WHERE node = $2 AND state = 'running' AND id = ANY($3) RETURNING id",
         )
         .bind(lease_until_ms)
         .bind(node)
+        .bind(ids)
         .fetch_all(&self.pool)
         .await
         .map_err(query)

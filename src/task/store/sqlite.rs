@@ -75,8 +75,8 @@ impl SqliteStore {
             .map_err(damaged)?;
         if verdict != "ok" {
             return Err(fail(format!(
-                "integrity check failed ({verdict}); move the file aside (the task directories \
-                 next to it are kept and are imported again) and restart"
+                "integrity check failed ({verdict}); the file is damaged. Move it aside (the task \
+                 directories next to it are kept and are imported again) and restart"
             )));
         }
         let store = Self { pool };
@@ -288,12 +288,19 @@ impl TaskStore for SqliteStore {
         }))
     }
 
-    async fn renew(&self, node: &str, lease_until_ms: i64) -> Result<Vec<String>, StoreError> {
+    async fn renew(
+        &self,
+        node: &str,
+        ids: &[String],
+        lease_until_ms: i64,
+    ) -> Result<Vec<String>, StoreError> {
         sqlx::query_scalar(
-            "UPDATE tasks SET lease_until_ms = ? WHERE node = ? AND state = 'running' RETURNING id",
+            "UPDATE tasks SET lease_until_ms = ? WHERE node = ? AND state = 'running' \
+             AND id IN (SELECT value FROM json_each(?)) RETURNING id",
         )
         .bind(lease_until_ms)
         .bind(node)
+        .bind(serde_json::json!(ids).to_string())
         .fetch_all(&self.pool)
         .await
         .map_err(query)
@@ -566,7 +573,8 @@ mod tests {
         // q1's server renews; a task held by any other server lapses and is
         // interrupted, once.
         let holder = one.node.clone();
-        let held = store.renew(&holder, 10_000).await.expect("renew");
+        let ids = ["task_q1".to_string(), "task_q2".to_string()];
+        let held = store.renew(&holder, &ids, 10_000).await.expect("renew");
         assert!(held.contains(&"task_q1".to_string()), "{held:?}");
         let q2 = store.get("task_q2").await.expect("get").expect("present");
         let lapsing: Vec<String> = if q2.node == holder {

@@ -342,7 +342,13 @@ async fn claims_take_the_oldest_and_renewed_leases_hold_while_lapsed_ones_expire
     }
     assert_eq!(order, ["task_q10", "task_q20", "task_q30"], "oldest first");
     assert!(store.claim("a/1/1", 1_000, 2_000).await.expect("claim").is_none());
-    let mut held = store.renew("a/1/1", 10_000).await.expect("renew");
+    // a renews what it runs, plus an id it does not hold: only its own come back.
+    let mine = [
+        "task_q10".to_string(),
+        "task_q30".to_string(),
+        "task_q20".to_string(),
+    ];
+    let mut held = store.renew("a/1/1", &mine, 10_000).await.expect("renew");
     held.sort();
     assert_eq!(held, ["task_q10", "task_q30"]);
     // Three nodes' heartbeats expire b's lapsed lease: once.
@@ -362,7 +368,11 @@ async fn claims_take_the_oldest_and_renewed_leases_hold_while_lapsed_ones_expire
     let lapsed = store.get("task_q20").await.expect("get").expect("present");
     assert_eq!(lapsed.state, State::Ended(TaskStatus::Failed));
     assert!(
-        store.renew("b/1/1", 10_000).await.expect("renew").is_empty(),
+        store
+            .renew("b/1/1", &["task_q20".to_string()], 10_000)
+            .await
+            .expect("renew")
+            .is_empty(),
         "b lost it"
     );
     assert!(
@@ -372,7 +382,11 @@ async fn claims_take_the_oldest_and_renewed_leases_hold_while_lapsed_ones_expire
             .expect("end")
     );
     assert_eq!(
-        store.renew("a/1/1", 11_000).await.expect("renew").len(),
+        store
+            .renew("a/1/1", &mine[..2], 11_000)
+            .await
+            .expect("renew")
+            .len(),
         2,
         "a keeps its own"
     );

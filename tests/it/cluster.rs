@@ -1,0 +1,344 @@
+//! Several Warden nodes sharing PostgreSQL and S3-compatible storage
+//! (issue 14): `serve --http` nodes on one database and one bucket, as
+//! behind a load balancer. Needs the servers `scripts/test` starts
+//! (`WARDEN_TEST_DATABASE_URL`, `WARDEN_TEST_S3_URL` and the `AWS_*`
+//! variables). One test at a time: some restart the database.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use rmcp::model::{ClientConfig, TaskStatus};
+use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
+use serde_json::{Value, json};
+use sqlx::Connection;
+
+use super::common::http::HttpServer;
+use super::common::tasks::{cancel_task, client_config, get_task, start_task, wire};
+use super::common::{FINANCE, read_jsonl, structured};
+use super::tenants::PRINCIPALS;
+
+/// One cluster test at a time.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// A variable `scripts/test` sets, or a failure saying to use it.
+fn required(name: &str) -> String {
+    std::env::var(name).unwrap_or_else(|_| {
+        panic!("{name} is unset: run the tests with scripts/test, which starts PostgreSQL and S3 on loopback")
+    })
+}
+
+/// A fresh database on the test cluster; its URL.
+async fn fresh_database() -> String {
+    let admin = required("WARDEN_TEST_DATABASE_URL");
+    let name = format!("warden_c_{}", uuid_hex());
+    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to the test cluster");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .expect("create database");
+    let base = admin.rsplit_once('/').map(|(base, _)| base).expect("a database in the URL");
+    format!("{base}/{name}")
+}
+
+fn uuid_hex() -> String {
+    format!("{:032x}", rand_u128())
+}
+
+fn rand_u128() -> u128 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    nanos ^ (u128::from(std::process::id()) << 64)
+}
+
+/// Nodes on one fresh database and one fresh S3 prefix, with alice's and
+/// bob's API tokens.
+struct Cluster {
+    nodes: Vec<HttpServer>,
+    database: String,
+    env: Vec<(String, String)>,
+    _tokens: tempfile::TempDir,
+}
+
+impl Cluster {
+    async fn start(count: usize, extra: &[(&str, &str)]) -> Cluster {
+        let database = fresh_database().await;
+        let store = format!("{}/{}", required("WARDEN_TEST_S3_URL"), uuid_hex());
+        let tokens = tempfile::tempdir().expect("temp dir");
+        let file = tokens.path().join("tokens");
+        let lines: String = PRINCIPALS.iter().map(|(name, _, hash)| format!("{name} {hash}\n")).collect();
+        std::fs::write(&file, lines).expect("tokens file");
+        let mut env: Vec<(String, String)> = vec![
+            ("WARDEN_DATABASE_URL".into(), database.clone()),
+            ("WARDEN_ARTIFACT_STORE".into(), store),
+            ("WARDEN_API_TOKENS_FILE".into(), file.to_string_lossy().into_owned()),
+            ("WARDEN_CALLS_PER_MINUTE".into(), "1000000".into()),
+            ("WARDEN_TASKS_PER_PRINCIPAL".into(), "500".into()),
+        ];
+        env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let mut cluster = Cluster {
+            nodes: Vec::new(),
+            database,
+            env,
+            _tokens: tokens,
+        };
+        for _ in 0..count {
+            cluster.add_node().await;
+        }
+        cluster
+    }
+
+    async fn add_node(&mut self) {
+        let id = format!("node-{}", self.nodes.len());
+        let mut env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        env.push(("WARDEN_NODE_ID", id.as_str()));
+        self.nodes.push(HttpServer::start(FINANCE, &env).await);
+    }
+
+    /// A session client of `who` on node `n`, declaring the tasks extension.
+    async fn client(&self, n: usize, who: &str) -> RunningService<RoleClient, ClientConfig> {
+        self.nodes[n]
+            .client_with(client_config(true), Some(token(who)), ClientLifecycleMode::Initialize)
+            .await
+            .expect("initialize over HTTP")
+    }
+
+    /// `SELECT id, state, node FROM tasks`, by id.
+    async fn records(&self) -> HashMap<String, (String, String)> {
+        let mut conn = sqlx::PgConnection::connect(&self.database).await.expect("connect");
+        let rows: Vec<(String, String, String)> = sqlx::query_as("SELECT id, state, node FROM tasks")
+            .fetch_all(&mut conn)
+            .await
+            .expect("records");
+        rows.into_iter().map(|(id, state, node)| (id, (state, node))).collect()
+    }
+}
+
+fn token(who: &str) -> &'static str {
+    PRINCIPALS
+        .iter()
+        .find(|(name, _, _)| *name == who)
+        .map(|(_, token, _)| *token)
+        .expect("a test principal")
+}
+
+/// Polls `tasks/get` until the task ended, tolerating failed polls (a
+/// database restarting) until `limit`.
+async fn ended(client: &RunningService<RoleClient, ClientConfig>, id: &str, limit: Duration) -> Value {
+    let start = Instant::now();
+    loop {
+        if let Ok(answer) = get_task(client, id).await
+            && answer.task.status().is_terminal()
+        {
+            return wire(&answer);
+        }
+        assert!(start.elapsed() < limit, "task {id} did not end within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn call(client: &RunningService<RoleClient, ClientConfig>, tool: &str, arguments: Value) -> Value {
+    let Value::Object(arguments) = arguments else {
+        panic!("arguments must be an object")
+    };
+    let result = client
+        .call_tool(rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(arguments))
+        .await
+        .expect("tools/call");
+    let mut value = structured(&result);
+    value["isError"] = json!(result.is_error.unwrap_or(false));
+    value
+}
+
+#[tokio::test]
+async fn three_nodes_run_200_tasks_once_each_and_every_node_reads_every_result() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::start(3, &[("WARDEN_MAX_CONCURRENT_TASKS", "2")]).await;
+    let mut clients = Vec::new();
+    for n in 0..3 {
+        clients.push([cluster.client(n, "alice").await, cluster.client(n, "bob").await]);
+    }
+    let owner = |k: usize| k % 2;
+    let mut ids = Vec::new();
+    for k in 0..200 {
+        let script = format!(r#"write_artifact("out.txt", "task-{k}"); {k}"#);
+        let task = start_task(&clients[k % 3][owner(k)], "run_script", json!({"script": script}), None).await;
+        ids.push(task.task.task_id);
+    }
+    for (k, id) in ids.iter().enumerate() {
+        // Polled on another node than the one that took the call.
+        let answer = ended(&clients[(k + 1) % 3][owner(k)], id, Duration::from_secs(180)).await;
+        assert_eq!(answer["status"], "completed", "{answer}");
+        let result = &answer["result"]["structuredContent"];
+        assert_eq!(result["status"], "success", "{answer}");
+        assert_eq!(result["value"], json!(k), "{answer}");
+    }
+    // Each ran exactly once: one worker start per task over all nodes' event logs.
+    let mut starts: HashMap<String, usize> = HashMap::new();
+    for node in &cluster.nodes {
+        for event in read_jsonl(&node.artifacts.path().join("events.jsonl")) {
+            if event["event"] == "task_worker_started" {
+                *starts.entry(event["task_id"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+            }
+        }
+    }
+    for id in &ids {
+        assert_eq!(starts.get(id), Some(&1), "task {id} started {:?} times", starts.get(id));
+    }
+    let records = cluster.records().await;
+    let ran_on: std::collections::BTreeSet<&str> = ids
+        .iter()
+        .map(|id| records[id].1.split('/').next().unwrap_or_default())
+        .collect();
+    assert_eq!(ran_on.len(), 3, "every node took tasks: {ran_on:?}");
+    // Every result and file from every node, with its owner's credentials only.
+    for (k, id) in ids.iter().enumerate().step_by(7) {
+        for node in &clients {
+            let mine = call(&node[owner(k)], "get_task_result", json!({"task_id": id})).await;
+            assert_eq!(mine["result"]["status"], "success", "{mine}");
+            let file = call(&node[owner(k)], "read_artifact", json!({"task_id": id, "filename": "outputs/out.txt"})).await;
+            assert_eq!(file["content"], format!("task-{k}"), "{file}");
+            let theirs = call(&node[1 - owner(k)], "get_task_result", json!({"task_id": id})).await;
+            assert_eq!(theirs["error"]["code"], "not_found", "{theirs}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_changes() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let lease = 3;
+    let mut cluster = Cluster::start(1, &[("WARDEN_TASK_LEASE_SECONDS", "3")]).await;
+    let first = cluster.client(0, "alice").await;
+    let quick = start_task(&first, "run_script", json!({"script": "1 + 1"}), None).await.task.task_id;
+    assert_eq!(ended(&first, &quick, Duration::from_secs(30)).await["status"], "completed");
+    let endless = json!({"script": "loop {}", "timeout_seconds": 120});
+    let mut running = Vec::new();
+    for _ in 0..2 {
+        running.push(start_task(&first, "run_script", endless.clone(), None).await.task.task_id);
+    }
+    let start = Instant::now();
+    while !running.iter().all(|id| cluster.records_sync_running(id)) {
+        assert!(start.elapsed() < Duration::from_secs(20), "the tasks never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    cluster.add_node().await;
+    let other = cluster.client(1, "alice").await;
+    let _ = cluster.nodes[0].child.start_kill();
+    let killed = Instant::now();
+    for id in &running {
+        let answer = ended(&other, id, Duration::from_secs(lease + 10)).await;
+        assert_eq!(answer["status"], "failed", "{answer}");
+        assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("interrupted"), "{answer}");
+    }
+    let took = killed.elapsed();
+    assert!(
+        took <= Duration::from_secs(lease + 1) + Duration::from_millis(1500),
+        "interrupted after {took:?}, lease {lease} s"
+    );
+    let answer = ended(&other, &quick, Duration::from_secs(5)).await;
+    assert_eq!(answer["status"], "completed", "the finished task is unchanged: {answer}");
+}
+
+impl Cluster {
+    /// Whether task `id` is running (from the database), blocking briefly.
+    fn records_sync_running(&self, id: &str) -> bool {
+        let database = self.database.clone();
+        let id = id.to_string();
+        std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            runtime.block_on(async {
+                let mut conn = sqlx::PgConnection::connect(&database).await.expect("connect");
+                let state: Option<String> = sqlx::query_scalar("SELECT state FROM tasks WHERE id = $1")
+                    .bind(&id)
+                    .fetch_optional(&mut conn)
+                    .await
+                    .expect("state");
+                state.as_deref() == Some("running")
+            })
+        })
+        .join()
+        .unwrap_or(false)
+    }
+}
+
+#[tokio::test]
+async fn a_cancel_sent_to_another_node_stops_the_task() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::start(2, &[]).await;
+    let clients = [cluster.client(0, "alice").await, cluster.client(1, "alice").await];
+    let id = start_task(&clients[0], "run_script", json!({"script": "loop {}", "timeout_seconds": 120}), None)
+        .await
+        .task
+        .task_id;
+    let start = Instant::now();
+    let runner = loop {
+        if let Some((state, node)) = cluster.records().await.get(&id)
+            && state == "running"
+        {
+            break node.clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "the task never started");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let other = usize::from(runner.starts_with("node-0"));
+    cancel_task(&clients[other], &id).await.expect("tasks/cancel");
+    let cancelled = Instant::now();
+    let answer = ended(&clients[other], &id, Duration::from_secs(10)).await;
+    assert_eq!(answer["status"], "cancelled", "{answer}");
+    assert!(cancelled.elapsed() < Duration::from_secs(4), "took {:?}", cancelled.elapsed());
+}
+
+#[tokio::test]
+async fn the_database_restarted_mid_run_loses_no_record() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let restart = required("WARDEN_TEST_PG_RESTART");
+    let cluster = Cluster::start(2, &[]).await;
+    let clients = [cluster.client(0, "alice").await, cluster.client(1, "bob").await];
+    let script = "let x = 0; for i in 0..3000000 { x += 1; } x";
+    let mut ids = Vec::new();
+    for k in 0..12 {
+        ids.push((k % 2, start_task(&clients[k % 2], "run_script", json!({"script": script}), None).await.task.task_id));
+    }
+    let status = tokio::process::Command::new("sh")
+        .args(["-c", &restart])
+        .status()
+        .await
+        .expect("restart the database");
+    assert!(status.success(), "the restart command failed");
+    for (who, id) in &ids {
+        let answer = ended(&clients[*who], id, Duration::from_secs(120)).await;
+        assert_eq!(answer["status"], "completed", "{answer}");
+        assert_eq!(answer["result"]["structuredContent"]["status"], "success", "{answer}");
+    }
+    let records = cluster.records().await;
+    for (_, id) in &ids {
+        assert_eq!(records.get(id).map(|r| r.0.as_str()), Some("success"), "{id}");
+    }
+}
+
+#[tokio::test]
+async fn the_object_store_down_is_a_clear_error_and_no_success_is_recorded() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    // An endpoint nothing listens on.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = closed.local_addr().expect("addr").port();
+    drop(closed);
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let cluster = Cluster::start(1, &[("AWS_ENDPOINT_URL", endpoint.as_str())]).await;
+    let client = cluster.client(0, "alice").await;
+    let id = start_task(&client, "run_script", json!({"script": r#"write_artifact("a.txt", "x"); 1"#}), None)
+        .await
+        .task
+        .task_id;
+    let answer = ended(&client, &id, Duration::from_secs(60)).await;
+    let result = &answer["result"]["structuredContent"];
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert_eq!(result["status"], "failed", "{answer}");
+    assert!(result["summary"].as_str().unwrap_or_default().contains("object store"), "{answer}");
+    assert_eq!(cluster.records().await[&id].0, "failed");
+    let ready = reqwest::get(format!("{}/readyz", cluster.nodes[0].base)).await.expect("readyz");
+    assert_eq!(ready.status(), 503);
+    let _ = TaskStatus::Completed;
+}
