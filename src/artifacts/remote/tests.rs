@@ -109,11 +109,14 @@ fn remote_chunks_equal_local_chunks_byte_for_byte() {
     let _server = server();
     let alice = principal("alice");
     let (_a, local, task) = finished_task(&alice);
+    let started = std::time::Instant::now();
     local
         .clone()
         .with_remote(remote())
         .upload_task(&task)
         .expect("upload");
+    let upload = started.elapsed();
+    let mut took = Vec::new();
     let (_b, node) = other_node(remote());
     assert!(
         !node.root().join(&task).exists(),
@@ -139,7 +142,9 @@ fn remote_chunks_equal_local_chunks_byte_for_byte() {
                 }
                 for offset in offsets {
                     let want = show(here.read(&task, name, offset, max, encoding));
+                    let started = std::time::Instant::now();
                     let got = show(there.read(&task, name, offset, max, encoding));
+                    took.push(started.elapsed());
                     assert_eq!(got, want, "{name} at {offset}, {max} bytes, {encoding:?}");
                     compared += 1;
                 }
@@ -160,7 +165,14 @@ fn remote_chunks_equal_local_chunks_byte_for_byte() {
         .read(&task, name, 0, 65536, Encoding::Utf8)
         .expect("whole file");
     assert_eq!(whole["content"], utf8_text());
-    eprintln!("{compared} chunk answers compared");
+    took.sort();
+    let at = |q: usize| took[(took.len() - 1) * q / 100];
+    eprintln!(
+        "{compared} chunk answers compared; upload of {} files {upload:?}; remote read p50 {:?}, p99 {:?}",
+        files.len(),
+        at(50),
+        at(99)
+    );
 }
 
 #[test]
