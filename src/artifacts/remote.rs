@@ -280,6 +280,7 @@ impl Remote {
                 Err(e) => return Err(this.unreachable(e)),
             };
             if got.meta.size > owner::OWNER_READ_BYTES {
+                // Too large for an owner record: no one's (empty is not JSON).
                 return Ok(Some(Vec::new()));
             }
             let bytes = got.bytes().await.map_err(|e| this.unreachable(e))?;
