@@ -313,6 +313,9 @@ pub(crate) enum StartError {
     Registry(#[from] RegistryError),
     #[error("cannot locate this program's binary: {0}")]
     NoBinary(#[source] std::io::Error),
+    /// `WARDEN_ARTIFACT_STORE` is malformed (the message names the fix).
+    #[error("{0}")]
+    ArtifactStore(String),
 }
 
 /// Builds the registry, resources, event log and executor.
@@ -355,7 +358,9 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         events,
         launcher,
     ));
-    let store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
+    let store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept)
+        .with_remote_from_env()
+        .map_err(|e| StartError::ArtifactStore(e.message))?;
     let tasks = Arc::new(crate::task::TaskRunner::new(
         executor.clone(),
         store,

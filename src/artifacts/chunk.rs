@@ -3,6 +3,9 @@
 //! In utf-8 mode a chunk that would end mid-character is trimmed back to the
 //! last whole character, and a chunk that starts mid-character is an error.
 //! base64 chunks are complete on their own: decode each one separately.
+//! The rules work on bytes ([`span`] then [`chunk_of`]), so a local file
+//! ([`read_chunk`]) and a ranged read of an object-store copy
+//! (`super::remote`) answer alike.
 
 use std::io::{Read, Seek, SeekFrom};
 
@@ -31,6 +34,24 @@ pub struct Chunk {
     pub next_offset: Option<u64>,
 }
 
+/// The bytes a chunk of a `size`-byte file starting at `offset` covers when
+/// at most `max_bytes` are asked for: `offset..offset + n`, where `n` is
+/// `max_bytes` or what is left of the file. An offset past the end is an
+/// error naming `offset`; an offset equal to the size is an empty range.
+/// Local and remote reads both fetch exactly this range, so they hand
+/// [`chunk_of`] the same bytes.
+pub fn span(size: u64, offset: u64, max_bytes: usize) -> Result<std::ops::Range<u64>, GuardError> {
+    if offset > size {
+        return Err(GuardError::invalid_input(
+            "offset",
+            format!("{offset} is past the end of the file ({size} bytes)"),
+        ));
+    }
+    Ok(offset..offset + (size - offset).min(max_bytes as u64))
+}
+
+/// One chunk of a file of `size` bytes read from a seekable source (a
+/// local file): [`span`], then [`chunk_of`] on those bytes.
 pub fn read_chunk<F: Read + Seek>(
     file: &mut F,
     size: u64,
@@ -38,18 +59,23 @@ pub fn read_chunk<F: Read + Seek>(
     max_bytes: usize,
     encoding: Encoding,
 ) -> Result<Chunk, GuardError> {
-    if offset > size {
-        return Err(GuardError::invalid_input(
-            "offset",
-            format!("{offset} is past the end of the file ({size} bytes)"),
-        ));
-    }
-    let wanted = (size - offset).min(max_bytes as u64) as usize;
-    let mut bytes = vec![0u8; wanted];
+    let range = span(size, offset, max_bytes)?;
+    let mut bytes = vec![0u8; (range.end - range.start) as usize];
     file.seek(SeekFrom::Start(offset))
         .map_err(|e| GuardError::failed(format!("seek: {e}")))?;
     file.read_exact(&mut bytes)
         .map_err(|e| GuardError::failed(format!("read: {e}")))?;
+    chunk_of(bytes, size, offset, encoding)
+}
+
+/// The chunk made of `bytes`, the whole [`span`] of a `size`-byte file at
+/// `offset` (wherever they were read from). In utf-8 mode a chunk whose
+/// first byte continues a character is an error, and one that ends inside
+/// a character (not at the end of the file) is trimmed back to the last
+/// whole character: both decisions look only at these bytes, so no byte
+/// past the span is ever needed.
+pub fn chunk_of(mut bytes: Vec<u8>, size: u64, offset: u64, encoding: Encoding) -> Result<Chunk, GuardError> {
+    let wanted = bytes.len();
     let content = match encoding {
         Encoding::Base64 => base64::engine::general_purpose::STANDARD.encode(&bytes),
         Encoding::Utf8 => {

@@ -10,10 +10,18 @@
 //! which other principals' tasks do not exist. What a script writes is
 //! bounded by [`quota`]; what the store keeps, by [`retention`] on its own
 //! thread; tasks a dead server left are found through [`owner`].
+//!
+//! With `WARDEN_ARTIFACT_STORE` (feature `s3`), a finished task's files are
+//! also copied to an object store ([`remote`]) so that every node can
+//! answer for every task: [`ArtifactStore::upload_task`] after
+//! `result.json`, lookups through a [`View`] falling back to the copy when
+//! the local directory does not exist, and removal deleting both.
 
 pub mod chunk;
 pub mod owner;
 pub mod quota;
+#[cfg(feature = "s3")]
+pub mod remote;
 pub mod retention;
 pub mod safe_path;
 mod view;
@@ -64,6 +72,10 @@ pub struct ArtifactStore {
     running: Arc<Mutex<HashMap<String, RunningTask>>>,
     /// The retention thread; started by the first task.
     pruner: Arc<Pruner>,
+    /// The object-store copy of finished tasks (`WARDEN_ARTIFACT_STORE`),
+    /// set once before the server starts ([`ArtifactStore::with_remote`]).
+    #[cfg(feature = "s3")]
+    remote: Option<remote::Remote>,
 }
 
 impl std::fmt::Debug for ArtifactStore {
@@ -72,6 +84,7 @@ impl std::fmt::Debug for ArtifactStore {
             .field("root", &self.root)
             .field("policy", &self.policy)
             .field("quota", &self.quota)
+            .field("remote", &self.remote_url())
             .finish()
     }
 }
@@ -96,7 +109,97 @@ impl ArtifactStore {
             },
             running: Arc::default(),
             pruner: Arc::default(),
+            #[cfg(feature = "s3")]
+            remote: None,
         }
+    }
+
+    /// Copies finished tasks to `remote` and answers from it for tasks
+    /// whose local directory does not exist (see [`remote`]).
+    #[cfg(feature = "s3")]
+    pub fn with_remote(mut self, remote: remote::Remote) -> Self {
+        self.remote = Some(remote);
+        self
+    }
+
+    /// Attaches the object store `WARDEN_ARTIFACT_STORE` names, if set (at
+    /// startup: an error is a reason to refuse to start, naming the
+    /// variable and the fix). Without the `s3` feature a set variable is
+    /// that error.
+    pub fn with_remote_from_env(self) -> Result<Self, GuardError> {
+        #[cfg(feature = "s3")]
+        {
+            Ok(match remote::Remote::from_env()? {
+                Some(remote) => self.with_remote(remote),
+                None => self,
+            })
+        }
+        #[cfg(not(feature = "s3"))]
+        match crate::config::var_os("WARDEN_ARTIFACT_STORE").filter(|v| !v.is_empty()) {
+            Some(_) => Err(GuardError::failed(
+                "WARDEN_ARTIFACT_STORE is set but this build has no object-store support; \
+                 build Warden with the `s3` feature, or unset it to keep task files in WARDEN_ARTIFACTS_DIR only",
+            )),
+            None => Ok(self),
+        }
+    }
+
+    /// The object store copy, if one is configured (`/readyz` probes it).
+    #[cfg(feature = "s3")]
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "/readyz calls it once wired; then delete this attribute")
+    )]
+    pub fn remote(&self) -> Option<&remote::Remote> {
+        self.remote.as_ref()
+    }
+
+    /// `s3://bucket/prefix` of the object store, if one is configured.
+    pub fn remote_url(&self) -> Option<&str> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = &self.remote {
+            return Some(remote.url());
+        }
+        None
+    }
+
+    /// Copies a finished task's files to the object store, `result.json`
+    /// last (see [`remote`]); nothing to do without one. The runner calls
+    /// it once `result.json` is written; an error says why (the store is
+    /// unreachable, a file cannot be read), and the task's files stay in
+    /// the local directory either way.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "TaskRunner::finish calls it once wired; then delete this attribute"
+        )
+    )]
+    pub fn upload_task(&self, task_id: &str) -> Result<(), GuardError> {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = &self.remote {
+            remote.upload_task(task_id, self.open_task(task_id)?)?;
+        }
+        #[cfg(not(feature = "s3"))]
+        let _ = task_id;
+        Ok(())
+    }
+
+    /// Deletes the object-store copy of a task, if there is a store; a
+    /// failure is logged (a removal has no caller to tell).
+    fn remove_remote(&self, task_id: &str) {
+        #[cfg(feature = "s3")]
+        if let Some(remote) = &self.remote
+            && let Err(error) = remote.remove_task(task_id)
+        {
+            tracing::warn!(
+                task_id,
+                "the object-store copy of an expired task was not deleted: {}",
+                error.message
+            );
+        }
+        #[cfg(not(feature = "s3"))]
+        let _ = task_id;
     }
 
     #[cfg(feature = "http")]
@@ -247,6 +350,8 @@ impl ArtifactStore {
         }
         for id in retention::doomed(&entries, self.policy, &mut principal_totals) {
             self.pruner.remove(&self.root, &id);
+            // Its record goes too (take_pruned): so does its copy.
+            self.remove_remote(&id);
         }
         // Leftovers of a pass a crash interrupted, and of task set-ups a
         // crash interrupted (a set-up takes milliseconds; these are old).
@@ -469,7 +574,8 @@ impl ArtifactStore {
     }
 
     /// Removes a task directory (an expired task): renamed out of sight,
-    /// then deleted. A task running here is never removed.
+    /// then deleted; and its object-store copy, whichever node ran it. A
+    /// task running here is never removed.
     pub fn remove_task(&self, task_id: &str) {
         if Self::check_id(task_id).is_err() || lock(&self.running).contains_key(task_id) {
             return;
@@ -478,6 +584,7 @@ impl ArtifactStore {
         if std::fs::rename(self.root.join(task_id), &trash).is_ok() {
             let _ = std::fs::remove_dir_all(trash);
         }
+        self.remove_remote(task_id);
     }
 
     /// The ids of the task directories retention removed since the last
@@ -554,7 +661,18 @@ fn read_at(
     let mut file = safe_path::open_read_at(dir, "filename", &parts)?;
     let size = file.metadata().map(|m| m.len()).unwrap_or(0);
     let chunk = chunk::read_chunk(&mut file, size, offset, max_bytes, encoding)?;
-    Ok(json!({
+    Ok(chunk_answer(task_id, filename, offset, encoding, chunk))
+}
+
+/// The `read_artifact` answer for one chunk, wherever it was read from.
+fn chunk_answer(
+    task_id: &str,
+    filename: &str,
+    offset: u64,
+    encoding: Encoding,
+    chunk: chunk::Chunk,
+) -> Value {
+    json!({
         "task_id": task_id,
         "filename": filename,
         "encoding": encoding,
@@ -563,7 +681,7 @@ fn read_at(
         "size_bytes": chunk.size_bytes,
         "offset": offset,
         "next_offset": chunk.next_offset,
-    }))
+    })
 }
 
 impl retention::Pass for ArtifactStore {

@@ -27,7 +27,7 @@ use crate::tenant::Principal;
 pub const OWNER_FILE: &str = "owner.json";
 
 /// Largest owner record read: 4 KiB (a principal name is at most 256 bytes).
-const OWNER_READ_BYTES: u64 = 4096;
+pub(crate) const OWNER_READ_BYTES: u64 = 4096;
 
 /// The owner record of a task `principal` creates in this process.
 pub fn record(principal: &Principal) -> Value {

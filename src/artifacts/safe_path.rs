@@ -97,7 +97,10 @@ pub fn components<'a>(field: &str, name: &'a str) -> Result<Vec<&'a str>, GuardE
     Ok(parts)
 }
 
-fn io_error(field: &str, what: &str, e: nix::Error) -> GuardError {
+/// The answer for a failed open of `what`: a link or a non-directory on
+/// the way, a missing name, or another error. The object-store copy
+/// (`super::remote`) answers a missing file with the same errors.
+pub(crate) fn io_error(field: &str, what: &str, e: nix::Error) -> GuardError {
     match e {
         nix::Error::ELOOP | nix::Error::ENOTDIR => invalid(
             field,
@@ -160,12 +163,18 @@ pub fn open_read_at<Fd: AsFd>(dir: &Fd, field: &str, parts: &[&str]) -> Result<F
         .metadata()
         .map_err(|e| GuardError::failed(format!("{field}: {e}")))?;
     if !meta.is_file() {
-        return Err(invalid(
-            field,
-            format!("'{last}' is not a regular file; only regular files can be read"),
-        ));
+        return Err(not_regular(field, last));
     }
     Ok(file)
+}
+
+/// The answer for reading `name`, which is not a regular file (a
+/// directory, a FIFO, a device).
+pub(crate) fn not_regular(field: &str, name: &str) -> GuardError {
+    invalid(
+        field,
+        format!("'{name}' is not a regular file; only regular files can be read"),
+    )
 }
 
 /// What a write to `<dir>/<parts…>` would change: directories it would

@@ -8,6 +8,11 @@
 //! so no answer tells whether someone else's task exists. The owner is
 //! read from the task directory's own descriptor, the one the lookup then
 //! reads through, so a check and a read cannot see different directories.
+//!
+//! With an object store (feature `s3`), a task whose local directory does
+//! not exist (another node ran it) is looked up in its copy instead
+//! ([`super::remote`]): the owner from the copy's `owner.json`, the same
+//! rule, the same "no task" answer for another principal's task.
 
 use std::os::fd::OwnedFd;
 use std::path::PathBuf;
@@ -17,6 +22,15 @@ use serde_json::Value;
 use super::{ArtifactStore, Encoding, no_task, owner, read_at, walk};
 use crate::error::GuardError;
 use crate::tenant::Principal;
+
+/// Where a task of this principal was found.
+enum Place {
+    /// Its local directory, held open.
+    Local(OwnedFd),
+    /// Its object-store copy (no local directory).
+    #[cfg(feature = "s3")]
+    Remote(super::remote::Remote),
+}
 
 /// The tasks of one principal. Cheap: borrows the store and the principal.
 #[derive(Clone, Copy)]
@@ -36,8 +50,10 @@ impl ArtifactStore {
 }
 
 impl View<'_> {
-    /// Opens a task directory of this principal (see
-    /// [`ArtifactStore::open_task`]); another's is "no task".
+    /// Opens a local task directory of this principal (see
+    /// [`ArtifactStore::open_task`]); another's is "no task". Local only:
+    /// [`View::read`], [`View::files`] and [`View::task_dir`] also find
+    /// tasks in the object store.
     pub fn open_task(&self, task_id: &str) -> Result<OwnedFd, GuardError> {
         let dir = self.store.open_task(task_id)?;
         if owner::principal_at(&dir).as_ref() != Some(self.principal) {
@@ -46,10 +62,51 @@ impl View<'_> {
         Ok(dir)
     }
 
-    /// The path of a task directory of this principal, for display.
+    /// Finds a task of this principal: its local directory, else (only
+    /// when that directory does not exist, or no artifacts directory does)
+    /// its object-store copy. Either way another principal's task is
+    /// [`no_task`].
+    fn locate(&self, task_id: &str) -> Result<Place, GuardError> {
+        let dir = match self.store.open_task(task_id) {
+            Ok(dir) => dir,
+            Err(error) => return self.locate_remote(task_id, error),
+        };
+        if owner::principal_at(&dir).as_ref() != Some(self.principal) {
+            return Err(no_task(task_id));
+        }
+        Ok(Place::Local(dir))
+    }
+
+    /// The object-store copy of a task whose local lookup failed with
+    /// `error`, when that is because the directory (or the whole artifacts
+    /// directory) does not exist and there is a store; else `error`.
+    #[cfg(feature = "s3")]
+    fn locate_remote(&self, task_id: &str, error: GuardError) -> Result<Place, GuardError> {
+        let absent = error.code == crate::error::codes::NOT_FOUND || !self.store.root.exists();
+        match &self.store.remote {
+            Some(remote) if absent => {
+                if remote.owner(task_id)?.as_ref() != Some(self.principal) {
+                    return Err(no_task(task_id));
+                }
+                Ok(Place::Remote(remote.clone()))
+            }
+            _ => Err(error),
+        }
+    }
+
+    #[cfg(not(feature = "s3"))]
+    fn locate_remote(&self, _task_id: &str, error: GuardError) -> Result<Place, GuardError> {
+        Err(error)
+    }
+
+    /// Where a task of this principal lives, for display: its directory,
+    /// or `s3://bucket/prefix/task_…` for an object-store copy.
     pub fn task_dir(&self, task_id: &str) -> Result<PathBuf, GuardError> {
-        self.open_task(task_id)?;
-        Ok(self.store.root.join(task_id))
+        match self.locate(task_id)? {
+            Place::Local(_) => Ok(self.store.root.join(task_id)),
+            #[cfg(feature = "s3")]
+            Place::Remote(remote) => Ok(PathBuf::from(remote.task_url(task_id))),
+        }
     }
 
     /// One chunk of a file of a task of this principal (`read_artifact`).
@@ -61,25 +118,27 @@ impl View<'_> {
         max_bytes: usize,
         encoding: Encoding,
     ) -> Result<Value, GuardError> {
-        read_at(
-            &self.open_task(task_id)?,
-            task_id,
-            filename,
-            offset,
-            max_bytes,
-            encoding,
-        )
+        match self.locate(task_id)? {
+            Place::Local(dir) => read_at(&dir, task_id, filename, offset, max_bytes, encoding),
+            #[cfg(feature = "s3")]
+            Place::Remote(remote) => remote.read(task_id, filename, offset, max_bytes, encoding),
+        }
     }
 
     /// Files of a task of this principal (relative names, sorted), skipping
     /// links and anything that is not a regular file, walked from held
-    /// descriptors.
+    /// descriptors (or listed from its object-store copy).
     pub fn files(&self, task_id: &str) -> Result<Vec<(String, u64)>, GuardError> {
-        let dir = self.open_task(task_id)?;
-        let mut found = Vec::new();
-        walk(dir, "", 0, &mut found);
-        found.sort();
-        Ok(found)
+        match self.locate(task_id)? {
+            Place::Local(dir) => {
+                let mut found = Vec::new();
+                walk(dir, "", 0, &mut found);
+                found.sort();
+                Ok(found)
+            }
+            #[cfg(feature = "s3")]
+            Place::Remote(remote) => remote.files(task_id),
+        }
     }
 
     /// This principal's task ids, newest first, found lazily: taking the
