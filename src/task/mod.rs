@@ -552,15 +552,24 @@ impl TaskRunner {
             let _ = self.store.write_task_file(&task.id, FUNCTION_CALLS_FILE, b"[]\n");
         }
         let saved = serde_json::to_vec_pretty(&result).unwrap_or_default();
-        if let Err(error) = self.store.write_result(&task.id, &saved) {
-            let mut failed = failure(
-                TaskStatus::Failed,
-                format!(
-                    "the task ran but its record could not be saved: {}",
-                    error.message
-                ),
-            );
-            failed["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message));
+        // Saved here, then copied to the object store when there is one:
+        // either failing fails the task with the reason, so no record
+        // claims a result other nodes cannot read.
+        let stored = self
+            .store
+            .write_result(&task.id, &saved)
+            .map_err(|e| format!("the task ran but its record could not be saved: {}", e.message))
+            .and_then(|()| {
+                self.store.upload_task(&task.id).map_err(|e| {
+                    format!(
+                        "the task ran but its files could not be copied to the object store: {}",
+                        e.message
+                    )
+                })
+            });
+        if let Err(summary) = stored {
+            let mut failed = failure(TaskStatus::Failed, summary.clone());
+            failed["error"] = json!(TaskError::new(TaskErrorKind::Storage, summary));
             for key in [
                 "request_id",
                 "task_id",

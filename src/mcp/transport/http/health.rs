@@ -1,8 +1,9 @@
 //! `GET /healthz` and `GET /readyz`: unauthenticated and cheap.
 //!
 //! `/healthz` says the process is serving HTTP. `/readyz` says it can do
-//! work: the artifacts directory takes a write, the task store answers and a
-//! worker process starts and answers. That probe spawns a process, so its answer is cached for
+//! work: the artifacts directory takes a write, the task store answers (and
+//! the object store takes a write, when there is one) and a worker process
+//! starts and answers. That probe spawns a process, so its answer is cached for
 //! [`READY_CACHE`] and concurrent probes share one run: a load balancer (or
 //! a flood) polling `/readyz` costs at most one worker start per period.
 //! While the server drains, `/readyz` answers 503 so traffic moves away.
@@ -65,7 +66,21 @@ impl Health {
                 Err(error) => json!(format!("unavailable: {error}")),
             },
         );
-        let ready = artifacts.is_ok() && worker.is_ok() && store.is_ok();
+        #[cfg(feature = "s3")]
+        let objects = self.tasks.store.remote().map(|remote| remote.probe());
+        #[cfg(not(feature = "s3"))]
+        let objects: Option<Result<(), crate::error::GuardError>> = None;
+        if let Some(objects) = &objects {
+            checks.insert(
+                "object_store".into(),
+                match objects {
+                    Ok(()) => json!("ok"),
+                    Err(error) => json!(format!("unavailable: {}", error.message)),
+                },
+            );
+        }
+        let ready =
+            artifacts.is_ok() && worker.is_ok() && store.is_ok() && objects.is_none_or(|o| o.is_ok());
         let status = if ready {
             StatusCode::OK
         } else {
