@@ -12,7 +12,8 @@
 //! the same fresh database, each with its default two task slots), each with
 //! a client declaring the tasks extension; `--tasks` (120) trivial
 //! `run_script` tasks submitted round-robin over the nodes, polled to their
-//! end. Submit → start is the time between a task's `task_queued` event (the
+//! end: first 30 one at a time (each waited for), then all at once.
+//! Submit → start is the time between a task's `task_queued` event (the
 //! node that took the call) and its `task_created` event (the node that
 //! claimed it: its directory and worker set up). Throughput is tasks ended
 //! per second, with its ratio to one node. This machine has 2 cores: every
@@ -161,24 +162,21 @@ async fn run_nodes(count: usize, tasks: usize) -> f64 {
     for (i, dir) in dirs.iter().enumerate() {
         clients.push(node(&database, dir.path(), i).await);
     }
+    // Unloaded: one task at a time, each waited for.
+    let mut alone = Vec::new();
+    for k in 0..UNLOADED {
+        let id = submit(&clients[k % count], k).await;
+        wait_ended(&clients[k % count], &id).await;
+        alone.push((k % count, id));
+    }
+    // Loaded: every task submitted at once, then waited for.
     let started = Instant::now();
     let mut ids = Vec::new();
     for k in 0..tasks {
-        let mut params = CallToolRequestParams::new("run_script");
-        params.arguments = json!({"script": format!("{k} + 1")}).as_object().cloned();
-        let CallToolResponse::Task(task) = clients[k % count].call_tool_once(params).await.unwrap() else {
-            panic!("expected a task")
-        };
-        ids.push((k % count, task.task.task_id));
+        ids.push((k % count, submit(&clients[k % count], k).await));
     }
     for (n, id) in &ids {
-        loop {
-            let answer = clients[*n].get_task(GetTaskParams::new(id.clone())).await.unwrap();
-            if answer.task.status().is_terminal() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        wait_ended(&clients[*n], id).await;
     }
     let rate = tasks as f64 / started.elapsed().as_secs_f64();
     for client in clients {
@@ -205,11 +203,35 @@ async fn run_nodes(count: usize, tasks: usize) -> f64 {
             }
         }
     }
-    let mut samples: Vec<Duration> = ids
-        .iter()
-        .filter_map(|(_, id)| Some(created_at.get(id)? - queued_at.get(id)?))
-        .map(|d| Duration::from_millis(d.max(0) as u64))
-        .collect();
-    row(&format!("submit → start, {count} node(s)"), &mut samples);
+    let latency = |ids: &[(usize, String)]| -> Vec<Duration> {
+        ids.iter()
+            .filter_map(|(_, id)| Some(created_at.get(id)? - queued_at.get(id)?))
+            .map(|d| Duration::from_millis(d.max(0) as u64))
+            .collect()
+    };
+    row(&format!("submit → start, {count} node(s), one at a time"), &mut latency(&alone));
+    row(&format!("submit → start, {count} node(s), {tasks} at once"), &mut latency(&ids));
     rate
+}
+
+/// Tasks timed one at a time for the unloaded submit → start.
+const UNLOADED: usize = 30;
+
+async fn submit(client: &RunningService<RoleClient, ClientConfig>, k: usize) -> String {
+    let mut params = CallToolRequestParams::new("run_script");
+    params.arguments = json!({"script": format!("{k} + 1")}).as_object().cloned();
+    let CallToolResponse::Task(task) = client.call_tool_once(params).await.unwrap() else {
+        panic!("expected a task")
+    };
+    task.task.task_id
+}
+
+async fn wait_ended(client: &RunningService<RoleClient, ClientConfig>, id: &str) {
+    loop {
+        let answer = client.get_task(GetTaskParams::new(id.to_string())).await.unwrap();
+        if answer.task.status().is_terminal() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
