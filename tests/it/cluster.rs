@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use rmcp::model::{ClientConfig, TaskStatus};
+use rmcp::model::ClientConfig;
 use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
 use serde_json::{Value, json};
 use sqlx::Connection;
@@ -31,12 +31,17 @@ fn required(name: &str) -> String {
 async fn fresh_database() -> String {
     let admin = required("WARDEN_TEST_DATABASE_URL");
     let name = format!("warden_c_{}", uuid_hex());
-    let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connect to the test cluster");
+    let mut conn = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("connect to the test cluster");
     sqlx::query(&format!("CREATE DATABASE {name}"))
         .execute(&mut conn)
         .await
         .expect("create database");
-    let base = admin.rsplit_once('/').map(|(base, _)| base).expect("a database in the URL");
+    let base = admin
+        .rsplit_once('/')
+        .map(|(base, _)| base)
+        .expect("a database in the URL");
     format!("{base}/{name}")
 }
 
@@ -67,12 +72,18 @@ impl Cluster {
         let store = format!("{}/{}", required("WARDEN_TEST_S3_URL"), uuid_hex());
         let tokens = tempfile::tempdir().expect("temp dir");
         let file = tokens.path().join("tokens");
-        let lines: String = PRINCIPALS.iter().map(|(name, _, hash)| format!("{name} {hash}\n")).collect();
+        let lines: String = PRINCIPALS
+            .iter()
+            .map(|(name, _, hash)| format!("{name} {hash}\n"))
+            .collect();
         std::fs::write(&file, lines).expect("tokens file");
         let mut env: Vec<(String, String)> = vec![
             ("WARDEN_DATABASE_URL".into(), database.clone()),
             ("WARDEN_ARTIFACT_STORE".into(), store),
-            ("WARDEN_API_TOKENS_FILE".into(), file.to_string_lossy().into_owned()),
+            (
+                "WARDEN_API_TOKENS_FILE".into(),
+                file.to_string_lossy().into_owned(),
+            ),
             ("WARDEN_CALLS_PER_MINUTE".into(), "1000000".into()),
             ("WARDEN_TASKS_PER_PRINCIPAL".into(), "1000".into()),
         ];
@@ -99,19 +110,27 @@ impl Cluster {
     /// A session client of `who` on node `n`, declaring the tasks extension.
     async fn client(&self, n: usize, who: &str) -> RunningService<RoleClient, ClientConfig> {
         self.nodes[n]
-            .client_with(client_config(true), Some(token(who)), ClientLifecycleMode::Initialize)
+            .client_with(
+                client_config(true),
+                Some(token(who)),
+                ClientLifecycleMode::Initialize,
+            )
             .await
             .expect("initialize over HTTP")
     }
 
     /// `SELECT id, state, node FROM tasks`, by id.
     async fn records(&self) -> HashMap<String, (String, String)> {
-        let mut conn = sqlx::PgConnection::connect(&self.database).await.expect("connect");
+        let mut conn = sqlx::PgConnection::connect(&self.database)
+            .await
+            .expect("connect");
         let rows: Vec<(String, String, String)> = sqlx::query_as("SELECT id, state, node FROM tasks")
             .fetch_all(&mut conn)
             .await
             .expect("records");
-        rows.into_iter().map(|(id, state, node)| (id, (state, node))).collect()
+        rows.into_iter()
+            .map(|(id, state, node)| (id, (state, node)))
+            .collect()
     }
 }
 
@@ -163,7 +182,13 @@ async fn three_nodes_run_200_tasks_once_each_and_every_node_reads_every_result()
     let mut ids = Vec::new();
     for k in 0..200 {
         let script = format!(r#"write_artifact("out.txt", "task-{k}"); {k}"#);
-        let task = start_task(&clients[k % 3][owner(k)], "run_script", json!({"script": script}), None).await;
+        let task = start_task(
+            &clients[k % 3][owner(k)],
+            "run_script",
+            json!({"script": script}),
+            None,
+        )
+        .await;
         ids.push(task.task.task_id);
     }
     for (k, id) in ids.iter().enumerate() {
@@ -179,12 +204,19 @@ async fn three_nodes_run_200_tasks_once_each_and_every_node_reads_every_result()
     for node in &cluster.nodes {
         for event in read_jsonl(&node.artifacts.path().join("events.jsonl")) {
             if event["event"] == "task_worker_started" {
-                *starts.entry(event["task_id"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+                *starts
+                    .entry(event["task_id"].as_str().unwrap_or_default().to_string())
+                    .or_default() += 1;
             }
         }
     }
     for id in &ids {
-        assert_eq!(starts.get(id), Some(&1), "task {id} started {:?} times", starts.get(id));
+        assert_eq!(
+            starts.get(id),
+            Some(&1),
+            "task {id} started {:?} times",
+            starts.get(id)
+        );
     }
     let records = cluster.records().await;
     let ran_on: std::collections::BTreeSet<&str> = ids
@@ -197,7 +229,12 @@ async fn three_nodes_run_200_tasks_once_each_and_every_node_reads_every_result()
         for node in &clients {
             let mine = call(&node[owner(k)], "get_task_result", json!({"task_id": id})).await;
             assert_eq!(mine["result"]["status"], "success", "{mine}");
-            let file = call(&node[owner(k)], "read_artifact", json!({"task_id": id, "filename": "outputs/out.txt"})).await;
+            let file = call(
+                &node[owner(k)],
+                "read_artifact",
+                json!({"task_id": id, "filename": "outputs/out.txt"}),
+            )
+            .await;
             assert_eq!(file["content"], format!("task-{k}"), "{file}");
             let theirs = call(&node[1 - owner(k)], "get_task_result", json!({"task_id": id})).await;
             assert_eq!(theirs["error"]["code"], "not_found", "{theirs}");
@@ -211,16 +248,30 @@ async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_
     let lease = 3;
     let mut cluster = Cluster::start(1, &[("WARDEN_TASK_LEASE_SECONDS", "3")]).await;
     let first = cluster.client(0, "alice").await;
-    let quick = start_task(&first, "run_script", json!({"script": "1 + 1"}), None).await.task.task_id;
-    assert_eq!(ended(&first, &quick, Duration::from_secs(30)).await["status"], "completed");
+    let quick = start_task(&first, "run_script", json!({"script": "1 + 1"}), None)
+        .await
+        .task
+        .task_id;
+    assert_eq!(
+        ended(&first, &quick, Duration::from_secs(30)).await["status"],
+        "completed"
+    );
     let endless = json!({"script": "loop {}", "timeout_seconds": 120});
     let mut running = Vec::new();
     for _ in 0..2 {
-        running.push(start_task(&first, "run_script", endless.clone(), None).await.task.task_id);
+        running.push(
+            start_task(&first, "run_script", endless.clone(), None)
+                .await
+                .task
+                .task_id,
+        );
     }
     let start = Instant::now();
     while !running.iter().all(|id| cluster.records_sync_running(id)) {
-        assert!(start.elapsed() < Duration::from_secs(20), "the tasks never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the tasks never started"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     cluster.add_node().await;
@@ -230,7 +281,13 @@ async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_
     for id in &running {
         let answer = ended(&other, id, Duration::from_secs(lease + 10)).await;
         assert_eq!(answer["status"], "failed", "{answer}");
-        assert!(answer["error"]["message"].as_str().unwrap_or_default().contains("interrupted"), "{answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("interrupted"),
+            "{answer}"
+        );
     }
     let took = killed.elapsed();
     assert!(
@@ -238,7 +295,10 @@ async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_
         "interrupted after {took:?}, lease {lease} s"
     );
     let answer = ended(&other, &quick, Duration::from_secs(5)).await;
-    assert_eq!(answer["status"], "completed", "the finished task is unchanged: {answer}");
+    assert_eq!(
+        answer["status"], "completed",
+        "the finished task is unchanged: {answer}"
+    );
 }
 
 impl Cluster {
@@ -247,7 +307,10 @@ impl Cluster {
         let database = self.database.clone();
         let id = id.to_string();
         std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
             runtime.block_on(async {
                 let mut conn = sqlx::PgConnection::connect(&database).await.expect("connect");
                 let state: Option<String> = sqlx::query_scalar("SELECT state FROM tasks WHERE id = $1")
@@ -268,10 +331,15 @@ async fn a_cancel_sent_to_another_node_stops_the_task() {
     let _one = ONE_AT_A_TIME.lock().await;
     let cluster = Cluster::start(2, &[]).await;
     let clients = [cluster.client(0, "alice").await, cluster.client(1, "alice").await];
-    let id = start_task(&clients[0], "run_script", json!({"script": "loop {}", "timeout_seconds": 120}), None)
-        .await
-        .task
-        .task_id;
+    let id = start_task(
+        &clients[0],
+        "run_script",
+        json!({"script": "loop {}", "timeout_seconds": 120}),
+        None,
+    )
+    .await
+    .task
+    .task_id;
     let start = Instant::now();
     let runner = loop {
         if let Some((state, node)) = cluster.records().await.get(&id)
@@ -279,7 +347,10 @@ async fn a_cancel_sent_to_another_node_stops_the_task() {
         {
             break node.clone();
         }
-        assert!(start.elapsed() < Duration::from_secs(20), "the task never started");
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the task never started"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let other = usize::from(runner.starts_with("node-0"));
@@ -287,7 +358,11 @@ async fn a_cancel_sent_to_another_node_stops_the_task() {
     let cancelled = Instant::now();
     let answer = ended(&clients[other], &id, Duration::from_secs(10)).await;
     assert_eq!(answer["status"], "cancelled", "{answer}");
-    assert!(cancelled.elapsed() < Duration::from_secs(4), "took {:?}", cancelled.elapsed());
+    assert!(
+        cancelled.elapsed() < Duration::from_secs(4),
+        "took {:?}",
+        cancelled.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -299,7 +374,13 @@ async fn the_database_restarted_mid_run_loses_no_record() {
     let script = "let x = 0; for i in 0..3000000 { x += 1; } x";
     let mut ids = Vec::new();
     for k in 0..12 {
-        ids.push((k % 2, start_task(&clients[k % 2], "run_script", json!({"script": script}), None).await.task.task_id));
+        ids.push((
+            k % 2,
+            start_task(&clients[k % 2], "run_script", json!({"script": script}), None)
+                .await
+                .task
+                .task_id,
+        ));
     }
     let status = tokio::process::Command::new("sh")
         .args(["-c", &restart])
@@ -310,7 +391,10 @@ async fn the_database_restarted_mid_run_loses_no_record() {
     for (who, id) in &ids {
         let answer = ended(&clients[*who], id, Duration::from_secs(120)).await;
         assert_eq!(answer["status"], "completed", "{answer}");
-        assert_eq!(answer["result"]["structuredContent"]["status"], "success", "{answer}");
+        assert_eq!(
+            answer["result"]["structuredContent"]["status"], "success",
+            "{answer}"
+        );
     }
     let records = cluster.records().await;
     for (_, id) in &ids {
@@ -328,17 +412,29 @@ async fn the_object_store_down_is_a_clear_error_and_no_success_is_recorded() {
     let endpoint = format!("http://127.0.0.1:{port}");
     let cluster = Cluster::start(1, &[("AWS_ENDPOINT_URL", endpoint.as_str())]).await;
     let client = cluster.client(0, "alice").await;
-    let id = start_task(&client, "run_script", json!({"script": r#"write_artifact("a.txt", "x"); 1"#}), None)
-        .await
-        .task
-        .task_id;
+    let id = start_task(
+        &client,
+        "run_script",
+        json!({"script": r#"write_artifact("a.txt", "x"); 1"#}),
+        None,
+    )
+    .await
+    .task
+    .task_id;
     let answer = ended(&client, &id, Duration::from_secs(60)).await;
     let result = &answer["result"]["structuredContent"];
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert_eq!(result["status"], "failed", "{answer}");
-    assert!(result["summary"].as_str().unwrap_or_default().contains("object store"), "{answer}");
+    assert!(
+        result["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("object store"),
+        "{answer}"
+    );
     assert_eq!(cluster.records().await[&id].0, "failed");
-    let ready = reqwest::get(format!("{}/readyz", cluster.nodes[0].base)).await.expect("readyz");
+    let ready = reqwest::get(format!("{}/readyz", cluster.nodes[0].base))
+        .await
+        .expect("readyz");
     assert_eq!(ready.status(), 503);
-    let _ = TaskStatus::Completed;
 }

@@ -64,8 +64,14 @@ async fn fresh_database(tag: &str) -> String {
         .expect("WARDEN_TEST_DATABASE_URL is unset: run this under scripts/with-postgres");
     let name = format!("warden_bench_{tag}_{}", std::process::id());
     let mut conn = sqlx::PgConnection::connect(&admin).await.unwrap();
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}")).execute(&mut conn).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&mut conn).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&mut conn)
+        .await
+        .unwrap();
     let base = admin.rsplit_once('/').unwrap().0;
     format!("{base}/{name}")
 }
@@ -79,7 +85,10 @@ async fn main() {
     for nodes in 1..=3 {
         let rate = run_nodes(nodes, tasks).await;
         let base = *baseline.get_or_insert(rate);
-        println!("throughput, {nodes} node(s): {rate:>7.1} tasks/s   ({:.2}× one node)", rate / base);
+        println!(
+            "throughput, {nodes} node(s): {rate:>7.1} tasks/s   ({:.2}× one node)",
+            rate / base
+        );
     }
 }
 
@@ -121,7 +130,10 @@ async fn claim_latency() {
                 let mut samples = Vec::new();
                 loop {
                     let started = Instant::now();
-                    let claimed = pool.claim(&format!("bench-{n}/1/1"), now_ms(), now_ms() + 60_000).await.unwrap();
+                    let claimed = pool
+                        .claim(&format!("bench-{n}/1/1"), now_ms(), now_ms() + 60_000)
+                        .await
+                        .unwrap();
                     if claimed.is_none() {
                         return samples;
                     }
@@ -152,7 +164,10 @@ async fn node(database: &str, artifacts: &Path, id: usize) -> RunningService<Rol
         ClientCapabilities::builder().enable_tasks().build(),
         Implementation::new("cluster-bench", "0"),
     );
-    config.serve(TokioChildProcess::new(command).unwrap()).await.unwrap()
+    config
+        .serve(TokioChildProcess::new(command).unwrap())
+        .await
+        .unwrap()
 }
 
 async fn run_nodes(count: usize, tasks: usize) -> f64 {
@@ -209,8 +224,14 @@ async fn run_nodes(count: usize, tasks: usize) -> f64 {
             .map(|d| Duration::from_millis(d.max(0) as u64))
             .collect()
     };
-    row(&format!("submit → start, {count} node(s), one at a time"), &mut latency(&alone));
-    row(&format!("submit → start, {count} node(s), {tasks} at once"), &mut latency(&ids));
+    row(
+        &format!("submit → start, {count} node(s), one at a time"),
+        &mut latency(&alone),
+    );
+    row(
+        &format!("submit → start, {count} node(s), {tasks} at once"),
+        &mut latency(&ids),
+    );
     rate
 }
 

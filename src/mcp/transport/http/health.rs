@@ -79,8 +79,7 @@ impl Health {
                 },
             );
         }
-        let ready =
-            artifacts.is_ok() && worker.is_ok() && store.is_ok() && objects.is_none_or(|o| o.is_ok());
+        let ready = artifacts.is_ok() && worker.is_ok() && store.is_ok() && objects.is_none_or(|o| o.is_ok());
         let status = if ready {
             StatusCode::OK
         } else {
