@@ -290,8 +290,9 @@ async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_
         );
     }
     let took = killed.elapsed();
+    eprintln!("interrupted {took:?} after the kill (lease {lease} s)");
     assert!(
-        took <= Duration::from_secs(lease + 1) + Duration::from_millis(1500),
+        took <= Duration::from_secs(lease + 1) + Duration::from_millis(500),
         "interrupted after {took:?}, lease {lease} s"
     );
     let answer = ended(&other, &quick, Duration::from_secs(5)).await;
@@ -354,6 +355,13 @@ async fn a_cancel_sent_to_another_node_stops_the_task() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let other = usize::from(runner.starts_with("node-0"));
+    // Its files are not on the other node yet: the answer says where it runs.
+    let early = call(&clients[other], "list_artifacts", json!({"task_id": id})).await;
+    let message = early["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("has not ended") && message.contains(runner.as_str()),
+        "{early}"
+    );
     cancel_task(&clients[other], &id).await.expect("tasks/cancel");
     let cancelled = Instant::now();
     let answer = ended(&clients[other], &id, Duration::from_secs(10)).await;

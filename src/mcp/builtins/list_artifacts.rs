@@ -38,11 +38,23 @@ impl Builtin for ListArtifacts {
         Box::pin(async move {
             let input: ListArtifactsInput = decode(call.arguments)?;
             let limit = in_range("limit", input.limit, 1, 500)? as usize;
-            let files = call
+            let files = match call
                 .tasks
                 .store
                 .view(&call.origin.principal)
-                .files(&input.task_id)?;
+                .files(&input.task_id)
+            {
+                Ok(files) => files,
+                Err(error) => {
+                    return Err(super::explain_missing(
+                        call.tasks,
+                        &call.origin.principal,
+                        &input.task_id,
+                        error,
+                    )
+                    .await);
+                }
+            };
             let offset = input.offset as usize;
             let page: Vec<Value> = files
                 .iter()

@@ -123,3 +123,33 @@ pub(crate) fn task_timeout(
 }
 
 pub(crate) use crate::schema::in_range;
+
+/// `error`, or, when it is "no task" for a task of the caller that has
+/// not ended and runs on another node (its files reach the object store
+/// when it ends), an error saying so.
+pub(crate) async fn explain_missing(
+    tasks: &TaskRunner,
+    principal: &crate::tenant::Principal,
+    task_id: &str,
+    error: GuardError,
+) -> GuardError {
+    if error.code != crate::error::codes::NOT_FOUND {
+        return error;
+    }
+    let records = &tasks.records;
+    match records.get(principal, task_id).await {
+        Ok(Some(record))
+            if !matches!(record.state, crate::task::store::State::Ended(_))
+                && record.node != records.node() =>
+        {
+            GuardError::new(
+                crate::error::codes::NOT_FOUND,
+                format!(
+                    "task_id: task '{task_id}' has not ended; it runs on node {}, and its files reach the other nodes when it ends: read them there, or after it ends (tasks/get says when)",
+                    record.node
+                ),
+            )
+        }
+        _ => error,
+    }
+}

@@ -48,13 +48,22 @@ impl Builtin for ReadArtifact {
         Box::pin(async move {
             let input: ReadArtifactInput = decode(call.arguments)?;
             let max = in_range("max_bytes", input.max_bytes, 1, MAX_READ_CHUNK_BYTES as u64)? as usize;
-            call.tasks.store.view(&call.origin.principal).read(
+            let read = call.tasks.store.view(&call.origin.principal).read(
                 &input.task_id,
                 &input.filename,
                 input.offset,
                 max,
                 input.encoding,
-            )
+            );
+            match read {
+                Ok(chunk) => Ok(chunk),
+                Err(error) => {
+                    Err(
+                        super::explain_missing(call.tasks, &call.origin.principal, &input.task_id, error)
+                            .await,
+                    )
+                }
+            }
         })
     }
 }
