@@ -5,7 +5,6 @@ mod agent;
 mod batch;
 mod catalogue;
 mod charts;
-mod cluster;
 mod common;
 mod docs;
 mod executor;

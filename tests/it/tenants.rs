@@ -15,7 +15,7 @@ use rmcp::model::ReadResourceRequestParams;
 use rmcp::service::{Peer, RunningService};
 use serde_json::{Value, json};
 
-use crate::common::http::HttpServer;
+use crate::common::http::{HttpServer, PRINCIPALS};
 use crate::common::*;
 
 /// A task id that no task has.
@@ -421,21 +421,6 @@ async fn model_credentials_never_reach_a_tool_result_error_file_or_resource() {
 }
 
 // ---- over HTTP: several principals ----
-
-/// The test principals: name, API token, and the token's SHA-256 (what a
-/// tokens file holds; computed once with `sha256sum`).
-pub(crate) const PRINCIPALS: [(&str, &str, &str); 2] = [
-    (
-        "alice",
-        "alice-tenant-token-7c1e",
-        "5f0cf4e496fc259d62ba9d40c9619748eb871840ea45bfba2bdae31161e9b91c",
-    ),
-    (
-        "bob",
-        "bob-tenant-token-94d2",
-        "d733550655800b99804f43ade8b35dd7b7f020a73833afa3165e816ba5fac71a",
-    ),
-];
 
 /// `serve --http` on a free loopback port (the shared
 /// [`HttpServer`]) with an API tokens file naming alice and bob.

@@ -178,3 +178,18 @@ pub fn initialize() -> serde_json::Value {
         "protocolVersion": "2025-11-25", "capabilities": {},
         "clientInfo": {"name": "raw", "version": "0"}}})
 }
+
+/// The test principals: name, API token, and the token's SHA-256 (what a
+/// tokens file holds; computed once with `sha256sum`).
+pub const PRINCIPALS: [(&str, &str, &str); 2] = [
+    (
+        "alice",
+        "alice-tenant-token-7c1e",
+        "5f0cf4e496fc259d62ba9d40c9619748eb871840ea45bfba2bdae31161e9b91c",
+    ),
+    (
+        "bob",
+        "bob-tenant-token-94d2",
+        "d733550655800b99804f43ade8b35dd7b7f020a73833afa3165e816ba5fac71a",
+    ),
+];

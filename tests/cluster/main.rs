@@ -3,6 +3,16 @@
 //! behind a load balancer. Needs the servers `scripts/test` starts
 //! (`WARDEN_TEST_DATABASE_URL`, `WARDEN_TEST_S3_URL` and the `AWS_*`
 //! variables). One test at a time: some restart the database.
+//!
+//! A test binary of its own: cargo runs test binaries one after another,
+//! so these CPU-heavy runs (hundreds of sandboxed workers on three nodes)
+//! never overlap the timing-sensitive tests of `it`.
+
+// The shared helpers of `it` hold more than these tests use.
+#![allow(dead_code)]
+
+#[path = "../it/common/mod.rs"]
+mod common;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -12,10 +22,9 @@ use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
 use serde_json::{Value, json};
 use sqlx::Connection;
 
-use super::common::http::HttpServer;
-use super::common::tasks::{cancel_task, client_config, get_task, start_task, wire};
-use super::common::{FINANCE, read_jsonl, structured};
-use super::tenants::PRINCIPALS;
+use common::http::{HttpServer, PRINCIPALS};
+use common::tasks::{cancel_task, client_config, get_task, start_task, wire};
+use common::{FINANCE, read_jsonl, structured};
 
 /// One cluster test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
