@@ -415,6 +415,7 @@ fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleS
             KeyValue::new("warden.mode", mode),
             KeyValue::new("warden.request_id", origin.request_id.clone()),
             KeyValue::new("warden.principal", origin.principal.to_string()),
+            KeyValue::new("warden.node", crate::node::name()),
         ],
     );
     origin
