@@ -12,10 +12,18 @@
 //! `cancelled`. A result returned to the client stays under
 //! [`MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
 //! final answer are capped, with pointers to where the rest is.
+//!
+//! Every task has a record in the task store ([`store`], through
+//! [`records`]): a task a request waits for gets one when it begins; a
+//! task asked for as an MCP task was queued with one and is claimed by a
+//! server with a free slot ([`service`]: the queue, leases, the heartbeat,
+//! draining). When there is an object store, a finished task's files are
+//! copied there before its record ends, so any node can answer for it.
 
 pub mod contract;
 pub mod records;
 pub mod running;
+mod service;
 pub mod store;
 
 use std::sync::Arc;
@@ -173,174 +181,6 @@ impl TaskRunner {
             submitted: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
         }
-    }
-
-    /// Opens the task store (a damaged one is an error naming it and the
-    /// fix), settles what a dead server left, starts the heartbeat, and
-    /// sweeps expired tasks every [`crate::limits::TASK_SWEEP_INTERVAL`]
-    /// from now on. For a serving process; others open the store on first
-    /// use.
-    pub async fn start_records(&self) -> Result<(), store::StoreError> {
-        self.records.open().await?;
-        self.start_heartbeat();
-        let records = Arc::downgrade(&self.records);
-        tokio::spawn(async move {
-            let mut every = tokio::time::interval(crate::limits::TASK_SWEEP_INTERVAL);
-            loop {
-                every.tick().await;
-                let Some(records) = records.upgrade() else {
-                    return;
-                };
-                records.sweep().await;
-            }
-        });
-        Ok(())
-    }
-
-    /// Starts (once) the loop that, every [`crate::limits::TASK_HEARTBEAT`],
-    /// renews this process's leases, stops the tasks it lost, cancels
-    /// those another server asked to cancel, and ends lapsed ones
-    /// everywhere. Every process that runs tasks runs it.
-    fn start_heartbeat(&self) {
-        let (records, running) = (Arc::downgrade(&self.records), Arc::downgrade(&self.running));
-        self.heartbeat.call_once(|| {
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(crate::limits::TASK_HEARTBEAT);
-                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    every.tick().await;
-                    let (Some(records), Some(running)) = (records.upgrade(), running.upgrade()) else {
-                        return;
-                    };
-                    let beat = records.heartbeat(&running.ids()).await;
-                    for id in beat.lost.iter().chain(&beat.cancels) {
-                        running.cancel(id);
-                    }
-                }
-            });
-        });
-    }
-
-    /// Reserves a free task slot and claims the oldest queued task for it
-    /// (see [`records`]); `None` when no slot is free or nothing is queued.
-    pub async fn claim_next(&self) -> Result<Option<(store::Claimed, Admitted)>, store::StoreError> {
-        if self.draining.load(std::sync::atomic::Ordering::Relaxed) || self.running.stopping() {
-            return Ok(None);
-        }
-        let Some(slot) = self.task_slots.try_slot() else {
-            return Ok(None);
-        };
-        Ok(self.records.claim().await?.map(|claimed| (claimed, slot)))
-    }
-
-    /// Resolves when a claim may succeed: a task was queued here or a task
-    /// here ended (a slot freed), or after a heartbeat (another server
-    /// queued one).
-    pub async fn claim_chance(&self) {
-        let wake = self.records.wake();
-        let elsewhere = async {
-            match &wake {
-                Some(wake) => wake.notified().await,
-                None => std::future::pending().await,
-            }
-        };
-        tokio::select! {
-            _ = self.submitted.notified() => {}
-            _ = self.running.done.notified() => {}
-            _ = elsewhere => {}
-            _ = tokio::time::sleep(crate::limits::TASK_HEARTBEAT) => {}
-        }
-    }
-
-    /// Cancels task `id` (`tasks/cancel`): at once if it runs here; a
-    /// queued one before it starts; else through the store, where the
-    /// server running it finds the request within a heartbeat. `false` if
-    /// it is not queued or running anywhere.
-    pub async fn cancel(&self, id: &str) -> Result<bool, store::StoreError> {
-        if self.running.cancel(id) {
-            return Ok(true);
-        }
-        if self.records.cancel_queued(id).await? {
-            return Ok(true);
-        }
-        self.records.request_cancel(id).await
-    }
-
-    /// Waits until no detached task runs here and none waits in the queue:
-    /// a stdio server whose client left stays (claiming and running) for
-    /// the tasks that client will come back for. A task this server
-    /// claimed counts from the claim (its record names this node), before
-    /// its worker starts.
-    pub async fn detached_done(&self) {
-        loop {
-            let done = self.running.done.notified();
-            let pending = match self.records.open().await {
-                Ok(store) => {
-                    let queued = store.queued().await.unwrap_or(0);
-                    let node = self.records.node();
-                    let claimed = store
-                        .running()
-                        .await
-                        .map(|records| records.iter().filter(|r| r.node == node && r.detached).count())
-                        .unwrap_or(0);
-                    queued as usize + claimed
-                }
-                Err(_) => 0,
-            };
-            if self.running.detached() == 0 && pending == 0 {
-                return;
-            }
-            let _ = tokio::time::timeout(crate::limits::TASK_HEARTBEAT, done).await;
-        }
-    }
-
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    /// Starts draining: no more queued tasks are claimed here. Then waits
-    /// until no task runs here or `until` passes; returns how many still
-    /// run.
-    pub async fn drain(&self, until: Instant) -> usize {
-        self.draining.store(true, std::sync::atomic::Ordering::Relaxed);
-        loop {
-            let done = self.running.done.notified();
-            if self.running.count() == 0 {
-                return 0;
-            }
-            if tokio::time::timeout_at(until, done).await.is_err() {
-                return self.running.count();
-            }
-        }
-    }
-
-    /// Closes the task store (at the end of serving).
-    pub async fn close_records(&self) {
-        if let Ok(store) = self.records.open().await {
-            store.close().await;
-        }
-    }
-
-    /// Cancels every running task and waits up to `grace` for each to
-    /// write its `cancelled` record. Returns how many were still running
-    /// when the grace ran out (they are marked `interrupted` at the next
-    /// start).
-    pub async fn shutdown(&self, grace: Duration) -> usize {
-        self.running.cancel_all();
-        let until = Instant::now() + grace;
-        loop {
-            let done = self.running.done.notified();
-            if self.running.count() == 0 {
-                return 0;
-            }
-            if tokio::time::timeout_at(until, done).await.is_err() {
-                return self.running.count();
-            }
-        }
-    }
-
-    /// Wraps the server's input so that its end (the client went away)
-    /// cancels every running task at once, rather than after the transport
-    /// has waited for them to finish.
-    pub fn cancel_on_eof<R>(&self, input: R) -> running::CancelOnEof<R> {
-        running::CancelOnEof::new(input, self.running.clone())
     }
 
     /// Takes a request of the principal's rate and a task slot (within
