@@ -5,7 +5,7 @@
 //! The store is opened once, lazily (commands that never run a task never
 //! touch it) or at server start ([`Records::open`]), where a damaged store
 //! stops the server with its path and the fix. Opening also settles what a
-//! dead server left: a running record whose server is gone ([`node`]) takes
+//! dead server left: a running record whose server is gone ([`crate::node`]) takes
 //! the result its directory holds, or is ended `failed`/`interrupted`. A
 //! new store imports the ended tasks of the directories already there, so
 //! upgrading (or moving a damaged store aside) loses no history.

@@ -30,7 +30,7 @@ pub enum State {
     /// Asked for as an MCP task and waiting for a server with a free task
     /// slot to claim it.
     Queued,
-    /// Its worker is running (or its server died: see [`node`]).
+    /// Its worker is running (or its server died: see [`crate::node`]).
     Running,
     /// It ended; `result.json` in its directory has the full result.
     Ended(TaskStatus),
@@ -89,7 +89,7 @@ pub struct TaskRecord {
     /// Whether the client asked for it as an MCP task (it outlives the
     /// request that started it) rather than waiting for the result.
     pub detached: bool,
-    /// The server process running it ([`node::Node`]), so that a task
+    /// The server process running it ([`crate::node::Node`]), so that a task
     /// whose server died can be told from one still running (empty while
     /// queued).
     pub node: String,
