@@ -38,7 +38,7 @@ mod executor;
 mod guard;
 pub mod limits;
 mod mcp;
-mod node;
+pub mod node;
 pub mod notify;
 #[cfg(feature = "cli")]
 pub mod preflight;
