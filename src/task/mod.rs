@@ -226,7 +226,6 @@ impl TaskRunner {
             }
         };
         let started = std::time::Instant::now();
-        self.running.insert(&id, cancel, detached);
         origin.task_id = Some(id.clone());
         let events = self.executor.events().with_task_log(&dir);
         events.emit(
@@ -285,6 +284,10 @@ impl TaskRunner {
             self.store.remove_task(&id);
             return Err(error);
         }
+        // Running here from now on: its record exists, so the heartbeat
+        // renews its lease (a task it cannot find in the store is taken
+        // for lost and cancelled).
+        self.running.insert(&task.id, cancel, detached);
         if let Err(error) = self
             .store
             .write_task_file(&task.id, "registry.json", registry.as_bytes())
