@@ -146,7 +146,6 @@ impl ArtifactStore {
 
     /// The object store copy, if one is configured (`/readyz` probes it).
     #[cfg(feature = "s3")]
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub fn remote(&self) -> Option<&remote::Remote> {
         self.remote.as_ref()
     }

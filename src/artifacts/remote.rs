@@ -429,7 +429,6 @@ impl Remote {
 
     /// Whether the store takes a write now (`/readyz`): puts, reads back
     /// and deletes a small object beside the task prefixes.
-    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub fn probe(&self) -> Result<(), GuardError> {
         let this = self.clone();
         let key = self

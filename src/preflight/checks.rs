@@ -47,27 +47,73 @@ pub(crate) fn artifacts(dir: &Path, origin: &str) -> Check {
     }
 }
 
-/// The task store in the artifacts directory opens, passes its integrity
-/// check and has a schema this Warden knows (creating it when missing, as
-/// the server would).
-pub(crate) async fn task_store(dir: &Path) -> Check {
+/// The task store opens, passes its integrity check and has a schema this
+/// Warden knows: PostgreSQL when `WARDEN_DATABASE_URL` names it, else the
+/// embedded store in the artifacts directory (created when missing, as the
+/// server would). With `WARDEN_ARTIFACT_STORE`, the object store takes a
+/// write too.
+pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
     use crate::task::store::TaskStore;
     let name = "task_store";
-    let path = dir.join(crate::task::store::sqlite::FILE_NAME);
-    match crate::task::store::sqlite::SqliteStore::open(&path).await {
-        Ok((store, _)) => match store.count().await {
-            Ok(n) => Check::pass(
-                name,
-                format!("{} opens and is intact ({n} task record(s))", path.display()),
-            ),
-            Err(error) => Check::fail(name, error.to_string(), "move the file aside and restart"),
+    let fix = "move the file aside (the task directories are kept and imported again) and rerun";
+    let store = match crate::task::records::database_url() {
+        Some(url) => crate::task::records::open_database(&url).await.map(|store| {
+            (
+                store,
+                "the PostgreSQL task store (WARDEN_DATABASE_URL)".to_string(),
+            )
+        }),
+        None => {
+            let path = dir.join(crate::task::store::sqlite::FILE_NAME);
+            crate::task::store::sqlite::SqliteStore::open(&path)
+                .await
+                .map(|(store, _)| {
+                    (
+                        std::sync::Arc::new(store) as std::sync::Arc<dyn TaskStore>,
+                        path.display().to_string(),
+                    )
+                })
+        }
+    };
+    let mut found = vec![match store {
+        Ok((store, shown)) => match store.count().await {
+            Ok(n) => Check::pass(name, format!("{shown} opens and is intact ({n} task record(s))")),
+            Err(error) => Check::fail(name, error.to_string(), fix),
         },
         Err(error) => Check::fail(
             name,
             error.to_string(),
-            "move the file aside (the task directories are kept and imported again) and rerun",
+            "fix WARDEN_DATABASE_URL (reachable, a database of its own), or move a damaged tasks.db aside (the task directories are kept and imported again) and rerun",
         ),
+    }];
+    if let Some(check) = object_store(dir) {
+        found.push(check);
     }
+    found
+}
+
+/// `WARDEN_ARTIFACT_STORE`, when set: the bucket takes a put, a get and a
+/// delete.
+fn object_store(dir: &Path) -> Option<Check> {
+    let name = "object_store";
+    crate::config::var("WARDEN_ARTIFACT_STORE").filter(|v| !v.trim().is_empty())?;
+    let fix = "check WARDEN_ARTIFACT_STORE, AWS_ENDPOINT_URL and the AWS_* credentials";
+    let store = match crate::artifacts::ArtifactStore::new(dir, 1).with_remote_from_env() {
+        Ok(store) => store,
+        Err(error) => return Some(Check::fail(name, error.message, fix)),
+    };
+    #[cfg(feature = "s3")]
+    if let Some(remote) = store.remote() {
+        return Some(match remote.probe() {
+            Ok(()) => Check::pass(
+                name,
+                format!("{} takes a write, a read and a delete", remote.url()),
+            ),
+            Err(error) => Check::fail(name, error.message, fix),
+        });
+    }
+    let _ = store;
+    None
 }
 
 /// Registration as the app itself sees it: guard count, names, schemas

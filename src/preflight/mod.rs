@@ -196,7 +196,7 @@ pub(crate) async fn check_app(
         None => "the app's artifacts directory; WARDEN_ARTIFACTS_DIR moves it",
     };
     let mut found = vec![checks::artifacts(artifacts_dir, origin)];
-    found.push(checks::task_store(artifacts_dir).await);
+    found.extend(checks::task_store(artifacts_dir).await);
     let diag = match diagnostics::create(artifacts_dir) {
         Ok(dir) => dir,
         Err(error) => return no_diagnostics(error),

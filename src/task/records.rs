@@ -413,12 +413,12 @@ impl crate::script::host::progress::TaskNotes for Records {
 }
 
 /// `WARDEN_DATABASE_URL`, when set to something.
-fn database_url() -> Option<String> {
+pub(crate) fn database_url() -> Option<String> {
     crate::config::var("WARDEN_DATABASE_URL").filter(|url| !url.trim().is_empty())
 }
 
 /// The shared task store `url` names (PostgreSQL).
-async fn open_database(url: &str) -> Result<Arc<dyn TaskStore>, StoreError> {
+pub(crate) async fn open_database(url: &str) -> Result<Arc<dyn TaskStore>, StoreError> {
     let postgres = url.starts_with("postgres://") || url.starts_with("postgresql://");
     #[cfg(feature = "postgres")]
     if postgres {

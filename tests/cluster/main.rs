@@ -455,3 +455,39 @@ async fn the_object_store_down_is_a_clear_error_and_no_success_is_recorded() {
         .expect("readyz");
     assert_eq!(ready.status(), 503);
 }
+
+#[tokio::test]
+async fn preflight_checks_the_shared_database_and_the_bucket() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let database = fresh_database().await;
+    let bucket = format!("{}/{}", required("WARDEN_TEST_S3_URL"), uuid_hex());
+    let dir = tempfile::tempdir().expect("temp dir");
+    let artifacts = dir.path().join("artifacts");
+    let artifacts = artifacts.to_string_lossy().into_owned();
+    let check = |env: Vec<(&str, &str)>| {
+        let mut all = vec![("WARDEN_ARTIFACTS_DIR", artifacts.as_str())];
+        all.extend(env);
+        common::run_cli(FINANCE, &["--check"], &all, dir.path())
+    };
+    let good = check(vec![
+        ("WARDEN_DATABASE_URL", database.as_str()),
+        ("WARDEN_ARTIFACT_STORE", bucket.as_str()),
+    ]);
+    assert_eq!(good.code, 0, "{good:?}");
+    assert!(
+        good.stdout
+            .contains("PASS  task_store        the PostgreSQL task store"),
+        "{good:?}"
+    );
+    assert!(good.stdout.contains("PASS  object_store"), "{good:?}");
+    // Nothing listens on port 1: both fail, naming what to fix.
+    let bad = check(vec![
+        ("WARDEN_DATABASE_URL", "postgres://warden@127.0.0.1:1/warden"),
+        ("WARDEN_ARTIFACT_STORE", bucket.as_str()),
+        ("AWS_ENDPOINT_URL", "http://127.0.0.1:1"),
+    ]);
+    assert_ne!(bad.code, 0, "{bad:?}");
+    assert!(bad.stdout.contains("FAIL  task_store"), "{bad:?}");
+    assert!(bad.stdout.contains("WARDEN_DATABASE_URL"), "{bad:?}");
+    assert!(bad.stdout.contains("FAIL  object_store"), "{bad:?}");
+}
