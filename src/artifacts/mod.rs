@@ -536,27 +536,6 @@ impl ArtifactStore {
         Ok(chunk.content)
     }
 
-    /// One chunk of a file of a task the server itself is answering about
-    /// (the images of a result it just made). Client lookups use
-    /// [`View::read`].
-    pub(crate) fn read(
-        &self,
-        task_id: &str,
-        filename: &str,
-        offset: u64,
-        max_bytes: usize,
-        encoding: Encoding,
-    ) -> Result<Value, GuardError> {
-        read_at(
-            &self.open_task(task_id)?,
-            task_id,
-            filename,
-            offset,
-            max_bytes,
-            encoding,
-        )
-    }
-
     /// The artifacts root.
     pub fn root(&self) -> &std::path::Path {
         &self.root

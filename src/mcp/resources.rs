@@ -20,7 +20,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 use serde_json::Value;
 
-use crate::artifacts::{ArtifactStore, Encoding, View, mime_type};
+use crate::artifacts::{Encoding, View, mime_type};
 use crate::limits::{MAX_INLINE_RESULT_BYTES, MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
 
 /// Base64 of the 8-byte PNG signature's first 6 bytes: every PNG starts so.
@@ -82,7 +82,7 @@ pub fn links(result: &Value) -> Vec<ContentBlock> {
 /// result JSON twice (structuredContent and its text mirror) plus the
 /// images' base64 — stays within [`MAX_INLINE_RESULT_BYTES`]. A PNG that
 /// does not fit, or is not really a PNG, is left to its resource link.
-pub fn images(store: &ArtifactStore, result: &Value) -> Vec<ContentBlock> {
+pub fn images(store: View<'_>, result: &Value) -> Vec<ContentBlock> {
     let Some(task_id) = result.get("task_id").and_then(Value::as_str) else {
         return Vec::new();
     };
@@ -176,10 +176,9 @@ mod tests {
     fn chart_images_travel_inline_only_while_they_fit_the_result_cap() {
         // A small PNG becomes image content; one past the cap and a non-PNG stay links only.
         let root = tempfile::tempdir().expect("temp dir");
-        let store = ArtifactStore::new(root.path(), 10);
-        let (task_id, _) = store
-            .create_task(&crate::tenant::Principal::local())
-            .expect("task");
+        let store = crate::artifacts::ArtifactStore::new(root.path(), 10);
+        let local = crate::tenant::Principal::local();
+        let (task_id, _) = store.create_task(&local).expect("task");
         let cap = 1 << 20;
         store
             .write_output(&task_id, "small.png", &fake_png(10_000), cap)
@@ -199,8 +198,11 @@ mod tests {
             {"name": "fake.png", "path": "outputs/fake.png"},
             {"name": "small.png", "path": "outputs/small.png"},
         ]});
-        let images = images(&store, &result);
+        let images = images(store.view(&local), &result);
         assert_eq!(images.len(), 1, "only small.png fits and is a PNG");
+        // Another principal's view sees no task, hence no image.
+        let alice = crate::tenant::Principal::new("alice").expect("principal");
+        assert!(super::images(store.view(&alice), &result).is_empty());
         let ContentBlock::Image(image) = &images[0] else {
             panic!("an image block")
         };

@@ -330,7 +330,7 @@ impl WardenServer {
         );
         crate::telemetry::end(&origin.trace, &status, error_type.as_str());
         match outcome {
-            Ok(value) => crate::mcp::tasks::call_result(&self.tasks.store, value),
+            Ok(value) => crate::mcp::tasks::call_result(self.tasks.store.view(&origin.principal), value),
             Err(error) => {
                 let status = if status == "rejected" {
                     Status::Rejected

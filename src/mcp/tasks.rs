@@ -158,7 +158,7 @@ fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) 
         .filter(|chunk| chunk["next_offset"].is_null())
         .and_then(|chunk| serde_json::from_str::<Value>(chunk["content"].as_str().unwrap_or("")).ok());
     match saved {
-        Some(value) => call_result(store, value),
+        Some(value) => call_result(store.view(principal), value),
         None => CallToolResult::structured_error(json!({
             "status": record.state.as_str(), "task_id": record.id, "summary": record.summary,
             "error": record.error,
@@ -169,8 +169,9 @@ fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) 
 
 /// The MCP result of a task-running tool's value: structured (an error
 /// unless its `status` is success), then its PNG charts inline (within the
-/// result cap) and a link per artifact.
-pub(crate) fn call_result(store: &ArtifactStore, value: Value) -> CallToolResult {
+/// result cap; read through the owner's view, so from the object store on
+/// a node that did not run the task) and a link per artifact.
+pub(crate) fn call_result(store: crate::artifacts::View<'_>, value: Value) -> CallToolResult {
     let content = crate::mcp::resources::images(store, &value);
     let links = crate::mcp::resources::links(&value);
     let success = value.get("status").and_then(Value::as_str).unwrap_or("success") == "success";

@@ -491,3 +491,35 @@ async fn preflight_checks_the_shared_database_and_the_bucket() {
     assert!(bad.stdout.contains("WARDEN_DATABASE_URL"), "{bad:?}");
     assert!(bad.stdout.contains("FAIL  object_store"), "{bad:?}");
 }
+
+#[tokio::test]
+async fn a_result_read_on_another_node_carries_its_chart_inline() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::start(2, &[]).await;
+    let clients = [cluster.client(0, "alice").await, cluster.client(1, "alice").await];
+    let script = r#"let rows = [#{x: 1.0, y: 2.0}, #{x: 2.0, y: 3.0}, #{x: 3.0, y: 5.0}];
+        write_artifact("chart.png", line_chart(rows, #{x: "x", y: "y", title: "t"})); 1"#;
+    let id = start_task(&clients[0], "run_script", json!({"script": script}), None)
+        .await
+        .task
+        .task_id;
+    let answer = ended(&clients[0], &id, Duration::from_secs(60)).await;
+    assert_eq!(
+        answer["result"]["structuredContent"]["status"], "success",
+        "{answer}"
+    );
+    let runner = cluster.records().await[&id].1.clone();
+    // Asked on the node that did not run it: the PNG comes from the bucket.
+    let other = usize::from(runner.starts_with("node-0"));
+    let answer = ended(&clients[other], &id, Duration::from_secs(10)).await;
+    let content = answer["result"]["content"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        content
+            .iter()
+            .any(|block| block["type"] == "image" && block["mimeType"] == "image/png"),
+        "{answer}"
+    );
+}
