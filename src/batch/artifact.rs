@@ -27,7 +27,7 @@ use std::io::Read;
 use serde_json::{Map, Number, Value};
 
 use super::refs::ARTIFACT_KEY;
-use crate::artifacts::{View, safe_path};
+use crate::artifacts::{Encoding, View, safe_path};
 
 /// Which columns a reference loads.
 #[derive(Debug, Clone, PartialEq)]
@@ -166,6 +166,13 @@ impl Table {
     }
 }
 
+/// A referenced file: open in the local task directory, or in the task's
+/// object-store copy.
+enum Opened {
+    Local(File),
+    Elsewhere,
+}
+
 /// Opens referenced CSV files in the store, to size or parse them.
 pub(crate) struct Loader<'a> {
     store: View<'a>,
@@ -178,9 +185,19 @@ impl<'a> Loader<'a> {
         Self { store, max_bytes }
     }
 
-    /// The file's size in bytes, without reading it.
+    /// The file's size in bytes, without reading it (a task that ran on
+    /// another node: from its copy in the object store).
     pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<u64, String> {
-        let file = self.open(reference)?;
+        let file = match self.open(reference)? {
+            Opened::Local(file) => file,
+            Opened::Elsewhere => {
+                let chunk = self
+                    .store
+                    .read(&reference.task_id, &reference.filename, 0, 1, Encoding::Base64)
+                    .map_err(|e| e.message)?;
+                return Ok(chunk["size_bytes"].as_u64().unwrap_or(0));
+            }
+        };
         file.metadata()
             .map(|m| m.len())
             .map_err(|e| format!("cannot size {}: {e}", reference.filename))
@@ -190,10 +207,14 @@ impl<'a> Loader<'a> {
     pub(crate) fn table(&self, reference: &ArtifactRef) -> Result<Table, String> {
         let filename = &reference.filename;
         let mut text = String::new();
-        self.open(reference)?
-            .take(self.max_bytes as u64 + 1)
-            .read_to_string(&mut text)
-            .map_err(|e| format!("{filename} is not readable as UTF-8 text: {e}"))?;
+        match self.open(reference)? {
+            Opened::Local(file) => {
+                file.take(self.max_bytes as u64 + 1)
+                    .read_to_string(&mut text)
+                    .map_err(|e| format!("{filename} is not readable as UTF-8 text: {e}"))?;
+            }
+            Opened::Elsewhere => text = self.read_elsewhere(reference)?,
+        }
         if text.len() > self.max_bytes {
             return Err(format!(
                 "{filename} is larger than {} bytes, the argument limit; pass a smaller file",
@@ -203,13 +224,52 @@ impl<'a> Loader<'a> {
         parse_csv(&text).map_err(|e| format!("{filename} is not a CSV file with a header row: {e}"))
     }
 
-    fn open(&self, reference: &ArtifactRef) -> Result<File, String> {
+    /// The file in the local task directory, or [`Opened::Elsewhere`] when
+    /// the task has no directory here but the caller's view finds its copy
+    /// in the object store (it ran on another node).
+    fn open(&self, reference: &ArtifactRef) -> Result<Opened, String> {
         let filename = &reference.filename;
-        let dir = self.store.open_task(&reference.task_id).map_err(|e| e.message)?;
+        let dir = match self.store.open_task(&reference.task_id) {
+            Ok(dir) => dir,
+            Err(error) if error.code == crate::error::codes::NOT_FOUND => {
+                // The copy answers (same ownership rule) or the error stands.
+                return match self.store.files(&reference.task_id) {
+                    Ok(_) => Ok(Opened::Elsewhere),
+                    Err(_) => Err(error.message),
+                };
+            }
+            Err(error) => return Err(error.message),
+        };
         let parts = safe_path::components("filename", filename).map_err(|e| e.message)?;
-        safe_path::open_read_at(&dir, "filename", &parts).map_err(|e| {
-            format!("{}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)", e.message)
-        })
+        safe_path::open_read_at(&dir, "filename", &parts)
+            .map(Opened::Local)
+            .map_err(|e| {
+                format!("{}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)", e.message)
+            })
+    }
+
+    /// The text of a file in the object-store copy, read in chunks up to
+    /// one byte past the argument cap.
+    fn read_elsewhere(&self, reference: &ArtifactRef) -> Result<String, String> {
+        let mut text = String::new();
+        let mut offset = 0;
+        loop {
+            let chunk = self
+                .store
+                .read(
+                    &reference.task_id,
+                    &reference.filename,
+                    offset,
+                    crate::limits::MAX_READ_CHUNK_BYTES,
+                    Encoding::Utf8,
+                )
+                .map_err(|e| e.message)?;
+            text.push_str(chunk["content"].as_str().unwrap_or_default());
+            match chunk["next_offset"].as_u64() {
+                Some(next) if text.len() <= self.max_bytes => offset = next,
+                _ => return Ok(text),
+            }
+        }
     }
 }
 

@@ -128,6 +128,18 @@ impl Cluster {
             .expect("initialize over HTTP")
     }
 
+    /// A session client of `who` on node `n` that does not declare tasks.
+    async fn plain_client(&self, n: usize, who: &str) -> RunningService<RoleClient, ClientConfig> {
+        self.nodes[n]
+            .client_with(
+                client_config(false),
+                Some(token(who)),
+                ClientLifecycleMode::Initialize,
+            )
+            .await
+            .expect("initialize over HTTP")
+    }
+
     /// `SELECT id, state, node FROM tasks`, by id.
     async fn records(&self) -> HashMap<String, (String, String)> {
         let mut conn = sqlx::PgConnection::connect(&self.database)
@@ -522,4 +534,34 @@ async fn a_result_read_on_another_node_carries_its_chart_inline() {
             .any(|block| block["type"] == "image" && block["mimeType"] == "image/png"),
         "{answer}"
     );
+}
+
+#[tokio::test]
+async fn a_batch_on_another_node_reads_an_artifact_column_from_the_bucket() {
+    let _one = ONE_AT_A_TIME.lock().await;
+    let cluster = Cluster::start(2, &[]).await;
+    let writer = cluster.client(0, "alice").await;
+    let script = r#"write_artifact("p.csv", "close,vol\n1.5,2\n2.5,3\n"); 1"#;
+    let id = start_task(&writer, "run_script", json!({"script": script}), None)
+        .await
+        .task
+        .task_id;
+    ended(&writer, &id, Duration::from_secs(60)).await;
+    let runner = cluster.records().await[&id].1.clone();
+    let other = usize::from(runner.starts_with("node-0"));
+    let source = json!({"task_id": id, "filename": "outputs/p.csv"});
+    let batch = json!({"calls": [
+        {"name": "check_performance", "arguments": {"returns": {"$artifact": source, "column": "close"}}},
+    ]});
+    let mine = call(
+        &cluster.plain_client(other, "alice").await,
+        "run_batch",
+        batch.clone(),
+    )
+    .await;
+    assert_eq!(mine["status"], "success", "{mine}");
+    assert_eq!(mine["calls"][0]["output"]["evidence"]["n_periods"], 2, "{mine}");
+    // Bob's batch cannot reach alice's file on any node.
+    let theirs = call(&cluster.plain_client(other, "bob").await, "run_batch", batch).await;
+    assert_eq!(theirs["isError"], true, "{theirs}");
 }
