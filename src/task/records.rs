@@ -340,9 +340,14 @@ impl Records {
     }
 
     /// Ends `record` if its server is gone: with the result its directory
-    /// holds, or `failed`/`interrupted`. `true` if it was ended.
+    /// holds, or `failed`/`interrupted`. `true` if it was ended. Only for
+    /// the embedded store: the process check means something on
+    /// one machine only. On a shared database two nodes could carry the
+    /// same host name (a duplicated `WARDEN_NODE_ID`, containers sharing a
+    /// hostname), so there leases alone decide.
     async fn settle(&self, store: &dyn TaskStore, record: &TaskRecord) -> Result<bool, StoreError> {
-        if record.node == self.node || node::alive(&record.node) {
+        let shared = database_url().is_some();
+        if shared || record.node == self.node || node::alive(&record.node) {
             return Ok(false);
         }
         let result = match self.artifacts.task_facts(&record.id).1 {
