@@ -93,6 +93,22 @@ impl Drop for Listener {
 }
 
 impl PgStore {
+    /// Ends task `id` with `ending` if it is in state `from` (the first
+    /// ending wins); `false` if it was not.
+    async fn end_from(&self, id: &str, from: State, ending: &Ending) -> Result<bool, StoreError> {
+        let statement = sqlx::query(
+            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4 \
+             WHERE id = $5 AND state = $6",
+        );
+        let done = bind_ending(statement, ending)
+            .bind(id)
+            .bind(from.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Connects to the database at `url`, applies the missing schema steps
     /// (one transaction under [`MIGRATION_LOCK`], so nodes starting at once
     /// apply each step once) and starts the listener. Returns the store and
@@ -502,16 +518,7 @@ impl TaskStore for PgStore {
     }
 
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        let statement = sqlx::query(
-            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4 \
-             WHERE id = $5 AND state = 'queued'",
-        );
-        let done = bind_ending(statement, ending)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(query)?;
-        Ok(done.rows_affected() == 1)
+        self.end_from(id, State::Queued, ending).await
     }
 
     async fn note(&self, id: &str, message: &str, at_ms: i64) -> Result<(), StoreError> {
@@ -528,16 +535,7 @@ impl TaskStore for PgStore {
     }
 
     async fn end(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        let statement = sqlx::query(
-            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4 \
-             WHERE id = $5 AND state = 'running'",
-        );
-        let done = bind_ending(statement, ending)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(query)?;
-        Ok(done.rows_affected() == 1)
+        self.end_from(id, State::Running, ending).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {

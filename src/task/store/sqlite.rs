@@ -42,6 +42,21 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
+    /// Ends task `id` with `ending` if it is in state `from` (the first
+    /// ending wins); `false` if it was not.
+    async fn end_from(&self, id: &str, from: State, ending: &Ending) -> Result<bool, StoreError> {
+        let statement = sqlx::query(
+            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? WHERE id = ? AND state = ?",
+        );
+        let done = bind_ending(statement, ending)
+            .bind(id)
+            .bind(from.as_str())
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(done.rows_affected() == 1)
+    }
+
     /// Opens (creating if missing) the store at `path`, checks it and
     /// applies the missing schema steps. Returns the store and whether it
     /// was new (no schema before), so the caller can import task
@@ -328,15 +343,7 @@ impl TaskStore for SqliteStore {
     }
 
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        let statement = sqlx::query(
-            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? WHERE id = ? AND state = 'queued'",
-        );
-        let done = bind_ending(statement, ending)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(query)?;
-        Ok(done.rows_affected() == 1)
+        self.end_from(id, State::Queued, ending).await
     }
 
     async fn note(&self, id: &str, message: &str, at_ms: i64) -> Result<(), StoreError> {
@@ -351,16 +358,7 @@ impl TaskStore for SqliteStore {
     }
 
     async fn end(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        let statement = sqlx::query(
-            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? \
-             WHERE id = ? AND state = 'running'",
-        );
-        let done = bind_ending(statement, ending)
-            .bind(id)
-            .execute(&self.pool)
-            .await
-            .map_err(query)?;
-        Ok(done.rows_affected() == 1)
+        self.end_from(id, State::Running, ending).await
     }
 
     async fn get(&self, id: &str) -> Result<Option<TaskRecord>, StoreError> {
