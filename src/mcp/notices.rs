@@ -17,9 +17,12 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam};
+use rmcp::RoleServer;
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotificationParam, Notification, ProgressNotificationParam,
+    ServerNotification,
+};
 use rmcp::service::RequestContext;
-use rmcp::{Peer, RoleServer};
 
 use crate::limits::MAX_QUEUED_NOTICES;
 use crate::notify::{Level, Notice, Sink};
@@ -55,6 +58,16 @@ impl SessionLevel {
     }
 }
 
+/// A notice sink and the bounded queue it fills. The sink never blocks
+/// the guard: a full queue drops the message.
+pub(crate) fn queue() -> (Sink, tokio::sync::mpsc::Receiver<Notice>) {
+    let (sender, queue) = tokio::sync::mpsc::channel(MAX_QUEUED_NOTICES);
+    let sink: Sink = Arc::new(move |notice| {
+        let _ = sender.try_send(notice);
+    });
+    (sink, queue)
+}
+
 /// Runs `call` (an executor call) with a notice sink in scope, sending
 /// its notices to the client as they arrive; `logger` names the guard.
 pub(crate) async fn forwarding<F: Future>(
@@ -63,16 +76,16 @@ pub(crate) async fn forwarding<F: Future>(
     level: &SessionLevel,
     call: F,
 ) -> F::Output {
-    let (sender, mut queue) = tokio::sync::mpsc::channel(MAX_QUEUED_NOTICES);
-    // Never blocks the guard: a full queue drops the message.
-    let sink: Sink = Arc::new(move |notice| {
-        let _ = sender.try_send(notice);
-    });
-    let out = Outbox {
-        peer: &context.peer,
-        progress_token: context.meta.get_progress_token(),
-        logger,
-        level,
+    let (sink, mut queue) = queue();
+    let progress_token = context.meta.get_progress_token();
+    let send = |notice| {
+        let notification = notification(notice, progress_token.as_ref(), logger, level);
+        async move {
+            // Best effort: a client that went away must not fail the call.
+            if let Some(notification) = notification {
+                let _ = context.peer.send_notification(notification).await;
+            }
+        }
     };
     let call = crate::notify::scope(sink, call);
     tokio::pin!(call);
@@ -80,48 +93,43 @@ pub(crate) async fn forwarding<F: Future>(
         tokio::select! {
             biased;
             output = &mut call => break output,
-            Some(notice) = queue.recv() => out.send(notice).await,
+            Some(notice) = queue.recv() => send(notice).await,
         }
     };
     while let Ok(notice) = queue.try_recv() {
-        out.send(notice).await;
+        send(notice).await;
     }
     output
 }
 
-/// Where one call's notices go.
-struct Outbox<'a> {
-    peer: &'a Peer<RoleServer>,
-    progress_token: Option<rmcp::model::ProgressToken>,
-    logger: &'a str,
-    level: &'a SessionLevel,
-}
-
-impl Outbox<'_> {
-    /// Sends one notice, best effort (a client that went away must not
-    /// fail the call).
-    async fn send(&self, notice: Notice) {
-        match notice {
-            Notice::Progress {
-                progress,
-                total,
-                message,
-            } => {
-                let Some(token) = self.progress_token.clone() else {
-                    return;
-                };
-                let mut param = ProgressNotificationParam::new(token, progress);
-                param.total = total;
-                param.message = message;
-                let _ = self.peer.notify_progress(param).await;
-            }
-            Notice::Log { level, message } if self.level.allows(level) => {
-                let param = LoggingMessageNotificationParam::new(mcp_level(level), message.into())
-                    .with_logger(self.logger);
-                let _ = self.peer.notify_logging_message(param).await;
-            }
-            Notice::Log { .. } => {}
+/// The MCP notification for one notice, if the client takes it: progress
+/// only for a request that sent a progress token, log messages at or above
+/// the session's threshold.
+pub(crate) fn notification(
+    notice: Notice,
+    progress_token: Option<&rmcp::model::ProgressToken>,
+    logger: &str,
+    level: &SessionLevel,
+) -> Option<ServerNotification> {
+    match notice {
+        Notice::Progress {
+            progress,
+            total,
+            message,
+        } => {
+            let mut param = ProgressNotificationParam::new(progress_token?.clone(), progress);
+            param.total = total;
+            param.message = message;
+            Some(ServerNotification::ProgressNotification(Notification::new(param)))
         }
+        Notice::Log { level: at, message } if level.allows(at) => {
+            let param =
+                LoggingMessageNotificationParam::new(mcp_level(at), message.into()).with_logger(logger);
+            Some(ServerNotification::LoggingMessageNotification(Notification::new(
+                param,
+            )))
+        }
+        Notice::Log { .. } => None,
     }
 }
 

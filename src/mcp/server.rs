@@ -345,7 +345,8 @@ impl WardenServer {
         }
     }
 
-    /// Runs one direct guard call with request events around it.
+    /// Runs one direct guard call for an rmcp request, forwarding the
+    /// guard's notices to the client while it runs.
     async fn call_guard(
         &self,
         name: &str,
@@ -353,19 +354,43 @@ impl WardenServer {
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let origin = request_origin("direct", name, context);
+        let call = self.guard_call(name, arguments, origin, context.ct.clone());
+        crate::mcp::notices::forwarding(context, name, &self.log_level, call).await
+    }
+
+    /// Whether `name` is a registered guard (not a built-in tool).
+    #[cfg(feature = "http")]
+    pub(crate) fn is_guard(&self, name: &str) -> bool {
+        self.executor.registry().get(name).is_some()
+    }
+
+    /// One direct call of the guard `name` with request events around it,
+    /// whichever path carried the request (rmcp's handler, or the HTTP
+    /// transport's direct path for stateless calls). The caller scopes a
+    /// notice sink around it ([`crate::notify::scope`]) to receive the
+    /// guard's progress and log messages.
+    pub(crate) async fn guard_call(
+        &self,
+        name: &str,
+        arguments: Value,
+        origin: Origin,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
-        let call = self.executor.call(CallRequest {
-            guard: name,
-            arguments,
-            origin: &origin,
-            cancel: context.ct.clone(),
-            admission: Admission::TryNow,
-            deadline_cap: None,
-            events: None,
-        });
-        let outcome = crate::mcp::notices::forwarding(context, name, &self.log_level, call).await;
+        let outcome = self
+            .executor
+            .call(CallRequest {
+                guard: name,
+                arguments,
+                origin: &origin,
+                cancel,
+                admission: Admission::TryNow,
+                deadline_cap: None,
+                events: None,
+            })
+            .await;
         let (status, error_type) = match &outcome {
             Ok(_) => (Status::Success, None),
             Err(failure) => (failure.status, Some(failure.error.code.clone())),
@@ -396,16 +421,24 @@ impl WardenServer {
     }
 }
 
+/// A new rmcp request's origin (see [`new_request_origin`]).
+fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
+    new_request_origin(mode, tool, context.meta.get_traceparent(), principal_of(context))
+}
+
 /// A new request's origin with its `mcp.tool.call` span started, as a
 /// child of the caller's `traceparent` (request `_meta`) when it sent one.
-fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
-    let parent = context
-        .meta
-        .get_traceparent()
+pub(crate) fn new_request_origin(
+    mode: &'static str,
+    tool: &str,
+    traceparent: Option<&str>,
+    principal: crate::tenant::Principal,
+) -> Origin {
+    let parent = traceparent
         .map(crate::telemetry::from_traceparent)
         .unwrap_or_default();
     let mut origin = Origin::request(mode, tool);
-    origin.principal = principal_of(context);
+    origin.principal = principal;
     origin.trace = crate::telemetry::start(
         "mcp.tool.call",
         SpanKind::Server,

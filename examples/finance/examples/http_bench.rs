@@ -31,9 +31,33 @@ fn arg(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Latencies of every request made by `clients` loops for `seconds`; with
+/// One load: `clients` loops POSTing `body` to `url` for `seconds`; with
 /// `session`, each loop first opens a 2025-11-25 session (not timed) and
 /// sends its requests in it.
+struct Load {
+    url: String,
+    body: Value,
+    headers: Vec<(&'static str, &'static str)>,
+    clients: u64,
+    seconds: u64,
+    session: bool,
+}
+
+impl Load {
+    /// Latencies of every request made, sorted.
+    async fn run(self) -> Vec<Duration> {
+        let Load {
+            url,
+            body,
+            headers,
+            clients,
+            seconds,
+            session,
+        } = self;
+        load(url, body, headers, clients, seconds, session).await
+    }
+}
+
 async fn load(
     url: String,
     body: Value,
@@ -134,6 +158,42 @@ async fn open_session(client: &reqwest::Client, url: &str) -> String {
     id
 }
 
+/// CPU time (user + system) a process has used so far, from /proc.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) closed by ')'.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i).and_then(|v| v.parse::<f64>().ok()))
+        .sum();
+    // USER_HZ is 100 on Linux.
+    ticks / 100.0
+}
+
+/// Runs one load phase and prints its figures with the CPU each side used
+/// per request: the server's (`server_pid`) and the load generator's (this
+/// process). CPU per request does not depend on how the two cores were
+/// shared, so it places the cost where throughput alone cannot.
+async fn phase(name: &str, server_pid: u32, load: Load) -> f64 {
+    let seconds = load.seconds;
+    let (server_before, own_before) = (cpu_seconds(server_pid), cpu_seconds(std::process::id()));
+    let latencies = load.run().await;
+    let (server_after, own_after) = (cpu_seconds(server_pid), cpu_seconds(std::process::id()));
+    let rate = report(name, &latencies, seconds);
+    let per = |cpu: f64| cpu * 1e6 / latencies.len().max(1) as f64;
+    println!(
+        "{:<34} server CPU {:>6.1} us/request, load generator {:>6.1} us/request",
+        "",
+        per(server_after - server_before),
+        per(own_after - own_before)
+    );
+    rate
+}
+
 fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .unwrap_or_default()
@@ -231,24 +291,33 @@ async fn bench() {
     // Warm both up, then measure each in turn.
     load(echo_url.clone(), call.clone(), vec![], clients, 1, false).await;
     load(url.clone(), call.clone(), headers.clone(), clients, 1, false).await;
-    let bare = report(
+    let echo_pid = echo.id().unwrap();
+    let bare = phase(
         "bare axum JSON echo",
-        &load(echo_url, call.clone(), vec![], clients, seconds, false).await,
-        seconds,
-    );
-    let stateless = report(
-        &format!("warden {tool} (2026-07-28 stateless)"),
-        &load(
-            url.clone(),
-            call.clone(),
-            headers.clone(),
+        echo_pid,
+        Load {
+            url: echo_url,
+            body: call.clone(),
+            headers: vec![],
             clients,
             seconds,
-            false,
-        )
-        .await,
-        seconds,
-    );
+            session: false,
+        },
+    )
+    .await;
+    let stateless = phase(
+        &format!("warden {tool} (2026-07-28 stateless)"),
+        pid,
+        Load {
+            url: url.clone(),
+            body: call.clone(),
+            headers: headers.clone(),
+            clients,
+            seconds,
+            session: false,
+        },
+    )
+    .await;
     let in_session = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
                             "params": {"name": tool, "arguments": call["params"]["arguments"].clone()}});
     // `--ping`: MCP `ping` in sessions, answered by rmcp without Warden's
@@ -258,11 +327,19 @@ async fn bench() {
     } else {
         in_session
     };
-    let sessions_rate = report(
+    let sessions_rate = phase(
         &format!("warden {tool} (2025-11-25 sessions)"),
-        &load(url.clone(), in_session, vec![], clients, seconds, true).await,
-        seconds,
-    );
+        pid,
+        Load {
+            url: url.clone(),
+            body: in_session,
+            headers: vec![],
+            clients,
+            seconds,
+            session: true,
+        },
+    )
+    .await;
     println!(
         "throughput ratio warden/bare: stateless {:.2}, sessions {:.2} (target >= 0.5)",
         stateless / bare,

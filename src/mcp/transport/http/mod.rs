@@ -22,6 +22,7 @@
 //! returns (its workers die with it).
 
 pub(crate) mod auth;
+mod direct;
 mod drain;
 mod health;
 mod listener;
@@ -40,6 +41,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use crate::task::TaskRunner;
+
+/// The period of keep-alive comments on quiet SSE streams (rmcp's default,
+/// stated once so the direct path uses the same).
+const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// The MCP endpoint's path.
 pub(crate) const MCP_PATH: &str = "/mcp";
@@ -133,9 +138,17 @@ pub(crate) async fn serve(
     ));
     // Closing every session (and its SSE streams) is the last step of a drain.
     let close_sessions = CancellationToken::new();
+    let hosts = allowed_hosts(local, &url);
+    let direct = Arc::new(direct::Direct::new(
+        server.clone(),
+        &hosts,
+        limits.message_cap(),
+        SSE_KEEP_ALIVE,
+    ));
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(close_sessions.child_token())
-        .with_allowed_hosts(allowed_hosts(local, &url))
+        .with_allowed_hosts(hosts)
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_max_request_body_bytes(limits.message_cap())
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).
@@ -143,6 +156,8 @@ pub(crate) async fn serve(
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
     let mut protected = Router::new()
         .nest_service(MCP_PATH, mcp)
+        // Plain stateless guard calls skip rmcp's per-request service.
+        .layer(from_fn_with_state(direct, direct::answer))
         .layer(from_fn_with_state(sessions.clone(), sessions::guard))
         .layer(from_fn_with_state(in_flight.clone(), drain::track));
     let mut public = Router::new();
