@@ -308,8 +308,13 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn parse(value: Value, current: usize, count: usize) -> Result<ResultRef, String> {
-        parse_result(value.as_object().unwrap(), current, count).map_err(|e| e.to_string())
+    fn parse(value: Value, current: usize, count: usize) -> Result<ResultRef, RefError> {
+        parse_result(value.as_object().unwrap(), current, count)
+    }
+
+    /// The refusal's text.
+    fn refusal(value: Value, current: usize, count: usize) -> String {
+        parse(value, current, count).unwrap_err().to_string()
     }
 
     #[test]
@@ -324,31 +329,24 @@ mod tests {
     #[test]
     fn self_forward_and_malformed_references_are_refused() {
         // Each refusal says what is wrong and how to fix it.
-        assert!(parse(json!({"$result": 1}), 1, 3).unwrap_err().contains("itself"));
-        assert!(
-            parse(json!({"$result": "r3"}), 0, 3)
-                .unwrap_err()
-                .contains("forward reference")
+        assert!(refusal(json!({"$result": 1}), 1, 3).contains("itself"));
+        assert!(refusal(json!({"$result": "r3"}), 0, 3).contains("forward reference"));
+        assert!(refusal(json!({"$result": 7}), 0, 3).contains("only 3 calls"));
+        assert!(refusal(json!({"$result": "x"}), 1, 3).contains("ref id"));
+        assert!(refusal(json!({"$result": 0, "paht": "a"}), 1, 3).contains("'paht'"));
+        assert!(refusal(json!({"$result": 0, "path": "a..b"}), 1, 3).contains("empty segment"));
+        // Whole texts, as clients see them.
+        assert_eq!(
+            refusal(json!({"$result": 7}), 0, 3),
+            "$result refers to calls[7], but the batch has only 3 calls (calls[0] to calls[2])"
         );
-        assert!(
-            parse(json!({"$result": 7}), 0, 3)
-                .unwrap_err()
-                .contains("only 3 calls")
+        assert_eq!(
+            refusal(json!({"$result": "r3"}), 0, 3),
+            "$result is a forward reference to calls[2] (r3), which comes after calls[0] (r1); move that call before this one"
         );
-        assert!(
-            parse(json!({"$result": "x"}), 1, 3)
-                .unwrap_err()
-                .contains("ref id")
-        );
-        assert!(
-            parse(json!({"$result": 0, "paht": "a"}), 1, 3)
-                .unwrap_err()
-                .contains("'paht'")
-        );
-        assert!(
-            parse(json!({"$result": 0, "path": "a..b"}), 1, 3)
-                .unwrap_err()
-                .contains("empty segment")
+        assert_eq!(
+            refusal(json!({"$result": 0, "paht": "a"}), 1, 3),
+            "unknown key 'paht' in a $result reference; write {\"$result\": <index or \"rN\">, \"path\": \"a.b.0\"}"
         );
     }
 
