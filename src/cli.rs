@@ -277,7 +277,10 @@ async fn preflight(app: App, options: crate::preflight::PreflightOptions) -> Exi
     let artifacts_dir = app.resolved_artifacts_dir();
     let name = app.name.clone();
     let built = build_runtime(app);
-    let executor = built.as_ref().map(|(runtime, _, _)| &runtime.executor);
+    let executor = built
+        .as_ref()
+        .map(|(runtime, _, _)| &runtime.executor)
+        .map_err(|error| error as &dyn std::error::Error);
     crate::preflight::check_app(executor, &name, &artifacts_dir, &options).await
 }
 

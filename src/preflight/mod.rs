@@ -196,7 +196,7 @@ async fn check_url(url: &str, token_env: Option<&str>, options: &PreflightOption
 
 /// `<app> --check`: the app's own registry, executor and binary.
 pub(crate) async fn check_app(
-    built: Result<&Arc<Executor>, &crate::app::StartError>,
+    built: Result<&Arc<Executor>, &dyn std::error::Error>,
     app_name: &str,
     artifacts_dir: &Path,
     options: &PreflightOptions,
