@@ -14,7 +14,13 @@ use crate::guard::{Guard, Resources};
 use crate::limits::Limits;
 use crate::registry::{Registry, RegistryError, ScriptFunction};
 
-type Factory = Box<dyn FnOnce() -> Result<Arc<dyn Any + Send + Sync>, String>>;
+/// A resource factory's failure, as the factory's own error displays it;
+/// kept verbatim for the guards that ask for the resource.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct FactoryFailed(String);
+
+type Factory = Box<dyn FnOnce() -> Result<Arc<dyn Any + Send + Sync>, FactoryFailed>>;
 
 /// A managed resource factory, run only in the server process.
 struct ResourceFactory {
@@ -142,7 +148,7 @@ impl App {
             build: Box::new(move || {
                 factory()
                     .map(|v| Arc::new(v) as Arc<dyn Any + Send + Sync>)
-                    .map_err(|e| e.to_string())
+                    .map_err(|e| FactoryFailed(e.to_string()))
             }),
         });
         self
@@ -226,7 +232,7 @@ impl App {
         for factory in self.resources.drain(..) {
             match (factory.build)() {
                 Ok(value) => resources.insert(factory.type_id, value),
-                Err(reason) => {
+                Err(FactoryFailed(reason)) => {
                     tracing::warn!("managed resource {} failed to load: {reason}", factory.type_name);
                     resources.insert_failure(factory.type_id, factory.type_name, reason);
                 }

@@ -277,29 +277,27 @@ async fn preflight(app: App, options: crate::preflight::PreflightOptions) -> Exi
     let artifacts_dir = app.resolved_artifacts_dir();
     let name = app.name.clone();
     let built = build_runtime(app);
-    let executor = built.as_ref().map(|(runtime, _, _)| &runtime.executor);
-    crate::preflight::check_app(
-        executor.map_err(ToString::to_string),
-        &name,
-        &artifacts_dir,
-        &options,
-    )
-    .await
+    let executor = built
+        .as_ref()
+        .map(|(runtime, _, _)| &runtime.executor)
+        .map_err(|error| error as &dyn std::error::Error);
+    crate::preflight::check_app(executor, &name, &artifacts_dir, &options).await
 }
+
+/// A `WARDEN_HTTP_ADDR` that is not an address to listen on.
+#[derive(Debug, thiserror::Error)]
+#[error("WARDEN_HTTP_ADDR: expected IP:PORT such as 127.0.0.1:8080, got '{0}'")]
+struct BadHttpAddr(String);
 
 /// Where to serve HTTP: `--http`, else a non-empty `WARDEN_HTTP_ADDR`;
 /// `None` serves stdio.
-fn http_address(flag: Option<std::net::SocketAddr>) -> Result<Option<std::net::SocketAddr>, String> {
+fn http_address(flag: Option<std::net::SocketAddr>) -> Result<Option<std::net::SocketAddr>, BadHttpAddr> {
     if flag.is_some() {
         return Ok(flag);
     }
     match crate::config::var("WARDEN_HTTP_ADDR").filter(|value| !value.trim().is_empty()) {
         None => Ok(None),
-        Some(value) => {
-            value.trim().parse().map(Some).map_err(|_| {
-                format!("WARDEN_HTTP_ADDR: expected IP:PORT such as 127.0.0.1:8080, got '{value}'")
-            })
-        }
+        Some(value) => value.trim().parse().map(Some).map_err(|_| BadHttpAddr(value)),
     }
 }
 

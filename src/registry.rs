@@ -126,7 +126,7 @@ pub enum RegistryError {
     )]
     ReservedResourceUri(String),
     #[error("resource template '{0}' is invalid: {1}")]
-    BadTemplate(String, String),
+    BadTemplate(String, crate::mcp::app_resources::TemplateError),
 }
 
 /// A function that exists only inside scripts: it takes script values (a

@@ -490,9 +490,10 @@ impl Remote {
 }
 
 /// The runtime every request runs on: one worker thread (requests wait on
-/// the network, not the CPU), built once, never dropped.
-fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
-    static RUNTIME: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
+/// the network, not the CPU), built once, never dropped. A failure to
+/// build it is kept too, and every request reports it.
+fn runtime() -> Result<&'static tokio::runtime::Runtime, &'static std::io::Error> {
+    static RUNTIME: OnceLock<std::io::Result<tokio::runtime::Runtime>> = OnceLock::new();
     RUNTIME
         .get_or_init(|| {
             tokio::runtime::Builder::new_multi_thread()
@@ -500,10 +501,8 @@ fn runtime() -> Result<&'static tokio::runtime::Runtime, String> {
                 .thread_name("warden-s3")
                 .enable_all()
                 .build()
-                .map_err(|e| e.to_string())
         })
         .as_ref()
-        .map_err(Clone::clone)
 }
 
 /// The bytes of `[offset, offset + max_bytes)` clipped to the object, and

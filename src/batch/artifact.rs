@@ -51,29 +51,74 @@ pub(crate) struct ArtifactRef {
 const SHAPE: &str = "write {\"$artifact\": {\"task_id\": \"task_…\", \"filename\": \"outputs/data.csv\"}, \"column\": \"close\"} \
 (or \"columns\": [\"a\", \"b\"] or \"columns\": \"all\")";
 
+/// Why an `$artifact` reference cannot be used: its shape, the file it
+/// names, or the columns it asks for. The text goes into the batch's
+/// `invalid_input` error, so it names the fix.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ArtifactError {
+    #[error("unknown key '{key}' in an $artifact reference; {SHAPE}", SHAPE = SHAPE)]
+    UnknownKey { key: String },
+    #[error("$artifact must be an object with string task_id and filename; {SHAPE}", SHAPE = SHAPE)]
+    NoSource,
+    #[error("unknown key '{key}' in $artifact; it takes task_id and filename only")]
+    UnknownSourceKey { key: String },
+    #[error("columns must list column names as strings; {SHAPE}", SHAPE = SHAPE)]
+    ColumnNames,
+    #[error("give either column or columns, not both; {SHAPE}", SHAPE = SHAPE)]
+    BothColumnKeys,
+    #[error("an $artifact reference needs column or columns; {SHAPE}", SHAPE = SHAPE)]
+    NoColumnKey,
+    #[error("column '{name}' is not in {filename}; its columns are: {columns}")]
+    NoColumn {
+        name: String,
+        filename: String,
+        columns: String,
+    },
+    #[error("column {column} did not load: {error}")]
+    Unloadable {
+        column: String,
+        error: serde_json::Error,
+    },
+    /// The store's refusal (ownership, task id, path), as it words it.
+    #[error("{0}")]
+    Store(String),
+    /// The file is not in the task directory.
+    #[error(
+        "{message}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)"
+    )]
+    NotInTask { message: String, filename: String },
+    #[error("cannot size {filename}: {error}")]
+    Unsizable { filename: String, error: std::io::Error },
+    #[error("{filename} is not readable as UTF-8 text: {error}")]
+    NotText { filename: String, error: std::io::Error },
+    #[error("{filename} is larger than {max} bytes, the argument limit; pass a smaller file")]
+    TooLarge { filename: String, max: usize },
+    #[error("{filename} is not a CSV file with a header row: {error}")]
+    NotCsv { filename: String, error: csv::Error },
+    /// Planned tables hold every referenced file (at substitution).
+    #[error("{filename} was not loaded when the batch was planned")]
+    NotLoaded { filename: String },
+}
+
 /// Parses the shape of an `$artifact` reference (nothing is read here).
-pub(crate) fn parse(map: &Map<String, Value>) -> Result<ArtifactRef, String> {
+pub(crate) fn parse(map: &Map<String, Value>) -> Result<ArtifactRef, ArtifactError> {
     if let Some(key) = map
         .keys()
         .find(|k| !matches!(k.as_str(), ARTIFACT_KEY | "column" | "columns"))
     {
-        return Err(format!("unknown key '{key}' in an $artifact reference; {SHAPE}"));
+        return Err(ArtifactError::UnknownKey { key: key.clone() });
     }
     let source = map.get(ARTIFACT_KEY).and_then(Value::as_object);
     let field = |name: &str| source.and_then(|s| s.get(name)).and_then(Value::as_str);
     let (Some(task_id), Some(filename)) = (field("task_id"), field("filename")) else {
-        return Err(format!(
-            "$artifact must be an object with string task_id and filename; {SHAPE}"
-        ));
+        return Err(ArtifactError::NoSource);
     };
     if let Some(key) = source
         .into_iter()
         .flat_map(|s| s.keys())
         .find(|k| *k != "task_id" && *k != "filename")
     {
-        return Err(format!(
-            "unknown key '{key}' in $artifact; it takes task_id and filename only"
-        ));
+        return Err(ArtifactError::UnknownSourceKey { key: key.clone() });
     }
     let columns = match (map.get("column"), map.get("columns")) {
         (Some(Value::String(one)), None) => Columns::One(one.clone()),
@@ -83,10 +128,10 @@ pub(crate) fn parse(map: &Map<String, Value>) -> Result<ArtifactRef, String> {
                 .iter()
                 .map(|n| n.as_str().map(str::to_string))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| format!("columns must list column names as strings; {SHAPE}"))?,
+                .ok_or(ArtifactError::ColumnNames)?,
         ),
-        (Some(_), Some(_)) => return Err(format!("give either column or columns, not both; {SHAPE}")),
-        _ => return Err(format!("an $artifact reference needs column or columns; {SHAPE}")),
+        (Some(_), Some(_)) => return Err(ArtifactError::BothColumnKeys),
+        _ => return Err(ArtifactError::NoColumnKey),
     };
     Ok(ArtifactRef {
         task_id: task_id.to_string(),
@@ -116,15 +161,17 @@ pub(crate) type Tables = HashMap<(String, String), Table>;
 
 impl Table {
     /// Checks that every column `reference` names exists.
-    pub(crate) fn check(&self, reference: &ArtifactRef) -> Result<(), String> {
+    pub(crate) fn check(&self, reference: &ArtifactRef) -> Result<(), ArtifactError> {
         self.pick(reference).map(drop)
     }
 
     /// The value `reference` stands for, made now (a copy per call).
-    pub(crate) fn value(&self, reference: &ArtifactRef) -> Result<Value, String> {
+    pub(crate) fn value(&self, reference: &ArtifactRef) -> Result<Value, ArtifactError> {
         let parse = |i: usize| {
-            serde_json::from_slice(&self.columns[i])
-                .map_err(|e| format!("column {} did not load: {e}", self.headers[i]))
+            serde_json::from_slice(&self.columns[i]).map_err(|error| ArtifactError::Unloadable {
+                column: self.headers[i].clone(),
+                error,
+            })
         };
         let picked = self.pick(reference)?;
         match &reference.columns {
@@ -132,14 +179,14 @@ impl Table {
             Columns::Some(_) | Columns::All => picked
                 .into_iter()
                 .map(|i| Ok((self.headers[i].clone(), parse(i)?)))
-                .collect::<Result<Map<_, _>, String>>()
+                .collect::<Result<Map<_, _>, ArtifactError>>()
                 .map(Value::Object),
         }
     }
 
     /// Bytes of JSON [`Table::value`] makes for `reference` (close for an
     /// object of columns: keys and punctuation are counted roughly).
-    pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<usize, String> {
+    pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<usize, ArtifactError> {
         let picked = self.pick(reference)?;
         Ok(picked
             .into_iter()
@@ -148,15 +195,16 @@ impl Table {
     }
 
     /// Indices of the columns `reference` names.
-    fn pick(&self, reference: &ArtifactRef) -> Result<Vec<usize>, String> {
+    fn pick(&self, reference: &ArtifactRef) -> Result<Vec<usize>, ArtifactError> {
         let find = |name: &str| {
-            self.headers.iter().position(|h| h == name).ok_or_else(|| {
-                format!(
-                    "column '{name}' is not in {}; its columns are: {}",
-                    reference.filename,
-                    self.headers.join(", ")
-                )
-            })
+            self.headers
+                .iter()
+                .position(|h| h == name)
+                .ok_or_else(|| ArtifactError::NoColumn {
+                    name: name.to_string(),
+                    filename: reference.filename.clone(),
+                    columns: self.headers.join(", "),
+                })
         };
         match &reference.columns {
             Columns::One(name) => Ok(vec![find(name)?]),
@@ -187,47 +235,56 @@ impl<'a> Loader<'a> {
 
     /// The file's size in bytes, without reading it (a task that ran on
     /// another node: from its copy in the object store).
-    pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<u64, String> {
+    pub(crate) fn size(&self, reference: &ArtifactRef) -> Result<u64, ArtifactError> {
         let file = match self.open(reference)? {
             Opened::Local(file) => file,
             Opened::Elsewhere => {
                 let chunk = self
                     .store
                     .read(&reference.task_id, &reference.filename, 0, 1, Encoding::Base64)
-                    .map_err(|e| e.message)?;
+                    .map_err(|e| ArtifactError::Store(e.message))?;
                 return Ok(chunk["size_bytes"].as_u64().unwrap_or(0));
             }
         };
         file.metadata()
             .map(|m| m.len())
-            .map_err(|e| format!("cannot size {}: {e}", reference.filename))
+            .map_err(|error| ArtifactError::Unsizable {
+                filename: reference.filename.clone(),
+                error,
+            })
     }
 
     /// Reads and parses the file (at most the argument cap).
-    pub(crate) fn table(&self, reference: &ArtifactRef) -> Result<Table, String> {
+    pub(crate) fn table(&self, reference: &ArtifactRef) -> Result<Table, ArtifactError> {
         let filename = &reference.filename;
         let mut text = String::new();
         match self.open(reference)? {
             Opened::Local(file) => {
                 file.take(self.max_bytes as u64 + 1)
                     .read_to_string(&mut text)
-                    .map_err(|e| format!("{filename} is not readable as UTF-8 text: {e}"))?;
+                    .map_err(|error| ArtifactError::NotText {
+                        filename: filename.clone(),
+                        error,
+                    })?;
             }
             Opened::Elsewhere => text = self.read_elsewhere(reference)?,
         }
         if text.len() > self.max_bytes {
-            return Err(format!(
-                "{filename} is larger than {} bytes, the argument limit; pass a smaller file",
-                self.max_bytes
-            ));
+            return Err(ArtifactError::TooLarge {
+                filename: filename.clone(),
+                max: self.max_bytes,
+            });
         }
-        parse_csv(&text).map_err(|e| format!("{filename} is not a CSV file with a header row: {e}"))
+        parse_csv(&text).map_err(|error| ArtifactError::NotCsv {
+            filename: filename.clone(),
+            error,
+        })
     }
 
     /// The file in the local task directory, or [`Opened::Elsewhere`] when
     /// the task has no directory here but the caller's view finds its copy
     /// in the object store (it ran on another node).
-    fn open(&self, reference: &ArtifactRef) -> Result<Opened, String> {
+    fn open(&self, reference: &ArtifactRef) -> Result<Opened, ArtifactError> {
         let filename = &reference.filename;
         let dir = match self.store.open_task(&reference.task_id) {
             Ok(dir) => dir,
@@ -235,22 +292,24 @@ impl<'a> Loader<'a> {
                 // The copy answers (same ownership rule) or the error stands.
                 return match self.store.files(&reference.task_id) {
                     Ok(_) => Ok(Opened::Elsewhere),
-                    Err(_) => Err(error.message),
+                    Err(_) => Err(ArtifactError::Store(error.message)),
                 };
             }
-            Err(error) => return Err(error.message),
+            Err(error) => return Err(ArtifactError::Store(error.message)),
         };
-        let parts = safe_path::components("filename", filename).map_err(|e| e.message)?;
+        let parts =
+            safe_path::components("filename", filename).map_err(|e| ArtifactError::Store(e.message))?;
         safe_path::open_read_at(&dir, "filename", &parts)
             .map(Opened::Local)
-            .map_err(|e| {
-                format!("{}; filenames are relative to the task directory, e.g. \"outputs/{filename}\" (see list_artifacts)", e.message)
+            .map_err(|e| ArtifactError::NotInTask {
+                message: e.message,
+                filename: filename.clone(),
             })
     }
 
     /// The text of a file in the object-store copy, read in chunks up to
     /// one byte past the argument cap.
-    fn read_elsewhere(&self, reference: &ArtifactRef) -> Result<String, String> {
+    fn read_elsewhere(&self, reference: &ArtifactRef) -> Result<String, ArtifactError> {
         let mut text = String::new();
         let mut offset = 0;
         loop {
@@ -263,7 +322,7 @@ impl<'a> Loader<'a> {
                     crate::limits::MAX_READ_CHUNK_BYTES,
                     Encoding::Utf8,
                 )
-                .map_err(|e| e.message)?;
+                .map_err(|e| ArtifactError::Store(e.message))?;
             text.push_str(chunk["content"].as_str().unwrap_or_default());
             match chunk["next_offset"].as_u64() {
                 Some(next) if text.len() <= self.max_bytes => offset = next,
@@ -347,7 +406,10 @@ mod tests {
             table.value(&reference(Columns::All)).unwrap(),
             json!({"close": [1.5, 2.5], "vol": [2, null]})
         );
-        let missing = table.check(&reference(Columns::One("open".into()))).unwrap_err();
+        let missing = table
+            .check(&reference(Columns::One("open".into())))
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("close, vol"), "{missing}");
     }
 
@@ -374,7 +436,7 @@ mod tests {
                 "not both",
             ),
         ] {
-            let err = parse(bad.as_object().unwrap()).unwrap_err();
+            let err = parse(bad.as_object().unwrap()).unwrap_err().to_string();
             assert!(err.contains(needle), "{err}");
         }
     }

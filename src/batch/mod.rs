@@ -71,7 +71,8 @@ pub(crate) async fn run(
                 "must not be empty; give a dotted path such as \"evidence.sharpe\"",
             ));
         }
-        refs::check_path(path).map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e))?;
+        refs::check_path(path)
+            .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
     }
     let store = store.view(&origin.principal);
     let (calls, tables) = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;

@@ -88,7 +88,7 @@ pub(crate) fn plan(
                     Ok(reference) => {
                         deps.insert(reference.call);
                     }
-                    Err(message) => problems.push((location.into(), message)),
+                    Err(error) => problems.push((location.into(), error.to_string())),
                 }
             } else {
                 match artifact::parse(map) {
@@ -97,7 +97,7 @@ pub(crate) fn plan(
                         location: location.into(),
                         reference,
                     }),
-                    Err(message) => problems.push((location.into(), message)),
+                    Err(error) => problems.push((location.into(), error.to_string())),
                 }
             }
         });
@@ -123,14 +123,14 @@ pub(crate) fn plan(
                 Ok(table) => {
                     tables.insert(key.clone(), table);
                 }
-                Err(message) => {
-                    problems.push((item.location.clone(), message));
+                Err(error) => {
+                    problems.push((item.location.clone(), error.to_string()));
                     continue;
                 }
             }
         }
-        if let Some(Err(message)) = tables.get(&key).map(|t| t.check(&item.reference)) {
-            problems.push((item.location.clone(), message));
+        if let Some(Err(error)) = tables.get(&key).map(|t| t.check(&item.reference)) {
+            problems.push((item.location.clone(), error.to_string()));
         }
     }
     match problems.first() {
@@ -170,8 +170,8 @@ fn size_files(
             Ok(size) => {
                 sizes.insert(key, size);
             }
-            Err(message) => {
-                problems.push((item.location.clone(), message));
+            Err(error) => {
+                problems.push((item.location.clone(), error.to_string()));
                 failed.insert(key);
             }
         }

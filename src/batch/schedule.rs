@@ -22,9 +22,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::artifact::{self, Tables};
+use super::artifact::{self, ArtifactError, Tables};
 use super::plan::Planned;
-use super::refs::{self, ARTIFACT_KEY, ref_id};
+use super::refs::{self, ARTIFACT_KEY, RefError, ref_id};
 use crate::error::{GuardError, codes};
 use crate::events::Origin;
 use crate::executor::arguments::json_size;
@@ -196,13 +196,18 @@ fn substitute(
     let mut total = json_size(&arguments);
     let mut too_large = false;
     let rewritten = refs::rewrite(arguments, &at, &mut |_, map| {
-        let (size, make): (usize, Box<dyn FnOnce() -> Result<Value, String>>) =
+        let (size, make): (usize, Box<dyn FnOnce() -> Result<Value, RefError>>) =
             if map.contains_key(ARTIFACT_KEY) {
                 let reference = artifact::parse(&map)?;
-                let table = tables.get(&reference.key()).ok_or_else(|| {
-                    format!("{} was not loaded when the batch was planned", reference.filename)
-                })?;
-                (table.size(&reference)?, Box::new(move || table.value(&reference)))
+                let table = tables
+                    .get(&reference.key())
+                    .ok_or_else(|| ArtifactError::NotLoaded {
+                        filename: reference.filename.clone(),
+                    })?;
+                (
+                    table.size(&reference)?,
+                    Box::new(move || Ok(table.value(&reference)?)),
+                )
             } else {
                 let reference = refs::parse_result(&map, index, outcomes.len())?;
                 let source = reference.call;
@@ -210,30 +215,31 @@ fn substitute(
                     result: Ok(output), ..
                 })) = outcomes.get(source)
                 else {
-                    return Err(format!("the result of calls[{source}] is not available"));
+                    return Err(RefError::NotAvailable { call: source });
                 };
-                let value = refs::resolve(output, &reference.path).map_err(|e| {
-                    format!(
-                        "path '{}' into the result of calls[{source}] ({}, {}): {e}",
-                        reference.path,
-                        ref_id(source),
-                        names[source]
-                    )
+                let value = refs::resolve(output, &reference.path).map_err(|error| RefError::PathInto {
+                    path: reference.path.clone(),
+                    call: source,
+                    id: ref_id(source),
+                    guard: names[source].clone(),
+                    error: Box::new(error),
                 })?;
                 (json_size(value), Box::new(|| Ok(value.clone())))
             };
         total += size;
         if total > cap {
             too_large = true;
-            return Err(format!(
-                "with this reference ({size} bytes) the arguments of calls[{index}] ({}) pass the {cap}-byte argument limit; \
-reference less data",
-                names[index]
-            ));
+            return Err(RefError::TooLarge {
+                size,
+                index,
+                guard: names[index].clone(),
+                cap,
+            });
         }
         make()
     });
-    rewritten.map_err(|(location, message)| {
+    rewritten.map_err(|(location, error)| {
+        let message = error.to_string();
         if too_large {
             GuardError {
                 code: codes::ARGUMENTS_TOO_LARGE.into(),

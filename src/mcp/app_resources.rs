@@ -258,38 +258,50 @@ fn reserved(uri: &str) -> Result<(), RegistryError> {
     Ok(())
 }
 
+/// What is wrong with a resource template (the detail of
+/// [`RegistryError::BadTemplate`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TemplateError {
+    #[error("two variables need a literal between them")]
+    AdjacentVariables,
+    #[error("a '{{' has no closing '}}'")]
+    Unclosed,
+    #[error("variable '{{{0}}}' must be a non-empty name of letters, digits and '_'")]
+    BadName(String),
+    #[error("a '}}' has no opening '{{'")]
+    Unopened,
+    #[error("it has no {{variable}}: register it with App::static_resource")]
+    NoVariable,
+}
+
 /// Splits a level-1 template into literals and variables. Two variables
 /// must be separated by a literal, or a URI could split between them in
 /// more than one way.
-fn parse(template: &str) -> Result<Vec<Part>, String> {
+fn parse(template: &str) -> Result<Vec<Part>, TemplateError> {
     let mut parts = Vec::new();
     let mut rest = template;
     while let Some(open) = rest.find('{') {
         if open > 0 {
             parts.push(Part::Literal(rest[..open].to_string()));
         } else if matches!(parts.last(), Some(Part::Variable(_))) {
-            return Err("two variables need a literal between them".into());
+            return Err(TemplateError::AdjacentVariables);
         }
-        let close = rest[open..]
-            .find('}')
-            .ok_or_else(|| "a '{' has no closing '}'".to_string())?;
+        let close = rest[open..].find('}').ok_or(TemplateError::Unclosed)?;
         let name = &rest[open + 1..open + close];
         if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Err(format!(
-                "variable '{{{name}}}' must be a non-empty name of letters, digits and '_'"
-            ));
+            return Err(TemplateError::BadName(name.to_string()));
         }
         parts.push(Part::Variable(name.to_string()));
         rest = &rest[open + close + 1..];
     }
     if rest.contains('}') {
-        return Err("a '}' has no opening '{'".into());
+        return Err(TemplateError::Unopened);
     }
     if !rest.is_empty() {
         parts.push(Part::Literal(rest.to_string()));
     }
     if !parts.iter().any(|p| matches!(p, Part::Variable(_))) {
-        return Err("it has no {variable}: register it with App::static_resource".into());
+        return Err(TemplateError::NoVariable);
     }
     Ok(parts)
 }
@@ -368,13 +380,29 @@ mod tests {
     fn bad_registrations_are_refused_with_the_reason() {
         // Ambiguous or malformed templates, duplicates and the artifact scheme are refused.
         let template = |t: &str| ResourceTemplate::new(t, "t", "text/plain", |_| Ok(Body::text("")));
-        for bad in ["x://{a}{b}", "x://{a", "x://a}", "x://{}", "x://plain"] {
+        for (bad, reason) in [
+            ("x://{a}{b}", "two variables need a literal between them"),
+            ("x://{a", "a '{' has no closing '}'"),
+            ("x://a}", "a '}' has no opening '{'"),
+            (
+                "x://{}",
+                "variable '{}' must be a non-empty name of letters, digits and '_'",
+            ),
+            (
+                "x://plain",
+                "it has no {variable}: register it with App::static_resource",
+            ),
+        ] {
+            let refused = AppResources::new(vec![], vec![template(bad)])
+                .map(drop)
+                .unwrap_err();
             assert!(
-                matches!(
-                    AppResources::new(vec![], vec![template(bad)]),
-                    Err(RegistryError::BadTemplate(..))
-                ),
+                matches!(refused, RegistryError::BadTemplate(..)),
                 "{bad} should be refused"
+            );
+            assert_eq!(
+                refused.to_string(),
+                format!("resource template '{bad}' is invalid: {reason}")
             );
         }
         let artifact = StaticResource::new("warden://artifacts/x", "x", "text/plain", Body::text(""));

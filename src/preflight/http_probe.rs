@@ -30,6 +30,21 @@ pub(crate) struct HttpOutcome {
     pub tools: Option<Vec<Value>>,
 }
 
+/// Why an MCP request over HTTP produced no result: the server could not
+/// be reached, answered another status, or sent no matching JSON-RPC
+/// answer. The text is a failed check's message.
+#[derive(Debug, thiserror::Error)]
+enum RpcError {
+    #[error("cannot reach {url}: {error}")]
+    Unreachable { url: String, error: ureq::Error },
+    #[error("HTTP {status}: {excerpt}")]
+    Status { status: u16, excerpt: String },
+    #[error("JSON-RPC error: {0}")]
+    Rpc(Value),
+    #[error("no JSON-RPC answer with id {id} in: {excerpt}")]
+    NoAnswer { id: u64, excerpt: String },
+}
+
 /// One HTTP answer: status, the headers the checks read, the body.
 struct Answer {
     status: u16,
@@ -103,7 +118,7 @@ impl Probe {
     fn authentication(&self) -> Check {
         let bare = self.post(&initialize(), &[], false);
         match (bare, &self.token) {
-            (Err(error), _) => Check::fail("http.auth", error, "check the URL"),
+            (Err(error), _) => Check::fail("http.auth", error.to_string(), "check the URL"),
             (Ok(answer), Some(_)) if answer.status == 401 => match answer.challenge {
                 Some(challenge) if challenge.starts_with("Bearer") => Check::pass(
                     "http.auth",
@@ -139,16 +154,16 @@ impl Probe {
             Err(error) => {
                 outcome
                     .checks
-                    .push(Check::fail("mcp.initialize", error, "check the URL"));
+                    .push(Check::fail("mcp.initialize", error.to_string(), "check the URL"));
                 return;
             }
         };
         let result = match rpc_result(&answer, 1) {
             Ok(result) => result,
-            Err(message) => {
+            Err(error) => {
                 outcome.checks.push(Check::fail(
                     "mcp.initialize",
-                    message,
+                    error.to_string(),
                     "the endpoint must answer MCP initialize (is the path /mcp?)",
                 ));
                 return;
@@ -208,7 +223,9 @@ impl Probe {
                         return Check::pass("mcp.tools_list", format!("{count} tools listed"));
                     }
                 }
-                Err(message) => return Check::fail("mcp.tools_list", message, "see the server's log"),
+                Err(error) => {
+                    return Check::fail("mcp.tools_list", error.to_string(), "see the server's log");
+                }
             }
         }
         Check::fail(
@@ -247,16 +264,16 @@ impl Probe {
                     )
                 }
             }
-            Err(message) => Check::fail(
+            Err(error) => Check::fail(
                 "mcp.discover",
-                message,
+                error.to_string(),
                 "2026-07-28 clients need server/discover and stateless requests",
             ),
         }
     }
 
     /// POSTs a JSON-RPC message; `authorized` adds the bearer token.
-    fn post(&self, body: &Value, headers: &[(&str, &str)], authorized: bool) -> Result<Answer, String> {
+    fn post(&self, body: &Value, headers: &[(&str, &str)], authorized: bool) -> Result<Answer, RpcError> {
         let mut request = self
             .agent
             .post(&self.url)
@@ -270,7 +287,10 @@ impl Probe {
         }
         let response = request
             .send(body.to_string().as_bytes())
-            .map_err(|error| format!("cannot reach {}: {error}", self.url))?;
+            .map_err(|error| RpcError::Unreachable {
+                url: self.url.clone(),
+                error,
+            })?;
         let header = |name: &str| {
             response
                 .headers()
@@ -306,9 +326,12 @@ fn read_body(response: ureq::http::Response<ureq::Body>) -> String {
 }
 
 /// The `result` of the JSON-RPC response with `id` in a JSON or SSE body.
-fn rpc_result(answer: &Answer, id: u64) -> Result<Value, String> {
+fn rpc_result(answer: &Answer, id: u64) -> Result<Value, RpcError> {
     if answer.status != 200 {
-        return Err(format!("HTTP {}: {}", answer.status, excerpt(&answer.body)));
+        return Err(RpcError::Status {
+            status: answer.status,
+            excerpt: excerpt(&answer.body),
+        });
     }
     let messages = answer
         .body
@@ -322,14 +345,14 @@ fn rpc_result(answer: &Answer, id: u64) -> Result<Value, String> {
             continue;
         }
         if let Some(error) = message.get("error") {
-            return Err(format!("JSON-RPC error: {error}"));
+            return Err(RpcError::Rpc(error.clone()));
         }
         return Ok(message["result"].clone());
     }
-    Err(format!(
-        "no JSON-RPC answer with id {id} in: {}",
-        excerpt(&answer.body)
-    ))
+    Err(RpcError::NoAnswer {
+        id,
+        excerpt: excerpt(&answer.body),
+    })
 }
 
 fn excerpt(text: &str) -> String {

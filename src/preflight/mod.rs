@@ -91,14 +91,24 @@ impl PreflightArgs {
     }
 }
 
+/// A `--timeout` that is not a number of seconds in (0, 300]; clap shows
+/// it after the flag's name.
+#[derive(Debug, thiserror::Error)]
+#[error("expected seconds greater than 0 and at most {max}, got '{raw}'")]
+pub struct BadTimeout {
+    raw: String,
+    max: f64,
+}
+
 /// Parses `--timeout`: seconds, fractional allowed, >0 and ≤300.
-pub fn parse_timeout(raw: &str) -> Result<Duration, String> {
+pub fn parse_timeout(raw: &str) -> Result<Duration, BadTimeout> {
     let max = MAX_STAGE_TIMEOUT.as_secs_f64();
     match raw.trim().parse::<f64>() {
         Ok(secs) if secs > 0.0 && secs <= max => Ok(Duration::from_secs_f64(secs)),
-        _ => Err(format!(
-            "expected seconds greater than 0 and at most {max}, got '{raw}'"
-        )),
+        _ => Err(BadTimeout {
+            raw: raw.to_string(),
+            max,
+        }),
     }
 }
 
@@ -186,7 +196,7 @@ async fn check_url(url: &str, token_env: Option<&str>, options: &PreflightOption
 
 /// `<app> --check`: the app's own registry, executor and binary.
 pub(crate) async fn check_app(
-    built: Result<&Arc<Executor>, String>,
+    built: Result<&Arc<Executor>, &dyn std::error::Error>,
     app_name: &str,
     artifacts_dir: &Path,
     options: &PreflightOptions,

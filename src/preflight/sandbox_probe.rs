@@ -29,9 +29,24 @@ the container's seccomp/AppArmor profile); without them scripts are kept off the
     }
 }
 
+/// Why the namespace probe's child could not unshare, or why the probe
+/// could not tell.
+#[derive(Debug, thiserror::Error)]
+enum UnshareError {
+    /// The kernel's answer to the child, as its errno's description.
+    #[error("{}", .0.desc())]
+    Refused(nix::errno::Errno),
+    #[error("probe child ended unexpectedly: {0:?}")]
+    Unexpected(nix::sys::wait::WaitStatus),
+    #[error("waitpid failed: {0}")]
+    Wait(nix::errno::Errno),
+    #[error("fork failed: {0}")]
+    Fork(nix::errno::Errno),
+}
+
 /// Forks a child that tries the unshare and exits with the errno (0 on success).
 #[allow(unsafe_code)]
-fn unshare_in_child() -> Result<(), String> {
+fn unshare_in_child() -> Result<(), UnshareError> {
     use nix::sched::{CloneFlags, unshare};
     use nix::sys::wait::{WaitStatus, waitpid};
     use nix::unistd::{ForkResult, fork};
@@ -50,11 +65,11 @@ fn unshare_in_child() -> Result<(), String> {
         }
         Ok(ForkResult::Parent { child }) => match waitpid(child, None) {
             Ok(WaitStatus::Exited(_, 0)) => Ok(()),
-            Ok(WaitStatus::Exited(_, code)) => Err(nix::errno::Errno::from_raw(code).desc().to_string()),
-            Ok(other) => Err(format!("probe child ended unexpectedly: {other:?}")),
-            Err(errno) => Err(format!("waitpid failed: {errno}")),
+            Ok(WaitStatus::Exited(_, code)) => Err(UnshareError::Refused(nix::errno::Errno::from_raw(code))),
+            Ok(other) => Err(UnshareError::Unexpected(other)),
+            Err(errno) => Err(UnshareError::Wait(errno)),
         },
-        Err(errno) => Err(format!("fork failed: {errno}")),
+        Err(errno) => Err(UnshareError::Fork(errno)),
     }
 }
 

@@ -23,20 +23,42 @@ pub struct Answer {
     pub assumptions: Vec<Value>,
 }
 
+/// The rule a final answer broke. The text goes to the client (and to the
+/// model, which answers again), so it names the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ContractError {
+    #[error("final_answer takes an object map like #{{task_type: \"analysis\", summary: \"…\"}}")]
+    NotAMap,
+    #[error("final_answer: unknown key '{0}'; allowed keys are task_type, summary, metrics, assumptions")]
+    UnknownKey(String),
+    #[error("final_answer: task_type must be one of {types}, got '{0}'", types = TASK_TYPES.join(", "))]
+    TaskType(String),
+    #[error("final_answer: summary must be a non-blank string")]
+    BlankSummary,
+    #[error("final_answer: metrics must be an object map")]
+    MetricsNotAMap,
+    #[error("final_answer: only task_type 'analysis' carries metrics, not '{0}'")]
+    MetricsOutsideAnalysis(String),
+    #[error(
+        "final_answer: an 'analysis' needs at least one successful function call in this task: a call of a guard or of a script-only function that returned without error; {0} call(s) made, none succeeded. Call one, or answer 'needs_input' or 'unsupported'"
+    )]
+    AnalysisWithoutCalls(usize),
+    #[error("final_answer: 'no_action' is refused after {0} guard call(s) were made")]
+    NoActionAfterCalls(usize),
+    #[error("final_answer: assumptions must be an array of strings")]
+    AssumptionsNotAList,
+}
+
 /// Checks `answer` given how many guard calls were made and succeeded.
-pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answer, String> {
+pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answer, ContractError> {
     let Value::Object(map) = answer else {
-        return Err(
-            "final_answer takes an object map like #{task_type: \"analysis\", summary: \"…\"}".into(),
-        );
+        return Err(ContractError::NotAMap);
     };
     if let Some(unknown) = map
         .keys()
         .find(|k| !["task_type", "summary", "metrics", "assumptions"].contains(&k.as_str()))
     {
-        return Err(format!(
-            "final_answer: unknown key '{unknown}'; allowed keys are task_type, summary, metrics, assumptions"
-        ));
+        return Err(ContractError::UnknownKey(unknown.clone()));
     }
     let task_type = map
         .get("task_type")
@@ -44,10 +66,7 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
         .unwrap_or_default()
         .to_string();
     if !TASK_TYPES.contains(&task_type.as_str()) {
-        return Err(format!(
-            "final_answer: task_type must be one of {}, got '{task_type}'",
-            TASK_TYPES.join(", ")
-        ));
+        return Err(ContractError::TaskType(task_type));
     }
     let summary = map
         .get("summary")
@@ -56,32 +75,26 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
         .trim()
         .to_string();
     if summary.is_empty() {
-        return Err("final_answer: summary must be a non-blank string".into());
+        return Err(ContractError::BlankSummary);
     }
     let metrics = match map.get("metrics") {
         None | Some(Value::Null) => Map::new(),
         Some(Value::Object(metrics)) => metrics.clone(),
-        Some(_) => return Err("final_answer: metrics must be an object map".into()),
+        Some(_) => return Err(ContractError::MetricsNotAMap),
     };
     if !metrics.is_empty() && task_type != "analysis" {
-        return Err(format!(
-            "final_answer: only task_type 'analysis' carries metrics, not '{task_type}'"
-        ));
+        return Err(ContractError::MetricsOutsideAnalysis(task_type));
     }
     if task_type == "analysis" && calls_ok == 0 {
-        return Err(format!(
-            "final_answer: an 'analysis' needs at least one successful function call in this task: a call of a guard or of a script-only function that returned without error; {calls_made} call(s) made, none succeeded. Call one, or answer 'needs_input' or 'unsupported'"
-        ));
+        return Err(ContractError::AnalysisWithoutCalls(calls_made));
     }
     if task_type == "no_action" && calls_made > 0 {
-        return Err(format!(
-            "final_answer: 'no_action' is refused after {calls_made} guard call(s) were made"
-        ));
+        return Err(ContractError::NoActionAfterCalls(calls_made));
     }
     let assumptions = match map.get("assumptions") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items.clone(),
-        Some(_) => return Err("final_answer: assumptions must be an array of strings".into()),
+        Some(_) => return Err(ContractError::AssumptionsNotAList),
     };
     let status = if matches!(task_type.as_str(), "unsupported" | "failed") {
         super::TaskStatus::Failed
@@ -114,7 +127,9 @@ mod tests {
             .is_err()
         );
         assert!(check(&json!({"task_type": "analysis", "summary": "  "}), 1, 1).is_err());
-        let refusal = check(&json!({"task_type": "analysis", "summary": "x"}), 1, 0).unwrap_err();
+        let refusal = check(&json!({"task_type": "analysis", "summary": "x"}), 1, 0)
+            .unwrap_err()
+            .to_string();
         assert!(
             refusal.contains("a guard or of a script-only function that returned without error"),
             "{refusal}"
@@ -138,6 +153,26 @@ mod tests {
         assert_eq!(
             (ok.status, ok.task_type.as_str()),
             (super::super::TaskStatus::Success, "analysis")
+        );
+        // The refusals read as before the typed error (clients and the model see them).
+        assert_eq!(
+            check(&json!([1]), 0, 0).unwrap_err().to_string(),
+            "final_answer takes an object map like #{task_type: \"analysis\", summary: \"…\"}"
+        );
+        assert_eq!(
+            check(&json!({"task_type": "x", "summary": "s"}), 0, 0)
+                .unwrap_err()
+                .to_string(),
+            "final_answer: task_type must be one of analysis, no_action, needs_input, unsupported, failed, got 'x'"
+        );
+        assert_eq!(
+            check(&json!({"task_type": "analysis", "summary": "x"}), 0, 0)
+                .unwrap_err()
+                .to_string(),
+            check(&json!({"task_type": "analysis", "summary": "x"}), 1, 0)
+                .unwrap_err()
+                .to_string()
+                .replace("1 call(s)", "0 call(s)")
         );
         assert_eq!(
             check(&json!({"task_type": "unsupported", "summary": "x"}), 0, 0)

@@ -36,29 +36,40 @@ pub fn installed() -> bool {
 }
 static WORKER_COLLECTING: OnceLock<()> = OnceLock::new();
 
+/// Why the exporter `WARDEN_TRACE_EXPORTER` names cannot be installed;
+/// the server warns with this and runs without recording spans.
+#[derive(Debug, thiserror::Error)]
+pub enum ExporterError {
+    #[error("WARDEN_TRACE_EXPORTER: expected none, console, file or otlp, got '{0}'")]
+    Unknown(String),
+    #[error("WARDEN_TRACE_EXPORTER=file needs WARDEN_TRACE_FILE (a path to append spans to)")]
+    NoTraceFile,
+    #[error("WARDEN_TRACE_FILE {path}: {error}")]
+    TraceFile { path: String, error: std::io::Error },
+    #[cfg(feature = "otel-otlp")]
+    #[error("otlp exporter: {0}")]
+    Otlp(#[source] opentelemetry_otlp::ExporterBuildError),
+    #[cfg(not(feature = "otel-otlp"))]
+    #[error("WARDEN_TRACE_EXPORTER=otlp needs a build with the `otel-otlp` cargo feature")]
+    OtlpNotBuilt,
+}
+
 /// Installs the server's provider per `WARDEN_TRACE_EXPORTER`.
-pub fn install_server() -> Result<Option<SdkTracerProvider>, String> {
+pub fn install_server() -> Result<Option<SdkTracerProvider>, ExporterError> {
     let choice = crate::config::var("WARDEN_TRACE_EXPORTER").unwrap_or_default();
     let processor: Arc<dyn SpanProcessor> = match choice.trim() {
         "" | "none" => return Ok(None),
         "console" => Arc::new(JsonLines::new(Box::new(std::io::stderr()))),
         "file" => {
-            let path = crate::config::var("WARDEN_TRACE_FILE").ok_or_else(|| {
-                "WARDEN_TRACE_EXPORTER=file needs WARDEN_TRACE_FILE (a path to append spans to)".to_string()
-            })?;
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .append(true)
-                .open(&path)
-                .map_err(|e| format!("WARDEN_TRACE_FILE {path}: {e}"))?;
+            let path = crate::config::var("WARDEN_TRACE_FILE").ok_or(ExporterError::NoTraceFile)?;
+            let file = match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+                Ok(file) => file,
+                Err(error) => return Err(ExporterError::TraceFile { path, error }),
+            };
             Arc::new(JsonLines::new(Box::new(file)))
         }
         "otlp" => otlp()?,
-        other => {
-            return Err(format!(
-                "WARDEN_TRACE_EXPORTER: expected none, console, file or otlp, got '{other}'"
-            ));
-        }
+        other => return Err(ExporterError::Unknown(other.to_string())),
     };
     let _ = RELAY.set(processor.clone());
     let provider = SdkTracerProvider::builder()
@@ -70,7 +81,7 @@ pub fn install_server() -> Result<Option<SdkTracerProvider>, String> {
 }
 
 #[cfg(feature = "otel-otlp")]
-fn otlp() -> Result<Arc<dyn SpanProcessor>, String> {
+fn otlp() -> Result<Arc<dyn SpanProcessor>, ExporterError> {
     use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
     // The exporter reads OTEL_EXPORTER_OTLP_* from the process environment
     // itself; values that only a .env file set are handed over here.
@@ -98,15 +109,15 @@ fn otlp() -> Result<Arc<dyn SpanProcessor>, String> {
             .collect();
         builder = builder.with_headers(pairs);
     }
-    let exporter = builder.build().map_err(|e| format!("otlp exporter: {e}"))?;
+    let exporter = builder.build().map_err(ExporterError::Otlp)?;
     Ok(Arc::new(
         opentelemetry_sdk::trace::BatchSpanProcessor::builder(exporter).build(),
     ))
 }
 
 #[cfg(not(feature = "otel-otlp"))]
-fn otlp() -> Result<Arc<dyn SpanProcessor>, String> {
-    Err("WARDEN_TRACE_EXPORTER=otlp needs a build with the `otel-otlp` cargo feature".into())
+fn otlp() -> Result<Arc<dyn SpanProcessor>, ExporterError> {
+    Err(ExporterError::OtlpNotBuilt)
 }
 
 /// In a worker: records spans in memory for [`drain`].

@@ -544,3 +544,43 @@ fn links_between_the_guides_resolve() {
     }
     assert!(broken.is_empty(), "broken links: {broken:#?}");
 }
+
+#[test]
+fn only_a_process_entry_point_prints() {
+    // Library code never prints: outside the command line (src/cli.rs) and
+    // unit tests, a print macro sits in a function that returns the
+    // process's ExitCode (docs/architecture.md).
+    let mut files = Vec::new();
+    rust_files(&workspace_root().join("src"), &mut files);
+    let mut printing = Vec::new();
+    for file in files {
+        let relative = file
+            .strip_prefix(workspace_root())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        if relative == "src/cli.rs" || relative.ends_with("/tests.rs") || relative.contains("/tests/") {
+            continue;
+        }
+        let full = std::fs::read_to_string(&file).expect("source");
+        let text = non_test(&full);
+        for mac in ["println!(", "eprintln!(", "print!(", "eprint!("] {
+            for (at, _) in text.match_indices(mac) {
+                let before = text[..at].chars().next_back();
+                if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
+                    continue;
+                }
+                let start = text[..at].rfind("fn ").expect("a print macro inside a function");
+                let signature = &text[start..start + text[start..].find('{').unwrap_or(0)];
+                if !signature.contains("ExitCode") {
+                    let line = text[..at].lines().count();
+                    printing.push(format!("{relative}:{line}: in {}", signature.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        printing.is_empty(),
+        "printing outside an entry point (return an error to the caller instead): {printing:#?}"
+    );
+}

@@ -19,6 +19,15 @@ use super::SetupError;
 use super::assertions::Outcome;
 use super::config::ServerConfig;
 
+/// Why tools/list gave no tools; the report's `tools.error`.
+#[derive(Debug, thiserror::Error)]
+pub enum ListError {
+    #[error("tools/list failed: {0}")]
+    Failed(ServiceError),
+    #[error("tools/list got no answer within {secs} s")]
+    NoAnswer { secs: f64 },
+}
+
 /// Time the server gets to exit after the session closes: 5 s; then rmcp
 /// sends SIGTERM and finally kills it.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -90,17 +99,16 @@ impl Connection {
     }
 
     /// Every tool from tools/list, in MCP JSON form.
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, String> {
+    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, ListError> {
         match tokio::time::timeout(timeout, self.client.list_all_tools()).await {
             Ok(Ok(tools)) => Ok(tools
                 .iter()
                 .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
                 .collect()),
-            Ok(Err(error)) => Err(format!("tools/list failed: {error}")),
-            Err(_) => Err(format!(
-                "tools/list got no answer within {} s",
-                timeout.as_secs_f64()
-            )),
+            Ok(Err(error)) => Err(ListError::Failed(error)),
+            Err(_) => Err(ListError::NoAnswer {
+                secs: timeout.as_secs_f64(),
+            }),
         }
     }
 

@@ -125,13 +125,19 @@ impl ServerConfig {
     }
 }
 
+/// A timeout outside (0, [`MAX_TIMEOUT_SECONDS`]]. The text follows the
+/// setting's name ("server.call_timeout_seconds must be …").
+#[derive(Debug, thiserror::Error)]
+#[error("must be greater than 0 and at most {max}, got {secs}", max = MAX_TIMEOUT_SECONDS)]
+pub struct BadSeconds {
+    secs: f64,
+}
+
 /// A timeout in seconds from a config or case, or `default` when absent.
-pub fn seconds(value: Option<f64>, default: Duration) -> Result<Duration, String> {
+pub fn seconds(value: Option<f64>, default: Duration) -> Result<Duration, BadSeconds> {
     match value {
         None => Ok(default),
         Some(secs) if secs > 0.0 && secs <= MAX_TIMEOUT_SECONDS => Ok(Duration::from_secs_f64(secs)),
-        Some(secs) => Err(format!(
-            "must be greater than 0 and at most {MAX_TIMEOUT_SECONDS}, got {secs}"
-        )),
+        Some(secs) => Err(BadSeconds { secs }),
     }
 }

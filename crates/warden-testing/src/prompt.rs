@@ -29,6 +29,37 @@ pub const MAX_ADAPTER_OUTPUT: u64 = 4 * 1024 * 1024;
 /// Bytes of adapter stderr quoted when it fails: 1 KiB (the tail).
 const ADAPTER_STDERR_TAIL: usize = 1024;
 
+/// Why a pluggable adapter gave no answer; the case fails with this text.
+#[derive(Debug, thiserror::Error)]
+pub enum AdapterError {
+    /// The case's `timeout_seconds`.
+    #[error(transparent)]
+    Timeout(#[from] super::config::BadSeconds),
+    #[error("cannot start prompt adapter `{command}`: {error}")]
+    Spawn { command: String, error: std::io::Error },
+    #[error("prompt adapter gave no answer within {secs} s; its process group was killed")]
+    NoAnswer { secs: f64 },
+    /// `tail` is "; adapter stderr: …" or empty.
+    #[error("prompt adapter exited with {status}{tail}")]
+    Exit {
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    #[error("cannot wait for the prompt adapter: {0}")]
+    Wait(std::io::Error),
+    #[error("prompt adapter printed more than {max} bytes", max = MAX_ADAPTER_OUTPUT)]
+    TooMuch,
+    #[error("prompt adapter printed invalid JSON ({error}); {expected}{tail}", expected = EXPECTED)]
+    Json { error: serde_json::Error, tail: String },
+    #[error("prompt adapter output has no string 'response'; {expected}{tail}", expected = EXPECTED)]
+    NoResponse { tail: String },
+    #[error("prompt adapter's 'tool_calls' is not a list; {expected}{tail}", expected = EXPECTED)]
+    ToolCalls { tail: String },
+}
+
+/// What an adapter must print.
+const EXPECTED: &str = "expected one JSON object {\"response\": string, \"tool_calls\": [...]}";
+
 /// Where a prompt answer comes from.
 #[derive(Debug, Clone)]
 pub enum PromptSource {
@@ -46,7 +77,7 @@ pub async fn answer(
     raw: &Value,
     id: &str,
     config_path: &Path,
-) -> Result<Option<PromptAnswer>, String> {
+) -> Result<Option<PromptAnswer>, AdapterError> {
     match source {
         PromptSource::Replay => Ok(case.replay.as_ref().map(|replay| PromptAnswer {
             response: replay.response.clone(),
@@ -67,7 +98,7 @@ async fn run_adapter(
     id: &str,
     config_path: &Path,
     timeout: Duration,
-) -> Result<PromptAnswer, String> {
+) -> Result<PromptAnswer, AdapterError> {
     let mut child = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -79,7 +110,10 @@ async fn run_adapter(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("cannot start prompt adapter `{command}`: {e}"))?;
+        .map_err(|error| AdapterError::Spawn {
+            command: command.to_string(),
+            error,
+        })?;
     let pgid = child.id();
     let mut stdin = child.stdin.take();
     let stdout = child.stdout.take();
@@ -111,40 +145,37 @@ async fn run_adapter(
         Ok(parts) => parts,
         Err(_) => {
             kill_group(pgid);
-            return Err(format!(
-                "prompt adapter gave no answer within {} s; its process group was killed",
-                timeout.as_secs_f64()
-            ));
+            return Err(AdapterError::NoAnswer {
+                secs: timeout.as_secs_f64(),
+            });
         }
     };
     let tail = stderr_tail(&err);
     match status {
         Ok(status) if status.success() => {}
-        Ok(status) => return Err(format!("prompt adapter exited with {status}{tail}")),
-        Err(e) => return Err(format!("cannot wait for the prompt adapter: {e}")),
+        Ok(status) => return Err(AdapterError::Exit { status, tail }),
+        Err(e) => return Err(AdapterError::Wait(e)),
     }
     if out.len() as u64 > MAX_ADAPTER_OUTPUT {
-        return Err(format!(
-            "prompt adapter printed more than {MAX_ADAPTER_OUTPUT} bytes"
-        ));
+        return Err(AdapterError::TooMuch);
     }
-    parse_answer(&out).map_err(|e| format!("{e}{tail}"))
+    parse_answer(&out, tail)
 }
 
-/// Parses `{"response": string, "tool_calls": [...]}` (tool_calls optional).
-fn parse_answer(out: &[u8]) -> Result<PromptAnswer, String> {
-    let expected = "expected one JSON object {\"response\": string, \"tool_calls\": [...]}";
-    let value: Value = serde_json::from_slice(out)
-        .map_err(|e| format!("prompt adapter printed invalid JSON ({e}); {expected}"))?;
+/// Parses `{"response": string, "tool_calls": [...]}` (tool_calls optional);
+/// a refusal ends with `tail`, the adapter's stderr.
+fn parse_answer(out: &[u8], tail: String) -> Result<PromptAnswer, AdapterError> {
+    let value: Value = match serde_json::from_slice(out) {
+        Ok(value) => value,
+        Err(error) => return Err(AdapterError::Json { error, tail }),
+    };
     let Some(response) = value["response"].as_str() else {
-        return Err(format!(
-            "prompt adapter output has no string 'response'; {expected}"
-        ));
+        return Err(AdapterError::NoResponse { tail });
     };
     let tool_calls = match &value["tool_calls"] {
         Value::Null => Vec::new(),
         Value::Array(calls) => calls.clone(),
-        _ => return Err(format!("prompt adapter's 'tool_calls' is not a list; {expected}")),
+        _ => return Err(AdapterError::ToolCalls { tail }),
     };
     Ok(PromptAnswer {
         response: response.to_string(),
@@ -168,4 +199,37 @@ fn stderr_tail(err: &[u8]) -> String {
         "; adapter stderr: {}",
         String::from_utf8_lossy(&err[start..]).trim()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn adapter_output_is_checked_and_refusals_end_with_its_stderr() {
+        // A valid answer parses; each malformed one says what is expected, then the stderr tail.
+        let ok = parse_answer(br#"{"response": "r", "tool_calls": [1]}"#, String::new()).unwrap();
+        assert_eq!((ok.response.as_str(), ok.tool_calls.len()), ("r", 1));
+        let tail = || "; adapter stderr: boom".to_string();
+        assert_eq!(
+            parse_answer(br#"{"tool_calls": []}"#, tail())
+                .unwrap_err()
+                .to_string(),
+            "prompt adapter output has no string 'response'; expected one JSON object \
+{\"response\": string, \"tool_calls\": [...]}; adapter stderr: boom"
+        );
+        assert_eq!(
+            parse_answer(br#"{"response": "r", "tool_calls": 1}"#, String::new())
+                .unwrap_err()
+                .to_string(),
+            "prompt adapter's 'tool_calls' is not a list; expected one JSON object \
+{\"response\": string, \"tool_calls\": [...]}"
+        );
+        let invalid = parse_answer(b"nope", tail()).unwrap_err().to_string();
+        assert!(
+            invalid.starts_with("prompt adapter printed invalid JSON (")
+                && invalid.ends_with("; adapter stderr: boom"),
+            "{invalid}"
+        );
+    }
 }

@@ -163,6 +163,11 @@ async fn prompt_case(context: &RunContext<'_>, prompt: &PromptCase, case: &Case,
             report.status = Verdict::Skipped;
             report.error = Some("no replay data and no --prompt-adapter: nothing answers this prompt".into());
         }
-        Err(error) => report.judge(vec![Mismatch::new("adapter", Value::Null, Value::Null, error)]),
+        Err(error) => report.judge(vec![Mismatch::new(
+            "adapter",
+            Value::Null,
+            Value::Null,
+            error.to_string(),
+        )]),
     }
 }

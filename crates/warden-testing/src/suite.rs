@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
 use super::SetupError;
+use super::config::BadSeconds;
 
 /// One string or a list of strings (`"error_contains": "x"` or `["x", "y"]`).
 #[derive(Debug, Clone, Deserialize)]
@@ -234,7 +235,7 @@ impl Suite {
                 cases,
                 description: None,
             },
-            object => typed::<SuiteFile>(object, "").map_err(invalid)?,
+            object => typed::<SuiteFile>(object, "").map_err(|e| invalid(e.to_string()))?,
         };
         let _ = file.description;
         let name = path
@@ -243,14 +244,14 @@ impl Suite {
             .unwrap_or_else(|| "suite".into());
         let mut tool_contracts = BTreeMap::new();
         for (tool, contract) in file.tool_contracts {
-            let parsed =
-                typed::<ToolContract>(contract, &format!("tool_contracts.{tool}")).map_err(invalid)?;
+            let parsed = typed::<ToolContract>(contract, &format!("tool_contracts.{tool}"))
+                .map_err(|e| invalid(e.to_string()))?;
             tool_contracts.insert(tool, parsed);
         }
         let mut cases = Vec::new();
         let mut ids = BTreeSet::new();
         for (index, raw) in file.cases.into_iter().enumerate() {
-            let case = parse_case(raw, index, &name).map_err(invalid)?;
+            let case = parse_case(raw, index, &name).map_err(|e| invalid(e.to_string()))?;
             if !ids.insert(case.id.clone()) {
                 return Err(invalid(format!(
                     "case id '{}' appears twice; ids must be unique",
@@ -269,10 +270,33 @@ impl Suite {
     }
 }
 
-fn parse_case(raw: Value, index: usize, suite: &str) -> Result<Case, String> {
+/// What is wrong in a suite file, at the path it names; the detail of
+/// [`SetupError::Invalid`].
+#[derive(Debug, thiserror::Error)]
+enum SuiteError {
+    #[error("{at}: a case must be a JSON object")]
+    NotAnObject { at: String },
+    #[error("{at}.requests: missing; give a count or a list of {{tool, arguments}}")]
+    NoRequests { at: String },
+    #[error("{0}; expected a count (e.g. 8) or a list of {{\"tool\", \"arguments\"}} objects")]
+    Requests(Box<SuiteError>),
+    #[error("{at}: requests and max_concurrency must be at least 1")]
+    NoneToSend { at: String },
+    #[error("{at}.response_policy: unknown policy '{policy}'; the only policy is '{only}'", only = REFUSE_OR_EXPLAIN)]
+    UnknownPolicy { at: String, policy: String },
+    #[error("{at}.type: unknown case type '{kind}'; expected tool, concurrent_tool or prompt")]
+    UnknownType { at: String, kind: String },
+    #[error("{at}.timeout_seconds {error}")]
+    Timeout { at: String, error: BadSeconds },
+    /// A value of the wrong shape, at its full path.
+    #[error("{path}: {error}")]
+    Shape { path: String, error: serde_json::Error },
+}
+
+fn parse_case(raw: Value, index: usize, suite: &str) -> Result<Case, SuiteError> {
     let at = format!("cases[{index}]");
     if !raw.is_object() {
-        return Err(format!("{at}: a case must be a JSON object"));
+        return Err(SuiteError::NotAnObject { at });
     }
     let kind_name = raw
         .get("type")
@@ -289,16 +313,15 @@ fn parse_case(raw: Value, index: usize, suite: &str) -> Result<Case, String> {
             let mut rest = raw.clone();
             let object = rest
                 .as_object_mut()
-                .ok_or_else(|| format!("{at}: not an object"))?;
-            let requests = object.remove("requests").ok_or_else(|| {
-                format!("{at}.requests: missing; give a count or a list of {{tool, arguments}}")
-            })?;
+                .ok_or_else(|| SuiteError::NotAnObject { at: at.clone() })?;
+            let requests = object
+                .remove("requests")
+                .ok_or_else(|| SuiteError::NoRequests { at: at.clone() })?;
             let max_concurrency = object.remove("max_concurrency").unwrap_or(Value::Null);
             let case = ConcurrentCase {
                 call: typed(rest, &at)?,
-                requests: typed(requests, &format!("{at}.requests")).map_err(|e| {
-                    format!("{e}; expected a count (e.g. 8) or a list of {{\"tool\", \"arguments\"}} objects")
-                })?,
+                requests: typed(requests, &format!("{at}.requests"))
+                    .map_err(|e| SuiteError::Requests(Box::new(e)))?,
                 max_concurrency: typed(max_concurrency, &format!("{at}.max_concurrency"))?,
             };
             check_timeout(case.call.timeout_seconds, &at)?;
@@ -307,7 +330,7 @@ fn parse_case(raw: Value, index: usize, suite: &str) -> Result<Case, String> {
                 Requests::List(list) => list.len(),
             };
             if count == 0 || case.max_concurrency == Some(0) {
-                return Err(format!("{at}: requests and max_concurrency must be at least 1"));
+                return Err(SuiteError::NoneToSend { at });
             }
             (case.call.id.clone(), CaseKind::Concurrent(case))
         }
@@ -317,16 +340,18 @@ fn parse_case(raw: Value, index: usize, suite: &str) -> Result<Case, String> {
             if let Some(policy) = &case.response_policy
                 && policy != REFUSE_OR_EXPLAIN
             {
-                return Err(format!(
-                    "{at}.response_policy: unknown policy '{policy}'; the only policy is '{REFUSE_OR_EXPLAIN}'"
-                ));
+                return Err(SuiteError::UnknownPolicy {
+                    at,
+                    policy: policy.clone(),
+                });
             }
             (case.id.clone(), CaseKind::Prompt(case))
         }
         other => {
-            return Err(format!(
-                "{at}.type: unknown case type '{other}'; expected tool, concurrent_tool or prompt"
-            ));
+            return Err(SuiteError::UnknownType {
+                at,
+                kind: other.to_string(),
+            });
         }
     };
     Ok(Case {
@@ -337,14 +362,17 @@ fn parse_case(raw: Value, index: usize, suite: &str) -> Result<Case, String> {
     })
 }
 
-fn check_timeout(value: Option<f64>, at: &str) -> Result<(), String> {
+fn check_timeout(value: Option<f64>, at: &str) -> Result<(), SuiteError> {
     super::config::seconds(value, super::config::DEFAULT_CALL_TIMEOUT)
         .map(|_| ())
-        .map_err(|e| format!("{at}.timeout_seconds {e}"))
+        .map_err(|error| SuiteError::Timeout {
+            at: at.to_string(),
+            error,
+        })
 }
 
 /// Deserializes `value` into `T`, naming the failing path under `at`.
-fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, String> {
+fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, SuiteError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let inner = e.path().to_string();
         let path = match (at.is_empty(), inner == ".") {
@@ -352,6 +380,52 @@ fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, String> {
             (false, true) => at.to_string(),
             (false, false) => format!("{at}.{inner}"),
         };
-        format!("{path}: {}", e.inner())
+        SuiteError::Shape {
+            path,
+            error: e.into_inner(),
+        }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refusal(raw: Value) -> String {
+        parse_case(raw, 2, "s").map(drop).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn bad_cases_are_refused_at_their_path_with_the_fix() {
+        // Each refusal names the case's path and what is expected there.
+        assert_eq!(refusal(json!(1)), "cases[2]: a case must be a JSON object");
+        assert_eq!(
+            refusal(json!({"type": "x"})),
+            "cases[2].type: unknown case type 'x'; expected tool, concurrent_tool or prompt"
+        );
+        assert_eq!(
+            refusal(json!({"type": "concurrent_tool", "tool": "t"})),
+            "cases[2].requests: missing; give a count or a list of {tool, arguments}"
+        );
+        assert_eq!(
+            refusal(json!({"type": "concurrent_tool", "tool": "t", "requests": 0})),
+            "cases[2]: requests and max_concurrency must be at least 1"
+        );
+        assert_eq!(
+            refusal(json!({"tool": "t", "timeout_seconds": 0})),
+            "cases[2].timeout_seconds must be greater than 0 and at most 3600, got 0"
+        );
+        assert_eq!(
+            refusal(json!({"type": "prompt", "prompt": "p", "response_policy": "y"})),
+            "cases[2].response_policy: unknown policy 'y'; the only policy is 'refuse_or_explain'"
+        );
+        let requests = refusal(json!({"type": "concurrent_tool", "tool": "t", "requests": "x"}));
+        assert!(
+            requests.starts_with("cases[2].requests: ")
+                && requests
+                    .ends_with("; expected a count (e.g. 8) or a list of {\"tool\", \"arguments\"} objects"),
+            "{requests}"
+        );
+    }
 }

@@ -85,6 +85,39 @@ enum Incoming {
     },
 }
 
+/// Why the door stops serving a worker: its pipe closed or failed, or the
+/// worker sent a line that is unreadable or over the cap. The run ends
+/// with this as its reason (the session adds how the worker ended).
+#[derive(Debug, thiserror::Error)]
+pub enum DoorError {
+    #[error("script worker closed its pipe")]
+    PipeClosed,
+    /// The session closed the worker's stdin already.
+    #[error("script worker pipe is closed")]
+    WriterClosed,
+    #[error("script worker pipe: {0}")]
+    Write(#[source] std::io::Error),
+    #[error("{0}")]
+    Read(#[source] std::io::Error),
+    #[error("{0}")]
+    Encode(#[source] serde_json::Error),
+    #[error("unreadable pure_calls line from script worker: {0}")]
+    PureBatch(#[source] serde_json::Error),
+    #[error("unreadable message from script worker: {0}")]
+    Unreadable(#[source] serde_json::Error),
+    #[error(
+        "the script's result is a {size}-byte message, over the {cap}-byte cap on a script's messages: return less, and write large data with write_artifact"
+    )]
+    ResultTooLarge { size: u64, cap: usize },
+    #[error("script worker sent a {size}-byte message, over the {cap}-byte cap on a script's messages")]
+    LineTooLarge { size: u64, cap: usize },
+    #[error("cannot resume the door after a timed-out call: {0}")]
+    Resume(#[source] std::io::Error),
+    /// A bug in the door itself, with the panic's message.
+    #[error("the door thread panicked: {0}")]
+    Panicked(String),
+}
+
 /// What the door thread hands to the session, in the order it happened.
 #[derive(Debug)]
 pub enum DoorEvent {
@@ -96,7 +129,7 @@ pub enum DoorEvent {
     Progress(String),
     Done(Box<RunOutcome>),
     /// The pipe closed or carried something unreadable; the run is over.
-    Closed(String),
+    Closed(DoorError),
 }
 
 /// What the calls of the current run are attributed to. Set by the session
@@ -198,16 +231,14 @@ impl Door {
     }
 
     /// Writes one message to the worker.
-    pub fn reply(&self, message: &ToWorker) -> Result<(), String> {
-        let mut line = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+    pub fn reply(&self, message: &ToWorker) -> Result<(), DoorError> {
+        let mut line = serde_json::to_vec(message).map_err(DoorError::Encode)?;
         line.push(b'\n');
         let mut writer = lock(&self.writer);
         let Some(writer) = writer.as_mut() else {
-            return Err("script worker pipe is closed".into());
+            return Err(DoorError::WriterClosed);
         };
-        writer
-            .write_all(&line)
-            .map_err(|e| format!("script worker pipe: {e}"))
+        writer.write_all(&line).map_err(DoorError::Write)
     }
 
     /// Closes the worker's stdin so that it exits after its current run.
@@ -268,9 +299,7 @@ impl Door {
             .map_err(std::io::Error::other)
             .and_then(|()| self.spawn_thread(generation));
         if let Err(error) = replaced {
-            let _ = self.events.send(DoorEvent::Closed(format!(
-                "cannot resume the door after a timed-out call: {error}"
-            )));
+            let _ = self.events.send(DoorEvent::Closed(DoorError::Resume(error)));
         }
     }
 
@@ -285,9 +314,8 @@ impl Door {
                 let served =
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| door.serve(generation)));
                 if let Err(payload) = served {
-                    let _ = door.events.send(DoorEvent::Closed(format!(
-                        "the door thread panicked: {}",
-                        crate::error::panic_message(&payload)
+                    let _ = door.events.send(DoorEvent::Closed(DoorError::Panicked(
+                        crate::error::panic_message(&payload),
                     )));
                 }
             })
@@ -438,9 +466,8 @@ impl Door {
     /// events (one per call while [`DEFAULT_PURE_CALLS_DETAILED`] lasts,
     /// then one summary per batch), when tracing a span per call, and one
     /// progress note.
-    fn record_pure_batch(&self, line: &[u8]) -> Result<(), String> {
-        let batch: PureBatch<'_> = serde_json::from_slice(line)
-            .map_err(|e| format!("unreadable pure_calls line from script worker: {e}"))?;
+    fn record_pure_batch(&self, line: &[u8]) -> Result<(), DoorError> {
+        let batch: PureBatch<'_> = serde_json::from_slice(line).map_err(DoorError::PureBatch)?;
         let Some(scope) = lock(&self.scope).clone() else {
             return Ok(());
         };
@@ -509,7 +536,7 @@ impl Door {
 
     /// Reads the worker's next line into `line` and decodes it; a batch of
     /// pure calls is recorded at once and yields `None`.
-    fn read(&self, line: &mut Vec<u8>) -> Result<Option<Incoming>, String> {
+    fn read(&self, line: &mut Vec<u8>) -> Result<Option<Incoming>, DoorError> {
         if line.capacity() > KEEP_LINE_BUFFER {
             *line = Vec::new();
         }
@@ -519,9 +546,9 @@ impl Door {
             let read = (&mut *reader)
                 .take(self.max_line as u64 + 1)
                 .read_until(b'\n', line)
-                .map_err(|e| e.to_string())?;
+                .map_err(DoorError::Read)?;
             if read == 0 {
-                return Err("script worker closed its pipe".into());
+                return Err(DoorError::PipeClosed);
             }
             if line.len() > self.max_line {
                 let rest = if line.ends_with(b"\n") {
@@ -555,7 +582,7 @@ impl Door {
     /// Answers a line of `size` bytes that is over the cap: a catchable
     /// error for a request the worker waits on, the end of the run for
     /// anything else.
-    fn oversized(&self, line: &[u8], size: u64) -> Result<Incoming, String> {
+    fn oversized(&self, line: &[u8], size: u64) -> Result<Incoming, DoorError> {
         let cap = self.max_line;
         if line.starts_with(GUARD_CALL_PREFIX) {
             let guard = guard_name(line);
@@ -586,24 +613,19 @@ and an artifact holds at most {DEFAULT_MAX_ARTIFACT_BYTES} bytes: write smaller 
             });
         }
         if line.starts_with(DONE_PREFIX) {
-            return Err(format!(
-                "the script's result is a {size}-byte message, over the {cap}-byte cap on a script's messages: \
-return less, and write large data with write_artifact"
-            ));
+            return Err(DoorError::ResultTooLarge { size, cap });
         }
-        Err(format!(
-            "script worker sent a {size}-byte message, over the {cap}-byte cap on a script's messages"
-        ))
+        Err(DoorError::LineTooLarge { size, cap })
     }
 }
 
 /// Skips the rest of a line the worker is still sending, without keeping
 /// it; returns the bytes skipped. Ends at the newline or when the pipe
 /// closes (the worker is gone, which the next read reports).
-fn skip_line(reader: &mut BufReader<PipeReader>) -> Result<u64, String> {
+fn skip_line(reader: &mut BufReader<PipeReader>) -> Result<u64, DoorError> {
     let mut skipped = 0u64;
     loop {
-        let buffer = reader.fill_buf().map_err(|e| e.to_string())?;
+        let buffer = reader.fill_buf().map_err(DoorError::Read)?;
         if buffer.is_empty() {
             return Ok(skipped);
         }
@@ -634,13 +656,13 @@ fn guard_name(line: &[u8]) -> String {
 /// Decodes one worker line. Guard calls are most of the traffic; an
 /// internally tagged enum would buffer each into a generic tree first, so
 /// they are decoded straight into their own shape.
-fn decode(line: &[u8]) -> Result<FromWorker, String> {
+fn decode(line: &[u8]) -> Result<FromWorker, DoorError> {
     #[derive(serde::Deserialize)]
     struct GuardCallLine {
         guard: String,
         arguments: Value,
     }
-    let unreadable = |e: serde_json::Error| format!("unreadable message from script worker: {e}");
+    let unreadable = DoorError::Unreadable;
     if line.starts_with(GUARD_CALL_PREFIX) {
         let call: GuardCallLine = serde_json::from_slice(line).map_err(unreadable)?;
         return Ok(FromWorker::GuardCall {

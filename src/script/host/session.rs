@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallCounts, CallLog, CallRecord};
-use super::door::{Door, DoorEvent, RunScope};
+use super::door::{Door, DoorError, DoorEvent, RunScope};
 use crate::artifacts::ArtifactStore;
 use crate::error::GuardError;
 use crate::events::{Events, Origin};
@@ -42,8 +42,8 @@ pub enum StartError {
     #[error("cannot start the door thread: {0}")]
     DoorThread(#[source] std::io::Error),
     /// The worker closed its door before its hello, with the reason.
-    #[error("{0}")]
-    Closed(String),
+    #[error(transparent)]
+    Closed(DoorError),
     #[error("script worker said {0} instead of hello")]
     NoHello(String),
     #[error("script worker closed its pipe")]
@@ -232,7 +232,7 @@ impl Session {
                     Some(DoorEvent::Progress(message)) => super::progress::note(ctx.progress, message).await,
                     Some(DoorEvent::Hello(_)) => {}
                     Some(DoorEvent::Closed(reason)) => return Err(reason),
-                    None => return Err("script worker closed its pipe".to_string()),
+                    None => return Err(DoorError::PipeClosed),
                 }
             }
         };
@@ -240,7 +240,7 @@ impl Session {
         let end = tokio::select! {
             outcome = tokio::time::timeout_at(hard_deadline, served) => match outcome {
                 Ok(Ok(outcome)) => RunEnd::Finished(outcome),
-                Ok(Err(reason)) => RunEnd::Crashed(reason),
+                Ok(Err(reason)) => RunEnd::Crashed(reason.to_string()),
                 Err(_) => RunEnd::TimedOut,
             },
             _ = cancel.cancelled() => RunEnd::Cancelled,
@@ -306,7 +306,7 @@ async fn answer(
     door: &Door,
     request: FromWorker,
     deadline: Instant,
-) -> Result<(), String> {
+) -> Result<(), DoorError> {
     let reply = match request {
         FromWorker::GuardCall { guard, arguments } => {
             let started = std::time::Instant::now();

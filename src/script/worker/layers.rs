@@ -195,8 +195,8 @@ fn address_space_limited() -> bool {
 /// then fails the way a denied file access does (a classified error the
 /// script's result shows) instead of a SIGSYS crash; either way the call
 /// does not happen.
-pub fn syscall_filter() -> Result<seccompiler::BpfProgram, String> {
-    let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH).map_err(|e| e.to_string())?;
+pub fn syscall_filter() -> Result<seccompiler::BpfProgram, seccompiler::BackendError> {
+    let arch = seccompiler::TargetArch::try_from(std::env::consts::ARCH)?;
     // `c_long` is `i64` here, but not on every target.
     #[allow(clippy::useless_conversion)]
     let mut rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = ALLOWED_SYSCALLS
@@ -216,27 +216,23 @@ pub fn syscall_filter() -> Result<seccompiler::BpfProgram, String> {
             )
             .and_then(|condition| seccompiler::SeccompRule::new(vec![condition]))
         })
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| e.to_string())?;
+        .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_fcntl, read_flags);
     let filter = seccompiler::SeccompFilter::new(
         rules,
         seccompiler::SeccompAction::Errno(libc::EPERM as u32),
         seccompiler::SeccompAction::Allow,
         arch,
-    )
-    .map_err(|e| e.to_string())?;
-    filter
-        .try_into()
-        .map_err(|e: seccompiler::BackendError| e.to_string())
+    )?;
+    filter.try_into()
 }
 
 /// Installs [`syscall_filter`] on every thread of this process (there is
 /// one, unless an app embedding Warden started others before the worker
 /// branch). It also sets no-new-privileges, which it needs.
-fn install_syscall_filter() -> Result<(), String> {
+fn install_syscall_filter() -> Result<(), seccompiler::Error> {
     let program = syscall_filter()?;
-    seccompiler::apply_filter_all_threads(&program).map_err(|e| e.to_string())
+    seccompiler::apply_filter_all_threads(&program)
 }
 
 #[cfg(test)]

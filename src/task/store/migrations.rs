@@ -8,6 +8,32 @@
 //! store whose newest step is unknown here was written by a newer Warden
 //! and is refused rather than misread.
 
+/// A store written by a newer Warden (its newest step is unknown here):
+/// refused rather than misread. `variable` names the setting that points
+/// at the store.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the store has schema version {current}, newer than this Warden knows ({newest}): run a newer Warden, or point {variable} elsewhere"
+)]
+pub struct SchemaTooNew {
+    pub current: i64,
+    pub newest: i64,
+    pub variable: &'static str,
+}
+
+/// Refuses a store at schema version `current` when `steps` end before it.
+pub fn check_version(current: i64, steps: &[Step], variable: &'static str) -> Result<(), SchemaTooNew> {
+    let newest = steps.last().map_or(0, |s| s.version);
+    if current > newest {
+        return Err(SchemaTooNew {
+            current,
+            newest,
+            variable,
+        });
+    }
+    Ok(())
+}
+
 /// One schema step.
 #[derive(Debug, Clone, Copy)]
 pub struct Step {

@@ -46,7 +46,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow, PgSslMode};
 use tokio::sync::Notify;
 
-use super::migrations::{self, Step};
+use super::migrations::{self, SchemaTooNew, Step};
 use super::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore};
 use crate::tenant::Principal;
 
@@ -150,7 +150,7 @@ impl PgStore {
             })?;
         let created = match migrate(&pool, migrations::POSTGRES).await {
             Ok(Ok(created)) => created,
-            Ok(Err(reason)) => return Err(fail(reason)),
+            Ok(Err(too_new)) => return Err(fail(too_new.to_string())),
             Err(e) => return Err(fail(format!("applying the schema: {e}"))),
         };
         let wake = Arc::new(Notify::new());
@@ -182,7 +182,7 @@ fn pool_options() -> PgPoolOptions {
 /// Applies the steps the database lacks under [`MIGRATION_LOCK`];
 /// `Ok(Ok(true))` if it had no schema, `Ok(Err(_))` if its schema is newer
 /// than `steps`.
-async fn migrate(pool: &PgPool, steps: &[Step]) -> Result<Result<bool, String>, sqlx::Error> {
+async fn migrate(pool: &PgPool, steps: &[Step]) -> Result<Result<bool, SchemaTooNew>, sqlx::Error> {
     let mut tx = pool.begin().await?;
     // Its own statement: the reads below take their snapshot after it.
     sqlx::query("SELECT pg_advisory_xact_lock($1)")
@@ -198,12 +198,8 @@ async fn migrate(pool: &PgPool, steps: &[Step]) -> Result<Result<bool, String>, 
     let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM warden_schema")
         .fetch_one(&mut *tx)
         .await?;
-    let newest = steps.last().map_or(0, |s| s.version);
-    if current > newest {
-        return Ok(Err(format!(
-            "the store has schema version {current}, newer than this Warden knows ({newest}): \
-             run a newer Warden, or point WARDEN_DATABASE_URL elsewhere"
-        )));
+    if let Err(too_new) = migrations::check_version(current, steps, "WARDEN_DATABASE_URL") {
+        return Ok(Err(too_new));
     }
     for step in steps.iter().filter(|s| s.version > current) {
         for statement in migrations::statements(step) {

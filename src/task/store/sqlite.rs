@@ -120,12 +120,8 @@ impl SqliteStore {
             let current: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(version), 0) FROM warden_schema")
                 .fetch_one(&mut *conn)
                 .await?;
-            let newest = steps.last().map_or(0, |s| s.version);
-            if current > newest {
-                return Ok(Err(format!(
-                    "the store has schema version {current}, newer than this Warden knows ({newest}): \
-                     run a newer Warden, or point WARDEN_ARTIFACTS_DIR elsewhere"
-                )));
+            if let Err(too_new) = migrations::check_version(current, steps, "WARDEN_ARTIFACTS_DIR") {
+                return Ok(Err(too_new));
             }
             for step in steps.iter().filter(|s| s.version > current) {
                 for statement in migrations::statements(step) {
@@ -146,9 +142,9 @@ impl SqliteStore {
                 sqlx::query("COMMIT").execute(&mut *conn).await.map_err(query)?;
                 Ok(created)
             }
-            Ok(Err(reason)) => {
+            Ok(Err(too_new)) => {
                 let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;
-                Err(StoreError::Query(reason))
+                Err(StoreError::Query(too_new.to_string()))
             }
             Err(e) => {
                 let _ = sqlx::query("ROLLBACK").execute(&mut *conn).await;

@@ -16,7 +16,9 @@ use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 
-pub const FINANCE: &str = env!("CARGO_BIN_EXE_warden-finance");
+/// The example server (`warden_finance::app()`), built by this package.
+pub const FINANCE: &str = env!("CARGO_BIN_EXE_warden-it-finance");
+/// The example app plus hostile guards (bin/testbed.rs).
 pub const TESTBED: &str = env!("CARGO_BIN_EXE_warden-testbed");
 
 /// A running server and the client connected to it.
@@ -194,7 +196,7 @@ pub fn call_args() -> Value {
 }
 
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// What a CLI run of an app binary printed and how it exited.
