@@ -15,6 +15,7 @@ mod governance_storage;
 mod governance_transport;
 mod http;
 mod http_auth;
+mod http_direct;
 mod lifecycle;
 mod limits;
 mod mcp_tasks;

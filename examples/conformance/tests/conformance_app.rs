@@ -260,3 +260,77 @@ fn outside_an_mcp_call_notices_go_nowhere_and_the_call_answers() {
         "{stdout}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stateless_http_call_of_a_guard_that_logs_streams_its_messages_then_the_answer() {
+    // 2026-07-28 over HTTP: a guard that logs before it returns is answered with an SSE
+    // stream carrying its log messages in order, then the result (as rmcp's stateless path does).
+    use tokio::io::AsyncBufReadExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden-conformance"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .current_dir(dir.path())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut lines = tokio::io::BufReader::new(server.stderr.take().expect("stderr")).lines();
+    let url = loop {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("listening in time")
+            .expect("stderr")
+            .expect("a listening line");
+        if let Some(at) = line.find("http://") {
+            break line[at..].split_whitespace().next().expect("url").to_string();
+        }
+    };
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+        "name": "test_tool_with_logging", "arguments": {},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "test_tool_with_logging")
+        .body(body.to_string())
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), 200);
+    assert_eq!(
+        answer.headers()["content-type"].to_str().expect("text"),
+        "text/event-stream"
+    );
+    let text = answer.text().await.expect("body");
+    let messages: Vec<Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).expect("JSON event"))
+        .collect();
+    let logs: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/message")
+        .map(|m| &m["params"]["data"])
+        .collect();
+    assert_eq!(
+        logs,
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ],
+        "{text}"
+    );
+    let last = messages.last().expect("events");
+    assert_eq!(last["id"], 3, "the answer comes last: {text}");
+    assert_eq!(
+        last["result"]["content"][0]["text"], "Tool with logging executed successfully",
+        "{text}"
+    );
+    let _ = server.kill().await;
+}

@@ -1,0 +1,176 @@
+//! The HTTP transport's direct path for plain stateless guard calls
+//! (`mcp::transport::http::direct`): it answers as rmcp's service would,
+//! never skips one of rmcp's refusals, and records the end of a call whose
+//! client went away.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::common::http::{HttpServer, post};
+use crate::common::*;
+
+/// A stateless 2026-07-28 `tools/call` body.
+fn call(tool: &str, arguments: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": tool, "arguments": arguments,
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}})
+}
+
+/// The headers a 2026-07-28 client sends with a call of `tool`.
+fn headers(tool: &str) -> Vec<(&'static str, String)> {
+    vec![
+        ("mcp-protocol-version", "2026-07-28".into()),
+        ("mcp-method", "tools/call".into()),
+        ("mcp-name", tool.into()),
+    ]
+}
+
+async fn send(url: &str, body: &Value, headers: &[(&'static str, String)]) -> (u16, String, String) {
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let answer = post(url, body, &headers).send().await.expect("answered");
+    let status = answer.status().as_u16();
+    let kind = answer
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    (status, kind, answer.text().await.expect("body"))
+}
+
+/// events.jsonl records, waiting up to 5 s until `ready` holds for them.
+async fn events_until(server: &HttpServer, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let path = server.artifacts.path().join("events.jsonl");
+    let start = Instant::now();
+    loop {
+        let records = read_jsonl(&path);
+        if ready(&records) || start.elapsed() > Duration::from_secs(5) {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn started(records: &[Value], tool: &str) -> usize {
+    records
+        .iter()
+        .filter(|r| r["event"] == "request_started" && r["tool"] == tool)
+        .count()
+}
+
+#[tokio::test]
+async fn a_plain_stateless_guard_call_answers_as_rmcps_service_does() {
+    // The same call answered by the direct path and (an Accept with weights
+    // sends it to rmcp) by rmcp's service: the same JSON answer, and both recorded.
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let body = call("get_quote", json!({"symbol": "MSFT"}));
+    let direct = send(&server.url, &body, &headers("get_quote")).await;
+    let mut through_rmcp = headers("get_quote");
+    through_rmcp.push(("accept", "application/json;q=1, text/event-stream;q=0.5".into()));
+    let rmcp = send(&server.url, &body, &through_rmcp).await;
+    assert_eq!(
+        (direct.0, direct.1.as_str()),
+        (200, "application/json"),
+        "{direct:?}"
+    );
+    assert_eq!((rmcp.0, rmcp.1.as_str()), (200, "application/json"), "{rmcp:?}");
+    let direct: Value = serde_json::from_str(&direct.2).expect("JSON");
+    let rmcp: Value = serde_json::from_str(&rmcp.2).expect("JSON");
+    assert_eq!(direct, rmcp);
+    assert_eq!(
+        direct["result"]["structuredContent"]["symbol"], "MSFT",
+        "{direct}"
+    );
+    let records = events_until(&server, |r| {
+        r.iter()
+            .filter(|r| r["event"] == "request_finished" && r["tool"] == "get_quote")
+            .count()
+            == 2
+    })
+    .await;
+    let finished: Vec<&Value> = records
+        .iter()
+        .filter(|r| r["event"] == "request_finished" && r["tool"] == "get_quote")
+        .collect();
+    assert_eq!(finished.len(), 2, "{records:?}");
+    assert!(
+        finished
+            .iter()
+            .all(|r| r["status"] == "success" && r["principal"] == "local"),
+        "{finished:?}"
+    );
+}
+
+#[tokio::test]
+async fn the_direct_path_keeps_every_refusal_of_rmcps_service() {
+    // Requests shaped like a plain call but wrong in one respect get rmcp's
+    // answer, and the guard never runs for them.
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let body = call("get_quote", json!({"symbol": "MSFT"}));
+
+    // DNS rebinding: a Host the server does not serve.
+    let mut foreign_host = headers("get_quote");
+    foreign_host.push(("host", "attacker.example".into()));
+    let (status, _, text) = send(&server.url, &body, &foreign_host).await;
+    assert_eq!(status, 403, "{text}");
+    assert!(text.contains("Host header is not allowed"), "{text}");
+
+    // SEP-2243: an Mcp-Name header that contradicts the body.
+    let (status, _, text) = send(&server.url, &body, &headers("price_option_t")).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(text.contains("does not match body value"), "{text}");
+
+    // A header revision the body's _meta contradicts.
+    let mut older = body.clone();
+    older["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-11-25");
+    let (status, _, text) = send(&server.url, &older, &headers("get_quote")).await;
+    assert_eq!(status, 400, "{text}");
+    assert!(
+        text.contains("does not match request _meta protocolVersion"),
+        "{text}"
+    );
+
+    // A 2026-07-28 request without the client capabilities in _meta.
+    let mut bare_meta = body.clone();
+    bare_meta["params"]["_meta"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    let (_, _, text) = send(&server.url, &bare_meta, &headers("get_quote")).await;
+    assert!(text.contains("clientCapabilities"), "{text}");
+
+    // An unknown tool stays a JSON-RPC error naming the tools.
+    let unknown = call("no_such_guard", json!({}));
+    let (_, _, text) = send(&server.url, &unknown, &headers("no_such_guard")).await;
+    assert!(text.contains("-32602") && text.contains("unknown tool"), "{text}");
+
+    // None of them ran the guard; a good call still does.
+    let (status, _, text) = send(&server.url, &body, &headers("get_quote")).await;
+    assert_eq!(status, 200, "{text}");
+    let records = events_until(&server, |r| started(r, "get_quote") >= 1).await;
+    assert_eq!(started(&records, "get_quote"), 1, "{records:?}");
+}
+
+#[tokio::test]
+async fn a_client_that_goes_away_cancels_a_direct_call_and_its_end_is_recorded() {
+    // The HTTP request is dropped while the guard runs: the call is
+    // cancelled and still recorded, never left without an end.
+    let server = HttpServer::start(TESTBED, &[]).await;
+    let body = call("sleep_in_process", json!({"millis": 800}));
+    let headers = headers("sleep_in_process");
+    let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
+    let request = post(&server.url, &body, &headers).timeout(Duration::from_millis(200));
+    assert!(request.send().await.is_err(), "the client gave up first");
+    let records = events_until(&server, |r| {
+        r.iter()
+            .any(|r| r["event"] == "request_finished" && r["tool"] == "sleep_in_process")
+    })
+    .await;
+    let finished = records
+        .iter()
+        .find(|r| r["event"] == "request_finished" && r["tool"] == "sleep_in_process")
+        .unwrap_or_else(|| panic!("no end recorded: {records:?}"));
+    assert_eq!(finished["status"], "cancelled", "{finished}");
+}
