@@ -55,9 +55,9 @@ pub use content::{Body, Content, Embedded};
 pub use error::GuardError;
 pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
 pub use limits::Limits;
-pub use mcp::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
-pub use mcp::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};
 pub use registry::ScriptFunction;
+pub use registry::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
+pub use registry::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};
 /// The task store behind `list_tasks` and MCP Tasks: its trait and the
 /// embedded SQLite backend (public for benchmarks and other backends).
 pub use task::store as task_store;

@@ -46,6 +46,10 @@ pub const OUTPUTS_DIR: &str = "outputs";
 /// The saved task result.
 pub const RESULT_FILE: &str = "result.json";
 
+/// The URI prefix of task artifacts as MCP resources (served by
+/// `mcp::resources`; app resources may not use it).
+pub const URI_SCHEME: &str = "warden://artifacts/";
+
 /// Prefix of a task directory being set up: it gets its `task_…` name only
 /// once its owner record is written, so no listing ever shows a task
 /// without its owner.

@@ -2,7 +2,7 @@
 //! the same registry: MCP `tools/list`, Anthropic, OpenAI Responses and
 //! OpenAI Chat Completions, Gemini.
 //!
-//! Every schema leaves through [`crate::mcp::portable`]: self-contained,
+//! Every schema leaves through [`crate::schema::portable`]: self-contained,
 //! string enums, and only the keywords the receiving target accepts.
 
 use std::sync::Arc;
@@ -13,10 +13,10 @@ use serde_json::Value;
 use serde_json::json;
 
 use crate::guard::Guard;
-#[cfg(feature = "cli")]
-use crate::mcp::portable::has_open_map;
-use crate::mcp::portable::{Target, portable};
 use crate::registry::Registry;
+#[cfg(feature = "cli")]
+use crate::schema::portable::has_open_map;
+use crate::schema::portable::{Target, portable};
 
 #[cfg(feature = "cli")]
 /// Output formats of `tools --format`.

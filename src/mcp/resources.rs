@@ -27,7 +27,7 @@ use crate::limits::{MAX_INLINE_RESULT_BYTES, MAX_READ_CHUNK_BYTES, MAX_RESULT_IM
 const PNG_BASE64_START: &str = "iVBORw0K";
 
 /// URI prefix of task artifacts.
-pub const SCHEME: &str = "warden://artifacts/";
+pub const SCHEME: &str = crate::artifacts::URI_SCHEME;
 
 /// Escaped in each part of an artifact URI: controls, space and the
 /// characters RFC 3986 reserves for other parts of a URI (`/` is kept: it

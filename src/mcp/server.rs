@@ -61,7 +61,7 @@ impl WardenServer {
     pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
         // One deterministic order for guards and built-ins alike, with
-        // schemas every client can take (see `mcp::portable`).
+        // schemas every client can take (see `schema::portable`).
         let tools = crate::mcp::export::all_tools(executor.registry(), executor.limits())
             .into_iter()
             .map(crate::mcp::export::for_mcp)
@@ -563,7 +563,7 @@ impl ServerHandler for WardenServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        let arguments = crate::mcp::prompts::string_arguments(&request.name, request.arguments)?;
+        let arguments = crate::registry::prompts::string_arguments(&request.name, request.arguments)?;
         self.executor
             .registry()
             .prompts()
@@ -576,7 +576,7 @@ impl ServerHandler for WardenServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        Ok(crate::mcp::prompts::complete(
+        Ok(crate::registry::prompts::complete(
             self.executor.registry().prompts(),
             &request,
         ))
@@ -603,7 +603,7 @@ impl ServerHandler for WardenServer {
     }
 
     /// Accepted for every resource Warden serves; none of them changes
-    /// once readable (see [`crate::mcp::app_resources`]), so no update
+    /// once readable (see [`crate::registry::app_resources`]), so no update
     /// notification is ever due.
     async fn subscribe(
         &self,

@@ -117,7 +117,7 @@ fn object_store(dir: &Path) -> Option<Check> {
 }
 
 /// Registration as the app itself sees it: guard count, names, schemas
-/// (as `tools/list` sends them: made portable, see `mcp::portable`).
+/// (as `tools/list` sends them: made portable, see `schema::portable`).
 pub(crate) fn registration(registry: &Registry) -> Check {
     let tools: Vec<ToolView> = registry
         .iter()

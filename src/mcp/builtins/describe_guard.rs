@@ -51,8 +51,9 @@ impl Builtin for DescribeGuard {
                     "open_world": hints.open_world,
                 });
                 // The schemas exactly as tools/list sends them (portable).
-                let mcp =
-                    |schema| crate::mcp::export::portable_or_raw(schema, crate::mcp::portable::Target::Mcp);
+                let mcp = |schema| {
+                    crate::mcp::export::portable_or_raw(schema, crate::schema::portable::Target::Mcp)
+                };
                 entry["input_schema"] = Value::Object(mcp(guard.input_schema()));
                 // A content guard answers with content blocks: no schema.
                 if !guard.content_output {

@@ -7,11 +7,14 @@
 //! same name rules, so the script worker (which rebuilds this registry)
 //! can register them into its engine.
 
+pub mod app_resources;
+pub mod prompts;
+
 use std::collections::BTreeMap;
 
 use crate::guard::{Guard, Mode};
-use crate::mcp::app_resources::{AppResources, ResourceTemplate, StaticResource};
-use crate::mcp::prompts::{Prompt, Prompts};
+use crate::registry::app_resources::{AppResources, ResourceTemplate, StaticResource};
+use crate::registry::prompts::{Prompt, Prompts};
 
 /// What an app registers for MCP besides tools: prompts and resources.
 #[derive(Debug, Default)]
@@ -126,7 +129,7 @@ pub enum RegistryError {
     )]
     ReservedResourceUri(String),
     #[error("resource template '{0}' is invalid: {1}")]
-    BadTemplate(String, crate::mcp::app_resources::TemplateError),
+    BadTemplate(String, crate::registry::app_resources::TemplateError),
 }
 
 /// A function that exists only inside scripts: it takes script values (a
@@ -196,7 +199,7 @@ impl Registry {
                     .into_iter()
                     .flatten()
                     .find_map(|schema| {
-                        crate::mcp::portable::portable(schema, crate::mcp::portable::Target::Mcp).err()
+                        crate::schema::portable::portable(schema, crate::schema::portable::Target::Mcp).err()
                     });
                 if let Some(error) = refused {
                     return Err(RegistryError::SchemaNotPortable(guard.name, error.to_string()));
@@ -318,7 +321,7 @@ mod tests {
     #[test]
     fn helpers_names_every_helper_the_bindings_register() {
         use crate::script::worker::bindings::HELPERS;
-        let source = include_str!("script/worker/bindings.rs");
+        let source = include_str!("../script/worker/bindings.rs");
         for call in source.split("register_fn(").skip(1) {
             let literal = call.trim_start().strip_prefix('"');
             if let Some(name) = literal.and_then(|rest| rest.split('"').next()) {

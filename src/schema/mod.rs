@@ -5,6 +5,8 @@
 //! description. A non-object output (a number, a list) is wrapped as
 //! `{"result": value}` so structuredContent is always an object.
 
+pub mod portable;
+
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
@@ -228,7 +230,7 @@ fn set(value: &mut Value, path: &[Step], replacement: Value) {
 /// A member whose value is `null` counts as not given, so an optional
 /// argument with a default accepts `null` too: OpenAI strict mode makes
 /// every property required and sends `null` for the ones the model omits
-/// (see `mcp::portable`).
+/// (see `schema::portable`).
 pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
     let mut arguments = if arguments.is_null() {
         Value::Object(Map::new())

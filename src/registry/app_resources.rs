@@ -1,7 +1,7 @@
 //! App-registered MCP resources: fixed documents ([`StaticResource`]) and
 //! URI templates read on demand ([`ResourceTemplate`]).
 //!
-//! Task artifacts (`warden://artifacts/…`, see [`super::resources`]) are the
+//! Task artifacts (`warden://artifacts/…`, served by `mcp::resources`) are the
 //! resources Warden makes itself; an app often has its own to offer next to
 //! its guards: a methodology note, a schema, today's reference data by id.
 //! Static resources are listed by `resources/list`; templates by
@@ -252,7 +252,7 @@ fn one(uri: &str, mime_type: &str, body: Body) -> ReadResourceResult {
 
 /// Refuses URIs under Warden's own artifact scheme.
 fn reserved(uri: &str) -> Result<(), RegistryError> {
-    if uri.starts_with(super::resources::SCHEME) {
+    if uri.starts_with(crate::artifacts::URI_SCHEME) {
         return Err(RegistryError::ReservedResourceUri(uri.into()));
     }
     Ok(())
