@@ -34,7 +34,7 @@ impl JwksSource {
     /// `https://…` is a URL; `http://` only to a loopback host (a key set
     /// fetched in clear over a network could be swapped by anyone on the
     /// path); anything else is a file path.
-    pub(super) fn parse(value: &str) -> Result<Self, String> {
+    pub(super) fn parse(value: &str) -> Result<Self, JwksError> {
         if value.starts_with("https://") {
             return Ok(Self::Url(value.to_string()));
         }
@@ -54,13 +54,10 @@ impl JwksSource {
             if loopback {
                 return Ok(Self::Url(value.to_string()));
             }
-            return Err(format!(
-                "{JWKS_VAR} is a plain http:// URL to a non-loopback host; use the issuer's https:// JWKS URL \
-                 (http:// is accepted for 127.0.0.1/localhost only)"
-            ));
+            return Err(JwksError::Cleartext);
         }
         if value.contains("://") {
-            return Err(format!("{JWKS_VAR} must be an https:// URL or a file path"));
+            return Err(JwksError::NotUrlOrPath);
         }
         Ok(Self::File(PathBuf::from(value)))
     }
@@ -128,13 +125,10 @@ impl std::fmt::Debug for Jwks {
 impl Jwks {
     /// Loads the keys once (blocking). A source that cannot be read or
     /// holds no usable key is an error naming it.
-    pub(super) fn load(source: JwksSource) -> Result<Self, String> {
+    pub(super) fn load(source: JwksSource) -> Result<Self, JwksError> {
         let keys = load_keys(&source)?;
         if keys.is_empty() {
-            return Err(format!(
-                "{JWKS_VAR} {source} holds no usable signing key (RSA, EC P-256/P-384 or Ed25519, \
-                 not `use: enc`, not symmetric); point it at the issuer's JWKS"
-            ));
+            return Err(JwksError::NoUsableKey(source.to_string()));
         }
         let now = Instant::now();
         Ok(Self {
@@ -207,17 +201,15 @@ impl Jwks {
 }
 
 /// Reads the document and keeps its usable keys.
-fn load_keys(source: &JwksSource) -> Result<Vec<Key>, String> {
+fn load_keys(source: &JwksSource) -> Result<Vec<Key>, JwksError> {
     let bytes = match source {
         JwksSource::Url(url) => fetch(url)?,
         JwksSource::File(path) => read_file(path)?,
     };
     let document: serde_json::Value =
-        serde_json::from_slice(&bytes).map_err(|e| format!("{JWKS_VAR} {source} is not JSON: {e}"))?;
+        serde_json::from_slice(&bytes).map_err(|error| JwksError::NotJson(source.to_string(), error))?;
     let Some(entries) = document.get("keys").and_then(|k| k.as_array()) else {
-        return Err(format!(
-            "{JWKS_VAR} {source} has no `keys` array; it must be a JWK Set (RFC 7517)"
-        ));
+        return Err(JwksError::NoKeys(source.to_string()));
     };
     Ok(entries
         .iter()
@@ -272,7 +264,7 @@ fn key_algorithm(alg: KeyAlgorithm) -> Option<Algorithm> {
     Algorithm::try_from(alg).ok()
 }
 
-fn fetch(url: &str) -> Result<Vec<u8>, String> {
+fn fetch(url: &str) -> Result<Vec<u8>, JwksError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(JWKS_FETCH_TIMEOUT))
         .http_status_as_error(false)
@@ -284,15 +276,12 @@ fn fetch(url: &str) -> Result<Vec<u8>, String> {
         .header("Accept", "application/json")
         .call()
         .map_err(|e| match e {
-            ureq::Error::Timeout(_) => format!(
-                "{JWKS_VAR} {url} did not answer within {} s",
-                JWKS_FETCH_TIMEOUT.as_secs()
-            ),
-            other => format!("cannot fetch {JWKS_VAR} {url}: {other}"),
+            ureq::Error::Timeout(_) => JwksError::Slow(url.to_string()),
+            other => JwksError::Fetch(url.to_string(), other),
         })?;
     let status = response.status().as_u16();
     if status != 200 {
-        return Err(format!("{JWKS_VAR} {url} answered HTTP {status}; check the URL"));
+        return Err(JwksError::Status(url.to_string(), status));
     }
     response
         .body_mut()
@@ -300,30 +289,58 @@ fn fetch(url: &str) -> Result<Vec<u8>, String> {
         .limit(JWKS_MAX_BYTES as u64)
         .read_to_vec()
         .map_err(|e| match e {
-            ureq::Error::BodyExceedsLimit(_) => too_large(url),
-            other => format!("cannot read {JWKS_VAR} {url}: {other}"),
+            ureq::Error::BodyExceedsLimit(_) => JwksError::TooLarge(url.to_string()),
+            other => JwksError::ReadBody(url.to_string(), other),
         })
 }
 
-fn read_file(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    let file = std::fs::File::open(path).map_err(|e| {
-        format!(
-            "cannot read {JWKS_VAR} {}: {e}; set it to the issuer's JWKS URL or a readable file",
-            path.display()
-        )
-    })?;
+fn read_file(path: &std::path::Path) -> Result<Vec<u8>, JwksError> {
+    let file =
+        std::fs::File::open(path).map_err(|error| JwksError::Open(path.display().to_string(), error))?;
     let mut bytes = Vec::new();
     file.take(JWKS_MAX_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read {JWKS_VAR} {}: {e}", path.display()))?;
+        .map_err(|error| JwksError::Read(path.display().to_string(), error))?;
     if bytes.len() > JWKS_MAX_BYTES {
-        return Err(too_large(&path.display().to_string()));
+        return Err(JwksError::TooLarge(path.display().to_string()));
     }
     Ok(bytes)
 }
 
-fn too_large(source: &str) -> String {
-    format!("{JWKS_VAR} {source} is larger than {JWKS_MAX_BYTES} bytes; a JWK Set is a few KiB")
+/// Why the key set could not be had, naming `WARDEN_OAUTH_JWKS` and where
+/// it points.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum JwksError {
+    #[error(
+        "{JWKS_VAR} is a plain http:// URL to a non-loopback host; use the issuer's https:// JWKS URL \
+         (http:// is accepted for 127.0.0.1/localhost only)"
+    )]
+    Cleartext,
+    #[error("{JWKS_VAR} must be an https:// URL or a file path")]
+    NotUrlOrPath,
+    #[error(
+        "{JWKS_VAR} {0} holds no usable signing key (RSA, EC P-256/P-384 or Ed25519, \
+         not `use: enc`, not symmetric); point it at the issuer's JWKS"
+    )]
+    NoUsableKey(String),
+    #[error("{JWKS_VAR} {0} is not JSON: {1}")]
+    NotJson(String, serde_json::Error),
+    #[error("{JWKS_VAR} {0} has no `keys` array; it must be a JWK Set (RFC 7517)")]
+    NoKeys(String),
+    #[error("{JWKS_VAR} {0} did not answer within {secs} s", secs = JWKS_FETCH_TIMEOUT.as_secs())]
+    Slow(String),
+    #[error("cannot fetch {JWKS_VAR} {0}: {1}")]
+    Fetch(String, ureq::Error),
+    #[error("{JWKS_VAR} {0} answered HTTP {1}; check the URL")]
+    Status(String, u16),
+    #[error("cannot read {JWKS_VAR} {0}: {1}")]
+    ReadBody(String, ureq::Error),
+    #[error("cannot read {JWKS_VAR} {0}: {1}; set it to the issuer's JWKS URL or a readable file")]
+    Open(String, std::io::Error),
+    #[error("cannot read {JWKS_VAR} {0}: {1}")]
+    Read(String, std::io::Error),
+    #[error("{JWKS_VAR} {0} is larger than {JWKS_MAX_BYTES} bytes; a JWK Set is a few KiB")]
+    TooLarge(String),
 }
 
 #[cfg(test)]
@@ -338,18 +355,20 @@ mod tests {
     #[test]
     fn sources_are_urls_loopback_http_or_files() {
         assert_eq!(
-            JwksSource::parse("https://issuer/jwks"),
-            Ok(JwksSource::Url("https://issuer/jwks".into()))
+            JwksSource::parse("https://issuer/jwks").ok(),
+            Some(JwksSource::Url("https://issuer/jwks".into()))
         );
         for ok in ["http://127.0.0.1:9/k", "http://localhost/k", "http://[::1]:8/k"] {
             assert!(matches!(JwksSource::parse(ok), Ok(JwksSource::Url(_))), "{ok}");
         }
-        let err = JwksSource::parse("http://issuer.example/jwks").expect_err("cleartext");
+        let err = JwksSource::parse("http://issuer.example/jwks")
+            .expect_err("cleartext")
+            .to_string();
         assert!(err.contains("https://"), "{err}");
         assert!(JwksSource::parse("ftp://x").is_err());
         assert_eq!(
-            JwksSource::parse("keys.json"),
-            Ok(JwksSource::File("keys.json".into()))
+            JwksSource::parse("keys.json").ok(),
+            Some(JwksSource::File("keys.json".into()))
         );
     }
 
@@ -391,13 +410,19 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let big = dir.path().join("big.json");
         std::fs::write(&big, vec![b' '; JWKS_MAX_BYTES + 1]).expect("write");
-        let err = Jwks::load(JwksSource::File(big)).expect_err("too large");
+        let err = Jwks::load(JwksSource::File(big))
+            .expect_err("too large")
+            .to_string();
         assert!(err.contains("larger than"), "{err}");
         let empty = dir.path().join("empty.json");
         std::fs::write(&empty, r#"{"keys":[{"kty":"oct","k":"c2VjcmV0"}]}"#).expect("write");
-        let err = Jwks::load(JwksSource::File(empty)).expect_err("no usable key");
+        let err = Jwks::load(JwksSource::File(empty))
+            .expect_err("no usable key")
+            .to_string();
         assert!(err.contains("no usable signing key"), "{err}");
-        let err = Jwks::load(JwksSource::File(dir.path().join("missing.json"))).expect_err("missing");
+        let err = Jwks::load(JwksSource::File(dir.path().join("missing.json")))
+            .expect_err("missing")
+            .to_string();
         assert!(err.contains(JWKS_VAR) && err.contains("missing.json"), "{err}");
     }
 
@@ -504,10 +529,10 @@ mod tests {
             }
         });
         let started = Instant::now();
-        let err = fetch(&url).expect_err("times out");
+        let err = fetch(&url).expect_err("times out").to_string();
         assert!(err.contains("did not answer"), "{err}");
         assert!(started.elapsed() < JWKS_FETCH_TIMEOUT + Duration::from_secs(3));
-        let err = fetch(&url).expect_err("too large");
+        let err = fetch(&url).expect_err("too large").to_string();
         assert!(err.contains("larger than"), "{err}");
     }
 }

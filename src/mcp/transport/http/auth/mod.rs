@@ -49,6 +49,10 @@ pub(crate) enum AuthConfigError {
         line: Option<usize>,
         problem: String,
     },
+    #[error(transparent)]
+    Jwks(#[from] jwks::JwksError),
+    #[error(transparent)]
+    Scopes(#[from] oauth::BadScope),
 }
 
 fn at_line(line: Option<usize>) -> String {
@@ -272,12 +276,9 @@ fn oauth_from_settings(
             "{ISSUER_VAR} must be the issuer's URL (https://…), exactly as its tokens' `iss` claim says"
         )));
     }
-    let scopes =
-        oauth::parse_scopes(scopes.as_deref().unwrap_or_default()).map_err(AuthConfigError::Invalid)?;
+    let scopes = oauth::parse_scopes(scopes.as_deref().unwrap_or_default())?;
     let audience = audience.unwrap_or_else(|| resource.to_string());
-    OAuth::new(issuer, audience, scopes, &jwks)
-        .map(Some)
-        .map_err(AuthConfigError::Invalid)
+    Ok(Some(OAuth::new(issuer, audience, scopes, &jwks)?))
 }
 
 #[cfg(test)]

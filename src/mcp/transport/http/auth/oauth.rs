@@ -77,7 +77,7 @@ impl OAuth {
         audience: String,
         scopes: Vec<String>,
         jwks: &str,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, super::jwks::JwksError> {
         let source = JwksSource::parse(jwks)?;
         let jwks = Jwks::load(source)?;
         Ok(Self {
@@ -219,17 +219,14 @@ fn granted_scopes(claims: &Claims) -> Vec<&str> {
 /// `WARDEN_OAUTH_SCOPES`: space- or comma-separated scope tokens (RFC 6749
 /// §3.3: printable ASCII without space, `"` or `\`, since they are quoted
 /// in `WWW-Authenticate`).
-pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, String> {
+pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, BadScope> {
     let mut scopes: Vec<String> = Vec::new();
     for scope in value.split([' ', ',', '\t']).filter(|s| !s.is_empty()) {
         if !scope
             .bytes()
             .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
         {
-            return Err(format!(
-                "{SCOPES_VAR} holds a scope with a character scopes cannot contain (`\"`, `\\`, control or \
-                 non-ASCII); separate scopes with spaces or commas"
-            ));
+            return Err(BadScope);
         }
         if !scopes.iter().any(|s| s == scope) {
             scopes.push(scope.to_string());
@@ -237,6 +234,14 @@ pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, String> {
     }
     Ok(scopes)
 }
+
+/// A `WARDEN_OAUTH_SCOPES` entry no scope can be.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{SCOPES_VAR} holds a scope with a character scopes cannot contain (`\"`, `\\`, control or \
+     non-ASCII); separate scopes with spaces or commas"
+)]
+pub(crate) struct BadScope;
 
 #[cfg(test)]
 mod tests;
