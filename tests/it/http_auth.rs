@@ -274,3 +274,77 @@ async fn the_protected_resource_metadata_is_served_without_a_token() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_browser_page_on_an_allowed_origin_gets_cors_answers() {
+    // CORS: an allowed origin's preflight is answered before authentication (it carries no
+    // token) and the real request's answer names the origin and exposes Mcp-Session-Id and
+    // WWW-Authenticate; a foreign origin's preflight is refused and gets no CORS headers.
+    let config = tempfile::tempdir().expect("temp dir");
+    let tokens = config.path().join("tokens");
+    std::fs::write(&tokens, format!("alice {}\n", sha256_hex(ALICE_TOKEN))).expect("tokens file");
+    let tokens = tokens.display().to_string();
+    let page = "http://localhost:6274";
+    let server = HttpServer::start(
+        FINANCE,
+        &[
+            ("WARDEN_API_TOKENS_FILE", &tokens),
+            ("WARDEN_ALLOWED_ORIGINS", "http://localhost:*"),
+        ],
+    )
+    .await;
+    let client = reqwest::Client::new();
+    let preflight = |origin: &str| {
+        client
+            .request(reqwest::Method::OPTIONS, &server.url)
+            .header("origin", origin)
+            .header("access-control-request-method", "POST")
+            .header(
+                "access-control-request-headers",
+                "authorization, content-type, mcp-protocol-version",
+            )
+            .send()
+    };
+    let answer = preflight(page).await.expect("preflight answered");
+    assert!(answer.status().is_success(), "{}", answer.status());
+    let header = |answer: &reqwest::Response, name: &str| {
+        answer
+            .headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_ascii_lowercase()
+    };
+    assert_eq!(header(&answer, "access-control-allow-origin"), page);
+    assert!(header(&answer, "access-control-allow-methods").contains("post"));
+    assert!(header(&answer, "access-control-allow-headers").contains("authorization"));
+
+    let opened = post(
+        &server.url,
+        &initialize(),
+        &[
+            ("origin", page),
+            ("authorization", &format!("Bearer {ALICE_TOKEN}")),
+        ],
+    )
+    .send()
+    .await
+    .expect("initialize");
+    assert_eq!(opened.status(), 200);
+    assert_eq!(header(&opened, "access-control-allow-origin"), page);
+    assert!(header(&opened, "access-control-expose-headers").contains("mcp-session-id"));
+    assert!(opened.headers().contains_key("mcp-session-id"));
+
+    // Without a token the 401 is still readable by the page: its challenge is exposed.
+    let unauthenticated = post(&server.url, &initialize(), &[("origin", page)])
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(unauthenticated.status(), 401);
+    assert_eq!(header(&unauthenticated, "access-control-allow-origin"), page);
+    assert!(header(&unauthenticated, "access-control-expose-headers").contains("www-authenticate"));
+
+    let foreign = preflight("http://evil.example").await.expect("answered");
+    assert_eq!(foreign.status(), 403);
+    assert!(!foreign.headers().contains_key("access-control-allow-origin"));
+}

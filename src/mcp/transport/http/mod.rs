@@ -2,8 +2,8 @@
 //! router, for remote clients and teams.
 //!
 //! ```text
-//!  request ─► connection cap (listener) ─► Origin check ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
-//!                                                       └─► authentication ─► session bounds ─► rmcp /mcp ─► WardenServer
+//!  request ─► connection cap (listener) ─► Origin check ─► CORS ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
+//!                                                                └─► authentication ─► session bounds ─► direct path ─► rmcp /mcp ─► WardenServer
 //! ```
 //!
 //! Both protocol revisions are served by the same endpoint: 2025-11-25
@@ -171,6 +171,9 @@ pub(crate) async fn serve(
         .merge(public)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz).with_state(health.clone()))
+        // Inside the Origin check, outside authentication: a browser's
+        // preflight carries no token.
+        .layer(origin::cors(allowlist.clone()))
         .layer(from_fn_with_state(allowlist, origin::check))
         .layer(axum::middleware::from_fn(drain::mark_busy));
 

@@ -11,11 +11,18 @@
 //! `WARDEN_ALLOWED_ORIGINS`: comma-separated `scheme://host[:port]`
 //! entries, where `:*` matches any port (e.g. `http://localhost:*` for a
 //! browser-based inspector in development).
+//!
+//! A browser client on an allowed origin also needs CORS ([`cors`]): its
+//! preflight (`OPTIONS` with `Access-Control-Request-Method`, never
+//! carrying a token) is answered here, before authentication, and every
+//! answer to it names its origin and exposes the headers an MCP client reads
+//! (`Mcp-Session-Id`, `WWW-Authenticate`, `Retry-After`).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::{Request, State};
-use axum::http::{StatusCode, header};
+use axum::http::{HeaderName, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -122,6 +129,30 @@ pub(crate) async fn check(State(allowlist): State<Arc<Allowlist>>, request: Requ
         }
     }
     next.run(request).await
+}
+
+/// How long a browser may cache a preflight's answer.
+const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
+
+/// CORS for the allowed origins: preflights answered (any header the page
+/// asks for, since its origin is trusted; `GET`, `POST`, `DELETE`), and
+/// the MCP headers exposed on every answer. Other origins get no CORS
+/// headers (and [`check`], outside this layer, refuses them first).
+pub(crate) fn cors(allowlist: Arc<Allowlist>) -> tower_http::cors::CorsLayer {
+    use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
+    CorsLayer::new()
+        .allow_origin(AllowOrigin::predicate(move |origin, _| {
+            origin.to_str().is_ok_and(|origin| allowlist.allows(origin))
+        }))
+        .allow_methods([Method::GET, Method::POST, Method::DELETE])
+        .allow_headers(AllowHeaders::mirror_request())
+        .expose_headers([
+            HeaderName::from_static("mcp-session-id"),
+            HeaderName::from_static("mcp-protocol-version"),
+            header::WWW_AUTHENTICATE,
+            header::RETRY_AFTER,
+        ])
+        .max_age(PREFLIGHT_MAX_AGE)
 }
 
 #[cfg(test)]
