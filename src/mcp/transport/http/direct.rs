@@ -283,7 +283,11 @@ impl Drop for RunToEnd {
     fn drop(&mut self) {
         if let Some(call) = self.call.take() {
             self.cancel.cancel();
-            tokio::spawn(call);
+            // Outside a runtime (the process is ending) there is nothing
+            // left to record it with.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(call);
+            }
         }
     }
 }
