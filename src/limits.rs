@@ -797,8 +797,8 @@ pub const DEFAULT_HTTP_IDLE: Duration = Duration::from_secs(60);
 /// MCP sessions (protocol revisions before 2026-07-28) held at once:
 /// 4,096. A request that would open one more is answered 503 with
 /// `Retry-After` (`too_many_sessions`); stateless 2026-07-28 requests open
-/// none and are not refused. An idle session costs about 20 KiB (the
-/// `scripts/bench --http` figure). Operators override it with
+/// none and are not refused. An idle session costs about 28 KiB of server
+/// memory (the `http_bench` figure). Operators override it with
 /// `WARDEN_HTTP_MAX_SESSIONS` (1–100,000).
 pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 4096;
 
@@ -806,6 +806,25 @@ pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 4096;
 /// default). Its client must initialize again. Operators override it with
 /// `WARDEN_HTTP_SESSION_IDLE_SECONDS` (10–86,400).
 pub const DEFAULT_HTTP_SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// SSE events one MCP session stream buffers for a client and keeps for a
+/// `Last-Event-ID` resume: 16 (rmcp's own default). A client that stops
+/// reading a stream holds its session's messages until it reads again or
+/// goes away; one that resumes after more than this many events were sent
+/// gets an empty stream (the events are gone).
+pub const SESSION_STREAM_EVENTS: usize = 16;
+
+/// Quiet extra GET streams one MCP session keeps (a client's competing
+/// reconnects, kept alive but given no notifications): 32; the oldest is
+/// closed first.
+pub const MAX_SESSION_SHADOW_STREAMS: usize = 32;
+
+/// How long a session request's SSE stream stays resumable when its
+/// answer found no client listening: 60 s (rmcp's own default), so a
+/// client that lost the stream mid-call gets the answer with
+/// `Last-Event-ID`. An answer delivered to a listening client is dropped
+/// at once.
+pub const SESSION_RESUME_WINDOW: Duration = Duration::from_secs(60);
 
 /// How long SIGTERM waits for running calls and tasks to finish before it
 /// cancels them: 30 s. New connections are refused at once and `/readyz`

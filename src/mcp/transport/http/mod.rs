@@ -36,7 +36,6 @@ use std::sync::atomic::Ordering;
 use axum::Router;
 use axum::middleware::from_fn_with_state;
 use axum::routing::get;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
@@ -45,6 +44,10 @@ use crate::task::TaskRunner;
 /// The period of keep-alive comments on quiet SSE streams (rmcp's default,
 /// stated once so the direct path uses the same).
 const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The `retry` hint of each SSE stream's priming event (SEP-1699; rmcp's
+/// default, stated once for the session manager and the service).
+const SSE_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The MCP endpoint's path.
 pub(crate) const MCP_PATH: &str = "/mcp";
@@ -130,8 +133,12 @@ pub(crate) async fn serve(
     let server = crate::mcp::server::WardenServer::new(tasks.clone(), name, version);
     crate::mcp::tasks::start_claimer(server.clone());
     let in_flight = Arc::new(drain::InFlight::default());
-    let mut manager = LocalSessionManager::default();
-    manager.session_config.keep_alive = Some(limits.http_session_idle);
+    let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
+        channel_capacity: crate::limits::SESSION_STREAM_EVENTS,
+        keep_alive: limits.http_session_idle,
+        sse_retry: SSE_RETRY,
+        completed_ttl: crate::limits::SESSION_RESUME_WINDOW,
+    });
     let sessions = Arc::new(sessions::Sessions::new(
         Arc::new(manager),
         limits.http_max_sessions,
@@ -149,6 +156,7 @@ pub(crate) async fn serve(
         .with_cancellation_token(close_sessions.child_token())
         .with_allowed_hosts(hosts)
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .with_sse_retry(Some(SSE_RETRY))
         .with_max_request_body_bytes(limits.message_cap())
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).

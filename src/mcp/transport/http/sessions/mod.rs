@@ -1,7 +1,7 @@
 //! Bounds on MCP sessions (protocol revisions before 2026-07-28), and
 //! sessions bound to the principal that opened them.
 //!
-//! rmcp's [`LocalSessionManager`] keeps every session until it is deleted
+//! The sessions themselves are Warden's lean [`manager::Manager`]; it keeps every session until it is deleted
 //! or idle for its keep-alive; it has no cap of its own, so a client that
 //! initializes in a loop would fill memory. A request that would open a
 //! session (a POST without `Mcp-Session-Id` on a pre-2026 revision) is
@@ -13,6 +13,8 @@
 //! requests naming a session opened by another principal are answered as
 //! an unknown session (404), so a leaked id gives another tenant nothing.
 
+pub(crate) mod manager;
+
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
@@ -20,7 +22,6 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
 use crate::tenant::Principal;
 
@@ -29,7 +30,7 @@ const SESSION_HEADER: &str = "mcp-session-id";
 
 /// The session bookkeeping shared by the middleware and `/readyz`.
 pub(crate) struct Sessions {
-    pub(crate) manager: Arc<LocalSessionManager>,
+    pub(crate) manager: Arc<manager::Manager>,
     max: usize,
     /// Who opened each session. Pruned of closed sessions when it grows
     /// past the cap, so it stays bounded by it.
@@ -37,7 +38,7 @@ pub(crate) struct Sessions {
 }
 
 impl Sessions {
-    pub(crate) fn new(manager: Arc<LocalSessionManager>, max: usize) -> Self {
+    pub(crate) fn new(manager: Arc<manager::Manager>, max: usize) -> Self {
         Self {
             manager,
             max: max.max(1),
@@ -47,7 +48,7 @@ impl Sessions {
 
     /// Sessions open now.
     pub(crate) async fn open(&self) -> usize {
-        self.manager.sessions.read().await.len()
+        self.manager.len()
     }
 
     fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Principal>> {
@@ -59,15 +60,8 @@ impl Sessions {
     async fn remember(&self, id: &str, principal: Principal) {
         let prune = self.owners().len() >= self.max;
         if prune {
-            let live: std::collections::HashSet<String> = self
-                .manager
-                .sessions
-                .read()
-                .await
-                .keys()
-                .map(|id| id.to_string())
-                .collect();
-            self.owners().retain(|id, _| live.contains(id));
+            let manager = &self.manager;
+            self.owners().retain(|id, _| manager.contains(id));
         }
         self.owners().insert(id.to_string(), principal);
     }
