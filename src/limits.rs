@@ -826,6 +826,12 @@ pub const MAX_SESSION_SHADOW_STREAMS: usize = 32;
 /// at once.
 pub const SESSION_RESUME_WINDOW: Duration = Duration::from_secs(60);
 
+/// Answered-while-away streams one MCP session keeps for a resume: 64. A
+/// client that sends requests and hangs up in a loop would otherwise make
+/// the session hold every answer for [`SESSION_RESUME_WINDOW`]; past this
+/// many, the oldest is dropped (its resume gets an empty stream).
+pub const MAX_SESSION_RESUMABLE_STREAMS: usize = 64;
+
 /// How long SIGTERM waits for running calls and tasks to finish before it
 /// cancels them: 30 s. New connections are refused at once and `/readyz`
 /// answers 503; after the grace, running tasks are cancelled and recorded

@@ -197,7 +197,7 @@ impl Stream {
     /// after `after` (all of them for `None`).
     async fn attach(&mut self, after: Option<u64>) -> Result<mpsc::Receiver<ServerSseMessage>, ()> {
         let first_cached = self.next_index - self.cache.len() as u64;
-        if after.is_some_and(|after| after + 1 < first_cached || after >= self.next_index) {
+        if after.is_some_and(|after| after.saturating_add(1) < first_cached || after >= self.next_index) {
             return Err(());
         }
         let (sender, receiver) = mpsc::channel(self.capacity.max(self.cache.len() + 1));
@@ -261,10 +261,27 @@ impl Routes {
         receiver
     }
 
+    /// Drops finished streams past their resume window, and the oldest
+    /// beyond `MAX_SESSION_RESUMABLE_STREAMS` (a client that asks and
+    /// hangs up in a loop must not fill memory).
     fn evict_completed(&mut self) {
         let ttl = self.completed_ttl;
         self.requests
             .retain(|_, request| request.completed_at.is_none_or(|at| at.elapsed() < ttl));
+        let mut completed: Vec<(Instant, u64)> = self
+            .requests
+            .iter()
+            .filter_map(|(id, request)| request.completed_at.map(|at| (at, *id)))
+            .collect();
+        let excess = completed
+            .len()
+            .saturating_sub(crate::limits::MAX_SESSION_RESUMABLE_STREAMS);
+        if excess > 0 {
+            completed.sort_unstable();
+            for (_, id) in completed.into_iter().take(excess) {
+                self.requests.remove(&id);
+            }
+        }
     }
 
     /// Routes one message of the service (see the module docs).
@@ -320,6 +337,7 @@ impl Routes {
                 } else if ends {
                     // Its client is away: the answer waits for a resume.
                     self.finish(http_request);
+                    self.evict_completed();
                 }
             }
             None => {
@@ -503,7 +521,11 @@ impl SessionManager for Manager {
             session.routes.lock().await.initialize = Some((request.id.clone(), answer));
         }
         Self::push(id, &session, &inbound, message).await?;
-        answered.await.map_err(|_| SessionError::NoInitializeAnswer)
+        // A service that never answers is given the session's idle time.
+        match tokio::time::timeout(self.inner.config.keep_alive, answered).await {
+            Ok(Ok(answer)) => Ok(answer),
+            _ => Err(SessionError::NoInitializeAnswer),
+        }
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, SessionError> {
@@ -640,5 +662,102 @@ impl SessionManager for Manager {
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager").field("open", &self.len()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, ServerResult};
+
+    use super::*;
+
+    fn config() -> SessionConfig {
+        SessionConfig {
+            channel_capacity: 16,
+            keep_alive: Duration::from_secs(300),
+            sse_retry: Duration::from_secs(3),
+            completed_ttl: Duration::from_secs(60),
+        }
+    }
+
+    fn answer(id: i64) -> ServerJsonRpcMessage {
+        JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: JsonRpcVersion2_0,
+            id: NumberOrString::Number(id),
+            result: ServerResult::empty(()),
+        })
+    }
+
+    /// A request stream as `create_stream` makes it, with no client (the
+    /// one that asked hung up before its answer).
+    fn asked_and_gone(routes: &mut Routes, id: i64) {
+        let key = Key::Request(NumberOrString::Number(id));
+        let http_request = routes.next_http_request;
+        routes.next_http_request += 1;
+        routes.keys.insert(key.clone(), http_request);
+        routes.requests.insert(
+            http_request,
+            RequestStream {
+                keys: vec![key],
+                stream: Stream::new(None, Some(http_request), routes.capacity),
+                completed_at: None,
+            },
+        );
+    }
+
+    #[tokio::test]
+    async fn answers_that_find_no_client_are_kept_for_a_resume_up_to_the_cap() {
+        // MAX_SESSION_RESUMABLE_STREAMS bounds what a client that asks and hangs up in a loop
+        // makes the session hold; the newest answers stay resumable.
+        let mut routes = Routes::new(&config());
+        let asked = crate::limits::MAX_SESSION_RESUMABLE_STREAMS as i64 + 6;
+        for id in 0..asked {
+            asked_and_gone(&mut routes, id);
+            routes.route(answer(id)).await;
+        }
+        assert_eq!(
+            routes.requests.len(),
+            crate::limits::MAX_SESSION_RESUMABLE_STREAMS
+        );
+        assert!(!routes.requests.contains_key(&0), "the oldest went first");
+        let newest = (asked - 1) as u64;
+        let kept = routes.requests.get_mut(&newest).expect("the newest is kept");
+        let mut resumed = kept.stream.attach(None).await.expect("resumable");
+        let event = resumed.recv().await.expect("the answer");
+        assert_eq!(event.event_id.as_deref(), Some(format!("0/{newest}").as_str()));
+    }
+
+    #[tokio::test]
+    async fn an_answer_taken_by_its_client_is_forgotten() {
+        // A delivered answer leaves nothing behind: a busy session does not grow.
+        let mut routes = Routes::new(&config());
+        asked_and_gone(&mut routes, 1);
+        let (sender, mut receiver) = mpsc::channel(4);
+        if let Some(request) = routes.requests.get_mut(&0) {
+            request.stream.sender = Some(sender);
+        }
+        routes.route(answer(1)).await;
+        assert!(receiver.recv().await.is_some());
+        assert!(routes.requests.is_empty() && routes.keys.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_resume_gets_only_the_events_after_its_id() {
+        // Last-Event-ID n replays n+1 onwards; an id the cache no longer holds is refused.
+        let mut stream = Stream::new(None, Some(7), 2);
+        for _ in 0..4 {
+            let _ = stream.send(ServerSseMessage::retry(Duration::from_secs(1))).await;
+        }
+        let mut resumed = stream.attach(Some(2)).await.expect("3 is cached");
+        assert_eq!(
+            resumed.recv().await.and_then(|e| e.event_id).as_deref(),
+            Some("3/7")
+        );
+        assert!(resumed.try_recv().is_err(), "nothing else");
+        assert!(stream.attach(Some(0)).await.is_err(), "1 is gone");
+        assert!(
+            stream.attach(Some(u64::MAX)).await.is_err(),
+            "a hostile id is refused"
+        );
     }
 }
