@@ -1,9 +1,9 @@
 //! Bounds on MCP sessions (protocol revisions before 2026-07-28), and
 //! sessions bound to the principal that opened them.
 //!
-//! The sessions themselves are Warden's lean [`manager::Manager`]; it keeps every session until it is deleted
-//! or idle for its keep-alive; it has no cap of its own, so a client that
-//! initializes in a loop would fill memory. A request that would open a
+//! The sessions themselves live in [`manager`], which keeps each one until
+//! it is deleted or idle for its keep-alive and has no cap of its own: a
+//! client that initializes in a loop would fill memory. A request that would open a
 //! session (a POST without `Mcp-Session-Id` on a pre-2026 revision) is
 //! refused with 503 and `Retry-After` while the server holds
 //! `http_max_sessions` of them. Stateless 2026-07-28 requests open none and
