@@ -54,60 +54,49 @@ impl Load {
             seconds,
             session,
         } = self;
-        load(url, body, headers, clients, seconds, session).await
-    }
-}
-
-async fn load(
-    url: String,
-    body: Value,
-    headers: Vec<(&'static str, &'static str)>,
-    clients: u64,
-    seconds: u64,
-    session: bool,
-) -> Vec<Duration> {
-    let body = body.to_string();
-    let until = Instant::now() + Duration::from_secs(seconds);
-    let mut loops = Vec::new();
-    for _ in 0..clients {
-        let (url, body, headers) = (url.clone(), body.clone(), headers.clone());
-        loops.push(tokio::spawn(async move {
-            let client = reqwest::Client::builder()
-                .pool_max_idle_per_host(1)
-                .build()
-                .unwrap();
-            let mut latencies = Vec::new();
-            let mut headers: Vec<(&'static str, String)> =
-                headers.iter().map(|(n, v)| (*n, v.to_string())).collect();
-            if session {
-                headers.push(("mcp-session-id", open_session(&client, &url).await));
-                headers.push(("mcp-protocol-version", "2025-11-25".into()));
-            }
-            while Instant::now() < until {
-                let start = Instant::now();
-                let mut request = client
-                    .post(&url)
-                    .header("content-type", "application/json")
-                    .header("accept", "application/json, text/event-stream")
-                    .body(body.clone());
-                for (name, value) in &headers {
-                    request = request.header(*name, value.as_str());
+        let body = body.to_string();
+        let until = Instant::now() + Duration::from_secs(seconds);
+        let mut loops = Vec::new();
+        for _ in 0..clients {
+            let (url, body, headers) = (url.clone(), body.clone(), headers.clone());
+            loops.push(tokio::spawn(async move {
+                let client = reqwest::Client::builder()
+                    .pool_max_idle_per_host(1)
+                    .build()
+                    .unwrap();
+                let mut latencies = Vec::new();
+                let mut headers: Vec<(&'static str, String)> =
+                    headers.iter().map(|(n, v)| (*n, v.to_string())).collect();
+                if session {
+                    headers.push(("mcp-session-id", open_session(&client, &url).await));
+                    headers.push(("mcp-protocol-version", "2025-11-25".into()));
                 }
-                let response = request.send().await.expect("request");
-                assert!(response.status().is_success(), "{}", response.status());
-                let text = response.text().await.expect("body");
-                assert!(!text.contains("\"isError\":true"), "{text}");
-                latencies.push(start.elapsed());
-            }
-            latencies
-        }));
+                while Instant::now() < until {
+                    let start = Instant::now();
+                    let mut request = client
+                        .post(&url)
+                        .header("content-type", "application/json")
+                        .header("accept", "application/json, text/event-stream")
+                        .body(body.clone());
+                    for (name, value) in &headers {
+                        request = request.header(*name, value.as_str());
+                    }
+                    let response = request.send().await.expect("request");
+                    assert!(response.status().is_success(), "{}", response.status());
+                    let text = response.text().await.expect("body");
+                    assert!(!text.contains("\"isError\":true"), "{text}");
+                    latencies.push(start.elapsed());
+                }
+                latencies
+            }));
+        }
+        let mut all = Vec::new();
+        for handle in loops {
+            all.extend(handle.await.unwrap());
+        }
+        all.sort();
+        all
     }
-    let mut all = Vec::new();
-    for handle in loops {
-        all.extend(handle.await.unwrap());
-    }
-    all.sort();
-    all
 }
 
 fn text_arg(name: &str, default: &str) -> String {
@@ -289,8 +278,17 @@ async fn bench() {
     ];
     println!("HTTP bench: {clients} concurrent clients, {seconds} s each, loopback");
     // Warm both up, then measure each in turn.
-    load(echo_url.clone(), call.clone(), vec![], clients, 1, false).await;
-    load(url.clone(), call.clone(), headers.clone(), clients, 1, false).await;
+    for (url, headers) in [(echo_url.clone(), vec![]), (url.clone(), headers.clone())] {
+        let warm = Load {
+            url,
+            body: call.clone(),
+            headers,
+            clients,
+            seconds: 1,
+            session: false,
+        };
+        warm.run().await;
+    }
     let echo_pid = echo.id().unwrap();
     let bare = phase(
         "bare axum JSON echo",

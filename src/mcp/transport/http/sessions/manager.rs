@@ -195,21 +195,16 @@ impl Stream {
 
     /// A new client for this stream: it first gets the cached events
     /// after `after` (all of them for `None`).
-    async fn attach(&mut self, after: Option<u64>) -> Result<mpsc::Receiver<ServerSseMessage>, ()> {
+    fn attach(&mut self, after: Option<u64>) -> Result<mpsc::Receiver<ServerSseMessage>, ()> {
+        // The cache holds consecutive indices ending just before `next_index`.
         let first_cached = self.next_index - self.cache.len() as u64;
         if after.is_some_and(|after| after.saturating_add(1) < first_cached || after >= self.next_index) {
             return Err(());
         }
+        let skip = after.map_or(0, |after| after + 1 - first_cached) as usize;
         let (sender, receiver) = mpsc::channel(self.capacity.max(self.cache.len() + 1));
-        for event in &self.cache {
-            let index = event
-                .event_id
-                .as_deref()
-                .and_then(|id| id.split('/').next())
-                .and_then(|index| index.parse::<u64>().ok());
-            if after.is_none_or(|after| index.is_some_and(|index| index > after)) {
-                let _ = sender.try_send(event.clone());
-            }
+        for event in self.cache.iter().skip(skip) {
+            let _ = sender.try_send(event.clone());
         }
         self.sender = Some(sender);
         Ok(receiver)
@@ -264,6 +259,15 @@ impl Routes {
     /// Drops finished streams past their resume window, and the oldest
     /// beyond `MAX_SESSION_RESUMABLE_STREAMS` (a client that asks and
     /// hangs up in a loop must not fill memory).
+    /// A GET stream: the session's notifications with the cached ones
+    /// after `after` first, or a quiet shadow while one is already open.
+    fn open_common(&mut self, after: Option<u64>) -> Result<mpsc::Receiver<ServerSseMessage>, ()> {
+        if self.common.listening() {
+            return Ok(self.shadow());
+        }
+        self.common.attach(after)
+    }
+
     fn evict_completed(&mut self) {
         let ttl = self.completed_ttl;
         self.requests
@@ -605,13 +609,8 @@ impl SessionManager for Manager {
         let (session, _) = self.entry(id)?;
         session.touch();
         let mut routes = session.routes.lock().await;
-        if routes.common.listening() {
-            return Ok(Events(routes.shadow()));
-        }
         let receiver = routes
-            .common
-            .attach(None)
-            .await
+            .open_common(None)
             .map_err(|()| SessionError::UnknownEvent(String::new()))?;
         Ok(Events(receiver))
     }
@@ -635,22 +634,14 @@ impl SessionManager for Manager {
         let index = index.map_err(|_| unknown())?;
         let mut routes = session.routes.lock().await;
         let Some(http_request) = http_request else {
-            if routes.common.listening() {
-                return Ok(Events(routes.shadow()));
-            }
             // Id 0 is the priming event the HTTP layer sends on a GET stream.
             let after = (index > 0).then_some(index);
-            return routes
-                .common
-                .attach(after)
-                .await
-                .map(Events)
-                .map_err(|()| unknown());
+            return routes.open_common(after).map(Events).map_err(|()| unknown());
         };
         let Some(request) = routes.requests.get_mut(&http_request) else {
             return Err(unknown());
         };
-        let receiver = request.stream.attach(Some(index)).await.map_err(|()| unknown())?;
+        let receiver = request.stream.attach(Some(index)).map_err(|()| unknown())?;
         if request.completed_at.is_some() {
             // Replayed; the answer was among it, so the stream ends here.
             request.stream.sender = None;
@@ -722,7 +713,7 @@ mod tests {
         assert!(!routes.requests.contains_key(&0), "the oldest went first");
         let newest = (asked - 1) as u64;
         let kept = routes.requests.get_mut(&newest).expect("the newest is kept");
-        let mut resumed = kept.stream.attach(None).await.expect("resumable");
+        let mut resumed = kept.stream.attach(None).expect("resumable");
         let event = resumed.recv().await.expect("the answer");
         assert_eq!(event.event_id.as_deref(), Some(format!("0/{newest}").as_str()));
     }
@@ -748,16 +739,13 @@ mod tests {
         for _ in 0..4 {
             let _ = stream.send(ServerSseMessage::retry(Duration::from_secs(1))).await;
         }
-        let mut resumed = stream.attach(Some(2)).await.expect("3 is cached");
+        let mut resumed = stream.attach(Some(2)).expect("3 is cached");
         assert_eq!(
             resumed.recv().await.and_then(|e| e.event_id).as_deref(),
             Some("3/7")
         );
         assert!(resumed.try_recv().is_err(), "nothing else");
-        assert!(stream.attach(Some(0)).await.is_err(), "1 is gone");
-        assert!(
-            stream.attach(Some(u64::MAX)).await.is_err(),
-            "a hostile id is refused"
-        );
+        assert!(stream.attach(Some(0)).is_err(), "1 is gone");
+        assert!(stream.attach(Some(u64::MAX)).is_err(), "a hostile id is refused");
     }
 }
