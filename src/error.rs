@@ -154,8 +154,20 @@ pub mod codes {
 
     /// HTTP: a request's `Origin` is not allowed (403; `WARDEN_ALLOWED_ORIGINS`).
     pub const FORBIDDEN_ORIGIN: &str = "forbidden_origin";
+    /// HTTP: a request to `/mcp` names a `Host` the server does not answer
+    /// (403; DNS-rebinding protection).
+    pub const FORBIDDEN_HOST: &str = "forbidden_host";
     /// HTTP: the server holds its maximum of MCP sessions (503, `Retry-After`).
     pub const TOO_MANY_SESSIONS: &str = "too_many_sessions";
+    /// HTTP: the principal has its maximum of requests in progress, open
+    /// SSE streams included (429, `Retry-After`).
+    pub const TOO_MANY_REQUESTS: &str = "too_many_requests";
+    /// HTTP: a request body arrived slower than the minimum rate (408; the
+    /// connection is closed).
+    pub const BODY_TOO_SLOW: &str = "body_too_slow";
+    /// HTTP: the server is draining (SIGTERM) and takes no new work (503,
+    /// `Retry-After`): another node, or this one after its restart, will.
+    pub const DRAINING: &str = "draining";
 
     /// Every code above: the stable vocabulary a client may see in
     /// `error.code`. A test checks each is documented.
@@ -187,7 +199,11 @@ pub mod codes {
         PRINCIPAL_BUSY,
         RATE_LIMITED,
         FORBIDDEN_ORIGIN,
+        FORBIDDEN_HOST,
         TOO_MANY_SESSIONS,
+        TOO_MANY_REQUESTS,
+        BODY_TOO_SLOW,
+        DRAINING,
     ];
 }
 

@@ -155,6 +155,16 @@ pub struct Limits {
     pub task_lease: Duration,
     /// See [`DEFAULT_TASK_QUEUE`].
     pub task_queue: usize,
+    /// See [`DEFAULT_HTTP_SESSIONS_PER_PRINCIPAL`].
+    pub http_sessions_per_principal: usize,
+    /// See [`DEFAULT_HTTP_REQUESTS_PER_PRINCIPAL`].
+    pub http_requests_per_principal: usize,
+    /// See [`DEFAULT_HTTP_HEADER_TIMEOUT`].
+    pub http_header_timeout: Duration,
+    /// See [`DEFAULT_HTTP_UNPROVEN_CONNECTIONS`].
+    pub http_unproven_connections: usize,
+    /// See [`DEFAULT_HTTP_BODY_MIN_RATE`].
+    pub http_body_min_rate: u64,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -200,6 +210,11 @@ impl Default for Limits {
             http_idle: DEFAULT_HTTP_IDLE,
             task_lease: DEFAULT_TASK_LEASE,
             task_queue: DEFAULT_TASK_QUEUE,
+            http_sessions_per_principal: DEFAULT_HTTP_SESSIONS_PER_PRINCIPAL,
+            http_requests_per_principal: DEFAULT_HTTP_REQUESTS_PER_PRINCIPAL,
+            http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
+            http_unproven_connections: DEFAULT_HTTP_UNPROVEN_CONNECTIONS,
+            http_body_min_rate: DEFAULT_HTTP_BODY_MIN_RATE,
         }
     }
 }
@@ -307,6 +322,21 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_TASK_QUEUE", 1, 1_000_000)? {
             self.task_queue = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_SESSIONS_PER_PRINCIPAL", 1, 100_000)? {
+            self.http_sessions_per_principal = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_REQUESTS_PER_PRINCIPAL", 1, 65_536)? {
+            self.http_requests_per_principal = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_HEADER_TIMEOUT_SECONDS", 1, 600)? {
+            self.http_header_timeout = Duration::from_secs(n);
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_UNPROVEN_CONNECTIONS", 1, 65_536)? {
+            self.http_unproven_connections = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_HTTP_BODY_MIN_RATE", 1, 1 << 30)? {
+            self.http_body_min_rate = n;
         }
         Ok(self)
     }
@@ -802,6 +832,54 @@ pub const DEFAULT_HTTP_IDLE: Duration = Duration::from_secs(60);
 /// `WARDEN_HTTP_MAX_SESSIONS` (1–100,000).
 pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 4096;
 
+/// MCP sessions one authenticated principal may hold at once: 256
+/// (`WARDEN_HTTP_SESSIONS_PER_PRINCIPAL`, 1–100,000). Every `initialize`
+/// opens a session whatever protocol revision its headers name, and each
+/// counts here and against [`DEFAULT_HTTP_MAX_SESSIONS`]. Past it the
+/// `initialize` is answered 503 `too_many_sessions` with `Retry-After`,
+/// naming the variable; the principal's other sessions keep working. So one
+/// token cannot fill the server-wide cap (256 idle sessions are about
+/// 7 MiB), while a team that shares one token still gets a session per
+/// client. `local` (the operator of an unauthenticated loopback server) is
+/// bound by the server-wide cap alone.
+pub const DEFAULT_HTTP_SESSIONS_PER_PRINCIPAL: usize = 256;
+
+/// HTTP requests one authenticated principal may have in progress at once,
+/// open SSE streams (a session's GET stream, a resumed stream, a call's
+/// answer stream) included: 64 (`WARDEN_HTTP_REQUESTS_PER_PRINCIPAL`,
+/// 1–65,536). A request in progress holds its connection, so this is also
+/// the connections one principal can keep busy: 64 of the default 1,024.
+/// The request past it is answered 429 `too_many_requests` with
+/// `Retry-After`, naming the variable; it holds nothing. `local` is bound
+/// by the connection cap alone.
+pub const DEFAULT_HTTP_REQUESTS_PER_PRINCIPAL: usize = 64;
+
+/// How long a connection that has not yet carried an authenticated request
+/// may take to deliver a request's headers: 10 s, from its accept or its
+/// last answer (`WARDEN_HTTP_HEADER_TIMEOUT_SECONDS`, 1–600). Then it is
+/// closed. A connection whose request reached `/mcp` through
+/// authentication gets [`DEFAULT_HTTP_IDLE`] instead. It is also the grace
+/// a request body gets before [`DEFAULT_HTTP_BODY_MIN_RATE`] applies.
+pub const DEFAULT_HTTP_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections open at once that have not yet carried an authenticated
+/// request: 256 (`WARDEN_HTTP_UNPROVEN_CONNECTIONS`, 1–65,536, at most
+/// [`DEFAULT_HTTP_MAX_CONNECTIONS`]). Past it the server accepts nothing
+/// until one is proven or closed (each lasts at most
+/// [`DEFAULT_HTTP_HEADER_TIMEOUT`] between requests), so silent or
+/// unauthenticated sockets never hold more than a quarter of the
+/// connection permits, and the rest stay with authenticated clients.
+pub const DEFAULT_HTTP_UNPROVEN_CONNECTIONS: usize = 256;
+
+/// The slowest request body the server reads: 16 KiB/s on average after a
+/// grace of [`DEFAULT_HTTP_HEADER_TIMEOUT`] (`WARDEN_HTTP_BODY_MIN_RATE`,
+/// bytes per second, 1–1 GiB). A body of `n` bytes must be complete within
+/// grace + `n` / rate from the request's start (10.5 s for an 8 KiB
+/// call, about 9 min for the largest message); a body that falls behind is
+/// answered 408 `body_too_slow` and its connection closed, so a client
+/// trickling bytes cannot hold a connection and its request for long.
+pub const DEFAULT_HTTP_BODY_MIN_RATE: u64 = 16 * 1024;
+
 /// A session with no request for this long is closed: 300 s (rmcp's own
 /// default). Its client must initialize again. Operators override it with
 /// `WARDEN_HTTP_SESSION_IDLE_SECONDS` (10–86,400).
@@ -833,7 +911,7 @@ pub const SESSION_RESUME_WINDOW: Duration = Duration::from_secs(60);
 pub const MAX_SESSION_RESUMABLE_STREAMS: usize = 64;
 
 /// How long SIGTERM waits for running calls and tasks to finish before it
-/// cancels them: 30 s. New connections are refused at once and `/readyz`
+/// cancels them: 30 s. The listener stays open for it: `/readyz`
 /// answers 503; after the grace, running tasks are cancelled and recorded
 /// `cancelled` (waiting up to [`TASK_SHUTDOWN_GRACE`] for their records)
 /// and workers are killed. Operators override it with

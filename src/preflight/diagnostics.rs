@@ -38,7 +38,12 @@ pub(crate) fn create(artifacts_dir: &Path) -> std::io::Result<PathBuf> {
         prune(&parent);
         return Ok(preferred);
     }
-    // tempfile creates the directory with mode 0700.
+    create_temporary()
+}
+
+/// A private diagnostics directory under the system's temporary directory
+/// (tempfile creates it with mode 0700), kept after the run.
+pub(crate) fn create_temporary() -> std::io::Result<PathBuf> {
     let dir = tempfile::Builder::new().prefix("warden-preflight-").tempdir()?;
     Ok(dir.keep())
 }

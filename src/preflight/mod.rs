@@ -167,8 +167,15 @@ async fn check_url(url: &str, token_env: Option<&str>, options: &PreflightOption
                 }
             },
         };
-        let (artifacts_dir, _) = outside_artifacts_dir();
-        let diag = match diagnostics::create(&artifacts_dir) {
+        // The server is elsewhere: its diagnostics go under
+        // WARDEN_ARTIFACTS_DIR when the operator named one, else into a
+        // private temporary directory, never a new ./artifacts wherever
+        // this happens to run.
+        let diag = match crate::config::var_os("WARDEN_ARTIFACTS_DIR") {
+            Some(dir) => diagnostics::create(Path::new(&dir)),
+            None => diagnostics::create_temporary(),
+        };
+        let diag = match diag {
             Ok(dir) => dir,
             Err(error) => return no_diagnostics(error),
         };

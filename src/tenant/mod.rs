@@ -31,6 +31,10 @@ pub enum PrincipalError {
     TooLong,
     #[error("a principal name must not contain control characters")]
     Control,
+    #[error(
+        "'{LOCAL}' is reserved for the server's operator (the stdio client); give this caller another name"
+    )]
+    Reserved,
 }
 
 impl Principal {
@@ -52,6 +56,17 @@ impl Principal {
             return Err(PrincipalError::Control);
         }
         Ok(Self(Arc::from(name)))
+    }
+
+    /// A principal an HTTP credential stands for (an API token's line, a
+    /// JWT's `sub`): as [`Principal::new`], and never [`LOCAL`]. `local` is
+    /// the operator, exempt from every per-principal limit and owner of the
+    /// stdio client's tasks; a credential naming it would inherit both.
+    pub fn authenticated(name: &str) -> Result<Self, PrincipalError> {
+        if name == LOCAL {
+            return Err(PrincipalError::Reserved);
+        }
+        Self::new(name)
     }
 
     pub fn as_str(&self) -> &str {
@@ -85,5 +100,12 @@ mod tests {
             Err(PrincipalError::TooLong)
         );
         assert_eq!(Principal::default().as_str(), LOCAL);
+    }
+
+    #[test]
+    fn credentials_never_name_the_operator() {
+        assert_eq!(Principal::authenticated(LOCAL), Err(PrincipalError::Reserved));
+        assert!(Principal::authenticated("Local").is_ok());
+        assert!(Principal::new(LOCAL).is_ok(), "stored owners may be the operator");
     }
 }

@@ -297,15 +297,37 @@ async fn sigterm_lets_a_running_task_finish_within_the_grace() {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let pid = nix::unistd::Pid::from_raw(server.pid() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        // Draining: no new connections.
+        // Draining: still listening, so /readyz tells the load balancer
+        // (503 `draining`), and new work is refused with the same word.
         tokio::time::sleep(Duration::from_millis(200)).await;
-        reqwest::get(format!("{}/healthz", server.base)).await.is_err()
+        let readyz = reqwest::get(format!("{}/readyz", server.base))
+            .await
+            .expect("readyz");
+        let readyz = (
+            readyz.status().as_u16(),
+            readyz.json::<Value>().await.unwrap_or_default(),
+        );
+        let new_work = server.initialize(&[]).await;
+        let new_work = (
+            new_work.status().as_u16(),
+            new_work.json::<Value>().await.unwrap_or_default(),
+        );
+        (readyz, new_work)
     };
-    let (result, refused_new) = tokio::join!(call, stop);
+    let (result, (readyz, new_work)) = tokio::join!(call, stop);
     let result = result.expect("the running call was answered");
     assert_eq!(structured(&result)["status"], "success", "{result:?}");
     assert_eq!(structured(&result)["value"], "drain");
-    assert!(refused_new, "a draining server accepted a new connection");
+    assert_eq!(
+        (readyz.0, &readyz.1["status"]),
+        (503, &json!("draining")),
+        "{readyz:?}"
+    );
+    assert_eq!(
+        (new_work.0, &new_work.1["error"]),
+        (503, &json!("draining")),
+        "{new_work:?}"
+    );
     let (code, stderr) = server.stop().await;
     assert_eq!(code, Some(0), "{stderr}");
     assert!(stderr.contains("drained (0 call(s) cut"), "{stderr}");
@@ -386,6 +408,22 @@ async fn preflight_checks_a_running_http_server() {
         .await
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
+    // Probing a server elsewhere leaves no ./artifacts where it ran.
+    let cwd = tempfile::tempdir().unwrap();
+    let output = tokio::process::Command::new(FINANCE)
+        .args(["preflight", "--url", dead, "--timeout", "2"])
+        .current_dir(cwd.path())
+        .env_remove("WARDEN_ARTIFACTS_DIR")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let left: Vec<_> = std::fs::read_dir(cwd.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert!(left.is_empty(), "preflight --url created {left:?}");
     let output = tokio::process::Command::new(FINANCE)
         .args([
             "preflight",

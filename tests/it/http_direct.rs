@@ -110,12 +110,13 @@ async fn the_direct_path_keeps_every_refusal_of_rmcps_service() {
     let server = HttpServer::start(FINANCE, &[]).await;
     let body = call("get_quote", json!({"symbol": "MSFT"}));
 
-    // DNS rebinding: a Host the server does not serve.
+    // DNS rebinding: a Host the server does not serve (refused before
+    // either path, by `http::host`).
     let mut foreign_host = headers("get_quote");
     foreign_host.push(("host", "attacker.example".into()));
     let (status, _, text) = send(&server.url, &body, &foreign_host).await;
     assert_eq!(status, 403, "{text}");
-    assert!(text.contains("Host header is not allowed"), "{text}");
+    assert!(text.contains("forbidden_host"), "{text}");
 
     // SEP-2243: an Mcp-Name header that contradicts the body.
     let (status, _, text) = send(&server.url, &body, &headers("price_option_t")).await;

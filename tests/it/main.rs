@@ -16,6 +16,7 @@ mod governance_transport;
 mod http;
 mod http_auth;
 mod http_direct;
+mod http_hostile;
 mod http_sessions;
 mod lifecycle;
 mod limits;

@@ -46,9 +46,6 @@ use crate::tenant::Principal;
 /// would make before routing a request.
 pub(crate) struct Direct {
     server: WardenServer,
-    /// The Host names rmcp's service accepts (DNS-rebinding protection),
-    /// lowercase, without brackets or port.
-    hosts: Vec<String>,
     /// rmcp's request body cap; larger (or unsized) bodies go to rmcp.
     body_cap: usize,
     /// The SSE keep-alive period rmcp's service uses.
@@ -56,10 +53,9 @@ pub(crate) struct Direct {
 }
 
 impl Direct {
-    pub(crate) fn new(server: WardenServer, hosts: &[String], body_cap: usize, keep_alive: Duration) -> Self {
+    pub(crate) fn new(server: WardenServer, body_cap: usize, keep_alive: Duration) -> Self {
         Self {
             server,
-            hosts: hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
             body_cap,
             keep_alive,
         }
@@ -96,14 +92,14 @@ struct Call {
 impl Direct {
     /// The header checks, made before the body is read. Each is a
     /// condition under which rmcp's service would route the request to its
-    /// stateless path and pass every check of its own.
+    /// stateless path and pass every check of its own (the `Host` was
+    /// checked by [`super::host`], outside this layer).
     fn headers_qualify(&self, method: &Method, headers: &HeaderMap) -> bool {
         method == Method::POST
             && headers.get("mcp-session-id").is_none()
             && single(headers, "mcp-protocol-version") == Some(ProtocolVersion::V_2026_07_28.as_str())
             && single(headers, "mcp-method") == Some("tools/call")
             && single(headers, "mcp-name").is_some()
-            && self.host_allowed(headers)
             && accepts_json_and_sse(headers)
             && single(headers, header::CONTENT_TYPE.as_str())
                 .and_then(|v| v.split(';').next())
@@ -111,16 +107,6 @@ impl Direct {
             && single(headers, header::CONTENT_LENGTH.as_str())
                 .and_then(|v| v.parse::<usize>().ok())
                 .is_some_and(|length| length <= self.body_cap)
-    }
-
-    fn host_allowed(&self, headers: &HeaderMap) -> bool {
-        let Some(authority) = single(headers, header::HOST.as_str())
-            .and_then(|host| axum::http::uri::Authority::try_from(host).ok())
-        else {
-            return false;
-        };
-        let host = authority.host().trim_matches(['[', ']']).to_ascii_lowercase();
-        self.hosts.contains(&host)
     }
 
     /// The body checks: one `tools/call` request of a registered guard

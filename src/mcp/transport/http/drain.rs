@@ -16,7 +16,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tokio::sync::Notify;
 
 /// MCP exchanges in progress.
@@ -98,6 +98,36 @@ pub(crate) async fn track(State(in_flight): State<Arc<InFlight>>, request: Reque
     hold_until_delivered(next.run(request).await, entered)
 }
 
+/// Middleware on `/mcp` while the server drains: a request without a
+/// session (an `initialize`, or stateless 2026-07-28 work) is answered 503
+/// `draining` with `Retry-After`, so the client moves to another node or
+/// retries after the restart; requests on open sessions (a running call's
+/// cancellation, a task poll) are still served until the grace ends.
+pub(crate) async fn refuse_new_work(
+    State(health): State<Arc<super::health::Health>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let new_work = request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
+    if !(new_work && health.draining.load(Ordering::SeqCst)) {
+        return next.run(request).await;
+    }
+    let mut response = (
+        axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(serde_json::json!({
+            "error": crate::error::codes::DRAINING,
+            "message": "this server is shutting down (SIGTERM) and takes no new work; retry on another \
+                        node or after its restart",
+        })),
+    )
+        .into_response();
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("5"),
+    );
+    response
+}
+
 /// Middleware on every route: marks the request's connection busy until
 /// its response is delivered, so the idle timeout never cuts work in progress.
 pub(crate) async fn mark_busy(
@@ -110,7 +140,7 @@ pub(crate) async fn mark_busy(
 }
 
 /// `response` with `guard` held until its body has been delivered (or dropped).
-fn hold_until_delivered<G: Send + Unpin + 'static>(response: Response, guard: G) -> Response {
+pub(super) fn hold_until_delivered<G: Send + Unpin + 'static>(response: Response, guard: G) -> Response {
     response.map(|inner| Body::new(Tracked { inner, _guard: guard }))
 }
 

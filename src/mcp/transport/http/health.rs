@@ -113,3 +113,19 @@ pub(crate) async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Js
     *last = Some((Instant::now(), status, body.clone()));
     (status, Json(body))
 }
+
+/// Any other path: 404 naming where the MCP endpoint is, instead of an
+/// empty answer (a client configured with the bare host name shows this).
+pub(crate) async fn elsewhere(uri: axum::http::Uri) -> (StatusCode, Json<Value>) {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({
+            "error": crate::error::codes::NOT_FOUND,
+            "message": format!(
+                "nothing is served at {}; the MCP endpoint is {}",
+                uri.path(),
+                super::MCP_PATH
+            ),
+        })),
+    )
+}

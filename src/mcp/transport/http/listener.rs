@@ -10,17 +10,28 @@
 //!
 //! A cap alone would let one client hold every permit with connections that
 //! send nothing, or that trickle a request's headers a byte at a time. So a
-//! connection is closed once it has gone `idle` without a request in
-//! progress, however many bytes trickled in meanwhile: a client gets that
-//! long, after connecting or after its last answer, to deliver the next
-//! request's headers. A request in progress (a long call, an SSE stream)
-//! marks its connection busy through [`Busy`], which the router receives as
-//! connect info, until its answer is delivered.
+//! connection is closed once it has gone quiet without a request in
+//! progress, however many bytes trickled in meanwhile: a client gets
+//! `idle`, after its last answer, to deliver the next request's headers. A
+//! request in progress (a long call, an SSE stream) marks its connection
+//! busy through [`Busy`], which the router receives as connect info, until
+//! its answer is delivered.
+//!
+//! Before a connection has carried one request past authentication it is
+//! *unproven*: anyone can open one. Unproven connections get the much
+//! shorter `header_timeout` instead of `idle` (for the first request's
+//! headers, and between requests after a refusal), and at most
+//! `unproven_max` of them are open at once: past that, `accept` waits, so a
+//! flood of silent or unauthenticated sockets queues in the kernel's
+//! backlog and cycles every `header_timeout`, while the connections of
+//! authenticated clients keep the remaining permits. The router marks a
+//! connection proven ([`Busy::prove`]) once a request reaches `/mcp`
+//! through authentication.
 
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -30,18 +41,38 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
 
+/// The bounds a [`LimitedListener`] enforces (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ConnectionBounds {
+    /// Connections open at once.
+    pub(crate) max: usize,
+    /// Unproven connections open at once (at most `max`).
+    pub(crate) unproven_max: usize,
+    /// How long a proven connection may wait between requests.
+    pub(crate) idle: Duration,
+    /// How long an unproven connection may wait for a request's headers.
+    pub(crate) header_timeout: Duration,
+}
+
 pub(crate) struct LimitedListener {
     inner: TcpListener,
+    /// One per open connection; taken before accepting, released when the
+    /// connection is dropped.
     permits: Arc<Semaphore>,
-    idle: Duration,
+    /// One per unproven connection; taken before accepting, released when
+    /// the connection is proven ([`Busy::prove`]) or dropped.
+    unproven: Arc<Semaphore>,
+    bounds: ConnectionBounds,
 }
 
 impl LimitedListener {
-    pub(crate) fn new(inner: TcpListener, max: usize, idle: Duration) -> Self {
+    pub(crate) fn new(inner: TcpListener, bounds: ConnectionBounds) -> Self {
+        let max = bounds.max.max(1);
         Self {
             inner,
-            permits: Arc::new(Semaphore::new(max.max(1))),
-            idle,
+            permits: Arc::new(Semaphore::new(max)),
+            unproven: Arc::new(Semaphore::new(bounds.unproven_max.clamp(1, max))),
+            bounds,
         }
     }
 }
@@ -56,15 +87,18 @@ impl axum::serve::Listener for LimitedListener {
         let Ok(permit) = self.permits.clone().acquire_owned().await else {
             return std::future::pending().await;
         };
+        let Ok(unproven) = self.unproven.clone().acquire_owned().await else {
+            return std::future::pending().await;
+        };
         let (stream, addr) = axum::serve::Listener::accept(&mut self.inner).await;
         // Small request/response messages: send them at once.
         let _ = stream.set_nodelay(true);
         let stream = LimitedStream {
             stream,
             _permit: permit,
-            idle: self.idle,
-            check_at: Box::pin(tokio::time::sleep(self.idle)),
-            busy: Busy::new(),
+            bounds: self.bounds,
+            check_at: Box::pin(tokio::time::sleep(self.bounds.header_timeout)),
+            busy: Busy::new(unproven),
         };
         (stream, addr)
     }
@@ -78,7 +112,7 @@ impl axum::serve::Listener for LimitedListener {
 pub(crate) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
-    idle: Duration,
+    bounds: ConnectionBounds,
     /// When to look at the connection again (its idle deadline, or one
     /// idle period later while a request is in progress).
     check_at: Pin<Box<Sleep>>,
@@ -96,17 +130,43 @@ struct BusyState {
     /// When the connection last had no request in progress begin: its
     /// accept, or the end of its last request.
     idle_since: Mutex<Instant>,
+    /// The connection's unproven permit: `Some` until a request reaches
+    /// `/mcp` through authentication ([`Busy::prove`]) takes it out.
+    unproven: Mutex<Option<OwnedSemaphorePermit>>,
+    proven: AtomicBool,
 }
 
 /// One request in progress; dropping it ends it.
 pub(crate) struct BusyGuard(Arc<BusyState>);
 
 impl Busy {
-    fn new() -> Self {
+    fn new(unproven: OwnedSemaphorePermit) -> Self {
         Self(Arc::new(BusyState {
             count: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
+            unproven: Mutex::new(Some(unproven)),
+            proven: AtomicBool::new(false),
         }))
+    }
+
+    /// Marks the connection as carrying an authenticated client: it gets
+    /// the full idle period between requests and gives its unproven permit
+    /// back.
+    pub(crate) fn prove(&self) {
+        if self.0.proven.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let permit = self
+            .0
+            .unproven
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        drop(permit);
+    }
+
+    fn proven(&self) -> bool {
+        self.0.proven.load(Ordering::SeqCst)
     }
 
     pub(crate) fn enter(&self) -> BusyGuard {
@@ -161,15 +221,21 @@ impl AsyncRead for LimitedStream {
             if self.check_at.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
+            let allowed = if self.busy.proven() {
+                self.bounds.idle
+            } else {
+                self.bounds.header_timeout
+            };
             let next = match self.busy.idle_since() {
-                None => Instant::now() + self.idle,
-                Some(since) if since.elapsed() >= self.idle => {
+                None => Instant::now() + allowed,
+                Some(since) if since.elapsed() >= allowed => {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
-                        "no request on this connection for WARDEN_HTTP_IDLE_SECONDS",
+                        "no request on this connection for WARDEN_HTTP_IDLE_SECONDS \
+                         (WARDEN_HTTP_HEADER_TIMEOUT_SECONDS before it authenticated)",
                     )));
                 }
-                Some(since) => since + self.idle,
+                Some(since) => since + allowed,
             };
             self.check_at.as_mut().reset(next);
         }

@@ -2,9 +2,13 @@
 //! router, for remote clients and teams.
 //!
 //! ```text
-//!  request ─► connection cap (listener) ─► Origin check ─► CORS ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
-//!                                                                └─► authentication ─► session bounds ─► direct path ─► rmcp /mcp ─► WardenServer
+//!  request ─► connection caps (listener) ─► Origin check ─► CORS ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
+//!                                                                 └─► authentication ─► principal's requests ─► body pace
+//!                                                                     ─► drain ─► session bounds ─► direct path ─► rmcp /mcp ─► WardenServer
 //! ```
+//!
+//! What one principal or one anonymous client can hold, and the numbers,
+//! are in `docs/security.md` ("What a principal can exhaust").
 //!
 //! Both protocol revisions are served by the same endpoint: 2025-11-25
 //! (sessions, SSE streams carrying progress) and 2026-07-28 (stateless
@@ -13,20 +17,26 @@
 //! request's extensions to the handler (`mcp::server::principal_of`).
 //!
 //! Without authentication the server only binds a loopback address: on any
-//! other address it refuses to start, naming the variables to set.
+//! other address it refuses to start, before binding, naming the variables
+//! to set.
 //!
-//! SIGTERM (or SIGINT) drains: new connections are refused and `/readyz`
-//! answers 503 at once; calls and tasks running then get
-//! `Limits::drain_grace` to finish; after that rmcp's sessions are closed,
-//! running tasks are cancelled and recorded `cancelled`, and the process
-//! returns (its workers die with it).
+//! SIGTERM (or SIGINT) drains: the listener stays open so `/readyz` can
+//! answer 503 `draining` (a load balancer takes the node out) and new work
+//! (a request without a session) is answered 503 `draining`; calls and
+//! tasks running then, and requests on open sessions, get
+//! `Limits::drain_grace` to finish; after that the listener closes, rmcp's
+//! sessions are closed, running tasks are cancelled and recorded
+//! `cancelled`, and the process returns (its workers die with it).
 
 pub(crate) mod auth;
+mod body;
 mod direct;
 mod drain;
 mod health;
+mod host;
 mod listener;
 mod origin;
+mod requests;
 mod sessions;
 
 use std::net::SocketAddr;
@@ -110,6 +120,11 @@ pub(crate) async fn serve(
     addr: SocketAddr,
     on_listening: impl FnOnce(&Listening),
 ) -> Result<Drained, HttpError> {
+    // Refused before binding: an unauthenticated public address is never
+    // reachable, even for a moment.
+    if !addr.ip().is_loopback() && !auth::configured() {
+        return Err(HttpError::Unauthenticated { addr });
+    }
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| HttpError::Bind { addr, source })?;
@@ -138,20 +153,19 @@ pub(crate) async fn serve(
         keep_alive: limits.http_session_idle,
         sse_retry: SSE_RETRY,
         completed_ttl: crate::limits::SESSION_RESUME_WINDOW,
+        max_sessions: limits.http_max_sessions.max(1),
+        sessions_per_principal: limits.http_sessions_per_principal.max(1),
     });
-    let sessions = Arc::new(sessions::Sessions::new(
-        Arc::new(manager),
-        limits.http_max_sessions,
-    ));
+    let sessions = Arc::new(sessions::Sessions::new(Arc::new(manager)));
     // Closing every session (and its SSE streams) is the last step of a drain.
     let close_sessions = CancellationToken::new();
     let hosts = allowed_hosts(local, &url);
     let direct = Arc::new(direct::Direct::new(
         server.clone(),
-        &hosts,
         limits.message_cap(),
         SSE_KEEP_ALIVE,
     ));
+    let host_check = Arc::new(host::Hosts::new(&hosts));
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(close_sessions.child_token())
         .with_allowed_hosts(hosts)
@@ -162,23 +176,39 @@ pub(crate) async fn serve(
         // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
     let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
+    let health = Arc::new(health::Health::new(tasks.clone()));
+    let pace = Arc::new(body::BodyPace {
+        grace: limits.http_header_timeout,
+        rate: limits.http_body_min_rate,
+        cap: limits.message_cap(),
+    });
     let mut protected = Router::new()
         .nest_service(MCP_PATH, mcp)
         // Plain stateless guard calls skip rmcp's per-request service.
         .layer(from_fn_with_state(direct, direct::answer))
         .layer(from_fn_with_state(sessions.clone(), sessions::guard))
-        .layer(from_fn_with_state(in_flight.clone(), drain::track));
+        .layer(from_fn_with_state(in_flight.clone(), drain::track))
+        .layer(from_fn_with_state(health.clone(), drain::refuse_new_work))
+        .layer(from_fn_with_state(pace, body::paced))
+        .layer(from_fn_with_state(
+            Arc::new(requests::PrincipalRequests::new(
+                limits.http_requests_per_principal,
+            )),
+            requests::limit,
+        ));
     let mut public = Router::new();
     if let Some(auth) = &auth {
         protected = protected.layer(from_fn_with_state(auth.clone(), auth::Auth::require));
         public = public.merge(auth.public_routes());
     }
-    let health = Arc::new(health::Health::new(tasks.clone()));
+    // Outside authentication: a wrong Host is refused whatever the token.
+    let protected = protected.layer(from_fn_with_state(host_check, host::check));
     let app = Router::new()
         .merge(protected)
         .merge(public)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz).with_state(health.clone()))
+        .fallback(health::elsewhere)
         // Inside the Origin check, outside authentication: a browser's
         // preflight carries no token.
         .layer(origin::cors(allowlist.clone()))
@@ -187,7 +217,15 @@ pub(crate) async fn serve(
 
     let stop_accepting = CancellationToken::new();
     let server = axum::serve(
-        listener::LimitedListener::new(listener, limits.http_max_connections, limits.http_idle),
+        listener::LimitedListener::new(
+            listener,
+            listener::ConnectionBounds {
+                max: limits.http_max_connections,
+                unproven_max: limits.http_unproven_connections,
+                idle: limits.http_idle,
+                header_timeout: limits.http_header_timeout,
+            },
+        ),
         app.into_make_service_with_connect_info::<listener::Busy>(),
     )
     .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
@@ -209,9 +247,9 @@ pub(crate) async fn serve(
         }
         _ = crate::mcp::serve::shutdown_signal() => {}
     }
-    // Drain: refuse new work, let running work finish within the grace.
+    // Drain: refuse new work (the listener stays open, so `/readyz` tells
+    // the load balancer), let running work finish within the grace.
     health.draining.store(true, Ordering::SeqCst);
-    stop_accepting.cancel();
     let grace_end = tokio::time::Instant::now() + limits.drain_grace;
     let calls_cut = in_flight.wait_idle(grace_end).await;
     // Tasks (MCP tasks too) get the same grace; queued ones stay queued
@@ -221,6 +259,7 @@ pub(crate) async fn serve(
     // `interrupted`), close sessions.
     let tasks_left = tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
     tasks.close_records().await;
+    stop_accepting.cancel();
     close_sessions.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), serving).await;
     Ok(Drained {

@@ -61,10 +61,11 @@ impl Allowlist {
 
     /// Whether a request's `Origin` header value is allowed.
     pub(crate) fn allows(&self, origin: &str) -> bool {
-        let Some(origin) = parse(origin, false) else {
+        // A request's origin names one port: `:*` is allowlist syntax, and
+        // a literal `http://localhost:*` from a client is no origin at all.
+        let Some(origin) = parse(origin, false).filter(|origin| origin.port.is_some()) else {
             return false;
         };
-        // `parse` of a request origin always has a concrete port.
         self.0.iter().any(|allowed| {
             allowed.scheme == origin.scheme
                 && allowed.host == origin.host
@@ -112,8 +113,16 @@ fn parse(text: &str, url_path: bool) -> Option<Allowed> {
     })
 }
 
-/// Middleware: 403 for a request whose `Origin` is not allowed.
+/// Middleware: 403 for a request whose `Origin` is not allowed, and 404
+/// for a preflight (`OPTIONS`) of a path the server does not serve, which
+/// the CORS layer inside would otherwise answer 200.
 pub(crate) async fn check(State(allowlist): State<Arc<Allowlist>>, request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if request.method() == Method::OPTIONS && path != super::MCP_PATH && !path.starts_with("/.well-known/") {
+        return super::health::elsewhere(request.uri().clone())
+            .await
+            .into_response();
+    }
     if let Some(origin) = request.headers().get(header::ORIGIN) {
         let allowed = origin.to_str().is_ok_and(|origin| allowlist.allows(origin));
         if !allowed {
@@ -176,6 +185,9 @@ mod tests {
         assert!(!list.allows("http://evil.example"));
         assert!(!list.allows("null"));
         assert!(!list.allows("http://claude.ai"));
+        // The allowlist's wildcard is not a request origin.
+        assert!(!list.allows("http://localhost:*"));
+        assert!(!list.allows("http://localhost:*/"));
     }
 
     #[test]

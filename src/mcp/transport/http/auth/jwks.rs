@@ -264,24 +264,48 @@ fn key_algorithm(alg: KeyAlgorithm) -> Option<Algorithm> {
     Algorithm::try_from(alg).ok()
 }
 
-fn fetch(url: &str) -> Result<Vec<u8>, JwksError> {
+/// Redirects followed when fetching the key set: each target is checked
+/// against the same https / loopback-http rule as the configured URL, so a
+/// redirect cannot downgrade the fetch to clear text on a network.
+const JWKS_MAX_REDIRECTS: usize = 3;
+
+fn fetch(configured: &str) -> Result<Vec<u8>, JwksError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(JWKS_FETCH_TIMEOUT))
         .http_status_as_error(false)
-        .max_redirects(3)
+        .max_redirects(0)
         .build()
         .into();
-    let mut response = agent
-        .get(url)
-        .header("Accept", "application/json")
-        .call()
-        .map_err(|e| match e {
-            ureq::Error::Timeout(_) => JwksError::Slow(url.to_string()),
-            other => JwksError::Fetch(url.to_string(), other),
-        })?;
+    let mut url = configured.to_string();
+    let mut redirects = 0;
+    let mut response = loop {
+        let response = agent
+            .get(&url)
+            .header("Accept", "application/json")
+            .call()
+            .map_err(|e| match e {
+                ureq::Error::Timeout(_) => JwksError::Slow(url.clone()),
+                other => JwksError::Fetch(url.clone(), other),
+            })?;
+        let status = response.status().as_u16();
+        if !(300..400).contains(&status) {
+            break response;
+        }
+        let location = response
+            .headers()
+            .get("location")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_string();
+        redirects += 1;
+        match JwksSource::parse(&location) {
+            Ok(JwksSource::Url(next)) if redirects <= JWKS_MAX_REDIRECTS => url = next,
+            _ => return Err(JwksError::Redirect(configured.to_string(), location)),
+        }
+    };
     let status = response.status().as_u16();
     if status != 200 {
-        return Err(JwksError::Status(url.to_string(), status));
+        return Err(JwksError::Status(url, status));
     }
     response
         .body_mut()
@@ -289,8 +313,8 @@ fn fetch(url: &str) -> Result<Vec<u8>, JwksError> {
         .limit(JWKS_MAX_BYTES as u64)
         .read_to_vec()
         .map_err(|e| match e {
-            ureq::Error::BodyExceedsLimit(_) => JwksError::TooLarge(url.to_string()),
-            other => JwksError::ReadBody(url.to_string(), other),
+            ureq::Error::BodyExceedsLimit(_) => JwksError::TooLarge(url.clone()),
+            other => JwksError::ReadBody(url.clone(), other),
         })
 }
 
@@ -333,6 +357,11 @@ pub(crate) enum JwksError {
     Fetch(String, ureq::Error),
     #[error("{JWKS_VAR} {0} answered HTTP {1}; check the URL")]
     Status(String, u16),
+    #[error(
+        "{JWKS_VAR} {0} redirected to '{1}', which is not an absolute https:// URL (or http:// to \
+         127.0.0.1/localhost), or redirected more than {JWKS_MAX_REDIRECTS} times; set {JWKS_VAR} to the final URL"
+    )]
+    Redirect(String, String),
     #[error("cannot read {JWKS_VAR} {0}: {1}")]
     ReadBody(String, ureq::Error),
     #[error("cannot read {JWKS_VAR} {0}: {1}; set it to the issuer's JWKS URL or a readable file")]
@@ -534,5 +563,36 @@ mod tests {
         assert!(started.elapsed() < JWKS_FETCH_TIMEOUT + Duration::from_secs(3));
         let err = fetch(&url).expect_err("too large").to_string();
         assert!(err.contains("larger than"), "{err}");
+    }
+
+    #[test]
+    fn a_redirect_is_held_to_the_https_or_loopback_rule() {
+        // A loopback issuer redirecting to a clear-text network host is
+        // refused (naming the target); one redirecting to loopback is followed.
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let base = format!("http://{}", listener.local_addr().expect("addr"));
+        let target = format!("{base}/keys");
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut buf = [0u8; 4096];
+                let n = stream.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                let reply = if request.starts_with("GET /away") {
+                    "HTTP/1.1 302 Found\r\nLocation: http://203.0.113.9/jwks\r\nContent-Length: 0\r\n\r\n"
+                        .to_string()
+                } else if request.starts_with("GET /near") {
+                    format!("HTTP/1.1 301 Moved\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n")
+                } else {
+                    let body = "{\"keys\": []}";
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                };
+                let _ = stream.write_all(reply.as_bytes());
+            }
+        });
+        let err = fetch(&format!("{base}/away")).expect_err("refused").to_string();
+        assert!(err.contains("redirected to 'http://203.0.113.9/jwks'"), "{err}");
+        let bytes = fetch(&format!("{base}/near")).expect("followed");
+        assert_eq!(bytes, b"{\"keys\": []}");
     }
 }

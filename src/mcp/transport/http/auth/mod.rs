@@ -112,6 +112,17 @@ impl Resource {
     }
 }
 
+/// Whether authentication is asked for (`WARDEN_API_TOKENS_FILE` or
+/// `WARDEN_OAUTH_ISSUER` set), before anything is read or fetched: the
+/// server decides from it whether it may bind a non-loopback address, and
+/// the settings themselves are checked after binding (the OAuth audience
+/// defaults to the bound URL).
+pub(crate) fn configured() -> bool {
+    [TOKENS_FILE_VAR, ISSUER_VAR]
+        .iter()
+        .any(|name| crate::config::var(name).is_some_and(|v| !v.trim().is_empty()))
+}
+
 /// The configured authentication: API tokens, OAuth, or both.
 pub(crate) struct Auth {
     resource: Resource,

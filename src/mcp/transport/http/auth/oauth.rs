@@ -140,7 +140,7 @@ impl OAuth {
             .map_err(|e| self.rejection(e.kind()))?
             .claims;
         let sub = claims.sub.as_deref().unwrap_or_default();
-        let principal = Principal::new(sub).map_err(|e| {
+        let principal = Principal::authenticated(sub).map_err(|e| {
             invalid(
                 "invalid sub",
                 &format!("the token's `sub` cannot name a principal: {e}"),

@@ -271,6 +271,19 @@ async fn tokens_and_oauth_over_http() {
         )
     );
 
+    // `local` is the operator's name: no JWT can claim it.
+    let operator = jwt(addr, json!({"scope": "mcp:tools", "sub": "local"}));
+    let r = request(addr, "POST", "/mcp", &[&bearer(&operator)]).await;
+    assert_eq!((r.status, r.code()), (401, "invalid_token"));
+    assert!(
+        r.body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reserved"),
+        "{:?}",
+        r.body
+    );
+
     let expired = jwt(addr, json!({"scope": "mcp:tools", "exp": 1_000_000_000}));
     let r = request(addr, "POST", "/mcp", &[&bearer(&expired)]).await;
     assert_eq!((r.status, r.code()), (401, "invalid_token"));

@@ -87,7 +87,7 @@ impl TokenTable {
                     ));
                 }
             };
-            let principal = Principal::new(name)
+            let principal = Principal::authenticated(name)
                 .map_err(|e| problem(number, format!("the principal (first field) is not usable: {e}")))?;
             let hash = parse_hash(hex).ok_or_else(|| {
                 problem(
@@ -234,6 +234,13 @@ mod tests {
         let long = "x".repeat(300);
         let err = message(TokenTable::parse(&format!("{long} {}\n", sha256_hex("x")), "f"));
         assert!(err.contains("line 1") && err.contains("principal"), "{err}");
+    }
+
+    #[test]
+    fn the_operator_name_is_refused() {
+        let hash = sha256_hex("t");
+        let error = message(TokenTable::parse(&format!("local {hash}\n"), "tokens"));
+        assert!(error.contains("line 1") && error.contains("reserved"), "{error}");
     }
 
     #[test]

@@ -29,6 +29,12 @@
 //! - `notifications/cancelled` from the client ends the request's stream;
 //! - a session with no message either way for `keep_alive` is closed (one
 //!   sweeper task for all sessions, not a timer per session).
+//!
+//! Every session rmcp opens is opened here, whatever protocol revision the
+//! request's headers named, so this is where the session caps are counted:
+//! the server-wide `max_sessions` and each principal's
+//! `sessions_per_principal` (the opener arrives through
+//! [`super::OPENER`], set by the bounds middleware around the request).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -45,6 +51,8 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use tokio::sync::{mpsc, oneshot};
 
+use crate::tenant::Principal;
+
 /// Where a session's streams stand; see the module docs.
 #[derive(Debug, Clone)]
 pub(crate) struct SessionConfig {
@@ -56,6 +64,11 @@ pub(crate) struct SessionConfig {
     pub(crate) sse_retry: Duration,
     /// How long a finished request's stream stays resumable.
     pub(crate) completed_ttl: Duration,
+    /// Sessions open at once, whoever opened them.
+    pub(crate) max_sessions: usize,
+    /// Sessions one bound principal ([`crate::tenant::limits::bound`]) may
+    /// hold at once.
+    pub(crate) sessions_per_principal: usize,
 }
 
 /// Why a session operation failed (rmcp answers 500, or an empty stream
@@ -70,6 +83,8 @@ pub(crate) enum SessionError {
     NoInitializeAnswer,
     #[error("Last-Event-ID '{0}' names no event this session still has")]
     UnknownEvent(String),
+    #[error(transparent)]
+    Refused(#[from] super::Refusal),
 }
 
 /// The sessions of one server.
@@ -90,6 +105,8 @@ struct Inner {
 struct Entry {
     session: Arc<Session>,
     inbound: mpsc::Sender<Box<ClientJsonRpcMessage>>,
+    /// Who opened the session: the only principal it answers.
+    owner: Principal,
 }
 
 struct Session {
@@ -372,6 +389,25 @@ impl Manager {
         self.inner.read().contains_key(id)
     }
 
+    /// Who opened session `id`, while it is open.
+    pub(crate) fn owner(&self, id: &str) -> Option<Principal> {
+        self.inner.read().get(id).map(|entry| entry.owner.clone())
+    }
+
+    /// Why `owner` may not open one more session now, if it may not.
+    /// Counts the open sessions (at most `max_sessions`, a few µs).
+    fn refusal(&self, sessions: &HashMap<SessionId, Entry>, owner: &Principal) -> Option<super::Refusal> {
+        let config = &self.inner.config;
+        if sessions.len() >= config.max_sessions {
+            return Some(super::Refusal::Server(config.max_sessions));
+        }
+        let held = || sessions.values().filter(|entry| &entry.owner == owner).count();
+        if crate::tenant::limits::bound(owner) && held() >= config.sessions_per_principal {
+            return Some(super::Refusal::Principal(config.sessions_per_principal));
+        }
+        None
+    }
+
     fn entry(
         &self,
         id: &SessionId,
@@ -491,6 +527,10 @@ impl SessionManager for Manager {
 
     async fn create_session(&self) -> Result<(SessionId, SessionTransport), SessionError> {
         self.sweep();
+        // Outside the bounds middleware (tests) the opener is the operator.
+        let owner = super::OPENER
+            .try_with(|opener| opener.principal.clone())
+            .unwrap_or_default();
         let id: SessionId = uuid::Uuid::new_v4().to_string().into();
         let (sender, receiver) = mpsc::channel(self.inner.config.channel_capacity.max(1));
         let session = Arc::new(Session {
@@ -498,13 +538,21 @@ impl SessionManager for Manager {
             last_active: AtomicU64::new(0),
             born: Instant::now(),
         });
-        self.inner.write().insert(
-            id.clone(),
-            Entry {
-                session: session.clone(),
-                inbound: sender,
-            },
-        );
+        {
+            let mut sessions = self.inner.write();
+            if let Some(refusal) = self.refusal(&sessions, &owner) {
+                let _ = super::OPENER.try_with(|opener| opener.refuse(refusal));
+                return Err(refusal.into());
+            }
+            sessions.insert(
+                id.clone(),
+                Entry {
+                    session: session.clone(),
+                    inbound: sender,
+                    owner,
+                },
+            );
+        }
         Ok((
             id,
             SessionTransport {
@@ -668,7 +716,50 @@ mod tests {
             keep_alive: Duration::from_secs(300),
             sse_retry: Duration::from_secs(3),
             completed_ttl: Duration::from_secs(60),
+            max_sessions: 5,
+            sessions_per_principal: 2,
         }
+    }
+
+    /// Opens a session as `who` would through the bounds middleware.
+    async fn open_as(manager: &Manager, who: &str) -> Result<SessionId, SessionError> {
+        let principal = if who == crate::tenant::LOCAL {
+            Principal::local()
+        } else {
+            Principal::new(who).expect("principal")
+        };
+        let opener = super::super::Opener::new(principal);
+        super::super::OPENER
+            .scope(opener, async { manager.create_session().await.map(|(id, _)| id) })
+            .await
+    }
+
+    #[tokio::test]
+    async fn sessions_are_capped_per_principal_and_in_all() {
+        // A principal past its share is refused while others still open
+        // theirs; the operator is held only by the server-wide cap.
+        let manager = Manager::new(config());
+        let alice = [open_as(&manager, "alice").await, open_as(&manager, "alice").await];
+        assert!(alice.iter().all(Result::is_ok));
+        assert!(matches!(
+            open_as(&manager, "alice").await,
+            Err(SessionError::Refused(super::super::Refusal::Principal(2)))
+        ));
+        assert!(open_as(&manager, "bob").await.is_ok());
+        assert!(open_as(&manager, crate::tenant::LOCAL).await.is_ok());
+        assert!(open_as(&manager, crate::tenant::LOCAL).await.is_ok());
+        assert!(matches!(
+            open_as(&manager, crate::tenant::LOCAL).await,
+            Err(SessionError::Refused(super::super::Refusal::Server(5)))
+        ));
+        // Closing one of alice's gives her (and the server) room again.
+        let first = alice[0].as_ref().expect("opened").clone();
+        assert_eq!(
+            manager.owner(&first).map(|p| p.to_string()),
+            Some("alice".to_string())
+        );
+        manager.close_session(&first).await.expect("closes");
+        assert!(open_as(&manager, "alice").await.is_ok());
     }
 
     fn answer(id: i64) -> ServerJsonRpcMessage {

@@ -2,12 +2,13 @@
 //! sessions bound to the principal that opened them.
 //!
 //! The sessions themselves live in [`manager`], which keeps each one until
-//! it is deleted or idle for its keep-alive and has no cap of its own: a
-//! client that initializes in a loop would fill memory. A request that would open a
-//! session (a POST without `Mcp-Session-Id` on a pre-2026 revision) is
-//! refused with 503 and `Retry-After` while the server holds
-//! `http_max_sessions` of them. Stateless 2026-07-28 requests open none and
-//! are not counted.
+//! it is deleted or idle for its keep-alive. rmcp opens a session for
+//! every `initialize`, whatever protocol revision the request's headers
+//! name, so the caps cannot be decided from the headers: the manager
+//! counts them when it opens a session. This middleware tells it who is
+//! opening ([`OPENER`], a task-local around the request) and turns its
+//! refusal into a 503 with `Retry-After` that names the limit, instead of
+//! rmcp's bare 500.
 //!
 //! A session id is not a credential ("sessions are not authentication"):
 //! requests naming a session opened by another principal are answered as
@@ -15,8 +16,7 @@
 
 pub(crate) mod manager;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
@@ -28,52 +28,60 @@ use crate::tenant::Principal;
 /// The session header of the 2025 revisions.
 const SESSION_HEADER: &str = "mcp-session-id";
 
+/// How long a refused client is told to wait: sessions end when their
+/// clients close them or go idle, which is not predictable, so a short
+/// hint keeps well-behaved clients polling gently.
+const RETRY_AFTER_SECONDS: &str = "5";
+
+tokio::task_local! {
+    /// Who the request being served acts for, for the session manager's
+    /// caps. Set by [`guard`] around rmcp's handling of one request.
+    pub(crate) static OPENER: Opener;
+}
+
+/// The principal opening a session, and the manager's refusal if it made one.
+pub(crate) struct Opener {
+    principal: Principal,
+    refused: Arc<OnceLock<Refusal>>,
+}
+
+impl Opener {
+    pub(crate) fn new(principal: Principal) -> Self {
+        Self {
+            principal,
+            refused: Arc::default(),
+        }
+    }
+
+    fn refuse(&self, refusal: Refusal) {
+        let _ = self.refused.set(refusal);
+    }
+}
+
+/// Why a session was not opened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    #[error(
+        "the server holds its maximum of {0} MCP sessions (WARDEN_HTTP_MAX_SESSIONS); retry later, \
+         close unused sessions (HTTP DELETE), or use the stateless 2026-07-28 protocol"
+    )]
+    Server(usize),
+    #[error(
+        "this principal holds its maximum of {0} MCP sessions (WARDEN_HTTP_SESSIONS_PER_PRINCIPAL); \
+         close unused sessions (HTTP DELETE) or let them expire, then retry"
+    )]
+    Principal(usize),
+}
+
 /// The session bookkeeping shared by the middleware and `/readyz`.
 pub(crate) struct Sessions {
     pub(crate) manager: Arc<manager::Manager>,
-    max: usize,
-    /// Who opened each session. Pruned of closed sessions when it grows
-    /// past the cap, so it stays bounded by it.
-    owners: Mutex<HashMap<String, Principal>>,
 }
 
 impl Sessions {
-    pub(crate) fn new(manager: Arc<manager::Manager>, max: usize) -> Self {
-        Self {
-            manager,
-            max: max.max(1),
-            owners: Mutex::default(),
-        }
+    pub(crate) fn new(manager: Arc<manager::Manager>) -> Self {
+        Self { manager }
     }
-
-    /// Sessions open now.
-    pub(crate) async fn open(&self) -> usize {
-        self.manager.len()
-    }
-
-    fn owners(&self) -> std::sync::MutexGuard<'_, HashMap<String, Principal>> {
-        self.owners
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    async fn remember(&self, id: &str, principal: Principal) {
-        let prune = self.owners().len() >= self.max;
-        if prune {
-            let manager = &self.manager;
-            self.owners().retain(|id, _| manager.contains(id));
-        }
-        self.owners().insert(id.to_string(), principal);
-    }
-}
-
-/// Whether a request uses a session-less protocol revision (2026-07-28 or later).
-fn stateless(request: &Request) -> bool {
-    request
-        .headers()
-        .get("mcp-protocol-version")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|version| version >= "2026-07-28")
 }
 
 /// Middleware in front of rmcp's service (inside authentication).
@@ -86,48 +94,45 @@ pub(crate) async fn guard(State(sessions): State<Arc<Sessions>>, request: Reques
     let session = request
         .headers()
         .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    if let Some(id) = &session {
-        let owner = sessions.owners().get(id).cloned();
-        if owner.is_some_and(|owner| owner != principal) {
-            return (
-                StatusCode::NOT_FOUND,
-                axum::Json(serde_json::json!({
-                    "error": crate::error::codes::NOT_FOUND,
-                    "message": "session not found; initialize a new session",
-                })),
-            )
-                .into_response();
-        }
-    }
-    let opens_session = session.is_none() && request.method() == Method::POST && !stateless(&request);
-    if opens_session && sessions.open().await >= sessions.max {
-        let mut response = (
-            StatusCode::SERVICE_UNAVAILABLE,
+        .and_then(|v| v.to_str().ok());
+    if let Some(id) = session
+        && sessions.manager.owner(id).is_some_and(|owner| owner != principal)
+    {
+        return (
+            StatusCode::NOT_FOUND,
             axum::Json(serde_json::json!({
-                "error": crate::error::codes::TOO_MANY_SESSIONS,
-                "message": format!(
-                    "the server holds its maximum of {} MCP sessions (WARDEN_HTTP_MAX_SESSIONS); \
-            retry later, close unused sessions (HTTP DELETE), or use the stateless 2026-07-28 protocol",
-                    sessions.max
-                ),
+                "error": crate::error::codes::NOT_FOUND,
+                "message": "session not found; initialize a new session",
             })),
         )
             .into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
-        return response;
     }
-    let response = next.run(request).await;
-    if session.is_none()
-        && let Some(id) = response
-            .headers()
-            .get(SESSION_HEADER)
-            .and_then(|v| v.to_str().ok())
-    {
-        sessions.remember(id, principal).await;
+    let is_delete = request.method() == Method::DELETE;
+    let opener = Opener::new(principal);
+    let refused = opener.refused.clone();
+    let mut response = OPENER.scope(opener, next.run(request)).await;
+    if let Some(refusal) = refused.get() {
+        return refusal_response(*refusal);
     }
+    // rmcp answers a session's DELETE 202; the spec's clients expect 200 or
+    // 204 (the Python SDK logs every other status as a failed termination).
+    if is_delete && response.status() == StatusCode::ACCEPTED {
+        *response.status_mut() = StatusCode::NO_CONTENT;
+    }
+    response
+}
+
+fn refusal_response(refusal: Refusal) -> Response {
+    let mut response = (
+        StatusCode::SERVICE_UNAVAILABLE,
+        axum::Json(serde_json::json!({
+            "error": crate::error::codes::TOO_MANY_SESSIONS,
+            "message": refusal.to_string(),
+        })),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
     response
 }
