@@ -394,6 +394,15 @@ impl Manager {
         self.inner.read().get(id).map(|entry| entry.owner.clone())
     }
 
+    /// Why `owner` could not open one more session now, if it could not:
+    /// the bounds middleware asks before rmcp tries (rmcp logs every failed
+    /// session opening at ERROR, which a refused client in a loop would
+    /// turn into a log flood). [`SessionManager::create_session`] decides
+    /// again under the write lock, for requests that raced past this.
+    pub(crate) fn would_refuse(&self, owner: &Principal) -> Option<super::Refusal> {
+        self.refusal(&self.inner.read(), owner)
+    }
+
     /// Why `owner` may not open one more session now, if it may not.
     /// Counts the open sessions (at most `max_sessions`, a few µs).
     fn refusal(&self, sessions: &HashMap<SessionId, Entry>, owner: &Principal) -> Option<super::Refusal> {

@@ -108,6 +108,15 @@ pub(crate) async fn guard(State(sessions): State<Arc<Sessions>>, request: Reques
             .into_response();
     }
     let is_delete = request.method() == Method::DELETE;
+    let request = if session.is_none() && request.method() == Method::POST {
+        let (request, initialize) = is_initialize(request).await;
+        if initialize && let Some(refusal) = sessions.manager.would_refuse(&principal) {
+            return refusal_response(refusal);
+        }
+        request
+    } else {
+        request
+    };
     let opener = Opener::new(principal);
     let refused = opener.refused.clone();
     let mut response = OPENER.scope(opener, next.run(request)).await;
@@ -120,6 +129,32 @@ pub(crate) async fn guard(State(sessions): State<Arc<Sessions>>, request: Reques
         *response.status_mut() = StatusCode::NO_CONTENT;
     }
     response
+}
+
+/// Whether a POST without a session is an `initialize` (which opens one),
+/// and the request to pass on. A request whose `Mcp-Method` names another
+/// method is not looked into (rmcp refuses a body that contradicts it);
+/// otherwise the body, already read whole by the body-pace layer, is
+/// parsed for its `method` alone.
+async fn is_initialize(request: Request) -> (Request, bool) {
+    if let Some(method) = request.headers().get("mcp-method") {
+        let initialize = method.as_bytes() == b"initialize";
+        return (request, initialize);
+    }
+    #[derive(serde::Deserialize)]
+    struct Method {
+        method: Option<String>,
+    }
+    let (parts, body) = request.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return (Request::from_parts(parts, axum::body::Body::empty()), false);
+    };
+    let initialize = serde_json::from_slice::<Method>(&bytes)
+        .is_ok_and(|message| message.method.as_deref() == Some("initialize"));
+    (
+        Request::from_parts(parts, axum::body::Body::from(bytes)),
+        initialize,
+    )
 }
 
 fn refusal_response(refusal: Refusal) -> Response {
