@@ -40,7 +40,8 @@ impl Builtin for GetTaskResult {
                                  "note": "the task has not ended: ask again, or use tasks/get"}));
             }
             let store = call.tasks.store.view(principal);
-            let dir = store.task_dir(&input.task_id)?;
+            // Answers not_found for a task whose directory is gone.
+            store.task_dir(&input.task_id)?;
             let chunk = store.read(
                 &input.task_id,
                 "result.json",
@@ -48,7 +49,7 @@ impl Builtin for GetTaskResult {
                 MAX_INLINE_RESULT_BYTES,
                 Default::default(),
             )?;
-            let mut value = json!({"task_id": input.task_id, "task_dir": dir.display().to_string()});
+            let mut value = json!({"task_id": input.task_id, "task_dir": crate::task::result_dir(&input.task_id)});
             if chunk["next_offset"].is_null() {
                 let result: Value =
                     serde_json::from_str(chunk["content"].as_str().unwrap_or("")).unwrap_or(Value::Null);
