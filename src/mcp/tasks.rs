@@ -256,3 +256,36 @@ fn object(value: Value) -> JsonObject {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientCapabilities, MetaObject, ProtocolVersion, RequestMetaObject};
+
+    fn meta(value: Value) -> RequestMetaObject {
+        match value {
+            Value::Object(map) => RequestMetaObject(MetaObject(map)),
+            _ => RequestMetaObject::default(),
+        }
+    }
+
+    #[test]
+    fn only_a_request_that_asks_gets_a_task() {
+        // Declaring the extension is not asking (the Inspector's 2025-11-25 session); the
+        // warden/task key, a TTL, or 2026-07-28 per-request capabilities ask.
+        let none = meta(json!({}));
+        assert!(!asks_for_task(&none, true).unwrap());
+        assert!(asks_for_task(&meta(json!({TASK_META_KEY: true})), true).unwrap());
+        assert!(asks_for_task(&meta(json!({TASK_META_KEY: {}})), true).unwrap());
+        assert!(asks_for_task(&meta(json!({TTL_META_KEY: 5000})), true).unwrap());
+        assert!(!asks_for_task(&meta(json!({TASK_META_KEY: true})), false).unwrap());
+        let mut stateless = RequestMetaObject::default();
+        stateless.set_protocol_version(ProtocolVersion::V_2026_07_28);
+        stateless.set_client_capabilities(ClientCapabilities::builder().enable_tasks().build());
+        assert!(asks_for_task(&stateless, true).unwrap());
+        stateless.insert(TASK_META_KEY.into(), json!(false));
+        assert!(!asks_for_task(&stateless, true).unwrap());
+        let error = asks_for_task(&meta(json!({TASK_META_KEY: "yes"})), true).unwrap_err();
+        assert!(error.message.contains(TASK_META_KEY), "{}", error.message);
+    }
+}
