@@ -434,7 +434,8 @@ fn the_script_command_runs_a_file_as_a_task() {
     assert_eq!(run.code, 0, "{run:?}");
     let result: Value = serde_json::from_str(&run.stdout).expect("the task result as JSON");
     assert_eq!(result["status"], "success", "{result}");
-    let task_dir = server.artifacts.path().join(result["task_dir"].as_str().unwrap());
+    // task_dir is relative to the artifacts root.
+    let task_dir = artifacts.join(result["task_dir"].as_str().unwrap());
     assert!(task_dir.join("outputs/scenarios.csv").is_file());
     assert!(task_dir.starts_with(&artifacts));
 
