@@ -151,13 +151,15 @@ impl Slots {
     /// no permit.
     pub(crate) fn with_share(&self, mut slot: Admitted, principal: &Principal) -> Result<Admitted, Admitted> {
         match &self.share {
-            Some(share) if bound(principal) => match share.gates.of(principal).permits.clone().try_acquire_owned() {
-                Ok(permit) => {
-                    slot._share = Some(permit);
-                    Ok(slot)
+            Some(share) if bound(principal) => {
+                match share.gates.of(principal).permits.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        slot._share = Some(permit);
+                        Ok(slot)
+                    }
+                    Err(_) => Err(slot),
                 }
-                Err(_) => Err(slot),
-            },
+            }
             _ => Ok(slot),
         }
     }
@@ -167,7 +169,11 @@ impl Slots {
     /// (the task is already accepted; its lease is renewed meanwhile), for
     /// one of the owner's tasks to end, then for a free slot, in arrival
     /// order with every other waiter. `None` when `cancel` fires first.
-    pub(crate) async fn admit_claimed(&self, principal: &Principal, cancel: &CancellationToken) -> Option<Admitted> {
+    pub(crate) async fn admit_claimed(
+        &self,
+        principal: &Principal,
+        cancel: &CancellationToken,
+    ) -> Option<Admitted> {
         let share = match &self.share {
             Some(share) if bound(principal) => {
                 let gate = share.gates.of(principal);

@@ -78,7 +78,10 @@ pub const TASK_META_KEY: &str = "warden/task";
 /// request among clients that declare it there). `_meta.warden/task:
 /// false` always gets a plain result. A value that is neither a boolean
 /// nor an object is an error naming the key.
-pub(crate) fn asks_for_task(meta: &rmcp::model::RequestMetaObject, declared: bool) -> Result<bool, ErrorData> {
+pub(crate) fn asks_for_task(
+    meta: &rmcp::model::RequestMetaObject,
+    declared: bool,
+) -> Result<bool, ErrorData> {
     let explicit = match meta.get(TASK_META_KEY) {
         None | Some(Value::Null) => None,
         Some(Value::Bool(asked)) => Some(*asked),

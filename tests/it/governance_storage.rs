@@ -285,9 +285,10 @@ async fn a_large_value_is_saved_to_a_file_and_referenced() {
     let result = run(&server, r#"let s = ""; s.pad(300000, "v"); s"#, 30).await;
     assert_eq!(result["value"], Value::Null, "{}", result["value_note"]);
     assert_eq!(result["value_file"], "value.json");
-    let saved: Value =
-        serde_json::from_str(&std::fs::read_to_string(task_dir(&server, &result).join("value.json")).unwrap())
-            .unwrap();
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(task_dir(&server, &result).join("value.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(saved.as_str().map(str::len), Some(300000));
     let chunk = server
         .call(

@@ -64,7 +64,13 @@ async fn a_queued_task_cancelled_never_runs_and_ends_cancelled() {
     let dir = tempfile::tempdir().unwrap();
     let server = StdioServer::start(FINANCE, dir.path(), &[("WARDEN_MAX_CONCURRENT_TASKS", "1")], true).await;
     let peer = server.peer();
-    let holder = start_task(peer, "run_script", json!({"script": "loop {}", "timeout_seconds": 30}), None).await;
+    let holder = start_task(
+        peer,
+        "run_script",
+        json!({"script": "loop {}", "timeout_seconds": 30}),
+        None,
+    )
+    .await;
     let holder = holder.task.task_id;
     assert!(
         until_status(peer, &holder, "running", Duration::from_secs(10)).await,
@@ -74,13 +80,17 @@ async fn a_queued_task_cancelled_never_runs_and_ends_cancelled() {
     let queued = queued.task.task_id;
     assert_eq!(listed_status(peer, &queued).await.as_deref(), Some("queued"));
 
-    cancel_task(peer, &queued).await.expect("tasks/cancel of a queued task");
+    cancel_task(peer, &queued)
+        .await
+        .expect("tasks/cancel of a queued task");
     let answer = get_task(peer, &queued).await.expect("tasks/get");
     assert!(has_status(&answer, TaskStatus::Cancelled), "{}", wire(&answer));
     assert_eq!(listed_status(peer, &queued).await.as_deref(), Some("cancelled"));
 
     // Free the slot; the cancelled task must not be claimed now.
-    cancel_task(peer, &holder).await.expect("tasks/cancel of the running task");
+    cancel_task(peer, &holder)
+        .await
+        .expect("tasks/cancel of the running task");
     let ended = poll_until_ended(peer, &holder, Duration::from_secs(20)).await;
     assert!(has_status(ended.last().unwrap(), TaskStatus::Cancelled));
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -166,12 +176,11 @@ async fn a_plain_call_cancelled_while_it_waits_for_a_task_slot_never_runs() {
 /// error result).
 async fn plain_without_asking(peer: &Peer<RoleClient>, meta: Option<Value>) {
     let batch = json!({"calls": [{"name": "get_quote", "arguments": {"symbol": "AAPL"}}]});
-    let mut tools = vec![
-        ("run_script", json!({"script": "40 + 2"})),
-        ("run_batch", batch),
-    ];
+    let mut tools = vec![("run_script", json!({"script": "40 + 2"})), ("run_batch", batch)];
     // Never a live model: only when none is configured (then a plain error result).
-    if std::env::var_os("WARDEN_MODEL_API_KEY").is_none() && std::env::var_os("WARDEN_MODEL_API_BASE").is_none() {
+    if std::env::var_os("WARDEN_MODEL_API_KEY").is_none()
+        && std::env::var_os("WARDEN_MODEL_API_BASE").is_none()
+    {
         tools.push(("run_coding_task", json!({"prompt": "price a call"})));
     }
     for (tool, arguments) in tools {

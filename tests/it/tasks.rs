@@ -251,13 +251,19 @@ async fn results_name_the_task_directory_relative_to_the_artifacts_root() {
     // artifacts root (= its task_id), never the server's absolute path, which appears nowhere.
     let server = Server::start(FINANCE).await;
     let result = server
-        .call("run_script", json!({"script": "write_artifact(\"a.txt\", \"x\"); 1"}))
+        .call(
+            "run_script",
+            json!({"script": "write_artifact(\"a.txt\", \"x\"); 1"}),
+        )
         .await;
     let result = structured(&result);
     let task_id = result["task_id"].as_str().expect("task_id");
     assert_eq!(result["task_dir"], task_id, "{result}");
     let root = server.artifacts.path().to_string_lossy().to_string();
-    assert!(!result.to_string().contains(&root), "the absolute path leaked: {result}");
+    assert!(
+        !result.to_string().contains(&root),
+        "the absolute path leaked: {result}"
+    );
     let dir = server.artifacts.path().join(result["task_dir"].as_str().unwrap());
     assert!(dir.join("result.json").is_file(), "{dir:?}");
     assert!(dir.join("outputs/a.txt").is_file(), "{dir:?}");
@@ -265,5 +271,8 @@ async fn results_name_the_task_directory_relative_to_the_artifacts_root() {
     let saved = structured(&saved);
     assert_eq!(saved["task_dir"], task_id, "{saved}");
     assert_eq!(saved["result"]["task_dir"], task_id, "{saved}");
-    assert!(!saved.to_string().contains(&root), "the absolute path leaked: {saved}");
+    assert!(
+        !saved.to_string().contains(&root),
+        "the absolute path leaked: {saved}"
+    );
 }

@@ -748,7 +748,12 @@ async fn an_mcp_task_holds_its_principals_task_slot_like_a_direct_one() {
     let (alices, (bobs, waited)) = tokio::join!(call(&alice, "run_script", long.clone()), async {
         tokio::time::sleep(Duration::from_millis(200)).await;
         let started = Instant::now();
-        let answer = call(&bob, "run_script", json!({"script": "slow_echo(#{millis: 500, tag: \"b\"}); 2"})).await;
+        let answer = call(
+            &bob,
+            "run_script",
+            json!({"script": "slow_echo(#{millis: 500, tag: \"b\"}); 2"}),
+        )
+        .await;
         (answer, started.elapsed())
     });
     let (code, retry) = refusal(&alices);
@@ -773,9 +778,15 @@ async fn a_principals_queued_tasks_wait_for_its_running_one_and_are_bounded() {
     let (alice, bob) = (team.tasks_session("alice").await, team.tasks_session("bob").await);
     let long = json!({"script": "slow_echo(#{millis: 3000, tag: \"a\"}); 1"});
     let quick = json!({"script": "write_artifact(\"ran.txt\", \"x\"); 2"});
-    let first = start_task(alice.peer(), "run_script", long, None).await.task.task_id;
+    let first = start_task(alice.peer(), "run_script", long, None)
+        .await
+        .task
+        .task_id;
     assert!(began(&team, &first).await, "alice's first task never began");
-    let second = start_task(alice.peer(), "run_script", quick.clone(), None).await.task.task_id;
+    let second = start_task(alice.peer(), "run_script", quick.clone(), None)
+        .await
+        .task
+        .task_id;
 
     let third = alice
         .peer()
@@ -793,18 +804,32 @@ async fn a_principals_queued_tasks_wait_for_its_running_one_and_are_bounded() {
     let message = third["error"]["message"].as_str().unwrap_or_default();
     assert!(message.contains("WARDEN_TASKS_QUEUED_PER_PRINCIPAL"), "{message}");
 
-    let bobs = start_task(bob.peer(), "run_script", quick, None).await.task.task_id;
+    let bobs = start_task(bob.peer(), "run_script", quick, None)
+        .await
+        .task
+        .task_id;
     let ended = poll_until_ended(bob.peer(), &bobs, Duration::from_secs(10)).await;
     let ended = wire(ended.last().expect("an answer"));
     assert_eq!(ended["status"], "completed", "{ended}");
     // Bob's task ran while alice's first still runs, and her second has not begun.
-    let firsts = wire(&crate::common::tasks::get_task(alice.peer(), &first).await.expect("tasks/get"));
-    assert_eq!(firsts["status"], "working", "alice's first ended too soon: {firsts}");
+    let firsts = wire(
+        &crate::common::tasks::get_task(alice.peer(), &first)
+            .await
+            .expect("tasks/get"),
+    );
+    assert_eq!(
+        firsts["status"], "working",
+        "alice's first ended too soon: {firsts}"
+    );
     assert!(
         !team.artifacts().join(&second).exists(),
         "alice's second task began beside her first"
     );
-    let seconds = wire(&crate::common::tasks::get_task(alice.peer(), &second).await.expect("tasks/get"));
+    let seconds = wire(
+        &crate::common::tasks::get_task(alice.peer(), &second)
+            .await
+            .expect("tasks/get"),
+    );
     assert_eq!(seconds["status"], "working", "{seconds}");
 
     for id in [&first, &second] {

@@ -49,7 +49,8 @@ impl Builtin for GetTaskResult {
                 MAX_INLINE_RESULT_BYTES,
                 Default::default(),
             )?;
-            let mut value = json!({"task_id": input.task_id, "task_dir": crate::task::result_dir(&input.task_id)});
+            let mut value =
+                json!({"task_id": input.task_id, "task_dir": crate::task::result_dir(&input.task_id)});
             if chunk["next_offset"].is_null() {
                 let result: Value =
                     serde_json::from_str(chunk["content"].as_str().unwrap_or("")).unwrap_or(Value::Null);
