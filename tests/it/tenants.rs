@@ -840,3 +840,58 @@ async fn a_principals_queued_tasks_wait_for_its_running_one_and_are_bounded() {
     }
     assert!(team.artifacts().join(&second).join("outputs/ran.txt").exists());
 }
+
+#[tokio::test]
+async fn a_claimed_task_waiting_for_its_principals_share_is_cancelled_before_it_runs() {
+    // Alice's second MCP task waits (status "waiting: …") for her running one; tasks/cancel
+    // ends it cancelled, and when her first task ends it still never runs.
+    use crate::common::tasks::{cancel_task, get_task, poll_until_ended, start_task, wire};
+    let team = Team::start(TESTBED, &[("WARDEN_TASKS_QUEUED_PER_PRINCIPAL", "1")]).await;
+    let alice = team.tasks_session("alice").await;
+    let long = json!({"script": "slow_echo(#{millis: 2500, tag: \"a\"}); 1"});
+    let first = start_task(alice.peer(), "run_script", long, None)
+        .await
+        .task
+        .task_id;
+    assert!(began(&team, &first).await, "alice's first task never began");
+    let second = start_task(
+        alice.peer(),
+        "run_script",
+        json!({"script": "write_artifact(\"ran.txt\", \"x\"); 2"}),
+        None,
+    )
+    .await
+    .task
+    .task_id;
+    let mut waiting = false;
+    for _ in 0..100 {
+        let answer = wire(&get_task(alice.peer(), &second).await.expect("tasks/get"));
+        if answer["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("waiting"))
+        {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        waiting,
+        "alice's second task was not claimed to wait for her share"
+    );
+    cancel_task(alice.peer(), &second)
+        .await
+        .expect("tasks/cancel of a waiting task");
+    let ended = poll_until_ended(alice.peer(), &second, Duration::from_secs(10)).await;
+    let ended = wire(ended.last().expect("an answer"));
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    let last = poll_until_ended(alice.peer(), &first, Duration::from_secs(30)).await;
+    assert_eq!(wire(last.last().expect("an answer"))["status"], "completed");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !team.artifacts().join(&second).exists(),
+        "the cancelled waiting task ran after all"
+    );
+    let again = wire(&get_task(alice.peer(), &second).await.expect("tasks/get"));
+    assert_eq!(again["status"], "cancelled", "{again}");
+}
