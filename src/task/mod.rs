@@ -59,7 +59,9 @@ pub struct TaskRunner {
     /// Task slots: one permit per running task, taken (after a bounded
     /// wait, see [`crate::executor::Slots`]) before its directory is
     /// created and released when the task's [`Task`] is dropped. A bound
-    /// principal runs at most `tasks_per_principal` of them at once.
+    /// principal holds at most `tasks_per_principal` of them at once,
+    /// direct tasks and tasks claimed from the queue alike (see
+    /// [`TaskRunner::seat_claimed`]).
     task_slots: Slots,
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.

@@ -86,6 +86,12 @@ async fn a_queued_task_cancelled_never_runs_and_ends_cancelled() {
     let answer = get_task(peer, &queued).await.expect("tasks/get");
     assert!(has_status(&answer, TaskStatus::Cancelled), "{}", wire(&answer));
     assert_eq!(listed_status(peer, &queued).await.as_deref(), Some("cancelled"));
+    let saved = peer
+        .call_tool(call_params("get_task_result", json!({"task_id": queued}), None))
+        .await
+        .expect("get_task_result answered");
+    assert!(!is_error(&saved), "{saved:?}");
+    assert_eq!(structured(&saved)["status"], "cancelled", "{saved:?}");
 
     // Free the slot; the cancelled task must not be claimed now.
     cancel_task(peer, &holder)
