@@ -997,8 +997,9 @@ pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
 /// `retry_after_seconds`: retry when one of them ends. So one principal
 /// holds at most 5 (1 + 4, with the defaults) of the [`DEFAULT_TASK_QUEUE`]
 /// places of the queue, however many it sends; 0 makes queued tasks count
-/// against its task limit alone (the behaviour before this limit). Never binds `local` (the operator). Does not bound direct
-/// calls, which never queue.
+/// against its task limit alone (the behaviour before this limit). Never
+/// binds `local` (the operator). Does not bound direct calls, which never
+/// queue.
 pub const DEFAULT_TASKS_QUEUED_PER_PRINCIPAL: usize = 4;
 
 #[cfg(test)]
