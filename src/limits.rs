@@ -135,6 +135,8 @@ pub struct Limits {
     pub tasks_max_age: Duration,
     /// See [`DEFAULT_TASKS_PER_PRINCIPAL`].
     pub tasks_per_principal: usize,
+    /// See [`DEFAULT_TASKS_QUEUED_PER_PRINCIPAL`].
+    pub tasks_queued_per_principal: usize,
     /// See [`DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT`].
     pub principal_call_share_percent: usize,
     /// See [`DEFAULT_CALLS_PER_MINUTE`].
@@ -200,6 +202,7 @@ impl Default for Limits {
             store_max_bytes: DEFAULT_STORE_MAX_BYTES,
             tasks_max_age: DEFAULT_TASKS_MAX_AGE,
             tasks_per_principal: DEFAULT_TASKS_PER_PRINCIPAL,
+            tasks_queued_per_principal: DEFAULT_TASKS_QUEUED_PER_PRINCIPAL,
             principal_call_share_percent: DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT,
             calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
             principal_artifact_bytes: DEFAULT_PRINCIPAL_ARTIFACT_BYTES,
@@ -292,6 +295,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_TASKS_PER_PRINCIPAL", 1, 100_000)? {
             self.tasks_per_principal = n as usize;
+        }
+        if let Some(n) = env_number("WARDEN_TASKS_QUEUED_PER_PRINCIPAL", 0, 100_000)? {
+            self.tasks_queued_per_principal = n as usize;
         }
         if let Some(n) = env_number("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT", 1, 100)? {
             self.principal_call_share_percent = n as usize;
@@ -667,14 +673,18 @@ fn cores() -> usize {
 // (`principal_busy`, `rate_limited`, `quota_exceeded`) whose message names
 // the limit and its `WARDEN_*` variable.
 
-/// Tasks (`run_script`, `run_coding_task`) one principal may run at once: 1
-/// (`WARDEN_TASKS_PER_PRINCIPAL`, 1–100,000; MCP tasks count while
-/// queued too, so a team that queues work raises it). With the default 2 task slots, two
-/// team members can each run a task and none can hold both slots; raise
-/// both together on a larger machine. A task beyond it waits the admission
-/// wait ([`DEFAULT_ADMISSION_WAIT`]) for one of its principal's tasks to
-/// end, then is refused `principal_busy` with `retry_after_seconds`. Does
-/// not count the guard calls a task makes (its task slot bounds those).
+/// Task slots one principal may hold at once on a server: 1
+/// (`WARDEN_TASKS_PER_PRINCIPAL`, 1–100,000), whichever path took them: a
+/// direct `run_script` / `run_coding_task`, or an MCP task (of any of the
+/// three task tools) claimed from the queue. With the default 2 task slots,
+/// two team members can each run a task and none can hold both slots;
+/// raise both together on a larger machine. A direct task beyond it waits
+/// the admission wait ([`DEFAULT_ADMISSION_WAIT`]) for one of its
+/// principal's tasks to end, then is refused `principal_busy` with
+/// `retry_after_seconds`; a claimed MCP task beyond it gives its slot back
+/// to other principals' tasks and waits (see
+/// [`DEFAULT_TASKS_QUEUED_PER_PRINCIPAL`]). Does not count the guard calls
+/// a task makes (its task slot bounds those).
 pub const DEFAULT_TASKS_PER_PRINCIPAL: usize = 1;
 
 /// Share of the call slots ([`DEFAULT_MAX_CONCURRENT_CALLS`]) one
@@ -1049,6 +1059,26 @@ pub const JWKS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 /// Clock skew allowed on a JWT's `exp` and `nbf`: 30 s. A token expired
 /// 31 s ago, or valid only 31 s from now, is answered 401 `invalid_token`.
 pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
+
+// ---- tasks per principal (issue 24) ----
+// How far one principal's MCP tasks may run ahead of its task slots. See
+// `crate::task::service` (claims) and `crate::mcp::server` (submission).
+
+/// MCP tasks one principal may have waiting beyond the tasks it runs: 4
+/// (`WARDEN_TASKS_QUEUED_PER_PRINCIPAL`, 0–100,000). Waiting means queued
+/// in the task store, or claimed by a server and waiting there for one of
+/// its principal's running tasks to end (its task slot goes to other
+/// principals' tasks meanwhile). A new MCP task is accepted while the
+/// principal has fewer than [`DEFAULT_TASKS_PER_PRINCIPAL`] plus this many
+/// tasks queued or running over all servers; beyond it, it is refused at
+/// once `principal_busy`, naming both variables, with
+/// `retry_after_seconds`: retry when one of them ends. So one principal
+/// holds at most 5 (1 + 4, with the defaults) of the [`DEFAULT_TASK_QUEUE`]
+/// places of the queue, however many it sends; 0 makes queued tasks count
+/// against its task limit alone (the behaviour before this limit). Never
+/// binds `local` (the operator). Does not bound direct calls, which never
+/// queue.
+pub const DEFAULT_TASKS_QUEUED_PER_PRINCIPAL: usize = 4;
 
 #[cfg(test)]
 mod tests {

@@ -14,7 +14,11 @@
 //! has a share of them ([`Slots::per_principal`], counted by
 //! [`crate::tenant::limits::Gates`]): a principal's requests beyond its
 //! share wait for its own requests, within the same bounded wait, and are
-//! then refused `principal_busy`. Nothing here runs a guard.
+//! then refused `principal_busy`. A queued MCP task claimed into a task
+//! slot takes a permit of its owner's share too ([`Slots::with_share`]),
+//! so a principal's task slots are bounded whichever path took them
+//! (direct `run_script` / `run_coding_task`, or the queue). Nothing here
+//! runs a guard.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -128,13 +132,65 @@ impl Slots {
         })
     }
 
-    /// A free slot now, or `None`; no principal share (a queued task's
-    /// owner was held to its limit when the task was queued).
+    /// A free slot now, or `None`, without a principal share: the claimer
+    /// reserves it before it knows whose queued task it claims, then
+    /// attaches the owner's share ([`Slots::with_share`]).
     pub(crate) fn try_slot(&self) -> Option<Admitted> {
         let slot = self.slots.clone().try_acquire_owned().ok()?;
         Some(Admitted {
             _slot: slot,
             _share: None,
+        })
+    }
+
+    /// `slot` (from [`Slots::try_slot`]) with a permit of `principal`'s
+    /// share attached, so a claimed queued task counts against its owner's
+    /// share exactly like a direct one; `Err(slot)` when the owner holds
+    /// all of its share now (the caller gives the slot back and waits with
+    /// [`Slots::admit_claimed`]). An unbound principal, or no share, needs
+    /// no permit.
+    pub(crate) fn with_share(&self, mut slot: Admitted, principal: &Principal) -> Result<Admitted, Admitted> {
+        match &self.share {
+            Some(share) if bound(principal) => {
+                match share.gates.of(principal).permits.clone().try_acquire_owned() {
+                    Ok(permit) => {
+                        slot._share = Some(permit);
+                        Ok(slot)
+                    }
+                    Err(_) => Err(slot),
+                }
+            }
+            _ => Ok(slot),
+        }
+    }
+
+    /// A slot and share permit for a claimed queued task whose owner held
+    /// all of its share when it was claimed: waits, with no time limit
+    /// (the task is already accepted; its lease is renewed meanwhile), for
+    /// one of the owner's tasks to end, then for a free slot, in arrival
+    /// order with every other waiter. `None` when `cancel` fires first.
+    pub(crate) async fn admit_claimed(
+        &self,
+        principal: &Principal,
+        cancel: &CancellationToken,
+    ) -> Option<Admitted> {
+        let share = match &self.share {
+            Some(share) if bound(principal) => {
+                let gate = share.gates.of(principal);
+                tokio::select! {
+                    permit = gate.permits.clone().acquire_owned() => Some(permit.ok()?),
+                    _ = cancel.cancelled() => return None,
+                }
+            }
+            _ => None,
+        };
+        let slot = tokio::select! {
+            permit = self.slots.clone().acquire_owned() => permit.ok()?,
+            _ = cancel.cancelled() => return None,
+        };
+        Some(Admitted {
+            _slot: slot,
+            _share: share,
         })
     }
 
@@ -307,5 +363,45 @@ mod tests {
         let again = slots.admit(&alice, &never).await.expect("alice again");
         let local = slots.admit(&Principal::local(), &never).await.expect("local");
         drop((again, local));
+    }
+
+    #[tokio::test]
+    async fn a_claimed_task_takes_its_owners_share_and_waits_for_it() {
+        // Share 1 of 2 task slots: alice's claimed task holds her share, so her direct task
+        // is refused; her second claimed task gets its slot back and waits for the first.
+        let slots = Arc::new(
+            Slots::new("task", 2, 4, Duration::from_millis(100))
+                .per_principal(1, "its task limit (WARDEN_TASKS_PER_PRINCIPAL)".into()),
+        );
+        let never = CancellationToken::new();
+        let alice = Principal::new("alice").expect("name");
+        let first = slots
+            .with_share(slots.try_slot().expect("a free slot"), &alice)
+            .expect("alice's share is free");
+        let direct = slots.admit(&alice, &never).await.expect_err("beyond her share");
+        assert_eq!(direct.error.code, codes::PRINCIPAL_BUSY);
+        let second = slots.try_slot().expect("the other slot");
+        let returned = slots.with_share(second, &alice).expect_err("her share is held");
+        drop(returned);
+        let waiter = {
+            let (slots, alice) = (slots.clone(), alice.clone());
+            tokio::spawn(async move { slots.admit_claimed(&alice, &CancellationToken::new()).await })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!waiter.is_finished(), "it waits while her first task runs");
+        // Bob is not held up by alice's waiting task.
+        let bob = Principal::new("bob").expect("name");
+        let bobs = slots.admit(&bob, &never).await.expect("bob's slot");
+        drop(first);
+        drop(bobs);
+        let seated = tokio::time::timeout(Duration::from_secs(1), waiter)
+            .await
+            .expect("seated once her first task ended")
+            .expect("joined");
+        assert!(seated.is_some());
+        // A cancelled wait gives up.
+        let cancel = CancellationToken::new();
+        cancel.cancel();
+        assert!(slots.admit_claimed(&alice, &cancel).await.is_none());
     }
 }

@@ -145,8 +145,13 @@ impl WardenServer {
             "traceparent": crate::telemetry::traceparent(&origin.trace),
         });
         let limits = self.executor.limits();
-        let owner_limit =
-            crate::tenant::limits::bound(&principal).then_some(limits.tasks_per_principal as u64);
+        // A bound principal's tasks queued or running over all servers: its
+        // task slots plus what it may have waiting (see
+        // `DEFAULT_TASKS_QUEUED_PER_PRINCIPAL`), so it never fills the queue.
+        let owner_cap = limits
+            .tasks_per_principal
+            .saturating_add(limits.tasks_queued_per_principal);
+        let owner_limit = crate::tenant::limits::bound(&principal).then_some(owner_cap as u64);
         let records = &self.tasks.records;
         let ttl = records.ttl_ms(requested);
         let queued = records
@@ -160,11 +165,13 @@ impl WardenServer {
                     GuardError::new(
                         crate::error::codes::PRINCIPAL_BUSY,
                         format!(
-                            "principal busy: '{principal}' already has {} task(s) queued or running (WARDEN_TASKS_PER_PRINCIPAL); retry when one ends",
-                            limits.tasks_per_principal
+                            "principal busy: '{principal}' already has {owner_cap} task(s) queued or running, its limit: \
+                             {} running (WARDEN_TASKS_PER_PRINCIPAL) plus {} waiting (WARDEN_TASKS_QUEUED_PER_PRINCIPAL); \
+                             retry when one of them ends (list_tasks shows them)",
+                            limits.tasks_per_principal, limits.tasks_queued_per_principal
                         ),
                     )
-                    .retry_after(1),
+                    .retry_after(limits.admission_wait.as_secs().max(1)),
                 );
             }
             Enqueued::QueueFull => {
@@ -247,6 +254,14 @@ impl WardenServer {
                 KeyValue::new("warden.node", self.tasks.records.node().to_string()),
             ],
         );
+        // Fired by tasks/cancel (or a shutdown) once the task is registered
+        // as running here: while it waits for its owner's share, then while
+        // it runs.
+        let cancel = CancellationToken::new();
+        let Some(slot) = self.tasks.seat_claimed(&record, slot, &cancel).await else {
+            crate::telemetry::end(&origin.trace, "cancelled", None);
+            return;
+        };
         let progress = Arc::new(crate::script::host::progress::Progress::for_claimed(
             self.tasks.records.clone(),
             record.id.clone(),
@@ -258,7 +273,7 @@ impl WardenServer {
                 builtin.as_ref(),
                 arguments,
                 origin,
-                CancellationToken::new(),
+                cancel,
                 Some(progress.clone()),
             )
             .await;
@@ -276,6 +291,7 @@ impl WardenServer {
                 text
             ));
             let _ = self.tasks.records.end(&record.id, &ended).await;
+            self.tasks.forget_claimed(&record.id);
         }
     }
 
@@ -679,20 +695,32 @@ impl ServerHandler for WardenServer {
             .map(drop)
     }
 
-    /// Kills the task's worker (wherever it runs: see
-    /// [`TaskRunner::cancel`]); the task then ends `cancelled`. An ended
-    /// task is acknowledged and left as it is.
+    /// Cancels the task in whatever state it is (see
+    /// [`TaskRunner::cancel`]): a queued one ends `cancelled` and never
+    /// runs; a running one (here or on another server) has its worker
+    /// killed and ends `cancelled`. An ended task is refused with an error
+    /// naming how it ended, its record unchanged; so is one that ended
+    /// between the lookup and the cancel.
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        let record = self.owned_task(&principal_of(&context), &request.task_id).await?;
-        if record.state == crate::task::store::State::Running {
-            self.tasks
-                .cancel(&record.id)
-                .await
-                .map_err(crate::mcp::tasks::store_error)?;
+        let principal = principal_of(&context);
+        let record = self.owned_task(&principal, &request.task_id).await?;
+        if matches!(record.state, crate::task::store::State::Ended(_)) {
+            return Err(crate::mcp::tasks::already_ended(&record));
+        }
+        let cancelled = self
+            .tasks
+            .cancel(&record.id)
+            .await
+            .map_err(crate::mcp::tasks::store_error)?;
+        if !cancelled {
+            let now = self.owned_task(&principal, &record.id).await?;
+            if matches!(now.state, crate::task::store::State::Ended(_)) {
+                return Err(crate::mcp::tasks::already_ended(&now));
+            }
         }
         Ok(())
     }
@@ -710,9 +738,11 @@ impl ServerHandler for WardenServer {
         if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
             let builtin = self.builtins[index].as_ref();
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-            let client_takes_tasks = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-            if builtin.runs_as_task() && client_takes_tasks {
-                return self.start_task(index, arguments, &context).await;
+            if builtin.runs_as_task() {
+                let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+                if crate::mcp::tasks::asks_for_task(&context.meta, declared)? {
+                    return self.start_task(index, arguments, &context).await;
+                }
             }
             return Ok(self.call_builtin(builtin, arguments, &context).await.into());
         }

@@ -1,18 +1,25 @@
 //! The MCP Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`):
 //! long work that outlives the request asking for it.
 //!
-//! A client that declares the extension and calls one of the tools that
-//! run as tasks (`run_script`, `run_coding_task`, `run_batch`) is answered
-//! at once with a task handle whose id is the Warden task id; the work
+//! A client that declares the extension and asks for a task when it calls
+//! one of the tools that run as tasks (`run_script`, `run_coding_task`,
+//! `run_batch`) is answered at once with a task handle whose id is the Warden task id; the work
 //! goes on detached from the request (and from the client's connection)
 //! and its record in the task store says how it stands. `tasks/get` reads
 //! that record: `working` with the latest progress note, then `completed`
 //! with the very result a plain call would have returned (a task that
 //! failed is a completed call with `isError`), `cancelled`, or `failed`
-//! when its server died under it (`interrupted`). `tasks/cancel` kills the
-//! worker. Another principal's task id is unknown, exactly like an id
-//! that never existed. Clients that do not declare the extension get the
-//! plain call, unchanged.
+//! when its server died under it (`interrupted`). `tasks/cancel` is defined
+//! for every state: a queued task never runs and ends `cancelled`; a
+//! running one (or one waiting for its principal's share of the task
+//! slots) is stopped, its worker killed, and ends `cancelled`; an ended
+//! one is refused with an error naming its status, the record unchanged.
+//! Another principal's task id is unknown, exactly like an id that never
+//! existed.
+//!
+//! Only a request that asks for a task gets one ([`asks_for_task`]):
+//! declaring the extension alone is not asking, so clients that do not
+//! ask (or do not declare the extension) get the plain call, unchanged.
 //!
 //! The client may ask for a shorter retention than the default with the
 //! request `_meta` key [`TTL_META_KEY`] (milliseconds; see
@@ -53,6 +60,63 @@ pub(crate) fn start_claimer(server: crate::mcp::server::WardenServer) {
 
 /// Request `_meta` key with the TTL (ms) a client asks for its task.
 pub const TTL_META_KEY: &str = "warden/taskTtlMs";
+
+/// Request `_meta` key with which a `tools/call` asks to run as a task:
+/// `true` (or an object). A 2025-11-25 client's `params.task` never
+/// reaches the handler: rmcp 3.11 models SEP-2663, whose `tools/call` has
+/// no such field, and drops it while parsing.
+pub const TASK_META_KEY: &str = "warden/task";
+
+/// Whether a `tools/call` asks to run as an MCP task. Declaring the
+/// extension is consent to receive a task, not a request for one: the MCP
+/// Inspector declares it on a 2025-11-25 session and shows an empty result
+/// when a plain call comes back as a task handle. So a task is made only
+/// when the client declared the extension (`declared`) and the request
+/// asks: [`TASK_META_KEY`] set (or a TTL asked with [`TTL_META_KEY`]), or,
+/// under the 2026-07-28 rules, the request's own `_meta` client
+/// capabilities declare the extension (SEP-2663: the server decides per
+/// request among clients that declare it there). `_meta.warden/task:
+/// false` always gets a plain result. A value that is neither a boolean
+/// nor an object is an error naming the key.
+pub(crate) fn asks_for_task(
+    meta: &rmcp::model::RequestMetaObject,
+    declared: bool,
+) -> Result<bool, ErrorData> {
+    let explicit = match meta.get(TASK_META_KEY) {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(asked)) => Some(*asked),
+        Some(Value::Object(_)) => Some(true),
+        Some(other) => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "_meta.{TASK_META_KEY} must be true (run as an MCP task) or false (a plain result), got {other}"
+                ),
+                None,
+            ));
+        }
+    };
+    if !declared {
+        return Ok(false);
+    }
+    let per_request = meta.protocol_version().is_some_and(|v| !v.has_initialize())
+        && meta.client_capabilities().is_some_and(|c| c.supports_tasks());
+    Ok(explicit.unwrap_or(per_request || meta.get(TTL_META_KEY).is_some_and(|v| !v.is_null())))
+}
+
+/// The answer to `tasks/cancel` for a task that has already ended: an
+/// invalid-params error (the 2025-11-25 rule for a task in a terminal
+/// status) saying how it ended and that nothing changed.
+pub(crate) fn already_ended(record: &TaskRecord) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "task '{}' already ended ({}): there is nothing to cancel and its record and result are unchanged; \
+             tasks/get returns its result",
+            record.id,
+            record.state.as_str()
+        ),
+        Some(json!({"task_id": record.id, "status": record.state.as_str()})),
+    )
+}
 
 /// The TTL a request asks for, if any; a value that is not a positive
 /// integer is an error naming the key.
@@ -193,5 +257,38 @@ fn object(value: Value) -> JsonObject {
             map.insert("value".into(), other);
             map
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientCapabilities, MetaObject, ProtocolVersion, RequestMetaObject};
+
+    fn meta(value: Value) -> RequestMetaObject {
+        match value {
+            Value::Object(map) => RequestMetaObject(MetaObject(map)),
+            _ => RequestMetaObject::default(),
+        }
+    }
+
+    #[test]
+    fn only_a_request_that_asks_gets_a_task() {
+        // Declaring the extension is not asking (the Inspector's 2025-11-25 session); the
+        // warden/task key, a TTL, or 2026-07-28 per-request capabilities ask.
+        let none = meta(json!({}));
+        assert!(!asks_for_task(&none, true).unwrap());
+        assert!(asks_for_task(&meta(json!({TASK_META_KEY: true})), true).unwrap());
+        assert!(asks_for_task(&meta(json!({TASK_META_KEY: {}})), true).unwrap());
+        assert!(asks_for_task(&meta(json!({TTL_META_KEY: 5000})), true).unwrap());
+        assert!(!asks_for_task(&meta(json!({TASK_META_KEY: true})), false).unwrap());
+        let mut stateless = RequestMetaObject::default();
+        stateless.set_protocol_version(ProtocolVersion::V_2026_07_28);
+        stateless.set_client_capabilities(ClientCapabilities::builder().enable_tasks().build());
+        assert!(asks_for_task(&stateless, true).unwrap());
+        stateless.insert(TASK_META_KEY.into(), json!(false));
+        assert!(!asks_for_task(&stateless, true).unwrap());
+        let error = asks_for_task(&meta(json!({TASK_META_KEY: "yes"})), true).unwrap_err();
+        assert!(error.message.contains(TASK_META_KEY), "{}", error.message);
     }
 }

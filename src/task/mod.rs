@@ -59,7 +59,9 @@ pub struct TaskRunner {
     /// Task slots: one permit per running task, taken (after a bounded
     /// wait, see [`crate::executor::Slots`]) before its directory is
     /// created and released when the task's [`Task`] is dropped. A bound
-    /// principal runs at most `tasks_per_principal` of them at once.
+    /// principal holds at most `tasks_per_principal` of them at once,
+    /// direct tasks and tasks claimed from the queue alike (see
+    /// [`TaskRunner::seat_claimed`]).
     task_slots: Slots,
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
@@ -379,7 +381,7 @@ impl TaskRunner {
         if let Value::Object(map) = &mut result {
             map.insert("request_id".into(), json!(origin.request_id));
             map.insert("task_id".into(), json!(task.id));
-            map.insert("task_dir".into(), json!(task.dir.display().to_string()));
+            map.insert("task_dir".into(), json!(result_dir(&task.id)));
             map.insert("function_calls".into(), json!(facts.calls.made));
             map.insert("sandbox".into(), json!(facts.layers));
             map.insert(
@@ -618,6 +620,15 @@ impl TaskRunner {
             result["output_truncated"] = json!(true);
         }
     }
+}
+
+/// The task directory as results name it (`task_dir`): relative to the
+/// artifacts root (`WARDEN_ARTIFACTS_DIR`), where it is `<task_id>/`.
+/// Never the server's absolute path: a remote client cannot use it (it
+/// reads files with `read_artifact` or the `warden://artifacts/<task_id>/…`
+/// resources) and should not learn the server's file layout from it.
+pub fn result_dir(task_id: &str) -> String {
+    task_id.to_string()
 }
 
 /// Where a `value` too large for the result is saved, in the task directory.

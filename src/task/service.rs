@@ -1,12 +1,15 @@
 //! The runner as a long-lived service: the task store opened and swept,
 //! the heartbeat (leases, lapsed tasks, cancels from other nodes), the
-//! queue claimed into free task slots, cancellation, and the ends of
-//! serving (a departed stdio client's tasks, a drain, a shutdown).
+//! queue claimed into free task slots (each claimed task counted against
+//! its owner's share of them, like a direct task), cancellation in every
+//! state, and the ends of serving (a departed stdio client's tasks, a
+//! drain, a shutdown).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::{TaskRunner, running, store};
 use crate::executor::Admitted;
@@ -68,6 +71,55 @@ impl TaskRunner {
             return Ok(None);
         };
         Ok(self.records.claim().await?.map(|claimed| (claimed, slot)))
+    }
+
+    /// The task slot a claimed task runs in, counted against its owner's
+    /// share of the task slots like a direct task's
+    /// (`WARDEN_TASKS_PER_PRINCIPAL`): `slot`, reserved by the claim, when
+    /// the owner has a share permit free. Otherwise the slot goes back at
+    /// once (to the next queued task, often another principal's) and the
+    /// task waits for one of its owner's tasks to end, then for a slot;
+    /// meanwhile it is registered as running here under `cancel`, so its
+    /// lease is renewed and `tasks/cancel` or a shutdown stops the wait.
+    /// `None` when the wait was stopped: the record is then ended
+    /// `cancelled` (or `interrupted` when the server is stopping).
+    pub(crate) async fn seat_claimed(
+        &self,
+        record: &store::TaskRecord,
+        slot: Admitted,
+        cancel: &CancellationToken,
+    ) -> Option<Admitted> {
+        let slot = match self.task_slots.with_share(slot, &record.owner) {
+            Ok(seated) => return Some(seated),
+            Err(slot) => slot,
+        };
+        drop(slot);
+        self.running.insert(&record.id, cancel, true);
+        self.submitted.notify_one();
+        let note = "waiting: its principal already runs its limit of tasks (WARDEN_TASKS_PER_PRINCIPAL);                     it starts when one of them ends";
+        crate::script::host::progress::TaskNotes::note(self.records.as_ref(), &record.id, note).await;
+        if let Some(seated) = self.task_slots.admit_claimed(&record.owner, cancel).await {
+            return Some(seated);
+        }
+        let ended = if self.running.stopping() {
+            super::records::interrupted()
+        } else {
+            super::failure(
+                super::TaskStatus::Cancelled,
+                "cancelled while it waited for its principal's running task to end; it never started".into(),
+            )
+        };
+        let _ = self.records.end(&record.id, &ended).await;
+        self.running.remove(&record.id);
+        None
+    }
+
+    /// Forgets a claimed task that ended before it began (its record is
+    /// ended by the caller); a no-op for a task that was never registered.
+    pub(crate) fn forget_claimed(&self, id: &str) {
+        if self.running.ids().iter().any(|running| running == id) {
+            self.running.remove(id);
+        }
     }
 
     /// Resolves when a claim may succeed: a task was queued here or a task

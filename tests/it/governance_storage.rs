@@ -21,8 +21,12 @@ async fn run(server: &Server, script: &str, timeout: u64) -> Value {
     structured(&result)
 }
 
-fn task_dir(result: &Value) -> PathBuf {
-    PathBuf::from(result["task_dir"].as_str().expect("task_dir"))
+/// A task's directory: results name it relative to the artifacts root.
+fn task_dir(server: &Server, result: &Value) -> PathBuf {
+    server
+        .artifacts
+        .path()
+        .join(result["task_dir"].as_str().expect("task_dir"))
 }
 
 /// The task directories under `root`.
@@ -117,7 +121,7 @@ async fn file_byte_depth_and_name_quotas_are_catchable_quota_exceeded() {
     }
     // big1.bin plus four one-byte files make the five entries.
     assert_eq!(value["written"], 4, "{result}");
-    let outputs = task_dir(&result).join("outputs");
+    let outputs = task_dir(&server, &result).join("outputs");
     assert_eq!(std::fs::read_dir(&outputs).unwrap().count(), 5);
     assert!(!outputs.join("big2.bin").exists());
 }
@@ -139,7 +143,7 @@ async fn control_and_bidi_characters_in_names_are_refused() {
     assert_eq!(codes.len(), 7, "{result}");
     assert!(codes.iter().all(|c| c == "invalid_input:filename"), "{codes:?}");
     assert_eq!(
-        std::fs::read_dir(task_dir(&result).join("outputs"))
+        std::fs::read_dir(task_dir(&server, &result).join("outputs"))
             .unwrap()
             .count(),
         0
@@ -158,7 +162,7 @@ async fn function_calls_json_stays_bounded_and_valid_for_a_long_loop() {
     "#;
     let result = run(&server, script, 60).await;
     assert_eq!(result["function_calls"], 12000, "{result}");
-    let text = std::fs::read_to_string(task_dir(&result).join("function_calls.json")).unwrap();
+    let text = std::fs::read_to_string(task_dir(&server, &result).join("function_calls.json")).unwrap();
     let calls: Vec<Value> = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(calls.len(), 10_001);
     let summary = calls.last().unwrap();
@@ -185,7 +189,7 @@ async fn retention_removes_old_and_oversized_tasks_but_keeps_running_and_recent_
     let gone = eventually(Duration::from_secs(10), || !old.exists() && !big.exists()).await;
     assert!(gone, "old {} big {}", old.exists(), big.exists());
     assert!(recent.exists(), "a small recent task is kept");
-    assert!(task_dir(&result).exists(), "the new task is kept");
+    assert!(task_dir(&server, &result).exists(), "the new task is kept");
 }
 
 #[tokio::test]
@@ -281,9 +285,10 @@ async fn a_large_value_is_saved_to_a_file_and_referenced() {
     let result = run(&server, r#"let s = ""; s.pad(300000, "v"); s"#, 30).await;
     assert_eq!(result["value"], Value::Null, "{}", result["value_note"]);
     assert_eq!(result["value_file"], "value.json");
-    let saved: Value =
-        serde_json::from_str(&std::fs::read_to_string(task_dir(&result).join("value.json")).unwrap())
-            .unwrap();
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(task_dir(&server, &result).join("value.json")).unwrap(),
+    )
+    .unwrap();
     assert_eq!(saved.as_str().map(str::len), Some(300000));
     let chunk = server
         .call(
@@ -313,7 +318,7 @@ async fn an_oversized_final_answer_is_saved_to_a_file_and_the_result_stays_small
     assert_eq!(result["status"], "success", "{}", result["summary"]);
     assert_eq!(result["answer_file"], "answer.json");
     let saved: Value = serde_json::from_str(
-        &std::fs::read_to_string(task_dir(&result).join("answer.json")).expect("answer.json"),
+        &std::fs::read_to_string(task_dir(&server, &result).join("answer.json")).expect("answer.json"),
     )
     .expect("json");
     assert_eq!(saved["metrics"]["a"].as_str().map(str::len), Some(200000));
@@ -361,7 +366,7 @@ async fn a_refused_write_leaves_no_partial_or_temporary_file() {
     "#;
     let result = run(&server, script, 30).await;
     assert_eq!(result["value"], "invalid_input", "{result}");
-    let outputs = task_dir(&result).join("outputs");
+    let outputs = task_dir(&server, &result).join("outputs");
     let names: Vec<String> = std::fs::read_dir(&outputs)
         .unwrap()
         .flatten()
@@ -508,7 +513,7 @@ async fn read_artifact_on_a_fifo_answers_at_once_and_the_server_keeps_serving() 
     // A FIFO planted in a task directory is refused (regular files only), never waited on.
     let server = Server::start(TESTBED).await;
     let result = run(&server, "1", 30).await;
-    let fifo = task_dir(&result).join("outputs/pipe");
+    let fifo = task_dir(&server, &result).join("outputs/pipe");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
     let started = Instant::now();
     let answer = tokio::time::timeout(
@@ -531,7 +536,7 @@ async fn a_task_directory_swapped_for_a_symlink_is_refused() {
     // another directory is refused by read_artifact, list_artifacts and get_task_result.
     let server = Server::start(TESTBED).await;
     let result = run(&server, r#"write_artifact("x.txt", "secret")"#, 30).await;
-    let dir = task_dir(&result);
+    let dir = task_dir(&server, &result);
     let elsewhere = server.artifacts.path().join("elsewhere");
     std::fs::rename(&dir, &elsewhere).unwrap();
     std::os::unix::fs::symlink(&elsewhere, &dir).unwrap();
@@ -561,7 +566,7 @@ async fn everything_a_task_creates_is_private() {
     )
     .await;
     assert_eq!(result["status"], "success", "{result}");
-    let dir = task_dir(&result);
+    let dir = task_dir(&server, &result);
     let mut stack = vec![dir.clone()];
     let mut seen = 0;
     while let Some(path) = stack.pop() {

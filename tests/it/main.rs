@@ -24,6 +24,7 @@ mod mcp_tasks;
 mod preflight;
 mod scenarios;
 mod scripts;
+mod task_states;
 mod tasks;
 mod tenants;
 mod tools;

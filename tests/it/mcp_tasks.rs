@@ -4,7 +4,8 @@
 //! result at the end), cancels with `tasks/cancel`, and finds the task
 //! again after disconnecting, after a server restart (then `failed`,
 //! "interrupted"), never after its TTL, and never as another principal.
-//! Plain calls and clients without tasks behave as before. The records
+//! Plain calls, clients without tasks and requests that do not ask for a
+//! task (`_meta` `warden/task`) behave as before. The records
 //! live in `tasks.db`; a damaged one stops the server at startup.
 //!
 //! Scenarios that hold for both transports are written once over a
@@ -155,10 +156,14 @@ async fn poll_to_result(peer: Peer<RoleClient>, _server_pid: u32) {
     assert_eq!(item["tool"], "run_script", "{item}");
     assert!(item["created_at"].is_string(), "{item}");
 
-    // Cancelling an ended task is acknowledged and changes nothing.
-    cancel_task(peer, &id)
-        .await
-        .expect("cancel of an ended task is acknowledged");
+    // Cancelling an ended task is refused, naming its status, and changes nothing.
+    let (code, message) = rpc_error(
+        cancel_task(peer, &id)
+            .await
+            .expect_err("cancel of an ended task is refused"),
+    );
+    assert_eq!(code, -32602, "{message}");
+    assert!(message.contains("already ended (success)"), "{message}");
     let again = get_task(peer, &id).await.expect("tasks/get");
     let again = wire(&again);
     assert_eq!(again["status"], "completed", "{again}");

@@ -336,7 +336,7 @@ async fn an_in_process_call_past_its_own_timeout_is_answered_and_the_script_goes
         elapsed < Duration::from_millis(2_500),
         "answered after {elapsed:?}, not at the guard's 1 s deadline"
     );
-    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    let task_dir = server.artifacts.path().join(result["task_dir"].as_str().unwrap());
     let finished: Vec<Value> = read_jsonl(&task_dir.join("events.jsonl"))
         .into_iter()
         .filter(|e| e["event"] == "function_call_finished")
@@ -361,7 +361,7 @@ async fn inline_pure_calls_beyond_the_first_thousand_are_summarized_in_events() 
     assert_eq!(result["value"], 9000.0, "{result}");
     assert_eq!(result["function_calls"], 3005, "{result}");
     let task_id = result["task_id"].as_str().unwrap().to_string();
-    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    let task_dir = server.artifacts.path().join(result["task_dir"].as_str().unwrap());
     let task_log = read_jsonl(&task_dir.join("events.jsonl"));
     let global: Vec<Value> = server
         .events_until(|records| records.iter().any(|r| r["event"] == "request_finished"))
@@ -411,7 +411,7 @@ async fn an_in_process_guard_cannot_hold_a_task_past_its_deadline() {
     let elapsed = started.elapsed();
     assert!(elapsed < Duration::from_millis(1_600), "{elapsed:?} {result}");
     assert_ne!(result["status"], "success", "{result}");
-    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    let task_dir = server.artifacts.path().join(result["task_dir"].as_str().unwrap());
     let finished: Vec<Value> = read_jsonl(&task_dir.join("events.jsonl"))
         .into_iter()
         .filter(|e| e["event"] == "function_call_finished")
@@ -434,7 +434,8 @@ fn the_script_command_runs_a_file_as_a_task() {
     assert_eq!(run.code, 0, "{run:?}");
     let result: Value = serde_json::from_str(&run.stdout).expect("the task result as JSON");
     assert_eq!(result["status"], "success", "{result}");
-    let task_dir = std::path::PathBuf::from(result["task_dir"].as_str().unwrap());
+    // task_dir is relative to the artifacts root.
+    let task_dir = artifacts.join(result["task_dir"].as_str().unwrap());
     assert!(task_dir.join("outputs/scenarios.csv").is_file());
     assert!(task_dir.starts_with(&artifacts));
 

@@ -244,3 +244,35 @@ async fn a_task_waits_briefly_for_a_slot_instead_of_being_refused() {
         "it did not wait: {elapsed:?}"
     );
 }
+
+#[tokio::test]
+async fn results_name_the_task_directory_relative_to_the_artifacts_root() {
+    // task_dir in a task result and in get_task_result is the task's directory under the
+    // artifacts root (= its task_id), never the server's absolute path, which appears nowhere.
+    let server = Server::start(FINANCE).await;
+    let result = server
+        .call(
+            "run_script",
+            json!({"script": "write_artifact(\"a.txt\", \"x\"); 1"}),
+        )
+        .await;
+    let result = structured(&result);
+    let task_id = result["task_id"].as_str().expect("task_id");
+    assert_eq!(result["task_dir"], task_id, "{result}");
+    let root = server.artifacts.path().to_string_lossy().to_string();
+    assert!(
+        !result.to_string().contains(&root),
+        "the absolute path leaked: {result}"
+    );
+    let dir = server.artifacts.path().join(result["task_dir"].as_str().unwrap());
+    assert!(dir.join("result.json").is_file(), "{dir:?}");
+    assert!(dir.join("outputs/a.txt").is_file(), "{dir:?}");
+    let saved = server.call("get_task_result", json!({"task_id": task_id})).await;
+    let saved = structured(&saved);
+    assert_eq!(saved["task_dir"], task_id, "{saved}");
+    assert_eq!(saved["result"]["task_dir"], task_id, "{saved}");
+    assert!(
+        !saved.to_string().contains(&root),
+        "the absolute path leaked: {saved}"
+    );
+}

@@ -465,6 +465,18 @@ impl Team {
         self.server.stateless_client(Some(Self::token(who))).await
     }
 
+    /// A 2025-11-25 session of `who` declaring the tasks extension.
+    async fn tasks_session(&self, who: &str) -> RunningService<RoleClient, rmcp::model::ClientConfig> {
+        self.server
+            .client_with(
+                crate::common::tasks::client_config(true),
+                Some(Self::token(who)),
+                rmcp::service::ClientLifecycleMode::Initialize,
+            )
+            .await
+            .expect("initialize over HTTP")
+    }
+
     fn artifacts(&self) -> &Path {
         self.server.artifacts.path()
     }
@@ -709,4 +721,177 @@ async fn a_session_id_works_only_for_the_principal_that_opened_it() {
     let own = in_session("alice").await;
     assert_eq!(own.status(), 200);
     assert!(own.text().await.unwrap().contains("price_option_t"));
+}
+
+// ---- issue 24: task slots and the queue, whatever path a task takes ----
+
+/// Waits up to 10 s until the MCP task `id` has a task directory (it began).
+async fn began(team: &Team, id: &str) -> bool {
+    let dir = team.artifacts().join(id);
+    eventually(Duration::from_secs(10), || dir.join("registry.json").exists()).await
+}
+
+#[tokio::test]
+async fn an_mcp_task_holds_its_principals_task_slot_like_a_direct_one() {
+    // Two task slots, one per principal: alice's running MCP task holds her share, so her
+    // plain run_script is refused principal_busy (naming WARDEN_TASKS_PER_PRINCIPAL) and bob's
+    // plain run_script gets the other slot at once instead of server_busy.
+    use crate::common::tasks::{poll_until_ended, start_task};
+    let team = Team::start(TESTBED, &[]).await;
+    let alice_tasks = team.tasks_session("alice").await;
+    let (alice, bob) = (team.session("alice").await, team.session("bob").await);
+    let long = json!({"script": "slow_echo(#{millis: 3500, tag: \"t\"}); 1"});
+    let created = start_task(alice_tasks.peer(), "run_script", long.clone(), None).await;
+    let id = created.task.task_id;
+    assert!(began(&team, &id).await, "alice's MCP task never began");
+
+    let (alices, (bobs, waited)) = tokio::join!(call(&alice, "run_script", long.clone()), async {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let started = Instant::now();
+        let answer = call(
+            &bob,
+            "run_script",
+            json!({"script": "slow_echo(#{millis: 500, tag: \"b\"}); 2"}),
+        )
+        .await;
+        (answer, started.elapsed())
+    });
+    let (code, retry) = refusal(&alices);
+    assert_eq!(code, "principal_busy", "alice took a second slot: {alices}");
+    assert!(retry.is_some_and(|s| s >= 1), "{alices}");
+    let message = alices["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("WARDEN_TASKS_PER_PRINCIPAL"), "{message}");
+    assert_eq!(bobs["status"], "success", "bob was starved: {bobs}");
+    assert!(waited < Duration::from_millis(2500), "bob waited {waited:?}");
+    let last = poll_until_ended(alice_tasks.peer(), &id, Duration::from_secs(30)).await;
+    let last = crate::common::tasks::wire(last.last().expect("an answer"));
+    assert_eq!(last["status"], "completed", "{last}");
+}
+
+#[tokio::test]
+async fn a_principals_queued_tasks_wait_for_its_running_one_and_are_bounded() {
+    // One running task and one waiting per principal: alice's second MCP task waits (its slot
+    // goes to bob's task, which finishes first), then runs; her third is refused at once
+    // principal_busy naming WARDEN_TASKS_QUEUED_PER_PRINCIPAL.
+    use crate::common::tasks::{poll_until_ended, start_task, wire};
+    let team = Team::start(TESTBED, &[("WARDEN_TASKS_QUEUED_PER_PRINCIPAL", "1")]).await;
+    let (alice, bob) = (team.tasks_session("alice").await, team.tasks_session("bob").await);
+    let long = json!({"script": "slow_echo(#{millis: 3000, tag: \"a\"}); 1"});
+    let quick = json!({"script": "write_artifact(\"ran.txt\", \"x\"); 2"});
+    let first = start_task(alice.peer(), "run_script", long, None)
+        .await
+        .task
+        .task_id;
+    assert!(began(&team, &first).await, "alice's first task never began");
+    let second = start_task(alice.peer(), "run_script", quick.clone(), None)
+        .await
+        .task
+        .task_id;
+
+    let third = alice
+        .peer()
+        .call_tool(crate::common::tasks::call_params(
+            "run_script",
+            quick.clone(),
+            Some(json!({crate::common::tasks::TASK_META_KEY: true})),
+        ))
+        .await
+        .expect("a refusal is a plain result");
+    let third = structured(&third);
+    let (code, retry) = refusal(&third);
+    assert_eq!(code, "principal_busy", "{third}");
+    assert!(retry.is_some_and(|s| s >= 1), "{third}");
+    let message = third["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("WARDEN_TASKS_QUEUED_PER_PRINCIPAL"), "{message}");
+
+    let bobs = start_task(bob.peer(), "run_script", quick, None)
+        .await
+        .task
+        .task_id;
+    let ended = poll_until_ended(bob.peer(), &bobs, Duration::from_secs(10)).await;
+    let ended = wire(ended.last().expect("an answer"));
+    assert_eq!(ended["status"], "completed", "{ended}");
+    // Bob's task ran while alice's first still runs, and her second has not begun.
+    let firsts = wire(
+        &crate::common::tasks::get_task(alice.peer(), &first)
+            .await
+            .expect("tasks/get"),
+    );
+    assert_eq!(
+        firsts["status"], "working",
+        "alice's first ended too soon: {firsts}"
+    );
+    assert!(
+        !team.artifacts().join(&second).exists(),
+        "alice's second task began beside her first"
+    );
+    let seconds = wire(
+        &crate::common::tasks::get_task(alice.peer(), &second)
+            .await
+            .expect("tasks/get"),
+    );
+    assert_eq!(seconds["status"], "working", "{seconds}");
+
+    for id in [&first, &second] {
+        let last = poll_until_ended(alice.peer(), id, Duration::from_secs(30)).await;
+        let last = wire(last.last().expect("an answer"));
+        assert_eq!(last["status"], "completed", "{last}");
+        assert_eq!(last["result"]["structuredContent"]["status"], "success", "{last}");
+    }
+    assert!(team.artifacts().join(&second).join("outputs/ran.txt").exists());
+}
+
+#[tokio::test]
+async fn a_claimed_task_waiting_for_its_principals_share_is_cancelled_before_it_runs() {
+    // Alice's second MCP task waits (status "waiting: …") for her running one; tasks/cancel
+    // ends it cancelled, and when her first task ends it still never runs.
+    use crate::common::tasks::{cancel_task, get_task, poll_until_ended, start_task, wire};
+    let team = Team::start(TESTBED, &[("WARDEN_TASKS_QUEUED_PER_PRINCIPAL", "1")]).await;
+    let alice = team.tasks_session("alice").await;
+    let long = json!({"script": "slow_echo(#{millis: 2500, tag: \"a\"}); 1"});
+    let first = start_task(alice.peer(), "run_script", long, None)
+        .await
+        .task
+        .task_id;
+    assert!(began(&team, &first).await, "alice's first task never began");
+    let second = start_task(
+        alice.peer(),
+        "run_script",
+        json!({"script": "write_artifact(\"ran.txt\", \"x\"); 2"}),
+        None,
+    )
+    .await
+    .task
+    .task_id;
+    let mut waiting = false;
+    for _ in 0..100 {
+        let answer = wire(&get_task(alice.peer(), &second).await.expect("tasks/get"));
+        if answer["statusMessage"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("waiting"))
+        {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        waiting,
+        "alice's second task was not claimed to wait for her share"
+    );
+    cancel_task(alice.peer(), &second)
+        .await
+        .expect("tasks/cancel of a waiting task");
+    let ended = poll_until_ended(alice.peer(), &second, Duration::from_secs(10)).await;
+    let ended = wire(ended.last().expect("an answer"));
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+    let last = poll_until_ended(alice.peer(), &first, Duration::from_secs(30)).await;
+    assert_eq!(wire(last.last().expect("an answer"))["status"], "completed");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        !team.artifacts().join(&second).exists(),
+        "the cancelled waiting task ran after all"
+    );
+    let again = wire(&get_task(alice.peer(), &second).await.expect("tasks/get"));
+    assert_eq!(again["status"], "cancelled", "{again}");
 }

@@ -40,7 +40,16 @@ impl Builtin for GetTaskResult {
                                  "note": "the task has not ended: ask again, or use tasks/get"}));
             }
             let store = call.tasks.store.view(principal);
-            let dir = store.task_dir(&input.task_id)?;
+            // Answers not_found for a task whose directory is gone, except a
+            // cancelled one: a task cancelled before it started never had one.
+            if let Err(error) = store.task_dir(&input.task_id) {
+                if record.state == crate::task::store::State::Ended(crate::task::TaskStatus::Cancelled) {
+                    return Ok(json!({"task_id": input.task_id, "status": record.state.as_str(),
+                                     "summary": record.summary, "result": null,
+                                     "note": "the task was cancelled and has no directory: it never started (or its files were removed)"}));
+                }
+                return Err(error);
+            }
             let chunk = store.read(
                 &input.task_id,
                 "result.json",
@@ -48,7 +57,8 @@ impl Builtin for GetTaskResult {
                 MAX_INLINE_RESULT_BYTES,
                 Default::default(),
             )?;
-            let mut value = json!({"task_id": input.task_id, "task_dir": dir.display().to_string()});
+            let mut value =
+                json!({"task_id": input.task_id, "task_dir": crate::task::result_dir(&input.task_id)});
             if chunk["next_offset"].is_null() {
                 let result: Value =
                     serde_json::from_str(chunk["content"].as_str().unwrap_or("")).unwrap_or(Value::Null);

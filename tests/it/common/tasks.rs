@@ -111,16 +111,26 @@ pub fn call_params(tool: &str, arguments: Value, meta: Option<Value>) -> CallToo
     params
 }
 
-/// A task-augmented call that must answer with a task.
+/// The request `_meta` key that asks for a task (Warden's
+/// `mcp::tasks::TASK_META_KEY`): declaring the extension is not asking.
+pub const TASK_META_KEY: &str = "warden/task";
+
+/// A task-augmented call that must answer with a task: it asks for one
+/// (`_meta` [`TASK_META_KEY`]) beside whatever `meta` holds.
 pub async fn start_task(
     peer: &Peer<RoleClient>,
     tool: &str,
     arguments: Value,
     meta: Option<Value>,
 ) -> CreateTaskResult {
+    let mut meta = match meta {
+        Some(Value::Object(meta)) => meta,
+        _ => serde_json::Map::new(),
+    };
+    meta.insert(TASK_META_KEY.into(), Value::Bool(true));
     let answer = tokio::time::timeout(
         Duration::from_secs(10),
-        peer.call_tool_once(call_params(tool, arguments, meta)),
+        peer.call_tool_once(call_params(tool, arguments, Some(Value::Object(meta)))),
     )
     .await
     .expect("tools/call answered in time")
