@@ -1,32 +1,111 @@
-//! The file behind the global `events.jsonl`: appends, and rotates by size.
+//! The files behind the event logs: appends of whole records, and the
+//! global log's rotation by size.
 //!
 //! When a write would take the file past its size cap, the file becomes
 //! `events.jsonl.1`, `.1` becomes `.2`, and so on up to `.N`; the oldest is
 //! deleted and a fresh `events.jsonl` is created. Only the event writer
 //! thread writes here, and it hands over whole records per write, so a
 //! record is never split across two files. Files are opened without
-//! following a symlink and created mode 0600.
+//! following a symlink, regular files only, and kept mode 0600
+//! ([`crate::artifacts::safe_path::make_private`]).
+//!
+//! A write the disk refuses part-way (ENOSPC, EIO) must not leave half a
+//! record: [`Appender`] writes its buffer in one go and, when that fails
+//! after some bytes landed, cuts the file back to where the write began.
+//! The records of the failed write are lost (the disk had no room for
+//! them); the file stays whole lines of JSON.
 
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 
-/// Opens `path` for appending: never through a symlink (`O_NOFOLLOW`), new
-/// files readable by the owner only.
+/// Opens `path` for appending: never through a symlink (`O_NOFOLLOW`),
+/// never waiting on a FIFO, a regular file only, mode 0600 (a file an
+/// older Warden left readable by others is tightened).
 pub(crate) fn open_log(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .mode(0o600)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
+        .mode(crate::artifacts::safe_path::FILE_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    crate::artifacts::safe_path::make_private(&file)?;
+    Ok(file)
+}
+
+/// A buffered appender that never leaves a torn record: bytes gather in
+/// memory (whole records only) and go to the file in one write; a write
+/// that fails part-way is cut back, so the file ends on a record boundary.
+pub(crate) struct Appender {
+    file: File,
+    pending: Vec<u8>,
+    /// Bytes gathered before a write.
+    buffer: usize,
+}
+
+impl Appender {
+    pub(crate) fn new(file: File, buffer: usize) -> Self {
+        Self {
+            file,
+            pending: Vec::with_capacity(buffer.min(64 * 1024)),
+            buffer,
+        }
+    }
+
+    /// Adds whole records; writes when the buffer is full.
+    pub(crate) fn append(&mut self, records: &[u8]) -> std::io::Result<()> {
+        self.pending.extend_from_slice(records);
+        if self.pending.len() >= self.buffer {
+            return self.flush();
+        }
+        Ok(())
+    }
+
+    /// Writes what is gathered. On failure the gathered records are
+    /// dropped (memory stays bounded while the disk is full) and any part
+    /// of them that landed is cut off again, unless another process
+    /// appended meanwhile (then the file is left as it is: cutting would
+    /// remove its records).
+    pub(crate) fn flush(&mut self) -> std::io::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let before = self.file.metadata()?.len();
+        let mut written = 0;
+        let outcome = loop {
+            if written == self.pending.len() {
+                break Ok(());
+            }
+            match self.file.write(&self.pending[written..]) {
+                Ok(0) => break Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                Ok(n) => written += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => break Err(e),
+            }
+        };
+        if outcome.is_err()
+            && written > 0
+            && self.file.metadata().is_ok_and(|m| m.len() == before + written as u64)
+        {
+            let _ = self.file.set_len(before);
+        }
+        self.pending.clear();
+        outcome
+    }
+}
+
+impl Drop for Appender {
+    /// Writes what is gathered, as the `BufWriter` it replaced did.
+    fn drop(&mut self) {
+        let _ = self.flush();
+    }
 }
 
 /// A size-capped, rotating append-only log file.
 pub(crate) struct RotatingFile {
     path: PathBuf,
-    file: BufWriter<File>,
+    file: Appender,
     /// Bytes in the current file (its length at open, plus what we wrote).
     written: u64,
     max_bytes: u64,
@@ -40,7 +119,7 @@ impl RotatingFile {
         let written = file.metadata()?.len();
         Ok(Self {
             path,
-            file: BufWriter::with_capacity(buffer, file),
+            file: Appender::new(file, buffer),
             written,
             max_bytes,
             keep: keep.max(1),
@@ -65,7 +144,7 @@ impl RotatingFile {
             }
         }
         std::fs::rename(&self.path, self.rotated(1))?;
-        self.file = BufWriter::with_capacity(self.buffer, open_log(&self.path)?);
+        self.file = Appender::new(open_log(&self.path)?, self.buffer);
         self.written = 0;
         Ok(())
     }
@@ -80,7 +159,7 @@ impl Write for RotatingFile {
             // the current file and try again on the next write.
             let _ = self.rotate();
         }
-        self.file.write_all(buf)?;
+        self.file.append(buf)?;
         self.written += buf.len() as u64;
         Ok(buf.len())
     }
@@ -124,5 +203,23 @@ mod tests {
         let path = dir.path().join("events.jsonl");
         std::os::unix::fs::symlink(&target, &path).unwrap();
         assert!(open_log(&path).is_err());
+    }
+
+    #[test]
+    fn a_write_the_disk_refuses_leaves_no_torn_record() {
+        // /dev/full refuses every write: the appender reports it, drops the records, and a
+        // regular file that took part of a write is cut back to its last whole record.
+        let full = std::fs::OpenOptions::new().append(true).open("/dev/full");
+        if let Ok(full) = full {
+            let mut log = Appender::new(full, 16);
+            assert!(log.append(&[b'x'; 40]).is_err());
+            assert!(log.pending.is_empty(), "memory stays bounded");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut log = Appender::new(open_log(&path).unwrap(), 1 << 20);
+        log.append(b"{\"a\":1}\n").unwrap();
+        log.flush().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"a\":1}\n");
     }
 }
