@@ -199,7 +199,7 @@ impl ArtifactStore {
     /// Whether the store takes a write now (`/readyz`): creates, writes
     /// and removes a probe file in the root, without following links.
     pub fn probe_writable(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.root)?;
+        safe_path::create_private_dir_all(&self.root)?;
         let probe = self.root.join(format!(".ready-{}", std::process::id()));
         let written = safe_path::create_private(&probe)
             .and_then(|mut file| std::io::Write::write_all(&mut file, b"ok"));
@@ -246,7 +246,7 @@ impl ArtifactStore {
                 self.root.display()
             ))
         };
-        std::fs::create_dir_all(&self.root).map_err(|e| cannot(&e))?;
+        safe_path::create_private_dir_all(&self.root).map_err(|e| cannot(&e))?;
         let root = safe_path::open_root(&self.root)?;
         let mode = nix::sys::stat::Mode::from_bits_truncate(safe_path::DIR_MODE);
         nix::sys::stat::mkdirat(&root, staging.as_str(), mode).map_err(|e| cannot(&e))?;
@@ -681,7 +681,7 @@ fn walk(dir: OwnedFd, prefix: &str, depth: usize, found: &mut Vec<(String, u64)>
         let kind = nix::sys::stat::SFlag::from_bits_truncate(stat.st_mode) & nix::sys::stat::SFlag::S_IFMT;
         if kind == nix::sys::stat::SFlag::S_IFDIR {
             subdirs.push(name);
-        } else if kind == nix::sys::stat::SFlag::S_IFREG {
+        } else if kind == nix::sys::stat::SFlag::S_IFREG && !safe_path::is_temporary(&name) {
             found.push((format!("{prefix}{name}"), stat.st_size as u64));
         }
     }

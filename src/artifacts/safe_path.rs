@@ -82,6 +82,18 @@ pub fn create_private_dir_all(path: &Path) -> std::io::Result<()> {
 /// Prefix of a file being written; never a name a script may use.
 const TEMP_PREFIX: &str = ".warden-tmp-";
 
+/// Whether `name` is a file being written (never listed: it becomes its
+/// real name, whole, or disappears).
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// A fresh temporary name for a file about to be written in place of
+/// another, in the same directory.
+pub fn temporary_name() -> String {
+    format!("{TEMP_PREFIX}{}", uuid::Uuid::new_v4().simple())
+}
+
 fn invalid(field: &str, message: impl AsRef<str>) -> GuardError {
     GuardError::invalid_input(field, message)
 }
@@ -296,7 +308,7 @@ pub fn write_atomic_at<Fd: AsFd>(
         Some(fd) => fd.as_fd(),
         None => dir.as_fd(),
     };
-    let temp = format!("{TEMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let temp = temporary_name();
     let fd = openat(
         parent,
         temp.as_str(),
