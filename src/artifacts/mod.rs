@@ -475,6 +475,23 @@ impl ArtifactStore {
         safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
     }
 
+    /// Writes `result.json` as [`ArtifactStore::write_result`] does, unless
+    /// the task directory has one already (the runner retrying a result
+    /// whose first write failed, see `task::records`). A task directory
+    /// that no longer exists (or an id that names none) needs nothing.
+    pub fn ensure_result(&self, task_id: &str, bytes: &[u8]) -> Result<(), GuardError> {
+        let dir = match self.open_task(task_id) {
+            Ok(dir) => dir,
+            Err(error) if error.code == crate::error::codes::GUARD_FAILED => return Err(error),
+            Err(_) => return Ok(()),
+        };
+        let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+        if nix::sys::stat::fstatat(&dir, RESULT_FILE, at).is_ok() {
+            return Ok(());
+        }
+        safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
+    }
+
     /// `write_artifact` from a script: a file under `outputs/`, capped per
     /// file and by the task's quotas, written atomically.
     pub fn write_output(
