@@ -460,11 +460,13 @@ impl ArtifactStore {
         })
     }
 
-    /// Writes a file the server produces (actions, registry), atomically.
+    /// Writes a file the server produces (actions, registry, saved
+    /// values), atomically and durably: a crash or a full disk leaves the
+    /// old file or the whole new one, never a truncated one.
     pub fn write_task_file(&self, task_id: &str, name: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = self.open_task(task_id)?;
         let parts = safe_path::components("filename", name)?;
-        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, false)
+        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, true)
     }
 
     /// Writes `result.json` atomically and durably: a temporary file,

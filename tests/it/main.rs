@@ -23,6 +23,7 @@ mod mcp_tasks;
 mod preflight;
 mod scenarios;
 mod scripts;
+mod storage_faults;
 mod tasks;
 mod tenants;
 mod tools;

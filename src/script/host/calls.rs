@@ -353,9 +353,9 @@ mod tests {
 
     #[test]
     fn a_log_that_cannot_be_written_is_never_left_truncated() {
-        // Until close, function_calls.json does not exist (the records go to a temporary file);
-        // a log whose writes fail (/dev/full as its directory's stand-in: the temp file cannot
-        // be created) leaves the counts or nothing, never a torn or empty file.
+        // Until close, function_calls.json does not exist (the records go to a temporary file,
+        // fsynced and renamed whole); a log whose writes failed leaves the counts of every call
+        // and the reason, never a torn or empty file, and no temporary file.
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("function_calls.json");
         let mut log = CallLog::create(&path);
