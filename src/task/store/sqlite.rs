@@ -805,7 +805,7 @@ mod tests {
         };
         for id in ["task_r1", "task_r2", "task_r3"] {
             let request = serde_json::json!({"tool": "run_script", "arguments": {"script": format!("{marker} {id}")}});
-            store.enqueue(&queued(id, "alice"), &request, None, 10).await.expect("enqueue");
+            store.enqueue(&queued(id), &request, None, 10).await.expect("enqueue");
         }
         let ending = |status| Ending {
             status,
