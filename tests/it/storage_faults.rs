@@ -165,19 +165,28 @@ async fn everything_the_server_creates_under_the_artifacts_dir_is_private() {
         true,
     )
     .await;
+    // This client declares MCP tasks: both runs are queued, claimed and run as tasks.
     let script = r#"write_artifact("d/e/report.txt", "x"); add_pure(#{a: 1.0, b: 2.0}); 1"#;
-    let answer = call(&server, "run_script", json!({"script": script, "timeout_seconds": 30})).await;
-    let result = structured(&answer);
-    assert_eq!(result["status"], "success", "{result}");
-    let queued = crate::common::tasks::start_task(
-        server.peer(),
-        "run_script",
-        json!({"script": "1", "timeout_seconds": 30}),
-        None,
-    )
-    .await;
-    crate::common::tasks::poll_until_ended(server.peer(), &queued.task.task_id, Duration::from_secs(30)).await;
-    let dir = PathBuf::from(result["task_dir"].as_str().expect("task_dir"));
+    let mut ids = Vec::new();
+    for script in [script, "1"] {
+        let created = crate::common::tasks::start_task(
+            server.peer(),
+            "run_script",
+            json!({"script": script, "timeout_seconds": 30}),
+            None,
+        )
+        .await;
+        let id = created.task.task_id.clone();
+        let answers =
+            crate::common::tasks::poll_until_ended(server.peer(), &id, Duration::from_secs(30)).await;
+        let last = answers.last().expect("an answer");
+        assert!(
+            crate::common::tasks::has_status(last, rmcp::model::TaskStatus::Completed),
+            "{last:?}"
+        );
+        ids.push(id);
+    }
+    let dir = root.join(&ids[0]);
     for name in ["result.json", "function_calls.json", "outputs/d/e/report.txt"] {
         assert!(dir.join(name).exists(), "{name}");
     }
@@ -203,10 +212,17 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
             return;
         }
     };
-    let server = StdioServer::start(TESTBED, &root, &[], true).await;
+    // One client without MCP tasks (plain tool calls), one with (task-augmented calls, tasks/*).
+    let server = StdioServer::start(TESTBED, &root, &[], false).await;
+    let tasks = StdioServer::start(TESTBED, &root, &[], true).await;
     let answer = call(&server, "add_pure", json!({"a": 1, "b": 2})).await;
     assert!(!is_error(&answer), "{answer:?}");
     let unknown = format!("task_{}", "0".repeat(32));
+    let names_the_fix = |what: &str, text: &str| {
+        assert!(text.contains(root.to_str().unwrap()), "{what}: {text}");
+        assert!(text.contains("WARDEN_ARTIFACTS_DIR"), "{what}: {text}");
+        assert!(!text.contains("damaged"), "{what}: {text}");
+    };
     for (tool, arguments) in [
         ("run_script", json!({"script": "1", "timeout_seconds": 30})),
         ("list_tasks", json!({})),
@@ -214,15 +230,23 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
     ] {
         let answer = call(&server, tool, arguments).await;
         assert!(is_error(&answer), "{tool}: {answer:?}");
-        let text = message(&answer);
-        assert!(text.contains(root.to_str().unwrap()), "{tool}: {text}");
-        assert!(text.contains("WARDEN_ARTIFACTS_DIR"), "{tool}: {text}");
-        assert!(!text.contains("damaged"), "{tool}: {text}");
+        names_the_fix(tool, &message(&answer));
     }
-    let error = get_task(server.peer(), &unknown).await.expect_err("tasks/get refused");
-    let text = error.to_string();
-    assert!(text.contains("WARDEN_ARTIFACTS_DIR") && text.contains(root.to_str().unwrap()), "{text}");
-    assert!(!text.contains("damaged"), "{text}");
+    let queued = tasks
+        .peer()
+        .call_tool_once(crate::common::tasks::call_params(
+            "run_script",
+            json!({"script": "1", "timeout_seconds": 30}),
+            None,
+        ))
+        .await;
+    let text = match queued {
+        Err(error) => error.to_string(),
+        Ok(other) => panic!("a task-augmented run_script was not refused: {other:?}"),
+    };
+    names_the_fix("run_script as a task", &text);
+    let error = get_task(tasks.peer(), &unknown).await.expect_err("tasks/get refused");
+    names_the_fix("tasks/get", &error.to_string());
 
     drop(locked);
     let answer = call(&server, "run_script", json!({"script": "40 + 2", "timeout_seconds": 30})).await;
@@ -232,6 +256,21 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
     let entry = listed(&server, id).await.expect("listed once writable");
     assert_eq!(entry["status"], "success", "{entry}");
     assert!(root.join("tasks.db").exists());
+    let created = crate::common::tasks::start_task(
+        tasks.peer(),
+        "run_script",
+        json!({"script": "1", "timeout_seconds": 30}),
+        None,
+    )
+    .await;
+    let answers =
+        crate::common::tasks::poll_until_ended(tasks.peer(), &created.task.task_id, Duration::from_secs(30))
+            .await;
+    let last = answers.last().expect("an answer");
+    assert!(
+        crate::common::tasks::has_status(last, rmcp::model::TaskStatus::Completed),
+        "{last:?}"
+    );
 }
 
 /// A tmpfs of `size` mounted at `dir`, or why not.
@@ -320,7 +359,7 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
             return;
         }
     };
-    let mut server = StdioServer::start(TESTBED, &root, &[], true).await;
+    let mut server = StdioServer::start(TESTBED, &root, &[], false).await;
     let (result, filler) = task_ending_on_a_full_disk(&server, &root).await;
     assert_eq!(result["status"], "failed", "{result}");
     assert_eq!(result["error"]["kind"], "storage", "{result}");
@@ -329,8 +368,8 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
 
     let entry = listed(&server, &id).await.expect("listed");
     assert_eq!(entry["status"], "failed", "while the disk is full: {entry}");
-    let got = get_task(server.peer(), &id).await.expect("tasks/get");
-    assert_ne!(got.task.status(), rmcp::model::TaskStatus::Working, "tasks/get: {got:?}");
+    let answer = call(&server, "get_task_result", json!({"task_id": id})).await;
+    assert_ne!(structured(&answer)["status"], "running", "while the disk is full: {answer:?}");
 
     std::fs::remove_file(&filler).expect("free space");
     let saved = eventually(Duration::from_secs(15), || dir.join("result.json").exists()).await;
@@ -341,13 +380,16 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
     assert_eq!(saved["error"]["kind"], "storage", "{saved}");
     files_are_whole(&root);
 
-    // The ending is in the store, not only in the first server's memory.
+    // The ending is in the store, not only in the first server's memory: a new server (whose
+    // client declares MCP tasks, for tasks/get) reads it.
     server.kill().await;
     let again = StdioServer::start(TESTBED, &root, &[], true).await;
     let entry = listed(&again, &id).await.expect("listed after restart");
     assert_eq!(entry["status"], "failed", "{entry}");
     let answer = call(&again, "get_task_result", json!({"task_id": id})).await;
     assert_eq!(structured(&answer)["result"]["error"]["kind"], "storage", "{answer:?}");
+    let got = get_task(again.peer(), &id).await.expect("tasks/get");
+    assert!(got.task.status().is_terminal(), "tasks/get: {got:?}");
 }
 
 #[tokio::test]
@@ -364,7 +406,7 @@ async fn a_task_whose_server_died_while_the_disk_was_full_is_settled_at_the_next
             return;
         }
     };
-    let mut server = StdioServer::start(TESTBED, &root, &[], true).await;
+    let mut server = StdioServer::start(TESTBED, &root, &[], false).await;
     let (result, filler) = task_ending_on_a_full_disk(&server, &root).await;
     assert_eq!(result["status"], "failed", "{result}");
     let id = result["task_id"].as_str().expect("task_id").to_string();
@@ -372,7 +414,7 @@ async fn a_task_whose_server_died_while_the_disk_was_full_is_settled_at_the_next
     server.kill().await;
     std::fs::remove_file(&filler).expect("free space");
 
-    let again = StdioServer::start(TESTBED, &root, &[], true).await;
+    let again = StdioServer::start(TESTBED, &root, &[], false).await;
     let entry = listed(&again, &id).await.expect("listed after restart");
     assert_eq!(entry["status"], "failed", "{entry}");
     let answer = call(&again, "get_task_result", json!({"task_id": id})).await;
