@@ -86,7 +86,10 @@ impl Appender {
         };
         if outcome.is_err()
             && written > 0
-            && self.file.metadata().is_ok_and(|m| m.len() == before + written as u64)
+            && self
+                .file
+                .metadata()
+                .is_ok_and(|m| m.len() == before + written as u64)
         {
             let _ = self.file.set_len(before);
         }

@@ -115,7 +115,6 @@ impl Records {
         self.store.get()
     }
 
-
     /// This server process, as records name it.
     pub fn node(&self) -> &str {
         &self.node

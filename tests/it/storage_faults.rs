@@ -102,7 +102,8 @@ impl ReadOnly {
             mount(&["-o", "remount,ro,bind", path])?;
             ReadOnly::Bind(Some(bound))
         } else {
-            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500)).map_err(|e| e.to_string())?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o500))
+                .map_err(|e| e.to_string())?;
             ReadOnly::Mode(dir.to_path_buf())
         };
         let probe = dir.join("probe");
@@ -138,13 +139,21 @@ fn not_private(root: &Path) -> Vec<String> {
             if mode != 0o700 {
                 bad.push(format!("{} is a directory with mode {mode:o}", path.display()));
             }
-            stack.extend(std::fs::read_dir(&path).expect("list").flatten().map(|e| e.path()));
+            stack.extend(
+                std::fs::read_dir(&path)
+                    .expect("list")
+                    .flatten()
+                    .map(|e| e.path()),
+            );
         } else if kind.is_file() {
             if mode != 0o600 {
                 bad.push(format!("{} is a file with mode {mode:o}", path.display()));
             }
         } else {
-            bad.push(format!("{} is neither a regular file nor a directory ({kind:?})", path.display()));
+            bad.push(format!(
+                "{} is neither a regular file nor a directory ({kind:?})",
+                path.display()
+            ));
         }
     }
     bad
@@ -190,7 +199,13 @@ async fn everything_the_server_creates_under_the_artifacts_dir_is_private() {
     for name in ["result.json", "function_calls.json", "outputs/d/e/report.txt"] {
         assert!(dir.join(name).exists(), "{name}");
     }
-    for name in ["tasks.db", "tasks.db-wal", "tasks.db-shm", "events.jsonl", "events.jsonl.1"] {
+    for name in [
+        "tasks.db",
+        "tasks.db-wal",
+        "tasks.db-shm",
+        "events.jsonl",
+        "events.jsonl.1",
+    ] {
         assert!(root.join(name).exists(), "{name} under {root_text}");
     }
     let bad = not_private(&root);
@@ -245,11 +260,18 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
         Ok(other) => panic!("a task-augmented run_script was not refused: {other:?}"),
     };
     names_the_fix("run_script as a task", &text);
-    let error = get_task(tasks.peer(), &unknown).await.expect_err("tasks/get refused");
+    let error = get_task(tasks.peer(), &unknown)
+        .await
+        .expect_err("tasks/get refused");
     names_the_fix("tasks/get", &error.to_string());
 
     drop(locked);
-    let answer = call(&server, "run_script", json!({"script": "40 + 2", "timeout_seconds": 30})).await;
+    let answer = call(
+        &server,
+        "run_script",
+        json!({"script": "40 + 2", "timeout_seconds": 30}),
+    )
+    .await;
     let result = structured(&answer);
     assert_eq!(result["status"], "success", "{result}");
     let id = result["task_id"].as_str().expect("task_id");
@@ -279,7 +301,14 @@ fn small_disk(dir: &Path, size: &str) -> Result<Mounted, String> {
         return Err("mounting a tmpfs needs root".into());
     }
     let path = dir.to_str().expect("utf-8 path");
-    mount(&["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs", path])?;
+    mount(&[
+        "-t",
+        "tmpfs",
+        "-o",
+        &format!("size={size},mode=0700"),
+        "tmpfs",
+        path,
+    ])?;
     Ok(Mounted(dir.to_path_buf()))
 }
 
@@ -299,8 +328,13 @@ fn fill(dir: &Path) -> PathBuf {
 /// guard, writes an artifact and sleeps; the disk fills once its worker
 /// started. Returns the answer (after the task ended) and the filler.
 async fn task_ending_on_a_full_disk(server: &StdioServer, root: &Path) -> (Value, PathBuf) {
-    let script = r#"add_pure(#{a: 1.0, b: 2.0}); write_artifact("a.txt", "x"); sleep_in_process(#{millis: 2500}); 42"#;
-    let answer = call(server, "run_script", json!({"script": script, "timeout_seconds": 60}));
+    let script =
+        r#"add_pure(#{a: 1.0, b: 2.0}); write_artifact("a.txt", "x"); sleep_in_process(#{millis: 2500}); 42"#;
+    let answer = call(
+        server,
+        "run_script",
+        json!({"script": script, "timeout_seconds": 60}),
+    );
     let filler = async {
         let started = eventually(Duration::from_secs(20), || {
             read_jsonl(&root.join("events.jsonl"))
@@ -322,11 +356,20 @@ fn files_are_whole(root: &Path) {
     while let Some(path) = stack.pop() {
         let meta = std::fs::symlink_metadata(&path).expect("stat");
         if meta.is_dir() {
-            stack.extend(std::fs::read_dir(&path).expect("list").flatten().map(|e| e.path()));
+            stack.extend(
+                std::fs::read_dir(&path)
+                    .expect("list")
+                    .flatten()
+                    .map(|e| e.path()),
+            );
             continue;
         }
         let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(!name.starts_with(".warden-tmp-"), "temporary file left: {}", path.display());
+        assert!(
+            !name.starts_with(".warden-tmp-"),
+            "temporary file left: {}",
+            path.display()
+        );
         if name.ends_with(".json") {
             let text = std::fs::read_to_string(&path).expect("read");
             let parsed: Result<Value, _> = serde_json::from_str(&text);
@@ -334,7 +377,11 @@ fn files_are_whole(root: &Path) {
         }
         if name.starts_with("events.jsonl") {
             let text = std::fs::read_to_string(&path).expect("read");
-            assert!(text.is_empty() || text.ends_with('\n'), "{} ends mid-record", path.display());
+            assert!(
+                text.is_empty() || text.ends_with('\n'),
+                "{} ends mid-record",
+                path.display()
+            );
             for line in text.lines() {
                 let parsed: Result<Value, _> = serde_json::from_str(line);
                 assert!(parsed.is_ok(), "{}: torn record {line:?}", path.display());
@@ -369,7 +416,11 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
     let entry = listed(&server, &id).await.expect("listed");
     assert_eq!(entry["status"], "failed", "while the disk is full: {entry}");
     let answer = call(&server, "get_task_result", json!({"task_id": id})).await;
-    assert_ne!(structured(&answer)["status"], "running", "while the disk is full: {answer:?}");
+    assert_ne!(
+        structured(&answer)["status"],
+        "running",
+        "while the disk is full: {answer:?}"
+    );
 
     std::fs::remove_file(&filler).expect("free space");
     let saved = eventually(Duration::from_secs(15), || dir.join("result.json").exists()).await;
@@ -387,7 +438,11 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
     let entry = listed(&again, &id).await.expect("listed after restart");
     assert_eq!(entry["status"], "failed", "{entry}");
     let answer = call(&again, "get_task_result", json!({"task_id": id})).await;
-    assert_eq!(structured(&answer)["result"]["error"]["kind"], "storage", "{answer:?}");
+    assert_eq!(
+        structured(&answer)["result"]["error"]["kind"],
+        "storage",
+        "{answer:?}"
+    );
     let got = get_task(again.peer(), &id).await.expect("tasks/get");
     assert!(got.task.status().is_terminal(), "tasks/get: {got:?}");
 }

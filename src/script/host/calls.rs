@@ -370,7 +370,11 @@ mod tests {
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        assert_eq!(names, vec!["function_calls.json".to_string()], "no temporary file left");
+        assert_eq!(
+            names,
+            vec!["function_calls.json".to_string()],
+            "no temporary file left"
+        );
         // A write that fails part-way: the records give way to the counts.
         let mut log = CallLog::create(&path);
         log.push(&record("success"));
@@ -382,6 +386,9 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
         assert_eq!(value[0]["calls"], 3, "{value}");
         assert_eq!(value[0]["failed"], 1, "{value}");
-        assert!(value[0]["note"].as_str().unwrap_or_default().contains("no space"), "{value}");
+        assert!(
+            value[0]["note"].as_str().unwrap_or_default().contains("no space"),
+            "{value}"
+        );
     }
 }

@@ -212,7 +212,9 @@ fn prepare_files(path: &Path) -> Result<(), StoreError> {
     if let Some(dir) = path.parent() {
         crate::artifacts::safe_path::create_private_dir_all(dir).map_err(|e| match e.raw_os_error() {
             Some(errno) if StoreError::is_unwritable_errno(errno) => StoreError::unwritable(path, &e),
-            _ => fail(format!("cannot create its directory: {e}; set WARDEN_ARTIFACTS_DIR to a writable directory")),
+            _ => fail(format!(
+                "cannot create its directory: {e}; set WARDEN_ARTIFACTS_DIR to a writable directory"
+            )),
         })?;
     }
     let opened = std::fs::OpenOptions::new()
@@ -804,8 +806,12 @@ mod tests {
             ..sample(id, "alice", 1)
         };
         for id in ["task_r1", "task_r2", "task_r3"] {
-            let request = serde_json::json!({"tool": "run_script", "arguments": {"script": format!("{marker} {id}")}});
-            store.enqueue(&queued(id), &request, None, 10).await.expect("enqueue");
+            let request =
+                serde_json::json!({"tool": "run_script", "arguments": {"script": format!("{marker} {id}")}});
+            store
+                .enqueue(&queued(id), &request, None, 10)
+                .await
+                .expect("enqueue");
         }
         let ending = |status| Ending {
             status,
@@ -813,12 +819,28 @@ mod tests {
             error: None,
             at_ms: 50,
         };
-        assert!(store.cancel_queued("task_r3", &ending(TaskStatus::Cancelled)).await.expect("cancel"));
+        assert!(
+            store
+                .cancel_queued("task_r3", &ending(TaskStatus::Cancelled))
+                .await
+                .expect("cancel")
+        );
         let first = store.claim("n/1/1", 10, 20).await.expect("claim").expect("task");
-        assert!(first.request.to_string().contains(marker), "the claim gets the request");
+        assert!(
+            first.request.to_string().contains(marker),
+            "the claim gets the request"
+        );
         store.claim("n/1/1", 10, 20).await.expect("claim").expect("task");
-        assert!(store.end(&first.record.id, &ending(TaskStatus::Success)).await.expect("end"));
-        store.expire_leases(1_000, &ending(TaskStatus::Failed)).await.expect("expire");
+        assert!(
+            store
+                .end(&first.record.id, &ending(TaskStatus::Success))
+                .await
+                .expect("end")
+        );
+        store
+            .expire_leases(1_000, &ending(TaskStatus::Failed))
+            .await
+            .expect("expire");
         for id in ["task_r1", "task_r2", "task_r3"] {
             let body: Option<String> = sqlx::query_scalar("SELECT request FROM tasks WHERE id = ?")
                 .bind(id)
@@ -858,7 +880,9 @@ mod tests {
         // A path under a regular file can never be written, root or not.
         let blocked = dir.path().join("file");
         std::fs::write(&blocked, b"x").expect("file");
-        let error = SqliteStore::open(&blocked.join("sub").join(FILE_NAME)).await.expect_err("not a dir");
+        let error = SqliteStore::open(&blocked.join("sub").join(FILE_NAME))
+            .await
+            .expect_err("not a dir");
         assert!(!error.to_string().contains("damaged"), "{error}");
         // A non-store file is damaged.
         let bogus = dir.path().join("bogus.db");
@@ -873,9 +897,14 @@ mod tests {
         let locked = dir.path().join("locked");
         std::fs::create_dir(&locked).expect("dir");
         std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).expect("chmod");
-        let error = SqliteStore::open(&locked.join(FILE_NAME)).await.expect_err("read-only");
+        let error = SqliteStore::open(&locked.join(FILE_NAME))
+            .await
+            .expect_err("read-only");
         assert!(matches!(error, StoreError::Unwritable { .. }), "{error:?}");
         let text = error.to_string();
-        assert!(text.contains("WARDEN_ARTIFACTS_DIR") && text.contains(&locked.display().to_string()), "{text}");
+        assert!(
+            text.contains("WARDEN_ARTIFACTS_DIR") && text.contains(&locked.display().to_string()),
+            "{text}"
+        );
     }
 }

@@ -666,7 +666,12 @@ async fn an_ended_task_forgets_its_request_body_and_keeps_its_outcome() {
     let first = store.claim("a/1/1", 10, 20).await.expect("claim").expect("task");
     assert_eq!(first.request["arguments"]["script"], json!(first.record.id));
     store.claim("a/1/1", 10, 20).await.expect("claim").expect("task");
-    assert!(store.end("task_r1", &ending(TaskStatus::Success, 30)).await.expect("end"));
+    assert!(
+        store
+            .end("task_r1", &ending(TaskStatus::Success, 30))
+            .await
+            .expect("end")
+    );
     let lapsed = store
         .expire_leases(1_000, &ending(TaskStatus::Failed, 1_000))
         .await
