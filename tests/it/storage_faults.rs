@@ -234,7 +234,10 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
     assert!(!is_error(&answer), "{answer:?}");
     let unknown = format!("task_{}", "0".repeat(32));
     let names_the_fix = |what: &str, text: &str| {
-        assert!(text.contains(root.to_str().unwrap()), "{what}: {text}");
+        assert!(
+            text.contains(root.to_str().expect("utf-8 path")),
+            "{what}: {text}"
+        );
         assert!(text.contains("WARDEN_ARTIFACTS_DIR"), "{what}: {text}");
         assert!(!text.contains("damaged"), "{what}: {text}");
     };
@@ -364,7 +367,11 @@ fn files_are_whole(root: &Path) {
             );
             continue;
         }
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let name = path
+            .file_name()
+            .expect("a file name")
+            .to_string_lossy()
+            .into_owned();
         assert!(
             !name.starts_with(".warden-tmp-"),
             "temporary file left: {}",
