@@ -143,14 +143,27 @@ impl Events {
     /// Opens `<dir>/events.jsonl` for appending, rotated at the size and
     /// count of `limits` (`events_max_bytes`, `events_keep`). Keep the
     /// returned guard alive until shutdown: dropping it flushes the queue.
+    ///
+    /// A directory or file that cannot be written now (read-only, full)
+    /// is not an error: a warning names it, records are dropped, and the
+    /// log opens with the first records once it can be written (at most
+    /// one attempt per [`crate::limits::EVENTS_REOPEN_INTERVAL`]).
     pub fn open(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, WorkerGuard)> {
-        crate::artifacts::safe_path::create_private_dir_all(dir)?;
-        let file = rotate::RotatingFile::open(
-            dir.join("events.jsonl"),
-            limits.events_max_bytes,
-            limits.events_keep,
-            EVENT_WRITE_BUFFER,
-        )?;
+        let path = dir.join("events.jsonl");
+        let (max_bytes, keep) = (limits.events_max_bytes, limits.events_keep);
+        let opened = crate::artifacts::safe_path::create_private_dir_all(dir)
+            .and_then(|()| rotate::RotatingFile::open(path.clone(), max_bytes, keep, EVENT_WRITE_BUFFER));
+        let file = match opened {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::warn!(
+                    "cannot write events to {}: {error}; events are dropped until it can be written \
+                     (make the directory writable, or set WARDEN_ARTIFACTS_DIR to a writable directory)",
+                    path.display()
+                );
+                rotate::RotatingFile::closed(path, max_bytes, keep, EVENT_WRITE_BUFFER)
+            }
+        };
         let (writer, guard) = NonBlockingBuilder::default()
             .lossy(false)
             .buffered_lines_limit(EVENT_QUEUE_LINES)

@@ -18,6 +18,9 @@
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use crate::limits::EVENTS_REOPEN_INTERVAL;
 
 /// Opens `path` for appending: never through a symlink (`O_NOFOLLOW`),
 /// never waiting on a FIFO, a regular file only, mode 0600 (a file an
@@ -105,10 +108,15 @@ impl Drop for Appender {
     }
 }
 
-/// A size-capped, rotating append-only log file.
+/// A size-capped, rotating append-only log file. While its file cannot
+/// be opened it drops records and tries again, at most once per
+/// [`EVENTS_REOPEN_INTERVAL`], when records come.
 pub(crate) struct RotatingFile {
     path: PathBuf,
-    file: Appender,
+    /// `None` while the file cannot be opened.
+    file: Option<Appender>,
+    /// When to try opening the file again, while it is closed.
+    retry_at: Instant,
     /// Bytes in the current file (its length at open, plus what we wrote).
     written: u64,
     max_bytes: u64,
@@ -122,12 +130,45 @@ impl RotatingFile {
         let written = file.metadata()?.len();
         Ok(Self {
             path,
-            file: Appender::new(file, buffer),
+            file: Some(Appender::new(file, buffer)),
+            retry_at: Instant::now(),
             written,
             max_bytes,
             keep: keep.max(1),
             buffer,
         })
+    }
+
+    /// A log at `path` that could not be opened now: it opens the file
+    /// with the first records after [`EVENTS_REOPEN_INTERVAL`].
+    pub(crate) fn closed(path: PathBuf, max_bytes: u64, keep: usize, buffer: usize) -> Self {
+        Self {
+            path,
+            file: None,
+            retry_at: Instant::now() + EVENTS_REOPEN_INTERVAL,
+            written: 0,
+            max_bytes,
+            keep: keep.max(1),
+            buffer,
+        }
+    }
+
+    /// The open file, opening it if it is closed and a retry is due.
+    fn file(&mut self) -> Option<&mut Appender> {
+        if self.file.is_none() && Instant::now() >= self.retry_at {
+            self.retry_at = Instant::now() + EVENTS_REOPEN_INTERVAL;
+            let opened = self
+                .path
+                .parent()
+                .map_or(Ok(()), crate::artifacts::safe_path::create_private_dir_all)
+                .and_then(|()| open_log(&self.path))
+                .and_then(|file| Ok((file.metadata()?.len(), file)));
+            if let Ok((written, file)) = opened {
+                self.written = written;
+                self.file = Some(Appender::new(file, self.buffer));
+            }
+        }
+        self.file.as_mut()
     }
 
     fn rotated(&self, n: usize) -> PathBuf {
@@ -138,7 +179,9 @@ impl RotatingFile {
 
     /// Shifts `.k` to `.k+1` (dropping the oldest) and starts a new file.
     fn rotate(&mut self) -> std::io::Result<()> {
-        self.file.flush()?;
+        if let Some(file) = self.file.as_mut() {
+            file.flush()?;
+        }
         let _ = std::fs::remove_file(self.rotated(self.keep));
         for n in (1..self.keep).rev() {
             let from = self.rotated(n);
@@ -147,9 +190,19 @@ impl RotatingFile {
             }
         }
         std::fs::rename(&self.path, self.rotated(1))?;
-        self.file = Appender::new(open_log(&self.path)?, self.buffer);
         self.written = 0;
-        Ok(())
+        match open_log(&self.path) {
+            Ok(file) => {
+                self.file = Some(Appender::new(file, self.buffer));
+                Ok(())
+            }
+            Err(error) => {
+                // The old file is renamed: it takes no more records.
+                self.file = None;
+                self.retry_at = Instant::now() + EVENTS_REOPEN_INTERVAL;
+                Err(error)
+            }
+        }
     }
 }
 
@@ -162,7 +215,11 @@ impl Write for RotatingFile {
             // the current file and try again on the next write.
             let _ = self.rotate();
         }
-        self.file.append(buf)?;
+        let Some(file) = self.file() else {
+            // Closed (see the type's docs): the records are dropped.
+            return Ok(buf.len());
+        };
+        file.append(buf)?;
         self.written += buf.len() as u64;
         Ok(buf.len())
     }
@@ -171,7 +228,9 @@ impl Write for RotatingFile {
     /// (see [`Appender::flush`]), and the writer thread would only print
     /// the error, which library code never does.
     fn flush(&mut self) -> std::io::Result<()> {
-        let _ = self.file.flush();
+        if let Some(file) = self.file.as_mut() {
+            let _ = file.flush();
+        }
         Ok(())
     }
 }
@@ -228,5 +287,22 @@ mod tests {
         log.append(b"{\"a\":1}\n").unwrap();
         log.flush().unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"{\"a\":1}\n");
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_opened_opens_with_later_records() {
+        // A closed log drops records until a retry is due, then opens the file (0600) and writes.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("events.jsonl");
+        let mut log = RotatingFile::closed(path.clone(), 1 << 20, 2, 16);
+        log.write_all(b"{\"dropped\":1}\n").unwrap();
+        assert!(!path.exists(), "no retry before the interval");
+        log.retry_at = Instant::now();
+        log.write_all(b"{\"kept\":1}\n").unwrap();
+        log.flush().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{\"kept\":1}\n");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 }

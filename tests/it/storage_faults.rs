@@ -296,6 +296,18 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
         crate::common::tasks::has_status(last, rmcp::model::TaskStatus::Completed),
         "{last:?}"
     );
+    // The event log, which could not be opened at start, opens with later records (at most
+    // one attempt per EVENTS_REOPEN_INTERVAL, 5 s).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let answer = call(&server, "add_pure", json!({"a": 1, "b": 2})).await;
+        assert!(!is_error(&answer), "{answer:?}");
+        if !read_jsonl(&root.join("events.jsonl")).is_empty() {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "events.jsonl never opened");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
 }
 
 /// A tmpfs of `size` mounted at `dir`, or why not.
