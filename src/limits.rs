@@ -972,6 +972,17 @@ pub const JWKS_MAX_AGE: Duration = Duration::from_secs(15 * 60);
 /// 31 s ago, or valid only 31 s from now, is answered 401 `invalid_token`.
 pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
 
+// ---- Storage faults (issue 24) ----
+
+/// Least time between two attempts to open the global `events.jsonl` when
+/// it could not be opened (a read-only or missing artifacts directory at
+/// start, a rotation that could not create the new file): 5 s. Attempts
+/// happen only when there are records to write, so an idle server never
+/// retries; records that come while the file is closed are dropped (the
+/// server keeps serving). Not an operator setting: it bounds the cost of
+/// the retries, not anything a deployment tunes.
+pub const EVENTS_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -987,14 +998,3 @@ mod tests {
         );
     }
 }
-
-// ---- Storage faults (issue 24) ----
-
-/// Least time between two attempts to open the global `events.jsonl` when
-/// it could not be opened (a read-only or missing artifacts directory at
-/// start, a rotation that could not create the new file): 5 s. Attempts
-/// happen only when there are records to write, so an idle server never
-/// retries; records that come while the file is closed are dropped (the
-/// server keeps serving). Not an operator setting: it bounds the cost of
-/// the retries, not anything a deployment tunes.
-pub const EVENTS_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
