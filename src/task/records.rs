@@ -71,6 +71,10 @@ pub struct Records {
     /// Endings the store refused, by task id: inserted by [`Records::end`]
     /// when its write fails, removed once the record is ended and the
     /// task directory has its `result.json` ([`Records::flush_endings`]).
+    /// Bounded by the tasks that end while the store is unwritable: no
+    /// new task starts then (its record cannot be created), so at most
+    /// the task slots' worth, each result capped at
+    /// [`crate::limits::MAX_INLINE_RESULT_BYTES`].
     pending: Mutex<HashMap<String, Pending>>,
 }
 
