@@ -327,22 +327,61 @@ fn small_disk(dir: &Path, size: &str) -> Result<Mounted, String> {
     Ok(Mounted(dir.to_path_buf()))
 }
 
-/// Fills the file system of `dir` to the last byte with `dir/filler`.
-fn fill(dir: &Path) -> PathBuf {
-    use std::io::Write;
-    let path = dir.join("filler");
-    let mut file = std::fs::File::create(&path).expect("filler");
-    for chunk in [1 << 20, 4096, 1] {
-        let bytes = vec![0u8; chunk];
-        while file.write_all(&bytes).is_ok() {}
+/// Keeps the file system of a directory full: `filler` takes every byte,
+/// and a thread takes back any page the server frees (a temporary file it
+/// removes after a failed write), so the disk stays full until [`Filler::free`].
+struct Filler {
+    path: PathBuf,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Filler {
+    fn start(dir: &Path) -> Filler {
+        use std::io::Write;
+        let path = dir.join("filler");
+        let mut file = std::fs::File::create(&path).expect("filler");
+        for chunk in [1 << 20, 4096, 1] {
+            let bytes = vec![0u8; chunk];
+            while file.write_all(&bytes).is_ok() {}
+        }
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let page = vec![0u8; 4096];
+            while !stopped.load(std::sync::atomic::Ordering::Relaxed) {
+                if file.write_all(&page).is_err() && file.write_all(&page[..1]).is_err() {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        Filler {
+            path,
+            stop,
+            thread: Some(thread),
+        }
     }
-    path
+
+    /// Stops taking space and frees it all.
+    fn free(mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        std::fs::remove_file(&self.path).expect("free space");
+    }
+}
+
+impl Drop for Filler {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Starts a task whose end comes while the disk is full: it calls a
 /// guard, writes an artifact and sleeps; the disk fills once its worker
 /// started. Returns the answer (after the task ended) and the filler.
-async fn task_ending_on_a_full_disk(server: &StdioServer, root: &Path) -> (Value, PathBuf) {
+async fn task_ending_on_a_full_disk(server: &StdioServer, root: &Path) -> (Value, Filler) {
     let script =
         r#"add_pure(#{a: 1.0, b: 2.0}); write_artifact("a.txt", "x"); sleep_in_process(#{millis: 2500}); 42"#;
     let answer = call(
@@ -358,7 +397,7 @@ async fn task_ending_on_a_full_disk(server: &StdioServer, root: &Path) -> (Value
         })
         .await;
         assert!(started, "the task's worker did not start");
-        fill(root)
+        Filler::start(root)
     };
     let (answer, filler) = tokio::join!(answer, filler);
     (structured(&answer), filler)
@@ -431,6 +470,10 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
     assert_eq!(result["error"]["kind"], "storage", "{result}");
     let id = result["task_id"].as_str().expect("task_id").to_string();
     let dir = PathBuf::from(result["task_dir"].as_str().expect("task_dir"));
+    assert!(
+        !dir.join("result.json").exists(),
+        "the disk was not full when the task ended: its result.json was written"
+    );
 
     let entry = listed(&server, &id).await.expect("listed");
     assert_eq!(entry["status"], "failed", "while the disk is full: {entry}");
@@ -441,7 +484,7 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
         "while the disk is full: {answer:?}"
     );
 
-    std::fs::remove_file(&filler).expect("free space");
+    filler.free();
     let saved = eventually(Duration::from_secs(15), || dir.join("result.json").exists()).await;
     assert!(saved, "result.json was not written once space was freed");
     let answer = call(&server, "get_task_result", json!({"task_id": id})).await;
@@ -485,8 +528,12 @@ async fn a_task_whose_server_died_while_the_disk_was_full_is_settled_at_the_next
     assert_eq!(result["status"], "failed", "{result}");
     let id = result["task_id"].as_str().expect("task_id").to_string();
     let dir = PathBuf::from(result["task_dir"].as_str().expect("task_dir"));
+    assert!(
+        !dir.join("result.json").exists(),
+        "the disk was not full when the task ended: its result.json was written"
+    );
     server.kill().await;
-    std::fs::remove_file(&filler).expect("free space");
+    filler.free();
 
     let again = StdioServer::start(TESTBED, &root, &[], false).await;
     let entry = listed(&again, &id).await.expect("listed after restart");
