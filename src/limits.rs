@@ -1080,6 +1080,17 @@ pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
 /// queue.
 pub const DEFAULT_TASKS_QUEUED_PER_PRINCIPAL: usize = 4;
 
+// ---- Storage faults (issue 24) ----
+
+/// Least time between two attempts to open the global `events.jsonl` when
+/// it could not be opened (a read-only or missing artifacts directory at
+/// start, a rotation that could not create the new file): 5 s. Attempts
+/// happen only when there are records to write, so an idle server never
+/// retries; records that come while the file is closed are dropped (the
+/// server keeps serving). Not an operator setting: it bounds the cost of
+/// the retries, not anything a deployment tunes.
+pub const EVENTS_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
+
 #[cfg(test)]
 mod tests {
     use super::*;

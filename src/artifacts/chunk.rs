@@ -79,24 +79,14 @@ pub fn chunk_of(mut bytes: Vec<u8>, size: u64, offset: u64, encoding: Encoding) 
     let content = match encoding {
         Encoding::Base64 => base64::engine::general_purpose::STANDARD.encode(&bytes),
         Encoding::Utf8 => {
-            if bytes.first().is_some_and(|b| (0x80..0xC0).contains(b)) {
-                return Err(GuardError::invalid_input(
-                    "offset",
-                    format!(
-                        "{offset} is in the middle of a UTF-8 character; start at a character boundary (e.g. the previous next_offset)"
-                    ),
-                ));
+            if let Some(error) = not_text(&bytes, offset) {
+                return Err(error);
             }
             let at_end = offset + wanted as u64 == size;
             match std::str::from_utf8(&bytes) {
                 Ok(_) => {}
                 Err(error) if error.error_len().is_none() && !at_end => bytes.truncate(error.valid_up_to()),
-                Err(_) => {
-                    return Err(GuardError::invalid_input(
-                        "encoding",
-                        "the file is not valid UTF-8 text here; read it with encoding 'base64'",
-                    ));
-                }
+                Err(error) => return Err(binary(offset + error.valid_up_to() as u64)),
             }
             if bytes.is_empty() && wanted > 0 {
                 return Err(GuardError::invalid_input(
@@ -117,6 +107,47 @@ pub fn chunk_of(mut bytes: Vec<u8>, size: u64, offset: u64, encoding: Encoding) 
         size_bytes: size,
         next_offset: (next < size).then_some(next),
     })
+}
+
+/// Longest run of continuation bytes (`0x80..0xC0`) that can follow the
+/// start of a character: a UTF-8 character is at most 4 bytes.
+const MAX_CONTINUATION_BYTES: usize = 3;
+
+/// Why a utf-8 chunk starting with `bytes` at `offset` cannot be read as
+/// text, if it cannot: binary data (`encoding`: use base64), or a start in
+/// the middle of a character (`offset`). Binary is decided first, so a
+/// binary file is never blamed on its offset: at offset 0 nothing can be
+/// mid-character, more than three leading continuation bytes are no
+/// character at all, and bytes after them that are not UTF-8 are binary.
+fn not_text(bytes: &[u8], offset: u64) -> Option<GuardError> {
+    let leading = bytes.iter().take_while(|b| (0x80..0xC0).contains(*b)).count();
+    if leading == 0 {
+        return None;
+    }
+    if offset == 0 || leading > MAX_CONTINUATION_BYTES {
+        return Some(binary(offset));
+    }
+    if let Err(error) = std::str::from_utf8(&bytes[leading..])
+        && error.error_len().is_some()
+    {
+        return Some(binary(offset + (leading + error.valid_up_to()) as u64));
+    }
+    Some(GuardError::invalid_input(
+        "offset",
+        format!(
+            "{offset} is in the middle of a UTF-8 character; start at a character boundary (e.g. the previous next_offset)"
+        ),
+    ))
+}
+
+/// The answer for bytes that are not UTF-8 text, first seen at byte `at`.
+fn binary(at: u64) -> GuardError {
+    GuardError::invalid_input(
+        "encoding",
+        format!(
+            "not text: the file is not UTF-8 (byte {at} is not part of a UTF-8 character); read it with encoding 'base64'"
+        ),
+    )
 }
 
 #[cfg(test)]
@@ -173,5 +204,30 @@ mod tests {
         assert_eq!((end.content.as_str(), end.next_offset), ("", None));
         let err = chunk(b"abc", 4, 10, Encoding::Utf8).unwrap_err();
         assert_eq!(err.field.as_deref(), Some("offset"));
+    }
+
+    #[test]
+    fn a_binary_file_is_not_text_whatever_its_first_byte() {
+        // A binary file read as utf-8 says "not text: use base64" (field encoding), even when
+        // its first byte is a continuation byte; a real mid-character start still names offset.
+        let png_like = [0x89u8, b'P', b'N', b'G', 0x0D, 0x0A, 0x1A, 0x0A, 0xFF, 0x00];
+        for data in [&[0x80u8, 0x81, 0xFF, 0x00][..], &png_like[..], &[0xBFu8; 8][..]] {
+            let err = chunk(data, 0, 64, Encoding::Utf8).unwrap_err();
+            assert_eq!(err.field.as_deref(), Some("encoding"), "{data:?}: {err:?}");
+            assert!(err.message.contains("not text"), "{}", err.message);
+            assert!(err.message.contains("base64"), "{}", err.message);
+        }
+        // Binary past a leading continuation byte at a later offset is binary too.
+        let err = chunk(&[b'a', 0x80, 0xFF, 0xFE], 1, 64, Encoding::Utf8).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("encoding"), "{err:?}");
+        // Four continuation bytes in a row belong to no character.
+        let err = chunk(&[b'a', 0x80, 0x80, 0x80, 0x80], 1, 64, Encoding::Utf8).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("encoding"), "{err:?}");
+        // Text started inside "€" is a mid-character offset, not binary.
+        let err = chunk("a€b".as_bytes(), 2, 64, Encoding::Utf8).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("offset"), "{err:?}");
+        // Invalid bytes later in a text chunk are binary too, with where.
+        let err = chunk(b"abc\xFFdef", 0, 64, Encoding::Utf8).unwrap_err();
+        assert!(err.message.contains("byte 3"), "{}", err.message);
     }
 }

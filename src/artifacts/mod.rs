@@ -199,7 +199,7 @@ impl ArtifactStore {
     /// Whether the store takes a write now (`/readyz`): creates, writes
     /// and removes a probe file in the root, without following links.
     pub fn probe_writable(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.root)?;
+        safe_path::create_private_dir_all(&self.root)?;
         let probe = self.root.join(format!(".ready-{}", std::process::id()));
         let written = safe_path::create_private(&probe)
             .and_then(|mut file| std::io::Write::write_all(&mut file, b"ok"));
@@ -246,7 +246,7 @@ impl ArtifactStore {
                 self.root.display()
             ))
         };
-        std::fs::create_dir_all(&self.root).map_err(|e| cannot(&e))?;
+        safe_path::create_private_dir_all(&self.root).map_err(|e| cannot(&e))?;
         let root = safe_path::open_root(&self.root)?;
         let mode = nix::sys::stat::Mode::from_bits_truncate(safe_path::DIR_MODE);
         nix::sys::stat::mkdirat(&root, staging.as_str(), mode).map_err(|e| cannot(&e))?;
@@ -460,11 +460,13 @@ impl ArtifactStore {
         })
     }
 
-    /// Writes a file the server produces (actions, registry), atomically.
+    /// Writes a file the server produces (actions, registry, saved
+    /// values), atomically and durably: a crash or a full disk leaves the
+    /// old file or the whole new one, never a truncated one.
     pub fn write_task_file(&self, task_id: &str, name: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = self.open_task(task_id)?;
         let parts = safe_path::components("filename", name)?;
-        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, false)
+        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, true)
     }
 
     /// Writes `result.json` atomically and durably: a temporary file,
@@ -472,6 +474,23 @@ impl ArtifactStore {
     /// caller can fail the task with it.
     pub fn write_result(&self, task_id: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = self.open_task(task_id)?;
+        safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
+    }
+
+    /// Writes `result.json` as [`ArtifactStore::write_result`] does, unless
+    /// the task directory has one already (the runner retrying a result
+    /// whose first write failed, see `task::records`). A task directory
+    /// that no longer exists (or an id that names none) needs nothing.
+    pub fn ensure_result(&self, task_id: &str, bytes: &[u8]) -> Result<(), GuardError> {
+        let dir = match self.open_task(task_id) {
+            Ok(dir) => dir,
+            Err(error) if error.code == crate::error::codes::GUARD_FAILED => return Err(error),
+            Err(_) => return Ok(()),
+        };
+        let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
+        if nix::sys::stat::fstatat(&dir, RESULT_FILE, at).is_ok() {
+            return Ok(());
+        }
         safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
     }
 
@@ -681,7 +700,7 @@ fn walk(dir: OwnedFd, prefix: &str, depth: usize, found: &mut Vec<(String, u64)>
         let kind = nix::sys::stat::SFlag::from_bits_truncate(stat.st_mode) & nix::sys::stat::SFlag::S_IFMT;
         if kind == nix::sys::stat::SFlag::S_IFDIR {
             subdirs.push(name);
-        } else if kind == nix::sys::stat::SFlag::S_IFREG {
+        } else if kind == nix::sys::stat::SFlag::S_IFREG && !safe_path::is_temporary(&name) {
             found.push((format!("{prefix}{name}"), stat.st_size as u64));
         }
     }

@@ -27,21 +27,72 @@ pub const FILE_MODE: u32 = 0o600;
 pub const DIR_MODE: u32 = 0o700;
 
 /// Creates (or truncates) a file the server writes beside a task's
-/// artifacts (function_calls.json, the worker's stderr log): private
+/// artifacts (the worker's stderr log, the readiness probe): private
 /// ([`FILE_MODE`]) and never through a symbolic link.
 pub fn create_private(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
+    let file = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
         .truncate(true)
         .mode(FILE_MODE)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(path)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(path)?;
+    make_private(&file)?;
+    Ok(file)
+}
+
+/// The one rule for what the server creates under the artifacts
+/// directory, applied to a file it opened for writing: a regular file
+/// (not a FIFO or a device someone planted), mode [`FILE_MODE`]. The
+/// creation modes already say 0600; this also tightens a file an older
+/// Warden (or a umask) left readable by others, so the rule holds for
+/// files that existed before too. An error names what is wrong.
+pub fn make_private(file: &File) -> std::io::Result<()> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file; only regular files are written (move it aside)",
+        ));
+    }
+    if meta.mode() & 0o7777 != FILE_MODE {
+        file.set_permissions(std::fs::Permissions::from_mode(FILE_MODE))?;
+    }
+    Ok(())
+}
+
+/// Creates `path` (and its missing parents) as a private directory
+/// ([`DIR_MODE`]) whatever the umask: the artifacts root and everything
+/// the server makes under it. A directory that already exists is left as
+/// the operator made it (its files are private either way).
+pub fn create_private_dir_all(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    if std::fs::symlink_metadata(path).is_ok() {
+        return std::fs::DirBuilder::new().recursive(true).create(path);
+    }
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(DIR_MODE))
 }
 
 /// Prefix of a file being written; never a name a script may use.
 const TEMP_PREFIX: &str = ".warden-tmp-";
+
+/// Whether `name` is a file being written (never listed: it becomes its
+/// real name, whole, or disappears).
+pub fn is_temporary(name: &str) -> bool {
+    name.starts_with(TEMP_PREFIX)
+}
+
+/// A fresh temporary name for a file about to be written in place of
+/// another, in the same directory.
+pub fn temporary_name() -> String {
+    format!("{TEMP_PREFIX}{}", uuid::Uuid::new_v4().simple())
+}
 
 fn invalid(field: &str, message: impl AsRef<str>) -> GuardError {
     GuardError::invalid_input(field, message)
@@ -257,7 +308,7 @@ pub fn write_atomic_at<Fd: AsFd>(
         Some(fd) => fd.as_fd(),
         None => dir.as_fd(),
     };
-    let temp = format!("{TEMP_PREFIX}{}", uuid::Uuid::new_v4().simple());
+    let temp = temporary_name();
     let fd = openat(
         parent,
         temp.as_str(),
@@ -296,10 +347,17 @@ pub fn create_log_at<Fd: AsFd>(dir: &Fd, name: &str) -> std::io::Result<File> {
     let fd = openat(
         dir,
         name,
-        OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_TRUNC | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        OFlag::O_WRONLY
+            | OFlag::O_CREAT
+            | OFlag::O_TRUNC
+            | OFlag::O_NOFOLLOW
+            | OFlag::O_CLOEXEC
+            | OFlag::O_NONBLOCK,
         Mode::from_bits_truncate(FILE_MODE),
     )?;
-    Ok(File::from(fd))
+    let file = File::from(fd);
+    make_private(&file)?;
+    Ok(file)
 }
 
 #[cfg(test)]

@@ -32,6 +32,10 @@ pub const EVENT_QUEUE_LINES: usize = 8192;
 /// Bytes the writer thread gathers before a write: 256 KiB.
 const EVENT_WRITE_BUFFER: usize = 256 * 1024;
 
+/// Bytes a task's own log gathers before a write: 8 KiB (what the
+/// `BufWriter` it replaced used).
+const TASK_LOG_BUFFER: usize = 8 * 1024;
+
 /// Who a record is about: the request, how it ran and, once one exists, the
 /// task. Every record carries these fields.
 #[derive(Debug, Clone)]
@@ -73,7 +77,8 @@ pub struct Events {
 
 /// A task's own event log and how much of its byte cap it has used.
 struct TaskLog {
-    file: std::io::BufWriter<std::fs::File>,
+    /// Whole records only, cut back if the disk refuses a write part-way.
+    file: rotate::Appender,
     written: u64,
     max_bytes: u64,
     /// Set once the cap was hit and the marker record written: later
@@ -85,17 +90,16 @@ impl TaskLog {
     /// Appends `lines`, or — when they would cross the cap — one
     /// `task_events_truncated` record in their place, then nothing more.
     fn append(&mut self, lines: &[u8]) {
-        use std::io::Write as _;
         if self.closed {
             return;
         }
         if self.written + lines.len() as u64 <= self.max_bytes {
             self.written += lines.len() as u64;
-            let _ = self.file.write_all(lines);
+            let _ = self.file.append(lines);
             return;
         }
         self.closed = true;
-        let _ = self.file.write_all(&truncation_marker(lines, self.max_bytes));
+        let _ = self.file.append(&truncation_marker(lines, self.max_bytes));
     }
 }
 
@@ -139,14 +143,27 @@ impl Events {
     /// Opens `<dir>/events.jsonl` for appending, rotated at the size and
     /// count of `limits` (`events_max_bytes`, `events_keep`). Keep the
     /// returned guard alive until shutdown: dropping it flushes the queue.
+    ///
+    /// A directory or file that cannot be written now (read-only, full)
+    /// is not an error: a warning names it, records are dropped, and the
+    /// log opens with the first records once it can be written (at most
+    /// one attempt per [`crate::limits::EVENTS_REOPEN_INTERVAL`]).
     pub fn open(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, WorkerGuard)> {
-        std::fs::create_dir_all(dir)?;
-        let file = rotate::RotatingFile::open(
-            dir.join("events.jsonl"),
-            limits.events_max_bytes,
-            limits.events_keep,
-            EVENT_WRITE_BUFFER,
-        )?;
+        let path = dir.join("events.jsonl");
+        let (max_bytes, keep) = (limits.events_max_bytes, limits.events_keep);
+        let opened = crate::artifacts::safe_path::create_private_dir_all(dir)
+            .and_then(|()| rotate::RotatingFile::open(path.clone(), max_bytes, keep, EVENT_WRITE_BUFFER));
+        let file = match opened {
+            Ok(file) => file,
+            Err(error) => {
+                tracing::warn!(
+                    "cannot write events to {}: {error}; events are dropped until it can be written \
+                     (make the directory writable, or set WARDEN_ARTIFACTS_DIR to a writable directory)",
+                    path.display()
+                );
+                rotate::RotatingFile::closed(path, max_bytes, keep, EVENT_WRITE_BUFFER)
+            }
+        };
         let (writer, guard) = NonBlockingBuilder::default()
             .lossy(false)
             .buffered_lines_limit(EVENT_QUEUE_LINES)
@@ -172,7 +189,7 @@ impl Events {
             writer: self.writer.clone(),
             task_log: file.ok().map(|file| {
                 Arc::new(std::sync::Mutex::new(TaskLog {
-                    file: std::io::BufWriter::new(file),
+                    file: rotate::Appender::new(file, TASK_LOG_BUFFER),
                     written: 0,
                     max_bytes: DEFAULT_TASK_EVENTS_MAX_BYTES,
                     closed: false,
@@ -186,7 +203,7 @@ impl Events {
         if let Some(log) = &self.task_log
             && let Ok(mut log) = log.lock()
         {
-            let _ = std::io::Write::flush(&mut log.file);
+            let _ = log.file.flush();
         }
     }
 

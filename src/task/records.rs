@@ -17,6 +17,21 @@
 //! tasks: any server's heartbeat ends them `interrupted`; none is run
 //! twice.
 //!
+//! A store that cannot be written when the server starts (a read-only or
+//! full artifacts directory) does not stop it: task calls are refused
+//! with [`StoreError::Unwritable`] (naming the directory and
+//! `WARDEN_ARTIFACTS_DIR`) and each one tries to open it again, so the
+//! first call after it became writable opens it. Background chores (the
+//! heartbeat, the sweep timer, the claimer) never open it themselves.
+//!
+//! An ending the store refuses (disk full, database gone) is not lost: it
+//! is kept in memory ([`Records::end`]) and written again at every
+//! heartbeat and before every read, with a `result.json` if the task
+//! directory lacks one; reads show it meanwhile. So a finished task
+//! reaches its terminal state as soon as the store takes writes again; if
+//! the process dies first, the next start settles the record from its
+//! directory (`interrupted`).
+//!
 //! Retention: a task is kept `ttl` after its creation (the client may ask
 //! for less, never more than `WARDEN_TASKS_MAX_AGE_HOURS`); then its record
 //! and its directory go together, record first. Expiry runs on access (at
@@ -24,6 +39,7 @@
 //! while serving; directories removed by the artifact store's own budgets
 //! lose their records at the next access.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -52,6 +68,22 @@ pub struct Records {
     queue: usize,
     last_sweep: Mutex<Option<Instant>>,
     last_renewal: Mutex<Option<Instant>>,
+    /// Endings the store refused, by task id: inserted by [`Records::end`]
+    /// when its write fails, removed once the record is ended and the
+    /// task directory has its `result.json` ([`Records::flush_endings`]).
+    /// Bounded by the tasks that end while the store is unwritable: no
+    /// new task starts then (its record cannot be created), so at most
+    /// the task slots' worth, each result capped at
+    /// [`crate::limits::MAX_INLINE_RESULT_BYTES`].
+    pending: Mutex<HashMap<String, Pending>>,
+}
+
+/// An ending the store has not taken yet, and the result it came from
+/// (for a `result.json` the task directory may lack).
+#[derive(Debug, Clone)]
+struct Pending {
+    ending: Ending,
+    result: Value,
 }
 
 impl std::fmt::Debug for Records {
@@ -71,13 +103,20 @@ impl Records {
             queue: limits.task_queue,
             last_sweep: Mutex::new(None),
             last_renewal: Mutex::new(None),
+            pending: Mutex::default(),
         }
     }
 
     /// A hint that the shared store changed (a task queued, a cancel
     /// asked) on another node; `None` for a store without one.
     pub fn wake(&self) -> Option<Arc<tokio::sync::Notify>> {
-        self.store.get().and_then(|store| store.wake())
+        self.opened().and_then(|store| store.wake())
+    }
+
+    /// The store if it is open; never opens it (for background chores,
+    /// which must not retry an unwritable store on a timer).
+    pub fn opened(&self) -> Option<&Arc<dyn TaskStore>> {
+        self.store.get()
     }
 
     /// This server process, as records name it.
@@ -97,11 +136,8 @@ impl Records {
                 let (store, import) = match database_url() {
                     Some(url) => (open_database(&url).await?, false),
                     None => {
+                        // Creates the artifacts directory (0700) too.
                         let path = self.artifacts.root().join(super::store::sqlite::FILE_NAME);
-                        std::fs::create_dir_all(self.artifacts.root()).map_err(|e| StoreError::Open {
-                            location: path.display().to_string(),
-                            reason: format!("{e}; set WARDEN_ARTIFACTS_DIR to a writable directory"),
-                        })?;
                         let (sqlite, created) = super::store::sqlite::SqliteStore::open(&path).await?;
                         (Arc::new(sqlite) as Arc<dyn TaskStore>, created)
                     }
@@ -205,11 +241,13 @@ impl Records {
     }
 
     /// Takes the oldest queued task, if any, to run here under a lease.
+    /// Never opens the store: the claimer polls, and an unwritable
+    /// store is opened by the next task call instead.
     pub async fn claim(&self) -> Result<Option<Claimed>, StoreError> {
-        self.open()
-            .await?
-            .claim(&self.node, now_ms(), self.lease_until())
-            .await
+        let Some(store) = self.opened() else {
+            return Ok(None);
+        };
+        store.claim(&self.node, now_ms(), self.lease_until()).await
     }
 
     /// Ends a queued task `cancelled` before any server took it; `false`
@@ -229,11 +267,13 @@ impl Records {
     /// (returning the tasks it no longer holds, to be stopped), ends the
     /// tasks whose lease ran out anywhere, and returns the tasks here
     /// whose cancellation another server asked for.
+    /// Writes the endings the store refused first. Never opens the store.
     pub async fn heartbeat(&self, running_here: &[String]) -> Beat {
         let mut beat = Beat::default();
-        let Ok(store) = self.open().await else {
+        let Some(store) = self.opened() else {
             return beat;
         };
+        self.flush_endings(store.as_ref()).await;
         if !running_here.is_empty() {
             let due = {
                 let mut last = self.last_renewal.lock().unwrap_or_else(|p| p.into_inner());
@@ -263,21 +303,74 @@ impl Records {
     /// Ends a task's record from its result (`status`, `summary`, `error`),
     /// retrying a failed write for a few seconds (a database restarting)
     /// so that a finished task's result is not lost to a blip.
+    ///
+    /// An ending still refused after that is kept (see the module docs)
+    /// and the error returned: the record ends when the store takes
+    /// writes again, and reads show the ending meanwhile.
     pub async fn end(&self, id: &str, result: &Value) -> Result<bool, StoreError> {
         let ending = ending_of(result);
-        let store = self.open().await?;
-        let mut pause = Duration::from_millis(200);
-        let mut attempts = 0;
-        loop {
-            match store.end(id, &ending).await {
-                Err(StoreError::Query(_)) if attempts < END_RETRIES => {
-                    attempts += 1;
-                    tokio::time::sleep(pause).await;
-                    pause *= 2;
+        let ended = match self.open().await {
+            Ok(store) => {
+                let mut pause = Duration::from_millis(200);
+                let mut attempts = 0;
+                loop {
+                    match store.end(id, &ending).await {
+                        Err(StoreError::Query(_)) if attempts < END_RETRIES => {
+                            attempts += 1;
+                            tokio::time::sleep(pause).await;
+                            pause *= 2;
+                        }
+                        other => break other,
+                    }
                 }
-                other => return other,
+            }
+            Err(error) => Err(error),
+        };
+        if ended.is_err() {
+            let pending = Pending {
+                ending,
+                result: result.clone(),
+            };
+            lock(&self.pending).insert(id.to_string(), pending);
+        }
+        ended
+    }
+
+    /// Writes the endings the store refused earlier, each with a
+    /// `result.json` if its task directory has none (the task's own write
+    /// failed too); an ending stays until both are written.
+    async fn flush_endings(&self, store: &dyn TaskStore) {
+        let pending: Vec<(String, Pending)> = lock(&self.pending)
+            .iter()
+            .map(|(id, p)| (id.clone(), p.clone()))
+            .collect();
+        for (id, pending) in pending {
+            let mut result = pending.result.clone();
+            if result["task_id"].is_null() {
+                result["task_id"] = json!(id);
+            }
+            let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+            let file_done = self.artifacts.ensure_result(&id, &bytes).is_ok();
+            let record_done = store.end(&id, &pending.ending).await.is_ok();
+            if file_done && record_done {
+                lock(&self.pending).remove(&id);
             }
         }
+    }
+
+    /// `record` as it stands once its refused ending is written (the
+    /// truth, while the store cannot take it).
+    fn with_pending(&self, mut record: TaskRecord) -> TaskRecord {
+        if record.state != State::Running {
+            return record;
+        }
+        if let Some(pending) = lock(&self.pending).get(&record.id) {
+            record.state = State::Ended(pending.ending.status);
+            record.summary = Some(pending.ending.summary.clone());
+            record.error = pending.ending.error.clone();
+            record.updated_ms = pending.ending.at_ms;
+        }
+        record
     }
 
     /// `owner`'s record of `id`: `None` when there is none, or it is
@@ -285,6 +378,7 @@ impl Records {
     /// someone else's task exists), or it expired.
     pub async fn get(&self, owner: &Principal, id: &str) -> Result<Option<TaskRecord>, StoreError> {
         let store = self.open().await?;
+        self.flush_endings(store.as_ref()).await;
         self.sweep().await;
         let Some(mut record) = store.get(id).await? else {
             return Ok(None);
@@ -298,7 +392,7 @@ impl Records {
         if record.state == State::Running && self.settle(store.as_ref(), &record).await? {
             record = store.get(id).await?.unwrap_or(record);
         }
-        Ok(Some(record))
+        Ok(Some(self.with_pending(record)))
     }
 
     /// Asks the server process running task `id` to cancel it; `false`
@@ -310,16 +404,19 @@ impl Records {
     /// `owner`'s newest `limit` records.
     pub async fn list(&self, owner: &Principal, limit: usize) -> Result<Vec<TaskRecord>, StoreError> {
         let store = self.open().await?;
+        self.flush_endings(store.as_ref()).await;
         self.sweep().await;
-        store.list(owner, limit).await
+        let records = store.list(owner, limit).await?;
+        Ok(records.into_iter().map(|r| self.with_pending(r)).collect())
     }
 
     /// Removes expired records with their directories (at most once per
     /// [`TASK_SWEEP_MIN_INTERVAL`]) and the records of directories
     /// retention removed (always). Best effort: a failure waits for the
     /// next sweep.
+    /// Never opens the store.
     pub async fn sweep(&self) {
-        let Ok(store) = self.open().await else {
+        let Some(store) = self.opened() else {
             return;
         };
         for id in self.artifacts.take_pruned() {
@@ -415,6 +512,10 @@ impl crate::script::host::progress::TaskNotes for Records {
             let _ = store.note(id, message, now_ms()).await;
         }
     }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// `WARDEN_DATABASE_URL`, when set to something.

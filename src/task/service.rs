@@ -19,9 +19,18 @@ impl TaskRunner {
     /// fix), settles what a dead server left, starts the heartbeat, and
     /// sweeps expired tasks every [`crate::limits::TASK_SWEEP_INTERVAL`]
     /// from now on. For a serving process; others open the store on first
-    /// use.
+    /// use. A store that cannot be written now (a read-only or full
+    /// artifacts directory) is not fatal: the server serves direct calls,
+    /// task calls are refused with the reason, and the next task call
+    /// after it became writable opens it.
     pub async fn start_records(&self) -> Result<(), store::StoreError> {
-        self.records.open().await?;
+        match self.records.open().await {
+            Ok(_) => {}
+            Err(error @ store::StoreError::Unwritable { .. }) => {
+                tracing::warn!(%error, "task tools are unavailable until the task store can be written");
+            }
+            Err(error) => return Err(error),
+        }
         self.start_heartbeat();
         let records = Arc::downgrade(&self.records);
         tokio::spawn(async move {
@@ -163,8 +172,8 @@ impl TaskRunner {
     pub async fn detached_done(&self) {
         loop {
             let done = self.running.done.notified();
-            let pending = match self.records.open().await {
-                Ok(store) => {
+            let pending = match self.records.opened() {
+                Some(store) => {
                     let queued = store.queued().await.unwrap_or(0);
                     let node = self.records.node();
                     let claimed = store
@@ -174,7 +183,7 @@ impl TaskRunner {
                         .unwrap_or(0);
                     queued as usize + claimed
                 }
-                Err(_) => 0,
+                None => 0,
             };
             if self.running.detached() == 0 && pending == 0 {
                 return;
@@ -202,7 +211,7 @@ impl TaskRunner {
 
     /// Closes the task store (at the end of serving).
     pub async fn close_records(&self) {
-        if let Ok(store) = self.records.open().await {
+        if let Some(store) = self.records.opened() {
             store.close().await;
         }
     }

@@ -25,6 +25,7 @@ mod preflight;
 mod scenarios;
 mod scripts;
 mod task_states;
+mod storage_faults;
 mod tasks;
 mod tenants;
 mod tools;

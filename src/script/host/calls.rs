@@ -5,8 +5,15 @@
 //! The log is streamed instead — a JSON array with one record per line, so
 //! it stays readable and valid once [`CallLog::close`] has written the
 //! closing bracket — and only the counts a task result needs stay in
-//! memory. A write error never fails a call: the counts stay right and the
-//! file is left incomplete.
+//! memory. A write error never fails a call: the counts stay right.
+//!
+//! The log is streamed to a temporary file (0600) beside it and becomes
+//! `function_calls.json` only when whole: [`CallLog::close`] flushes,
+//! fsyncs and renames it into place, so a reader never sees a truncated
+//! or empty log (a full disk used to leave 0 bytes). When the records
+//! could not all be written, the file holds one record with the counts of
+//! every call and the reason instead (written the same way); when not
+//! even that fits, there is no file, never a torn one.
 //!
 //! The file is bounded like the event log: after
 //! [`DEFAULT_CALLS_RECORDED`] records, later calls are only counted, and
@@ -17,7 +24,7 @@
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::limits::DEFAULT_CALLS_RECORDED;
 
@@ -138,8 +145,15 @@ fn bump(map: &mut BTreeMap<String, u64>, key: &str) {
 
 /// The open log of one task.
 pub struct CallLog {
-    /// `None` when the file could not be created, or after `close`.
+    /// The temporary file being streamed; `None` when it could not be
+    /// created or written, or after `close`.
     file: Option<BufWriter<File>>,
+    /// Where the log goes once whole.
+    path: PathBuf,
+    /// The temporary file's path, beside `path`.
+    temp: PathBuf,
+    /// Why the records could not all be written, if they could not.
+    failure: Option<String>,
     counts: CallCounts,
     /// Records written one by one before calls are only summarized.
     recorded_max: usize,
@@ -157,14 +171,26 @@ impl CallLog {
 
     /// [`CallLog::create`] recording at most `recorded_max` calls one by one.
     pub fn with_limit(path: &Path, recorded_max: usize) -> Self {
-        let file = crate::artifacts::safe_path::create_private(path)
-            .ok()
-            .and_then(|file| {
-                let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
-                file.write_all(b"[").ok().map(|()| file)
-            });
+        let temp = path
+            .parent()
+            .unwrap_or(Path::new("."))
+            .join(crate::artifacts::safe_path::temporary_name());
+        let opened = crate::artifacts::safe_path::create_private(&temp).and_then(|file| {
+            let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
+            file.write_all(b"[").map(|()| file)
+        });
+        let (file, failure) = match opened {
+            Ok(file) => (Some(file), None),
+            Err(error) => {
+                let _ = std::fs::remove_file(&temp);
+                (None, Some(error.to_string()))
+            }
+        };
         Self {
             file,
+            path: path.to_path_buf(),
+            temp,
+            failure,
             counts: CallCounts::default(),
             recorded_max,
             summary: Summary::default(),
@@ -187,9 +213,17 @@ impl CallLog {
         self.scratch.clear();
         self.scratch.extend_from_slice(if first { b"\n" } else { b",\n" });
         record.write_json(&mut self.scratch);
-        if file.write_all(&self.scratch).is_err() {
-            self.file = None;
+        if let Err(error) = file.write_all(&self.scratch) {
+            self.abandon(error);
         }
+    }
+
+    /// Gives up the streamed records after a write error: the temporary
+    /// file goes, and `close` writes the counts instead.
+    fn abandon(&mut self, error: std::io::Error) {
+        self.file = None;
+        let _ = std::fs::remove_file(&self.temp);
+        self.failure.get_or_insert_with(|| error.to_string());
     }
 
     pub fn counts(&self) -> CallCounts {
@@ -198,14 +232,56 @@ impl CallLog {
 
     /// Writes the closing bracket and flushes. Records pushed later (by a
     /// guard that outlived its task) are counted but not written.
+    /// The log is put in place whole (flushed, fsynced, renamed), or, if
+    /// its records could not all be written, replaced by the counts.
     pub fn close(&mut self) {
         if let Some(mut file) = self.file.take() {
+            let mut tail = Vec::new();
             if self.summary.calls > 0 {
-                let line = format!(",\n{}", self.summary.to_json());
-                let _ = file.write_all(line.as_bytes());
+                tail.extend_from_slice(format!(",\n{}", self.summary.to_json()).as_bytes());
             }
-            let _ = file.write_all(b"\n]\n").and_then(|()| file.flush());
+            tail.extend_from_slice(b"\n]\n");
+            let whole = file
+                .write_all(&tail)
+                .and_then(|()| file.into_inner().map_err(|e| e.into_error()))
+                .and_then(|file| file.sync_all())
+                .and_then(|()| std::fs::rename(&self.temp, &self.path));
+            match whole {
+                Ok(()) => return,
+                Err(error) => self.abandon(error),
+            }
         }
+        if let Some(reason) = self.failure.take() {
+            self.write_counts(&reason);
+        }
+    }
+
+    /// Writes, in place of the records, one record with the counts of
+    /// every call and why the records are missing: through a temporary
+    /// file, fsynced and renamed, or not at all.
+    fn write_counts(&self, reason: &str) {
+        let record = serde_json::json!([{
+            "summarized": true,
+            "calls": self.counts.made,
+            "failed": self.counts.made - self.counts.ok,
+            "note": format!("the per-call records could not be written ({reason}); these counts cover every call"),
+        }]);
+        let mut text = serde_json::to_vec_pretty(&record).unwrap_or_default();
+        text.push(b'\n');
+        let whole = crate::artifacts::safe_path::create_private(&self.temp)
+            .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_all()))
+            .and_then(|()| std::fs::rename(&self.temp, &self.path));
+        if whole.is_err() {
+            let _ = std::fs::remove_file(&self.temp);
+        }
+    }
+}
+
+impl Drop for CallLog {
+    /// A log never closed (its session ended abruptly) is put in place
+    /// like a closed one, so no temporary file is left behind.
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -273,5 +349,46 @@ mod tests {
         let value: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
         assert_eq!(value, serde_json::json!([]));
+    }
+
+    #[test]
+    fn a_log_that_cannot_be_written_is_never_left_truncated() {
+        // Until close, function_calls.json does not exist (the records go to a temporary file,
+        // fsynced and renamed whole); a log whose writes failed leaves the counts of every call
+        // and the reason, never a torn or empty file, and no temporary file.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("function_calls.json");
+        let mut log = CallLog::create(&path);
+        log.push(&record("success"));
+        assert!(!path.exists(), "the log appears only when whole");
+        drop(log);
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
+        assert_eq!(value.as_array().map(Vec::len), Some(1));
+        let names: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("list")
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            names,
+            vec!["function_calls.json".to_string()],
+            "no temporary file left"
+        );
+        // A write that fails part-way: the records give way to the counts.
+        let mut log = CallLog::create(&path);
+        log.push(&record("success"));
+        log.push(&record("failed"));
+        log.abandon(std::io::Error::other("no space left on device"));
+        log.push(&record("success"));
+        log.close();
+        let value: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("log")).expect("valid JSON");
+        assert_eq!(value[0]["calls"], 3, "{value}");
+        assert_eq!(value[0]["failed"], 1, "{value}");
+        assert!(
+            value[0]["note"].as_str().unwrap_or_default().contains("no space"),
+            "{value}"
+        );
     }
 }

@@ -141,6 +141,39 @@ pub enum StoreError {
     /// A read or write failed.
     #[error("task store: {0}")]
     Query(String),
+    /// The store's directory or file cannot be written now (read-only,
+    /// permission denied, no space): not damage. The server keeps serving
+    /// and opens the store at the next task call once it can be written.
+    #[error(
+        "task store {location} cannot be written ({reason}): make the directory {dir} writable for this \
+         server (or free space there), or set WARDEN_ARTIFACTS_DIR to a writable directory; task tools \
+         work again as soon as it is, without a restart"
+    )]
+    Unwritable {
+        location: String,
+        dir: String,
+        reason: String,
+    },
+}
+
+impl StoreError {
+    /// Whether an operating-system error means "cannot write here now"
+    /// (read-only file system, permission, no space or quota) rather than
+    /// a damaged store.
+    pub fn is_unwritable_errno(errno: i32) -> bool {
+        use nix::libc::{EACCES, EDQUOT, ENOSPC, EPERM, EROFS};
+        [EACCES, EROFS, EPERM, ENOSPC, EDQUOT].contains(&errno)
+    }
+
+    /// [`StoreError::Unwritable`] for the store file `location` in `dir`.
+    pub fn unwritable(location: &std::path::Path, reason: impl std::fmt::Display) -> Self {
+        let dir = location.parent().unwrap_or(location);
+        Self::Unwritable {
+            location: location.display().to_string(),
+            dir: dir.display().to_string(),
+            reason: reason.to_string(),
+        }
+    }
 }
 
 impl From<StoreError> for crate::error::GuardError {

@@ -97,7 +97,7 @@ impl PgStore {
     /// ending wins); `false` if it was not.
     async fn end_from(&self, id: &str, from: State, ending: &Ending) -> Result<bool, StoreError> {
         let statement = sqlx::query(
-            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4 \
+            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4, request = NULL \
              WHERE id = $5 AND state = $6",
         );
         let done = bind_ending(statement, ending)
@@ -494,7 +494,7 @@ impl TaskStore for PgStore {
 
     async fn expire_leases(&self, now_ms: i64, ending: &Ending) -> Result<Vec<String>, StoreError> {
         let statement = sqlx::query(
-            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4 \
+            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4, request = NULL \
              WHERE state = 'running' AND lease_until_ms < $5 RETURNING id",
         );
         let rows = bind_ending(statement, ending)

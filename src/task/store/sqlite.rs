@@ -46,7 +46,8 @@ impl SqliteStore {
     /// ending wins); `false` if it was not.
     async fn end_from(&self, id: &str, from: State, ending: &Ending) -> Result<bool, StoreError> {
         let statement = sqlx::query(
-            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? WHERE id = ? AND state = ?",
+            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ?, request = NULL \
+             WHERE id = ? AND state = ?",
         );
         let done = bind_ending(statement, ending)
             .bind(id)
@@ -66,18 +67,24 @@ impl SqliteStore {
             location: path.display().to_string(),
             reason,
         };
-        let damaged = |e: sqlx::Error| {
-            fail(format!(
+        let damaged = |e: sqlx::Error| match sqlite_code(&e) {
+            Some(code) if DAMAGED_CODES.contains(&(code & 0xff)) => fail(format!(
                 "{e}; the file is damaged or is not a Warden task store. Move it aside (the task \
                  directories next to it are kept and are imported again) and restart"
-            ))
+            )),
+            Some(code) if UNWRITABLE_CODES.contains(&(code & 0xff)) => StoreError::unwritable(path, e),
+            _ => fail(e.to_string()),
         };
+        prepare_files(path)?;
         let options = SqliteConnectOptions::from_str("sqlite:")
             .map_err(|e| fail(e.to_string()))?
             .filename(path)
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal)
+            // A forgotten request body or a deleted record is overwritten
+            // with zeros, not left readable in a free page.
+            .pragma("secure_delete", "ON")
             .busy_timeout(BUSY_TIMEOUT);
         let pool = SqlitePoolOptions::new()
             .max_connections(CONNECTIONS)
@@ -93,6 +100,11 @@ impl SqliteStore {
                 "integrity check failed ({verdict}); the file is damaged. Move it aside (the task \
                  directories next to it are kept and are imported again) and restart"
             )));
+        }
+        // SQLite made its journal files with the database file's mode; an
+        // older Warden's may be readable by others.
+        for suffix in JOURNAL_SUFFIXES {
+            harden_existing(&journal_path(path, suffix));
         }
         let store = Self { pool };
         let created = store.migrate(migrations::SQLITE).await.map_err(|e| match e {
@@ -153,6 +165,119 @@ impl SqliteStore {
                 Err(query(e))
             }
         }
+    }
+}
+
+/// SQLite result codes (primary, the low byte) that mean the file is not
+/// a sound database: `SQLITE_CORRUPT` (11) and `SQLITE_NOTADB` (26). Only
+/// these earn "damaged; move it aside".
+const DAMAGED_CODES: [i32; 2] = [11, 26];
+
+/// SQLite result codes that mean the file or its directory cannot be
+/// written now: `SQLITE_PERM` (3), `SQLITE_READONLY` (8), `SQLITE_FULL`
+/// (13), `SQLITE_CANTOPEN` (14, e.g. no room or no permission for the
+/// `-wal`/`-shm` files).
+const UNWRITABLE_CODES: [i32; 4] = [3, 8, 13, 14];
+
+/// The files SQLite keeps beside the database in WAL mode.
+const JOURNAL_SUFFIXES: [&str; 2] = ["-wal", "-shm"];
+
+/// The (extended) SQLite result code of `e`, if it came from SQLite.
+fn sqlite_code(e: &sqlx::Error) -> Option<i32> {
+    match e {
+        sqlx::Error::Database(db) => db.code().and_then(|code| code.parse().ok()),
+        _ => None,
+    }
+}
+
+/// `<path>-wal` and the like.
+fn journal_path(path: &Path, suffix: &str) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    std::path::PathBuf::from(name)
+}
+
+/// Creates the database file (if missing) the way every file under the
+/// artifacts directory is made: a regular file, 0600, never through a
+/// link, so SQLite (which creates its `-wal` and `-shm` files with the
+/// database file's mode) makes those 0600 too. A directory or file that
+/// cannot be written is [`StoreError::Unwritable`]; a link or something
+/// other than a regular file is refused with the fix.
+fn prepare_files(path: &Path) -> Result<(), StoreError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let fail = |reason: String| StoreError::Open {
+        location: path.display().to_string(),
+        reason,
+    };
+    if let Some(dir) = path.parent() {
+        crate::artifacts::safe_path::create_private_dir_all(dir).map_err(|e| match e.raw_os_error() {
+            Some(errno) if StoreError::is_unwritable_errno(errno) => StoreError::unwritable(path, &e),
+            _ => fail(format!(
+                "cannot create its directory: {e}; set WARDEN_ARTIFACTS_DIR to a writable directory"
+            )),
+        })?;
+    }
+    let opened = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .mode(crate::artifacts::safe_path::FILE_MODE)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path);
+    let file = match opened {
+        Ok(file) => file,
+        Err(e) if e.raw_os_error().is_some_and(StoreError::is_unwritable_errno) => {
+            return Err(StoreError::unwritable(path, &e));
+        }
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
+            return Err(fail(
+                "it is a symbolic link, which Warden never follows there; move it aside (or point \
+                 WARDEN_ARTIFACTS_DIR at the real directory) and restart"
+                    .into(),
+            ));
+        }
+        Err(e) => {
+            return Err(fail(format!(
+                "{e}; it is not a Warden task store file. Move it aside (the task directories next to \
+                 it are kept and are imported again) and restart"
+            )));
+        }
+    };
+    crate::artifacts::safe_path::make_private(&file).map_err(|e| {
+        fail(format!(
+            "{e}; it is not a Warden task store file. Move it aside (the task directories next to it \
+             are kept and are imported again) and restart"
+        ))
+    })?;
+    // SQLite must also create `-wal` and `-shm` beside it: a directory that
+    // takes no new file is "cannot be written", found here rather than as
+    // SQLITE_CANTOPEN later.
+    let missing = JOURNAL_SUFFIXES
+        .iter()
+        .any(|suffix| std::fs::symlink_metadata(journal_path(path, suffix)).is_err());
+    if missing {
+        let probe = journal_path(path, &format!(".probe-{}", std::process::id()));
+        let made = crate::artifacts::safe_path::create_private(&probe);
+        let _ = std::fs::remove_file(&probe);
+        if let Err(e) = made
+            && e.raw_os_error().is_some_and(StoreError::is_unwritable_errno)
+        {
+            return Err(StoreError::unwritable(path, &e));
+        }
+    }
+    Ok(())
+}
+
+/// Makes an existing journal file private (0600); best effort, never
+/// following a link or opening anything but a regular file.
+fn harden_existing(path: &Path) {
+    use std::os::unix::fs::OpenOptionsExt;
+    if let Ok(file) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
+        .open(path)
+    {
+        let _ = crate::artifacts::safe_path::make_private(&file);
     }
 }
 
@@ -319,7 +444,7 @@ impl TaskStore for SqliteStore {
 
     async fn expire_leases(&self, now_ms: i64, ending: &Ending) -> Result<Vec<String>, StoreError> {
         let statement = sqlx::query_scalar::<_, String>(
-            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ? \
+            "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ?, request = NULL \
              WHERE state = 'running' AND lease_until_ms < ? RETURNING id",
         )
         .bind(State::Ended(ending.status).as_str())
@@ -413,6 +538,14 @@ impl TaskStore for SqliteStore {
         .fetch_all(&self.pool)
         .await
         .map_err(query)?;
+        if !rows.is_empty() {
+            // The removed records' pages were zeroed (secure_delete); their
+            // older copies in the write-ahead log go too. Best effort: a
+            // reader holding the log open makes it wait for the next sweep.
+            let _ = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(&self.pool)
+                .await;
+        }
         rows.iter()
             .map(|row| {
                 Ok((
@@ -656,5 +789,122 @@ mod tests {
         }
         let error = SqliteStore::open(&newer).await.expect_err("newer");
         assert!(error.to_string().contains("schema version 99"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn ended_tasks_forget_their_request_bodies_and_expired_ones_leave_no_trace_in_the_file() {
+        // Ending a task (run, lapsed, or cancelled while queued) clears its stored request;
+        // status and summary stay until the TTL; after expiry the file holds no byte of it.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(FILE_NAME);
+        let (store, _) = SqliteStore::open(&path).await.expect("open");
+        let marker = "SECRET-SCRIPT-BODY-7f3a9c";
+        let queued = |id: &str| TaskRecord {
+            state: State::Queued,
+            node: String::new(),
+            lease_until_ms: 0,
+            ..sample(id, "alice", 1)
+        };
+        for id in ["task_r1", "task_r2", "task_r3"] {
+            let request =
+                serde_json::json!({"tool": "run_script", "arguments": {"script": format!("{marker} {id}")}});
+            store
+                .enqueue(&queued(id), &request, None, 10)
+                .await
+                .expect("enqueue");
+        }
+        let ending = |status| Ending {
+            status,
+            summary: "done".into(),
+            error: None,
+            at_ms: 50,
+        };
+        assert!(
+            store
+                .cancel_queued("task_r3", &ending(TaskStatus::Cancelled))
+                .await
+                .expect("cancel")
+        );
+        let first = store.claim("n/1/1", 10, 20).await.expect("claim").expect("task");
+        assert!(
+            first.request.to_string().contains(marker),
+            "the claim gets the request"
+        );
+        store.claim("n/1/1", 10, 20).await.expect("claim").expect("task");
+        assert!(
+            store
+                .end(&first.record.id, &ending(TaskStatus::Success))
+                .await
+                .expect("end")
+        );
+        store
+            .expire_leases(1_000, &ending(TaskStatus::Failed))
+            .await
+            .expect("expire");
+        for id in ["task_r1", "task_r2", "task_r3"] {
+            let body: Option<String> = sqlx::query_scalar("SELECT request FROM tasks WHERE id = ?")
+                .bind(id)
+                .fetch_one(&store.pool)
+                .await
+                .expect("select");
+            assert_eq!(body, None, "{id} kept its request");
+            let record = store.get(id).await.expect("get").expect("kept until its TTL");
+            assert!(matches!(record.state, State::Ended(_)), "{id}: {record:?}");
+            assert_eq!(record.summary.as_deref(), Some("done"), "{id}");
+        }
+        assert_eq!(store.take_expired(1_001).await.expect("expire").len(), 3);
+        store.close().await;
+        for suffix in ["", "-wal", "-shm"] {
+            let bytes = std::fs::read(journal_path(&path, suffix)).unwrap_or_default();
+            let found = bytes.windows(marker.len()).any(|w| w == marker.as_bytes());
+            assert!(!found, "{FILE_NAME}{suffix} still holds a request body");
+        }
+    }
+
+    #[tokio::test]
+    async fn store_files_are_private_and_a_read_only_directory_is_not_called_damaged() {
+        // tasks.db, -wal and -shm are 0600 whatever the umask; a store that cannot be written is
+        // Unwritable naming the directory and WARDEN_ARTIFACTS_DIR, never "damaged".
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path().join("store");
+        let path = root.join(FILE_NAME);
+        let (store, _) = SqliteStore::open(&path).await.expect("open");
+        store.create(&sample("task_p", "alice", 1)).await.expect("create");
+        let mode = |p: &std::path::Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode(&root), 0o700);
+        for suffix in ["", "-wal", "-shm"] {
+            assert_eq!(mode(&journal_path(&path, suffix)), 0o600, "{FILE_NAME}{suffix}");
+        }
+        store.close().await;
+        // A path under a regular file can never be written, root or not.
+        let blocked = dir.path().join("file");
+        std::fs::write(&blocked, b"x").expect("file");
+        let error = SqliteStore::open(&blocked.join("sub").join(FILE_NAME))
+            .await
+            .expect_err("not a dir");
+        assert!(!error.to_string().contains("damaged"), "{error}");
+        // A non-store file is damaged.
+        let bogus = dir.path().join("bogus.db");
+        std::fs::write(&bogus, vec![b'x'; 8192]).expect("bogus");
+        let error = SqliteStore::open(&bogus).await.expect_err("not a store");
+        assert!(error.to_string().contains("Move it aside"), "{error}");
+        assert!(matches!(error, StoreError::Open { .. }), "{error:?}");
+        // Permission: only meaningful when not root (root writes through 0500).
+        if nix::unistd::geteuid().is_root() {
+            return;
+        }
+        let locked = dir.path().join("locked");
+        std::fs::create_dir(&locked).expect("dir");
+        std::fs::set_permissions(&locked, std::fs::Permissions::from_mode(0o500)).expect("chmod");
+        let error = SqliteStore::open(&locked.join(FILE_NAME))
+            .await
+            .expect_err("read-only");
+        assert!(matches!(error, StoreError::Unwritable { .. }), "{error:?}");
+        let text = error.to_string();
+        assert!(
+            text.contains("WARDEN_ARTIFACTS_DIR") && text.contains(&locked.display().to_string()),
+            "{text}"
+        );
     }
 }

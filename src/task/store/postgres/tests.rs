@@ -643,3 +643,51 @@ async fn the_store_works_again_after_the_database_restarts_or_stops_and_loses_no
     );
     db.drop().await;
 }
+
+#[tokio::test]
+async fn an_ended_task_forgets_its_request_body_and_keeps_its_outcome() {
+    // Ending a task (run, lapsed or cancelled while queued) clears the stored request (script,
+    // prompt, arguments); status and summary stay until the TTL removes the record.
+    let _server = SERVER.read().await;
+    let db = Db::new().await;
+    let store = db.open().await;
+    for id in ["task_r1", "task_r2", "task_r3"] {
+        store
+            .enqueue(&queued(id, "alice", 1), &request(id), None, 10)
+            .await
+            .expect("enqueue");
+    }
+    assert!(
+        store
+            .cancel_queued("task_r3", &ending(TaskStatus::Cancelled, 5))
+            .await
+            .expect("cancel")
+    );
+    let first = store.claim("a/1/1", 10, 20).await.expect("claim").expect("task");
+    assert_eq!(first.request["arguments"]["script"], json!(first.record.id));
+    store.claim("a/1/1", 10, 20).await.expect("claim").expect("task");
+    assert!(
+        store
+            .end("task_r1", &ending(TaskStatus::Success, 30))
+            .await
+            .expect("end")
+    );
+    let lapsed = store
+        .expire_leases(1_000, &ending(TaskStatus::Failed, 1_000))
+        .await
+        .expect("expire");
+    assert_eq!(lapsed, vec!["task_r2".to_string()]);
+    for id in ["task_r1", "task_r2", "task_r3"] {
+        let body: Option<String> = sqlx::query_scalar("SELECT request FROM tasks WHERE id = $1")
+            .bind(id)
+            .fetch_one(&store.pool)
+            .await
+            .expect("select");
+        assert_eq!(body, None, "{id} kept its request");
+        let record = store.get(id).await.expect("get").expect("kept until its TTL");
+        assert!(matches!(record.state, State::Ended(_)), "{id}: {record:?}");
+        assert_eq!(record.summary.as_deref(), Some("done"), "{id}");
+    }
+    drop(store);
+    db.drop().await;
+}
