@@ -138,7 +138,7 @@ impl WorkerLauncher {
     }
 
     fn spawn(&self, rlimits: Rlimits, log_path: &Path) -> std::io::Result<WorkerProcess> {
-        let log = std::fs::File::create(log_path)?;
+        let log = crate::artifacts::safe_path::create_private(log_path)?;
         let mut command = Command::new(&self.exe);
         command
             .arg(WORKER_ARG)

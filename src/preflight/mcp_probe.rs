@@ -124,7 +124,7 @@ impl Session {
         diag: &Path,
         timeout: Duration,
     ) -> std::io::Result<Self> {
-        let stderr = std::fs::File::create(stderr_path)?;
+        let stderr = crate::artifacts::safe_path::create_private(stderr_path)?;
         let mut child = Command::new(program)
             .args(args)
             // This probe speaks stdio: an empty value (which wins over a

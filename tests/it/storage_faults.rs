@@ -175,7 +175,8 @@ async fn everything_the_server_creates_under_the_artifacts_dir_is_private() {
     )
     .await;
     // This client declares MCP tasks: both runs are queued, claimed and run as tasks.
-    let script = r#"write_artifact("d/e/report.txt", "x"); add_pure(#{a: 1.0, b: 2.0}); 1"#;
+    // An isolated guard's worker leaves its stderr log under .diagnostics/ too.
+    let script = r#"write_artifact("d/e/report.txt", "x"); add_pure(#{a: 1.0, b: 2.0}); add_isolated(#{a: 1.0, b: 2.0}); 1"#;
     let mut ids = Vec::new();
     for script in [script, "1"] {
         let created = crate::common::tasks::start_task(
@@ -255,7 +256,7 @@ async fn a_read_only_artifacts_dir_at_start_refuses_task_tools_until_it_is_writa
         .call_tool_once(crate::common::tasks::call_params(
             "run_script",
             json!({"script": "1", "timeout_seconds": 30}),
-            None,
+            Some(json!({crate::common::tasks::TASK_META_KEY: true})),
         ))
         .await;
     let text = match queued {
@@ -469,7 +470,7 @@ async fn a_task_ending_on_a_full_disk_reaches_its_terminal_state_once_space_is_f
     assert_eq!(result["status"], "failed", "{result}");
     assert_eq!(result["error"]["kind"], "storage", "{result}");
     let id = result["task_id"].as_str().expect("task_id").to_string();
-    let dir = PathBuf::from(result["task_dir"].as_str().expect("task_dir"));
+    let dir = root.join(result["task_dir"].as_str().expect("task_dir"));
     assert!(
         !dir.join("result.json").exists(),
         "the disk was not full when the task ended: its result.json was written"
@@ -527,7 +528,7 @@ async fn a_task_whose_server_died_while_the_disk_was_full_is_settled_at_the_next
     let (result, filler) = task_ending_on_a_full_disk(&server, &root).await;
     assert_eq!(result["status"], "failed", "{result}");
     let id = result["task_id"].as_str().expect("task_id").to_string();
-    let dir = PathBuf::from(result["task_dir"].as_str().expect("task_dir"));
+    let dir = root.join(result["task_dir"].as_str().expect("task_dir"));
     assert!(
         !dir.join("result.json").exists(),
         "the disk was not full when the task ended: its result.json was written"
