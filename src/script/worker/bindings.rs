@@ -29,6 +29,7 @@ pub(crate) const HELPERS: &[&str] = &[
     "to_csv",
     "write_artifact",
     "read_written_artifact",
+    "map_call",
 ];
 
 /// Value thrown to stop the script once final_answer has been recorded.
@@ -37,7 +38,7 @@ pub const FINAL_ANSWER_MARK: &str = "__warden_final_answer";
 type Shared<T> = Arc<Mutex<T>>;
 type RhaiResult = Result<Dynamic, Box<EvalAltResult>>;
 
-fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
+pub(super) fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
     let mut map = Map::new();
     map.insert("code".into(), error.code.into());
     map.insert("message".into(), error.message.into());
@@ -53,7 +54,7 @@ fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
 /// conversion below recurses once per level, so a map built thousands of
 /// levels deep would overflow the worker's stack and kill the task instead
 /// of raising an error the script can handle.
-fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
+pub(super) fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
     check_depth(value)?;
     rhai::serde::from_dynamic::<Value>(value).map_err(|e| {
         GuardError::new(
@@ -92,7 +93,7 @@ fn deeper_than(value: &Dynamic, limit: usize, level: usize) -> bool {
     false
 }
 
-fn to_rhai(value: Value, position: Position) -> RhaiResult {
+pub(super) fn to_rhai(value: Value, position: Position) -> RhaiResult {
     rhai::serde::to_dynamic(value).map_err(|e| thrown(GuardError::failed(e.to_string()), position))
 }
 
@@ -138,6 +139,8 @@ pub fn register(
         register_recorded(engine, function.name, private, door.clone());
     }
     super::charts::register(engine, thrown);
+    super::map_call::register(engine, registry.clone(), door.clone());
+    super::prelude::register(engine);
     register_artifacts(engine, door);
     engine.register_fn(
         "final_answer",
@@ -182,7 +185,7 @@ fn private_name(name: &str) -> String {
 }
 
 /// Registers `name` as a wrapper around the app's function at `private`:
-/// it spends a guard call when the task counts pure calls, forwards the
+/// it spends an inline call (budgeted in coding tasks), forwards the
 /// arguments unchanged (function pointers keep working: same engine, same
 /// call context) and records the call through the door. The door is not
 /// held while the function runs: it may call guards through its callbacks.
@@ -197,20 +200,12 @@ fn register_recorded(engine: &mut Engine, name: &'static str, private: String, d
             types,
             move |ctx: NativeCallContext, args: &mut [&mut Dynamic]| {
                 let position = ctx.call_position();
-                {
-                    let mut door = door.lock().map_err(|_| {
-                        thrown(
-                            GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"),
-                            position,
-                        )
-                    })?;
-                    if door.count_pure {
-                        if door.calls_left == 0 {
-                            return Err(thrown(budget_exhausted(), position));
-                        }
-                        door.calls_left -= 1;
-                    }
-                }
+                door.lock()
+                    .map_err(|_| {
+                        GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned")
+                    })
+                    .and_then(|mut door| door.spend_inline_call())
+                    .map_err(|e| thrown(e, position))?;
                 let started = Instant::now();
                 let outcome = ctx
                     .call_native_fn_raw(&private, false, args)
@@ -245,8 +240,8 @@ fn script_error_code(error: &EvalAltResult) -> String {
 }
 
 /// Runs a pure guard inline, on Rhai values, and records the call for the
-/// server's event log (budgeted when the task counts pure calls).
-fn call_pure(
+/// server's event log (an inline call, budgeted in coding tasks).
+pub(super) fn call_pure(
     guard: &crate::guard::Guard,
     door: &Shared<Door>,
     arguments: Dynamic,
@@ -254,12 +249,7 @@ fn call_pure(
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
-    if door.count_pure {
-        if door.calls_left == 0 {
-            return Err(budget_exhausted());
-        }
-        door.calls_left -= 1;
-    }
+    door.spend_inline_call()?;
     let name = guard.tool_name();
     let started = Instant::now();
     let outcome =
@@ -267,13 +257,6 @@ fn call_pure(
     let error = outcome.as_ref().err().map(|e| e.code.as_str());
     door.record_pure(name, started, Instant::now(), error);
     outcome
-}
-
-fn budget_exhausted() -> GuardError {
-    GuardError::new(
-        crate::error::codes::BUDGET_EXHAUSTED,
-        "this task used all its guard calls; do more per call, or finish with final_answer",
-    )
 }
 
 /// Runs a guard that is not pure through the door (the server runs it).
@@ -289,10 +272,7 @@ fn call_guard(
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
-    if door.calls_left == 0 {
-        return Err(budget_exhausted());
-    }
-    door.calls_left -= 1;
+    door.spend_door_call()?;
     door.request(&FromWorker::GuardCall {
         guard: name.to_string(),
         arguments,

@@ -19,6 +19,8 @@ pub mod door;
 pub mod engine;
 pub mod errors;
 pub mod layers;
+mod map_call;
+pub mod prelude;
 
 use self::bindings::{FINAL_ANSWER_MARK, register};
 use self::door::Door;
@@ -64,7 +66,7 @@ pub fn main(registry: Registry) -> ExitCode {
             code,
             deadline_ms,
             calls_left,
-            count_pure,
+            inline_left,
         } = message
         else {
             eprintln!("warden script worker: expected a run message");
@@ -77,7 +79,9 @@ pub fn main(registry: Registry) -> ExitCode {
         if let Ok(mut door) = door.lock() {
             door.deadline = Some(due);
             door.calls_left = calls_left;
-            door.count_pure = count_pure;
+            door.inline_left = inline_left;
+            door.door_calls = 0;
+            door.inline_calls = 0;
             door.reset_clock();
         }
         if let Ok(mut slot) = final_answer.lock() {
@@ -91,9 +95,11 @@ pub fn main(registry: Registry) -> ExitCode {
             outcome.output_truncated = truncated;
         }
         outcome.final_answer = final_answer.lock().ok().and_then(|mut s| s.take());
-        let sent = door
-            .lock()
-            .map(|mut d| d.flush_pure().and_then(|_| d.send(&FromWorker::Done { outcome })));
+        let sent = door.lock().map(|mut d| {
+            outcome.door_calls = d.door_calls;
+            outcome.inline_calls = d.inline_calls;
+            d.flush_pure().and_then(|_| d.send(&FromWorker::Done { outcome }))
+        });
         if !matches!(sent, Ok(Ok(()))) {
             return ExitCode::from(3);
         }
