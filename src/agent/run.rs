@@ -203,6 +203,10 @@ impl Agent<'_> {
                 match contract::check(answer, counts.made, counts.ok) {
                     Ok(answer) => {
                         let mut result = answer_json(&answer);
+                        // What the last step printed on its way to the
+                        // answer is part of the answer's evidence.
+                        result["output"] = json!(outcome.output);
+                        result["output_truncated"] = json!(outcome.output_truncated);
                         result["steps"] = json!(self.actions);
                         result["model_calls"] = json!(self.model_calls);
                         return result;

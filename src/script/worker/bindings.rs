@@ -291,6 +291,17 @@ fn text_content(ctx: &NativeCallContext, content: &Dynamic) -> Result<String, Bo
     }
 }
 
+/// What write_artifact returns: `#{path, bytes}` (the file's path in the
+/// task directory and its size), from the server's reply.
+fn written(reply: &Value) -> Dynamic {
+    let mut map = Map::new();
+    let path = reply.get("path").and_then(Value::as_str).unwrap_or_default();
+    map.insert("path".into(), path.into());
+    let bytes = reply.get("size_bytes").and_then(Value::as_i64).unwrap_or_default();
+    map.insert("bytes".into(), bytes.into());
+    map.into()
+}
+
 fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
     let write = {
         let door = door.clone();
@@ -314,7 +325,7 @@ fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
             let reply = door
                 .request(&message)
                 .map_err(|e| thrown(e, ctx.call_position()))?;
-            to_rhai(reply, ctx.call_position())
+            Ok(written(&reply))
         }
     };
     let write3 = write.clone();
@@ -325,7 +336,12 @@ fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
             let page = super::charts::report::html(&options).map_err(|e| thrown(e, ctx.call_position()))?;
             let filename =
                 super::charts::report::filename(&options).map_err(|e| thrown(e, ctx.call_position()))?;
-            write_report(&ctx, &filename, &Dynamic::from(page), "utf-8")
+            let written = write_report(&ctx, &filename, &Dynamic::from(page), "utf-8")?;
+            // The path alone: what a model puts in its answer.
+            Ok(written
+                .read_lock::<Map>()
+                .and_then(|m| m.get("path").cloned())
+                .unwrap_or(Dynamic::UNIT))
         },
     );
     engine.register_fn(
