@@ -196,7 +196,12 @@ impl<'a> Walk<'a> {
     fn run(&self, problems: &mut Vec<Problem>) {
         let mut found = Vec::new();
         self.ast.walk(&mut |path: &[ASTNode]| {
-            if let Some(ASTNode::Expr(Expr::FnCall(call, position))) = path.last()
+            let call = match path.last() {
+                Some(ASTNode::Expr(Expr::FnCall(call, position))) => Some((call, position)),
+                Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => Some((call, position)),
+                _ => None,
+            };
+            if let Some((call, position)) = call
                 && call.op_token.is_none()
             {
                 self.call(&call.name, &call.args, *position, &mut found);
@@ -254,9 +259,9 @@ impl<'a> Walk<'a> {
             ));
             return;
         }
-        if let Expr::Map(map, position) = &args[0] {
-            let keys: Vec<&str> = map.0.iter().map(|(key, _)| key.name.as_str()).collect();
-            found.extend(self.arguments(name, &keys, *position, ""));
+        if let Some((keys, position)) = literal_keys(&args[0]) {
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            found.extend(self.arguments(name, &keys, position, ""));
         }
     }
 
@@ -272,12 +277,19 @@ impl<'a> Walk<'a> {
             ));
             return;
         }
-        if let Some(Expr::Array(items, _)) = args.get(1) {
-            for (index, item) in items.iter().enumerate() {
-                if let Expr::Map(map, position) = item {
-                    let keys: Vec<&str> = map.0.iter().map(|(key, _)| key.name.as_str()).collect();
-                    found.extend(self.arguments(name, &keys, *position, &format!("map_call item {index}: ")));
-                }
+        let items: Vec<Option<(Vec<String>, Position)>> = match args.get(1) {
+            Some(Expr::Array(items, _)) => items.iter().map(literal_keys).collect(),
+            // A list of constant maps is folded into one constant.
+            Some(Expr::DynamicConstant(value, position)) => match value.read_lock::<rhai::Array>() {
+                Some(items) => items.iter().map(|item| constant_keys(item, *position)).collect(),
+                None => Vec::new(),
+            },
+            _ => Vec::new(),
+        };
+        for (index, item) in items.into_iter().enumerate() {
+            if let Some((keys, position)) = item {
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                found.extend(self.arguments(name, &keys, position, &format!("map_call item {index}: ")));
             }
         }
     }
@@ -354,6 +366,21 @@ impl<'a> Walk<'a> {
             None => format!("no guard named '{name}'"),
         }
     }
+}
+
+/// The keys of a map literal, whether kept as an expression or folded
+/// into a constant by the optimizer; `None` for anything else.
+fn literal_keys(expr: &Expr) -> Option<(Vec<String>, Position)> {
+    match expr {
+        Expr::Map(map, position) => Some((map.0.iter().map(|(key, _)| key.name.to_string()).collect(), *position)),
+        Expr::DynamicConstant(value, position) => constant_keys(value, *position),
+        _ => None,
+    }
+}
+
+fn constant_keys(value: &rhai::Dynamic, position: Position) -> Option<(Vec<String>, Position)> {
+    let map = value.read_lock::<rhai::Map>()?;
+    Some((map.keys().map(|key| key.to_string()).collect(), position))
 }
 
 fn arity_message(name: &str, arities: &BTreeSet<usize>, got: usize) -> String {

@@ -39,7 +39,12 @@ pub fn register(engine: &mut Engine, registry: Arc<Registry>, door: Arc<Mutex<Do
     );
 }
 
-fn map_call(registry: &Registry, door: &Mutex<Door>, name: &str, items: Array) -> Result<Dynamic, GuardError> {
+fn map_call(
+    registry: &Registry,
+    door: &Arc<Mutex<Door>>,
+    name: &str,
+    items: Array,
+) -> Result<Dynamic, GuardError> {
     let Some(guard) = registry.get(name) else {
         return Err(registry.unknown_guard(name));
     };
