@@ -24,37 +24,28 @@ functions below, which run in a sandbox. Reply with exactly ONE fenced code bloc
 ```
 
 Rules:
-- Each function takes ONE object map of named arguments: f(#{name: value, ...}) and returns a map.
+- Each function takes ONE object map of named arguments, f(#{name: value, ...}), and returns a map.
   Use floats for numbers (100.0, not 100) where the type is number. `name?` is optional; `= v` is
-  its default. [inline] functions run inside the sandbox (inline budget); the others cross to the
-  server (call budget).
-- Variables and functions you define persist between your messages; the last expression's value,
-  printed output (print(...)) and any error come back to you as the observation.
-- Before a block runs it is checked (syntax, unknown functions, argument names, helper arity):
-  a block with problems does not run, uses no step, and you get every problem with its line.
-- Errors are catchable: try { ... } catch (e) { print(e.code + ": " + e.message); }
-  (try is a statement, not an expression). A failed call still counts against its budget.
+  its default. [inline] functions run in the sandbox; the others are calls to the server.
+- Variables and functions persist between your messages; the last value, printed output
+  (print(...)) and any error come back to you.
+- Each block is checked before it runs (syntax, unknown functions, argument names, arity): a block
+  with problems does not run and uses no step; you get every problem with its line.
+- Errors are catchable: try { ... } catch (e) { print(e.code + ": " + e.message); } (a statement).
 - Helpers:
-  map_call("name", [#{...}, #{...}])         // one call of guard `name` per map, in ONE round trip
-                                             // (1 call of the budget, at most {MAP_ITEMS} maps); returns, in order,
-                                             // [#{ok: output} or #{error: #{code, message, field}}, ...]
-  write_artifact(filename, content)          // writes outputs/<filename>, 1 MiB max; content is a string;
-  write_artifact(filename, content, "base64")  // returns #{path, bytes}
-  read_written_artifact(filename)            // reads back a file you wrote
-  to_csv(rows, ["col1", "col2"])             // rows: array of maps -> CSV text
-  line_chart(rows, #{x: "col", y: "col", title: "..."})  // returns a chart; y may be ["a", "b"];
-                                             // series: "col" makes one line per value; x_label,
-                                             // y_label, width, height (px) are optional
-  scatter_chart(rows, #{...})                // same options as line_chart
+  map_call("name", [#{...}, ...])  // guard `name` once per map, at most {MAP_ITEMS} maps, in ONE server
+                                   // call; returns [#{ok: output} or #{error: #{code, message}}, ...] in order
+  write_artifact(filename, content[, "base64"])  // outputs/<filename>, 1 MiB max; returns #{path, bytes}
+  read_written_artifact(filename)  // a file you wrote, as a string
+  to_csv(rows, ["col1", "col2"])   // rows: array of maps -> CSV text
+  line_chart(rows, #{x: "col", y: "col" or ["a", "b"], series?: "col", title?, x_label?, y_label?,
+    width?, height?})  // returns a chart; scatter_chart(rows, #{...}) takes the same options
   bar_chart(rows, #{x: "label_col", y: "col", title: "..."})  // one bar (group) per row
-  heatmap(rows, #{x: "spot", y: "vol", z: "price", title: "...", z_label: "..."})  // one row per (x, y)
-  write_artifact("surface.png", chart)       // draws a chart as .png or .svg (by the extension)
-  report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading: "...",
-    text: "..."}, #{heading: "...", table: rows, columns: ["a", "b"]}, #{heading: "...", chart: chart}]})
-                                             // writes report.html; returns its path
-  print(value)
-- Math prelude (exact to ~1e-15, free of any budget): erf(x), erfc(x), norm_pdf(x), norm_cdf(x),
-  norm_inv(p) (0 < p < 1).
+  heatmap(rows, #{x: "spot", y: "vol", z: "price", title?, z_label?})  // one row per (x, y)
+  write_artifact("surface.png", chart)  // draws a chart, .png or .svg
+  report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading, text},
+    #{heading, table: rows, columns?: ["a"]}, #{heading, chart}]})  // writes report.html, returns its path
+- Math prelude (exact to ~1e-15, no budget): erf(x) erfc(x) norm_pdf(x) norm_cdf(x) norm_inv(p).
 - There is no file system, network, eval or import.
 "#;
 
@@ -69,7 +60,7 @@ pub const BUILTINS: &[(&str, &[&str], &str)] = &[
             "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "min", "max", "to_float", "to_int",
             "is_nan", "is_finite", "PI", "E",
         ],
-        "log(x) is base 10, log(x, base); PI() and E(); x ** y is power",
+        "log(x) is base 10, log(x, base); PI(), E(); x ** y",
     ),
     (
         "arrays",
@@ -77,7 +68,7 @@ pub const BUILTINS: &[(&str, &[&str], &str)] = &[
             "len", "push", "pop", "shift", "insert", "remove", "clear", "contains", "index_of", "sort",
             "reverse", "map", "filter", "reduce", "some", "all", "extract", "dedup", "zip", "range",
         ],
-        "a + b joins; for x in a {...}; ranges 0..n, 0..=n, range(a, b, step); reduce(|sum, x| sum + x, 0.0)",
+        "a + b joins; for x in a {...}; 0..n, 0..=n; reduce(|s, x| s + x, 0.0)",
     ),
     (
         "strings",
@@ -139,13 +130,9 @@ pub fn system_prompt(registry: &Registry, inline_calls: u64) -> String {
     text.push_str(&functions);
     let mut script_only = registry.script_functions().peekable();
     if script_only.peek().is_some() {
-        text.push_str("\nScript-only functions [inline] (not guards over JSON; call them directly):\n");
+        text.push_str("\nScript-only functions [inline] (call them directly):\n");
         for function in script_only {
-            let doc: String = function
-                .description
-                .lines()
-                .map(|l| format!("    {l}\n"))
-                .collect();
+            let doc = super::signature::indent(function.description);
             text.push_str(&format!("- {}\n{doc}\n", function.signature));
         }
     }
@@ -154,7 +141,7 @@ pub fn system_prompt(registry: &Registry, inline_calls: u64) -> String {
 
 /// The built-ins, one group per line.
 fn builtins_line() -> String {
-    let mut line = String::from("Built-in functions you may rely on (nothing else exists):");
+    let mut line = String::from("Built-ins (nothing else exists):");
     for (group, names, note) in BUILTINS {
         line.push_str(&format!("\n  {group}: {}; {note}", names.join(" ")));
     }
@@ -164,8 +151,7 @@ fn builtins_line() -> String {
 /// The reserved words, and what to do about a map key that is one.
 fn reserved_line() -> String {
     format!(
-        "Reserved words (never variable names or bare map keys; quote them as keys: #{{\"call\": 1}}, \
-read m[\"call\"]): {}.",
+        "Reserved words (not variable names or bare map keys: quote them, #{{\"call\": 1}}, m[\"call\"]): {}.",
         RESERVED_WORDS.join(" ")
     )
 }
@@ -173,7 +159,7 @@ read m[\"call\"]): {}.",
 /// What is left of the budgets after a step, for the step's observation.
 pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64, inline_left: u64) -> String {
     format!(
-        "Left: {} steps, {} replies, {} function calls, {} inline calls.",
+        "Left: {} steps, {} replies, {} server calls, {} inline calls.",
         AGENT_MAX_STEPS.saturating_sub(steps_used),
         AGENT_MAX_MODEL_CALLS.saturating_sub(model_calls_used),
         AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used),
@@ -186,10 +172,9 @@ pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64, 
 pub fn budget_line(inline_calls: u64) -> String {
     format!(
         "Budgets: {AGENT_MAX_STEPS} steps (a step is a code block that ran), {AGENT_MAX_MODEL_CALLS} \
-replies from you, {AGENT_MAX_GUARD_CALLS} function calls to the server (failed ones count; one \
-map_call counts 1), {inline_calls} inline calls ([inline] functions; the math prelude is free). Past \
-a call budget a call throws budget_exhausted; out of steps or replies, the task ends failed. Every \
-{AGENT_PLANNING_INTERVAL} steps you are told how many are used."
+replies, {AGENT_MAX_GUARD_CALLS} server calls (failed ones count; a map_call is 1), {inline_calls} \
+inline calls. Past a call budget a call throws budget_exhausted; out of steps or replies the task fails. \
+Every {AGENT_PLANNING_INTERVAL} steps you are told how many are used."
     )
 }
 
@@ -197,23 +182,19 @@ a call budget a call throws budget_exhausted; out of steps or replies, the task 
 /// contract itself so the prompt cannot drift from it.
 pub fn answer_rule() -> String {
     let mut with_metrics = Vec::new();
-    let mut without = Vec::new();
     for task_type in TASK_TYPES {
         let probe = json!({"task_type": task_type, "summary": "-", "metrics": {"m": 1}, "assumptions": []});
-        match contract::check(&probe, 0, 1) {
-            Ok(_) => with_metrics.push(*task_type),
-            Err(_) => without.push(*task_type),
+        if contract::check(&probe, 0, 1).is_ok() {
+            with_metrics.push(*task_type);
         }
     }
     format!(
-        "Finish by calling final_answer(#{{task_type: ..., summary: \"...\", metrics: #{{...}}, assumptions: \
-[...]}}). Keys: {} take task_type, summary, metrics?, assumptions?; {} take task_type, summary, \
-assumptions? (no metrics). analysis needs at least one call of a function above, guard or script-only, \
-that returned without error in this task; no_action is only valid if you made no calls; needs_input: \
-say what is missing in summary; unsupported: the functions cannot do it. summary must be non-blank; no \
-other keys; numbers must be finite. What you printed before final_answer is kept in the result.",
-        with_metrics.join(", "),
-        without.join(", ")
+        "Finish with final_answer(#{{task_type, summary, metrics?, assumptions?}}): metrics (a map) only with \
+{}; assumptions is an array of strings; no other keys; summary non-blank; numbers finite. task_type: \
+analysis (needs a call of a function above, guard or script-only, that returned without error), \
+no_action (only if you made no calls), needs_input (say what is missing), unsupported (the functions \
+cannot do it), failed. Output printed before final_answer is kept.",
+        with_metrics.join(", ")
     )
 }
 /// How `task_type` maps to the task's status, asked of the contract itself
@@ -230,8 +211,7 @@ pub fn status_rule() -> String {
         }
     }
     format!(
-        "The task's status follows task_type: {} end success; {} end failed (so use them only when \
-         you cannot answer).",
+        "Status: {} end success; {} end failed (use them only when you cannot answer).",
         success.join(", "),
         failed.join(", ")
     )
@@ -263,8 +243,7 @@ mod tests {
         // Pins the keys per task_type to the contract: only analysis carries metrics.
         let rule = answer_rule();
         assert!(
-            rule.contains("Keys: analysis take task_type, summary, metrics?, assumptions?; no_action, \
-needs_input, unsupported, failed take task_type, summary, assumptions? (no metrics)"),
+            rule.contains("final_answer(#{task_type, summary, metrics?, assumptions?}): metrics (a map) only with analysis;"),
             "{rule}"
         );
     }
@@ -284,11 +263,11 @@ needs_input, unsupported, failed take task_type, summary, assumptions? (no metri
         // Pins the remaining-budget line: 12 − 2 steps, 16 − 3 replies, 100 − 40 calls, floored at 0.
         assert_eq!(
             budget_left(2, 3, 40, 500),
-            "Left: 10 steps, 13 replies, 60 function calls, 500 inline calls."
+            "Left: 10 steps, 13 replies, 60 server calls, 500 inline calls."
         );
         assert_eq!(
             budget_left(99, 99, 999, 0),
-            "Left: 0 steps, 0 replies, 0 function calls, 0 inline calls."
+            "Left: 0 steps, 0 replies, 0 server calls, 0 inline calls."
         );
     }
 

@@ -55,7 +55,7 @@ async fn three_hundred_pure_calls_in_one_task_succeed_and_spend_no_door_calls() 
     let seen = observation(&model, 1);
     assert!(seen.contains("value: 300"), "{seen}");
     assert!(
-        seen.ends_with("Left: 11 steps, 15 replies, 100 function calls, 99700 inline calls."),
+        seen.ends_with("Left: 11 steps, 15 replies, 100 server calls, 99700 inline calls."),
         "{seen}"
     );
 }
@@ -119,7 +119,7 @@ priced.len() + quotes.len()"#,
     assert!((put - 5.5735).abs() < 5e-4, "{seen}");
     assert_eq!(lines[3], "AAPL invalid_input", "{seen}");
     assert!(seen.contains("value: 5"), "{seen}");
-    assert!(seen.ends_with("98 function calls, 100000 inline calls."), "{seen}");
+    assert!(seen.ends_with("98 server calls, 100000 inline calls."), "{seen}");
     // Every item is still a call of its own in function_calls.json.
     let task_id = result["task_id"].as_str().unwrap_or_default();
     let calls = std::fs::read_to_string(server.artifacts.path().join(task_id).join("function_calls.json"))
@@ -158,7 +158,7 @@ async fn a_block_that_fails_the_check_does_not_run_and_costs_no_step() {
         "#{\"call\": ...}",
         "line 4, column 9: no function named 'norm_cfd': did you mean 'norm_cdf'?",
         "used no step",
-        "Left: 12 steps, 15 replies, 100 function calls",
+        "Left: 12 steps, 15 replies, 100 server calls",
     ] {
         assert!(seen.contains(expected), "missing {expected:?} in:\n{seen}");
     }
@@ -216,12 +216,12 @@ async fn the_prompt_hides_guards_the_app_hid_lists_what_exists_and_is_smaller() 
         " call ",
         "norm_cdf(x)",
         "math: abs sign sqrt",
-        "map_call(\"name\", [#{...}, #{...}])",
-        "Budgets: 12 steps (a step is a code block that ran), 16 replies from you, 100 function calls",
+        "map_call(\"name\", [#{...}, ...])",
+        "Budgets: 12 steps (a step is a code block that ran), 16 replies, 100 server calls",
         "100000 inline calls",
-        "at most 1000 maps",
-        "analysis take task_type, summary, metrics?, assumptions?",
-        "excess returns",
+        "at most 1000 maps, in ONE server",
+        "metrics (a map) only with analysis",
+        "EXCESS returns unless `rf` is given",
         "rf?: number = 0.0",
     ] {
         assert!(system.contains(expected), "missing {expected:?} in:\n{system}");
