@@ -12,7 +12,9 @@
 //!
 //! What the check cannot know it does not judge: a call through a variable
 //! (a function pointer), a map built at run time, a guard whose schema
-//! composes other schemas. It never runs code and never touches the door.
+//! composes other schemas. Nor does it judge calls inside `try` / `catch`:
+//! a script may call a guard wrongly on purpose there, to see its error.
+//! It never runs code and never touches the door.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -201,8 +203,14 @@ impl<'a> Walk<'a> {
                 Some(ASTNode::Stmt(Stmt::FnCall(call, position))) => Some((call, position)),
                 _ => None,
             };
+            // A call inside try/catch may be meant to fail (a script
+            // probing a guard's errors): it is not judged.
+            let in_try = path
+                .iter()
+                .any(|node| matches!(node, ASTNode::Stmt(Stmt::TryCatch(..))));
             if let Some((call, position)) = call
                 && call.op_token.is_none()
+                && !in_try
             {
                 self.call(&call.name, &call.args, *position, &mut found);
             }

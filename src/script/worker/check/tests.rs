@@ -104,7 +104,7 @@ fn map_call_items_are_checked_like_calls() {
 
 #[test]
 fn what_the_check_cannot_know_it_does_not_judge() {
-    // Maps built at run time, function pointers, closures, script fns and the prelude pass untouched.
+    // Maps built at run time, function pointers, closures, script fns, calls inside try and the prelude pass.
     let found = problems(
         r#"
 fn double(x) { x * 2.0 }
@@ -115,6 +115,7 @@ let f = Fn("double");
 let g = |x| x + 1.0;
 let y = f(2.0) + g.call(1.0) + double(3.0) + norm_cdf(0.5) + erf(1) + norm_inv(0.9) + max(1.0, 2.0);
 let r = [3.0, 1.0].map(|v| v * 2.0).filter(|v| v > 1.0).reduce(|s, v| s + v, 0.0);
+try { price(#{spto: 1.0}); no_such_function(1); } catch (e) { print(e.code); }
 print(`${y} ${r} ${type_of(r)}`);
 "#,
     );
