@@ -988,9 +988,6 @@ pub const JWT_LEEWAY: Duration = Duration::from_secs(30);
 /// `run_script` bounds inline calls by operations and the deadline only.
 pub const AGENT_MAX_INLINE_CALLS: u64 = 100_000;
 
-/// Largest accepted `WARDEN_AGENT_MAX_INLINE_CALLS`: 10,000,000.
-pub const AGENT_MAX_INLINE_CALLS_CEILING: u64 = 10_000_000;
-
 /// Items in one `map_call(name, items)`: 1,000. The items of a guard that
 /// is not pure travel in one door message and count once against the door
 /// budget; each is still a full guard call (validation, events,
@@ -1000,11 +997,10 @@ pub const AGENT_MAX_INLINE_CALLS_CEILING: u64 = 10_000_000;
 pub const MAX_MAP_CALL_ITEMS: usize = 1_000;
 
 /// `WARDEN_AGENT_MAX_INLINE_CALLS`, or [`AGENT_MAX_INLINE_CALLS`] when
-/// unset; a value outside 1–[`AGENT_MAX_INLINE_CALLS_CEILING`] is an error
-/// naming the variable and the range.
+/// unset; a value outside 1–10,000,000 is an error naming the variable
+/// and the range.
 pub fn agent_inline_calls() -> Result<u64, LimitError> {
-    Ok(env_number("WARDEN_AGENT_MAX_INLINE_CALLS", 1, AGENT_MAX_INLINE_CALLS_CEILING)?
-        .unwrap_or(AGENT_MAX_INLINE_CALLS))
+    Ok(env_number("WARDEN_AGENT_MAX_INLINE_CALLS", 1, 10_000_000)?.unwrap_or(AGENT_MAX_INLINE_CALLS))
 }
 
 #[cfg(test)]
