@@ -11,7 +11,8 @@ use serde_json::json;
 use super::signature::{Renderer, shared_types};
 use crate::guard::Mode;
 use crate::limits::{
-    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
+    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL,
+    MAX_MAP_CALL_ITEMS,
 };
 use crate::registry::Registry;
 use crate::task::contract::{self, TASK_TYPES};
@@ -56,9 +57,34 @@ pub const BUILTINS: &[(&str, &[&str], &str)] = &[
     (
         "math",
         &[
-            "abs", "sign", "sqrt", "exp", "ln", "log", "floor", "ceiling", "round", "int", "fraction", "sin",
-            "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "min", "max", "to_float", "to_int",
-            "is_nan", "is_finite", "PI", "E",
+            "abs",
+            "sign",
+            "sqrt",
+            "exp",
+            "ln",
+            "log",
+            "floor",
+            "ceiling",
+            "round",
+            "int",
+            "fraction",
+            "sin",
+            "cos",
+            "tan",
+            "asin",
+            "acos",
+            "atan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "min",
+            "max",
+            "to_float",
+            "to_int",
+            "is_nan",
+            "is_finite",
+            "PI",
+            "E",
         ],
         "log(x) is base 10, log(x, base); PI(), E(); x ** y",
     ),
@@ -73,8 +99,20 @@ pub const BUILTINS: &[(&str, &[&str], &str)] = &[
     (
         "strings",
         &[
-            "len", "trim", "to_upper", "to_lower", "contains", "starts_with", "ends_with", "split",
-            "sub_string", "replace", "index_of", "to_string", "parse_float", "parse_int",
+            "len",
+            "trim",
+            "to_upper",
+            "to_lower",
+            "contains",
+            "starts_with",
+            "ends_with",
+            "split",
+            "sub_string",
+            "replace",
+            "index_of",
+            "to_string",
+            "parse_float",
+            "parse_int",
         ],
         "`text ${x}` interpolates",
     ),
@@ -87,12 +125,67 @@ pub const BUILTINS: &[(&str, &[&str], &str)] = &[
 
 /// Words Rhai reserves: never variable names or bare map keys.
 pub const RESERVED_WORDS: &[&str] = &[
-    "Fn", "as", "async", "await", "break", "call", "case", "catch", "const", "continue", "curry", "debug",
-    "default", "do", "else", "eval", "export", "false", "fn", "for", "go", "goto",
-    "if", "import", "in", "is", "is_def_fn", "is_def_var", "is_shared", "let", "loop", "match", "module", "new", "nil", "null", "package",
-    "print", "private", "protected", "public", "return", "shared", "spawn", "static", "super",
-    "switch", "sync", "this", "thread", "throw", "true", "try", "type_of", "until", "use", "var",
-    "void", "while", "with", "yield",
+    "Fn",
+    "as",
+    "async",
+    "await",
+    "break",
+    "call",
+    "case",
+    "catch",
+    "const",
+    "continue",
+    "curry",
+    "debug",
+    "default",
+    "do",
+    "else",
+    "eval",
+    "export",
+    "false",
+    "fn",
+    "for",
+    "go",
+    "goto",
+    "if",
+    "import",
+    "in",
+    "is",
+    "is_def_fn",
+    "is_def_var",
+    "is_shared",
+    "let",
+    "loop",
+    "match",
+    "module",
+    "new",
+    "nil",
+    "null",
+    "package",
+    "print",
+    "private",
+    "protected",
+    "public",
+    "return",
+    "shared",
+    "spawn",
+    "static",
+    "super",
+    "switch",
+    "sync",
+    "this",
+    "thread",
+    "throw",
+    "true",
+    "try",
+    "type_of",
+    "until",
+    "use",
+    "var",
+    "void",
+    "while",
+    "with",
+    "yield",
 ];
 
 /// The whole system prompt for `registry`; `inline_calls` is the inline
@@ -235,7 +328,11 @@ mod tests {
     #[test]
     fn the_analysis_rule_says_what_counts_as_a_call() {
         // The analysis gate counts guards and script-only functions; the prompt says so.
-        assert!(answer_rule().contains("guard or script-only"), "{}", answer_rule());
+        assert!(
+            answer_rule().contains("guard or script-only"),
+            "{}",
+            answer_rule()
+        );
     }
 
     #[test]

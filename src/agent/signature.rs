@@ -236,7 +236,13 @@ impl Renderer {
 /// empty (indenting them costs every prompt bytes and says nothing).
 pub(super) fn indent(doc: &str) -> String {
     doc.lines()
-        .map(|l| if l.trim().is_empty() { "\n".to_string() } else { format!("  {l}\n") })
+        .map(|l| {
+            if l.trim().is_empty() {
+                "\n".to_string()
+            } else {
+                format!("  {l}\n")
+            }
+        })
         .collect()
 }
 

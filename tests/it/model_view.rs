@@ -124,7 +124,11 @@ priced.len() + quotes.len()"#,
     let task_id = result["task_id"].as_str().unwrap_or_default();
     let calls = std::fs::read_to_string(server.artifacts.path().join(task_id).join("function_calls.json"))
         .unwrap_or_default();
-    assert_eq!(calls.matches("\"function\":\"price_option_t\"").count(), 3, "{calls}");
+    assert_eq!(
+        calls.matches("\"function\":\"price_option_t\"").count(),
+        3,
+        "{calls}"
+    );
     assert_eq!(calls.matches("\"function\":\"get_quote\"").count(), 2, "{calls}");
 }
 
@@ -186,7 +190,12 @@ async fn run_script_gets_the_same_check_and_says_the_script_did_not_run() {
     );
     let task_id = result["task_id"].as_str().unwrap_or_default();
     assert!(
-        !server.artifacts.path().join(task_id).join("outputs/a.txt").exists(),
+        !server
+            .artifacts
+            .path()
+            .join(task_id)
+            .join("outputs/a.txt")
+            .exists(),
         "the script ran: {result}"
     );
 }
@@ -243,7 +252,10 @@ final_answer(#{task_type: "analysis", summary: "written", metrics: #{p: norm_inv
     let server = server_for(&model, &[]).await;
     let result = task(&server, "write").await;
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(result["output"], "outputs/a.csv 8 outputs/report.html\n", "{result}");
+    assert_eq!(
+        result["output"], "outputs/a.csv 8 outputs/report.html\n",
+        "{result}"
+    );
     let p = result["metrics"]["p"].as_f64().unwrap_or_default();
     assert!((p - 1.959_963_984_540_054).abs() < 1e-12, "{p}");
 }

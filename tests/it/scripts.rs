@@ -135,7 +135,11 @@ async fn the_threat_suite_is_stopped_with_classified_errors() {
         // No such function: refused by the check before anything runs...
         (r#"open_file("/etc/passwd")"#, 10, "parse"),
         // ...and, where the check does not judge (inside try), at run time.
-        (r#"try { open_file("/etc/passwd") } catch (e) { throw e }"#, 10, "runtime"),
+        (
+            r#"try { open_file("/etc/passwd") } catch (e) { throw e }"#,
+            10,
+            "runtime",
+        ),
         ("let x = ;", 10, "parse"),
         (r#"throw "boom""#, 10, "runtime"),
     ];

@@ -297,7 +297,10 @@ fn written(reply: &Value) -> Dynamic {
     let mut map = Map::new();
     let path = reply.get("path").and_then(Value::as_str).unwrap_or_default();
     map.insert("path".into(), path.into());
-    let bytes = reply.get("size_bytes").and_then(Value::as_i64).unwrap_or_default();
+    let bytes = reply
+        .get("size_bytes")
+        .and_then(Value::as_i64)
+        .unwrap_or_default();
     map.insert("bytes".into(), bytes.into());
     map.into()
 }

@@ -31,7 +31,16 @@ const MAX_PROBLEMS: usize = 20;
 
 /// Names the engine handles itself (not in its function list).
 const ENGINE_KEYWORDS: &[&str] = &[
-    "print", "debug", "type_of", "eval", "Fn", "call", "curry", "is_shared", "is_def_var", "is_def_fn",
+    "print",
+    "debug",
+    "type_of",
+    "eval",
+    "Fn",
+    "call",
+    "curry",
+    "is_shared",
+    "is_def_var",
+    "is_def_fn",
 ];
 
 /// One problem: where, and what to do.
@@ -62,7 +71,9 @@ impl Known {
     pub fn of(engine: &Engine) -> Self {
         let mut functions: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
         for signature in engine.gen_fn_signatures(true) {
-            let Some((name, rest)) = signature.split_once('(') else { continue };
+            let Some((name, rest)) = signature.split_once('(') else {
+                continue;
+            };
             if !is_identifier(name) {
                 continue;
             }
@@ -108,10 +119,7 @@ pub fn check(
                         source = repaired;
                     }
                     _ => {
-                        problems.push(Problem::at(
-                            position,
-                            format!("syntax error: {}", error.0),
-                        ));
+                        problems.push(Problem::at(position, format!("syntax error: {}", error.0)));
                         break None;
                     }
                 }
@@ -313,8 +321,12 @@ impl<'a> Walk<'a> {
         let Some(properties) = schema.get("properties").and_then(Value::as_object) else {
             return Vec::new();
         };
-        if ["allOf", "anyOf", "oneOf"].iter().any(|k| schema.contains_key(*k))
-            || schema.get("additionalProperties").is_some_and(|a| a != &Value::Bool(false))
+        if ["allOf", "anyOf", "oneOf"]
+            .iter()
+            .any(|k| schema.contains_key(*k))
+            || schema
+                .get("additionalProperties")
+                .is_some_and(|a| a != &Value::Bool(false))
         {
             return Vec::new();
         }
@@ -364,7 +376,9 @@ impl<'a> Walk<'a> {
             .chain(self.script_fns.keys().map(String::as_str));
         match nearest(name, candidates) {
             Some(near) => format!("no function named '{name}': did you mean '{near}'?"),
-            None => format!("no function named '{name}': the functions that exist are listed in your instructions"),
+            None => format!(
+                "no function named '{name}': the functions that exist are listed in your instructions"
+            ),
         }
     }
 
@@ -380,7 +394,10 @@ impl<'a> Walk<'a> {
 /// into a constant by the optimizer; `None` for anything else.
 fn literal_keys(expr: &Expr) -> Option<(Vec<String>, Position)> {
     match expr {
-        Expr::Map(map, position) => Some((map.0.iter().map(|(key, _)| key.name.to_string()).collect(), *position)),
+        Expr::Map(map, position) => Some((
+            map.0.iter().map(|(key, _)| key.name.to_string()).collect(),
+            *position,
+        )),
         Expr::DynamicConstant(value, position) => constant_keys(value, *position),
         _ => None,
     }
@@ -393,10 +410,7 @@ fn constant_keys(value: &rhai::Dynamic, position: Position) -> Option<(Vec<Strin
 
 fn arity_message(name: &str, arities: &BTreeSet<usize>, got: usize) -> String {
     let takes: Vec<String> = arities.iter().map(usize::to_string).collect();
-    format!(
-        "{name} takes {} argument(s), got {got}",
-        takes.join(" or ")
-    )
+    format!("{name} takes {} argument(s), got {got}", takes.join(" or "))
 }
 
 /// The candidate closest to `word` by edit distance, if close enough to
@@ -428,7 +442,9 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn is_identifier(name: &str) -> bool {
-    name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+    name.chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 

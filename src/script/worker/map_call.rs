@@ -106,7 +106,10 @@ fn map_call(
     for slot in slots {
         let value = match slot {
             Ok(()) => replies.next().ok_or_else(|| {
-                GuardError::new(codes::DOOR_PROTOCOL, "map_call reply has fewer results than items")
+                GuardError::new(
+                    codes::DOOR_PROTOCOL,
+                    "map_call reply has fewer results than items",
+                )
             })?,
             Err(error) => map_item(Err(error)),
         };

@@ -132,8 +132,15 @@ mod tests {
     /// |got − want| within 1e-12 relative (absolute near zero).
     fn close(got: f64, want: f64) {
         let scale = want.abs().max(1e-300);
-        let error = if want == 0.0 { got.abs() } else { (got - want).abs() / scale };
-        assert!(error <= 1e-12, "got {got:e}, want {want:e} (relative error {error:e})");
+        let error = if want == 0.0 {
+            got.abs()
+        } else {
+            (got - want).abs() / scale
+        };
+        assert!(
+            error <= 1e-12,
+            "got {got:e}, want {want:e} (relative error {error:e})"
+        );
     }
 
     #[test]

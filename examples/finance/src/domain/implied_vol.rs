@@ -201,7 +201,14 @@ mod tests {
     use super::*;
     use crate::domain::options::{price_option, tests::input};
 
-    fn solve(kind: OptionType, price: f64, s: f64, k: f64, t: f64, r: f64) -> Result<ImpliedVol, DomainError> {
+    fn solve(
+        kind: OptionType,
+        price: f64,
+        s: f64,
+        k: f64,
+        t: f64,
+        r: f64,
+    ) -> Result<ImpliedVol, DomainError> {
         implied_volatility(ImpliedVolInput {
             option_type: kind,
             price,
@@ -245,11 +252,23 @@ mod tests {
     #[test]
     fn prices_outside_the_no_arbitrage_bounds_name_the_bound() {
         // A call above the spot, or below its discounted intrinsic value, has no volatility.
-        let above = solve(OptionType::Call, 25.0, 21.0, 20.0, 0.25, 0.1).unwrap_err().to_string();
-        assert!(above.starts_with("price: 25 is at or above the upper no-arbitrage bound 21.000000"), "{above}");
-        let below = solve(OptionType::Call, 1.0, 21.0, 20.0, 0.25, 0.1).unwrap_err().to_string();
-        assert!(below.contains("at or below the lower no-arbitrage bound 1.493"), "{below}");
-        let expired = solve(OptionType::Put, 1.0, 21.0, 20.0, 0.0, 0.1).unwrap_err().to_string();
+        let above = solve(OptionType::Call, 25.0, 21.0, 20.0, 0.25, 0.1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            above.starts_with("price: 25 is at or above the upper no-arbitrage bound 21.000000"),
+            "{above}"
+        );
+        let below = solve(OptionType::Call, 1.0, 21.0, 20.0, 0.25, 0.1)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            below.contains("at or below the lower no-arbitrage bound 1.493"),
+            "{below}"
+        );
+        let expired = solve(OptionType::Put, 1.0, 21.0, 20.0, 0.0, 0.1)
+            .unwrap_err()
+            .to_string();
         assert!(expired.starts_with("time_to_expiry: must be > 0"), "{expired}");
     }
 }

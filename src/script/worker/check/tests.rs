@@ -48,12 +48,19 @@ fn every_problem_of_a_block_is_reported_at_once_with_its_line() {
     let found = problems(
         "let p = norm_cfd(1.0);\nlet q = price(#{spot: 1.0, strike: 1.0, volatilty: 0.2});\nlet c = to_csv([], [], []);",
     );
-    let text: Vec<String> = found.iter().map(|p| format!("{:?}: {}", p.line, p.message)).collect();
+    let text: Vec<String> = found
+        .iter()
+        .map(|p| format!("{:?}: {}", p.line, p.message))
+        .collect();
     assert_eq!(found.len(), 4, "{text:#?}");
-    assert!(text[0].contains("Some(1)") && text[0].contains("did you mean 'norm_cdf'"), "{text:#?}");
     assert!(
-        text.iter()
-            .any(|t| t.contains("Some(2)") && t.contains("no argument 'volatilty'") && t.contains("'volatility'")),
+        text[0].contains("Some(1)") && text[0].contains("did you mean 'norm_cdf'"),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter().any(|t| t.contains("Some(2)")
+            && t.contains("no argument 'volatilty'")
+            && t.contains("'volatility'")),
         "{text:#?}"
     );
     assert!(
@@ -74,7 +81,8 @@ fn a_reserved_word_as_a_bare_key_is_answered_with_the_quoting_and_the_check_goes
     let found = problems("let m = #{call: 1.0, put: 2.0};\nlet x = norm_pfd(0.0);");
     assert_eq!(found.len(), 2, "{found:#?}");
     assert!(
-        found[0].message.contains("'call' is a reserved word") && found[0].message.contains("#{\"call\": ...}"),
+        found[0].message.contains("'call' is a reserved word")
+            && found[0].message.contains("#{\"call\": ...}"),
         "{found:#?}"
     );
     assert_eq!((found[0].line, found[0].column), (Some(1), Some(11)));
@@ -97,9 +105,24 @@ fn map_call_items_are_checked_like_calls() {
         "map_call(\"price\", [#{spot: 1.0, strike: 1.0, volatility: 0.2}, #{spot: 1.0, strike: 1.0, vol: 0.2}]);\nmap_call(\"prise\", []);",
     );
     assert_eq!(found.len(), 3, "{found:#?}");
-    assert!(found[0].message.starts_with("map_call item 1: price has no argument 'vol'"), "{found:#?}");
-    assert!(found[1].message.contains("missing required argument(s) volatility"), "{found:#?}");
-    assert!(found[2].message.contains("no guard named 'prise': did you mean 'price'?"), "{found:#?}");
+    assert!(
+        found[0]
+            .message
+            .starts_with("map_call item 1: price has no argument 'vol'"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1]
+            .message
+            .contains("missing required argument(s) volatility"),
+        "{found:#?}"
+    );
+    assert!(
+        found[2]
+            .message
+            .contains("no guard named 'prise': did you mean 'price'?"),
+        "{found:#?}"
+    );
 }
 
 #[test]
@@ -129,9 +152,19 @@ fn variables_of_earlier_blocks_and_their_functions_count_as_known() {
     let earlier = engine.compile("fn helper(a, b) { a + b }").expect("compiles");
     let mut scope = Scope::new();
     scope.push("pricer", rhai::FnPtr::new("helper").expect("fn ptr"));
-    let checked = check(&engine, &known, &registry, &scope, &earlier, "helper(1, 2) + pricer(1, 2)");
+    let checked = check(
+        &engine,
+        &known,
+        &registry,
+        &scope,
+        &earlier,
+        "helper(1, 2) + pricer(1, 2)",
+    );
     assert!(checked.is_ok(), "{:?}", checked.err());
     let wrong = check(&engine, &known, &registry, &scope, &earlier, "helper(1)");
     let problems = wrong.expect_err("wrong arity");
-    assert!(problems[0].message.contains("helper takes 2 argument(s), got 1"), "{problems:#?}");
+    assert!(
+        problems[0].message.contains("helper takes 2 argument(s), got 1"),
+        "{problems:#?}"
+    );
 }

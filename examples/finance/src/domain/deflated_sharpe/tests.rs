@@ -164,10 +164,14 @@ fn rf_turns_total_returns_into_excess_returns() {
     let total = [0.011, -0.019, 0.031, 0.006, -0.009, 0.021, 0.001, 0.016];
     let rf = 0.001;
     let excess: Vec<f64> = total.iter().map(|r| r - rf).collect();
-    let with_rf = run(json!({"returns": total, "rf": rf, "n_trials": 10, "trials_sharpe_variance": 0.01})).unwrap();
+    let with_rf =
+        run(json!({"returns": total, "rf": rf, "n_trials": 10, "trials_sharpe_variance": 0.01})).unwrap();
     let given = run(json!({"returns": excess, "n_trials": 10, "trials_sharpe_variance": 0.01})).unwrap();
     for key in ["sharpe", "dsr", "skew", "kurtosis"] {
-        let (a, b) = (with_rf.evidence[key].as_f64().unwrap(), given.evidence[key].as_f64().unwrap());
+        let (a, b) = (
+            with_rf.evidence[key].as_f64().unwrap(),
+            given.evidence[key].as_f64().unwrap(),
+        );
         assert!((a - b).abs() < 1e-12, "{key}: {a} vs {b}");
     }
     let n = total.len() as f64;
@@ -175,5 +179,8 @@ fn rf_turns_total_returns_into_excess_returns() {
     let sd = (excess.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
     assert!((with_rf.evidence["sharpe"].as_f64().unwrap() - m / sd).abs() < 1e-14);
     let refused = run(json!({"sharpe": 0.1, "n_obs": 100, "n_trials": 1, "rf": 0.001})).unwrap_err();
-    assert!(refused.to_string().starts_with("rf: applies to returns only"), "{refused}");
+    assert!(
+        refused.to_string().starts_with("rf: applies to returns only"),
+        "{refused}"
+    );
 }
