@@ -291,6 +291,7 @@ impl Registry {
 
     /// The guards the coding agent's prompt lists: all but those
     /// registered [`Guard::hidden_from_model`], in name order.
+    #[cfg(feature = "agent")]
     pub fn for_model(&self) -> impl Iterator<Item = &Guard> {
         self.guards.values().filter(|g| !g.is_hidden_from_model())
     }
