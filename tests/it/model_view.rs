@@ -91,17 +91,20 @@ async fn the_inline_budget_is_its_own_and_the_operator_can_set_it() {
 
 #[tokio::test]
 async fn map_call_answers_every_item_in_order_with_per_item_errors_for_one_call_each() {
-    // An isolated guard (3 items, one bad) and an in-process guard (2 items, one unknown symbol):
-    // results in order, errors in place, and each map_call spends one door call.
+    // An isolated guard (3 items, one bad), an in-process guard (2 items, one unknown symbol) and a
+    // pure one (a good price, one above its bound, one not a map): results in order, errors in place;
+    // each server map_call spends one server call, each pure item one inline call.
     let model = FakeModel::start(vec![
         code(
             r#"let base = #{option_type: "call", spot: 100.0, strike: 100.0, time_to_expiry: 1.0, volatility: 0.2, rate: 0.05};
 let bad = base + #{spot: -1.0};
 let priced = map_call("price_option_t", [base, bad, base + #{option_type: "put"}]);
 let quotes = map_call("get_quote", [#{symbol: "AAPL"}, #{symbol: "XYZ"}]);
+let vols = map_call("implied_volatility", [#{option_type: "call", price: 1.875, spot: 21.0, strike: 20.0, time_to_expiry: 0.25, rate: 0.1}, #{option_type: "call", price: 25.0, spot: 21.0, strike: 20.0, time_to_expiry: 0.25, rate: 0.1}, 7]);
 print(`${priced[0].ok.result} ${priced[1].error.code} ${priced[1].error.field} ${priced[2].ok.result}`);
 print(`${quotes[0].ok.symbol} ${quotes[1].error.code}`);
-priced.len() + quotes.len()"#,
+print(`${(vols[0].ok.volatility * 1000.0).round() / 1000.0} ${vols[1].error.field} ${vols[2].error.code}`);
+priced.len() + quotes.len() + vols.len()"#,
         ),
         code("final_answer(#{task_type: \"analysis\", summary: \"mapped\"})"),
     ])
@@ -118,8 +121,10 @@ priced.len() + quotes.len()"#,
     assert_eq!(&first[1..3], ["invalid_input", "spot"], "{seen}");
     assert!((put - 5.5735).abs() < 5e-4, "{seen}");
     assert_eq!(lines[3], "AAPL invalid_input", "{seen}");
-    assert!(seen.contains("value: 5"), "{seen}");
-    assert!(seen.ends_with("98 server calls, 100000 inline calls."), "{seen}");
+    // A pure guard's items run inline: each an inline call, none a server call.
+    assert_eq!(lines[4], "0.235 price invalid_input", "{seen}");
+    assert!(seen.contains("value: 8"), "{seen}");
+    assert!(seen.ends_with("98 server calls, 99998 inline calls."), "{seen}");
     // Every item is still a call of its own in function_calls.json.
     let task_id = result["task_id"].as_str().unwrap_or_default();
     let calls = std::fs::read_to_string(server.artifacts.path().join(task_id).join("function_calls.json"))
