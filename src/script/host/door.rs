@@ -9,7 +9,9 @@
 //! validation, events, spans and deadline as any call — so a call costs the
 //! two pipe crossings and nothing else. Inline pure-call batches are
 //! recorded here too, and every call goes to the task's
-//! function_calls.json. Everything that needs the async world (isolated
+//! function_calls.json. A `map_call` of an in-process guard runs its items
+//! here one after another and answers them in one reply (an isolated
+//! guard's items go to the session, which does the same). Everything that needs the async world (isolated
 //! guards, artifact writes and reads, progress notifications, the end of a
 //! run) is handed to the session as a [`DoorEvent`].
 //!

@@ -1,7 +1,8 @@
 //! What a script can call: every guard (a function taking an object map),
 //! the app's script-only functions, plus write_artifact,
 //! read_written_artifact, to_csv, final_answer, the chart helpers and
-//! report (`super::charts`).
+//! report (`super::charts`), `map_call` (`super::map_call`) and the math
+//! prelude (`super::prelude`).
 //!
 //! Pure guards run inline here; all other guards and every artifact
 //! operation go through the [`Door`] to the server, which runs them via
