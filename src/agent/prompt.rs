@@ -11,8 +11,8 @@ use serde_json::json;
 use super::signature::{Renderer, shared_types};
 use crate::guard::Mode;
 use crate::limits::{
-    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL,
-    MAX_MAP_CALL_ITEMS,
+    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
+    AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
 };
 use crate::registry::Registry;
 use crate::task::contract::{self, TASK_TYPES};
@@ -190,13 +190,12 @@ pub const RESERVED_WORDS: &[&str] = &[
 
 /// The whole system prompt for `registry`; `inline_calls` is the inline
 /// budget the task enforces.
-pub fn system_prompt(registry: &Registry, inline_calls: u64) -> String {
+pub fn system_prompt(registry: &Registry, inline_calls: u64, timeout: std::time::Duration) -> String {
     let mut text = RULES.replace("{MAP_ITEMS}", &MAX_MAP_CALL_ITEMS.to_string());
     text.push_str(&format!("- {}\n", builtins_line()));
     text.push_str(&format!("- {}\n", reserved_line()));
     text.push_str(&format!("- {}\n", answer_rule()));
-    text.push_str(&format!("- {}\n", status_rule()));
-    text.push_str(&format!("- {}\n", budget_line(inline_calls)));
+    text.push_str(&format!("- {}\n", budget_line(inline_calls, timeout)));
     let mut renderer = Renderer::new(shared_types(registry.for_model()));
     let mut functions = String::new();
     for guard in registry.for_model() {
@@ -262,12 +261,15 @@ pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64, 
 
 /// The budgets, from `limits` (and the inline budget the task enforces):
 /// what a task may spend before it ends.
-pub fn budget_line(inline_calls: u64) -> String {
+pub fn budget_line(inline_calls: u64, timeout: std::time::Duration) -> String {
     format!(
         "Budgets: {AGENT_MAX_STEPS} steps (a step is a code block that ran), {AGENT_MAX_MODEL_CALLS} \
 replies, {AGENT_MAX_GUARD_CALLS} server calls (failed ones count; a map_call is 1), {inline_calls} \
-inline calls. Past a call budget a call throws budget_exhausted; out of steps or replies the task fails. \
-Every {AGENT_PLANNING_INTERVAL} steps you are told how many are used."
+inline calls, {} s for the whole task; each observation is cut at {} KiB. Past a call budget a call \
+throws budget_exhausted; out of steps, replies or time the task fails. Every {AGENT_PLANNING_INTERVAL} \
+steps you are told how many are used.",
+        timeout.as_secs(),
+        AGENT_MAX_OBSERVATION_BYTES / 1024
     )
 }
 
@@ -286,8 +288,9 @@ pub fn answer_rule() -> String {
 {}; assumptions is an array of strings; no other keys; summary non-blank; numbers finite. task_type: \
 analysis (needs a call of a function above, guard or script-only, that returned without error), \
 no_action (only if you made no calls), needs_input (say what is missing), unsupported (the functions \
-cannot do it), failed. Output printed before final_answer is kept.",
-        with_metrics.join(", ")
+cannot do it), failed; {} Output printed before final_answer is kept.",
+        with_metrics.join(", "),
+        status_rule()
     )
 }
 /// How `task_type` maps to the task's status, asked of the contract itself
@@ -304,7 +307,7 @@ pub fn status_rule() -> String {
         }
     }
     format!(
-        "Status: {} end success; {} end failed (use them only when you cannot answer).",
+        "{} end success; {} end failed.",
         success.join(", "),
         failed.join(", ")
     )
@@ -371,12 +374,17 @@ mod tests {
     #[test]
     fn the_budget_line_quotes_the_limits() {
         // Pins the numbers in the budget line to the limits module and the inline budget given.
-        let line = budget_line(crate::limits::AGENT_MAX_INLINE_CALLS);
+        let line = budget_line(
+            crate::limits::AGENT_MAX_INLINE_CALLS,
+            std::time::Duration::from_secs(77),
+        );
         for n in [
             AGENT_MAX_STEPS as u64,
             AGENT_MAX_MODEL_CALLS as u64,
             AGENT_MAX_GUARD_CALLS,
             crate::limits::AGENT_MAX_INLINE_CALLS,
+            77,
+            (AGENT_MAX_OBSERVATION_BYTES / 1024) as u64,
         ] {
             assert!(line.contains(&n.to_string()), "{line}");
         }

@@ -39,7 +39,7 @@ pub async fn run_coding_task(
     progress: Option<&Progress>,
 ) -> Result<Value, GuardError> {
     let task = runner.begin(origin, timeout, &cancel, progress).await?;
-    let system = super::prompt::system_prompt(runner.executor.registry(), config.inline_calls);
+    let system = super::prompt::system_prompt(runner.executor.registry(), config.inline_calls, timeout);
     let saved = runner
         .store
         .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())

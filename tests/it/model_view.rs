@@ -206,7 +206,7 @@ async fn run_script_gets_the_same_check_and_says_the_script_did_not_run() {
 }
 
 #[tokio::test]
-async fn the_prompt_hides_guards_the_app_hid_lists_what_exists_and_is_smaller() {
+async fn the_prompt_hides_guards_the_app_hid_and_lists_what_exists_within_20_kb() {
     // get_quote_isolated is hidden from the prompt but still callable; built-ins, reserved words,
     // the prelude, map_call and every budget with its number are stated.
     let model = FakeModel::start(vec![code(
@@ -232,7 +232,7 @@ async fn the_prompt_hides_guards_the_app_hid_lists_what_exists_and_is_smaller() 
         "math: abs sign sqrt",
         "map_call(\"name\", [#{...}, ...])",
         "Budgets: 12 steps (a step is a code block that ran), 16 replies, 100 server calls",
-        "100000 inline calls",
+        "100000 inline calls, 60 s for the whole task; each observation is cut at 8 KiB",
         "at most 1000 maps, in ONE server",
         "metrics (a map) only with analysis",
         "EXCESS returns unless `rf` is given",
