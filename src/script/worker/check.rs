@@ -138,13 +138,15 @@ pub fn check(
 /// When the parse error at `position` sits on `word:` right after `#{`
 /// or `,`, the source with that key quoted.
 fn quote_bare_key(source: &str, position: Position) -> Option<(String, String)> {
-    let (line, column) = (position.line()?, position.position()?);
+    // Rhai counts both from 1; a 0 (an end-of-input position) is no key.
+    let line = position.line()?.checked_sub(1)?;
+    let column = position.position()?.checked_sub(1)?;
     let start: usize = source
         .split_inclusive('\n')
-        .take(line - 1)
+        .take(line)
         .map(str::len)
         .sum::<usize>()
-        + source.lines().nth(line - 1)?.char_indices().nth(column - 1)?.0;
+        + source.lines().nth(line)?.char_indices().nth(column)?.0;
     let rest = &source[start..];
     let word: String = rest
         .chars()

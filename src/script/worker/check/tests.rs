@@ -91,11 +91,15 @@ fn a_reserved_word_as_a_bare_key_is_answered_with_the_quoting_and_the_check_goes
 
 #[test]
 fn a_plain_syntax_error_is_reported_as_such() {
-    // Not a key problem: the parse error itself, with its position.
+    // Not a key problem: the parse error itself, with its position; errors at the end of input too.
     let found = problems("let x = (1 + ;");
     assert_eq!(found.len(), 1, "{found:#?}");
     assert!(found[0].message.starts_with("syntax error"), "{found:#?}");
     assert_eq!(found[0].line, Some(1));
+    for broken in ["let m = #{", "#{a: 1,", "fn f(", "\n\n", "let x = \"", "#{call:"] {
+        let found = problems(broken);
+        assert!(!found.is_empty() || broken.trim().is_empty(), "{broken:?}");
+    }
 }
 
 #[test]
