@@ -204,6 +204,10 @@ pub struct Guard {
     /// structuredContent, and the tool declares no output schema. Decided
     /// by the type, like `uses_resources`, so it cannot disagree with it.
     pub(crate) content_output: bool,
+    /// Left out of the coding agent's system prompt
+    /// ([`Guard::hidden_from_model`]); still an MCP tool and a script
+    /// function.
+    pub(crate) hidden_from_model: bool,
     pub(crate) run: ErasedFn,
     pub(crate) run_inline: ScriptFn,
 }
@@ -333,6 +337,7 @@ where
         hints: Hints::default(),
         uses_resources: F::USES_RESOURCES,
         content_output: TypeId::of::<O>() == TypeId::of::<Vec<crate::Content>>(),
+        hidden_from_model: false,
         run,
         run_inline,
     }
@@ -393,6 +398,15 @@ impl Guard {
         self.hints.open_world = true;
         self
     }
+    /// Keeps the guard out of the coding agent's system prompt: for guards
+    /// that exist for operators or comparisons (a second path to the same
+    /// answer), whose listing would cost every task prompt bytes and tempt
+    /// the model to use them. The guard stays an MCP tool, is listed by
+    /// `list_guards`, and scripts (and `map_call`) can still call it.
+    pub fn hidden_from_model(mut self) -> Self {
+        self.hidden_from_model = true;
+        self
+    }
 
     pub fn tool_name(&self) -> &str {
         &self.name
@@ -402,6 +416,11 @@ impl Guard {
     }
     pub fn mode(&self) -> Mode {
         self.mode
+    }
+    /// Whether the coding agent's prompt leaves this guard out
+    /// ([`Guard::hidden_from_model`]).
+    pub fn is_hidden_from_model(&self) -> bool {
+        self.hidden_from_model
     }
     pub fn input_schema(&self) -> &Map<String, Value> {
         &self.schemas.input().0

@@ -513,8 +513,11 @@ pub const AGENT_MAX_STEPS: usize = 12;
 /// not a step).
 pub const AGENT_MAX_MODEL_CALLS: usize = 16;
 
-/// Guard calls per coding task, failed ones and inline pure ones included:
-/// 100. Further calls fail with a catchable `budget_exhausted` error.
+/// Guard calls through the door per coding task (isolated and in-process
+/// guards, failed ones included; a `map_call` counts once): 100. Further
+/// calls fail with a catchable `budget_exhausted` error. Inline calls
+/// (pure guards, script-only functions) have their own, larger budget,
+/// [`AGENT_MAX_INLINE_CALLS`].
 pub const AGENT_MAX_GUARD_CALLS: u64 = 100;
 
 /// Every this many steps the model is asked to restate its plan: 3.
@@ -1090,6 +1093,34 @@ pub const DEFAULT_TASKS_QUEUED_PER_PRINCIPAL: usize = 4;
 /// server keeps serving). Not an operator setting: it bounds the cost of
 /// the retries, not anything a deployment tunes.
 pub const EVENTS_REOPEN_INTERVAL: Duration = Duration::from_secs(5);
+
+// ---- coding agent: inline calls and map_call (issue 25) ----
+
+/// Inline calls per coding task: pure guards (run inside the script
+/// worker) and the app's script-only functions, failed ones included:
+/// 100,000 (`WARDEN_AGENT_MAX_INLINE_CALLS`, 1–10,000,000, read when a
+/// coding task starts). Counted apart from [`AGENT_MAX_GUARD_CALLS`]: an
+/// inline call costs microseconds and no round trip, so a bisection or a
+/// grid of pure computations must not spend the small door budget. Past
+/// it a call fails with a catchable `budget_exhausted`. Does not count the
+/// script prelude (`norm_cdf`, `erf`, …), which is engine arithmetic;
+/// `run_script` bounds inline calls by operations and the deadline only.
+pub const AGENT_MAX_INLINE_CALLS: u64 = 100_000;
+
+/// Items in one `map_call(name, items)`: 1,000. The items of a guard that
+/// is not pure travel in one door message and count once against the door
+/// budget; each is still a full guard call (validation, events,
+/// function_calls.json, its own timeout). A longer list is refused with a
+/// catchable `invalid_input` on `items` before any item runs: split it.
+/// Does not bound the message size (the worker line cap does).
+pub const MAX_MAP_CALL_ITEMS: usize = 1_000;
+
+/// `WARDEN_AGENT_MAX_INLINE_CALLS`, or [`AGENT_MAX_INLINE_CALLS`] when
+/// unset; a value outside 1–10,000,000 is an error naming the variable
+/// and the range.
+pub fn agent_inline_calls() -> Result<u64, LimitError> {
+    Ok(env_number("WARDEN_AGENT_MAX_INLINE_CALLS", 1, 10_000_000)?.unwrap_or(AGENT_MAX_INLINE_CALLS))
+}
 
 #[cfg(test)]
 mod tests {

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use crate::limits::{DEFAULT_MODEL_CALL_TIMEOUT, MAX_MODEL_CALL_TIMEOUT};
+use crate::limits::{DEFAULT_MODEL_CALL_TIMEOUT, MAX_MODEL_CALL_TIMEOUT, agent_inline_calls};
 
 /// Where and how to reach the model. The key is never logged or echoed.
 #[derive(Clone)]
@@ -13,6 +13,10 @@ pub struct ModelConfig {
     pub model_id: String,
     /// Per-call timeout (`WARDEN_MODEL_TIMEOUT_SECONDS`, 1–600, default 120).
     pub call_timeout: Duration,
+    /// Inline calls a task may make (`WARDEN_AGENT_MAX_INLINE_CALLS`,
+    /// default [`crate::limits::AGENT_MAX_INLINE_CALLS`]); read here so the
+    /// prompt states the number the task enforces.
+    pub inline_calls: u64,
 }
 
 impl std::fmt::Debug for ModelConfig {
@@ -35,6 +39,9 @@ pub enum ModelConfigError {
     NotConfigured(Vec<&'static str>),
     #[error("WARDEN_MODEL_TIMEOUT_SECONDS: expected an integer from 1 to {max}, got '{raw}'")]
     BadTimeout { raw: String, max: u64 },
+    /// A coding-task budget override out of range (the message names it).
+    #[error("{0}")]
+    BadBudget(String),
 }
 
 fn unset_list(names: &[&str]) -> String {
@@ -66,6 +73,7 @@ impl ModelConfig {
                 }
             },
         };
+        let inline_calls = agent_inline_calls().map_err(|e| ModelConfigError::BadBudget(e.to_string()))?;
         Ok(Self {
             api_key: get("WARDEN_MODEL_API_KEY").unwrap_or_default(),
             api_base: get("WARDEN_MODEL_API_BASE")
@@ -74,6 +82,7 @@ impl ModelConfig {
                 .to_string(),
             model_id: get("WARDEN_MODEL_ID").unwrap_or_default(),
             call_timeout,
+            inline_calls,
         })
     }
 }

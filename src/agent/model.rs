@@ -174,6 +174,7 @@ mod tests {
             api_base: "https://bot:hunter2@models.internal:8443/v1".into(),
             model_id: "m".into(),
             call_timeout: Duration::from_secs(1),
+            inline_calls: 1,
         };
         let said = "bad key sk-live-0123456789 for https://bot:hunter2@models.internal:8443/v1/chat/completions; bot:hunter2";
         let cleaned = redact(&config, said);

@@ -9,7 +9,11 @@
 use serde_json::json;
 
 use super::signature::{Renderer, shared_types};
-use crate::limits::{AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL};
+use crate::guard::Mode;
+use crate::limits::{
+    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
+    AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
+};
 use crate::registry::Registry;
 use crate::task::contract::{self, TASK_TYPES};
 
@@ -21,46 +25,187 @@ functions below, which run in a sandbox. Reply with exactly ONE fenced code bloc
 ```
 
 Rules:
-- Each function takes ONE object map of named arguments: f(#{name: value, ...}) and returns a map.
+- Each function takes ONE object map of named arguments, f(#{name: value, ...}), and returns a map.
   Use floats for numbers (100.0, not 100) where the type is number. `name?` is optional; `= v` is
-  its default.
-- Variables and functions you define persist between your messages; the last expression's value,
-  printed output (print(...)) and any error come back to you as the observation.
-- Errors are catchable: try { ... } catch (e) { print(e.code + ": " + e.message); }
-  (try is a statement, not an expression). A failed call still counts against the call budget.
+  its default. [inline] functions run in the sandbox; the others are calls to the server.
+- Variables and functions persist between your messages; the last value, printed output
+  (print(...)) and any error come back to you.
+- Each block is checked before it runs (syntax, unknown functions, argument names, arity): a block
+  with problems does not run and uses no step; you get every problem with its line.
+- Errors are catchable: try { ... } catch (e) { print(e.code + ": " + e.message); } (a statement).
 - Helpers:
-  write_artifact(filename, content)          // writes outputs/<filename>, 1 MiB max; content is a string
-  write_artifact(filename, content, "base64")
-  read_written_artifact(filename)            // reads back a file you wrote
-  to_csv(rows, ["col1", "col2"])             // rows: array of maps -> CSV text
-  line_chart(rows, #{x: "col", y: "col", title: "..."})  // returns a chart; y may be ["a", "b"];
-                                             // series: "col" makes one line per value; x_label,
-                                             // y_label, width, height (px) are optional
-  scatter_chart(rows, #{...})                // same options as line_chart
+  map_call("name", [#{...}, ...])  // guard `name` once per map, at most {MAP_ITEMS} maps, in ONE server
+                                   // call; returns [#{ok: output} or #{error: #{code, message}}, ...] in order
+  write_artifact(filename, content[, "base64"])  // outputs/<filename>, 1 MiB max; returns #{path, bytes}
+  read_written_artifact(filename)  // a file you wrote, as a string
+  to_csv(rows, ["col1", "col2"])   // rows: array of maps -> CSV text
+  line_chart(rows, #{x: "col", y: "col" or ["a", "b"], series?: "col", title?, x_label?, y_label?,
+    width?, height?})  // returns a chart; scatter_chart(rows, #{...}) takes the same options
   bar_chart(rows, #{x: "label_col", y: "col", title: "..."})  // one bar (group) per row
-  heatmap(rows, #{x: "spot", y: "vol", z: "price", title: "..."})  // one row per (x, y)
-  write_artifact("surface.png", chart)       // draws a chart as .png or .svg (by the extension)
-  report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading: "...",
-    text: "..."}, #{heading: "...", table: rows}, #{heading: "...", chart: chart}]})  // report.html
-  print(value)
+  heatmap(rows, #{x: "spot", y: "vol", z: "price", title?, z_label?})  // one row per (x, y)
+  write_artifact("surface.png", chart)  // draws a chart, .png or .svg
+  report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading, text},
+    #{heading, table: rows, columns?: ["a"]}, #{heading, chart}]})  // writes report.html, returns its path
+- Math prelude (exact to ~1e-15, no budget): erf(x) erfc(x) norm_pdf(x) norm_cdf(x) norm_inv(p).
 - There is no file system, network, eval or import.
-- Finish by calling final_answer(#{task_type: ..., summary: "...", metrics: #{...}, assumptions: [...]}):
-  task_type "analysis" (needs at least one call of a function above, guard or script-only, that returned
-  without error in this task; only analysis carries metrics),
-  "no_action" (nothing needed calling: only valid if you made no calls), "needs_input" (the request
-  lacks something: say what in summary), "unsupported" (the functions cannot do it), or "failed".
-  summary must be non-blank; no other keys are allowed; numbers must be finite.
 "#;
 
-/// The whole system prompt for `registry`.
-pub fn system_prompt(registry: &Registry) -> String {
-    let mut text = String::from(RULES);
-    text.push_str(&format!("- {}\n", status_rule()));
-    text.push_str(&format!("- {}\n", budget_line()));
-    let mut renderer = Renderer::new(shared_types(registry.iter()));
+/// Built-in functions of the engine a model may rely on, by group, with a
+/// note on syntax: the names come from Rhai's standard package (a test
+/// checks each exists in the worker's engine).
+pub const BUILTINS: &[(&str, &[&str], &str)] = &[
+    (
+        "math",
+        &[
+            "abs",
+            "sign",
+            "sqrt",
+            "exp",
+            "ln",
+            "log",
+            "floor",
+            "ceiling",
+            "round",
+            "int",
+            "fraction",
+            "sin",
+            "cos",
+            "tan",
+            "asin",
+            "acos",
+            "atan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "min",
+            "max",
+            "to_float",
+            "to_int",
+            "is_nan",
+            "is_finite",
+            "PI",
+            "E",
+        ],
+        "log(x) is base 10, log(x, base); PI(), E(); x ** y",
+    ),
+    (
+        "arrays",
+        &[
+            "len", "push", "pop", "shift", "insert", "remove", "clear", "contains", "index_of", "sort",
+            "reverse", "map", "filter", "reduce", "some", "all", "extract", "dedup", "zip", "range",
+        ],
+        "a + b joins; for x in a {...}; 0..n, 0..=n; reduce(|s, x| s + x, 0.0)",
+    ),
+    (
+        "strings",
+        &[
+            "len",
+            "trim",
+            "to_upper",
+            "to_lower",
+            "contains",
+            "starts_with",
+            "ends_with",
+            "split",
+            "sub_string",
+            "replace",
+            "index_of",
+            "to_string",
+            "parse_float",
+            "parse_int",
+        ],
+        "`text ${x}` interpolates",
+    ),
+    (
+        "maps",
+        &["keys", "values", "len", "contains", "remove"],
+        "m.key or m[\"key\"]; \"key\" in m",
+    ),
+];
+
+/// Words Rhai reserves: never variable names or bare map keys.
+pub const RESERVED_WORDS: &[&str] = &[
+    "Fn",
+    "as",
+    "async",
+    "await",
+    "break",
+    "call",
+    "case",
+    "catch",
+    "const",
+    "continue",
+    "curry",
+    "debug",
+    "default",
+    "do",
+    "else",
+    "eval",
+    "export",
+    "false",
+    "fn",
+    "for",
+    "go",
+    "goto",
+    "if",
+    "import",
+    "in",
+    "is",
+    "is_def_fn",
+    "is_def_var",
+    "is_shared",
+    "let",
+    "loop",
+    "match",
+    "module",
+    "new",
+    "nil",
+    "null",
+    "package",
+    "print",
+    "private",
+    "protected",
+    "public",
+    "return",
+    "shared",
+    "spawn",
+    "static",
+    "super",
+    "switch",
+    "sync",
+    "this",
+    "thread",
+    "throw",
+    "true",
+    "try",
+    "type_of",
+    "until",
+    "use",
+    "var",
+    "void",
+    "while",
+    "with",
+    "yield",
+];
+
+/// The whole system prompt for `registry`; `inline_calls` is the inline
+/// budget the task enforces.
+pub fn system_prompt(registry: &Registry, inline_calls: u64, timeout: std::time::Duration) -> String {
+    let mut text = RULES.replace("{MAP_ITEMS}", &MAX_MAP_CALL_ITEMS.to_string());
+    text.push_str(&format!("- {}\n", builtins_line()));
+    text.push_str(&format!("- {}\n", reserved_line()));
+    text.push_str(&format!("- {}\n", answer_rule()));
+    text.push_str(&format!("- {}\n", budget_line(inline_calls, timeout)));
+    let mut renderer = Renderer::new(shared_types(registry.for_model()));
     let mut functions = String::new();
-    for guard in registry.iter() {
-        functions.push_str(&renderer.describe(guard));
+    for guard in registry.for_model() {
+        let mut described = renderer.describe(guard);
+        if guard.mode() == Mode::Pure
+            && let Some(end) = described.find('\n')
+        {
+            described.insert_str(end, " [inline]");
+        }
+        functions.push_str(&described);
         functions.push('\n');
     }
     if !renderer.specials.is_empty() {
@@ -77,39 +222,77 @@ pub fn system_prompt(registry: &Registry) -> String {
     text.push_str(&functions);
     let mut script_only = registry.script_functions().peekable();
     if script_only.peek().is_some() {
-        text.push_str("\nScript-only functions (not guards over JSON; call them directly):\n");
+        text.push_str("\nScript-only functions [inline] (call them directly):\n");
         for function in script_only {
-            let doc: String = function
-                .description
-                .lines()
-                .map(|l| format!("    {l}\n"))
-                .collect();
+            let doc = super::signature::indent(function.description);
             text.push_str(&format!("- {}\n{doc}\n", function.signature));
         }
     }
     text
 }
 
-/// What is left of the budgets after a step, for the step's observation.
-pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64) -> String {
+/// The built-ins, one group per line.
+fn builtins_line() -> String {
+    let mut line = String::from("Built-ins (nothing else exists):");
+    for (group, names, note) in BUILTINS {
+        line.push_str(&format!("\n  {group}: {}; {note}", names.join(" ")));
+    }
+    line
+}
+
+/// The reserved words, and what to do about a map key that is one.
+fn reserved_line() -> String {
     format!(
-        "Left: {} steps, {} replies, {} function calls.",
+        "Reserved words (not variable names or bare map keys: quote them, #{{\"call\": 1}}, m[\"call\"]): {}.",
+        RESERVED_WORDS.join(" ")
+    )
+}
+
+/// What is left of the budgets after a step, for the step's observation.
+pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64, inline_left: u64) -> String {
+    format!(
+        "Left: {} steps, {} replies, {} server calls, {} inline calls.",
         AGENT_MAX_STEPS.saturating_sub(steps_used),
         AGENT_MAX_MODEL_CALLS.saturating_sub(model_calls_used),
-        AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used)
+        AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used),
+        inline_left
     )
 }
 
-/// The budgets, from `limits`: what a task may spend before it ends.
-pub fn budget_line() -> String {
+/// The budgets, from `limits` (and the inline budget the task enforces):
+/// what a task may spend before it ends.
+pub fn budget_line(inline_calls: u64, timeout: std::time::Duration) -> String {
     format!(
-        "Budgets: {AGENT_MAX_STEPS} steps (code blocks run), {AGENT_MAX_MODEL_CALLS} replies from you, \
-         {AGENT_MAX_GUARD_CALLS} function calls (failed and inline ones count; beyond that a call throws \
-         budget_exhausted). Out of steps or replies, the task ends failed. Every \
-         {AGENT_PLANNING_INTERVAL} steps you are told how many are used."
+        "Budgets: {AGENT_MAX_STEPS} steps (a step is a code block that ran), {AGENT_MAX_MODEL_CALLS} \
+replies, {AGENT_MAX_GUARD_CALLS} server calls (failed ones count; a map_call is 1), {inline_calls} \
+inline calls, {} s for the whole task; each observation is cut at {} KiB. Past a call budget a call \
+throws budget_exhausted; out of steps, replies or time the task fails. Every {AGENT_PLANNING_INTERVAL} \
+steps you are told how many are used.",
+        timeout.as_secs(),
+        AGENT_MAX_OBSERVATION_BYTES / 1024
     )
 }
 
+/// How to finish, and which keys each `task_type` takes, asked of the
+/// contract itself so the prompt cannot drift from it.
+pub fn answer_rule() -> String {
+    let mut with_metrics = Vec::new();
+    for task_type in TASK_TYPES {
+        let probe = json!({"task_type": task_type, "summary": "-", "metrics": {"m": 1}, "assumptions": []});
+        if contract::check(&probe, 0, 1).is_ok() {
+            with_metrics.push(*task_type);
+        }
+    }
+    format!(
+        "Finish with final_answer(#{{task_type, summary, metrics?, assumptions?}}): metrics (a map) only with \
+{}; assumptions is an array of strings; no other keys; summary non-blank; numbers finite. task_type: \
+analysis (needs a call of a function above, guard or script-only, that returned without error), \
+no_action (only if you made no calls), needs_input (say what is missing), unsupported (the functions \
+cannot do it), failed; {} Output printed before final_answer is kept.",
+        with_metrics.join(", "),
+        status_rule()
+    )
+}
 /// How `task_type` maps to the task's status, asked of the contract itself
 /// so the prompt cannot drift from it.
 pub fn status_rule() -> String {
@@ -124,8 +307,7 @@ pub fn status_rule() -> String {
         }
     }
     format!(
-        "The task's status follows task_type: {} end success; {} end failed (so use them only when \
-         you cannot answer).",
+        "{} end success; {} end failed.",
         success.join(", "),
         failed.join(", ")
     )
@@ -149,7 +331,21 @@ mod tests {
     #[test]
     fn the_analysis_rule_says_what_counts_as_a_call() {
         // The analysis gate counts guards and script-only functions; the prompt says so.
-        assert!(RULES.contains("guard or script-only"), "{RULES}");
+        assert!(
+            answer_rule().contains("guard or script-only"),
+            "{}",
+            answer_rule()
+        );
+    }
+
+    #[test]
+    fn the_answer_rule_says_which_keys_each_task_type_takes() {
+        // Pins the keys per task_type to the contract: only analysis carries metrics.
+        let rule = answer_rule();
+        assert!(
+            rule.contains("final_answer(#{task_type, summary, metrics?, assumptions?}): metrics (a map) only with analysis;"),
+            "{rule}"
+        );
     }
 
     #[test]
@@ -166,25 +362,70 @@ mod tests {
     fn what_is_left_counts_down_from_the_limits() {
         // Pins the remaining-budget line: 12 − 2 steps, 16 − 3 replies, 100 − 40 calls, floored at 0.
         assert_eq!(
-            budget_left(2, 3, 40),
-            "Left: 10 steps, 13 replies, 60 function calls."
+            budget_left(2, 3, 40, 500),
+            "Left: 10 steps, 13 replies, 60 server calls, 500 inline calls."
         );
         assert_eq!(
-            budget_left(99, 99, 999),
-            "Left: 0 steps, 0 replies, 0 function calls."
+            budget_left(99, 99, 999, 0),
+            "Left: 0 steps, 0 replies, 0 server calls, 0 inline calls."
         );
     }
 
     #[test]
     fn the_budget_line_quotes_the_limits() {
-        // Pins the numbers in the budget line to the limits module.
-        let line = budget_line();
+        // Pins the numbers in the budget line to the limits module and the inline budget given.
+        let line = budget_line(
+            crate::limits::AGENT_MAX_INLINE_CALLS,
+            std::time::Duration::from_secs(77),
+        );
         for n in [
-            AGENT_MAX_STEPS,
-            AGENT_MAX_MODEL_CALLS,
-            AGENT_MAX_GUARD_CALLS as usize,
+            AGENT_MAX_STEPS as u64,
+            AGENT_MAX_MODEL_CALLS as u64,
+            AGENT_MAX_GUARD_CALLS,
+            crate::limits::AGENT_MAX_INLINE_CALLS,
+            77,
+            (AGENT_MAX_OBSERVATION_BYTES / 1024) as u64,
         ] {
             assert!(line.contains(&n.to_string()), "{line}");
         }
+        assert!(line.contains("a step is a code block that ran"), "{line}");
+        assert!(RULES.contains(&MAX_MAP_CALL_ITEMS.to_string()) || RULES.contains("{MAP_ITEMS}"));
+    }
+
+    #[test]
+    fn every_builtin_the_prompt_names_exists_in_the_script_engine() {
+        // Pins the built-ins list to the worker's real engine: a name the engine lacks fails here.
+        let engine = crate::script::worker::engine::build(&Default::default());
+        let signatures = engine.gen_fn_signatures(true).join("\n");
+        for (group, names, _) in BUILTINS {
+            for name in *names {
+                assert!(
+                    signatures.lines().any(|l| l.starts_with(&format!("{name}("))),
+                    "{group}: {name} is not a function of the script engine"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_reserved_word_fails_as_a_bare_map_key_and_works_quoted() {
+        // Pins the reserved list: each word really breaks `#{word: 1}`, and quoting fixes it.
+        let engine = crate::script::worker::engine::build(&Default::default());
+        let bare_ok: Vec<&str> = RESERVED_WORDS
+            .iter()
+            .copied()
+            .filter(|word| engine.compile(format!("let m = #{{{word}: 1}};")).is_ok())
+            .collect();
+        let quoted_broken: Vec<&str> = RESERVED_WORDS
+            .iter()
+            .copied()
+            .filter(|word| {
+                engine
+                    .compile(format!("let m = #{{\"{word}\": 1}}; m[\"{word}\"]"))
+                    .is_err()
+            })
+            .collect();
+        assert!(bare_ok.is_empty(), "these work as bare keys: {bare_ok:?}");
+        assert!(quoted_broken.is_empty(), "these fail quoted: {quoted_broken:?}");
     }
 }

@@ -2,9 +2,12 @@
 //!
 //! Runs in the server. The model client never enters the sandbox; the code
 //! it writes runs in the task's script worker with a persistent scope, so
-//! a failed step can be repaired by the next. Budgets: steps, model calls,
-//! guard calls (one budget, pure calls included), per-model-call timeout and
-//! the task deadline. The final answer must pass the contract.
+//! a failed step can be repaired by the next. Budgets: steps (blocks that
+//! ran: a block the worker's check refused before running costs a reply,
+//! not a step), model calls, guard calls through the door, inline calls
+//! (pure guards and script-only functions, a far larger budget), the
+//! per-model-call timeout and the task deadline. The final answer must
+//! pass the contract.
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
@@ -36,7 +39,7 @@ pub async fn run_coding_task(
     progress: Option<&Progress>,
 ) -> Result<Value, GuardError> {
     let task = runner.begin(origin, timeout, &cancel, progress).await?;
-    let system = super::prompt::system_prompt(runner.executor.registry());
+    let system = super::prompt::system_prompt(runner.executor.registry(), config.inline_calls, timeout);
     let saved = runner
         .store
         .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())
@@ -77,6 +80,8 @@ pub async fn run_coding_task(
                 messages: vec![Message::system(system), Message::user(prompt)],
                 model_calls: 0,
                 actions: 0,
+                door_calls: 0,
+                inline_calls: 0,
             };
             let result = agent.drive().await;
             actions = agent.actions;
@@ -113,7 +118,12 @@ struct Agent<'a> {
     session: &'a mut Session,
     messages: Vec<Message>,
     model_calls: usize,
+    /// Steps: blocks that ran.
     actions: usize,
+    /// Guard calls through the door so far (a map_call is one).
+    door_calls: u64,
+    /// Inline calls so far (pure guards, script-only functions).
+    inline_calls: u64,
 }
 
 impl Agent<'_> {
@@ -143,18 +153,17 @@ impl Agent<'_> {
                 );
                 continue;
             };
-            self.actions += 1;
-            let step = self.actions;
+            let step = self.actions + 1;
             let code_file = format!("agent_actions/action_{step:03}.rhai");
             let _ = self
                 .runner
                 .store
                 .write_task_file(&self.task.id, &code_file, code.as_bytes());
-            let calls_used = self.session.call_counts().made as u64;
             let budget = Budget {
-                calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(calls_used),
+                calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(self.door_calls),
                 count_pure: true,
             };
+            self.session.inline_calls_left = self.config.inline_calls.saturating_sub(self.inline_calls);
             let ctx = self
                 .runner
                 .context(self.task, self.origin, self.cancel, self.progress);
@@ -162,10 +171,22 @@ impl Agent<'_> {
             let outcome = match end {
                 RunEnd::Finished(outcome) => outcome,
                 other => {
+                    self.actions = step;
                     self.step_event(step, "failed", Some("worker"), &code_file);
                     return abnormal_end(other, self.task.timeout);
                 }
             };
+            self.door_calls += outcome.door_calls;
+            self.inline_calls += outcome.inline_calls;
+            // Refused by the check before it ran: nothing happened, so no
+            // step is spent (the reply was); the next block overwrites
+            // this one's file.
+            if outcome.not_run {
+                last_problem = "the last block was refused by the check before it ran".into();
+                self.observe(observation(&outcome));
+                continue;
+            }
+            self.actions = step;
             let error_kind = outcome.error.as_ref().map(|e| e.kind);
             let status = if error_kind.is_some() { "failed" } else { "success" };
             self.step_event(step, status, error_kind.map(TaskErrorKind::as_str), &code_file);
@@ -182,6 +203,10 @@ impl Agent<'_> {
                 match contract::check(answer, counts.made, counts.ok) {
                     Ok(answer) => {
                         let mut result = answer_json(&answer);
+                        // What the last step printed on its way to the
+                        // answer is part of the answer's evidence.
+                        result["output"] = json!(outcome.output);
+                        result["output_truncated"] = json!(outcome.output_truncated);
                         result["steps"] = json!(self.actions);
                         result["model_calls"] = json!(self.model_calls);
                         return result;
@@ -272,12 +297,12 @@ impl Agent<'_> {
     /// Sends an observation with what is left of the budgets, so the
     /// model can plan its remaining steps.
     fn observe(&mut self, mut text: String) {
-        let calls_used = self.session.call_counts().made as u64;
         text.push('\n');
         text.push_str(&super::prompt::budget_left(
             self.actions,
             self.model_calls,
-            calls_used,
+            self.door_calls,
+            self.config.inline_calls.saturating_sub(self.inline_calls),
         ));
         self.messages.push(Message::user(text));
     }
@@ -313,10 +338,12 @@ fn observation(outcome: &RunOutcome) -> String {
                 (Some(line), Some(column)) => format!(" at line {line}, column {column}"),
                 _ => String::new(),
             };
-            text.push_str(&format!(
-                "error ({}){at}: {}\nFix the code and try again.",
-                error.kind, error.message
-            ));
+            let fix = if outcome.not_run {
+                "The block did not run and used no step. Fix every problem listed and send it again."
+            } else {
+                "Fix the code and try again."
+            };
+            text.push_str(&format!("error ({}){at}: {}\n{fix}", error.kind, error.message));
         }
         None => text.push_str(&format!("value: {}", outcome.value)),
     }

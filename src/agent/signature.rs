@@ -90,7 +90,7 @@ impl Renderer {
             }
             arguments.push(argument);
             if let Some(when) = schema.get(REQUIRED_WHEN).and_then(Value::as_str) {
-                conditions.push_str(&format!("    {name} is required when {when}"));
+                conditions.push_str(&format!("  {name} is required when {when}"));
                 if let Some(hint) = schema.get(HINT).and_then(Value::as_str) {
                     conditions.push_str(&format!(": {hint}"));
                 }
@@ -99,11 +99,7 @@ impl Renderer {
         }
         let output = guard.output_schema();
         let returns = self.output_type(&Value::Object(output.clone()), &defs_of(output), 0);
-        let doc: String = guard
-            .description()
-            .lines()
-            .map(|l| format!("    {l}\n"))
-            .collect();
+        let doc = indent(guard.description());
         format!(
             "- {}(#{{{}}}) -> {returns}\n{conditions}{doc}",
             guard.tool_name(),
@@ -236,6 +232,20 @@ impl Renderer {
     }
 }
 
+/// A doc text indented two spaces under its signature; blank lines stay
+/// empty (indenting them costs every prompt bytes and says nothing).
+pub(super) fn indent(doc: &str) -> String {
+    doc.lines()
+        .map(|l| {
+            if l.trim().is_empty() {
+                "\n".to_string()
+            } else {
+                format!("  {l}\n")
+            }
+        })
+        .collect()
+}
+
 /// Follows a local `$ref` into `defs` (the schema itself otherwise).
 fn resolve<'a>(schema: &'a Value, defs: &'a Map<String, Value>) -> &'a Value {
     match schema.get("$ref").and_then(Value::as_str) {
@@ -355,10 +365,10 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("    spread is required when trials > 1: their variance\n"),
+            text.contains("  spread is required when trials > 1: their variance\n"),
             "{text}"
         );
-        assert!(text.ends_with("    Fits a model to data.\n"), "{text}");
+        assert!(text.ends_with("  Fits a model to data.\n"), "{text}");
         let specials: Vec<&str> = renderer.specials.iter().map(String::as_str).collect();
         assert_eq!(specials, ["\"Infinity\"", "null"]);
     }

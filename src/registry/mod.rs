@@ -51,6 +51,12 @@ pub const RESERVED_SCRIPT_NAMES: &[&str] = &[
     "scatter_chart",
     "heatmap",
     "report",
+    "map_call",
+    "erf",
+    "erfc",
+    "norm_pdf",
+    "norm_cdf",
+    "norm_inv",
     "print",
     "debug",
     "eval",
@@ -283,6 +289,13 @@ impl Registry {
         self.guards.values()
     }
 
+    /// The guards the coding agent's prompt lists: all but those
+    /// registered [`Guard::hidden_from_model`], in name order.
+    #[cfg(feature = "agent")]
+    pub fn for_model(&self) -> impl Iterator<Item = &Guard> {
+        self.guards.values().filter(|g| !g.is_hidden_from_model())
+    }
+
     pub fn len(&self) -> usize {
         self.guards.len()
     }
@@ -337,7 +350,12 @@ mod tests {
     #[test]
     fn every_script_helper_name_is_reserved() {
         let charts = crate::script::worker::charts::HELPERS;
-        for helper in crate::script::worker::bindings::HELPERS.iter().chain(&charts) {
+        let prelude = crate::script::worker::prelude::PRELUDE;
+        for helper in crate::script::worker::bindings::HELPERS
+            .iter()
+            .chain(&charts)
+            .chain(&prelude)
+        {
             assert!(
                 RESERVED_SCRIPT_NAMES.contains(helper),
                 "script helper {helper} is not in RESERVED_SCRIPT_NAMES"

@@ -2,8 +2,9 @@
 //!
 //! The script worker's only door to the world. The server speaks first with
 //! [`ToWorker::Run`]; while a script runs, the worker may send requests
-//! ([`FromWorker::GuardCall`], [`FromWorker::WriteArtifact`],
-//! [`FromWorker::ReadArtifact`]) and blocks for the matching reply; it ends a
+//! ([`FromWorker::GuardCall`], [`FromWorker::MapCall`],
+//! [`FromWorker::WriteArtifact`], [`FromWorker::ReadArtifact`]) and blocks
+//! for the matching reply; it ends a
 //! run with [`FromWorker::Done`]. Between those lines it sends its inline
 //! pure calls as [`PureBatch`] lines, which need no reply.
 
@@ -17,18 +18,25 @@ use crate::error::GuardError;
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToWorker {
     /// Run `code` in the persistent scope, stopping at `deadline_ms` from
-    /// now. `calls_left` bounds guard calls through the door; when
-    /// `count_pure` is set, inline pure calls count against it too (coding
-    /// tasks have one budget for every guard call).
+    /// now. `calls_left` bounds guard calls through the door (a `map_call`
+    /// counts once); `inline_left`, when set, bounds inline calls (pure
+    /// guards and script-only functions) apart from them: coding tasks
+    /// budget both, `run_script` bounds inline calls by operations and the
+    /// deadline only.
     Run {
         code: String,
         deadline_ms: u64,
         calls_left: u64,
         #[serde(default)]
-        count_pure: bool,
+        inline_left: Option<u64>,
     },
     /// Reply to a guard call.
     GuardReply { result: Result<Value, GuardError> },
+    /// Reply to a [`FromWorker::MapCall`]: on success an array with one
+    /// `{"ok": output}` or `{"error": {code, message, field}}` per item, in
+    /// the items' order; an error when the whole request was refused (too
+    /// large, timed out).
+    MapReply { result: Result<Value, GuardError> },
     /// Reply to write_artifact / read_written_artifact.
     ArtifactReply { result: Result<Value, GuardError> },
 }
@@ -44,6 +52,13 @@ pub enum FromWorker {
     GuardCall {
         guard: String,
         arguments: Value,
+    },
+    /// `map_call(guard, items)`: one call of `guard` per item, in order,
+    /// answered with one [`ToWorker::MapReply`]. At most
+    /// [`crate::limits::MAX_MAP_CALL_ITEMS`] items.
+    MapCall {
+        guard: String,
+        items: Vec<Value>,
     },
     WriteArtifact {
         filename: String,
@@ -135,6 +150,28 @@ pub struct RunOutcome {
     /// The map passed to final_answer, if called.
     pub final_answer: Option<Value>,
     pub error: Option<ScriptError>,
+    /// The code was refused by the check before it ran (`error` lists
+    /// every problem found): nothing happened, so a coding task does not
+    /// charge a step for it.
+    #[serde(default)]
+    pub not_run: bool,
+    /// Guard calls this run sent through the door (a `map_call` is one).
+    #[serde(default)]
+    pub door_calls: u64,
+    /// Inline calls this run made: pure guards and script-only functions.
+    #[serde(default)]
+    pub inline_calls: u64,
+}
+
+/// One item of a [`ToWorker::MapReply`]: `{"ok": output}` or `{"error":
+/// {code, message, field}}`, the shape a script sees.
+pub fn map_item(result: Result<Value, GuardError>) -> Value {
+    match result {
+        Ok(output) => serde_json::json!({ "ok": output }),
+        Err(error) => serde_json::json!({
+            "error": {"code": error.code, "message": error.message, "field": error.field}
+        }),
+    }
 }
 
 /// A classified script error with its position (the task's error record).

@@ -21,6 +21,7 @@ mod http_sessions;
 mod lifecycle;
 mod limits;
 mod mcp_tasks;
+mod model_view;
 mod preflight;
 mod scenarios;
 mod scripts;

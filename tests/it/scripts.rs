@@ -132,7 +132,14 @@ async fn the_threat_suite_is_stopped_with_classified_errors() {
         ),
         (r#"eval("1 + 1")"#, 10, "parse"),
         (r#"import "std" as s;"#, 10, "parse"),
-        (r#"open_file("/etc/passwd")"#, 10, "runtime"),
+        // No such function: refused by the check before anything runs...
+        (r#"open_file("/etc/passwd")"#, 10, "parse"),
+        // ...and, where the check does not judge (inside try), at run time.
+        (
+            r#"try { open_file("/etc/passwd") } catch (e) { throw e }"#,
+            10,
+            "runtime",
+        ),
         ("let x = ;", 10, "parse"),
         (r#"throw "boom""#, 10, "runtime"),
     ];
@@ -460,4 +467,23 @@ async fn a_script_only_function_called_wrongly_is_named_by_its_public_name() {
     assert!(!text.contains("__warden_script_fn_"), "{text}");
     let ok = run(&server, "assert_causal(|b| b, [1.0, 2.0, 3.0], 1).passed", 10).await;
     assert_eq!(ok["value"], true, "{ok}");
+}
+
+#[tokio::test]
+async fn map_call_refuses_more_items_than_its_cap_and_runs_a_full_list() {
+    // 1,001 items: a catchable invalid_input on `items` before anything runs; 1,000 items all answer.
+    let server = Server::start(FINANCE).await;
+    let script = r#"
+let items = [];
+for i in 0..1001 { items.push(#{symbol: "AAPL"}); }
+let refused = "";
+try { map_call("get_quote", items); } catch (e) { refused = `${e.code} ${e.field}`; }
+items.pop();
+let answered = map_call("get_quote", items);
+`${refused} ${answered.len()} ${answered[999].ok.symbol}`
+"#;
+    let result = run(&server, script, 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["value"], "invalid_input items 1000 AAPL", "{result}");
+    assert_eq!(result["function_calls"], 1000, "{result}");
 }

@@ -9,7 +9,9 @@
 //! validation, events, spans and deadline as any call — so a call costs the
 //! two pipe crossings and nothing else. Inline pure-call batches are
 //! recorded here too, and every call goes to the task's
-//! function_calls.json. Everything that needs the async world (isolated
+//! function_calls.json. A `map_call` of an in-process guard runs its items
+//! here one after another and answers them in one reply (an isolated
+//! guard's items go to the session, which does the same). Everything that needs the async world (isolated
 //! guards, artifact writes and reads, progress notifications, the end of a
 //! run) is handed to the session as a [`DoorEvent`].
 //!
@@ -65,6 +67,8 @@ const READ_BUFFER: usize = 256 * 1024;
 
 /// How a `guard_call` line starts.
 const GUARD_CALL_PREFIX: &[u8] = br#"{"type":"guard_call","#;
+/// How a `map_call` line starts.
+const MAP_CALL_PREFIX: &[u8] = br#"{"type":"map_call","#;
 /// How a `write_artifact` line starts.
 const WRITE_ARTIFACT_PREFIX: &[u8] = br#"{"type":"write_artifact","#;
 /// How a `done` line starts.
@@ -78,7 +82,8 @@ const KEEP_LINE_BUFFER: usize = 1024 * 1024;
 enum Incoming {
     Message(FromWorker),
     /// A request answered at once without being decoded: over the line cap,
-    /// or nested too deeply to decode. `guard` names a refused guard call.
+    /// or nested too deeply to decode. `guard` names a refused guard call
+    /// (a refused `map_call` is answered as a whole and names none).
     Refused {
         guard: Option<String>,
         reply: ToWorker,
@@ -352,6 +357,12 @@ impl Door {
                     }
                     return;
                 }
+                FromWorker::MapCall { guard, items } if self.runs_here(&guard) => {
+                    if self.map_here(generation, &guard, items) {
+                        continue;
+                    }
+                    return;
+                }
                 FromWorker::Hello { layers } => DoorEvent::Hello(layers),
                 FromWorker::Done { outcome } => DoorEvent::Done(Box::new(outcome)),
                 request => DoorEvent::Request(request),
@@ -379,8 +390,51 @@ impl Door {
                 })
                 .is_ok();
         };
+        let Some(outcome) = self.run_one(generation, &scope, &guard, arguments) else {
+            return false;
+        };
+        self.reply(&ToWorker::GuardReply {
+            result: outcome.map_err(|f| f.error),
+        })
+        .is_ok()
+    }
+
+    /// Runs a `map_call`'s items on this thread, one after another, and
+    /// answers them in one reply. Returns false when the watchdog settled
+    /// an item first: it answered the worker `timed_out` for the whole
+    /// map_call, and this thread has been replaced and must stop.
+    fn map_here(&self, generation: u64, guard: &str, items: Vec<Value>) -> bool {
+        let Some(scope) = lock(&self.scope).clone() else {
+            return self
+                .reply(&ToWorker::MapReply {
+                    result: Err(GuardError::failed("map_call outside a run")),
+                })
+                .is_ok();
+        };
+        let mut results = Vec::with_capacity(items.len());
+        for arguments in items {
+            let Some(outcome) = self.run_one(generation, &scope, guard, arguments) else {
+                return false;
+            };
+            results.push(crate::script::protocol::map_item(outcome.map_err(|f| f.error)));
+        }
+        self.reply(&ToWorker::MapReply {
+            result: Ok(Value::Array(results)),
+        })
+        .is_ok()
+    }
+
+    /// Runs one call here and settles it; `None` when the watchdog settled
+    /// it first (see [`Door::call_here`]).
+    fn run_one(
+        &self,
+        generation: u64,
+        scope: &Arc<RunScope>,
+        guard: &str,
+        arguments: Value,
+    ) -> Option<Result<Value, Failure>> {
         let request = CallRequest {
-            guard: &guard,
+            guard,
             arguments,
             origin: &scope.origin,
             cancel: scope.cancel.clone(),
@@ -388,7 +442,7 @@ impl Door {
             deadline_cap: Some(scope.deadline),
             events: Some(&scope.events),
         };
-        let outcome = match self.executor.begin_here(&request, &self.runtime) {
+        match self.executor.begin_here(&request, &self.runtime) {
             Ok((started, held)) => {
                 let span = started.span.clone();
                 *lock(&self.in_flight) = Some(InFlight {
@@ -397,7 +451,7 @@ impl Door {
                     scope: scope.clone(),
                     held: held.clone(),
                 });
-                let outcome = self.executor.run_here(&guard, &span, request.arguments, &held);
+                let outcome = self.executor.run_here(guard, &span, request.arguments, &held);
                 let call = {
                     let mut slot = lock(&self.in_flight);
                     match slot.as_ref() {
@@ -405,19 +459,15 @@ impl Door {
                         _ => None,
                     }
                 };
-                let Some(call) = call else { return false };
+                let call = call?;
                 self.settle(call, &outcome);
-                outcome
+                Some(outcome)
             }
             Err(failure) => {
-                self.record_refused(&guard, &failure.error);
-                Err(failure)
+                self.record_refused(guard, &failure.error);
+                Some(Err(failure))
             }
-        };
-        self.reply(&ToWorker::GuardReply {
-            result: outcome.map_err(|f| f.error),
-        })
-        .is_ok()
+        }
     }
 
     /// Records a guard call refused before it started.
@@ -575,6 +625,15 @@ impl Door {
                     },
                 }))
             }
+            // A map_call's items sit one level deeper (in its list).
+            Err(_) if line.starts_with(MAP_CALL_PREFIX) && text_depth(line) > MAX_ARGUMENT_DEPTH + 2 => {
+                Ok(Some(Incoming::Refused {
+                    guard: None,
+                    reply: ToWorker::MapReply {
+                        result: Err(too_deep(text_depth(line) - 2).error),
+                    },
+                }))
+            }
             Err(reason) => Err(reason),
         }
     }
@@ -597,6 +656,19 @@ impl Door {
             return Ok(Incoming::Refused {
                 guard: Some(guard),
                 reply: ToWorker::GuardReply { result: Err(error) },
+            });
+        }
+        if line.starts_with(MAP_CALL_PREFIX) {
+            let error = GuardError::new(
+                codes::ARGUMENTS_TOO_LARGE,
+                format!(
+                    "a map_call is a {size}-byte message; a script's messages are capped at {cap} bytes: \
+pass fewer items per map_call (split the list)"
+                ),
+            );
+            return Ok(Incoming::Refused {
+                guard: None,
+                reply: ToWorker::MapReply { result: Err(error) },
             });
         }
         if line.starts_with(WRITE_ARTIFACT_PREFIX) {
@@ -715,5 +787,10 @@ mod tests {
             outcome: RunOutcome::default(),
         };
         assert!(serde_json::to_vec(&done).unwrap().starts_with(DONE_PREFIX));
+        let map = FromWorker::MapCall {
+            guard: "get_quote".into(),
+            items: vec![serde_json::json!({"symbol": "AAPL"})],
+        };
+        assert!(serde_json::to_vec(&map).unwrap().starts_with(MAP_CALL_PREFIX));
     }
 }

@@ -74,8 +74,11 @@ const WORKER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(
 /// Guard calls a run may make.
 #[derive(Debug, Clone, Copy)]
 pub struct Budget {
+    /// Calls through the door (isolated and in-process guards; a
+    /// `map_call` counts once).
     pub calls_left: u64,
-    /// Whether inline pure calls count too (coding tasks).
+    /// Whether inline calls (pure guards, script-only functions) are
+    /// budgeted too, against [`Session::inline_calls_left`] (coding tasks).
     pub count_pure: bool,
 }
 
@@ -102,6 +105,9 @@ pub struct Session {
     /// sender, so the worker's end arrives as [`DoorEvent::Closed`].
     from_door: UnboundedReceiver<DoorEvent>,
     pub layers: Layers,
+    /// Inline calls the next run may make when its [`Budget`] counts them;
+    /// a coding task sets it before each run (unbounded otherwise).
+    pub inline_calls_left: u64,
 }
 
 impl Drop for Session {
@@ -174,6 +180,7 @@ impl Session {
             door,
             from_door,
             layers: Layers::default(),
+            inline_calls_left: u64::MAX,
         };
         match hello {
             Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
@@ -210,12 +217,13 @@ impl Session {
         // the server kills it if it has not answered shortly after.
         let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
         let door = self.door.clone();
+        let inline_left = self.inline_calls_left;
         let served = async {
             door.reply(&ToWorker::Run {
                 code: code.to_string(),
                 deadline_ms,
                 calls_left: budget.calls_left,
-                count_pure: budget.count_pure,
+                inline_left: budget.count_pure.then_some(inline_left),
             })?;
             loop {
                 let check = door.next_check(Instant::now(), hard_deadline);
@@ -308,40 +316,19 @@ async fn answer(
     deadline: Instant,
 ) -> Result<(), DoorError> {
     let reply = match request {
-        FromWorker::GuardCall { guard, arguments } => {
-            let started = std::time::Instant::now();
-            let mode = ctx
-                .executor
-                .registry()
-                .get(&guard)
-                .map(|g| g.mode().as_str())
-                .unwrap_or("unknown");
-            let result = ctx
-                .executor
-                .call(CallRequest {
-                    guard: &guard,
-                    arguments,
-                    origin: ctx.origin,
-                    cancel: ctx.cancel.clone(),
-                    admission: Admission::InTask,
-                    deadline_cap: Some(deadline),
-                    events: Some(ctx.events),
-                })
-                .await;
-            let (status, error_type) = super::door::failure_status(&result);
-            super::progress::note(ctx.progress, format!("guard call {guard} {status}")).await;
-            door.calls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(&CallRecord {
-                    function: &guard,
-                    status,
-                    error_type,
-                    duration_ns: started.elapsed().as_nanos() as u64,
-                    execution: mode,
-                });
-            ToWorker::GuardReply {
-                result: result.map_err(|f| f.error),
+        FromWorker::GuardCall { guard, arguments } => ToWorker::GuardReply {
+            result: call_through_executor(ctx, door, &guard, arguments, deadline).await,
+        },
+        // The items run one after another, each a full call; the script
+        // gets every outcome in one reply.
+        FromWorker::MapCall { guard, items } => {
+            let mut results = Vec::with_capacity(items.len());
+            for arguments in items {
+                let result = call_through_executor(ctx, door, &guard, arguments, deadline).await;
+                results.push(crate::script::protocol::map_item(result));
+            }
+            ToWorker::MapReply {
+                result: Ok(Value::Array(results)),
             }
         }
         FromWorker::WriteArtifact {
@@ -362,6 +349,49 @@ async fn answer(
         FromWorker::Hello { .. } | FromWorker::Done { .. } => return Ok(()),
     };
     door.reply(&reply)
+}
+
+/// One guard call handed over by the door (an isolated guard), through
+/// the executor, recorded in function_calls.json.
+async fn call_through_executor(
+    ctx: &Context<'_>,
+    door: &Door,
+    guard: &str,
+    arguments: Value,
+    deadline: Instant,
+) -> Result<Value, GuardError> {
+    let started = std::time::Instant::now();
+    let mode = ctx
+        .executor
+        .registry()
+        .get(guard)
+        .map(|g| g.mode().as_str())
+        .unwrap_or("unknown");
+    let result = ctx
+        .executor
+        .call(CallRequest {
+            guard,
+            arguments,
+            origin: ctx.origin,
+            cancel: ctx.cancel.clone(),
+            admission: Admission::InTask,
+            deadline_cap: Some(deadline),
+            events: Some(ctx.events),
+        })
+        .await;
+    let (status, error_type) = super::door::failure_status(&result);
+    super::progress::note(ctx.progress, format!("guard call {guard} {status}")).await;
+    door.calls
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push(&CallRecord {
+            function: guard,
+            status,
+            error_type,
+            duration_ns: started.elapsed().as_nanos() as u64,
+            execution: mode,
+        });
+    result.map_err(|f| f.error)
 }
 
 fn write_artifact(

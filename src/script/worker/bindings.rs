@@ -1,7 +1,8 @@
 //! What a script can call: every guard (a function taking an object map),
 //! the app's script-only functions, plus write_artifact,
 //! read_written_artifact, to_csv, final_answer, the chart helpers and
-//! report (`super::charts`).
+//! report (`super::charts`), `map_call` (`super::map_call`) and the math
+//! prelude (`super::prelude`).
 //!
 //! Pure guards run inline here; all other guards and every artifact
 //! operation go through the [`Door`] to the server, which runs them via
@@ -29,6 +30,7 @@ pub(crate) const HELPERS: &[&str] = &[
     "to_csv",
     "write_artifact",
     "read_written_artifact",
+    "map_call",
 ];
 
 /// Value thrown to stop the script once final_answer has been recorded.
@@ -37,7 +39,7 @@ pub const FINAL_ANSWER_MARK: &str = "__warden_final_answer";
 type Shared<T> = Arc<Mutex<T>>;
 type RhaiResult = Result<Dynamic, Box<EvalAltResult>>;
 
-fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
+pub(super) fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
     let mut map = Map::new();
     map.insert("code".into(), error.code.into());
     map.insert("message".into(), error.message.into());
@@ -53,7 +55,7 @@ fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult> {
 /// conversion below recurses once per level, so a map built thousands of
 /// levels deep would overflow the worker's stack and kill the task instead
 /// of raising an error the script can handle.
-fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
+pub(super) fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
     check_depth(value)?;
     rhai::serde::from_dynamic::<Value>(value).map_err(|e| {
         GuardError::new(
@@ -92,7 +94,7 @@ fn deeper_than(value: &Dynamic, limit: usize, level: usize) -> bool {
     false
 }
 
-fn to_rhai(value: Value, position: Position) -> RhaiResult {
+pub(super) fn to_rhai(value: Value, position: Position) -> RhaiResult {
     rhai::serde::to_dynamic(value).map_err(|e| thrown(GuardError::failed(e.to_string()), position))
 }
 
@@ -138,6 +140,8 @@ pub fn register(
         register_recorded(engine, function.name, private, door.clone());
     }
     super::charts::register(engine, thrown);
+    super::map_call::register(engine, registry.clone(), door.clone());
+    super::prelude::register(engine);
     register_artifacts(engine, door);
     engine.register_fn(
         "final_answer",
@@ -182,7 +186,7 @@ fn private_name(name: &str) -> String {
 }
 
 /// Registers `name` as a wrapper around the app's function at `private`:
-/// it spends a guard call when the task counts pure calls, forwards the
+/// it spends an inline call (budgeted in coding tasks), forwards the
 /// arguments unchanged (function pointers keep working: same engine, same
 /// call context) and records the call through the door. The door is not
 /// held while the function runs: it may call guards through its callbacks.
@@ -197,20 +201,12 @@ fn register_recorded(engine: &mut Engine, name: &'static str, private: String, d
             types,
             move |ctx: NativeCallContext, args: &mut [&mut Dynamic]| {
                 let position = ctx.call_position();
-                {
-                    let mut door = door.lock().map_err(|_| {
-                        thrown(
-                            GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"),
-                            position,
-                        )
-                    })?;
-                    if door.count_pure {
-                        if door.calls_left == 0 {
-                            return Err(thrown(budget_exhausted(), position));
-                        }
-                        door.calls_left -= 1;
-                    }
-                }
+                door.lock()
+                    .map_err(|_| {
+                        GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned")
+                    })
+                    .and_then(|mut door| door.spend_inline_call())
+                    .map_err(|e| thrown(e, position))?;
                 let started = Instant::now();
                 let outcome = ctx
                     .call_native_fn_raw(&private, false, args)
@@ -245,8 +241,8 @@ fn script_error_code(error: &EvalAltResult) -> String {
 }
 
 /// Runs a pure guard inline, on Rhai values, and records the call for the
-/// server's event log (budgeted when the task counts pure calls).
-fn call_pure(
+/// server's event log (an inline call, budgeted in coding tasks).
+pub(super) fn call_pure(
     guard: &crate::guard::Guard,
     door: &Shared<Door>,
     arguments: Dynamic,
@@ -254,12 +250,7 @@ fn call_pure(
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
-    if door.count_pure {
-        if door.calls_left == 0 {
-            return Err(budget_exhausted());
-        }
-        door.calls_left -= 1;
-    }
+    door.spend_inline_call()?;
     let name = guard.tool_name();
     let started = Instant::now();
     let outcome =
@@ -267,13 +258,6 @@ fn call_pure(
     let error = outcome.as_ref().err().map(|e| e.code.as_str());
     door.record_pure(name, started, Instant::now(), error);
     outcome
-}
-
-fn budget_exhausted() -> GuardError {
-    GuardError::new(
-        crate::error::codes::BUDGET_EXHAUSTED,
-        "this task used all its guard calls; do more per call, or finish with final_answer",
-    )
 }
 
 /// Runs a guard that is not pure through the door (the server runs it).
@@ -289,10 +273,7 @@ fn call_guard(
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
-    if door.calls_left == 0 {
-        return Err(budget_exhausted());
-    }
-    door.calls_left -= 1;
+    door.spend_door_call()?;
     door.request(&FromWorker::GuardCall {
         guard: name.to_string(),
         arguments,
@@ -309,6 +290,20 @@ fn text_content(ctx: &NativeCallContext, content: &Dynamic) -> Result<String, Bo
             .map(|v| v.to_string())
             .map_err(|e| thrown(e, ctx.call_position()))
     }
+}
+
+/// What write_artifact returns: `#{path, bytes}` (the file's path in the
+/// task directory and its size), from the server's reply.
+fn written(reply: &Value) -> Dynamic {
+    let mut map = Map::new();
+    let path = reply.get("path").and_then(Value::as_str).unwrap_or_default();
+    map.insert("path".into(), path.into());
+    let bytes = reply
+        .get("size_bytes")
+        .and_then(Value::as_i64)
+        .unwrap_or_default();
+    map.insert("bytes".into(), bytes.into());
+    map.into()
 }
 
 fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
@@ -334,7 +329,7 @@ fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
             let reply = door
                 .request(&message)
                 .map_err(|e| thrown(e, ctx.call_position()))?;
-            to_rhai(reply, ctx.call_position())
+            Ok(written(&reply))
         }
     };
     let write3 = write.clone();
@@ -345,7 +340,12 @@ fn register_artifacts(engine: &mut Engine, door: Shared<Door>) {
             let page = super::charts::report::html(&options).map_err(|e| thrown(e, ctx.call_position()))?;
             let filename =
                 super::charts::report::filename(&options).map_err(|e| thrown(e, ctx.call_position()))?;
-            write_report(&ctx, &filename, &Dynamic::from(page), "utf-8")
+            let written = write_report(&ctx, &filename, &Dynamic::from(page), "utf-8")?;
+            // The path alone: what a model puts in its answer.
+            Ok(written
+                .read_lock::<Map>()
+                .and_then(|m| m.get("path").cloned())
+                .unwrap_or(Dynamic::UNIT))
         },
     );
     engine.register_fn(

@@ -46,10 +46,16 @@ pub struct Door {
     /// A monotonic instant and the Unix time (ns) at that instant, so that
     /// a call's wall-clock start costs no clock read of its own.
     clock_base: (Instant, u64),
-    /// Guard calls still allowed in this run.
+    /// Guard calls through the door still allowed in this run (a
+    /// `map_call` counts once).
     pub calls_left: u64,
-    /// Whether inline pure calls count against `calls_left`.
-    pub count_pure: bool,
+    /// Inline calls (pure guards, script-only functions) still allowed in
+    /// this run; `None`: not budgeted (operations and the deadline bound
+    /// them).
+    pub inline_left: Option<u64>,
+    /// Door calls and inline calls this run made, for its outcome.
+    pub door_calls: u64,
+    pub inline_calls: u64,
     /// The current run's deadline. Past it, requests are refused without
     /// being sent: a script that spends its time in door requests (an
     /// artifact flood) runs few Rhai operations, so the engine's periodic
@@ -67,7 +73,9 @@ impl Door {
             pure_count: 0,
             clock_base: wall_clock_now(),
             calls_left: 0,
-            count_pure: false,
+            inline_left: None,
+            door_calls: 0,
+            inline_calls: 0,
             deadline: None,
         }
     }
@@ -79,6 +87,34 @@ impl Door {
         line.push(b'\n');
         self.output.write_all(&line)?;
         self.output.flush()
+    }
+
+    /// Spends one door call, or says the budget is spent.
+    pub fn spend_door_call(&mut self) -> Result<(), GuardError> {
+        if self.calls_left == 0 {
+            return Err(budget_exhausted(
+                "this task used all its guard calls through the door; pass many argument maps to one \
+map_call(name, [...]), or finish with final_answer",
+            ));
+        }
+        self.calls_left -= 1;
+        self.door_calls += 1;
+        Ok(())
+    }
+
+    /// Spends one inline call, or says the budget is spent.
+    pub fn spend_inline_call(&mut self) -> Result<(), GuardError> {
+        if let Some(left) = self.inline_left.as_mut() {
+            if *left == 0 {
+                return Err(budget_exhausted(
+                    "this task used all its inline calls (pure guards and script-only functions); \
+do more per call, or finish with final_answer",
+                ));
+            }
+            *left -= 1;
+        }
+        self.inline_calls += 1;
+        Ok(())
     }
 
     /// Re-reads the wall clock (once per run, so a long-lived worker's
@@ -171,7 +207,9 @@ impl Door {
         };
         self.send(message).map_err(broken)?;
         match self.receive().map_err(broken)? {
-            Some(ToWorker::GuardReply { result }) | Some(ToWorker::ArtifactReply { result }) => result,
+            Some(ToWorker::GuardReply { result })
+            | Some(ToWorker::ArtifactReply { result })
+            | Some(ToWorker::MapReply { result }) => result,
             Some(ToWorker::Run { .. }) => Err(GuardError::new(
                 crate::error::codes::DOOR_PROTOCOL,
                 "unexpected run message",
@@ -182,6 +220,10 @@ impl Door {
             )),
         }
     }
+}
+
+fn budget_exhausted(message: &str) -> GuardError {
+    GuardError::new(crate::error::codes::BUDGET_EXHAUSTED, message)
 }
 
 #[cfg(test)]

@@ -1,10 +1,11 @@
 //! Turning Rhai errors into classified [`ScriptError`]s with positions.
 //!
-//! Kinds: `parse` (the code does not compile), `runtime` (a thrown or
+//! Kinds: `parse` (the code does not compile; the pre-run check in
+//! `super::check` reports those before anything runs), `runtime` (a thrown or
 //! evaluation error), `limit` (operations, call depth, data size, variables),
 //! `timeout` (the task deadline), `guard` (an uncaught guard error).
 
-use rhai::{EvalAltResult, ParseError, Position};
+use rhai::{EvalAltResult, Position};
 
 use super::engine::DEADLINE_MARK;
 use crate::error::TaskErrorKind as Kind;
@@ -22,11 +23,6 @@ fn make(kind: Kind, message: String, pos: Position) -> ScriptError {
         line,
         column,
     }
-}
-
-/// A compile error.
-pub fn parse_error(error: &ParseError) -> ScriptError {
-    make(Kind::Parse, format!("syntax error: {}", error.0), error.1)
 }
 
 /// A runtime error, unwrapped from function-call frames so the position is

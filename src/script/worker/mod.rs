@@ -14,16 +14,19 @@ use serde_json::Value;
 
 pub mod bindings;
 pub mod charts;
+pub mod check;
 mod csv;
 pub mod door;
 pub mod engine;
 pub mod errors;
 pub mod layers;
+mod map_call;
+pub mod prelude;
 
 use self::bindings::{FINAL_ANSWER_MARK, register};
 use self::door::Door;
 use self::engine::{EngineState, Output, build};
-use self::errors::{eval_error, parse_error};
+use self::errors::eval_error;
 use super::protocol::{FromWorker, RunOutcome, ToWorker};
 use crate::registry::Registry;
 
@@ -46,12 +49,9 @@ pub fn main(registry: Registry) -> ExitCode {
     let state = EngineState::default();
     let mut engine = build(&state);
     let final_answer = Arc::new(Mutex::new(None));
-    register(
-        &mut engine,
-        Arc::new(registry),
-        door.clone(),
-        final_answer.clone(),
-    );
+    let registry = Arc::new(registry);
+    register(&mut engine, registry.clone(), door.clone(), final_answer.clone());
+    let known = check::Known::of(&engine);
     let mut scope = Scope::new();
     let mut functions = AST::empty();
     loop {
@@ -64,7 +64,7 @@ pub fn main(registry: Registry) -> ExitCode {
             code,
             deadline_ms,
             calls_left,
-            count_pure,
+            inline_left,
         } = message
         else {
             eprintln!("warden script worker: expected a run message");
@@ -77,13 +77,19 @@ pub fn main(registry: Registry) -> ExitCode {
         if let Ok(mut door) = door.lock() {
             door.deadline = Some(due);
             door.calls_left = calls_left;
-            door.count_pure = count_pure;
+            door.inline_left = inline_left;
+            door.door_calls = 0;
+            door.inline_calls = 0;
             door.reset_clock();
         }
         if let Ok(mut slot) = final_answer.lock() {
             *slot = None;
         }
-        let mut outcome = run_once(&engine, &mut scope, &mut functions, &code);
+        let checker = Checker {
+            known: &known,
+            registry: &registry,
+        };
+        let mut outcome = run_once(&engine, &checker, &mut scope, &mut functions, &code);
         if let Ok(mut output) = state.output.lock() {
             let taken = std::mem::take(&mut *output);
             let Output { text, truncated } = taken;
@@ -91,22 +97,40 @@ pub fn main(registry: Registry) -> ExitCode {
             outcome.output_truncated = truncated;
         }
         outcome.final_answer = final_answer.lock().ok().and_then(|mut s| s.take());
-        let sent = door
-            .lock()
-            .map(|mut d| d.flush_pure().and_then(|_| d.send(&FromWorker::Done { outcome })));
+        let sent = door.lock().map(|mut d| {
+            outcome.door_calls = d.door_calls;
+            outcome.inline_calls = d.inline_calls;
+            d.flush_pure().and_then(|_| d.send(&FromWorker::Done { outcome }))
+        });
         if !matches!(sent, Ok(Ok(()))) {
             return ExitCode::from(3);
         }
     }
 }
 
-/// Compiles and runs one piece of code in the persistent scope.
-fn run_once(engine: &rhai::Engine, scope: &mut Scope, functions: &mut AST, code: &str) -> RunOutcome {
-    let ast = match engine.compile_with_scope(scope, code) {
+/// What the pre-run check needs besides the engine.
+struct Checker<'a> {
+    known: &'a check::Known,
+    registry: &'a Registry,
+}
+
+/// Checks, then runs one piece of code in the persistent scope. Code the
+/// check refuses does not run: its outcome is `not_run`, with every
+/// problem in one `parse` error.
+fn run_once(
+    engine: &rhai::Engine,
+    checker: &Checker<'_>,
+    scope: &mut Scope,
+    functions: &mut AST,
+    code: &str,
+) -> RunOutcome {
+    let checked = check::check(engine, checker.known, checker.registry, scope, functions, code);
+    let ast = match checked {
         Ok(ast) => ast,
-        Err(error) => {
+        Err(problems) => {
             return RunOutcome {
-                error: Some(parse_error(&error)),
+                error: Some(refused(&problems)),
+                not_run: true,
                 ..RunOutcome::default()
             };
         }
@@ -136,6 +160,28 @@ fn run_once(engine: &rhai::Engine, scope: &mut Scope, functions: &mut AST, code:
             error: Some(eval_error(&error)),
             ..RunOutcome::default()
         },
+    }
+}
+
+/// The check's problems as one `parse` error at the first one's place.
+fn refused(problems: &[check::Problem]) -> super::protocol::ScriptError {
+    let mut message = format!(
+        "the script did not run: {} problem(s) found before running it:",
+        problems.len()
+    );
+    for problem in problems {
+        let at = match (problem.line, problem.column) {
+            (Some(line), Some(column)) => format!("line {line}, column {column}: "),
+            _ => String::new(),
+        };
+        message.push_str(&format!("\n- {at}{}", problem.message));
+    }
+    let first = problems.first();
+    super::protocol::ScriptError {
+        kind: crate::error::TaskErrorKind::Parse,
+        message,
+        line: first.and_then(|p| p.line),
+        column: first.and_then(|p| p.column),
     }
 }
 

@@ -22,7 +22,8 @@ const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
 /// Check whether a Sharpe ratio survives the number of strategies tried: the deflated Sharpe ratio (Bailey & López de Prado, 2014).
 ///
 /// Give either `returns` (the selected strategy's per-period returns; SR =
-/// mean/std(ddof=1), skewness and Pearson kurtosis from biased moments) or
+/// mean(returns − rf)/std(ddof=1), skewness and Pearson kurtosis from biased
+/// moments; `returns` are taken as EXCESS returns unless `rf` is given) or
 /// `sharpe` + `n_obs` (+ `skew`, `kurtosis`). Every Sharpe ratio here is per
 /// observation, NOT annualised: divide an annual SR by √P and an annual
 /// variance by P. PSR(SR*) = Φ[(SR − SR*)·√(T−1)/√(1 − γ₃·SR + (γ₄−1)/4·SR²)];
@@ -34,10 +35,13 @@ const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeflatedSharpeInput {
-    /// Per-period returns of the selected strategy, decimals; give this or `sharpe` + `n_obs`.
+    /// Per-period returns of the selected strategy, decimals; give this or `sharpe` + `n_obs`. Excess returns (over the risk-free rate) unless `rf` is given.
     #[serde(default)]
     #[schemars(with = "Option<Series>")]
     pub returns: Option<Value>,
+    /// Risk-free rate per period (decimal, e.g. 0.04/252 for 4% a year on daily returns), subtracted from each of `returns` before the Sharpe ratio. Default 0: `returns` are already excess returns. Only with `returns`; `sharpe` must already be of excess returns.
+    #[serde(default)]
+    pub rf: f64,
     /// Observed Sharpe ratio per observation (not annualised: annual / √P), when `returns` is not given.
     #[serde(default)]
     #[schemars(extend("x-required-when" = "returns is not given", "x-hint" = "annual SR / √P"))]
@@ -85,6 +89,12 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
             "give either returns or sharpe/n_obs/skew/kurtosis, not both",
         )),
         (Some(v), false) => {
+            if !input.rf.is_finite() {
+                return Err(DomainError::field(
+                    "rf",
+                    format!("must be a finite rate per period, got {}", input.rf),
+                ));
+            }
             let s: Series = series(v, "returns")?;
             let r = s.finite("returns")?;
             if r.len() < 3 {
@@ -100,9 +110,15 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
                     "all values are equal; the Sharpe ratio is undefined",
                 ));
             }
+            // Subtracting a constant moves the mean only: sd, skewness
+            // and kurtosis are those of the excess returns already.
             let (sk, ku) = moments(r);
-            Ok((mean(r) / sd, r.len() as f64, sk, ku))
+            Ok(((mean(r) - input.rf) / sd, r.len() as f64, sk, ku))
         }
+        (None, _) if input.rf != 0.0 => Err(DomainError::field(
+            "rf",
+            "applies to returns only: give sharpe of excess returns (mean(r − rf)/std) and leave rf at 0",
+        )),
         (None, _) => {
             let (Some(sr), Some(t)) = (input.sharpe, input.n_obs) else {
                 return Err(DomainError::new(

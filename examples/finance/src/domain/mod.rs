@@ -12,6 +12,7 @@ pub mod cost_curve;
 pub mod deflated_sharpe;
 pub mod error;
 pub mod greeks;
+pub mod implied_vol;
 pub mod metrics;
 pub mod options;
 pub mod payload;
@@ -29,6 +30,7 @@ pub use cost_curve::{CostCurveInput, check_cost_curve};
 pub use deflated_sharpe::{DeflatedSharpeInput, check_deflated_sharpe};
 pub use error::DomainError;
 pub use greeks::{Greeks, GreeksInput, calc_greeks};
+pub use implied_vol::{ImpliedVol, ImpliedVolInput, implied_volatility};
 pub use options::{OptionType, PriceOptionInput, price_option};
 pub use payload::{Frame, MAX_ARGUMENT_BYTES, MAX_CELLS, Series, check_argument_size, f64_inf};
 pub use performance::{PerformanceInput, check_performance};
@@ -55,6 +57,7 @@ mod tests {
         vec![
             ("price_option", schema::<PriceOptionInput>()),
             ("calc_greeks", schema::<GreeksInput>()),
+            ("implied_volatility", schema::<ImpliedVolInput>()),
             ("get_quote", schema::<QuoteInput>()),
             ("check_cost_curve", schema::<CostCurveInput>()),
             ("check_rf_convention", schema::<RfConventionInput>()),

@@ -14,7 +14,9 @@ use super::error::DomainError;
 /// Look up the latest sample quote for a symbol (price per share in its currency).
 ///
 /// The quotes are a fixed sample shipped with the server, not live prices.
-/// Symbols are matched case-insensitively ("aapl" finds AAPL).
+/// Symbols are matched case-insensitively ("aapl" finds AAPL). An unknown
+/// symbol fails with code `invalid_input`, field `symbol`, and a message
+/// listing the known symbols (catch it: `e.code == "invalid_input"`).
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QuoteInput {

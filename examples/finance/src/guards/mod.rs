@@ -2,7 +2,8 @@
 //!
 //! Pricing is `isolated` (the default) to show the worker path; the quote
 //! book is a managed resource, so `get_quote` runs `in_process`, and
-//! `get_quote_isolated` re-reads the CSV inside a worker for comparison.
+//! `get_quote_isolated` re-reads the CSV inside a worker for comparison
+//! (hidden from the coding agent's prompt: it is the same answer).
 //! Research guards take their catalogue category from
 //! `domain::GUARD_CATEGORIES`; `assert_causal` is script-only (`causal`).
 
@@ -30,6 +31,13 @@ pub fn app() -> App {
                 .title("Option Greeks (Black–Scholes)")
                 .category("pricing"),
         )
+        // Pure: a root-finder a script may call thousands of times, inline.
+        .guard(
+            guard(domain::implied_volatility)
+                .title("Implied volatility (Black–Scholes)")
+                .category("pricing")
+                .pure(),
+        )
         .guard(
             guard(quotes::get_quote)
                 .title("Market quote")
@@ -39,7 +47,10 @@ pub fn app() -> App {
         .guard(
             guard(quotes::get_quote_isolated)
                 .title("Market quote (isolated worker)")
-                .category("market-data"),
+                .category("market-data")
+                // The same answer as get_quote by another path: for
+                // operators comparing modes, not for the model's prompt.
+                .hidden_from_model(),
         )
         // Research-integrity checks: pure computations, inline in scripts.
         .guard(research(

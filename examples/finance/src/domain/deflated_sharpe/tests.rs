@@ -156,3 +156,31 @@ fn one_trial_hurdle_is_the_trials_mean() {
     let r = run(json!({"sharpe": 0.1, "n_obs": 100, "n_trials": 1, "trials_sharpe_mean": 0.03})).unwrap();
     assert_eq!(r.evidence["expected_max_sharpe"].as_f64().unwrap(), 0.03);
 }
+
+#[test]
+fn rf_turns_total_returns_into_excess_returns() {
+    // Pins the excess-return convention: returns with rf give the SR of (returns − rf), the same
+    // answer as passing the excess returns themselves; rf with a bare sharpe is refused.
+    let total = [0.011, -0.019, 0.031, 0.006, -0.009, 0.021, 0.001, 0.016];
+    let rf = 0.001;
+    let excess: Vec<f64> = total.iter().map(|r| r - rf).collect();
+    let with_rf =
+        run(json!({"returns": total, "rf": rf, "n_trials": 10, "trials_sharpe_variance": 0.01})).unwrap();
+    let given = run(json!({"returns": excess, "n_trials": 10, "trials_sharpe_variance": 0.01})).unwrap();
+    for key in ["sharpe", "dsr", "skew", "kurtosis"] {
+        let (a, b) = (
+            with_rf.evidence[key].as_f64().unwrap(),
+            given.evidence[key].as_f64().unwrap(),
+        );
+        assert!((a - b).abs() < 1e-12, "{key}: {a} vs {b}");
+    }
+    let n = total.len() as f64;
+    let m = excess.iter().sum::<f64>() / n;
+    let sd = (excess.iter().map(|v| (v - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
+    assert!((with_rf.evidence["sharpe"].as_f64().unwrap() - m / sd).abs() < 1e-14);
+    let refused = run(json!({"sharpe": 0.1, "n_obs": 100, "n_trials": 1, "rf": 0.001})).unwrap_err();
+    assert!(
+        refused.to_string().starts_with("rf: applies to returns only"),
+        "{refused}"
+    );
+}
