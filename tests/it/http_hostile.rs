@@ -369,3 +369,30 @@ async fn strays_are_told_where_the_endpoint_is() {
     let (_, stderr) = server.stop().await;
     assert!(!stderr.contains("Host"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_wrong_token_is_told_in_a_form_clients_show() {
+    // MCP clients surface a JSON-RPC error found in a non-2xx body (the
+    // Python SDK shows it instead of "Server returned an error response"):
+    // the 401 carries the fix in both the plain and the JSON-RPC shape.
+    let (server, _tokens) = team(&[]).await;
+    let answer = post(
+        &server.url,
+        &initialize(),
+        &[("authorization", "Bearer not-a-token")],
+    )
+    .send()
+    .await
+    .expect("post");
+    assert_eq!(answer.status(), 401);
+    let body: Value = answer.json().await.expect("json");
+    assert_eq!(body["code"], "invalid_token");
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["error"]["code"], -32001);
+    assert_eq!(body["error"]["data"]["code"], "invalid_token");
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not a known API token") && message.contains("Authorization: Bearer"),
+        "{message}"
+    );
+}

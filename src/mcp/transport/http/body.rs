@@ -112,11 +112,7 @@ async fn read(body: Body, pace: &BodyPace) -> Result<Bytes, Unread> {
 /// A refusal that also closes the connection: the rest of the body is
 /// never read.
 fn refusal(status: StatusCode, code: &str, message: String) -> Response {
-    let mut response = (
-        status,
-        axum::Json(serde_json::json!({"error": code, "message": message})),
-    )
-        .into_response();
+    let mut response = super::refusal::refuse(status, code, &message, None);
     response
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));

@@ -16,7 +16,7 @@ use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use tokio::sync::Notify;
 
 /// MCP exchanges in progress.
@@ -112,20 +112,13 @@ pub(crate) async fn refuse_new_work(
     if !(new_work && health.draining.load(Ordering::SeqCst)) {
         return next.run(request).await;
     }
-    let mut response = (
+    super::refusal::refuse(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        axum::Json(serde_json::json!({
-            "error": crate::error::codes::DRAINING,
-            "message": "this server is shutting down (SIGTERM) and takes no new work; retry on another \
-                        node or after its restart",
-        })),
+        crate::error::codes::DRAINING,
+        "this server is shutting down (SIGTERM) and takes no new work; retry on another node or after its \
+         restart",
+        Some("5"),
     )
-        .into_response();
-    response.headers_mut().insert(
-        axum::http::header::RETRY_AFTER,
-        axum::http::HeaderValue::from_static("5"),
-    );
-    response
 }
 
 /// Middleware on every route: marks the request's connection busy until

@@ -116,16 +116,15 @@ pub(crate) async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Js
 
 /// Any other path: 404 naming where the MCP endpoint is, instead of an
 /// empty answer (a client configured with the bare host name shows this).
-pub(crate) async fn elsewhere(uri: axum::http::Uri) -> (StatusCode, Json<Value>) {
-    (
+pub(crate) async fn elsewhere(uri: axum::http::Uri) -> axum::response::Response {
+    super::refusal::refuse(
         StatusCode::NOT_FOUND,
-        Json(json!({
-            "error": crate::error::codes::NOT_FOUND,
-            "message": format!(
-                "nothing is served at {}; the MCP endpoint is {}",
-                uri.path(),
-                super::MCP_PATH
-            ),
-        })),
+        crate::error::codes::NOT_FOUND,
+        &format!(
+            "nothing is served at {}; the MCP endpoint is {}",
+            uri.path(),
+            super::MCP_PATH
+        ),
+        None,
     )
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 /// The `Host` names `/mcp` answers: lowercase, without brackets or port.
 pub(crate) struct Hosts(Vec<String>);
@@ -45,15 +45,13 @@ pub(crate) async fn check(State(hosts): State<Arc<Hosts>>, request: Request, nex
         return next.run(request).await;
     }
     tracing::debug!(host = ?request.headers().get(header::HOST), "refused a request with a Host this server does not answer");
-    (
+    super::refusal::refuse(
         StatusCode::FORBIDDEN,
-        axum::Json(serde_json::json!({
-            "error": crate::error::codes::FORBIDDEN_HOST,
-            "message": "this Host is not served (DNS-rebinding protection); reach the server by its \
-                        loopback address or WARDEN_PUBLIC_URL's host",
-        })),
+        crate::error::codes::FORBIDDEN_HOST,
+        "this Host is not served (DNS-rebinding protection); reach the server by its loopback address or \
+         WARDEN_PUBLIC_URL's host",
+        None,
     )
-        .into_response()
 }
 
 #[cfg(test)]

@@ -19,7 +19,7 @@
 //!
 //! Before a connection has carried one request past authentication it is
 //! *unproven*: anyone can open one. Unproven connections get the much
-//! shorter `header_timeout` instead of `idle` (for the first request's
+//! shorter `header_timeout` (or `idle`, if shorter) instead of `idle` (for the first request's
 //! headers, and between requests after a refusal), and at most
 //! `unproven_max` of them are open at once: past that, `accept` waits, so a
 //! flood of silent or unauthenticated sockets queues in the kernel's
@@ -97,7 +97,7 @@ impl axum::serve::Listener for LimitedListener {
             stream,
             _permit: permit,
             bounds: self.bounds,
-            check_at: Box::pin(tokio::time::sleep(self.bounds.header_timeout)),
+            check_at: Box::pin(tokio::time::sleep(self.bounds.header_timeout.min(self.bounds.idle))),
             busy: Busy::new(unproven),
         };
         (stream, addr)
@@ -221,10 +221,11 @@ impl AsyncRead for LimitedStream {
             if self.check_at.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
+            // An unproven connection never gets longer than a proven one.
             let allowed = if self.busy.proven() {
                 self.bounds.idle
             } else {
-                self.bounds.header_timeout
+                self.bounds.header_timeout.min(self.bounds.idle)
             };
             let next = match self.busy.idle_since() {
                 None => Instant::now() + allowed,

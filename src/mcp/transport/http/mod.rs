@@ -36,6 +36,7 @@ mod health;
 mod host;
 mod listener;
 mod origin;
+mod refusal;
 mod requests;
 mod sessions;
 

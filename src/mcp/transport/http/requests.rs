@@ -18,9 +18,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use super::listener::Busy;
 use crate::tenant::Principal;
@@ -107,22 +107,16 @@ pub(crate) async fn limit(
         return next.run(request).await;
     }
     let Some(counted) = requests.enter(&principal) else {
-        let mut response = (
+        return super::refusal::refuse(
             StatusCode::TOO_MANY_REQUESTS,
-            axum::Json(serde_json::json!({
-                "error": crate::error::codes::TOO_MANY_REQUESTS,
-                "message": format!(
-                    "this principal has {} requests in progress, open SSE streams included \
-                     (WARDEN_HTTP_REQUESTS_PER_PRINCIPAL); close a stream or wait for a call to end, then retry",
-                    requests.per_principal
-                ),
-            })),
-        )
-            .into_response();
-        response
-            .headers_mut()
-            .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
-        return response;
+            crate::error::codes::TOO_MANY_REQUESTS,
+            &format!(
+                "this principal has {} requests in progress, open SSE streams included \
+                 (WARDEN_HTTP_REQUESTS_PER_PRINCIPAL); close a stream or wait for a call to end, then retry",
+                requests.per_principal
+            ),
+            Some(RETRY_AFTER_SECONDS),
+        );
     };
     super::drain::hold_until_delivered(next.run(request).await, counted)
 }

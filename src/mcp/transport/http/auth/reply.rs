@@ -6,7 +6,8 @@
 //! `error_description`, `scope` (when scopes are configured), then
 //! `resource_metadata` (when OAuth is configured: API tokens need no
 //! discovery). Bodies are `{"code": …, "message": …}` with a code of
-//! [`codes`] and a message naming what to fix.
+//! [`codes`] and a message naming what to fix, plus the same as a JSON-RPC
+//! error (see [`body`]).
 
 use std::sync::Arc;
 
@@ -122,10 +123,29 @@ pub(super) fn reject(auth: &Auth, rejection: Rejection) -> Response {
         ),
     };
     let challenge = challenge(auth, error, description);
-    let mut response = (status, Json(json!({"code": code, "message": message}))).into_response();
+    let mut response = (status, Json(body(code, &message))).into_response();
     let value = HeaderValue::from_str(&challenge).unwrap_or_else(|_| HeaderValue::from_static("Bearer"));
     response.headers_mut().insert(WWW_AUTHENTICATE, value);
     response
+}
+
+/// JSON-RPC error code of an authentication refusal (the
+/// implementation-defined server range; the MCP spec names none).
+const JSONRPC_UNAUTHORIZED: i64 = -32001;
+
+/// `{"code", "message"}`, and the same message as a JSON-RPC error
+/// (`jsonrpc`, `id: null`, `error: {code, message, data: {code}}`): MCP
+/// clients show a JSON-RPC error found in a non-2xx body to the person (the
+/// Python SDK does; without it they show only "Server returned an error
+/// response"), so the fix reaches whoever has to make it.
+fn body(code: &str, message: &str) -> serde_json::Value {
+    json!({
+        "code": code,
+        "message": message,
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": JSONRPC_UNAUTHORIZED, "message": message, "data": {"code": code}},
+    })
 }
 
 /// `Bearer error="…", error_description="…", scope="…", resource_metadata="…"`,

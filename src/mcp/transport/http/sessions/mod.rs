@@ -19,9 +19,9 @@ pub(crate) mod manager;
 use std::sync::{Arc, OnceLock};
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
 use crate::tenant::Principal;
 
@@ -98,14 +98,12 @@ pub(crate) async fn guard(State(sessions): State<Arc<Sessions>>, request: Reques
     if let Some(id) = session
         && sessions.manager.owner(id).is_some_and(|owner| owner != principal)
     {
-        return (
+        return super::refusal::refuse(
             StatusCode::NOT_FOUND,
-            axum::Json(serde_json::json!({
-                "error": crate::error::codes::NOT_FOUND,
-                "message": "session not found; initialize a new session",
-            })),
-        )
-            .into_response();
+            crate::error::codes::NOT_FOUND,
+            "session not found; initialize a new session",
+            None,
+        );
     }
     let is_delete = request.method() == Method::DELETE;
     let request = if session.is_none() && request.method() == Method::POST {
@@ -158,16 +156,10 @@ async fn is_initialize(request: Request) -> (Request, bool) {
 }
 
 fn refusal_response(refusal: Refusal) -> Response {
-    let mut response = (
+    super::refusal::refuse(
         StatusCode::SERVICE_UNAVAILABLE,
-        axum::Json(serde_json::json!({
-            "error": crate::error::codes::TOO_MANY_SESSIONS,
-            "message": refusal.to_string(),
-        })),
+        crate::error::codes::TOO_MANY_SESSIONS,
+        &refusal.to_string(),
+        Some(RETRY_AFTER_SECONDS),
     )
-        .into_response();
-    response
-        .headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECONDS));
-    response
 }
