@@ -584,3 +584,65 @@ fn only_a_process_entry_point_prints() {
         "printing outside an entry point (return an error to the caller instead): {printing:#?}"
     );
 }
+
+/// The facade's `[features]` as (name, on by default), from Cargo.toml.
+fn cargo_features() -> BTreeMap<String, bool> {
+    let manifest = read("Cargo.toml");
+    let section = manifest
+        .split("\n[features]\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n[").next())
+        .expect("a [features] section in Cargo.toml");
+    let mut names = Vec::new();
+    let mut defaults = Vec::new();
+    for line in section.lines().map(str::trim) {
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        let (name, value) = line.split_once('=').expect("name = [...]");
+        let name = name.trim().to_string();
+        if name == "default" {
+            defaults = value
+                .trim()
+                .trim_matches(['[', ']'])
+                .split(',')
+                .map(|v| v.trim().trim_matches('"').to_string())
+                .filter(|v| !v.is_empty())
+                .collect();
+        } else {
+            names.push(name);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let on = defaults.contains(&name);
+            (name, on)
+        })
+        .collect()
+}
+
+#[test]
+fn the_readme_feature_table_is_the_facades_features() {
+    // Every feature of Cargo.toml has a README row saying whether it is on
+    // by default, and the README names no feature that does not exist.
+    let readme = read("README.md");
+    let documented: BTreeMap<String, bool> = readme
+        .lines()
+        .filter_map(|line| {
+            let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+            let name = cells.get(1)?.strip_prefix('`')?.strip_suffix('`')?;
+            let default = match *cells.get(2)? {
+                "yes" => true,
+                "no" => false,
+                _ => return None,
+            };
+            Some((name.to_string(), default))
+        })
+        .collect();
+    assert_eq!(
+        documented,
+        cargo_features(),
+        "README.md's feature table (left) and Cargo.toml's [features] (right) disagree"
+    );
+}

@@ -97,7 +97,9 @@ impl axum::serve::Listener for LimitedListener {
             stream,
             _permit: permit,
             bounds: self.bounds,
-            check_at: Box::pin(tokio::time::sleep(self.bounds.header_timeout.min(self.bounds.idle))),
+            check_at: Box::pin(tokio::time::sleep(
+                self.bounds.header_timeout.min(self.bounds.idle),
+            )),
             busy: Busy::new(unproven),
         };
         (stream, addr)
