@@ -575,9 +575,17 @@ mod tests {
         std::thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { continue };
+                // The whole request head is read before answering: closing
+                // a socket with unread bytes resets it.
+                let mut head = Vec::new();
                 let mut buf = [0u8; 4096];
-                let n = stream.read(&mut buf).unwrap_or(0);
-                let request = String::from_utf8_lossy(&buf[..n]).to_string();
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let request = String::from_utf8_lossy(&head).to_string();
                 let reply = if request.starts_with("GET /away") {
                     "HTTP/1.1 302 Found\r\nLocation: http://203.0.113.9/jwks\r\nContent-Length: 0\r\n\r\n"
                         .to_string()
