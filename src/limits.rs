@@ -838,9 +838,11 @@ pub const DEFAULT_HTTP_MAX_CONNECTIONS: usize = 1024;
 pub const DEFAULT_HTTP_IDLE: Duration = Duration::from_secs(60);
 
 /// MCP sessions (protocol revisions before 2026-07-28) held at once:
-/// 4,096. A request that would open one more is answered 503 with
-/// `Retry-After` (`too_many_sessions`); stateless 2026-07-28 requests open
-/// none and are not refused. An idle session costs about 28 KiB of server
+/// 4,096. Every `initialize` opens one, whatever revision its headers
+/// name; the one past the cap is answered 503 with `Retry-After`
+/// (`too_many_sessions`). Stateless 2026-07-28 requests open none and are
+/// not refused. Each principal holds at most
+/// [`DEFAULT_HTTP_SESSIONS_PER_PRINCIPAL`] of them. An idle session costs about 28 KiB of server
 /// memory (the `http_bench` figure). Operators override it with
 /// `WARDEN_HTTP_MAX_SESSIONS` (1–100,000).
 pub const DEFAULT_HTTP_MAX_SESSIONS: usize = 4096;

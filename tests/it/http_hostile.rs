@@ -61,6 +61,23 @@ async fn initialize_as(server: &HttpServer, who: &str, headers: &[(&str, &str)])
         .expect("initialize POST")
 }
 
+/// Checks a transport refusal: its status, `Retry-After`, stable code, and
+/// a message naming the variable that sets the limit.
+async fn assert_refused(
+    answer: reqwest::Response,
+    status: u16,
+    retry_after: &str,
+    code: &str,
+    variable: &str,
+) {
+    assert_eq!(answer.status().as_u16(), status);
+    assert_eq!(answer.headers()["retry-after"], retry_after);
+    let body: Value = answer.json().await.expect("json");
+    assert_eq!(body["error"], code, "{body}");
+    let message = body["message"].as_str().unwrap_or_default();
+    assert!(message.contains(variable), "{message}");
+}
+
 fn session_id(answer: &reqwest::Response) -> String {
     answer.headers()["mcp-session-id"]
         .to_str()
@@ -83,16 +100,7 @@ async fn an_initialize_naming_2026_still_counts_against_the_session_cap() {
         newer(&server).await.expect("initialize"),
         server.initialize(&[]).await,
     ] {
-        assert_eq!(refused.status(), 503);
-        assert_eq!(refused.headers()["retry-after"], "5");
-        let body: Value = refused.json().await.expect("json");
-        assert_eq!(body["error"], "too_many_sessions");
-        assert!(
-            body["message"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("WARDEN_HTTP_MAX_SESSIONS")
-        );
+        assert_refused(refused, 503, "5", "too_many_sessions", "WARDEN_HTTP_MAX_SESSIONS").await;
     }
     // Stateless requests open no session and still work.
     let client = server.stateless_client(None).await;
@@ -113,16 +121,14 @@ async fn one_principal_cannot_fill_the_session_cap() {
         alice.push(session_id(&answer));
     }
     let refused = initialize_as(&server, "alice", &[]).await;
-    assert_eq!(refused.status(), 503);
-    let body: Value = refused.json().await.expect("json");
-    assert_eq!(body["error"], "too_many_sessions");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("WARDEN_HTTP_SESSIONS_PER_PRINCIPAL"),
-        "{body}"
-    );
+    assert_refused(
+        refused,
+        503,
+        "5",
+        "too_many_sessions",
+        "WARDEN_HTTP_SESSIONS_PER_PRINCIPAL",
+    )
+    .await;
     // Bob is not affected, and alice's sessions still work.
     assert_eq!(initialize_as(&server, "bob", &[]).await.status(), 200);
     let ping = json!({"jsonrpc": "2.0", "id": 2, "method": "ping"});
@@ -174,16 +180,14 @@ async fn one_principal_cannot_hold_every_stream() {
     let second = stream().await.expect("second stream");
     assert_eq!((first.status().as_u16(), second.status().as_u16()), (200, 200));
     let refused = initialize_as(&server, "alice", &[]).await;
-    assert_eq!(refused.status(), 429);
-    assert_eq!(refused.headers()["retry-after"], "1");
-    let body: Value = refused.json().await.expect("json");
-    assert_eq!(body["error"], "too_many_requests");
-    assert!(
-        body["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("WARDEN_HTTP_REQUESTS_PER_PRINCIPAL")
-    );
+    assert_refused(
+        refused,
+        429,
+        "1",
+        "too_many_requests",
+        "WARDEN_HTTP_REQUESTS_PER_PRINCIPAL",
+    )
+    .await;
     assert_eq!(initialize_as(&server, "bob", &[]).await.status(), 200);
     drop(first);
     let deadline = Instant::now() + Duration::from_secs(5);
