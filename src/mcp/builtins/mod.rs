@@ -153,3 +153,22 @@ pub(crate) async fn explain_missing(
         _ => error,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    /// The registry reserves the built-ins' names for guards
+    /// (`registry::BUILTIN_TOOLS`, below the MCP layer, so it cannot ask
+    /// this module); the two lists must name the same tools, or a guard
+    /// could shadow a built-in (or a name would be reserved for nothing).
+    #[test]
+    fn the_registry_reserves_exactly_the_builtin_names() {
+        let mut served: Vec<&str> = super::all().iter().map(|builtin| builtin.name()).collect();
+        if !cfg!(feature = "agent") {
+            served.push("run_coding_task");
+        }
+        served.sort_unstable();
+        let mut reserved = crate::registry::BUILTIN_TOOLS.to_vec();
+        reserved.sort_unstable();
+        assert_eq!(served, reserved);
+    }
+}
