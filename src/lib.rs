@@ -27,23 +27,22 @@ mod agent;
 mod app;
 mod artifacts;
 mod batch;
-mod catalogue;
+// The core crate's modules, at the paths the rest of this crate and apps
+// have always used (`crate::guard`, `warden::limits`, …).
+use warden_core::{
+    catalogue,
+    guard::{self},
+    registry, schema,
+};
+pub use warden_core::{config, error, limits, notify};
 #[cfg(feature = "cli")]
 mod cli;
-pub mod config;
-mod content;
-pub mod error;
 mod events;
 mod executor;
-mod guard;
-pub mod limits;
 mod mcp;
 pub mod node;
-pub mod notify;
 #[cfg(feature = "cli")]
 pub mod preflight;
-mod registry;
-mod schema;
 mod script;
 mod task;
 mod telemetry;
@@ -51,27 +50,22 @@ mod tenant;
 mod worker;
 
 pub use app::App;
-pub use content::{Body, Content, Embedded};
-pub use error::GuardError;
-pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
-pub use limits::Limits;
-pub use registry::ScriptFunction;
-pub use registry::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
-pub use registry::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};
 /// The task store behind `list_tasks` and MCP Tasks: its trait and the
 /// embedded SQLite backend (public for benchmarks and other backends).
 pub use task::store as task_store;
 pub use tenant::Principal;
+pub use warden_core::{
+    Body, Content, Embedded, Guard, GuardError, GuardFn, Hints, Limits, Mode, Prompt, PromptArgument,
+    PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource,
+    TemplateVariables,
+};
 
 /// The MCP scenario runner (the `warden-testing` crate), behind `cli`.
 #[cfg(feature = "cli")]
 pub use warden_testing as testing;
 
-/// Re-exported so applications derive schemas with the same version.
-pub use schemars;
-
-/// Re-exported so script-only functions register on the same engine type.
-pub use rhai;
+pub use warden_core::guard::guard;
+pub use warden_core::{rhai, schemars};
 
 /// The multi-threaded runtime every Warden command runs on (two workers:
 /// this is a small server on small machines). On failure the error has

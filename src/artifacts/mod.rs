@@ -48,7 +48,7 @@ pub const RESULT_FILE: &str = "result.json";
 
 /// The URI prefix of task artifacts as MCP resources (served by
 /// `mcp::resources`; app resources may not use it).
-pub const URI_SCHEME: &str = "warden://artifacts/";
+pub const URI_SCHEME: &str = crate::registry::ARTIFACT_URI_SCHEME;
 
 /// Prefix of a task directory being set up: it gets its `task_…` name only
 /// once its owner record is written, so no listing ever shows a task

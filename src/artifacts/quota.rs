@@ -38,12 +38,7 @@ pub struct Usage {
 }
 
 fn exceeded(message: String) -> GuardError {
-    GuardError {
-        code: codes::QUOTA_EXCEEDED.into(),
-        message,
-        field: Some("filename".into()),
-        retry_after_seconds: None,
-    }
+    GuardError::new(codes::QUOTA_EXCEEDED, message).with_field("filename")
 }
 
 /// Checks a name's shape against the depth and length quotas.

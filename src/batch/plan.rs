@@ -137,17 +137,16 @@ pub(crate) fn plan(
         None => Ok((planned, tables)),
         Some((field, _)) => {
             let listed: Vec<String> = problems.iter().map(|(at, m)| format!("{at}: {m}")).collect();
-            Err(GuardError {
-                code: codes::INVALID_INPUT.into(),
-                message: format!(
+            Err(GuardError::new(
+                codes::INVALID_INPUT,
+                format!(
                     "batch refused before any call ran ({} problem{}): {}",
                     problems.len(),
                     if problems.len() == 1 { "" } else { "s" },
                     listed.join("; ")
                 ),
-                field: Some(field.clone()),
-                retry_after_seconds: None,
-            })
+            )
+            .with_field(field.clone()))
         }
     }
 }
@@ -232,15 +231,14 @@ reference to {} of task {} ({size} bytes): split the batch",
         None => Ok(()),
         Some((field, _)) => {
             let listed: Vec<String> = over.iter().map(|(at, m)| format!("{at}: {m}")).collect();
-            Err(GuardError {
-                code: codes::ARGUMENTS_TOO_LARGE.into(),
-                message: format!(
+            Err(GuardError::new(
+                codes::ARGUMENTS_TOO_LARGE,
+                format!(
                     "batch refused before any file was read or any call ran: {}",
                     listed.join("; ")
                 ),
-                field: Some(field.clone()),
-                retry_after_seconds: None,
-            })
+            )
+            .with_field(field.clone()))
         }
     }
 }

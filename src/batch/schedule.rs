@@ -241,12 +241,7 @@ fn substitute(
     rewritten.map_err(|(location, error)| {
         let message = error.to_string();
         if too_large {
-            GuardError {
-                code: codes::ARGUMENTS_TOO_LARGE.into(),
-                message,
-                field: Some(location),
-                retry_after_seconds: None,
-            }
+            GuardError::new(codes::ARGUMENTS_TOO_LARGE, message).with_field(location)
         } else {
             GuardError::invalid_input(location, message)
         }

@@ -39,15 +39,14 @@ pub(super) fn check(arguments: &Value, max_bytes: usize) -> Result<(), Failure> 
 pub(crate) fn too_deep(depth: usize) -> Failure {
     Failure::new(
         Status::Failed,
-        GuardError {
-            code: codes::INVALID_ARGUMENTS.into(),
-            message: format!(
+        GuardError::new(
+            codes::INVALID_ARGUMENTS,
+            format!(
                 "arguments are nested {depth} levels deep; the limit is {MAX_ARGUMENT_DEPTH} levels: \
 pass flatter data (e.g. a list of flat objects)"
             ),
-            field: Some("arguments".into()),
-            retry_after_seconds: None,
-        },
+        )
+        .with_field("arguments"),
     )
 }
 

@@ -13,3 +13,40 @@ pub mod worker;
 
 /// Second argument after `WORKER_ARG` that selects a script worker.
 pub const SCRIPT_WORKER: &str = "script";
+
+/// The registry reserves every script helper's name, so no guard can
+/// shadow one: its list and the helpers the worker binds must agree.
+#[cfg(test)]
+mod reserved_names {
+    #[test]
+    fn helpers_names_every_helper_the_bindings_register() {
+        use crate::script::worker::bindings::HELPERS;
+        let source = include_str!("worker/bindings.rs");
+        for call in source.split("register_fn(").skip(1) {
+            let literal = call.trim_start().strip_prefix('"');
+            if let Some(name) = literal.and_then(|rest| rest.split('"').next()) {
+                let chart = crate::script::worker::charts::HELPERS.contains(&name);
+                assert!(
+                    HELPERS.contains(&name) || chart,
+                    "helper {name} is missing from HELPERS"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_script_helper_name_is_reserved() {
+        let charts = crate::script::worker::charts::HELPERS;
+        let prelude = crate::script::worker::prelude::PRELUDE;
+        for helper in crate::script::worker::bindings::HELPERS
+            .iter()
+            .chain(&charts)
+            .chain(&prelude)
+        {
+            assert!(
+                crate::registry::RESERVED_SCRIPT_NAMES.contains(helper),
+                "script helper {helper} is not in crate::registry::RESERVED_SCRIPT_NAMES"
+            );
+        }
+    }
+}

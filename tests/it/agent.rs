@@ -343,7 +343,7 @@ async fn the_prompt_states_budgets_defaults_conditions_outputs_and_the_task_type
     let system = system_prompt_seen(&model);
     eprintln!("system prompt for warden-finance: {} bytes", system.len());
     for expected in [
-        // The budget line, numbers from src/limits.rs.
+        // The budget line, numbers from crates/warden-core/src/limits.rs.
         "Budgets: 12 steps (a step is a code block that ran), 16 replies, 100 server calls",
         // task_type → status.
         "analysis, no_action, needs_input end success; unsupported, failed end failed",

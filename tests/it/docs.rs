@@ -1,5 +1,5 @@
 //! The operating guide against the source: the limits table in
-//! docs/operating.md names every constant of src/limits.rs with its true
+//! docs/operating.md names every constant of crates/warden-core/src/limits.rs with its true
 //! default, and every `WARDEN_*` override with its true range; every
 //! `WARDEN_*` variable the library reads is documented in that guide.
 //!
@@ -18,7 +18,7 @@ use crate::common::workspace_root;
 /// Where the documented table and the source of truth live, relative to
 /// the workspace root. Update these when the files move.
 const OPERATING_MD: &str = "docs/operating.md";
-const LIMITS_RS: &str = "src/limits.rs";
+const LIMITS_RS: &str = "crates/warden-core/src/limits.rs";
 /// The script sandbox's operator switches (`WARDEN_SANDBOX*`).
 const SANDBOX_RS: [&str; 2] = ["src/script/policy.rs", "src/script/worker/layers.rs"];
 const TABLE_HEADER: &str = "| limit | constant | default | override (range) | when it is hit |";
@@ -128,6 +128,20 @@ fn non_test(source: &str) -> &str {
     source.find("#[cfg(test)]").map_or(source, |at| &source[..at])
 }
 
+/// The library's source folders: the facade's and every crate under it
+/// along the spine (the scenario runner, `warden-testing`, is a tool, not
+/// the library).
+const LIBRARY_SOURCES: &[&str] = &["src", "crates/warden-core/src"];
+
+/// Every Rust file of the library.
+fn library_files() -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for dir in LIBRARY_SOURCES {
+        rust_files(&workspace_root().join(dir), &mut files);
+    }
+    files
+}
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let path = entry.expect("directory entry").path();
@@ -149,8 +163,7 @@ struct Constants {
 impl Constants {
     fn load() -> Self {
         let limits = consts_of(&read(LIMITS_RS));
-        let mut files = Vec::new();
-        rust_files(&workspace_root().join("src"), &mut files);
+        let files = library_files();
         let mut others: BTreeMap<String, Option<(String, String)>> = BTreeMap::new();
         for file in files.iter().filter(|f| !f.ends_with(LIMITS_RS)) {
             let text = std::fs::read_to_string(file).expect("source file");
@@ -175,7 +188,7 @@ impl Constants {
     fn value(&self, name: &str) -> Vec<f64> {
         let (_, expr) = self
             .get(name)
-            .unwrap_or_else(|| panic!("no single `const {name}` under src/"));
+            .unwrap_or_else(|| panic!("no single `const {name}` in the library"));
         self.eval(expr)
     }
 
@@ -449,8 +462,7 @@ fn every_warden_override_is_in_the_table_with_its_true_range() {
         );
     }
     // And nothing documented that the library does not read.
-    let mut files = Vec::new();
-    rust_files(&workspace_root().join("src"), &mut files);
+    let files = library_files();
     let source: String = files
         .iter()
         .map(|f| std::fs::read_to_string(f).expect("source"))
@@ -458,7 +470,7 @@ fn every_warden_override_is_in_the_table_with_its_true_range() {
     for var in overrides {
         assert!(
             source.contains(&format!("\"{var}\"")),
-            "{var} is documented but never read under src/"
+            "{var} is documented but never read by the library ({LIBRARY_SOURCES:?})"
         );
     }
 }
@@ -469,8 +481,7 @@ fn every_warden_variable_the_library_reads_is_documented() {
     // line in the operating guide.
     let guide = read(OPERATING_MD);
     let documented = warden_names(&guide);
-    let mut files = Vec::new();
-    rust_files(&workspace_root().join("src"), &mut files);
+    let files = library_files();
     let mut undocumented = Vec::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("source");
@@ -484,7 +495,7 @@ fn every_warden_variable_the_library_reads_is_documented() {
     }
     assert!(
         undocumented.is_empty(),
-        "read under src/ but not in {OPERATING_MD}: {undocumented:?}"
+        "read by the library but not in {OPERATING_MD}: {undocumented:?}"
     );
 }
 
@@ -550,8 +561,7 @@ fn only_a_process_entry_point_prints() {
     // Library code never prints: outside the command line (src/cli.rs) and
     // unit tests, a print macro sits in a function that returns the
     // process's ExitCode (docs/architecture.md).
-    let mut files = Vec::new();
-    rust_files(&workspace_root().join("src"), &mut files);
+    let files = library_files();
     let mut printing = Vec::new();
     for file in files {
         let relative = file

@@ -69,16 +69,15 @@ impl Builtin for DescribeGuard {
             let mut known: Vec<&str> = registry.names();
             known.extend(registry.script_functions().map(|f| f.name));
             known.sort_unstable();
-            Err(GuardError {
-                code: crate::error::codes::UNKNOWN_GUARD.into(),
-                message: format!(
+            Err(GuardError::new(
+                crate::error::codes::UNKNOWN_GUARD,
+                format!(
                     "name: no guard named '{}'; use one list_guards shows: {}",
                     input.name,
                     known.join(", ")
                 ),
-                field: Some("name".into()),
-                retry_after_seconds: None,
-            })
+            )
+            .with_field("name"))
         })
     }
 }

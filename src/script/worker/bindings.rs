@@ -69,15 +69,14 @@ pub(super) fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
 pub(super) fn check_depth(value: &Dynamic) -> Result<(), GuardError> {
     let limit = crate::limits::MAX_ARGUMENT_DEPTH;
     if deeper_than(value, limit, 1) {
-        return Err(GuardError {
-            code: crate::error::codes::INVALID_ARGUMENTS.into(),
-            message: format!(
+        return Err(GuardError::new(
+            crate::error::codes::INVALID_ARGUMENTS,
+            format!(
                 "the value is nested more than {limit} levels deep; the limit is {limit} levels: \
 pass flatter data (e.g. a list of flat maps)"
             ),
-            field: Some("arguments".into()),
-            retry_after_seconds: None,
-        });
+        )
+        .with_field("arguments"));
     }
     Ok(())
 }

@@ -95,12 +95,7 @@ pub fn invalid(field: impl Into<String>, message: impl AsRef<str>) -> GuardError
 
 /// A chart beyond a limit of `crate::limits`.
 pub fn too_large(field: &str, message: impl AsRef<str>) -> GuardError {
-    GuardError {
-        code: "chart_too_large".into(),
-        message: format!("{field}: {}", message.as_ref()),
-        field: Some(field.into()),
-        retry_after_seconds: None,
-    }
+    GuardError::new("chart_too_large", format!("{field}: {}", message.as_ref())).with_field(field)
 }
 
 /// Checks `rows` and `options` for `kind`.

@@ -15,6 +15,7 @@
 //! writes (see [`crate::limits::MAX_QUEUED_NOTICES`]).
 //!
 //! ```
+//! # use warden_core as warden; // the `warden` facade re-exports these
 //! use warden::notify::{self, Level};
 //!
 //! fn long_check(rows: &[f64]) -> usize {
@@ -36,7 +37,8 @@ use serde::{Deserialize, Serialize};
 /// The severity of a [`log`] message (MCP's levels, lowest first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
+// Exhaustive on purpose: every layer that serves a notice or runs a
+// call must handle a new variant, so adding one is a breaking change.
 pub enum Level {
     Debug,
     Info,
@@ -48,7 +50,7 @@ pub enum Level {
 /// One message from a running guard.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
-pub(crate) enum Notice {
+pub enum Notice {
     Progress {
         progress: f64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -64,7 +66,7 @@ pub(crate) enum Notice {
 
 /// Where a call's notices go. Called on the guard's thread: it must not
 /// block (the server's sink only tries to queue).
-pub(crate) type Sink = Arc<dyn Fn(Notice) + Send + Sync>;
+pub type Sink = Arc<dyn Fn(Notice) + Send + Sync>;
 
 thread_local! {
     /// The sink of the guard call running on this thread, if any.
@@ -108,7 +110,7 @@ fn send(notice: Notice) {
 
 /// Runs `f` with `sink` as this thread's sink, restoring the previous
 /// one afterwards (also when `f` panics).
-pub(crate) fn with_sink<R>(sink: Option<Sink>, f: impl FnOnce() -> R) -> R {
+pub fn with_sink<R>(sink: Option<Sink>, f: impl FnOnce() -> R) -> R {
     struct Restore(Option<Sink>);
     impl Drop for Restore {
         fn drop(&mut self) {
@@ -123,12 +125,12 @@ pub(crate) fn with_sink<R>(sink: Option<Sink>, f: impl FnOnce() -> R) -> R {
 
 /// Runs `future` with `sink` as the sink of the guard calls it makes
 /// through the executor.
-pub(crate) async fn scope<F: std::future::Future>(sink: Sink, future: F) -> F::Output {
+pub async fn scope<F: std::future::Future>(sink: Sink, future: F) -> F::Output {
     CALL_SINK.scope(sink, future).await
 }
 
 /// The sink the current task's caller set with [`scope`], if any.
-pub(crate) fn for_this_task() -> Option<Sink> {
+pub fn for_this_task() -> Option<Sink> {
     CALL_SINK.try_with(Clone::clone).ok()
 }
 

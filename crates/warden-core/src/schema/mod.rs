@@ -29,7 +29,7 @@ fn root_schema<T: JsonSchema>(for_serialize: bool) -> Map<String, Value> {
 }
 
 /// The input schema of `T` and its doc comment (the tool description).
-pub(crate) fn input_schema<T: JsonSchema>() -> (Map<String, Value>, String) {
+pub fn input_schema<T: JsonSchema>() -> (Map<String, Value>, String) {
     let mut schema = root_schema::<T>(false);
     schema.remove("title");
     let description = match schema.remove("description") {
@@ -41,7 +41,7 @@ pub(crate) fn input_schema<T: JsonSchema>() -> (Map<String, Value>, String) {
 
 /// The output schema of `T`, and whether results must be wrapped as
 /// `{"result": value}` because `T` is not an object.
-pub(crate) fn output_schema<T: JsonSchema>() -> (Map<String, Value>, bool) {
+pub fn output_schema<T: JsonSchema>() -> (Map<String, Value>, bool) {
     let mut schema = root_schema::<T>(true);
     schema.remove("title");
     if schema.get("type") == Some(&json!("object")) {
@@ -68,7 +68,7 @@ pub(crate) fn output_schema<T: JsonSchema>() -> (Map<String, Value>, bool) {
 /// `"Infinity"` / `"-Infinity"` and NaN becomes `null`; anywhere else the
 /// call fails with `non_finite_output` naming the field. `wraps` says the
 /// value goes under `result` (see [`output_schema`]).
-pub(crate) fn output_value<O: serde::Serialize>(
+pub fn output_value<O: serde::Serialize>(
     output: &O,
     schema: &Map<String, Value>,
     wraps: bool,
@@ -231,7 +231,7 @@ fn set(value: &mut Value, path: &[Step], replacement: Value) {
 /// argument with a default accepts `null` too: OpenAI strict mode makes
 /// every property required and sends `null` for the ones the model omits
 /// (see `schema::portable`).
-pub(crate) fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
+pub fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
     let mut arguments = if arguments.is_null() {
         Value::Object(Map::new())
     } else {
@@ -283,7 +283,7 @@ fn missing_field(message: &str) -> Option<String> {
 }
 
 /// The last path segment of a function's type name, or "" for closures.
-pub(crate) fn function_name<F>() -> String {
+pub fn function_name<F>() -> String {
     let full = std::any::type_name::<F>();
     if full.contains('{') || full.contains('<') {
         return String::new();
@@ -293,7 +293,7 @@ pub(crate) fn function_name<F>() -> String {
 
 /// `value` if it lies in `min..=max`, else an `invalid_input` error naming
 /// `field` and the range.
-pub(crate) fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, GuardError> {
+pub fn in_range(field: &str, value: u64, min: u64, max: u64) -> Result<u64, GuardError> {
     if (min..=max).contains(&value) {
         Ok(value)
     } else {

@@ -26,6 +26,7 @@ type Render = Arc<dyn Fn(&PromptArguments) -> Result<Vec<PromptMessage>, GuardEr
 /// A prompt an app registers with [`crate::App::prompt`].
 ///
 /// ```
+/// # use warden_core as warden; // the `warden` facade re-exports these
 /// use warden::{Content, Prompt, PromptArgument, PromptMessage};
 ///
 /// let prompt = Prompt::new("review_trade", "Ask for a review of one trade.", |args| {
@@ -215,7 +216,7 @@ pub struct Prompts {
 
 impl Prompts {
     /// Registers `prompts`; a name may appear once.
-    pub(crate) fn new(prompts: Vec<Prompt>) -> Result<Self, crate::registry::RegistryError> {
+    pub fn new(prompts: Vec<Prompt>) -> Result<Self, crate::registry::RegistryError> {
         let mut by_name = BTreeMap::new();
         for prompt in prompts {
             if prompt.name.is_empty() {
@@ -234,12 +235,12 @@ impl Prompts {
     }
 
     /// `prompts/list`, in name order.
-    pub(crate) fn list(&self) -> Vec<rmcp::model::Prompt> {
+    pub fn list(&self) -> Vec<rmcp::model::Prompt> {
         self.by_name.values().map(Prompt::listing).collect()
     }
 
     /// `prompts/get`; an unknown name is refused naming the known ones.
-    pub(crate) fn get(&self, name: &str, arguments: PromptArguments) -> Result<GetPromptResult, ErrorData> {
+    pub fn get(&self, name: &str, arguments: PromptArguments) -> Result<GetPromptResult, ErrorData> {
         let Some(prompt) = self.by_name.get(name) else {
             let known: Vec<&str> = self.by_name.keys().map(String::as_str).collect();
             return Err(ErrorData::invalid_params(
@@ -252,7 +253,7 @@ impl Prompts {
 
     /// The suggested values of `prompt`'s `argument` starting with `typed`
     /// (none for an unknown prompt or argument: completion is a hint).
-    pub(crate) fn complete(&self, prompt: &str, argument: &str, typed: &str) -> Vec<String> {
+    pub fn complete(&self, prompt: &str, argument: &str, typed: &str) -> Vec<String> {
         self.by_name
             .get(prompt)
             .and_then(|p| p.arguments.iter().find(|a| a.name == argument))
@@ -269,7 +270,7 @@ impl Prompts {
 
 /// A `prompts/get` request's arguments as strings (MCP prompt arguments
 /// are strings); another JSON type is refused naming the argument.
-pub(crate) fn string_arguments(
+pub fn string_arguments(
     prompt: &str,
     arguments: Option<rmcp::model::JsonObject>,
 ) -> Result<PromptArguments, ErrorData> {
@@ -289,7 +290,7 @@ pub(crate) fn string_arguments(
 /// `completion/complete`: a prompt argument's suggestions for the typed
 /// prefix (at most MCP's 100, with the total); nothing for a resource
 /// template, whose variables have no suggestions.
-pub(crate) fn complete(prompts: &Prompts, request: &CompleteRequestParams) -> CompleteResult {
+pub fn complete(prompts: &Prompts, request: &CompleteRequestParams) -> CompleteResult {
     let mut values = match &request.r#ref {
         Reference::Prompt(reference) => {
             prompts.complete(&reference.name, &request.argument.name, &request.argument.value)

@@ -102,7 +102,7 @@ impl Content {
     }
 
     /// The rmcp block the server sends.
-    pub(crate) fn into_block(self) -> ContentBlock {
+    pub fn into_block(self) -> ContentBlock {
         match self {
             Content::Text { text } => ContentBlock::text(text),
             Content::Image { data, mime_type } => ContentBlock::image(data, mime_type),
@@ -114,7 +114,7 @@ impl Content {
 
 impl Embedded {
     /// The rmcp resource contents the server sends.
-    pub(crate) fn into_contents(self) -> ResourceContents {
+    pub fn into_contents(self) -> ResourceContents {
         let contents = match self.body {
             Body::Text(text) => ResourceContents::text(text, self.uri),
             Body::Blob(blob) => ResourceContents::blob(blob, self.uri),

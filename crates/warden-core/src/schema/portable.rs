@@ -27,7 +27,6 @@ use serde_json::{Map, Value, json};
 /// Who receives the schema. Only MCP is served; the others are the CLI's
 /// `tools --format` exports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub enum Target {
     /// MCP `tools/list` (`inputSchema`, `outputSchema`): JSON Schema 2020-12.
     Mcp,
@@ -311,7 +310,6 @@ fn one_of_as_any_of(map: &mut Map<String, Value>) {
 /// record, a map): OpenAI strict mode cannot express one (every object is
 /// closed) and Gemini's OpenAPI subset needs named properties, so those
 /// exports fall back to their JSON Schema forms (see `export`).
-#[cfg_attr(not(feature = "cli"), allow(dead_code))]
 pub fn has_open_map(schema: &Map<String, Value>) -> bool {
     let open = match schema.get("additionalProperties") {
         Some(Value::Object(_)) | Some(Value::Bool(true)) => true,

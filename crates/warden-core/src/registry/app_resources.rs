@@ -31,6 +31,7 @@ type Read = Arc<dyn Fn(&TemplateVariables) -> Result<Body, GuardError> + Send + 
 /// A fixed resource an app registers with [`crate::App::static_resource`].
 ///
 /// ```
+/// # use warden_core as warden; // the `warden` facade re-exports these
 /// use warden::{Body, StaticResource};
 ///
 /// let note = StaticResource::new("docs://methodology", "methodology", "text/markdown",
@@ -80,6 +81,7 @@ impl StaticResource {
 /// `read` makes the body from the variables.
 ///
 /// ```
+/// # use warden_core as warden; // the `warden` facade re-exports these
 /// use warden::{Body, ResourceTemplate};
 ///
 /// let by_id = ResourceTemplate::new("data://trades/{id}", "trade", "application/json", |vars| {
@@ -161,7 +163,7 @@ pub struct AppResources {
 impl AppResources {
     /// Validates and registers; URIs are unique and may not use Warden's
     /// artifact scheme.
-    pub(crate) fn new(
+    pub fn new(
         statics: Vec<StaticResource>,
         templates: Vec<ResourceTemplate>,
     ) -> Result<Self, RegistryError> {
@@ -193,7 +195,7 @@ impl AppResources {
     }
 
     /// `resources/list`: the static resources, by URI.
-    pub(crate) fn list(&self) -> Vec<Resource> {
+    pub fn list(&self) -> Vec<Resource> {
         self.statics
             .values()
             .map(|r| {
@@ -205,7 +207,7 @@ impl AppResources {
     }
 
     /// The templates `resources/templates/list` adds to the artifact one.
-    pub(crate) fn templates(&self) -> Vec<rmcp::model::ResourceTemplate> {
+    pub fn templates(&self) -> Vec<rmcp::model::ResourceTemplate> {
         self.templates
             .iter()
             .map(|p| {
@@ -220,12 +222,12 @@ impl AppResources {
 
     /// Whether `uri` names one of these resources (static, or matching a
     /// template).
-    pub(crate) fn knows(&self, uri: &str) -> bool {
+    pub fn knows(&self, uri: &str) -> bool {
         self.statics.contains_key(uri) || self.templates.iter().any(|p| matches(&p.parts, uri).is_some())
     }
 
     /// `resources/read` for an app URI; `None` when it is not one of them.
-    pub(crate) fn read(&self, uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
+    pub fn read(&self, uri: &str) -> Option<Result<ReadResourceResult, ErrorData>> {
         if let Some(resource) = self.statics.get(uri) {
             return Some(Ok(one(uri, &resource.mime_type, resource.body.clone())));
         }
@@ -252,7 +254,7 @@ fn one(uri: &str, mime_type: &str, body: Body) -> ReadResourceResult {
 
 /// Refuses URIs under Warden's own artifact scheme.
 fn reserved(uri: &str) -> Result<(), RegistryError> {
-    if uri.starts_with(crate::artifacts::URI_SCHEME) {
+    if uri.starts_with(crate::registry::ARTIFACT_URI_SCHEME) {
         return Err(RegistryError::ReservedResourceUri(uri.into()));
     }
     Ok(())

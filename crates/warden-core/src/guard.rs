@@ -19,7 +19,8 @@ use crate::error::GuardError;
 /// Where a guard's code runs. The default is [`Mode::Isolated`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
-#[non_exhaustive]
+// Exhaustive on purpose: every layer that serves a notice or runs a
+// call must handle a new variant, so adding one is a breaking change.
 pub enum Mode {
     /// A fresh worker process per call: killable at its deadline, limited by
     /// rlimits, unable to hurt the server. Costs a process spawn (~2 ms).
@@ -81,11 +82,11 @@ pub struct Resources {
 }
 
 impl Resources {
-    pub(crate) fn insert(&mut self, id: TypeId, value: Arc<dyn Any + Send + Sync>) {
+    pub fn insert(&mut self, id: TypeId, value: Arc<dyn Any + Send + Sync>) {
         self.by_type.insert(id, value);
     }
 
-    pub(crate) fn insert_failure(&mut self, id: TypeId, name: &'static str, reason: String) {
+    pub fn insert_failure(&mut self, id: TypeId, name: &'static str, reason: String) {
         self.failed.insert(id, (name, reason));
     }
 
@@ -156,18 +157,17 @@ where
 }
 
 /// The type-erased call: JSON arguments in, JSON result out.
-pub(crate) type ErasedFn = Arc<dyn Fn(&Resources, Value) -> Result<Value, GuardError> + Send + Sync>;
+pub type ErasedFn = Arc<dyn Fn(&Resources, Value) -> Result<Value, GuardError> + Send + Sync>;
 
 /// The same call for inline use in scripts: Rhai values in and out, with
 /// no JSON in between (a pure guard in a loop pays only for itself).
-pub(crate) type ScriptFn =
-    Arc<dyn Fn(&Resources, rhai::Dynamic) -> Result<rhai::Dynamic, GuardError> + Send + Sync>;
+pub type ScriptFn = Arc<dyn Fn(&Resources, rhai::Dynamic) -> Result<rhai::Dynamic, GuardError> + Send + Sync>;
 
 /// A guard's schemas, generated on first use. Workers re-execute the app's
 /// `main` and build every guard, but only ever need the output shape of the
 /// one they run, so generating all schemas eagerly would cost every worker
 /// a few milliseconds.
-pub(crate) struct LazySchemas {
+pub struct LazySchemas {
     input: OnceLock<(Map<String, Value>, String)>,
     output: OnceLock<(Map<String, Value>, bool)>,
     make_input: fn() -> (Map<String, Value>, String),
@@ -189,27 +189,27 @@ impl LazySchemas {
 #[derive(Clone)]
 #[must_use = "a guard does nothing until it is registered with App::guard"]
 pub struct Guard {
-    pub(crate) name: String,
+    pub name: String,
     /// A human-readable title clients may show instead of the name.
-    pub(crate) title: Option<String>,
-    pub(crate) schemas: Arc<LazySchemas>,
-    pub(crate) mode: Mode,
+    pub title: Option<String>,
+    pub schemas: Arc<LazySchemas>,
+    pub mode: Mode,
     /// Catalogue group shown by `list_guards` (default [`DEFAULT_CATEGORY`]).
-    pub(crate) category: String,
-    pub(crate) timeout: Option<Duration>,
-    pub(crate) hints: Hints,
-    pub(crate) uses_resources: bool,
+    pub category: String,
+    pub timeout: Option<Duration>,
+    pub hints: Hints,
+    pub uses_resources: bool,
     /// The output type is `Vec<Content>`: the call answers with those MCP
     /// content blocks (text, images, audio, embedded resources) instead of
     /// structuredContent, and the tool declares no output schema. Decided
     /// by the type, like `uses_resources`, so it cannot disagree with it.
-    pub(crate) content_output: bool,
+    pub content_output: bool,
     /// Left out of the coding agent's system prompt
     /// ([`Guard::hidden_from_model`]); still an MCP tool and a script
     /// function.
-    pub(crate) hidden_from_model: bool,
-    pub(crate) run: ErasedFn,
-    pub(crate) run_inline: ScriptFn,
+    pub hidden_from_model: bool,
+    pub run: ErasedFn,
+    pub run_inline: ScriptFn,
 }
 
 impl std::fmt::Debug for Guard {
@@ -269,6 +269,7 @@ where
 /// the tool then declares no output schema.
 ///
 /// ```
+/// # use warden_core as warden; // the `warden` facade re-exports these
 /// use warden::{GuardError, Mode, guard};
 /// use warden::schemars::JsonSchema;
 /// use serde::{Deserialize, Serialize};
@@ -431,13 +432,13 @@ impl Guard {
 
     /// Decodes, runs and encodes one call in the current thread. Only the
     /// executor and the worker entry point call this.
-    pub(crate) fn invoke(&self, resources: &Resources, arguments: Value) -> Result<Value, GuardError> {
+    pub fn invoke(&self, resources: &Resources, arguments: Value) -> Result<Value, GuardError> {
         (self.run)(resources, arguments)
     }
 
     /// [`Guard::invoke`] on Rhai values, for pure guards run inline in a
     /// script worker.
-    pub(crate) fn invoke_inline(
+    pub fn invoke_inline(
         &self,
         resources: &Resources,
         arguments: rhai::Dynamic,

@@ -18,11 +18,15 @@ use crate::registry::prompts::{Prompt, Prompts};
 
 /// What an app registers for MCP besides tools: prompts and resources.
 #[derive(Debug, Default)]
-pub(crate) struct McpItems {
+pub struct McpItems {
     pub prompts: Vec<Prompt>,
     pub static_resources: Vec<StaticResource>,
     pub resource_templates: Vec<ResourceTemplate>,
 }
+
+/// The URI prefix of task artifacts as MCP resources: Warden's own
+/// namespace, so app resources may not use it.
+pub const ARTIFACT_URI_SCHEME: &str = "warden://artifacts/";
 
 /// Tools the server provides itself; a guard may not take these names.
 pub const BUILTIN_TOOLS: &[&str] = &[
@@ -226,19 +230,19 @@ impl Registry {
 
     /// Adds the app's prompts, static resources and resource templates
     /// (see [`crate::App::prompt`]); names and URIs must be unique.
-    pub(crate) fn with_mcp_items(mut self, items: McpItems) -> Result<Self, RegistryError> {
+    pub fn with_mcp_items(mut self, items: McpItems) -> Result<Self, RegistryError> {
         self.prompts = Prompts::new(items.prompts)?;
         self.resources = AppResources::new(items.static_resources, items.resource_templates)?;
         Ok(self)
     }
 
     /// The app's prompts.
-    pub(crate) fn prompts(&self) -> &Prompts {
+    pub fn prompts(&self) -> &Prompts {
         &self.prompts
     }
 
     /// The app's static resources and templates.
-    pub(crate) fn app_resources(&self) -> &AppResources {
+    pub fn app_resources(&self) -> &AppResources {
         &self.resources
     }
 
@@ -269,7 +273,7 @@ impl Registry {
     /// by name (direct calls through the executor, script calls through
     /// the door, a guard worker's request): `unknown_guard`, naming the
     /// guards that do exist.
-    pub(crate) fn unknown_guard(&self, name: &str) -> crate::error::GuardError {
+    pub fn unknown_guard(&self, name: &str) -> crate::error::GuardError {
         crate::error::GuardError::new(
             crate::error::codes::UNKNOWN_GUARD,
             format!(
@@ -291,13 +295,18 @@ impl Registry {
 
     /// The guards the coding agent's prompt lists: all but those
     /// registered [`Guard::hidden_from_model`], in name order.
-    #[cfg(feature = "agent")]
     pub fn for_model(&self) -> impl Iterator<Item = &Guard> {
         self.guards.values().filter(|g| !g.is_hidden_from_model())
     }
 
+    /// How many guards (the tools beside the built-ins).
     pub fn len(&self) -> usize {
         self.guards.len()
+    }
+
+    /// Whether the app registered no guard (it still serves the built-ins).
+    pub fn is_empty(&self) -> bool {
+        self.guards.is_empty()
     }
 
     /// Names in order, for error messages and the registry snapshot.
@@ -331,37 +340,6 @@ fn validate_name(name: &str) -> Result<(), RegistryError> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn helpers_names_every_helper_the_bindings_register() {
-        use crate::script::worker::bindings::HELPERS;
-        let source = include_str!("../script/worker/bindings.rs");
-        for call in source.split("register_fn(").skip(1) {
-            let literal = call.trim_start().strip_prefix('"');
-            if let Some(name) = literal.and_then(|rest| rest.split('"').next()) {
-                let chart = crate::script::worker::charts::HELPERS.contains(&name);
-                assert!(
-                    HELPERS.contains(&name) || chart,
-                    "helper {name} is missing from HELPERS"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn every_script_helper_name_is_reserved() {
-        let charts = crate::script::worker::charts::HELPERS;
-        let prelude = crate::script::worker::prelude::PRELUDE;
-        for helper in crate::script::worker::bindings::HELPERS
-            .iter()
-            .chain(&charts)
-            .chain(&prelude)
-        {
-            assert!(
-                RESERVED_SCRIPT_NAMES.contains(helper),
-                "script helper {helper} is not in RESERVED_SCRIPT_NAMES"
-            );
-        }
-    }
     use crate::error::GuardError;
     use crate::guard::{Resources, guard};
 

@@ -1,0 +1,41 @@
+//! Warden's core, the bottom of the spine: what an app registers and the
+//! rules every other layer shares.
+//!
+//! [`guard`] (a typed function and its hints), [`registry`] (every guard,
+//! script function, prompt and resource an app registered, validated once,
+//! with the names Warden reserves), [`schema`] (the JSON Schemas and the
+//! argument checks derived from a guard's types), [`error`] (the guard
+//! error and every stable error code), [`limits`] (every bound, with its
+//! default, in one place), [`config`] (settings from the environment and
+//! `.env`), [`notify`] (progress and log notices from a running guard),
+//! [`content`] (non-JSON results) and [`catalogue`] (the guard catalogue
+//! resource).
+//!
+//! This crate never runs a guard and never starts a process: the executor
+//! above it does. It depends on no other Warden crate. Its API serves
+//! Warden's own crates; an app uses the `warden` facade, which re-exports
+//! what an app author needs.
+
+pub mod catalogue;
+pub mod config;
+pub mod content;
+pub mod error;
+pub mod guard;
+pub mod limits;
+pub mod notify;
+pub mod registry;
+pub mod schema;
+
+// What an app author registers, at the root as the `warden` facade
+// re-exports it.
+pub use content::{Body, Content, Embedded};
+pub use error::GuardError;
+pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
+pub use limits::Limits;
+pub use registry::ScriptFunction;
+pub use registry::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
+pub use registry::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};
+/// Re-exported so script-only functions register on the same engine type.
+pub use rhai;
+/// Re-exported so applications derive schemas with the same version.
+pub use schemars;
