@@ -13,7 +13,7 @@ mod admission;
 pub(crate) mod arguments;
 mod in_process;
 mod isolated;
-pub(crate) mod sandbox;
+pub(crate) use warden_sandbox::process as sandbox;
 mod threads;
 
 pub use sandbox::kill_all_workers;

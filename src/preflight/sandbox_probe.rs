@@ -74,84 +74,37 @@ fn unshare_in_child() -> Result<(), UnshareError> {
 }
 
 /// The seccomp check: can a child install the script worker's system-call
-/// filter? Tried in a forked child that exits at once.
-#[allow(unsafe_code)]
+/// filter?
 pub(crate) fn seccomp() -> Check {
-    use nix::sys::wait::{WaitStatus, waitpid};
-    use nix::unistd::{ForkResult, fork};
     let name = "sandbox.seccomp";
     let fix = "run on a Linux kernel with seccomp filters (CONFIG_SECCOMP_FILTER) and a container profile that \
 allows a process to add its own; without it scripts rely on Landlock and the Rhai engine alone";
-    let program = match crate::script::worker::layers::syscall_filter() {
-        Ok(program) => program,
-        Err(reason) => {
-            return Check::warn(
-                name,
-                format!("the seccomp filter does not build here: {reason}"),
-                fix,
-            );
-        }
-    };
-    // SAFETY: the child makes only system calls (prctl, seccomp, _exit)
-    // on memory prepared before the fork, so forking is sound.
-    match unsafe { fork() } {
-        Ok(ForkResult::Child) => {
-            let code = i32::from(seccompiler::apply_filter(&program).is_err());
-            // SAFETY: _exit skips the parent's atexit handlers and destructors.
-            unsafe { nix::libc::_exit(code) }
-        }
-        Ok(ForkResult::Parent { child }) => match waitpid(child, None) {
-            Ok(WaitStatus::Exited(_, 0)) => Check::pass(
-                name,
-                format!(
-                    "a child can install the script worker's seccomp filter ({} system calls allowed)",
-                    crate::script::worker::layers::ALLOWED_SYSCALLS.len()
-                ),
+    match warden_sandbox::layers::probe_seccomp() {
+        Ok(allowed) => Check::pass(
+            name,
+            format!(
+                "a child can install the script worker's seccomp filter ({allowed} system calls allowed)"
             ),
-            other => Check::warn(
-                name,
-                format!("the seccomp filter could not be installed: {other:?}"),
-                fix,
-            ),
-        },
-        Err(errno) => Check::warn(name, format!("fork failed: {errno}"), fix),
+        ),
+        Err(reason) => Check::warn(name, reason, fix),
     }
 }
 
 /// The Landlock check: the highest ABI whose filesystem rights the kernel
-/// enforces, found by creating (not applying) rulesets.
+/// enforces.
 pub(crate) fn landlock() -> Check {
-    use landlock::{ABI, Access, AccessFs, CompatLevel, Compatible, Ruleset, RulesetAttr};
     let name = "sandbox.landlock";
-    let abis = [
-        (ABI::V6, 6),
-        (ABI::V5, 5),
-        (ABI::V4, 4),
-        (ABI::V3, 3),
-        (ABI::V2, 2),
-        (ABI::V1, 1),
-    ];
-    let mut last_error = String::from("no ABI probed");
-    for (abi, number) in abis {
-        let created = Ruleset::default()
-            .set_compatibility(CompatLevel::HardRequirement)
-            .handle_access(AccessFs::from_all(abi))
-            .and_then(|ruleset| ruleset.create());
-        match created {
-            Ok(_ruleset) => {
-                return Check::pass(
-                    name,
-                    format!("Landlock available: filesystem rights of ABI v{number} enforceable"),
-                );
-            }
-            Err(error) => last_error = error.to_string(),
-        }
+    match warden_sandbox::layers::probe_landlock() {
+        Ok(abi) => Check::pass(
+            name,
+            format!("Landlock available: filesystem rights of ABI v{abi} enforceable"),
+        ),
+        Err(reason) => Check::warn(
+            name,
+            format!("Landlock unavailable: {reason}"),
+            "use Linux 5.13+ with Landlock enabled (lsm=...,landlock); without it script workers have no kernel filesystem wall",
+        ),
     }
-    Check::warn(
-        name,
-        format!("Landlock unavailable: {last_error}"),
-        "use Linux 5.13+ with Landlock enabled (lsm=...,landlock); without it script workers have no kernel filesystem wall",
-    )
 }
 
 /// The rlimits workers are confined by: one PASS, or one WARN per missing limit.

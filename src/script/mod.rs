@@ -7,7 +7,7 @@
 //! [`protocol`] is the one wire format between the two.
 
 pub mod host;
-pub mod policy;
+pub use warden_sandbox::policy;
 pub mod protocol;
 pub mod worker;
 

@@ -73,54 +73,8 @@ pub enum FromWorker {
     },
 }
 
-/// Sandbox layers as the worker found them (never assumed).
-#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
-pub struct Layers {
-    /// A fresh network namespace (only loopback, and it is down).
-    pub network_namespace: bool,
-    /// Landlock: "full", "partial" or "unavailable".
-    pub landlock: String,
-    /// rlimits applied before exec.
-    pub rlimits: bool,
-    /// `PR_SET_NO_NEW_PRIVS`: no `exec` can grant privileges.
-    #[serde(default)]
-    pub no_new_privileges: bool,
-    /// Every capability set empty (bounding, ambient, effective, permitted,
-    /// inheritable), also inside the worker's user namespace.
-    #[serde(default)]
-    pub capabilities_dropped: bool,
-    /// `RLIMIT_NPROC` 0 (root is exempt: `seccomp` covers it).
-    #[serde(default)]
-    pub process_limit: bool,
-    /// The seccomp system-call allowlist (no processes, sockets, files).
-    #[serde(default)]
-    pub seccomp: bool,
-}
-
-impl Layers {
-    /// The layers not in force, named as the README and preflight name them.
-    pub fn missing(&self) -> Vec<String> {
-        let mut missing = Vec::new();
-        if !self.network_namespace {
-            missing.push("network namespace".to_string());
-        }
-        if self.landlock != "full" {
-            missing.push(format!("Landlock ({})", self.landlock));
-        }
-        for (held, name) in [
-            (self.rlimits, "rlimits"),
-            (self.no_new_privileges, "no-new-privileges"),
-            (self.capabilities_dropped, "capabilities dropped"),
-            (self.process_limit, "process limit"),
-            (self.seccomp, "seccomp"),
-        ] {
-            if !held {
-                missing.push(name.to_string());
-            }
-        }
-        missing
-    }
-}
+/// The sandbox layers a worker reports, defined with the layers.
+pub use warden_sandbox::layers::Layers;
 
 /// How a [`PureBatch`] line starts; no [`FromWorker`] line starts so.
 pub const PURE_BATCH_PREFIX: &str = r#"{"type":"pure_calls","calls":["#;

@@ -9,13 +9,10 @@ use serde_json::Value;
 
 use crate::error::GuardError;
 
-/// What a worker receives when the server dies without killing it (a
-/// SIGKILL of the server): SIGTERM, not SIGKILL, because a guard worker
-/// turns it into a SIGKILL of its whole process group
-/// ([`super::kill_group_on_parent_death`]), so processes a guard
-/// started die with the server too. A worker that has not set that up yet,
-/// and every script worker, dies by SIGTERM's default action.
-pub(crate) const PARENT_DEATH_SIGNAL: nix::sys::signal::Signal = nix::sys::signal::Signal::SIGTERM;
+/// What a worker receives when the server dies without killing it; the
+/// guard worker turns it into a SIGKILL of its process group
+/// ([`super::kill_group_on_parent_death`]).
+pub(crate) use warden_sandbox::process::PARENT_DEATH_SIGNAL;
 
 /// The hidden first argument that turns the application binary into a worker.
 pub const WORKER_ARG: &str = "__warden-worker";

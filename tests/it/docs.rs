@@ -20,7 +20,10 @@ use crate::common::workspace_root;
 const OPERATING_MD: &str = "docs/operating.md";
 const LIMITS_RS: &str = "crates/warden-core/src/limits.rs";
 /// The script sandbox's operator switches (`WARDEN_SANDBOX*`).
-const SANDBOX_RS: [&str; 2] = ["src/script/policy.rs", "src/script/worker/layers.rs"];
+const SANDBOX_RS: [&str; 2] = [
+    "crates/warden-sandbox/src/policy.rs",
+    "crates/warden-sandbox/src/layers.rs",
+];
 const TABLE_HEADER: &str = "| limit | constant | default | override (range) | when it is hit |";
 
 fn read(relative: &str) -> String {
@@ -131,7 +134,7 @@ fn non_test(source: &str) -> &str {
 /// The library's source folders: the facade's and every crate under it
 /// along the spine (the scenario runner, `warden-testing`, is a tool, not
 /// the library).
-const LIBRARY_SOURCES: &[&str] = &["src", "crates/warden-core/src"];
+const LIBRARY_SOURCES: &[&str] = &["src", "crates/warden-core/src", "crates/warden-sandbox/src"];
 
 /// Every Rust file of the library.
 fn library_files() -> Vec<PathBuf> {

@@ -19,7 +19,7 @@ mod csv;
 pub mod door;
 pub mod engine;
 pub mod errors;
-pub mod layers;
+pub use warden_sandbox::layers;
 mod map_call;
 pub mod prelude;
 

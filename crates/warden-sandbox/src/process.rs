@@ -21,9 +21,14 @@ use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use crate::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
+use warden_core::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
 
-pub(crate) use crate::worker::protocol::PARENT_DEATH_SIGNAL;
+/// What a worker receives when the server dies without killing it (a
+/// SIGKILL of the server): SIGTERM, not SIGKILL, because a guard worker
+/// turns it into a SIGKILL of its whole process group, so processes a
+/// guard started die with the server too. A worker that has not set that
+/// up yet, and every script worker, dies by SIGTERM's default action.
+pub const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
 
 /// Environment variables a worker keeps, by exact name: what a program
 /// needs to find tools, a home, a locale, a time zone and a temp dir.
@@ -44,13 +49,13 @@ pub const WORKER_ENV_DENIED_PREFIXES: &[&str] = &["WARDEN_MODEL_"];
 /// The environment a worker starts with: the allowlist above, from the
 /// server's configuration ([`crate::config`]: process environment, then
 /// `.env`).
-pub(crate) fn worker_env() -> Vec<(OsString, OsString)> {
+pub fn worker_env() -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = WORKER_ENV_NAMES
         .iter()
         .filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value)))
         .collect();
     for prefix in WORKER_ENV_PREFIXES {
-        env.extend(crate::config::vars_with_prefix(prefix));
+        env.extend(warden_core::config::vars_with_prefix(prefix));
     }
     env.retain(|(name, _)| {
         let name = name.to_string_lossy();
@@ -62,13 +67,13 @@ pub(crate) fn worker_env() -> Vec<(OsString, OsString)> {
 }
 
 /// Clears `command`'s environment and sets [`worker_env`].
-pub(crate) fn scrub_env(command: &mut tokio::process::Command) {
+pub fn scrub_env(command: &mut tokio::process::Command) {
     command.env_clear().envs(worker_env());
 }
 
 /// The rlimits for one worker, fixed before the fork.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Rlimits {
+pub struct Rlimits {
     pub memory: u64,
     pub cpu_seconds: u64,
     pub open_files: u64,
@@ -91,7 +96,7 @@ impl Rlimits {
 /// process, run under `rlimits`, inherit no extra descriptor, and hold no
 /// privilege. Call [`scrub_env`] too.
 #[allow(unsafe_code)]
-pub(crate) fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
+pub fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
     let parent = nix::unistd::getpid();
     // SAFETY: the closure only makes async-signal-safe system calls (setsid,
     // prctl, getppid, getrlimit, setrlimit, close_range, fcntl, capset) and
@@ -178,7 +183,7 @@ const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
 /// has nothing to drop there that it could use, so `EPERM` is not an error.
 /// Async-signal-safe.
 #[allow(unsafe_code)]
-pub(crate) fn drop_capabilities() -> io::Result<()> {
+pub fn drop_capabilities() -> io::Result<()> {
     // SAFETY: prctl and capset with integer arguments and pointers to
     // locals that outlive the calls.
     unsafe {
@@ -214,7 +219,7 @@ static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
 /// Records a started worker's process group (never one [`killable`]
 /// refuses, so shutdown cannot hit the server's own group).
-pub(crate) fn track_group(pgid: u32) {
+pub fn track_group(pgid: u32) {
     if killable(pgid).is_none() {
         return;
     }
@@ -235,14 +240,14 @@ fn killable(pgid: u32) -> Option<Pid> {
 
 /// Kills a worker's whole process group. Harmless if it is already gone;
 /// does nothing for a group [`killable`] refuses.
-pub(crate) fn kill_group(pgid: u32) {
+pub fn kill_group(pgid: u32) {
     if let Some(pid) = killable(pgid) {
         let _ = killpg(pid, Signal::SIGKILL);
     }
 }
 
 /// Kills a tracked group and forgets it (the worker is being reaped).
-pub(crate) fn release_group(pgid: u32) {
+pub fn release_group(pgid: u32) {
     kill_group(pgid);
     if let Ok(mut groups) = LIVE_GROUPS.lock() {
         groups.remove(&pgid);
@@ -264,7 +269,7 @@ pub fn kill_all_workers() {
 /// (guard workers and script workers). Shown as "killed by SIGKILL",
 /// "exited with exit status: 3" or "vanished".
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Ended {
+pub enum Ended {
     /// Killed by a signal, named (`SIGKILL`) or numbered (`signal 99`).
     Signal(String),
     /// Exited on its own with this status.
@@ -274,7 +279,7 @@ pub(crate) enum Ended {
 }
 
 impl Ended {
-    pub(crate) fn of(status: Option<std::process::ExitStatus>) -> Self {
+    pub fn of(status: Option<std::process::ExitStatus>) -> Self {
         use std::os::unix::process::ExitStatusExt;
         match status {
             Some(s) => match s.signal() {

@@ -1,6 +1,6 @@
 //! Sandbox layers the script worker applies to itself at start, while it is
 //! still single-threaded, on top of what every worker gets before `exec`
-//! (`crate::executor::sandbox`: rlimits, no inherited descriptors,
+//! (`crate::process`: rlimits, no inherited descriptors,
 //! no-new-privileges, no capabilities):
 //!
 //! 1. a new network namespace (no interfaces but a down loopback);
@@ -24,7 +24,56 @@ use nix::libc;
 use nix::sched::{CloneFlags, unshare};
 use nix::sys::resource::{Resource, getrlimit, setrlimit};
 
-use crate::script::protocol::Layers;
+use serde::{Deserialize, Serialize};
+
+/// Sandbox layers as the worker found them (never assumed).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct Layers {
+    /// A fresh network namespace (only loopback, and it is down).
+    pub network_namespace: bool,
+    /// Landlock: "full", "partial" or "unavailable".
+    pub landlock: String,
+    /// rlimits applied before exec.
+    pub rlimits: bool,
+    /// `PR_SET_NO_NEW_PRIVS`: no `exec` can grant privileges.
+    #[serde(default)]
+    pub no_new_privileges: bool,
+    /// Every capability set empty (bounding, ambient, effective, permitted,
+    /// inheritable), also inside the worker's user namespace.
+    #[serde(default)]
+    pub capabilities_dropped: bool,
+    /// `RLIMIT_NPROC` 0 (root is exempt: `seccomp` covers it).
+    #[serde(default)]
+    pub process_limit: bool,
+    /// The seccomp system-call allowlist (no processes, sockets, files).
+    #[serde(default)]
+    pub seccomp: bool,
+}
+
+impl Layers {
+    /// The layers not in force, named as the README and preflight name them.
+    pub fn missing(&self) -> Vec<String> {
+        let mut missing = Vec::new();
+        if !self.network_namespace {
+            missing.push("network namespace".to_string());
+        }
+        if self.landlock != "full" {
+            missing.push(format!("Landlock ({})", self.landlock));
+        }
+        for (held, name) in [
+            (self.rlimits, "rlimits"),
+            (self.no_new_privileges, "no-new-privileges"),
+            (self.capabilities_dropped, "capabilities dropped"),
+            (self.process_limit, "process limit"),
+            (self.seccomp, "seccomp"),
+        ] {
+            if !held {
+                missing.push(name.to_string());
+            }
+        }
+        missing
+    }
+}
 
 /// The only system calls a script worker may make once its filter is in:
 /// pipe I/O, memory, signals and clocks for the Rust runtime and Rhai,
@@ -90,8 +139,7 @@ pub fn apply() -> Layers {
     let network_namespace = !skipped("network_namespace") && enter_network_namespace();
     // The user namespace just entered grants every capability inside it:
     // give them back before running anything.
-    let capabilities_dropped =
-        crate::executor::sandbox::drop_capabilities().is_ok() && no_capabilities_left();
+    let capabilities_dropped = crate::process::drop_capabilities().is_ok() && no_capabilities_left();
     let process_limit = !skipped("process_limit") && limit_processes();
     let landlock = if skipped("landlock") {
         "skipped".to_string()
@@ -235,10 +283,62 @@ fn install_syscall_filter() -> Result<(), seccompiler::Error> {
     seccompiler::apply_filter_all_threads(&program)
 }
 
+/// Whether a child process can install the script worker's seccomp filter
+/// (tried in a forked child that exits at once): the number of system
+/// calls the filter allows, or why not. For `--check`.
+#[allow(unsafe_code)]
+pub fn probe_seccomp() -> Result<usize, String> {
+    use nix::sys::wait::{WaitStatus, waitpid};
+    use nix::unistd::{ForkResult, fork};
+    let program =
+        syscall_filter().map_err(|reason| format!("the seccomp filter does not build here: {reason}"))?;
+    // SAFETY: the child makes only system calls (prctl, seccomp, _exit)
+    // on memory prepared before the fork, so forking is sound.
+    match unsafe { fork() } {
+        Ok(ForkResult::Child) => {
+            let code = i32::from(seccompiler::apply_filter(&program).is_err());
+            // SAFETY: _exit skips the parent's atexit handlers and destructors.
+            unsafe { libc::_exit(code) }
+        }
+        Ok(ForkResult::Parent { child }) => match waitpid(child, None) {
+            Ok(WaitStatus::Exited(_, 0)) => Ok(ALLOWED_SYSCALLS.len()),
+            other => Err(format!("the seccomp filter could not be installed: {other:?}")),
+        },
+        Err(errno) => Err(format!("fork failed: {errno}")),
+    }
+}
+
+/// The highest Landlock ABI whose filesystem rights the kernel enforces,
+/// found by creating (not applying) rulesets; or the kernel's refusal.
+/// For `--check`.
+pub fn probe_landlock() -> Result<u8, String> {
+    use landlock::{CompatLevel, Compatible};
+    let abis = [
+        (ABI::V6, 6),
+        (ABI::V5, 5),
+        (ABI::V4, 4),
+        (ABI::V3, 3),
+        (ABI::V2, 2),
+        (ABI::V1, 1),
+    ];
+    let mut last_error = String::from("no ABI probed");
+    for (abi, number) in abis {
+        let created = Ruleset::default()
+            .set_compatibility(CompatLevel::HardRequirement)
+            .handle_access(AccessFs::from_all(abi))
+            .and_then(|ruleset| ruleset.create());
+        match created {
+            Ok(_ruleset) => return Ok(number),
+            Err(error) => last_error = error.to_string(),
+        }
+    }
+    Err(last_error)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::script::policy::{MODE_ENV, Mode, refusal};
+    use crate::policy::{MODE_ENV, Mode, refusal};
 
     /// Forks a child that installs the filter, runs `probe` and exits with
     /// the errno it got (0 if the call succeeded).

@@ -2,9 +2,9 @@
 //! whether a script may run when the worker reports a missing layer
 //! (`warn`, the default) or not (`strict`). Read by the app at start (a bad
 //! value stops it) and by every task start; the layers themselves are the
-//! worker side's (`super::worker::layers`).
+//! worker side's ([`crate::layers`]).
 
-use crate::script::protocol::Layers;
+use crate::layers::Layers;
 
 /// `WARDEN_SANDBOX`: `warn` (default) runs scripts with whatever layers
 /// the kernel grants and warns at every task start about the missing
@@ -25,7 +25,7 @@ pub struct BadMode(pub String);
 
 /// The configured [`MODE_ENV`]; the error names the variable and values.
 pub fn mode() -> Result<Mode, BadMode> {
-    match crate::config::var(MODE_ENV).as_deref().map(str::trim) {
+    match warden_core::config::var(MODE_ENV).as_deref().map(str::trim) {
         None | Some("") | Some("warn") => Ok(Mode::Warn),
         Some("strict") => Ok(Mode::Strict),
         Some(other) => Err(BadMode(other.to_string())),

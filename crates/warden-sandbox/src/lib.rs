@@ -1,0 +1,17 @@
+//! Warden's process sandbox, one layer above the core: how a worker
+//! process is confined, and how the script worker confines itself further.
+//!
+//! [`process`] is what every worker gets between fork and exec: its own
+//! process group (killed as one), death with the server, rlimits, a
+//! scrubbed environment, no inherited descriptors, no privileges and no
+//! capabilities. [`layers`] is what the script worker applies to itself at
+//! start: a network namespace, a process limit, Landlock and a seccomp
+//! allowlist, each checked against the kernel and reported, never assumed.
+//! [`policy`] is the server's rule (`WARDEN_SANDBOX`) for a missing layer.
+//!
+//! It spawns nothing and runs no guard: the executor and the script host
+//! above it start workers and call [`process::confine`] on them.
+
+pub mod layers;
+pub mod policy;
+pub mod process;
