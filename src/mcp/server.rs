@@ -34,8 +34,8 @@ use crate::events::Origin;
 use crate::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
 use crate::mcp::builtins::{Reply, Runtime};
 use crate::mcp::tasks::QueuedRequest;
-use crate::task::{TaskResult, TaskRunner, TaskStatus};
 use crate::task::store::Enqueued;
+use crate::task::{TaskResult, TaskRunner, TaskStatus};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
@@ -519,12 +519,13 @@ pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> Ca
 /// `{"result": [...]}` like every non-object output): the blocks
 /// themselves, with no structuredContent.
 fn content_result(value: Value) -> CallToolResult {
-    let blocks = value
-        .get("result")
-        .cloned()
-        .map(serde_json::from_value::<Vec<crate::Content>>);
-    match blocks {
-        Some(Ok(blocks)) => {
+    /// The wrapper a non-object output travels in.
+    #[derive(serde::Deserialize)]
+    struct Wrapped {
+        result: Vec<crate::Content>,
+    }
+    match serde_json::from_value::<Wrapped>(value) {
+        Ok(Wrapped { result: blocks }) => {
             CallToolResult::success(blocks.into_iter().map(crate::Content::into_block).collect())
         }
         _ => CallToolResult::error(vec![rmcp::model::ContentBlock::text(

@@ -33,8 +33,8 @@ use crate::artifacts::ArtifactStore;
 use crate::error::TaskErrorKind;
 use crate::limits::TASK_POLL_INTERVAL_MS;
 use crate::task::result::{Saved, SavedHead, read_saved};
-use crate::task::{ResultError, TaskStatus};
 use crate::task::store::{State, TaskRecord, iso8601};
+use crate::task::{ResultError, TaskStatus};
 use crate::tenant::Principal;
 
 /// Claims queued tasks into this server's free task slots and runs each

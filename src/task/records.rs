@@ -46,8 +46,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::OnceCell;
 
-use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, now_ms};
 use super::result::SavedHead;
+use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, now_ms};
 use super::{TaskResult, TaskStatus};
 use crate::artifacts::ArtifactStore;
 use crate::error::{TaskError, TaskErrorKind};

@@ -61,7 +61,11 @@ pub struct TaskResult {
 
     /// A script's last value; present (maybe `null`) for every script
     /// that ran to its end.
-    #[serde(default, deserialize_with = "present", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "present",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub value: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_bytes: Option<usize>,
@@ -280,7 +284,10 @@ pub enum Saved {
 }
 
 /// Reads task `task_id`'s `result.json` through the owner's `view`.
-pub fn read_saved(view: crate::artifacts::View<'_>, task_id: &str) -> Result<Saved, crate::error::GuardError> {
+pub fn read_saved(
+    view: crate::artifacts::View<'_>,
+    task_id: &str,
+) -> Result<Saved, crate::error::GuardError> {
     let answer = view.read(
         task_id,
         crate::artifacts::RESULT_FILE,
@@ -379,16 +386,18 @@ mod tests {
                    "assumptions": [], "task_id": "task_1", "value": null,
                    "error": {"kind": "timeout", "message": "deadline", "line": null, "column": null}})
         );
-        let model = TaskResult::failure(TaskStatus::Failed, "m").with_error(ResultError::Model(ModelFailure {
-            kind: TaskErrorKind::Model,
-            model_error: "timeout".into(),
-            message: "slow".into(),
-        }));
+        let model =
+            TaskResult::failure(TaskStatus::Failed, "m").with_error(ResultError::Model(ModelFailure {
+                kind: TaskErrorKind::Model,
+                model_error: "timeout".into(),
+                message: "slow".into(),
+            }));
         assert_eq!(
             model.to_json()["error"],
             json!({"kind": "model", "model_error": "timeout", "message": "slow"})
         );
-        let refused = TaskResult::failure(TaskStatus::Failed, "r").with_error(GuardError::invalid_input("x", "bad"));
+        let refused =
+            TaskResult::failure(TaskStatus::Failed, "r").with_error(GuardError::invalid_input("x", "bad"));
         assert_eq!(refused.error_kind(), None);
         assert_eq!(refused.to_json()["error"]["code"], "invalid_input");
     }
@@ -397,7 +406,8 @@ mod tests {
     fn a_saved_result_reads_back_as_it_was_written() {
         // result.json round-trips through the type, error variants included.
         for result in [
-            TaskResult::failure(TaskStatus::Failed, "x").with_error(TaskError::new(TaskErrorKind::Storage, "disk")),
+            TaskResult::failure(TaskStatus::Failed, "x")
+                .with_error(TaskError::new(TaskErrorKind::Storage, "disk")),
             TaskResult::failure(TaskStatus::Failed, "x").with_error(GuardError::invalid_input("f", "bad")),
             TaskResult::ended(TaskStatus::Success, "analysis", "ok"),
         ] {

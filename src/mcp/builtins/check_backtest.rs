@@ -126,6 +126,19 @@ struct Checked<'a> {
     unused_slots: Vec<&'a String>,
 }
 
+/// What a guard's result says about passing: `passed: false` fails it;
+/// without a boolean `passed` it passed by succeeding.
+#[derive(Deserialize)]
+struct Verdict {
+    #[serde(default, deserialize_with = "lenient_bool")]
+    passed: Option<bool>,
+}
+
+/// A boolean, or `None` for any other value.
+fn lenient_bool<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    Ok(Value::deserialize(deserializer)?.as_bool())
+}
+
 /// What the run found so far.
 #[derive(Default, Serialize)]
 struct Report {
@@ -139,7 +152,7 @@ struct Report {
 impl Report {
     /// A guard that returned: it passed unless its result says `passed: false`.
     fn record(&mut self, guard: &str, result: Value) {
-        let passed = result.get("passed").and_then(Value::as_bool).unwrap_or(true);
+        let passed = !Verdict::deserialize(&result).is_ok_and(|v| v.passed == Some(false));
         self.ran.push(guard.to_string());
         if !passed {
             self.failed.push(guard.to_string());

@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, Call, Reply, decode, tool};
-use crate::task::result::{Saved as SavedFile, SavedHead, read_saved};
 use crate::error::GuardError;
+use crate::task::result::{Saved as SavedFile, SavedHead, read_saved};
 
 /// Get a task's saved result.json (inline up to 256 KiB; larger results are read with read_artifact).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -99,16 +99,16 @@ impl Builtin for GetTaskResult {
             let task_dir = crate::task::result_dir(&input.task_id);
             let answer = match read_saved(store, &input.task_id)? {
                 SavedFile::Whole(text) => {
-                let result: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                let head = SavedHead::of(&result);
-                Saved {
-                    task_id: &input.task_id,
-                    task_dir,
-                    request_id: Some(head.request_id.unwrap_or(Value::Null)),
-                    result,
-                    note: None,
-                    size_bytes: None,
-                }
+                    let result: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                    let head = SavedHead::of(&result);
+                    Saved {
+                        task_id: &input.task_id,
+                        task_dir,
+                        request_id: Some(head.request_id.unwrap_or(Value::Null)),
+                        result,
+                        note: None,
+                        size_bytes: None,
+                    }
                 }
                 SavedFile::TooLarge { size_bytes } => Saved {
                     task_id: &input.task_id,

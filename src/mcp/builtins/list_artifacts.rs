@@ -53,7 +53,12 @@ impl Builtin for ListArtifacts {
         Box::pin(async move {
             let input: ListArtifactsInput = decode(call.arguments)?;
             let limit = in_range("limit", input.limit, 1, 500)? as usize;
-            let files = match call.ctx.store().view(&call.origin.principal).files(&input.task_id) {
+            let files = match call
+                .ctx
+                .store()
+                .view(&call.origin.principal)
+                .files(&input.task_id)
+            {
                 Ok(files) => files,
                 Err(error) => {
                     return Err(super::explain_missing(

@@ -4,8 +4,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{BoxFuture, Builtin, Call, Reply, decode, in_range, tool};
-use crate::task::ResultError;
 use crate::error::GuardError;
+use crate::task::ResultError;
 use crate::task::store::iso8601;
 
 /// List your recent tasks (run_script, coding tasks and batches run as tasks), newest first, with tool, status, summary and creation time.

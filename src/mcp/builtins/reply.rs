@@ -97,5 +97,6 @@ impl From<BatchResult> for Reply {
 }
 
 fn to_json(body: &impl Serialize) -> Result<Value, GuardError> {
-    serde_json::to_value(body).map_err(|e| GuardError::failed(format!("the tool's answer is not valid JSON: {e}")))
+    serde_json::to_value(body)
+        .map_err(|e| GuardError::failed(format!("the tool's answer is not valid JSON: {e}")))
 }
