@@ -3,7 +3,8 @@
 //! `run_script` and the coding agent both come here. A task holds a task
 //! slot (separate from call slots), gets `<artifacts>/task_…/`, runs in a
 //! sandboxed script worker ([`session`]) and ends with `result.json`,
-//! written by the server after the final answer passed [`contract`].
+//! written by the server after the final answer passed [`contract`]: a
+//! [`TaskResult`] ([`result`]), built and capped as a type.
 //!
 //! Records never lie: `result.json` is written atomically and durably, and
 //! a failed write fails the task with the reason; a task whose request is
@@ -31,8 +32,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-
-pub use result::{ArtifactRef, ModelFailure, ResultError, TaskResult};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -51,10 +50,14 @@ use crate::script::protocol::RunOutcome;
 use records::Records;
 use running::Running;
 
+pub use result::{ArtifactRef, ModelFailure, ResultError, TaskResult};
+
 pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
 pub use crate::script::host::session::WorkerFacts;
 
-/// Runs tasks. Shared by the server's built-in tools.
+/// Runs tasks, and serves them (the queue, leases, cancellation: see
+/// [`service`]). Built-ins reach it through
+/// [`crate::mcp::builtins::Runtime`], not as their context.
 pub struct TaskRunner {
     pub executor: Arc<Executor>,
     pub store: ArtifactStore,
