@@ -100,3 +100,29 @@ fn to_json(body: &impl Serialize) -> Result<Value, GuardError> {
     serde_json::to_value(body)
         .map_err(|e| GuardError::failed(format!("the tool's answer is not valid JSON: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::TaskError;
+
+    #[test]
+    fn the_request_events_read_how_a_call_ended_from_the_typed_reply() {
+        // A task's status, type and error kind; a data answer's own status, else success.
+        let timed_out = Reply::from(
+            TaskResult::failure(TaskStatus::TimedOut, "late")
+                .with_error(TaskError::new(TaskErrorKind::Timeout, "deadline")),
+        );
+        assert_eq!(
+            (timed_out.status(), timed_out.task_type(), timed_out.error_kind()),
+            ("timed_out", Some("failed"), Some(TaskErrorKind::Timeout))
+        );
+        let listing = Reply::data(&serde_json::json!({"tasks": []})).unwrap();
+        assert_eq!(
+            (listing.status(), listing.task_type(), listing.error_kind()),
+            ("success", None, None)
+        );
+        let running = Reply::with_status("running", &serde_json::json!({"result": null})).unwrap();
+        assert_eq!(running.status(), "running");
+    }
+}
