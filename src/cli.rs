@@ -421,7 +421,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         }
     };
     let max = runtime.executor.limits().max_timeout.as_secs();
-    let timeout = match crate::mcp::builtins::task_timeout(&runtime.tasks, timeout) {
+    let timeout = match crate::mcp::builtins::task_timeout(runtime.executor.limits(), timeout) {
         Ok(timeout) => timeout,
         Err(_) => {
             eprintln!(
@@ -442,7 +442,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         .tasks
         .run_script(&source, timeout, &mut origin, cancel, None)
         .await;
-    print_result(outcome)
+    print_result(outcome.map(|result| result.to_json()))
 }
 
 /// `<app> call --batch file.json`: a `run_batch` argument object (or a bare
@@ -486,7 +486,7 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
         tokio_util::sync::CancellationToken::new(),
     )
     .await;
-    print_result(outcome)
+    print_result(outcome.map(|result| result.to_json()))
 }
 
 /// Prints a task or batch result as JSON: exit 0 when its status is

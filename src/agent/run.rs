@@ -11,7 +11,7 @@
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -26,7 +26,9 @@ use crate::limits::{
 use crate::script::host::progress::{Progress, note};
 use crate::script::host::session::{Budget, RunEnd, Session};
 use crate::script::protocol::RunOutcome;
-use crate::task::{Task, TaskRunner, TaskStatus, WorkerFacts, abnormal_end, answer_json, contract, failure};
+use crate::task::{
+    ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, WorkerFacts, abnormal_end, contract,
+};
 
 /// Runs one coding task and returns its result.
 pub async fn run_coding_task(
@@ -37,7 +39,7 @@ pub async fn run_coding_task(
     origin: &mut Origin,
     cancel: CancellationToken,
     progress: Option<&Progress>,
-) -> Result<Value, GuardError> {
+) -> Result<TaskResult, GuardError> {
     let task = runner.begin(origin, timeout, &cancel, progress).await?;
     let system = super::prompt::system_prompt(runner.executor.registry(), config.inline_calls, timeout);
     let saved = runner
@@ -89,20 +91,20 @@ pub async fn run_coding_task(
             facts.exit_status = Some(session.finish().await);
             result
         }
-        Err(reason) => failure(
+        Err(reason) => TaskResult::failure(
             TaskStatus::Failed,
             format!("the script worker failed to start: {reason}"),
         ),
     };
     crate::telemetry::end(
         &agent_origin.trace,
-        result["status"].as_str().unwrap_or("failed"),
-        result["error"]["kind"].as_str(),
+        result.status.as_str(),
+        result.error_kind().map(TaskErrorKind::as_str),
     );
     task.events.emit(
         origin,
         "agent_finished",
-        json!({"status": result["status"], "task_type": result["task_type"], "actions": actions,
+        json!({"status": result.status, "task_type": result.task_type, "actions": actions,
                "function_calls": facts.calls.made}),
     );
     Ok(runner.finish(task, origin, result, facts).await)
@@ -128,11 +130,11 @@ struct Agent<'a> {
 
 impl Agent<'_> {
     /// Loops until a final answer passes the contract or a budget runs out.
-    async fn drive(&mut self) -> Value {
+    async fn drive(&mut self) -> TaskResult {
         let mut last_problem = String::from("the model never called final_answer");
         while self.actions < AGENT_MAX_STEPS {
             if self.model_calls >= AGENT_MAX_MODEL_CALLS {
-                return failure(
+                return TaskResult::failure(
                     TaskStatus::Failed,
                     format!("model call budget ({AGENT_MAX_MODEL_CALLS}) exhausted; {last_problem}"),
                 );
@@ -202,14 +204,15 @@ impl Agent<'_> {
                 let counts = self.session.call_counts();
                 match contract::check(answer, counts.made, counts.ok) {
                     Ok(answer) => {
-                        let mut result = answer_json(&answer);
                         // What the last step printed on its way to the
                         // answer is part of the answer's evidence.
-                        result["output"] = json!(outcome.output);
-                        result["output_truncated"] = json!(outcome.output_truncated);
-                        result["steps"] = json!(self.actions);
-                        result["model_calls"] = json!(self.model_calls);
-                        return result;
+                        return TaskResult {
+                            output: Some(outcome.output),
+                            output_truncated: Some(outcome.output_truncated),
+                            steps: Some(self.actions),
+                            model_calls: Some(self.model_calls),
+                            ..TaskResult::answer(&answer)
+                        };
                     }
                     Err(reason) => {
                         last_problem = format!("the final answer broke the contract: {reason}");
@@ -239,14 +242,14 @@ impl Agent<'_> {
             }
             self.observe(observation);
         }
-        failure(
+        TaskResult::failure(
             TaskStatus::Failed,
             format!("step budget ({AGENT_MAX_STEPS}) exhausted; {last_problem}"),
         )
     }
 
     /// One model call with its events; a failure ends the task.
-    async fn ask(&mut self) -> Result<String, Value> {
+    async fn ask(&mut self) -> Result<String, TaskResult> {
         self.model_calls += 1;
         let n = self.model_calls;
         let events = &self.task.events;
@@ -287,10 +290,13 @@ impl Agent<'_> {
             if error.kind == "timeout" && Instant::now() >= self.task.deadline {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
-            let mut result = failure(TaskStatus::Failed, format!("model call {n} failed: {error}"));
-            result["error"] =
-                json!({"kind": TaskErrorKind::Model, "model_error": error.kind, "message": error.message});
-            result
+            TaskResult::failure(TaskStatus::Failed, format!("model call {n} failed: {error}")).with_error(
+                ResultError::Model(ModelFailure {
+                    kind: TaskErrorKind::Model,
+                    model_error: error.kind.to_string(),
+                    message: error.message,
+                }),
+            )
         })
     }
 

@@ -30,22 +30,24 @@ mod artifact;
 mod input;
 mod plan;
 mod refs;
+mod result;
 mod schedule;
 mod shape;
 
 pub use input::{BatchCall, ReturnMode, RunBatchInput};
+pub use result::{BatchCounts, BatchResult, CallResult, CallStatus};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Instant as StdInstant;
 
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::artifacts::ArtifactStore;
 use crate::error::GuardError;
 use crate::events::Origin;
 use crate::executor::Executor;
+use crate::task::TaskStatus;
 use refs::ref_id;
 use schedule::{Outcome, execute};
 
@@ -59,7 +61,7 @@ pub(crate) async fn run(
     input: RunBatchInput,
     origin: &Origin,
     cancel: CancellationToken,
-) -> Result<Value, GuardError> {
+) -> Result<BatchResult, GuardError> {
     let started = StdInstant::now();
     if let Some(digits) = input.digits {
         crate::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
@@ -89,63 +91,69 @@ pub(crate) async fn run(
     let (mut succeeded, mut failed, mut skipped) = (0, 0, 0);
     let mut listed = Vec::with_capacity(outcomes.len());
     for (i, outcome) in outcomes.into_iter().enumerate() {
-        let mut entry = json!({
-            "index": i,
-            "ref": ref_id(i),
-            "name": names[i],
-            "depends_on": deps[i],
-        });
+        let mut entry = CallResult {
+            index: i,
+            reference: ref_id(i),
+            name: names[i].clone(),
+            depends_on: deps[i].iter().copied().collect(),
+            status: CallStatus::Skipped,
+            duration_ms: 0.0,
+            output: None,
+            select_missing: None,
+            error: None,
+            reason: None,
+        };
         match outcome {
             Outcome::Ran { result, duration_ms } => {
-                entry["duration_ms"] = json!(duration_ms);
+                entry.duration_ms = duration_ms;
                 match result {
                     Ok(mut output) => {
                         succeeded += 1;
-                        entry["status"] = json!("success");
+                        entry.status = CallStatus::Success;
                         if input.return_mode == ReturnMode::All || i == last {
                             if !input.select.is_empty() {
                                 let (kept, missing) = shape::select(&output, &input.select);
                                 output = kept;
                                 if !missing.is_empty() {
-                                    entry["select_missing"] = json!(missing);
+                                    entry.select_missing = Some(missing);
                                 }
                             }
                             if let Some(digits) = input.digits {
                                 shape::round(&mut output, digits as u32);
                             }
-                            entry["output"] = output;
+                            entry.output = Some(output);
                         }
                     }
                     Err(failure) => {
                         failed += 1;
-                        entry["status"] = json!(failure.status.as_str());
-                        entry["error"] = json!(failure.error);
+                        entry.status = failure.status.into();
+                        entry.error = Some(failure.error);
                     }
                 }
             }
             Outcome::Skipped { reason } => {
                 skipped += 1;
-                entry["status"] = json!("skipped");
-                entry["duration_ms"] = json!(0.0);
-                entry["reason"] = json!(reason);
+                entry.reason = Some(reason);
             }
         }
         listed.push(entry);
     }
     let status = if failed + skipped == 0 {
-        "success"
+        TaskStatus::Success
     } else if cancel.is_cancelled() {
-        "cancelled"
+        TaskStatus::Cancelled
     } else {
-        "failed"
+        TaskStatus::Failed
     };
-    Ok(json!({
-        "request_id": origin.request_id,
-        "status": status,
-        "calls": listed,
-        "succeeded": succeeded,
-        "failed": failed,
-        "skipped": skipped,
-        "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
-    }))
+    Ok(BatchResult {
+        request_id: origin.request_id.clone(),
+        status,
+        counts: BatchCounts {
+            calls: listed,
+            succeeded,
+            failed,
+            skipped,
+        },
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
 }

@@ -32,8 +32,10 @@ use tokio_util::sync::CancellationToken;
 use crate::error::GuardError;
 use crate::events::Origin;
 use crate::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
-use crate::task::TaskRunner;
+use crate::mcp::builtins::{Reply, Runtime};
+use crate::mcp::tasks::QueuedRequest;
 use crate::task::store::Enqueued;
+use crate::task::{TaskResult, TaskRunner, TaskStatus};
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
@@ -47,7 +49,11 @@ Errors come back as results with isError=true, a stable error code and a message
 #[derive(Clone)]
 pub struct WardenServer {
     executor: Arc<Executor>,
+    /// The task runner as a service: the queue it claims from, the tasks
+    /// it cancels. Built-ins reach it through `runtime`.
     tasks: Arc<TaskRunner>,
+    /// What built-ins run against.
+    runtime: Runtime,
     builtins: Arc<Vec<Box<dyn crate::mcp::builtins::Builtin>>>,
     tools: Arc<Vec<Tool>>,
     info: Implementation,
@@ -69,6 +75,7 @@ impl WardenServer {
         let builtins = crate::mcp::builtins::all();
         Self {
             executor,
+            runtime: Runtime::new(tasks.clone()),
             tasks,
             builtins: Arc::new(builtins),
             tools: Arc::new(tools),
@@ -132,18 +139,19 @@ impl WardenServer {
         let refused = |error: GuardError| -> Result<CallToolResponse, ErrorData> {
             Ok(self.refuse(&origin, error).into())
         };
-        if let Err(error) = builtin.check(&self.tasks, &arguments) {
+        if let Err(error) = builtin.check(&self.runtime, &arguments) {
             return refused(error);
         }
         if let Err(failure) = self.executor.take_rate(&principal) {
             return refused(failure.error);
         }
         let id = crate::artifacts::new_task_id();
-        let request = json!({
-            "tool": builtin.name(),
-            "arguments": arguments,
-            "traceparent": crate::telemetry::traceparent(&origin.trace),
-        });
+        let request = QueuedRequest {
+            tool: builtin.name().to_string(),
+            arguments,
+            traceparent: crate::telemetry::traceparent(&origin.trace),
+        }
+        .to_stored();
         let limits = self.executor.limits();
         // A bound principal's tasks queued or running over all servers: its
         // task slots plus what it may have waiting (see
@@ -152,7 +160,7 @@ impl WardenServer {
             .tasks_per_principal
             .saturating_add(limits.tasks_queued_per_principal);
         let owner_limit = crate::tenant::limits::bound(&principal).then_some(owner_cap as u64);
-        let records = &self.tasks.records;
+        let records = self.runtime.records();
         let ttl = records.ttl_ms(requested);
         let queued = records
             .submit(&id, &principal, builtin.name(), ttl, &request, owner_limit)
@@ -224,21 +232,23 @@ impl WardenServer {
     /// valid) ends the record with that error.
     pub(crate) async fn run_claimed(&self, claimed: crate::task::store::Claimed, slot: Admitted) {
         let record = claimed.record;
-        let tool = claimed.request["tool"].as_str().unwrap_or_default();
+        let request = QueuedRequest::of(&claimed.request);
+        let tool = request.tool.as_str();
         let Some(builtin) = self
             .builtins
             .iter()
             .find(|b| b.name() == tool && b.runs_as_task())
         else {
-            let result = crate::task::failure(
-                crate::task::TaskStatus::Failed,
+            let result = TaskResult::failure(
+                TaskStatus::Failed,
                 format!("the queued task names '{tool}', which this server does not run as a task"),
             );
-            let _ = self.tasks.records.end(&record.id, &result).await;
+            let _ = self.runtime.records().end(&record.id, &result).await;
             return;
         };
-        let parent = claimed.request["traceparent"]
-            .as_str()
+        let parent = request
+            .traceparent
+            .as_deref()
             .map(crate::telemetry::from_traceparent)
             .unwrap_or_default();
         let mut origin = Origin::request(builtin.mode(), builtin.name());
@@ -251,7 +261,7 @@ impl WardenServer {
                 KeyValue::new("mcp.tool.name", builtin.name()),
                 KeyValue::new("warden.task_id", record.id.clone()),
                 KeyValue::new("warden.principal", origin.principal.to_string()),
-                KeyValue::new("warden.node", self.tasks.records.node().to_string()),
+                KeyValue::new("warden.node", self.runtime.records().node().to_string()),
             ],
         );
         // Fired by tasks/cancel (or a shutdown) once the task is registered
@@ -263,15 +273,14 @@ impl WardenServer {
             return;
         };
         let progress = Arc::new(crate::script::host::progress::Progress::for_claimed(
-            self.tasks.records.clone(),
+            self.runtime.records().clone(),
             record.id.clone(),
             slot,
         ));
-        let arguments = claimed.request["arguments"].clone();
-        let result = self
-            .run_builtin(
+        let (outcome, _) = self
+            .builtin_outcome(
                 builtin.as_ref(),
-                arguments,
+                request.arguments,
                 origin,
                 cancel,
                 Some(progress.clone()),
@@ -279,18 +288,17 @@ impl WardenServer {
             .await;
         if progress.take_claim().is_some() {
             // The task never began: its record is still running here.
-            let text = result
-                .structured_content
-                .as_ref()
-                .and_then(|v| v["error"]["message"].as_str())
-                .unwrap_or("the call ended before its task began")
-                .to_string();
-            let mut ended = crate::task::failure(crate::task::TaskStatus::Failed, text.clone());
-            ended["error"] = json!(crate::error::TaskError::new(
-                crate::error::TaskErrorKind::Storage,
-                text
-            ));
-            let _ = self.tasks.records.end(&record.id, &ended).await;
+            let text = match &outcome {
+                Ok(Reply::Task(result)) => result.error.as_ref().and_then(|e| e.message()),
+                Ok(_) => None,
+                Err(error) => Some(error.message.as_str()),
+            }
+            .unwrap_or("the call ended before its task began")
+            .to_string();
+            let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
+                crate::error::TaskError::new(crate::error::TaskErrorKind::Storage, text),
+            );
+            let _ = self.runtime.records().end(&record.id, &ended).await;
             self.tasks.forget_claimed(&record.id);
         }
     }
@@ -300,55 +308,17 @@ impl WardenServer {
         &self,
         builtin: &dyn crate::mcp::builtins::Builtin,
         arguments: Value,
-        mut origin: Origin,
+        origin: Origin,
         cancel: CancellationToken,
         progress: Option<Arc<crate::script::host::progress::Progress>>,
     ) -> CallToolResult {
-        let events = self.executor.events().clone();
-        events.emit(&origin, "request_started", json!({}));
-        let started = Instant::now();
-        let outcome = builtin
-            .call(crate::mcp::builtins::Call {
-                tasks: &self.tasks,
-                arguments,
-                origin: &mut origin,
-                cancel,
-                progress,
-            })
+        let (outcome, origin) = self
+            .builtin_outcome(builtin, arguments, origin, cancel, progress)
             .await;
-        let (status, task_type, error_type) = match &outcome {
-            Ok(value) => (
-                value
-                    .get("status")
-                    .and_then(Value::as_str)
-                    .unwrap_or("success")
-                    .to_string(),
-                value.get("task_type").cloned().unwrap_or(Value::Null),
-                value
-                    .get("error")
-                    .and_then(|e| e.get("kind"))
-                    .cloned()
-                    .unwrap_or(Value::Null),
-            ),
-            Err(error) if crate::error::codes::REFUSALS.contains(&error.code.as_str()) => {
-                ("rejected".into(), Value::Null, json!(error.code))
-            }
-            Err(error) => ("failed".into(), Value::Null, json!(error.code)),
-        };
-        if status == "rejected" {
-            events.emit(&origin, "request_rejected", json!({"reason": error_type}));
-        }
-        events.emit(
-            &origin,
-            "request_finished",
-            json!({"status": status, "task_type": task_type, "error_type": error_type,
-                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
-        );
-        crate::telemetry::end(&origin.trace, &status, error_type.as_str());
         match outcome {
-            Ok(value) => crate::mcp::tasks::call_result(self.tasks.store.view(&origin.principal), value),
+            Ok(reply) => reply.into_call_result(self.runtime.store().view(&origin.principal)),
             Err(error) => {
-                let status = if status == "rejected" {
+                let status = if refused(&error) {
                     Status::Rejected
                 } else {
                     Status::Failed
@@ -359,6 +329,52 @@ impl WardenServer {
                 ))
             }
         }
+    }
+
+    /// Runs a built-in tool with request events around it, and returns
+    /// its typed outcome with the origin it ran under (a task sets
+    /// `task_id`). Status, task type and error kind for the events and
+    /// the span come from the typed reply.
+    async fn builtin_outcome(
+        &self,
+        builtin: &dyn crate::mcp::builtins::Builtin,
+        arguments: Value,
+        mut origin: Origin,
+        cancel: CancellationToken,
+        progress: Option<Arc<crate::script::host::progress::Progress>>,
+    ) -> (Result<Reply, GuardError>, Origin) {
+        let events = self.executor.events().clone();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome = builtin
+            .call(crate::mcp::builtins::Call {
+                ctx: &self.runtime,
+                arguments,
+                origin: &mut origin,
+                cancel,
+                progress,
+            })
+            .await;
+        let (status, task_type, error_type) = match &outcome {
+            Ok(reply) => (
+                reply.status(),
+                reply.task_type(),
+                reply.error_kind().map(crate::error::TaskErrorKind::as_str),
+            ),
+            Err(error) if refused(error) => ("rejected", None, Some(error.code.as_str())),
+            Err(error) => ("failed", None, Some(error.code.as_str())),
+        };
+        if status == "rejected" {
+            events.emit(&origin, "request_rejected", json!({"reason": error_type}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({"status": status, "task_type": task_type, "error_type": error_type,
+                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
+        );
+        crate::telemetry::end(&origin.trace, status, error_type);
+        (outcome, origin)
     }
 
     /// Runs one direct guard call for an rmcp request, forwarding the
@@ -503,18 +519,24 @@ pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> Ca
 /// `{"result": [...]}` like every non-object output): the blocks
 /// themselves, with no structuredContent.
 fn content_result(value: Value) -> CallToolResult {
-    let blocks = value
-        .get("result")
-        .cloned()
-        .map(serde_json::from_value::<Vec<crate::Content>>);
-    match blocks {
-        Some(Ok(blocks)) => {
+    /// The wrapper a non-object output travels in.
+    #[derive(serde::Deserialize)]
+    struct Wrapped {
+        result: Vec<crate::Content>,
+    }
+    match serde_json::from_value::<Wrapped>(value) {
+        Ok(Wrapped { result: blocks }) => {
             CallToolResult::success(blocks.into_iter().map(crate::Content::into_block).collect())
         }
         _ => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
             "the guard's content blocks could not be read back",
         )]),
     }
+}
+
+/// Whether a built-in's error refused the request (nothing ran).
+fn refused(error: &GuardError) -> bool {
+    crate::error::codes::REFUSALS.contains(&error.code.as_str())
 }
 
 /// `{status, error, request_id}` for a failed call.
@@ -533,8 +555,8 @@ impl WardenServer {
         principal: &crate::tenant::Principal,
         id: &str,
     ) -> Result<crate::task::store::TaskRecord, ErrorData> {
-        self.tasks
-            .records
+        self.runtime
+            .records()
             .get(principal, id)
             .await
             .map_err(crate::mcp::tasks::store_error)?
@@ -665,7 +687,7 @@ impl ServerHandler for WardenServer {
             return app.map(Into::into);
         }
         let principal = principal_of(&context);
-        crate::mcp::resources::read(self.tasks.store.view(&principal), &request.uri).map(Into::into)
+        crate::mcp::resources::read(self.runtime.store().view(&principal), &request.uri).map(Into::into)
     }
 
     async fn get_task(
@@ -676,7 +698,7 @@ impl ServerHandler for WardenServer {
         let principal = principal_of(&context);
         let record = self.owned_task(&principal, &request.task_id).await?;
         Ok(GetTaskResult::new(crate::mcp::tasks::detailed(
-            &self.tasks.store,
+            self.runtime.store(),
             &principal,
             &record,
         )))

@@ -31,9 +31,10 @@ use serde_json::{Value, json};
 
 use crate::artifacts::ArtifactStore;
 use crate::error::TaskErrorKind;
-use crate::limits::{MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
-use crate::task::TaskStatus;
+use crate::limits::TASK_POLL_INTERVAL_MS;
+use crate::task::result::{Saved, SavedHead, read_saved};
 use crate::task::store::{State, TaskRecord, iso8601};
+use crate::task::{ResultError, TaskStatus};
 use crate::tenant::Principal;
 
 /// Claims queued tasks into this server's free task slots and runs each
@@ -56,6 +57,30 @@ pub(crate) fn start_claimer(server: crate::mcp::server::WardenServer) {
             }
         }
     });
+}
+
+/// What a queued task runs, as its record keeps it: the built-in, its
+/// arguments, and the caller's trace context.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct QueuedRequest {
+    #[serde(default)]
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Value,
+    #[serde(default)]
+    pub traceparent: Option<String>,
+}
+
+impl QueuedRequest {
+    /// The request a claimed record holds (an unreadable one names no tool).
+    pub fn of(stored: &Value) -> Self {
+        serde::Deserialize::deserialize(stored).unwrap_or_default()
+    }
+
+    /// As the store keeps it.
+    pub fn to_stored(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
 }
 
 /// Request `_meta` key with the TTL (ms) a client asks for its task.
@@ -178,9 +203,9 @@ fn interrupted(record: &TaskRecord) -> bool {
     record
         .error
         .as_ref()
-        .and_then(|e| e.get("kind"))
-        .and_then(Value::as_str)
-        == Some(TaskErrorKind::Interrupted.as_str())
+        .map(ResultError::from_stored)
+        .and_then(|error| error.kind())
+        == Some(TaskErrorKind::Interrupted)
 }
 
 /// `tasks/get`'s answer for `record`, owned by `principal`: an ended
@@ -209,20 +234,15 @@ pub(crate) fn detailed(store: &ArtifactStore, principal: &Principal, record: &Ta
 /// cannot be read, the record's summary and error with a pointer to the
 /// file.
 fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> CallToolResult {
-    let saved = store
-        .view(principal)
-        .read(
-            &record.id,
-            crate::artifacts::RESULT_FILE,
-            0,
-            MAX_INLINE_RESULT_BYTES,
-            Default::default(),
-        )
-        .ok()
-        .filter(|chunk| chunk["next_offset"].is_null())
-        .and_then(|chunk| serde_json::from_str::<Value>(chunk["content"].as_str().unwrap_or("")).ok());
+    let saved = match read_saved(store.view(principal), &record.id) {
+        Ok(Saved::Whole(text)) => serde_json::from_str::<Value>(&text).ok(),
+        _ => None,
+    };
     match saved {
-        Some(value) => call_result(store.view(principal), value),
+        Some(value) => {
+            let success = SavedHead::of(&value).succeeded();
+            call_result(store.view(principal), value, success)
+        }
         None => CallToolResult::structured_error(json!({
             "status": record.state.as_str(), "task_id": record.id, "summary": record.summary,
             "error": record.error,
@@ -231,14 +251,13 @@ fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) 
     }
 }
 
-/// The MCP result of a task-running tool's value: structured (an error
-/// unless its `status` is success), then its PNG charts inline (within the
+/// The MCP result of a tool's answer: structured (an error unless it
+/// reports `success`), then a task's PNG charts inline (within the
 /// result cap; read through the owner's view, so from the object store on
 /// a node that did not run the task) and a link per artifact.
-pub(crate) fn call_result(store: crate::artifacts::View<'_>, value: Value) -> CallToolResult {
+pub(crate) fn call_result(store: crate::artifacts::View<'_>, value: Value, success: bool) -> CallToolResult {
     let content = crate::mcp::resources::images(store, &value);
     let links = crate::mcp::resources::links(&value);
-    let success = value.get("status").and_then(Value::as_str).unwrap_or("success") == "success";
     let mut result = if success {
         CallToolResult::structured(value)
     } else {

@@ -3,7 +3,8 @@
 //! `run_script` and the coding agent both come here. A task holds a task
 //! slot (separate from call slots), gets `<artifacts>/task_…/`, runs in a
 //! sandboxed script worker ([`session`]) and ends with `result.json`,
-//! written by the server after the final answer passed [`contract`].
+//! written by the server after the final answer passed [`contract`]: a
+//! [`TaskResult`] ([`result`]), built and capped as a type.
 //!
 //! Records never lie: `result.json` is written atomically and durably, and
 //! a failed write fails the task with the reason; a task whose request is
@@ -22,6 +23,7 @@
 
 pub mod contract;
 pub mod records;
+pub mod result;
 pub mod running;
 mod service;
 pub mod store;
@@ -48,10 +50,14 @@ use crate::script::protocol::RunOutcome;
 use records::Records;
 use running::Running;
 
+pub use result::{ArtifactRef, ModelFailure, ResultError, TaskResult};
+
 pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
 pub use crate::script::host::session::WorkerFacts;
 
-/// Runs tasks. Shared by the server's built-in tools.
+/// Runs tasks, and serves them (the queue, leases, cancellation: see
+/// [`service`]). Built-ins reach it through
+/// [`crate::mcp::builtins::Runtime`], not as their context.
 pub struct TaskRunner {
     pub executor: Arc<Executor>,
     pub store: ArtifactStore,
@@ -106,16 +112,16 @@ impl Drop for Task {
             self.running.remove(&self.id);
             return;
         }
-        let mut result = failure(
+        let result = TaskResult::failure(
             TaskStatus::Cancelled,
-            "the request ended before the task finished; the task was cancelled".into(),
-        );
-        result["task_id"] = json!(self.id);
-        result["error"] = json!(TaskError::new(
+            "the request ended before the task finished; the task was cancelled",
+        )
+        .with_task_id(&self.id)
+        .with_error(TaskError::new(
             TaskErrorKind::Cancelled,
-            "the task's request went away"
+            "the task's request went away",
         ));
-        let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        let bytes = result.to_bytes();
         let _ = self.store.write_result(&self.id, &bytes);
         // The record is written before the task leaves the running set,
         // so a shutdown waiting for that set waits for the record too.
@@ -136,13 +142,13 @@ impl Task {
     /// Records the task `failed` because its directory could not be set
     /// up, then lets it go (its slot and registration end on drop).
     pub async fn abandon(mut self, error: &GuardError) {
-        let mut result = failure(
+        let result = TaskResult::failure(
             TaskStatus::Failed,
             format!("the task could not be set up: {}", error.message),
-        );
-        result["task_id"] = json!(self.id);
-        result["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
-        let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        )
+        .with_task_id(&self.id)
+        .with_error(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
+        let bytes = result.to_bytes();
         let _ = self.store.write_result(&self.id, &bytes);
         let _ = self.records.end(&self.id, &result).await;
         self.recorded = true;
@@ -207,11 +213,11 @@ impl TaskRunner {
             Some((id, slot)) => match self.store.create_task_with_id(&origin.principal, &id) {
                 Ok(dir) => (slot, id, dir),
                 Err(error) => {
-                    let mut result = failure(
+                    let result = TaskResult::failure(
                         TaskStatus::Failed,
                         format!("the task could not be set up: {}", error.message),
-                    );
-                    result["error"] = json!(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
+                    )
+                    .with_error(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
                     let _ = self.records.end(&id, &result).await;
                     return Err(error);
                 }
@@ -361,34 +367,29 @@ impl TaskRunner {
         &self,
         mut task: Task,
         origin: &Origin,
-        mut result: Value,
+        mut result: TaskResult,
         facts: WorkerFacts,
-    ) -> Value {
-        if task.detached && self.running.stopping() && result["status"] == json!(TaskStatus::Cancelled) {
+    ) -> TaskResult {
+        if task.detached && self.running.stopping() && result.status == TaskStatus::Cancelled {
             // Nobody cancelled it: the server stopped under it.
             let summary = "interrupted: the server stopped before the task finished";
-            result["status"] = json!(TaskStatus::Failed);
-            result["task_type"] = json!("failed");
-            result["summary"] = json!(summary);
-            result["error"] = json!(TaskError::new(TaskErrorKind::Interrupted, summary));
+            result.status = TaskStatus::Failed;
+            result.task_type = Some("failed".into());
+            result.summary = Some(summary.into());
+            result.error = Some(TaskError::new(TaskErrorKind::Interrupted, summary).into());
         }
         task.events.emit(
             origin,
             "task_worker_finished",
-            json!({"task_id": task.id, "pid": facts.pid, "status": result["status"],
+            json!({"task_id": task.id, "pid": facts.pid, "status": result.status,
                    "exit_status": facts.exit_status}),
         );
-        if let Value::Object(map) = &mut result {
-            map.insert("request_id".into(), json!(origin.request_id));
-            map.insert("task_id".into(), json!(task.id));
-            map.insert("task_dir".into(), json!(result_dir(&task.id)));
-            map.insert("function_calls".into(), json!(facts.calls.made));
-            map.insert("sandbox".into(), json!(facts.layers));
-            map.insert(
-                "duration_ms".into(),
-                json!(task.started.elapsed().as_secs_f64() * 1000.0),
-            );
-        }
+        result.request_id = Some(origin.request_id.clone());
+        result.task_id = Some(task.id.clone());
+        result.task_dir = Some(result_dir(&task.id));
+        result.function_calls = Some(facts.calls.made);
+        result.sandbox = Some(facts.layers);
+        result.duration_ms = Some(task.started.elapsed().as_secs_f64() * 1000.0);
         self.list_outputs(&task.id, &mut result);
         self.cap_result(&task.id, &mut result);
         // The session streamed the calls; a task whose worker never
@@ -396,7 +397,7 @@ impl TaskRunner {
         if !task.dir.join(FUNCTION_CALLS_FILE).exists() {
             let _ = self.store.write_task_file(&task.id, FUNCTION_CALLS_FILE, b"[]\n");
         }
-        let saved = serde_json::to_vec_pretty(&result).unwrap_or_default();
+        let saved = result.to_bytes();
         // Saved here, then copied to the object store when there is one:
         // either failing fails the task with the reason, so no record
         // claims a result other nodes cannot read.
@@ -413,31 +414,26 @@ impl TaskRunner {
                 })
             });
         if let Err(summary) = stored {
-            let mut failed = failure(TaskStatus::Failed, summary.clone());
-            failed["error"] = json!(TaskError::new(TaskErrorKind::Storage, summary));
-            for key in [
-                "request_id",
-                "task_id",
-                "task_dir",
-                "function_calls",
-                "sandbox",
-                "duration_ms",
-            ] {
-                failed[key] = result[key].clone();
-            }
-            result = failed;
+            let failed = TaskResult::failure(TaskStatus::Failed, summary.clone())
+                .with_error(TaskError::new(TaskErrorKind::Storage, summary));
+            result = TaskResult {
+                request_id: result.request_id,
+                task_id: result.task_id,
+                task_dir: result.task_dir,
+                function_calls: result.function_calls,
+                sandbox: result.sandbox,
+                duration_ms: result.duration_ms,
+                ..failed
+            };
             // A smaller record may still fit where the whole one did not.
-            let _ = self
-                .store
-                .write_result(&task.id, &serde_json::to_vec_pretty(&result).unwrap_or_default());
+            let _ = self.store.write_result(&task.id, &result.to_bytes());
         }
         if let Err(error) = self.records.end(&task.id, &result).await {
             tracing::warn!(task_id = %task.id, %error, "the task's record could not be ended; result.json has its result");
         }
         task.recorded = true;
-        let status = result["status"].as_str().unwrap_or("failed").to_string();
-        let kind = result["error"]["kind"].as_str().map(str::to_string);
-        crate::telemetry::end(&task.trace, &status, kind.as_deref());
+        let kind = result.error_kind().map(TaskErrorKind::as_str);
+        crate::telemetry::end(&task.trace, result.status.as_str(), kind);
         task.events.flush_task_log();
         result
     }
@@ -450,7 +446,7 @@ impl TaskRunner {
         origin: &mut Origin,
         cancel: CancellationToken,
         progress: Option<&Progress>,
-    ) -> Result<Value, GuardError> {
+    ) -> Result<TaskResult, GuardError> {
         let task = self.begin(origin, timeout, &cancel, progress).await?;
         if let Err(error) =
             self.store
@@ -495,28 +491,28 @@ impl TaskRunner {
         origin: &mut Origin,
         cancel: CancellationToken,
         progress: Option<&Progress>,
-    ) -> Result<Value, GuardError> {
+    ) -> Result<TaskResult, GuardError> {
         let timeout = self.executor.limits().max_timeout;
         let task = self.begin(origin, timeout, &cancel, progress).await?;
         let under_task = task.origin_under(origin);
         let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
-        let mut result = match outcome {
-            Ok(result) => result,
-            Err(error) => {
-                let mut result = failure(
-                    TaskStatus::Failed,
-                    format!("the batch was refused: {}", error.message),
+        let result = match outcome {
+            Ok(batch) => {
+                let summary = format!(
+                    "batch: {} succeeded, {} failed, {} skipped",
+                    batch.counts.succeeded, batch.counts.failed, batch.counts.skipped
                 );
-                result["error"] = json!(error);
-                result
+                TaskResult {
+                    summary: Some(summary),
+                    ..TaskResult::batch(batch)
+                }
             }
+            Err(error) => TaskResult::failure(
+                TaskStatus::Failed,
+                format!("the batch was refused: {}", error.message),
+            )
+            .with_error(error),
         };
-        if result.get("summary").is_none() {
-            result["summary"] = json!(format!(
-                "batch: {} succeeded, {} failed, {} skipped",
-                result["succeeded"], result["failed"], result["skipped"]
-            ));
-        }
         Ok(self.finish(task, origin, result, WorkerFacts::default()).await)
     }
 
@@ -524,18 +520,21 @@ impl TaskRunner {
     /// [`MAX_RESULT_ARTIFACTS`] files under outputs/ (from the store's
     /// memory of what the task wrote: no tree walk), with `artifacts_total`
     /// and, when cut, a note pointing to `list_artifacts`.
-    fn list_outputs(&self, task_id: &str, result: &mut Value) {
+    fn list_outputs(&self, task_id: &str, result: &mut TaskResult) {
         let files = self.store.written(task_id).unwrap_or_default();
         let total = files.len();
-        let listed: Vec<Value> = files
+        let listed: Vec<ArtifactRef> = files
             .into_iter()
             .take(MAX_RESULT_ARTIFACTS)
-            .map(|(name, _)| json!({"path": format!("{OUTPUTS_DIR}/{name}"), "name": name}))
+            .map(|(name, _)| ArtifactRef {
+                path: format!("{OUTPUTS_DIR}/{name}"),
+                name,
+            })
             .collect();
-        result["artifacts"] = Value::Array(listed);
-        result["artifacts_total"] = json!(total);
+        result.artifacts = Some(listed);
+        result.artifacts_total = Some(total);
         if total > MAX_RESULT_ARTIFACTS {
-            result["artifacts_note"] = json!(format!(
+            result.artifacts_note = Some(format!(
                 "the first {MAX_RESULT_ARTIFACTS} of {total} artifacts are listed; call list_artifacts with this task_id for all of them"
             ));
         }
@@ -546,80 +545,79 @@ impl TaskRunner {
     /// and if the whole result is still over [`MAX_INLINE_RESULT_BYTES`]
     /// the final answer's summary, metrics and assumptions move to
     /// `answer.json`.
-    fn cap_result(&self, task_id: &str, result: &mut Value) {
-        let value_bytes = serde_json::to_vec(&result["value"]).map(|v| v.len()).unwrap_or(0);
+    fn cap_result(&self, task_id: &str, result: &mut TaskResult) {
+        let value_bytes = serde_json::to_vec(&result.value).map(|v| v.len()).unwrap_or(0);
         if value_bytes > MAX_RESULT_VALUE_BYTES {
-            let bytes = serde_json::to_vec_pretty(&result["value"]).unwrap_or_default();
+            let bytes = serde_json::to_vec_pretty(&result.value).unwrap_or_default();
             let saved = self.store.write_task_file(task_id, VALUE_FILE, &bytes);
-            result["value"] = Value::Null;
-            result["value_bytes"] = json!(value_bytes);
-            result["value_file"] = match saved {
-                Ok(()) => json!(VALUE_FILE),
-                Err(error) => json!(format!("not saved: {}", error.message)),
-            };
-            result["value_note"] = json!(format!(
+            result.value = Some(Value::Null);
+            result.value_bytes = Some(value_bytes);
+            result.value_file = Some(match saved {
+                Ok(()) => VALUE_FILE.to_string(),
+                Err(error) => format!("not saved: {}", error.message),
+            });
+            result.value_note = Some(format!(
                 "value is {value_bytes} bytes, over the {MAX_RESULT_VALUE_BYTES}-byte inline limit; read {VALUE_FILE} with read_artifact"
             ));
         }
-        if let Some(output) = result["output"].as_str()
+        if let Some(output) = &mut result.output
             && output.len() > SCRIPT_MAX_OUTPUT_BYTES
         {
-            let mut end = SCRIPT_MAX_OUTPUT_BYTES;
-            while !output.is_char_boundary(end) {
-                end -= 1;
-            }
-            result["output"] = json!(output[..end]);
-            result["output_truncated"] = json!(true);
+            output.truncate(char_floor(output, SCRIPT_MAX_OUTPUT_BYTES));
+            result.output_truncated = Some(true);
         }
-        let size = serde_json::to_vec(&*result).map(|v| v.len()).unwrap_or(0);
+        let size = result.size();
         if size > MAX_INLINE_RESULT_BYTES {
-            let answer = json!({"summary": result["summary"], "metrics": result["metrics"],
-                                "assumptions": result["assumptions"]});
+            let answer = json!({"summary": result.summary, "metrics": result.metrics,
+                                "assumptions": result.assumptions});
             let bytes = serde_json::to_vec_pretty(&answer).unwrap_or_default();
             let saved = self.store.write_task_file(task_id, ANSWER_FILE, &bytes);
-            let summary = result["summary"].as_str().unwrap_or_default();
-            let mut end = summary.len().min(4096);
-            while !summary.is_char_boundary(end) {
-                end -= 1;
-            }
-            result["summary"] = json!(summary[..end]);
-            result["metrics"] = json!({});
-            result["assumptions"] = json!([]);
-            result["answer_file"] = match saved {
-                Ok(()) => json!(ANSWER_FILE),
-                Err(error) => json!(format!("not saved: {}", error.message)),
-            };
-            result["answer_note"] = json!(format!(
+            let mut summary = result.summary.take().unwrap_or_default();
+            summary.truncate(char_floor(&summary, 4096));
+            result.summary = Some(summary);
+            result.metrics = Some(Default::default());
+            result.assumptions = Some(Vec::new());
+            result.answer_file = Some(match saved {
+                Ok(()) => ANSWER_FILE.to_string(),
+                Err(error) => format!("not saved: {}", error.message),
+            });
+            result.answer_note = Some(format!(
                 "the final answer made the result {size} bytes, over {MAX_INLINE_RESULT_BYTES}; its full summary, metrics and assumptions are in {ANSWER_FILE}"
             ));
         }
         // Long artifact names and a full output can still add up: list
         // fewer artifacts (list_artifacts has them all), then cut output.
-        while serde_json::to_vec(&*result).map(|v| v.len()).unwrap_or(0) > MAX_INLINE_RESULT_BYTES {
-            let listed = result["artifacts"].as_array().map(Vec::len).unwrap_or(0);
+        while result.size() > MAX_INLINE_RESULT_BYTES {
+            let listed = result.artifacts.as_ref().map(Vec::len).unwrap_or(0);
             if listed > 0 {
-                if let Some(list) = result["artifacts"].as_array_mut() {
+                if let Some(list) = &mut result.artifacts {
                     list.truncate(listed / 2);
                 }
-                result["artifacts_note"] = json!(format!(
-                    "the first {} of {} artifacts are listed; call list_artifacts with this task_id for all of them",
+                let total = result
+                    .artifacts_total
+                    .map_or_else(|| "null".to_string(), |t| t.to_string());
+                result.artifacts_note = Some(format!(
+                    "the first {} of {total} artifacts are listed; call list_artifacts with this task_id for all of them",
                     listed / 2,
-                    result["artifacts_total"]
                 ));
                 continue;
             }
-            let output = result["output"].as_str().unwrap_or_default();
-            if output.is_empty() {
+            let Some(output) = result.output.as_mut().filter(|o| !o.is_empty()) else {
                 break;
-            }
-            let mut end = output.len() / 2;
-            while !output.is_char_boundary(end) {
-                end -= 1;
-            }
-            result["output"] = json!(output[..end]);
-            result["output_truncated"] = json!(true);
+            };
+            output.truncate(char_floor(output, output.len() / 2));
+            result.output_truncated = Some(true);
         }
     }
+}
+
+/// The largest char boundary of `text` at or below `at` (`at` may be past its end).
+fn char_floor(text: &str, at: usize) -> usize {
+    let mut end = at.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
 }
 
 /// The task directory as results name it (`task_dir`): relative to the
@@ -637,25 +635,22 @@ pub const VALUE_FILE: &str = "value.json";
 pub const ANSWER_FILE: &str = "answer.json";
 
 /// The result of a run that did not finish: deadline, cancellation, crash.
-pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
+pub fn abnormal_end(end: RunEnd, timeout: Duration) -> TaskResult {
     match end {
-        RunEnd::TimedOut => {
-            let mut value = failure(
-                TaskStatus::TimedOut,
-                format!(
-                    "the task did not finish within {} s; its worker was killed",
-                    timeout.as_secs()
-                ),
-            );
-            value["error"] = json!(TaskError::new(
-                TaskErrorKind::Timeout,
-                "the task deadline passed; the worker did not stop by itself and was killed",
-            ));
-            value
-        }
-        RunEnd::Cancelled => failure(
+        RunEnd::TimedOut => TaskResult::failure(
+            TaskStatus::TimedOut,
+            format!(
+                "the task did not finish within {} s; its worker was killed",
+                timeout.as_secs()
+            ),
+        )
+        .with_error(TaskError::new(
+            TaskErrorKind::Timeout,
+            "the task deadline passed; the worker did not stop by itself and was killed",
+        )),
+        RunEnd::Cancelled => TaskResult::failure(
             TaskStatus::Cancelled,
-            "the request was cancelled; the script worker was killed".into(),
+            "the request was cancelled; the script worker was killed",
         ),
         RunEnd::Crashed(reason) => {
             let kind = if reason.starts_with("out of memory") {
@@ -663,58 +658,48 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> Value {
             } else {
                 TaskErrorKind::Worker
             };
-            let mut value = failure(TaskStatus::Failed, format!("the script worker failed: {reason}"));
-            value["error"] = json!(TaskError::new(kind, reason));
-            value
+            TaskResult::failure(TaskStatus::Failed, format!("the script worker failed: {reason}"))
+                .with_error(TaskError::new(kind, reason))
         }
-        RunEnd::Finished(_) => failure(
-            TaskStatus::Failed,
-            "internal: finished run passed as abnormal".into(),
-        ),
+        RunEnd::Finished(_) => {
+            TaskResult::failure(TaskStatus::Failed, "internal: finished run passed as abnormal")
+        }
     }
 }
 
 /// The task result of a script that ran to its end. A script stopped by
 /// an error after the task `deadline` passed (a guard call cut short by
 /// it) ended because of the deadline: `timed_out`, not `failed`.
-fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: Instant) -> Value {
-    let mut result = if let Some(error) = &outcome.error {
+fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: Instant) -> TaskResult {
+    let result = if let Some(error) = outcome.error {
         let status = if error.kind == TaskErrorKind::Timeout || Instant::now() >= deadline {
             TaskStatus::TimedOut
         } else {
             TaskStatus::Failed
         };
-        let mut value = failure(status, format!("{} error: {}", error.kind, error.message));
-        value["error"] = json!(error);
-        value
+        TaskResult::failure(status, format!("{} error: {}", error.kind, error.message)).with_error(error)
     } else if let Some(answer) = &outcome.final_answer {
         match contract::check(answer, calls, calls_ok) {
-            Ok(answer) => answer_json(&answer),
-            Err(reason) => failure(
+            Ok(answer) => TaskResult::answer(&answer),
+            Err(reason) => TaskResult::failure(
                 TaskStatus::Failed,
                 format!("the final answer broke the contract: {reason}"),
             ),
         }
     } else {
         let task_type = if calls_ok > 0 { "analysis" } else { "no_action" };
-        json!({
-            "status": TaskStatus::Success, "task_type": task_type,
-            "summary": "script finished without calling final_answer; see value and output",
-            "metrics": {}, "assumptions": [],
-        })
+        TaskResult::ended(
+            TaskStatus::Success,
+            task_type,
+            "script finished without calling final_answer; see value and output",
+        )
     };
-    result["value"] = outcome.value;
-    result["output"] = json!(outcome.output);
-    result["output_truncated"] = json!(outcome.output_truncated);
-    result
-}
-
-/// The result fields of an accepted final answer.
-pub fn answer_json(answer: &contract::Answer) -> Value {
-    json!({
-        "status": answer.status, "task_type": answer.task_type, "summary": answer.summary,
-        "metrics": answer.metrics, "assumptions": answer.assumptions,
-    })
+    TaskResult {
+        value: Some(outcome.value),
+        output: Some(outcome.output),
+        output_truncated: Some(outcome.output_truncated),
+        ..result
+    }
 }
 
 /// How a task ended, as recorded in `result.json` (`status`).
@@ -727,9 +712,16 @@ pub enum TaskStatus {
     Cancelled,
 }
 
-/// A failed task result with `summary` saying why.
-pub fn failure(status: TaskStatus, summary: String) -> Value {
-    json!({"status": status, "task_type": "failed", "summary": summary, "metrics": {}, "assumptions": []})
+impl TaskStatus {
+    /// The word results, events and spans use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Failed => "failed",
+            Self::TimedOut => "timed_out",
+            Self::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// Names, modes and descriptions of the guards a task could call.

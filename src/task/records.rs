@@ -43,11 +43,12 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::OnceCell;
 
+use super::result::SavedHead;
 use super::store::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, now_ms};
-use super::{TaskStatus, failure};
+use super::{TaskResult, TaskStatus};
 use crate::artifacts::ArtifactStore;
 use crate::error::{TaskError, TaskErrorKind};
 use crate::limits::TASK_SWEEP_MIN_INTERVAL;
@@ -83,7 +84,7 @@ pub struct Records {
 #[derive(Debug, Clone)]
 struct Pending {
     ending: Ending,
-    result: Value,
+    result: TaskResult,
 }
 
 impl std::fmt::Debug for Records {
@@ -307,7 +308,7 @@ impl Records {
     /// An ending still refused after that is kept (see the module docs)
     /// and the error returned: the record ends when the store takes
     /// writes again, and reads show the ending meanwhile.
-    pub async fn end(&self, id: &str, result: &Value) -> Result<bool, StoreError> {
+    pub async fn end(&self, id: &str, result: &TaskResult) -> Result<bool, StoreError> {
         let ending = ending_of(result);
         let ended = match self.open().await {
             Ok(store) => {
@@ -346,10 +347,10 @@ impl Records {
             .collect();
         for (id, pending) in pending {
             let mut result = pending.result.clone();
-            if result["task_id"].is_null() {
-                result["task_id"] = json!(id);
+            if result.task_id.is_none() {
+                result.task_id = Some(id.clone());
             }
-            let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
+            let bytes = result.to_bytes();
             let file_done = self.artifacts.ensure_result(&id, &bytes).is_ok();
             let record_done = store.end(&id, &pending.ending).await.is_ok();
             if file_done && record_done {
@@ -447,17 +448,15 @@ impl Records {
         if shared || record.node == self.node || node::alive(&record.node) {
             return Ok(false);
         }
-        let result = match self.artifacts.task_facts(&record.id).1 {
-            Some(result) => result,
+        let ending = match self.artifacts.task_facts(&record.id).1 {
+            Some(saved) => ending_of_saved(saved),
             None => {
-                let mut result = interrupted();
-                result["task_id"] = json!(record.id);
-                let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
-                let _ = self.artifacts.write_result(&record.id, &bytes);
-                result
+                let result = interrupted().with_task_id(&record.id);
+                let _ = self.artifacts.write_result(&record.id, &result.to_bytes());
+                ending_of(&result)
             }
         };
-        store.end(&record.id, &ending_of(&result)).await
+        store.end(&record.id, &ending).await
     }
 
     /// Records the ended tasks of the directories a new store finds.
@@ -472,7 +471,7 @@ impl Records {
                 .and_then(|m| m.modified().ok())
                 .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
                 .map_or_else(now_ms, |d| i64::try_from(d.as_millis()).unwrap_or(0));
-            let ending = ending_of(&result);
+            let ending = ending_of_saved(result);
             let record = TaskRecord {
                 id: id.clone(),
                 owner,
@@ -557,38 +556,47 @@ pub struct Beat {
 }
 
 /// The result of a task whose server stopped renewing its lease.
-fn lease_lapsed() -> Value {
-    let mut result = failure(
+fn lease_lapsed() -> TaskResult {
+    TaskResult::failure(
         TaskStatus::Failed,
-        "interrupted: the server running this task stopped renewing its lease (it died or lost the task store)".into(),
-    );
-    result["error"] = json!(TaskError::new(
+        "interrupted: the server running this task stopped renewing its lease (it died or lost the task store)",
+    )
+    .with_error(TaskError::new(
         TaskErrorKind::Interrupted,
         "the server running this task stopped renewing its lease",
-    ));
-    result
+    ))
 }
 
 /// The result of a task whose server died before it finished.
-pub fn interrupted() -> Value {
-    let mut result = failure(
+pub fn interrupted() -> TaskResult {
+    TaskResult::failure(
         TaskStatus::Failed,
-        "interrupted: the server running this task stopped before it finished".into(),
-    );
-    result["error"] = json!(TaskError::new(
+        "interrupted: the server running this task stopped before it finished",
+    )
+    .with_error(TaskError::new(
         TaskErrorKind::Interrupted,
         "the server process that ran this task is gone",
-    ));
-    result
+    ))
 }
 
 /// A record's ending from a task result.
-fn ending_of(result: &Value) -> Ending {
-    let status = serde_json::from_value(result["status"].clone()).unwrap_or(TaskStatus::Failed);
+fn ending_of(result: &TaskResult) -> Ending {
     Ending {
-        status,
-        summary: result["summary"].as_str().unwrap_or_default().to_string(),
-        error: result.get("error").filter(|e| !e.is_null()).cloned(),
+        status: result.status,
+        summary: result.summary.clone().unwrap_or_default(),
+        error: result.error.as_ref().map(super::ResultError::to_stored),
+        at_ms: now_ms(),
+    }
+}
+
+/// A record's ending from a `result.json` read back from a task
+/// directory (see [`SavedHead`]).
+fn ending_of_saved(saved: Value) -> Ending {
+    let head = SavedHead::of(&saved);
+    Ending {
+        status: head.status(),
+        summary: head.summary(),
+        error: head.error(),
         at_ms: now_ms(),
     }
 }

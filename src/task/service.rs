@@ -113,9 +113,9 @@ impl TaskRunner {
         let ended = if self.running.stopping() {
             super::records::interrupted()
         } else {
-            super::failure(
+            super::TaskResult::failure(
                 super::TaskStatus::Cancelled,
-                "cancelled while it waited for its principal's running task to end; it never started".into(),
+                "cancelled while it waited for its principal's running task to end; it never started",
             )
         };
         let _ = self.records.end(&record.id, &ended).await;

@@ -4,11 +4,10 @@
 use std::collections::BTreeSet;
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
-use super::{BoxFuture, Builtin, Call, decode, tool};
-use crate::catalogue::{coverage, vocabulary};
+use super::{BoxFuture, Builtin, Call, Reply, decode, tool};
+use crate::catalogue::{SlotIndex, coverage, vocabulary};
 use crate::error::GuardError;
 
 /// Which guards can run on the data you have: give the slot names you hold, get back what is ready and what is missing.
@@ -28,6 +27,14 @@ pub struct BundleCoverageInput {
 
 pub struct BundleCoverage;
 
+/// The answer without `slots`: the whole vocabulary.
+#[derive(Debug, Serialize)]
+struct Vocabulary {
+    count: usize,
+    vocabulary: SlotIndex,
+    required_by: SlotIndex,
+}
+
 impl Builtin for BundleCoverage {
     fn name(&self) -> &'static str {
         "bundle_coverage"
@@ -38,21 +45,20 @@ impl Builtin for BundleCoverage {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<BundleCoverageInput>(self.name(), "Which guards your data can run", true)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: BundleCoverageInput = decode(call.arguments)?;
-            let registry = call.tasks.executor.registry();
+            let registry = call.ctx.registry();
             let Some(slots) = input.slots else {
                 let (vocabulary, required_by) = vocabulary(registry);
-                return Ok(json!({
-                    "count": vocabulary.len(),
-                    "vocabulary": vocabulary,
-                    "required_by": required_by,
-                }));
+                return Reply::data(&Vocabulary {
+                    count: vocabulary.len(),
+                    vocabulary,
+                    required_by,
+                });
             };
             let have: BTreeSet<String> = slots.into_iter().collect();
-            serde_json::to_value(coverage(registry, &have))
-                .map_err(|e| GuardError::failed(format!("coverage is not valid JSON: {e}")))
+            Reply::data(&coverage(registry, &have))
         })
     }
 }

@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::{BoxFuture, Builtin, Call, decode, tool};
+use super::{BoxFuture, Builtin, Call, Reply, decode, tool};
 use crate::catalogue::{accepts, missing};
 use crate::error::GuardError;
 use crate::executor::{Admission, CallRequest, Status};
@@ -48,7 +48,7 @@ impl Builtin for CheckBacktest {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<CheckBacktestInput>(self.name(), "Check a backtest", true)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: CheckBacktestInput = decode(call.arguments)?;
             if input.slots.is_empty() {
@@ -57,7 +57,7 @@ impl Builtin for CheckBacktest {
                     "is empty: give at least one slot, e.g. {\"returns\": [...]}; bundle_coverage lists the slot names",
                 ));
             }
-            let executor = &call.tasks.executor;
+            let executor = call.ctx.executor();
             // One call slot for the whole run, held until this function returns.
             let _permit = executor
                 .admit_batch(&call.origin.principal, &call.cancel)
@@ -106,22 +106,41 @@ impl Builtin for CheckBacktest {
                 .filter(|slot| !registry.iter().any(|g| accepts(g, slot)))
                 .collect();
             let passed = !report.ran.is_empty() && report.failed.is_empty() && report.rejected.is_empty();
-            Ok(json!({
-                "passed": passed,
-                "ran": report.ran,
-                "failed": report.failed,
-                "skipped": report.skipped,
-                "rejected": report.rejected,
-                "script_only": script_only,
-                "unused_slots": unused,
-                "results": report.results,
-            }))
+            Reply::data(&Checked {
+                passed,
+                report,
+                script_only,
+                unused_slots: unused,
+            })
         })
     }
 }
 
+/// The answer: whether the bundle passed, and the run's report.
+#[derive(Serialize)]
+struct Checked<'a> {
+    passed: bool,
+    #[serde(flatten)]
+    report: Report,
+    script_only: BTreeMap<&'a str, &'a str>,
+    unused_slots: Vec<&'a String>,
+}
+
+/// What a guard's result says about passing: `passed: false` fails it;
+/// without a boolean `passed` it passed by succeeding.
+#[derive(Deserialize)]
+struct Verdict {
+    #[serde(default, deserialize_with = "lenient_bool")]
+    passed: Option<bool>,
+}
+
+/// A boolean, or `None` for any other value.
+fn lenient_bool<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {
+    Ok(Value::deserialize(deserializer)?.as_bool())
+}
+
 /// What the run found so far.
-#[derive(Default)]
+#[derive(Default, Serialize)]
 struct Report {
     ran: Vec<String>,
     failed: Vec<String>,
@@ -133,7 +152,7 @@ struct Report {
 impl Report {
     /// A guard that returned: it passed unless its result says `passed: false`.
     fn record(&mut self, guard: &str, result: Value) {
-        let passed = result.get("passed").and_then(Value::as_bool).unwrap_or(true);
+        let passed = !Verdict::deserialize(&result).is_ok_and(|v| v.passed == Some(false));
         self.ran.push(guard.to_string());
         if !passed {
             self.failed.push(guard.to_string());

@@ -3,10 +3,10 @@
 //! Read-only over the registry (see [`crate::catalogue`]); it runs nothing.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
-use super::{BoxFuture, Builtin, Call, decode, tool};
+use super::{BoxFuture, Builtin, Call, Reply, decode, tool};
 use crate::catalogue::{guard_entry, script_entry};
 use crate::error::GuardError;
 
@@ -23,6 +23,38 @@ pub struct DescribeGuardInput {
 
 pub struct DescribeGuard;
 
+/// A guard's description: its `list_guards` row and what only a full
+/// description carries.
+#[derive(Serialize)]
+struct GuardDescription {
+    #[serde(flatten)]
+    row: Value,
+    description: String,
+    timeout_seconds: u64,
+    annotations: Annotations,
+    /// The schemas exactly as tools/list sends them (portable).
+    input_schema: Map<String, Value>,
+    /// A content guard answers with content blocks: no schema.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_schema: Option<Map<String, Value>>,
+}
+
+#[derive(Serialize)]
+struct Annotations {
+    read_only: bool,
+    destructive: bool,
+    idempotent: bool,
+    open_world: bool,
+}
+
+/// A script-only function's description: its row and full description.
+#[derive(Serialize)]
+struct FunctionDescription {
+    #[serde(flatten)]
+    row: Value,
+    description: &'static str,
+}
+
 impl Builtin for DescribeGuard {
     fn name(&self) -> &'static str {
         "describe_guard"
@@ -33,38 +65,34 @@ impl Builtin for DescribeGuard {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<DescribeGuardInput>(self.name(), "Describe a guard", true)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: DescribeGuardInput = decode(call.arguments)?;
-            let executor = &call.tasks.executor;
-            let registry = executor.registry();
-            // The list_guards row, plus what only a full description carries.
+            let registry = call.ctx.registry();
             if let Some(guard) = registry.get(&input.name) {
                 let hints = guard.hints;
-                let mut entry = guard_entry(guard);
-                entry["description"] = json!(guard.description());
-                entry["timeout_seconds"] = json!(executor.limits().guard_deadline(guard.timeout).as_secs());
-                entry["annotations"] = json!({
-                    "read_only": hints.read_only,
-                    "destructive": hints.destructive,
-                    "idempotent": hints.idempotent,
-                    "open_world": hints.open_world,
-                });
-                // The schemas exactly as tools/list sends them (portable).
-                let mcp = |schema| {
+                let mcp = |schema: &Map<String, Value>| {
                     crate::mcp::export::portable_or_raw(schema, crate::schema::portable::Target::Mcp)
                 };
-                entry["input_schema"] = Value::Object(mcp(guard.input_schema()));
-                // A content guard answers with content blocks: no schema.
-                if !guard.content_output {
-                    entry["output_schema"] = Value::Object(mcp(guard.output_schema()));
-                }
-                return Ok(entry);
+                return Reply::data(&GuardDescription {
+                    row: guard_entry(guard),
+                    description: guard.description().to_string(),
+                    timeout_seconds: call.ctx.limits().guard_deadline(guard.timeout).as_secs(),
+                    annotations: Annotations {
+                        read_only: hints.read_only,
+                        destructive: hints.destructive,
+                        idempotent: hints.idempotent,
+                        open_world: hints.open_world,
+                    },
+                    input_schema: mcp(guard.input_schema()),
+                    output_schema: (!guard.content_output).then(|| mcp(guard.output_schema())),
+                });
             }
             if let Some(function) = registry.script_function(&input.name) {
-                let mut entry = script_entry(function);
-                entry["description"] = json!(function.description);
-                return Ok(entry);
+                return Reply::data(&FunctionDescription {
+                    row: script_entry(function),
+                    description: function.description,
+                });
             }
             let mut known: Vec<&str> = registry.names();
             known.extend(registry.script_functions().map(|f| f.name));

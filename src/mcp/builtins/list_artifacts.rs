@@ -1,10 +1,9 @@
 //! `list_artifacts`: the files of a task directory, paged.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
 
-use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
+use super::{BoxFuture, Builtin, Call, Reply, decode, in_range, tool};
 use crate::error::GuardError;
 
 /// List the files of a task directory (outputs/, result.json, actions, logs) with sizes and MIME types.
@@ -27,6 +26,22 @@ fn default_file_limit() -> u64 {
 
 pub struct ListArtifacts;
 
+/// One page of a task's files.
+#[derive(Serialize)]
+struct Page<'a> {
+    task_id: &'a str,
+    files: Vec<File<'a>>,
+    /// Where the next page starts; `null` after the last.
+    next_offset: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct File<'a> {
+    filename: &'a str,
+    size_bytes: u64,
+    mime_type: &'static str,
+}
+
 impl Builtin for ListArtifacts {
     fn name(&self) -> &'static str {
         "list_artifacts"
@@ -34,20 +49,20 @@ impl Builtin for ListArtifacts {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<ListArtifactsInput>(self.name(), "List a task's artifacts", true)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: ListArtifactsInput = decode(call.arguments)?;
             let limit = in_range("limit", input.limit, 1, 500)? as usize;
             let files = match call
-                .tasks
-                .store
+                .ctx
+                .store()
                 .view(&call.origin.principal)
                 .files(&input.task_id)
             {
                 Ok(files) => files,
                 Err(error) => {
                     return Err(super::explain_missing(
-                        call.tasks,
+                        call.ctx.records(),
                         &call.origin.principal,
                         &input.task_id,
                         error,
@@ -56,14 +71,22 @@ impl Builtin for ListArtifacts {
                 }
             };
             let offset = input.offset as usize;
-            let page: Vec<Value> = files
+            let page: Vec<File> = files
                 .iter()
                 .skip(offset)
                 .take(limit)
-                .map(|(name, size)| json!({"filename": name, "size_bytes": size, "mime_type": crate::artifacts::mime_type(name)}))
+                .map(|(name, size)| File {
+                    filename: name,
+                    size_bytes: *size,
+                    mime_type: crate::artifacts::mime_type(name),
+                })
                 .collect();
             let next = (offset + page.len() < files.len()).then_some(offset + page.len());
-            Ok(json!({"task_id": input.task_id, "files": page, "next_offset": next}))
+            Reply::data(&Page {
+                task_id: &input.task_id,
+                files: page,
+                next_offset: next,
+            })
         })
     }
 }

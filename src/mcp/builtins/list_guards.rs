@@ -3,10 +3,10 @@
 //! Read-only over the registry (see [`crate::catalogue`]); it runs nothing.
 
 use schemars::JsonSchema;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, tool};
+use super::{BoxFuture, Builtin, Call, Reply, decode, tool};
 use crate::catalogue::{guard_entry, script_entry};
 use crate::error::GuardError;
 
@@ -27,6 +27,21 @@ pub struct ListGuardsInput {
 
 pub struct ListGuards;
 
+/// The catalogue (or one category of it).
+#[derive(Serialize)]
+struct Catalogue {
+    count: usize,
+    categories: Vec<String>,
+    guards: Vec<Value>,
+}
+
+/// A catalogue row with the name and category it is sorted and filtered by.
+struct Row<'a> {
+    name: &'a str,
+    category: &'a str,
+    entry: Value,
+}
+
 impl Builtin for ListGuards {
     fn name(&self) -> &'static str {
         "list_guards"
@@ -37,14 +52,25 @@ impl Builtin for ListGuards {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<ListGuardsInput>(self.name(), "List guards and script functions", true)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: ListGuardsInput = decode(call.arguments)?;
-            let registry = call.tasks.executor.registry();
-            let mut rows: Vec<Value> = registry.iter().map(guard_entry).collect();
-            rows.extend(registry.script_functions().map(script_entry));
-            rows.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-            let mut categories: Vec<&str> = rows.iter().filter_map(|r| r["category"].as_str()).collect();
+            let registry = call.ctx.registry();
+            let mut rows: Vec<Row> = registry
+                .iter()
+                .map(|g| Row {
+                    name: &g.name,
+                    category: &g.category,
+                    entry: guard_entry(g),
+                })
+                .collect();
+            rows.extend(registry.script_functions().map(|f| Row {
+                name: f.name,
+                category: f.category,
+                entry: script_entry(f),
+            }));
+            rows.sort_by(|a, b| a.name.cmp(b.name));
+            let mut categories: Vec<&str> = rows.iter().map(|r| r.category).collect();
             categories.sort_unstable();
             categories.dedup();
             if let Some(wanted) = &input.category
@@ -59,8 +85,12 @@ impl Builtin for ListGuards {
                 ));
             }
             let categories: Vec<String> = categories.into_iter().map(String::from).collect();
-            rows.retain(|r| input.category.as_deref().is_none_or(|c| r["category"] == c));
-            Ok(json!({"count": rows.len(), "categories": categories, "guards": rows}))
+            rows.retain(|r| input.category.as_deref().is_none_or(|c| r.category == c));
+            Reply::data(&Catalogue {
+                count: rows.len(),
+                categories,
+                guards: rows.into_iter().map(|r| r.entry).collect(),
+            })
         })
     }
 }

@@ -1,23 +1,29 @@
 //! The server's built-in tools, one file each, all the same shape.
 //!
 //! Like guards, each has a typed input (its schema and description are
-//! derived) and returns a structured result or a [`GuardError`]. They reach
-//! the world through [`crate::task::TaskRunner`] and its artifact store;
-//! guard calls they cause still go through the executor. To add one, write
-//! a file with a type implementing [`Builtin`] and list it in [`all`].
+//! derived) and returns a typed [`Reply`] or a [`GuardError`]. They reach
+//! the world through one context, [`Runtime`] (registry, executor, store,
+//! records, the task runner); guard calls they cause still go through the
+//! executor. To add one, write a file with a type implementing [`Builtin`]
+//! and list it in [`all`].
 
 mod bundle_coverage;
 mod check_backtest;
+mod context;
 mod describe_guard;
 mod get_task_result;
 mod list_artifacts;
 mod list_guards;
 mod list_tasks;
 mod read_artifact;
+mod reply;
 pub(crate) mod run_batch;
 #[cfg(feature = "agent")]
 mod run_coding_task;
 mod run_script;
+
+pub use context::Runtime;
+pub use reply::Reply;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -30,13 +36,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::GuardError;
 use crate::events::Origin;
-use crate::task::TaskRunner;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One invocation of a built-in tool.
 pub struct Call<'a> {
-    pub tasks: &'a Arc<TaskRunner>,
+    /// What the tool may use.
+    pub ctx: &'a Runtime,
     pub arguments: Value,
     /// The request's origin; a tool that creates a task sets `task_id`.
     pub origin: &'a mut Origin,
@@ -62,13 +68,13 @@ pub trait Builtin: Send + Sync {
     /// Checks `arguments` without running anything: a task queued for
     /// later is refused now if it could only fail (bad arguments, a
     /// missing model), rather than failing as a task.
-    fn check(&self, tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
-        let _ = (tasks, arguments);
+    fn check(&self, ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
+        let _ = (ctx, arguments);
         Ok(())
     }
-    /// `Ok` carries the structured result. A task whose script failed is
-    /// still `Ok`: its `status` field says how it ended.
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>>;
+    /// `Ok` carries the typed result. A task whose script failed is
+    /// still `Ok`: its `status` says how it ended.
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>>;
 }
 
 /// Every built-in tool, in tools/list order.
@@ -111,10 +117,10 @@ pub(crate) fn decode<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardEr
 /// A task's timeout: `timeout_seconds` (1 to the server maximum) or the
 /// default task timeout, clamped to that maximum.
 pub(crate) fn task_timeout(
-    tasks: &TaskRunner,
+    limits: &crate::limits::Limits,
     seconds: Option<u64>,
 ) -> Result<std::time::Duration, GuardError> {
-    let max = tasks.executor.limits().max_timeout.as_secs();
+    let max = limits.max_timeout.as_secs();
     let seconds = match seconds {
         Some(s) => in_range("timeout_seconds", s, 1, max)?,
         None => crate::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
@@ -128,7 +134,7 @@ pub(crate) use crate::schema::in_range;
 /// not ended and runs on another node (its files reach the object store
 /// when it ends), an error saying so.
 pub(crate) async fn explain_missing(
-    tasks: &TaskRunner,
+    records: &crate::task::records::Records,
     principal: &crate::tenant::Principal,
     task_id: &str,
     error: GuardError,
@@ -136,7 +142,6 @@ pub(crate) async fn explain_missing(
     if error.code != crate::error::codes::NOT_FOUND {
         return error;
     }
-    let records = &tasks.records;
     match records.get(principal, task_id).await {
         Ok(Some(record))
             if !matches!(record.state, crate::task::store::State::Ended(_))

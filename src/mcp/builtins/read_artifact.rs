@@ -2,9 +2,8 @@
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, in_range, tool};
+use super::{BoxFuture, Builtin, Call, Reply, decode, in_range, tool};
 use crate::artifacts::Encoding;
 use crate::error::GuardError;
 use crate::limits::MAX_READ_CHUNK_BYTES;
@@ -44,11 +43,11 @@ impl Builtin for ReadArtifact {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<ReadArtifactInput>(self.name(), "Read an artifact", true)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: ReadArtifactInput = decode(call.arguments)?;
             let max = in_range("max_bytes", input.max_bytes, 1, MAX_READ_CHUNK_BYTES as u64)? as usize;
-            let read = call.tasks.store.view(&call.origin.principal).read(
+            let read = call.ctx.store().view(&call.origin.principal).read(
                 &input.task_id,
                 &input.filename,
                 input.offset,
@@ -56,13 +55,18 @@ impl Builtin for ReadArtifact {
                 input.encoding,
             );
             match read {
-                Ok(chunk) => Ok(chunk),
-                Err(error) => {
-                    Err(
-                        super::explain_missing(call.tasks, &call.origin.principal, &input.task_id, error)
-                            .await,
-                    )
-                }
+                // The artifact store's own answer, passed on as it is.
+                Ok(chunk) => Ok(Reply::Data {
+                    status: None,
+                    body: chunk,
+                }),
+                Err(error) => Err(super::explain_missing(
+                    call.ctx.records(),
+                    &call.origin.principal,
+                    &input.task_id,
+                    error,
+                )
+                .await),
             }
         })
     }

@@ -2,10 +2,9 @@
 
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, tool};
+use super::{BoxFuture, Builtin, Call, Reply, Runtime, decode, tool};
 use crate::batch::RunBatchInput;
 use crate::error::GuardError;
-use crate::task::TaskRunner;
 
 pub struct RunBatch;
 
@@ -22,27 +21,30 @@ impl Builtin for RunBatch {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false)
     }
-    fn check(&self, _tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
+    fn check(&self, _ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         decode::<RunBatchInput>(arguments.clone()).map(drop)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: RunBatchInput = decode(call.arguments)?;
             if let Some(progress) = call.progress.as_deref().filter(|p| p.detached()) {
                 // Asked for as an MCP task: the batch gets a task of its own.
                 return call
-                    .tasks
+                    .ctx
+                    .tasks()
                     .run_batch_task(input, call.origin, call.cancel, Some(progress))
-                    .await;
+                    .await
+                    .map(Reply::from);
             }
             crate::batch::run(
-                &call.tasks.executor,
-                &call.tasks.store,
+                call.ctx.executor(),
+                call.ctx.store(),
                 input,
                 call.origin,
                 call.cancel,
             )
             .await
+            .map(Reply::from)
         })
     }
 }

@@ -4,10 +4,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, task_timeout, tool};
+use super::{BoxFuture, Builtin, Call, Reply, Runtime, decode, task_timeout, tool};
 use crate::agent::config::ModelConfig;
 use crate::error::GuardError;
-use crate::task::TaskRunner;
 
 /// Ask the server's model to solve a task by writing Rhai scripts that call the registered guards.
 ///
@@ -30,14 +29,14 @@ pub struct RunCodingTask;
 /// The decoded input, its timeout and the model configuration, or the
 /// error naming what to fix.
 fn prepare(
-    tasks: &TaskRunner,
+    ctx: &Runtime,
     arguments: Value,
 ) -> Result<(RunCodingTaskInput, std::time::Duration, ModelConfig), GuardError> {
     let input: RunCodingTaskInput = decode(arguments)?;
     if input.prompt.trim().is_empty() {
         return Err(GuardError::invalid_input("prompt", "must not be blank"));
     }
-    let timeout = task_timeout(tasks, input.timeout_seconds)?;
+    let timeout = task_timeout(ctx.limits(), input.timeout_seconds)?;
     let config = ModelConfig::from_env()
         .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e.to_string()))?;
     Ok((input, timeout, config))
@@ -56,14 +55,14 @@ impl Builtin for RunCodingTask {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunCodingTaskInput>(self.name(), "Run a coding task with a model", false)
     }
-    fn check(&self, tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
-        prepare(tasks, arguments.clone()).map(drop)
+    fn check(&self, ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
+        prepare(ctx, arguments.clone()).map(drop)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
-            let (input, timeout, config) = prepare(call.tasks, call.arguments)?;
+            let (input, timeout, config) = prepare(call.ctx, call.arguments)?;
             crate::agent::run::run_coding_task(
-                call.tasks,
+                call.ctx.tasks(),
                 &config,
                 &input.prompt,
                 timeout,
@@ -72,6 +71,7 @@ impl Builtin for RunCodingTask {
                 call.progress.as_deref(),
             )
             .await
+            .map(Reply::from)
         })
     }
 }

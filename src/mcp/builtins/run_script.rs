@@ -4,9 +4,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, Call, decode, task_timeout, tool};
+use super::{BoxFuture, Builtin, Call, Reply, Runtime, decode, task_timeout, tool};
 use crate::error::GuardError;
-use crate::task::TaskRunner;
 
 /// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
 ///
@@ -44,15 +43,16 @@ impl Builtin for RunScript {
     fn tool(&self) -> rmcp::model::Tool {
         tool::<RunScriptInput>(self.name(), "Run a Rhai script", false)
     }
-    fn check(&self, tasks: &TaskRunner, arguments: &Value) -> Result<(), GuardError> {
+    fn check(&self, ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         let input: RunScriptInput = decode(arguments.clone())?;
-        task_timeout(tasks, input.timeout_seconds).map(drop)
+        task_timeout(ctx.limits(), input.timeout_seconds).map(drop)
     }
-    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Value, GuardError>> {
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: RunScriptInput = decode(call.arguments)?;
-            let timeout = task_timeout(call.tasks, input.timeout_seconds)?;
-            call.tasks
+            let timeout = task_timeout(call.ctx.limits(), input.timeout_seconds)?;
+            call.ctx
+                .tasks()
                 .run_script(
                     &input.script,
                     timeout,
@@ -61,6 +61,7 @@ impl Builtin for RunScript {
                     call.progress.as_deref(),
                 )
                 .await
+                .map(Reply::from)
         })
     }
 }
