@@ -50,7 +50,9 @@ use crate::script::protocol::RunOutcome;
 use records::Records;
 use running::Running;
 
-pub use result::{ArtifactRef, ModelFailure, ResultError, TaskResult};
+#[cfg(feature = "agent")]
+pub use result::ModelFailure;
+pub use result::{ArtifactRef, ResultError, TaskResult};
 
 pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
 pub use crate::script::host::session::WorkerFacts;
