@@ -7,9 +7,10 @@
 //! reads the worker's pipe with blocking reads and runs `in_process` guards
 //! itself through [`Executor::begin_here`] — same validation, events, spans
 //! and deadline as any call, and the same [`Call`] that settles it — so a
-//! call costs the two pipe crossings and nothing else. Inline pure-call batches are
-//! recorded here too, and every call goes to the task's
-//! function_calls.json. A `map_call` of an in-process guard runs its items
+//! call costs the two pipe crossings and nothing else. Inline pure-call
+//! batches are recorded here too, and every call goes to the task's
+//! function_calls.json (a settled [`Call`] records itself there, through
+//! [`Run`]'s [`CallScope`]). A `map_call` of an in-process guard runs its items
 //! here one after another and answers them in one reply (an isolated
 //! guard's items go to the session, which does the same). Everything that needs the async world (isolated
 //! guards, artifact writes and reads, progress notifications, the end of a
@@ -19,8 +20,9 @@
 //! is kept by the session's watchdog ([`Door::settle_overdue`]): the call's
 //! [`Call`] is parked where the watchdog can take it, and the watchdog
 //! abandons it (which records its end), answers the worker `timed_out`, and
-//! starts a fresh door thread on the same pipe. The stuck thread finds its call settled when
-//! the guard finally returns and exits without touching the pipe again.
+//! starts a fresh door thread on the same pipe. The stuck thread finds its
+//! call settled when the guard finally returns and exits without touching
+//! the pipe again.
 //! Every call run here holds a guard-thread permit from the executor (the
 //! same budget as every other in-process call) from before it starts until
 //! the guard returns, and the watchdog moves it to an overdue permit like
