@@ -27,7 +27,7 @@ pub(super) async fn run(
     resources: Arc<Resources>,
     parent: opentelemetry::Context,
     arguments: Value,
-    (threads, held): (&GuardThreads, Held),
+    (threads, held): (&GuardThreads, &Held),
     deadline: Instant,
     cancel: &CancellationToken,
 ) -> Result<Value, Failure> {
@@ -50,15 +50,33 @@ pub(super) async fn run(
         }),
         _ = tokio::time::sleep_until(deadline) => {
             held.overrun();
-            Err(Failure::new(Status::TimedOut, GuardError::new(
-                codes::TIMED_OUT,
-                format!("guard '{name}' timed out; it runs in the server process and may still finish in the background"),
-            )))
+            Err(answered_early(&name, Status::TimedOut))
         }
         _ = cancel.cancelled() => {
             held.overrun();
-            Err(Failure::new(Status::Cancelled, GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled"))))
+            Err(answered_early(&name, Status::Cancelled))
         }
+    }
+}
+
+/// What the caller of an in-process call is answered when it is answered
+/// before the function returned: `timed_out` at the deadline, `cancelled`
+/// for any other `status`. The script door answers its own calls with it.
+pub(crate) fn answered_early(name: &str, status: Status) -> Failure {
+    match status {
+        Status::TimedOut => Failure::new(
+            Status::TimedOut,
+            GuardError::new(
+                codes::TIMED_OUT,
+                format!(
+                    "guard '{name}' timed out; it runs in the server process and may still finish in the background"
+                ),
+            ),
+        ),
+        _ => Failure::new(
+            Status::Cancelled,
+            GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled")),
+        ),
     }
 }
 

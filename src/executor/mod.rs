@@ -5,35 +5,36 @@
 //! arguments (depth and size, `arguments`), admits the call (call slots with
 //! a bounded wait, `admission`), gives an in-process call a guard thread
 //! (`threads`: one budget for every path, so hung guards can never exhaust
-//! the server's threads), records `function_call_started` /
-//! `function_call_finished`, picks the runner for the guard's mode, and
-//! enforces the deadline. Nothing else runs a guard.
+//! the server's threads), begins the call as a [`Call`] (`lifecycle`: its
+//! `function_call_started` / `function_call_finished`, span and permits,
+//! settled exactly once however the call ends), picks the runner for the
+//! guard's mode, and enforces the deadline. Nothing else runs a guard.
 
 mod admission;
 pub(crate) mod arguments;
 mod in_process;
 mod isolated;
+mod lifecycle;
 pub(crate) use warden_sandbox::process as sandbox;
 mod threads;
 
 pub use sandbox::kill_all_workers;
 
 use std::sync::Arc;
-use std::time::Instant as StdInstant;
 
-use opentelemetry::KeyValue;
-use opentelemetry::trace::SpanKind;
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 pub use admission::Admitted;
 pub(crate) use admission::Slots;
+pub(crate) use in_process::answered_early;
 pub(crate) use isolated::WorkerLauncher;
+use lifecycle::Borrowed;
+pub(crate) use lifecycle::{Call, CallScope, Here, Settled};
 use sandbox::Rlimits;
-use threads::GuardThreads;
-pub(crate) use threads::Held;
+use threads::{GuardThreads, Held};
 
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
@@ -89,22 +90,6 @@ pub enum Admission {
     /// slot (one guard call at a time), a batch or check_backtest holds one
     /// call slot plus a batch-local semaphore. No call slot is taken here.
     InTask,
-}
-
-/// A call that [`Executor::begin_here`] or the executor itself has started:
-/// its `function_call_started` is written and its span is open. Settled
-/// exactly once, by [`Executor::end`].
-#[derive(Debug)]
-pub(crate) struct StartedCall {
-    pub function: String,
-    pub call_id: String,
-    pub span: opentelemetry::Context,
-    pub at: StdInstant,
-    /// The guard's own timeout (before the caller's cap).
-    pub timeout: std::time::Duration,
-    /// When the call must be answered: the guard's timeout, capped by the
-    /// caller's deadline.
-    pub deadline: Instant,
 }
 
 /// One guard call.
@@ -199,17 +184,32 @@ impl Executor {
     }
 
     /// Runs one guard call through admission, its mode's runner and the
-    /// deadline, recording its events.
+    /// deadline, recording its events. The call is a [`Call`] from the
+    /// moment it is begun: dropping this future settles it `cancelled`.
     pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
         let guard = self.check(&request)?;
-        let permit = match request.admission {
+        let call = self.begin(guard, &request).await?;
+        let outcome = self
+            .execute(guard, &call, request.arguments, &request.cancel)
+            .await;
+        call.finish(outcome)
+    }
+
+    /// Admits a call (a call slot for [`Admission::TryNow`]; a guard-thread
+    /// permit for an in-process call, before it counts as started) and
+    /// begins it.
+    async fn begin<'s>(
+        &'s self,
+        guard: &crate::guard::Guard,
+        request: &CallRequest<'s>,
+    ) -> Result<Call<Borrowed<'s>>, Failure> {
+        let slot = match request.admission {
             Admission::TryNow => Some(
                 self.admit_batch(&request.origin.principal, &request.cancel)
                     .await?,
             ),
             Admission::InTask => None,
         };
-        // An in-process call gets its guard thread before it counts as started.
         let held = match guard.mode {
             Mode::Isolated => None,
             Mode::InProcess | Mode::Pure => Some(
@@ -218,78 +218,88 @@ impl Executor {
                     .await?,
             ),
         };
-        let started = self.start(guard, &request);
-        let outcome = match held {
-            None => {
-                let rlimits = Rlimits::for_call(&self.limits, started.timeout.as_secs());
-                let worker_request = Request::Call {
-                    guard: guard.name.clone(),
-                    arguments: request.arguments,
-                    traceparent: crate::telemetry::recording()
-                        .then(|| crate::telemetry::traceparent(&started.span))
-                        .flatten(),
-                };
-                let answer = self
-                    .launcher
-                    .call(
-                        &worker_request,
-                        rlimits,
-                        started.deadline,
-                        &request.cancel,
-                        &guard.name,
-                    )
-                    .await;
-                drop(permit);
-                if let Ok(Response::Result { spans, .. } | Response::Error { spans, .. }) = &answer {
-                    crate::telemetry::import_worker_spans(spans);
-                }
-                match answer {
-                    Ok(Response::Result { value, .. }) => Ok(value),
-                    Ok(Response::Error { error, .. }) => Err(Failure::new(Status::Failed, error)),
-                    Ok(Response::Pong { .. }) => Err(Failure::new(
-                        Status::Failed,
-                        GuardError::new(codes::WORKER_CRASHED, "worker answered a call with a pong"),
-                    )),
-                    Err(failure) => Err(failure),
-                }
-            }
-            Some(held) => {
-                let outcome = in_process::run(
-                    guard.clone(),
-                    self.resources.clone(),
-                    started.span.clone(),
-                    request.arguments,
-                    (&self.threads, held),
-                    started.deadline,
-                    &request.cancel,
-                )
-                .await;
-                // Answered: the slot is free even if the function runs on
-                // (its thread keeps a guard-thread permit).
-                drop(permit);
-                outcome
-            }
+        let scope = Borrowed {
+            events: request.events.unwrap_or(&self.events),
+            origin: request.origin,
         };
-        let events = request.events.unwrap_or(&self.events);
-        self.end(events, request.origin, started, &outcome);
-        outcome
+        Ok(self.start(guard, request, scope, (slot, held)))
     }
 
-    /// Starts a call whose guard the caller will run on its own thread
-    /// with [`Executor::run_here`]: the script door's server thread, which
-    /// answers a worker's `in_process` calls without a thread handoff.
-    /// Same lookup, argument checks, deadline, span and
-    /// `function_call_started` event as [`Executor::call`]; no call slot (the
-    /// task holds one), but a guard-thread permit like any in-process call,
-    /// waited for through `runtime` when none is free. The caller keeps the
-    /// returned [`Held`] with the call and calls [`Held::overrun`] when it
-    /// answers the call before the function returns. Isolated guards are
-    /// refused: they need [`Executor::call`].
-    pub(crate) fn begin_here(
+    /// Runs a begun call's function by its mode (a worker process when the
+    /// call holds no guard-thread permit) and returns its outcome; the
+    /// caller settles the call.
+    async fn execute<S: CallScope>(
+        &self,
+        guard: &crate::guard::Guard,
+        call: &Call<S>,
+        arguments: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, Failure> {
+        let Some(held) = call.held() else {
+            return self.isolated(guard, call, arguments, cancel).await;
+        };
+        in_process::run(
+            guard.clone(),
+            self.resources.clone(),
+            call.span().clone(),
+            arguments,
+            (&self.threads, held),
+            call.deadline(),
+            cancel,
+        )
+        .await
+    }
+
+    /// Runs a begun call in a fresh worker process.
+    async fn isolated<S: CallScope>(
+        &self,
+        guard: &crate::guard::Guard,
+        call: &Call<S>,
+        arguments: Value,
+        cancel: &CancellationToken,
+    ) -> Result<Value, Failure> {
+        let rlimits = Rlimits::for_call(&self.limits, call.timeout().as_secs());
+        let worker_request = Request::Call {
+            guard: guard.name.clone(),
+            arguments,
+            traceparent: crate::telemetry::recording()
+                .then(|| crate::telemetry::traceparent(call.span()))
+                .flatten(),
+        };
+        let answer = self
+            .launcher
+            .call(&worker_request, rlimits, call.deadline(), cancel, &guard.name)
+            .await;
+        if let Ok(Response::Result { spans, .. } | Response::Error { spans, .. }) = &answer {
+            crate::telemetry::import_worker_spans(spans);
+        }
+        match answer {
+            Ok(Response::Result { value, .. }) => Ok(value),
+            Ok(Response::Error { error, .. }) => Err(Failure::new(Status::Failed, error)),
+            Ok(Response::Pong { .. }) => Err(Failure::new(
+                Status::Failed,
+                GuardError::new(codes::WORKER_CRASHED, "worker answered a call with a pong"),
+            )),
+            Err(failure) => Err(failure),
+        }
+    }
+
+    /// Begins a call whose guard the caller will run on its own thread
+    /// with [`Here::run`]: the script door's server thread, which answers a
+    /// worker's `in_process` calls without a thread handoff. Same lookup,
+    /// argument checks, deadline, span and events as [`Executor::call`],
+    /// recorded under `scope`; no call slot (the task holds one), but a
+    /// guard-thread permit like any in-process call, waited for through
+    /// `runtime` when none is free. The returned [`Call`] settles the call
+    /// (and may be parked for a watchdog to [`Call::abandon`] at its
+    /// deadline); the [`Here`] runs it. Isolated guards are refused: they
+    /// need [`Executor::call`].
+    pub(crate) fn begin_here<S: CallScope>(
         &self,
         request: &CallRequest<'_>,
         runtime: &tokio::runtime::Handle,
-    ) -> Result<(StartedCall, Held), Failure> {
+        scope: S,
+    ) -> Result<(Call<S>, Here<'_>), Failure> {
         let guard = self.check(request)?;
         if guard.mode == Mode::Isolated {
             return Err(Failure::new(
@@ -300,53 +310,14 @@ impl Executor {
         let held = self
             .threads
             .acquire_blocking(runtime, request.deadline_cap, &request.cancel)?;
-        Ok((self.start(guard, request), held))
-    }
-
-    /// Runs a call begun by [`Executor::begin_here`] on the current thread,
-    /// catching a panic, and releases its guard-thread permit when the
-    /// function returns. The caller owns the deadline: a thread cannot be
-    /// interrupted, so it must be able to answer `timed_out` without this
-    /// function returning (see `task::door`).
-    pub(crate) fn run_here(
-        &self,
-        function: &str,
-        span: &opentelemetry::Context,
-        arguments: Value,
-        held: &Held,
-    ) -> Result<Value, Failure> {
-        let outcome = self
-            .guard(function)
-            .and_then(|guard| in_process::invoke_caught(guard, &self.resources, span, arguments));
-        held.release();
-        outcome
-    }
-
-    /// Ends a call: closes its span and records `function_call_finished`.
-    /// Called exactly once per begun call, by whoever settles it.
-    pub(crate) fn end(
-        &self,
-        events: &Events,
-        origin: &Origin,
-        started: StartedCall,
-        outcome: &Result<Value, Failure>,
-    ) {
-        let (status, error_type) = match outcome {
-            Ok(_) => (Status::Success, None),
-            Err(failure) => (failure.status, Some(failure.error.code.as_str())),
+        let call = self.start(guard, request, scope, (None, Some(held.clone())));
+        let here = Here {
+            guard,
+            resources: &self.resources,
+            span: call.span().clone(),
+            held,
         };
-        crate::telemetry::end(&started.span, status.as_str(), error_type);
-        events.emit(
-            origin,
-            "function_call_finished",
-            json!({
-                "function": started.function,
-                "call_id": started.call_id,
-                "status": status.as_str(),
-                "error_type": error_type,
-                "duration_ms": started.at.elapsed().as_secs_f64() * 1000.0,
-            }),
-        );
+        Ok((call, here))
     }
 
     /// Looks the guard up and checks the arguments' depth and size.
@@ -356,37 +327,20 @@ impl Executor {
         Ok(guard)
     }
 
-    /// Fixes an admitted call's deadline, opens its span and records
-    /// `function_call_started`.
-    fn start(&self, guard: &crate::guard::Guard, request: &CallRequest<'_>) -> StartedCall {
+    /// Fixes an admitted call's deadline and begins it under `scope`.
+    fn start<S: CallScope>(
+        &self,
+        guard: &crate::guard::Guard,
+        request: &CallRequest<'_>,
+        scope: S,
+        admitted: (Option<Admitted>, Option<Held>),
+    ) -> Call<S> {
         let timeout = self.limits.guard_deadline(guard.timeout);
         let mut deadline = Instant::now() + timeout;
         if let Some(cap) = request.deadline_cap {
             deadline = deadline.min(cap);
         }
-        let call_id = crate::events::next_id("call");
-        request.events.unwrap_or(&self.events).emit(
-            request.origin,
-            "function_call_started",
-            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
-        );
-        let span = crate::telemetry::start(
-            "function.call",
-            SpanKind::Internal,
-            &request.origin.trace,
-            vec![
-                KeyValue::new("warden.function", guard.name.clone()),
-                KeyValue::new("warden.execution_mode", guard.mode.as_str()),
-            ],
-        );
-        StartedCall {
-            function: guard.name.clone(),
-            call_id,
-            span,
-            at: StdInstant::now(),
-            timeout,
-            deadline,
-        }
+        Call::begin(guard, scope, timeout, deadline, admitted)
     }
 
     fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {

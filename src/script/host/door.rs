@@ -5,21 +5,24 @@
 //! each call to a blocking thread and back cost about eleven context
 //! switches per call; here one OS thread per session (the *door thread*)
 //! reads the worker's pipe with blocking reads and runs `in_process` guards
-//! itself through [`Executor::begin_here`] / [`Executor::run_here`] — same
-//! validation, events, spans and deadline as any call — so a call costs the
-//! two pipe crossings and nothing else. Inline pure-call batches are
-//! recorded here too, and every call goes to the task's
-//! function_calls.json. A `map_call` of an in-process guard runs its items
+//! itself through [`Executor::begin_here`] — same validation, events, spans
+//! and deadline as any call, and the same [`Call`] that settles it — so a
+//! call costs the two pipe crossings and nothing else. Inline pure-call
+//! batches are recorded here too, and every call goes to the task's
+//! function_calls.json (a settled [`Call`] records itself there, through
+//! [`Run`]'s [`CallScope`]). A `map_call` of an in-process guard runs its items
 //! here one after another and answers them in one reply (an isolated
 //! guard's items go to the session, which does the same). Everything that needs the async world (isolated
 //! guards, artifact writes and reads, progress notifications, the end of a
 //! run) is handed to the session as a [`DoorEvent`].
 //!
 //! A thread cannot be interrupted, so the *deadline* of a call running here
-//! is kept by the session's watchdog ([`Door::settle_overdue`]): it answers
-//! the worker `timed_out`, records the call's end, and starts a fresh door
-//! thread on the same pipe. The stuck thread finds its call settled when
-//! the guard finally returns and exits without touching the pipe again.
+//! is kept by the session's watchdog ([`Door::settle_overdue`]): the call's
+//! [`Call`] is parked where the watchdog can take it, and the watchdog
+//! abandons it (which records its end), answers the worker `timed_out`, and
+//! starts a fresh door thread on the same pipe. The stuck thread finds its
+//! call settled when the guard finally returns and exits without touching
+//! the pipe again.
 //! Every call run here holds a guard-thread permit from the executor (the
 //! same budget as every other in-process call) from before it starts until
 //! the guard returns, and the watchdog moves it to an overdue permit like
@@ -54,7 +57,9 @@ use super::calls::{CallLog, CallRecord};
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::executor::arguments::{text_depth, too_deep};
-use crate::executor::{Admission, CallRequest, Executor, Failure, Held, StartedCall, Status};
+use crate::executor::{
+    Admission, Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
+};
 use crate::guard::Mode;
 use crate::limits::{
     DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap,
@@ -148,14 +153,51 @@ pub struct RunScope {
     pub progress: bool,
 }
 
+/// A run's scope as the door's calls see it: what they are attributed to,
+/// and where the door keeps its own records of them.
+struct Run {
+    scope: RunScope,
+    /// The door's [`Door::calls`].
+    calls: Arc<Mutex<CallLog>>,
+    /// The door's channel to the session, for progress notes.
+    notes: UnboundedSender<DoorEvent>,
+}
+
+impl CallScope for Arc<Run> {
+    fn events(&self) -> &Events {
+        &self.scope.events
+    }
+
+    fn origin(&self) -> &Origin {
+        &self.scope.origin
+    }
+
+    /// Records the settled call for function_calls.json and, when the
+    /// client asked for progress, notes it.
+    fn settled(&self, settled: &Settled<'_>) {
+        lock(&self.calls).push(&CallRecord {
+            function: settled.function,
+            status: settled.status.as_str(),
+            error_type: settled.error_type,
+            duration_ns: settled.duration.as_nanos() as u64,
+            execution: "in_process",
+        });
+        if self.scope.progress {
+            let _ = self.notes.send(DoorEvent::Progress(format!(
+                "guard call {} {}",
+                settled.function,
+                settled.status.as_str()
+            )));
+        }
+    }
+}
+
 /// A call running on a door thread.
 struct InFlight {
     /// The door thread running it (see [`Door::generation`]).
     generation: u64,
-    started: StartedCall,
-    scope: Arc<RunScope>,
-    /// The call's guard-thread permit, shared with the thread running it.
-    held: Held,
+    /// Settles the call: taken out by whoever settles it first.
+    call: Call<Arc<Run>>,
 }
 
 /// Shared by the session and its door threads.
@@ -168,15 +210,18 @@ pub struct Door {
     writer: Mutex<Option<PipeWriter>>,
     /// The call a door thread is running now, if any. Whoever takes it out
     /// (the thread when the guard returns, or the watchdog at the deadline)
-    /// settles that call; the other side then leaves it alone.
+    /// settles that call; the other side then leaves it alone. A call left
+    /// here when the door goes settles itself `cancelled` (see [`Call`]).
     in_flight: Mutex<Option<InFlight>>,
     /// Identity of the active door thread; bumped when the watchdog
     /// replaces a stuck one.
     generation: AtomicU64,
     /// The current run's attribution, replaced by [`Door::set_scope`].
-    scope: Mutex<Option<Arc<RunScope>>>,
+    scope: Mutex<Option<Arc<Run>>>,
     /// Every guard call of the session: function_calls.json and counts.
-    pub calls: Mutex<CallLog>,
+    /// Shared with each run's [`Run`], whose calls record themselves here
+    /// when they settle.
+    pub calls: Arc<Mutex<CallLog>>,
     /// Inline pure calls still to be recorded one by one in events.jsonl
     /// (see [`DEFAULT_PURE_CALLS_DETAILED`]); later ones are summarized.
     detailed_pure_left: Mutex<usize>,
@@ -219,7 +264,7 @@ impl Door {
             in_flight: Mutex::new(None),
             generation: AtomicU64::new(0),
             scope: Mutex::new(None),
-            calls: Mutex::new(calls),
+            calls: Arc::new(Mutex::new(calls)),
             detailed_pure_left: Mutex::new(DEFAULT_PURE_CALLS_DETAILED),
             shortest_timeout,
             events,
@@ -232,7 +277,11 @@ impl Door {
 
     /// Sets what the next run's calls are attributed to.
     pub fn set_scope(&self, scope: RunScope) {
-        *lock(&self.scope) = Some(Arc::new(scope));
+        *lock(&self.scope) = Some(Arc::new(Run {
+            scope,
+            calls: self.calls.clone(),
+            notes: self.events.clone(),
+        }));
     }
 
     /// Writes one message to the worker.
@@ -258,8 +307,8 @@ impl Door {
         if let Some(shortest) = self.shortest_timeout {
             next = next.min(now + shortest);
         }
-        if let Some(call) = lock(&self.in_flight).as_ref() {
-            next = next.min(call.started.deadline);
+        if let Some(in_flight) = lock(&self.in_flight).as_ref() {
+            next = next.min(in_flight.call.deadline());
         }
         next
     }
@@ -269,37 +318,36 @@ impl Door {
     /// forced, answers the worker `timed_out` and starts a fresh door
     /// thread in place of the stuck one.
     pub fn settle_overdue(self: &Arc<Self>, now: Instant, forced: Option<Status>) {
-        let call = {
+        let in_flight = {
             let mut slot = lock(&self.in_flight);
             match slot.as_ref() {
-                Some(call) if forced.is_some() || call.started.deadline <= now => slot.take(),
+                Some(in_flight) if forced.is_some() || in_flight.call.deadline() <= now => slot.take(),
                 _ => None,
             }
         };
-        let Some(call) = call else { return };
-        // Answered while the guard runs on: its thread's permit turns overdue.
-        call.held.overrun();
-        let name = call.started.function.clone();
-        let status = forced.unwrap_or(Status::TimedOut);
-        let error = match status {
-            Status::Cancelled => GuardError::new(codes::CANCELLED, format!("call to '{name}' was cancelled")),
-            Status::TimedOut => GuardError::new(
-                codes::TIMED_OUT,
-                format!(
-                    "guard '{name}' timed out; it runs in the server process and may still finish in the background"
-                ),
-            ),
-            _ => GuardError::failed(format!("the script worker ended while '{name}' was running")),
+        let Some(InFlight { call, .. }) = in_flight else {
+            return;
         };
-        let outcome = Err(Failure::new(status, error));
-        self.settle(call, &outcome);
+        let status = forced.unwrap_or(Status::TimedOut);
+        let failure = match status {
+            Status::Cancelled | Status::TimedOut => answered_early(call.function(), status),
+            _ => Failure::new(
+                status,
+                GuardError::failed(format!(
+                    "the script worker ended while '{}' was running",
+                    call.function()
+                )),
+            ),
+        };
+        // Answered while the guard runs on: its thread's permit turns overdue.
+        let failure = call.abandon(failure);
         if forced.is_some() {
             return;
         }
         let generation = self.generation.fetch_add(1, Ordering::AcqRel) + 1;
         let replaced = self
             .reply(&ToWorker::GuardReply {
-                result: outcome.map_err(|f| f.error),
+                result: Err(failure.error),
             })
             .map_err(std::io::Error::other)
             .and_then(|()| self.spawn_thread(generation));
@@ -383,14 +431,14 @@ impl Door {
     /// Runs one guard call on this thread. Returns false when the watchdog
     /// settled the call first: this thread has been replaced and must stop.
     fn call_here(&self, generation: u64, guard: String, arguments: Value) -> bool {
-        let Some(scope) = lock(&self.scope).clone() else {
+        let Some(run) = lock(&self.scope).clone() else {
             return self
                 .reply(&ToWorker::GuardReply {
                     result: Err(GuardError::failed("guard call outside a run")),
                 })
                 .is_ok();
         };
-        let Some(outcome) = self.run_one(generation, &scope, &guard, arguments) else {
+        let Some(outcome) = self.run_one(generation, &run, &guard, arguments) else {
             return false;
         };
         self.reply(&ToWorker::GuardReply {
@@ -404,7 +452,7 @@ impl Door {
     /// an item first: it answered the worker `timed_out` for the whole
     /// map_call, and this thread has been replaced and must stop.
     fn map_here(&self, generation: u64, guard: &str, items: Vec<Value>) -> bool {
-        let Some(scope) = lock(&self.scope).clone() else {
+        let Some(run) = lock(&self.scope).clone() else {
             return self
                 .reply(&ToWorker::MapReply {
                     result: Err(GuardError::failed("map_call outside a run")),
@@ -413,7 +461,7 @@ impl Door {
         };
         let mut results = Vec::with_capacity(items.len());
         for arguments in items {
-            let Some(outcome) = self.run_one(generation, &scope, guard, arguments) else {
+            let Some(outcome) = self.run_one(generation, &run, guard, arguments) else {
                 return false;
             };
             results.push(crate::script::protocol::map_item(outcome.map_err(|f| f.error)));
@@ -429,10 +477,11 @@ impl Door {
     fn run_one(
         &self,
         generation: u64,
-        scope: &Arc<RunScope>,
+        run: &Arc<Run>,
         guard: &str,
         arguments: Value,
     ) -> Option<Result<Value, Failure>> {
+        let scope = &run.scope;
         let request = CallRequest {
             guard,
             arguments,
@@ -442,32 +491,24 @@ impl Door {
             deadline_cap: Some(scope.deadline),
             events: Some(&scope.events),
         };
-        match self.executor.begin_here(&request, &self.runtime) {
-            Ok((started, held)) => {
-                let span = started.span.clone();
-                *lock(&self.in_flight) = Some(InFlight {
-                    generation,
-                    started,
-                    scope: scope.clone(),
-                    held: held.clone(),
-                });
-                let outcome = self.executor.run_here(guard, &span, request.arguments, &held);
-                let call = {
-                    let mut slot = lock(&self.in_flight);
-                    match slot.as_ref() {
-                        Some(call) if call.generation == generation => slot.take(),
-                        _ => None,
-                    }
-                };
-                let call = call?;
-                self.settle(call, &outcome);
-                Some(outcome)
-            }
+        let (call, here) = match self.executor.begin_here(&request, &self.runtime, run.clone()) {
+            Ok(begun) => begun,
             Err(failure) => {
                 self.record_refused(guard, &failure.error);
-                Some(Err(failure))
+                return Some(Err(failure));
             }
-        }
+        };
+        // Parked where the watchdog can settle it while the guard runs.
+        *lock(&self.in_flight) = Some(InFlight { generation, call });
+        let outcome = here.run(request.arguments);
+        let in_flight = {
+            let mut slot = lock(&self.in_flight);
+            match slot.as_ref() {
+                Some(in_flight) if in_flight.generation == generation => slot.take(),
+                _ => None,
+            }
+        };
+        Some(in_flight?.call.finish(outcome))
     }
 
     /// Records a guard call refused before it started.
@@ -491,36 +532,16 @@ impl Door {
         });
     }
 
-    /// Ends a call (events, span) and records it for function_calls.json.
-    fn settle(&self, call: InFlight, outcome: &Result<Value, Failure>) {
-        let InFlight { started, scope, .. } = call;
-        let function = started.function.clone();
-        let duration_ns = started.at.elapsed().as_nanos() as u64;
-        self.executor.end(&scope.events, &scope.origin, started, outcome);
-        let (status, error_type) = failure_status(outcome);
-        lock(&self.calls).push(&CallRecord {
-            function: &function,
-            status,
-            error_type,
-            duration_ns,
-            execution: "in_process",
-        });
-        if scope.progress {
-            let _ = self
-                .events
-                .send(DoorEvent::Progress(format!("guard call {function} {status}")));
-        }
-    }
-
     /// Records a batch of inline pure calls: function_calls.json entries,
     /// events (one per call while [`DEFAULT_PURE_CALLS_DETAILED`] lasts,
     /// then one summary per batch), when tracing a span per call, and one
     /// progress note.
     fn record_pure_batch(&self, line: &[u8]) -> Result<(), DoorError> {
         let batch: PureBatch<'_> = serde_json::from_slice(line).map_err(DoorError::PureBatch)?;
-        let Some(scope) = lock(&self.scope).clone() else {
+        let Some(run) = lock(&self.scope).clone() else {
             return Ok(());
         };
+        let scope = &run.scope;
         let calls = batch.calls.as_slice();
         let detailed = {
             let mut left = lock(&self.detailed_pure_left);
