@@ -364,15 +364,17 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         events,
         launcher,
     ));
-    let store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept)
-        .with_remote_from_env()
-        .map_err(|e| StartError::ArtifactStore(e.message))?;
-    let tasks = Arc::new(crate::task::TaskRunner::new(
-        executor.clone(),
-        store,
-        exe,
-        max_tasks,
-    ));
+    let mut store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
+    if let Some(remote) =
+        crate::backends::artifact_remote().map_err(|e| StartError::ArtifactStore(e.message))?
+    {
+        store = store.with_remote(remote);
+    }
+    let mut tasks = crate::task::TaskRunner::new(executor.clone(), store, exe, max_tasks);
+    if let Some(opener) = crate::backends::store_opener() {
+        tasks = tasks.with_store_opener(opener);
+    }
+    let tasks = Arc::new(tasks);
     Ok((
         Runtime {
             executor,

@@ -82,6 +82,7 @@ enum Command {
     /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
     Preflight(crate::preflight::PreflightArgs),
     /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
+    #[cfg(feature = "testing")]
     Test(crate::testing::TestArgs),
 }
 
@@ -92,6 +93,7 @@ enum Plan {
     /// `preflight -- <command>`: a client-side tool; never builds this app.
     Preflight(crate::preflight::PreflightArgs),
     /// `test --config … --suite …`: a client-side tool; never builds this app.
+    #[cfg(feature = "testing")]
     Test(crate::testing::TestArgs),
     /// A command on this app: `--check`, or serve / tools / call / script.
     App(Box<AppCommand>),
@@ -199,6 +201,7 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         },
         (false, None) => Command::Serve { http: None },
         (false, Some(Command::Preflight(args))) => return Plan::Preflight(args),
+        #[cfg(feature = "testing")]
         (false, Some(Command::Test(args))) => return Plan::Test(args),
         (false, Some(command)) => command,
     };
@@ -216,6 +219,7 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
         Plan::Exit(code) => return code,
         // Client-side tools build their own runtime and never build this app's.
         Plan::Preflight(args) => return crate::preflight::main(args),
+        #[cfg(feature = "testing")]
         Plan::Test(args) => return crate::testing::main(args),
         Plan::App(parsed) => *parsed,
     };
@@ -244,6 +248,7 @@ async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
             crate::executor::kill_all_workers();
             return code;
         }
+        #[cfg(feature = "testing")]
         Plan::Test(args) => return crate::testing::run(&args).await,
         Plan::App(parsed) => *parsed,
     };
@@ -357,7 +362,9 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
         Command::Script { file, timeout } => script(runtime, &file, timeout).await,
         // Handled in `main` before any runtime exists (they build their own).
-        Command::Preflight(_) | Command::Test(_) => ExitCode::from(2),
+        Command::Preflight(_) => ExitCode::from(2),
+        #[cfg(feature = "testing")]
+        Command::Test(_) => ExitCode::from(2),
     }
 }
 
@@ -391,6 +398,7 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
             admission: Admission::TryNow,
             deadline_cap: None,
             events: None,
+            record: None,
         })
         .await;
     match outcome {
@@ -437,12 +445,12 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         crate::mcp::serve::shutdown_signal().await;
         on_signal.cancel();
     });
-    let mut origin = Origin::request("script", "run_script");
+    let mut origin = Origin::request("script", crate::registry::BuiltinTool::RunScript.name());
     let outcome = runtime
         .tasks
         .run_script(&source, timeout, &mut origin, cancel, None)
         .await;
-    print_result(outcome.map(|result| result.to_json()))
+    print_result(outcome.map(|result| (result.to_json(), result.status)))
 }
 
 /// `<app> call --batch file.json`: a `run_batch` argument object (or a bare
@@ -477,7 +485,7 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
             return ExitCode::from(2);
         }
     };
-    let origin = Origin::request("batch", "run_batch");
+    let origin = Origin::request("batch", crate::registry::BuiltinTool::RunBatch.name());
     let outcome = crate::batch::run(
         &tasks.executor,
         &tasks.store,
@@ -486,16 +494,17 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
         tokio_util::sync::CancellationToken::new(),
     )
     .await;
-    print_result(outcome.map(|result| result.to_json()))
+    print_result(outcome.map(|result| (result.to_json(), result.status)))
 }
 
-/// Prints a task or batch result as JSON: exit 0 when its status is
-/// `success`, 1 otherwise (or when it could not run at all).
-fn print_result(outcome: Result<Value, crate::error::GuardError>) -> ExitCode {
+/// Prints a task or batch result (its JSON and its typed status) as
+/// JSON: exit 0 when its status is `success`, 1 otherwise (or when it
+/// could not run at all).
+fn print_result(outcome: Result<(Value, crate::task::TaskStatus), crate::error::GuardError>) -> ExitCode {
     match outcome {
-        Ok(result) => {
+        Ok((result, status)) => {
             println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
-            if result["status"] == "success" {
+            if status == crate::task::TaskStatus::Success {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -1,7 +1,7 @@
 //! Warden: register typed Rust guards once and serve them as MCP tools,
 //! script functions and sandboxed workers.
 //!
-//! An app builds an [`App`], registers [`guard`]s (typed functions returning
+//! An app builds an [`App`], registers guards ([`guard()`](fn@guard)) (typed functions returning
 //! [`GuardError`] on failure) and [`ScriptFunction`]s, sets [`Limits`] if the
 //! defaults do not suit it, and calls [`App::run`]. Advanced use: [`limits`]
 //! (every bound, with its default), [`error::codes`] (every stable error
@@ -22,38 +22,41 @@
 //! `otel` is its former name) and `otel-otlp`. Without default features an
 //! app still serves MCP on stdio with `App::run` / `App::serve`.
 
-#[cfg(feature = "agent")]
-mod agent;
 mod app;
-mod artifacts;
-mod batch;
-// The core crate's modules, at the paths the rest of this crate and apps
-// have always used (`crate::guard`, `warden::limits`, …).
-use warden_core::{
-    catalogue,
-    guard::{self},
-    registry, schema,
-};
+mod backends;
+// The lower crates' modules, at the paths this crate and apps have always
+// used (`crate::guard`, `warden::limits`, …): a module reads the same
+// wherever its crate lives.
+#[cfg(feature = "cli")]
+use warden_core::schema;
 pub use warden_core::{config, error, limits, notify};
+// The module only: `guard` the function is re-exported below.
+use warden_core::{
+    guard::{self},
+    registry,
+};
+pub use warden_executor::node;
+use warden_executor::{artifacts, events, executor, telemetry, tenant, worker};
+use warden_mcp as mcp;
+use warden_script as script;
+use warden_task as task;
+#[cfg(feature = "cli")]
+use warden_task::batch;
 #[cfg(feature = "cli")]
 mod cli;
-mod events;
-mod executor;
-mod mcp;
-pub mod node;
 #[cfg(feature = "cli")]
 pub mod preflight;
-mod script;
-mod task;
-mod telemetry;
-mod tenant;
-mod worker;
 
 pub use app::App;
 /// The task store behind `list_tasks` and MCP Tasks: its trait and the
 /// embedded SQLite backend (public for benchmarks and other backends).
 pub use task::store as task_store;
 pub use tenant::Principal;
+/// The cluster backends (the `warden-cluster` crate): the PostgreSQL task
+/// store (`postgres`) and the S3 copy of task files (`s3`), public for
+/// benchmarks and tools that open them directly.
+#[cfg(any(feature = "postgres", feature = "s3"))]
+pub use warden_cluster as cluster;
 pub use warden_core::{
     Body, Content, Embedded, Guard, GuardError, GuardFn, Hints, Limits, Mode, Prompt, PromptArgument,
     PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource,

@@ -22,6 +22,7 @@ enum Command {
     /// Check any Warden server command: `warden preflight -- <command> [args…]`.
     Preflight(warden::preflight::PreflightArgs),
     /// Run MCP scenario suites: `warden test --config server.json --suite suite.json`.
+    #[cfg(feature = "testing")]
     Test(warden::testing::TestArgs),
 }
 
@@ -39,6 +40,7 @@ fn main() -> ExitCode {
     };
     match cli.command {
         Command::Preflight(args) => warden::preflight::main(args),
+        #[cfg(feature = "testing")]
         Command::Test(args) => warden::testing::main(args),
     }
 }

@@ -56,13 +56,16 @@ pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
     use crate::task::store::TaskStore;
     let name = "task_store";
     let fix = "move the file aside (the task directories are kept and imported again) and rerun";
+    let opener = crate::backends::store_opener();
     let store = match crate::task::records::database_url() {
-        Some(url) => crate::task::records::open_database(&url).await.map(|store| {
-            (
-                store,
-                "the PostgreSQL task store (WARDEN_DATABASE_URL)".to_string(),
-            )
-        }),
+        Some(url) => crate::task::records::open_database(&url, opener.as_deref())
+            .await
+            .map(|store| {
+                (
+                    store,
+                    "the PostgreSQL task store (WARDEN_DATABASE_URL)".to_string(),
+                )
+            }),
         None => {
             let path = dir.join(crate::task::store::sqlite::FILE_NAME);
             crate::task::store::sqlite::SqliteStore::open(&path)
@@ -86,7 +89,7 @@ pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
             "fix WARDEN_DATABASE_URL (reachable, a database of its own), or move a damaged tasks.db aside (the task directories are kept and imported again) and rerun",
         ),
     }];
-    if let Some(check) = object_store(dir) {
+    if let Some(check) = object_store() {
         found.push(check);
     }
     found
@@ -94,26 +97,21 @@ pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
 
 /// `WARDEN_ARTIFACT_STORE`, when set: the bucket takes a put, a get and a
 /// delete.
-fn object_store(dir: &Path) -> Option<Check> {
+fn object_store() -> Option<Check> {
     let name = "object_store";
     crate::config::var("WARDEN_ARTIFACT_STORE").filter(|v| !v.trim().is_empty())?;
     let fix = "check WARDEN_ARTIFACT_STORE, AWS_ENDPOINT_URL and the AWS_* credentials";
-    let store = match crate::artifacts::ArtifactStore::new(dir, 1).with_remote_from_env() {
-        Ok(store) => store,
+    let remote = match crate::backends::artifact_remote() {
+        Ok(remote) => remote?,
         Err(error) => return Some(Check::fail(name, error.message, fix)),
     };
-    #[cfg(feature = "s3")]
-    if let Some(remote) = store.remote() {
-        return Some(match remote.probe() {
-            Ok(()) => Check::pass(
-                name,
-                format!("{} takes a write, a read and a delete", remote.url()),
-            ),
-            Err(error) => Check::fail(name, error.message, fix),
-        });
-    }
-    let _ = store;
-    None
+    Some(match remote.probe() {
+        Ok(()) => Check::pass(
+            name,
+            format!("{} takes a write, a read and a delete", remote.url()),
+        ),
+        Err(error) => Check::fail(name, error.message, fix),
+    })
 }
 
 /// Registration as the app itself sees it: guard count, names, schemas

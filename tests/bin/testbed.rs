@@ -58,7 +58,7 @@ fn sleep_in_process(input: InProcessSleep) -> Result<u64, GuardError> {
 /// Misbehave in the chosen way.
 #[derive(Deserialize, JsonSchema)]
 struct CrashInput {
-    /// panic | abort | oom | print | huge | files | bigfile | code:<error code to fail with>
+    /// panic | abort | oom | print | huge | files | bigfile | `code:<error code to fail with>`
     how: String,
 }
 

@@ -134,7 +134,17 @@ fn non_test(source: &str) -> &str {
 /// The library's source folders: the facade's and every crate under it
 /// along the spine (the scenario runner, `warden-testing`, is a tool, not
 /// the library).
-const LIBRARY_SOURCES: &[&str] = &["src", "crates/warden-core/src", "crates/warden-sandbox/src"];
+const LIBRARY_SOURCES: &[&str] = &[
+    "src",
+    "crates/warden-core/src",
+    "crates/warden-sandbox/src",
+    "crates/warden-executor/src",
+    "crates/warden-script/src",
+    "crates/warden-task/src",
+    "crates/warden-agent/src",
+    "crates/warden-cluster/src",
+    "crates/warden-mcp/src",
+];
 
 /// Every Rust file of the library.
 fn library_files() -> Vec<PathBuf> {

@@ -195,18 +195,25 @@ async fn health_answers_and_readiness_checks_the_store() {
         json!({"artifacts": "ok", "task_store": "ok", "worker": "ok"})
     );
 
-    // An artifacts directory that cannot take a write: the task store cannot open there,
-    // so the server refuses to start, naming the variable to fix.
+    // An artifacts directory that cannot take a write: the task store cannot open there.
+    // The server still starts (guards need no store), and readiness says why, naming the
+    // variable to fix.
     let blocked = tempfile::tempdir().unwrap();
     let file = blocked.path().join("not-a-dir");
     std::fs::write(&file, b"x").unwrap();
     let file = file.to_string_lossy().to_string();
-    let refused = HttpServer::start_on(FINANCE, "127.0.0.1:0", &[("WARDEN_ARTIFACTS_DIR", &file)])
+    let server = HttpServer::start_on(FINANCE, "127.0.0.1:0", &[("WARDEN_ARTIFACTS_DIR", &file)])
         .await
-        .err()
-        .expect("the server refuses to start");
-    assert!(refused.contains("task store"), "{refused}");
-    assert!(refused.contains("WARDEN_ARTIFACTS_DIR"), "{refused}");
+        .expect("a store that cannot open is no dead server");
+    let readyz = reqwest::get(format!("{}/readyz", server.base)).await.unwrap();
+    assert_eq!(readyz.status(), 503);
+    let body: Value = readyz.json().await.unwrap();
+    let store = body["checks"]["task_store"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(store.contains("task store"), "{body}");
+    assert!(store.contains("WARDEN_ARTIFACTS_DIR"), "{body}");
 }
 
 #[tokio::test]

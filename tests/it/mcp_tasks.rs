@@ -6,7 +6,8 @@
 //! "interrupted"), never after its TTL, and never as another principal.
 //! Plain calls, clients without tasks and requests that do not ask for a
 //! task (`_meta` `warden/task`) behave as before. The records
-//! live in `tasks.db`; a damaged one stops the server at startup.
+//! live in `tasks.db`, opened in the background at start; a damaged one
+//! is the error of every task tool while guards keep answering.
 //!
 //! Scenarios that hold for both transports are written once over a
 //! [`Peer`] and run over stdio and over a Streamable HTTP session.
@@ -600,9 +601,10 @@ async fn start_on(artifacts: &Path) -> (Option<i32>, String) {
 }
 
 #[tokio::test]
-async fn a_damaged_task_store_stops_the_server_with_a_clear_message() {
-    // A truncated tasks.db, or one that is not a database: exit non-zero at startup, naming
-    // the file and the fix, without a panic. The intact store restarts cleanly.
+async fn a_damaged_task_store_is_the_error_of_the_task_tools_and_the_server_keeps_serving() {
+    // A truncated tasks.db, or one that is not a database: the server starts and answers
+    // guards; every task tool answers with an error naming the file and the fix, without a
+    // panic; the server is still serving afterwards. The intact store restarts cleanly.
     let dir = tempfile::tempdir().unwrap();
     let mut server = StdioServer::start(FINANCE, dir.path(), &[], true).await;
     let created = start_task(server.peer(), "run_script", json!({"script": QUICK}), None).await;
@@ -622,18 +624,51 @@ async fn a_damaged_task_store_stops_the_server_with_a_clear_message() {
     // and drop the WAL, which leaves the schema page unreadable whatever the WAL held.
     assert!(bytes.len() >= 4096, "tasks.db is {} bytes", bytes.len());
     let garbage: Vec<u8> = b"this is not a Warden task store\n".repeat(300);
+    let quote = || call_params("get_quote", json!({"symbol": "AAPL"}), None);
     for (case, content) in [("truncated", bytes[..100].to_vec()), ("garbage", garbage)] {
         for suffix in ["-wal", "-shm"] {
             let _ = std::fs::remove_file(dir.path().join(format!("tasks.db{suffix}")));
         }
         std::fs::write(&db, &content).unwrap();
-        let (code, stderr) = start_on(dir.path()).await;
-        assert!(code.is_some_and(|c| c != 0), "{case}: exit {code:?}: {stderr}");
-        assert!(
-            stderr.contains(&db.display().to_string()),
-            "{case}: the file is not named: {stderr}"
+        let server = StdioServer::start(FINANCE, dir.path(), &[], false).await;
+        let answer = server
+            .peer()
+            .call_tool(quote())
+            .await
+            .expect("get_quote answered");
+        assert_ne!(answer.is_error, Some(true), "{case}: a guard: {answer:?}");
+        for (tool, arguments) in [
+            ("run_script", json!({"script": QUICK})),
+            ("list_tasks", json!({})),
+        ] {
+            let answer = server
+                .peer()
+                .call_tool(call_params(tool, arguments, None))
+                .await
+                .expect("answered");
+            assert_eq!(answer.is_error, Some(true), "{case}: {tool}: {answer:?}");
+            let text = serde_json::to_string(&answer.structured_content).unwrap();
+            assert!(
+                text.contains(&db.display().to_string()),
+                "{case}: {tool}: the file is not named: {text}"
+            );
+            assert!(
+                text.contains("Move it aside"),
+                "{case}: {tool}: no fix named: {text}"
+            );
+        }
+        let answer = server.peer().call_tool(quote()).await.expect("still serving");
+        assert_ne!(
+            answer.is_error,
+            Some(true),
+            "{case}: after the refusals: {answer:?}"
         );
-        assert!(stderr.contains("Move it aside"), "{case}: no fix named: {stderr}");
+        let (code, stderr) = start_on(dir.path()).await;
+        assert_eq!(
+            code,
+            Some(0),
+            "{case}: a damaged store is no dead server: {stderr}"
+        );
         assert!(!stderr.contains("panicked"), "{case}: {stderr}");
         assert!(!stderr.contains("stack backtrace"), "{case}: {stderr}");
     }

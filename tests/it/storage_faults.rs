@@ -2,7 +2,8 @@
 //! everything the server creates under the artifacts directory is private;
 //! a read-only artifacts directory at start leaves the server serving with
 //! task tools refused until it is writable; a full disk never leaves a task
-//! `running` forever nor a file truncated.
+//! `running` forever nor a file truncated. A task store that opens late
+//! (locked) delays only the task tools, never the first answer.
 //!
 //! The read-only and full-disk cases need a file system that refuses
 //! writes. As root (where 0500 stops nothing) they mount one: a read-only
@@ -548,4 +549,47 @@ async fn a_task_whose_server_died_while_the_disk_was_full_is_settled_at_the_next
     );
     assert!(dir.join("result.json").exists());
     files_are_whole(&root);
+}
+
+#[tokio::test]
+async fn a_store_that_opens_late_delays_only_the_task_tools() {
+    // tasks.db held under an exclusive lock by another connection: the store cannot open
+    // until it is released. The server still initializes and answers a guard; a run_script
+    // started meanwhile waits for the same opening and succeeds once the lock is gone.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("tasks.db");
+    let holder = rusqlite::Connection::open(&db).expect("open tasks.db");
+    holder.execute_batch("BEGIN EXCLUSIVE").expect("lock tasks.db");
+    let server = StdioServer::start(FINANCE, dir.path(), &[], false).await;
+    let quote = call(&server, "get_quote", json!({"symbol": "AAPL"})).await;
+    assert!(!is_error(&quote), "a guard while the store is locked: {quote:?}");
+
+    let peer = server.peer().clone();
+    let script = tokio::spawn(async move {
+        peer.call_tool(
+            rmcp::model::CallToolRequestParams::new("run_script").with_arguments(
+                json!({"script": "40 + 2", "timeout_seconds": 30})
+                    .as_object()
+                    .expect("object")
+                    .clone(),
+            ),
+        )
+        .await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(
+        !script.is_finished(),
+        "run_script answered before the store could open"
+    );
+    holder.execute_batch("COMMIT").expect("unlock tasks.db");
+    drop(holder);
+    let answer = tokio::time::timeout(Duration::from_secs(30), script)
+        .await
+        .expect("answered once the store opened")
+        .expect("join")
+        .expect("tools/call answered");
+    let result = structured(&answer);
+    assert_eq!(result["status"], "success", "{result}");
+    let id = result["task_id"].as_str().expect("task_id");
+    assert!(listed(&server, id).await.is_some(), "the task is recorded");
 }

@@ -4,7 +4,7 @@
 //! Most guards answer with typed JSON (structuredContent). Some answers are
 //! not data but media: a rendered chart, a voice clip, a document to show.
 //! A guard whose output type is `Vec<Content>` answers with these blocks
-//! as they are (see [`crate::guard`]); prompts ([`crate::Prompt`]) and
+//! as they are (see [`crate::guard`](mod@crate::guard)); prompts ([`crate::Prompt`]) and
 //! resources ([`crate::StaticResource`], [`crate::ResourceTemplate`]) are
 //! made of the same parts. The JSON form is MCP's own, so a block crosses
 //! the worker pipe and reaches the client unchanged. Warden's own types

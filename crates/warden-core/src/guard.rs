@@ -185,7 +185,7 @@ impl LazySchemas {
 
 /// One registered guard. Build it with [`guard`], then chain its options
 /// (each one sets one thing, in any order) and register it with
-/// [`crate::App::guard`].
+/// `App::guard` (in the `warden` facade).
 #[derive(Clone)]
 #[must_use = "a guard does nothing until it is registered with App::guard"]
 pub struct Guard {

@@ -1,7 +1,7 @@
 //! Warden's core, the bottom of the spine: what an app registers and the
 //! rules every other layer shares.
 //!
-//! [`guard`] (a typed function and its hints), [`registry`] (every guard,
+//! [`guard`](mod@guard) (a typed function and its hints), [`registry`] (every guard,
 //! script function, prompt and resource an app registered, validated once,
 //! with the names Warden reserves), [`schema`] (the JSON Schemas and the
 //! argument checks derived from a guard's types), [`error`] (the guard

@@ -3,7 +3,7 @@
 //! Each `DEFAULT_*` constant documents its value, its unit, what happens when
 //! it is hit and what it does *not* cover. [`Limits`] carries the values a
 //! running server uses; an application overrides them with
-//! [`crate::App::limits`] and an operator with the `WARDEN_*` environment
+//! `App::limits` (in the `warden` facade) and an operator with the `WARDEN_*` environment
 //! variables read by [`Limits::from_env`]. The limits table in
 //! `docs/operating.md` mirrors this file (`tests/it/docs.rs` checks it).
 //!
@@ -106,7 +106,7 @@ pub struct Limits {
     /// ([`crate::Guard::destructive`]): default `false`, so a batch naming one
     /// is refused before anything runs and the guard must be called directly,
     /// one deliberate call at a time. Set with
-    /// [`crate::App::allow_destructive_in_batch`]. Does not affect direct
+    /// `App::allow_destructive_in_batch`. Does not affect direct
     /// calls or scripts.
     pub allow_destructive_in_batch: bool,
     /// See [`DEFAULT_TASKS_KEPT`].
@@ -940,7 +940,7 @@ pub const READY_CACHE: Duration = Duration::from_secs(5);
 
 // ---- object store ----
 // The S3 copy of task files (`WARDEN_ARTIFACT_STORE`, see
-// `crate::artifacts::remote`). A request that runs out of these fails the
+// `warden_cluster::s3`). A request that runs out of these fails the
 // lookup or the upload with "object store s3://… unreachable"; nothing is
 // answered from a partial read.
 

@@ -47,7 +47,7 @@ pub const WORKER_ENV_PREFIXES: &[&str] = &["LC_", "WARDEN_"];
 pub const WORKER_ENV_DENIED_PREFIXES: &[&str] = &["WARDEN_MODEL_"];
 
 /// The environment a worker starts with: the allowlist above, from the
-/// server's configuration ([`crate::config`]: process environment, then
+/// server's configuration ([`warden_core::config`]: process environment, then
 /// `.env`).
 pub fn worker_env() -> Vec<(OsString, OsString)> {
     let mut env: Vec<(OsString, OsString)> = WORKER_ENV_NAMES
@@ -217,7 +217,7 @@ pub fn drop_capabilities() -> io::Result<()> {
 /// explicitly rather than trusting every future to be dropped in time.
 static LIVE_GROUPS: Mutex<BTreeSet<u32>> = Mutex::new(BTreeSet::new());
 
-/// Records a started worker's process group (never one [`killable`]
+/// Records a started worker's process group (never one `killable`
 /// refuses, so shutdown cannot hit the server's own group).
 pub fn track_group(pgid: u32) {
     if killable(pgid).is_none() {
@@ -239,7 +239,7 @@ fn killable(pgid: u32) -> Option<Pid> {
 }
 
 /// Kills a worker's whole process group. Harmless if it is already gone;
-/// does nothing for a group [`killable`] refuses.
+/// does nothing for a group `killable` refuses.
 pub fn kill_group(pgid: u32) {
     if let Some(pid) = killable(pgid) {
         let _ = killpg(pid, Signal::SIGKILL);

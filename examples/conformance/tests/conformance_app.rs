@@ -32,6 +32,22 @@ impl Recorder {
     fn take(&self) -> Vec<Value> {
         std::mem::take(&mut *self.seen.lock().expect("lock"))
     }
+
+    /// What was recorded once `count` notifications are in, or after 5 s.
+    ///
+    /// rmcp's client runs each notification handler on a task of its own,
+    /// so the handler of a notice the server sent just before the answer
+    /// can still be running when `call_tool` returns: the order on the
+    /// wire (notices, then the answer) is the server's and is checked on
+    /// the raw streams (`log_messages_precede_the_answer_on_the_wire`,
+    /// and the stateless HTTP test); here the count is awaited.
+    async fn take_when(&self, count: usize) -> Vec<Value> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while self.seen.lock().expect("lock").len() < count && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.take()
+    }
 }
 
 impl ClientHandler for Recorder {
@@ -123,6 +139,61 @@ async fn content_guards_answer_with_blocks_and_no_output_schema() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_messages_precede_the_answer_on_the_wire() {
+    // Raw JSON-RPC on stdio: every log message of a call is written before its answer.
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut server = tokio::process::Command::new(env!("CARGO_BIN_EXE_warden-conformance"))
+        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .current_dir(dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn");
+    let mut stdin = server.stdin.take().expect("stdin");
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().expect("stdout")).lines();
+    let messages = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "wire", "version": "1"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+               "params": {"name": "test_tool_with_logging", "arguments": {}}}),
+    ];
+    for message in messages {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .expect("write");
+    }
+    let mut before = Vec::new();
+    loop {
+        let line = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("answered in time")
+            .expect("stdout")
+            .expect("a line");
+        let message: Value = serde_json::from_str(&line).expect("JSON-RPC");
+        if message["id"] == 2 {
+            break;
+        }
+        if message["method"] == "notifications/message" {
+            before.push(message["params"]["data"].clone());
+        }
+    }
+    assert_eq!(
+        before,
+        [
+            "Tool execution started",
+            "Tool processing data",
+            "Tool execution completed"
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn progress_and_log_messages_arrive_before_the_result() {
     // An isolated worker's progress and an in-process guard's logs reach the client before the answer;
     // logging/setLevel filters the logs of this session.
@@ -131,7 +202,7 @@ async fn progress_and_log_messages_arrive_before_the_result() {
     let mut progress = call("test_tool_with_progress");
     progress.meta = Some(RequestMetaObject::with_progress_token(token));
     client.call_tool(progress).await.expect("call");
-    let seen = recorder.take();
+    let seen = recorder.take_when(3).await;
     let values: Vec<f64> = seen.iter().filter_map(|n| n["progress"].as_f64()).collect();
     assert_eq!(values, [0.0, 50.0, 100.0], "{seen:?}");
     assert!(seen.iter().all(|n| n["total"] == 100.0), "{seen:?}");
@@ -140,7 +211,7 @@ async fn progress_and_log_messages_arrive_before_the_result() {
         .call_tool(call("test_tool_with_logging"))
         .await
         .expect("call");
-    let seen = recorder.take();
+    let seen = recorder.take_when(3).await;
     let logs: Vec<&str> = seen.iter().filter_map(|n| n["log"].as_str()).collect();
     assert_eq!(
         logs,
@@ -164,6 +235,8 @@ async fn progress_and_log_messages_arrive_before_the_result() {
         .call_tool(call("test_tool_with_logging"))
         .await
         .expect("call");
+    // Nothing is awaited, so give a wrongly sent notice's handler time to run.
+    tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(recorder.take(), Vec::<Value>::new(), "info is below warning");
     client.cancel().await.expect("close");
 }

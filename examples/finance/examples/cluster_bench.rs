@@ -35,7 +35,7 @@ use rmcp::transport::TokioChildProcess;
 use serde_json::{Value, json};
 use sqlx::Connection;
 use warden::Principal;
-use warden::task_store::postgres::PgStore;
+use warden::cluster::postgres::PgStore;
 use warden::task_store::{State, TaskRecord, TaskStore, now_ms};
 
 fn arg(name: &str, default: usize) -> usize {

@@ -7,6 +7,9 @@
 //!   cargo run --release -p warden-finance --example http_bench [-- --seconds 5 --clients 50 --sessions 1000]
 //! ```
 //!
+//! `--server PATH` measures another build of the server (`scripts/bench
+//! --baseline` runs it for two); `--sessions 0` skips the idle sessions.
+//!
 //! Throughput and p50/p99 of an in-process guard call (`get_quote`, a
 //! stateless 2026-07-28 `tools/call`, so each request stands alone) with 50
 //! concurrent keep-alive clients; the same clients POSTing the same-sized
@@ -226,7 +229,8 @@ async fn bench() {
     let clients = arg("--clients", 50);
     let sessions = arg("--sessions", 1000);
     let exe = std::env::current_exe().unwrap();
-    let server_bin = exe.parent().unwrap().parent().unwrap().join("warden-finance");
+    let sibling = exe.parent().unwrap().parent().unwrap().join("warden-finance");
+    let server_bin = std::path::PathBuf::from(text_arg("--server", &sibling.to_string_lossy()));
     assert!(
         server_bin.exists(),
         "build it first: cargo build --release -p warden-finance"
@@ -345,6 +349,11 @@ async fn bench() {
     );
 
     // Idle sessions.
+    if sessions == 0 {
+        let _ = child.kill().await;
+        let _ = echo.kill().await;
+        return;
+    }
     let before = rss_kib(pid);
     let client = reqwest::Client::new();
     for _ in 0..sessions {

@@ -28,7 +28,7 @@ pub type TemplateVariables = BTreeMap<String, String>;
 
 type Read = Arc<dyn Fn(&TemplateVariables) -> Result<Body, GuardError> + Send + Sync>;
 
-/// A fixed resource an app registers with [`crate::App::static_resource`].
+/// A fixed resource an app registers with `App::static_resource`.
 ///
 /// ```
 /// # use warden_core as warden; // the `warden` facade re-exports these
@@ -77,7 +77,7 @@ impl StaticResource {
     }
 }
 
-/// A URI template an app registers with [`crate::App::resource_template`];
+/// A URI template an app registers with `App::resource_template`;
 /// `read` makes the body from the variables.
 ///
 /// ```

@@ -8,6 +8,7 @@
 //! can register them into its engine.
 
 pub mod app_resources;
+mod builtin_tool;
 pub mod prompts;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,9 @@ use std::collections::BTreeMap;
 use crate::guard::{Guard, Mode};
 use crate::registry::app_resources::{AppResources, ResourceTemplate, StaticResource};
 use crate::registry::prompts::{Prompt, Prompts};
+
+/// The built-in tools: the one list, whose names a guard may not take.
+pub use builtin_tool::BuiltinTool;
 
 /// What an app registers for MCP besides tools: prompts and resources.
 #[derive(Debug, Default)]
@@ -27,21 +31,6 @@ pub struct McpItems {
 /// The URI prefix of task artifacts as MCP resources: Warden's own
 /// namespace, so app resources may not use it.
 pub const ARTIFACT_URI_SCHEME: &str = "warden://artifacts/";
-
-/// Tools the server provides itself; a guard may not take these names.
-pub const BUILTIN_TOOLS: &[&str] = &[
-    "run_coding_task",
-    "run_script",
-    "run_batch",
-    "list_tasks",
-    "get_task_result",
-    "list_artifacts",
-    "read_artifact",
-    "list_guards",
-    "describe_guard",
-    "bundle_coverage",
-    "check_backtest",
-];
 
 /// Names that scripts use for helpers or that Rhai reserves; a guard with one
 /// of these names could not be called from a script.
@@ -208,9 +197,7 @@ impl Registry {
                 let refused = [Some(guard.input_schema()), output]
                     .into_iter()
                     .flatten()
-                    .find_map(|schema| {
-                        crate::schema::portable::portable(schema, crate::schema::portable::Target::Mcp).err()
-                    });
+                    .find_map(|schema| crate::schema::portable::check(schema).err());
                 if let Some(error) = refused {
                     return Err(RegistryError::SchemaNotPortable(guard.name, error.to_string()));
                 }
@@ -229,7 +216,7 @@ impl Registry {
     }
 
     /// Adds the app's prompts, static resources and resource templates
-    /// (see [`crate::App::prompt`]); names and URIs must be unique.
+    /// (see `App::prompt` in the `warden` facade); names and URIs must be unique.
     pub fn with_mcp_items(mut self, items: McpItems) -> Result<Self, RegistryError> {
         self.prompts = Prompts::new(items.prompts)?;
         self.resources = AppResources::new(items.static_resources, items.resource_templates)?;
@@ -327,7 +314,7 @@ fn validate_name(name: &str) -> Result<(), RegistryError> {
     {
         return Err(RegistryError::InvalidName(name.into()));
     }
-    if BUILTIN_TOOLS.contains(&name) {
+    if BuiltinTool::from_name(name).is_some() {
         return Err(RegistryError::Builtin(name.into()));
     }
     if RESERVED_SCRIPT_NAMES.contains(&name) {

@@ -23,7 +23,7 @@ pub type PromptArguments = BTreeMap<String, String>;
 
 type Render = Arc<dyn Fn(&PromptArguments) -> Result<Vec<PromptMessage>, GuardError> + Send + Sync>;
 
-/// A prompt an app registers with [`crate::App::prompt`].
+/// A prompt an app registers with `App::prompt`.
 ///
 /// ```
 /// # use warden_core as warden; // the `warden` facade re-exports these

@@ -140,17 +140,15 @@ const MAPS: &[&str] = &["properties", "patternProperties"];
 
 /// `schema` (a tool's input or output schema) rewritten for `target`.
 pub fn portable(schema: &Map<String, Value>, target: Target) -> Result<Map<String, Value>, PortableError> {
-    let defs = schema
-        .get("$defs")
-        .or_else(|| schema.get("definitions"))
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default();
-    let mut root = schema.clone();
-    let dialect = root.remove("$schema");
-    root.remove("$defs");
-    root.remove("definitions");
-    let mut value = inline(Value::Object(root), &defs, &mut Vec::new())?;
+    let empty = Map::new();
+    let defs = definitions(schema).unwrap_or(&empty);
+    // The root without its definitions and dialect, cloned once: each
+    // definition is cloned only where a reference inlines it.
+    let root: Map<String, Value> = root_entries(schema)
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    let dialect = schema.get("$schema").cloned();
+    let mut value = inline(Value::Object(root), defs, &mut Vec::new())?;
     simplify(&mut value, target);
     if target == Target::OpenaiStrict {
         strict(&mut value);
@@ -165,6 +163,111 @@ pub fn portable(schema: &Map<String, Value>, target: Target) -> Result<Map<Strin
         map.insert("$schema".into(), dialect);
     }
     Ok(map)
+}
+
+/// Whether [`portable`] can rewrite `schema`: the same error it would
+/// give (a recursive or missing `$ref`), found by walking the references
+/// without building the rewritten schema. The registry checks every
+/// guard's schemas at startup, before the first answer: building each one
+/// there (clones of every inlined definition) was half of the server's
+/// start-up CPU.
+pub fn check(schema: &Map<String, Value>) -> Result<(), PortableError> {
+    let mut walk = Walk {
+        defs: definitions(schema),
+        stack: Vec::new(),
+        acyclic: std::collections::HashSet::new(),
+    };
+    walk.node(root_entries(schema))
+}
+
+/// The definitions a schema's `$ref`s name (`$defs`, or draft-07's
+/// `definitions`).
+fn definitions(schema: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    schema
+        .get("$defs")
+        .or_else(|| schema.get("definitions"))
+        .and_then(Value::as_object)
+}
+
+/// The root schema's own keywords: all but its definitions and dialect.
+fn root_entries(schema: &Map<String, Value>) -> impl Iterator<Item = (&String, &Value)> + Clone {
+    schema
+        .iter()
+        .filter(|(key, _)| !matches!(key.as_str(), "$schema" | "$defs" | "definitions"))
+}
+
+/// [`check`]'s walk: the nodes [`inline`] would visit, in its order.
+struct Walk<'a> {
+    defs: Option<&'a Map<String, Value>>,
+    /// The definitions being expanded (a name here again is a cycle).
+    stack: Vec<&'a str>,
+    /// Definitions already walked to the end: nothing below them refers
+    /// back to one being expanded, so a second visit finds nothing new.
+    acyclic: std::collections::HashSet<&'a str>,
+}
+
+impl<'a> Walk<'a> {
+    fn value(&mut self, value: &'a Value) -> Result<(), PortableError> {
+        match value {
+            Value::Object(map) => self.node(map.iter()),
+            _ => Ok(()),
+        }
+    }
+
+    fn node(
+        &mut self,
+        entries: impl Iterator<Item = (&'a String, &'a Value)> + Clone,
+    ) -> Result<(), PortableError> {
+        let reference = entries
+            .clone()
+            .find_map(|(key, value)| match (key.as_str(), value) {
+                ("$ref", Value::String(reference)) => Some(reference),
+                _ => None,
+            });
+        if let Some(reference) = reference {
+            let name = reference.rsplit('/').next().unwrap_or_default();
+            if self.stack.contains(&name) {
+                return Err(PortableError::Recursive(name.to_string()));
+            }
+            let target = self
+                .defs
+                .and_then(|defs| defs.get_key_value(name))
+                .ok_or_else(|| PortableError::Missing(name.to_string()))?;
+            let name = target.0.as_str();
+            if !self.acyclic.contains(name) {
+                self.stack.push(name);
+                self.value(target.1)?;
+                self.stack.pop();
+                self.acyclic.insert(name);
+            }
+            // The referring site's other keywords are inlined as schemas.
+            for (key, item) in entries {
+                if key != "$ref" {
+                    self.value(item)?;
+                }
+            }
+            return Ok(());
+        }
+        for (key, item) in entries {
+            let key = key.as_str();
+            if ONE.contains(&key) && item.is_object() {
+                self.value(item)?;
+            } else if LISTS.contains(&key)
+                && let Value::Array(items) = item
+            {
+                for entry in items {
+                    self.value(entry)?;
+                }
+            } else if MAPS.contains(&key)
+                && let Value::Object(members) = item
+            {
+                for entry in members.values() {
+                    self.value(entry)?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `value` with every `$ref` replaced by its definition; `stack` holds the
@@ -561,6 +664,34 @@ mod tests {
             portable(&cyclic, Target::Mcp),
             Err(PortableError::Recursive("Node".into()))
         );
+    }
+
+    #[test]
+    fn check_gives_the_error_portable_gives() {
+        // The registry's start-up check walks references without building: the same verdicts.
+        let defs = json!({
+            "Leaf": {"type": "number"},
+            "Pair": {"type": "object", "properties": {"a": {"$ref": "#/$defs/Leaf"}, "b": {"$ref": "#/$defs/Leaf"}}},
+            "Loop": {"type": "array", "items": {"$ref": "#/$defs/Back"}},
+            "Back": {"anyOf": [{"type": "null"}, {"$ref": "#/$defs/Loop"}]},
+            "Self": {"type": "object", "additionalProperties": {"$ref": "#/$defs/Self"}}
+        });
+        for properties in [
+            json!({"p": {"$ref": "#/$defs/Pair"}, "q": {"$ref": "#/$defs/Pair", "description": "again"}}),
+            json!({"l": {"$ref": "#/$defs/Loop"}}),
+            json!({"s": {"items": {"$ref": "#/$defs/Self"}}}),
+            json!({"m": {"$ref": "#/$defs/Nowhere"}}),
+            json!({"x": {"type": "string"}}),
+        ] {
+            let schema = object(json!({"type": "object", "properties": properties, "$defs": defs}));
+            assert_eq!(
+                check(&schema),
+                portable(&schema, Target::Mcp).map(drop),
+                "{properties}"
+            );
+        }
+        let root_ref = object(json!({"$ref": "#/$defs/Self", "$defs": defs}));
+        assert_eq!(check(&root_ref), Err(PortableError::Recursive("Self".into())));
     }
 
     #[test]

@@ -1,0 +1,264 @@
+//! Running a guard in a fresh worker process (`isolated` mode).
+//!
+//! One process per call: the application binary re-executed with the hidden
+//! worker argument, confined by [`super::sandbox`]. The request goes in on
+//! stdin; the guard's progress and log lines, then one response line, come
+//! back on stdout, each capped; the worker's stderr (and
+//! any stray stdout, which the worker redirects) lands in a per-call
+//! diagnostics log that is deleted when empty. Whatever happens — answer,
+//! deadline, cancellation, a dropped future — the process group is killed
+//! before the child is reaped, so nothing it started outlives the call.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::sandbox::{Rlimits, confine, kill_group, release_group, scrub_env, track_group};
+use super::{Failure, Status};
+use crate::error::{GuardError, codes};
+use crate::worker::protocol::Interim;
+use crate::worker::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
+
+/// How to start workers: which binary and where their logs go.
+#[derive(Debug, Clone)]
+pub struct WorkerLauncher {
+    pub exe: PathBuf,
+    pub diagnostics_dir: PathBuf,
+    pub max_response: usize,
+    /// The largest request line the worker is told to read: the argument
+    /// cap plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`].
+    pub max_request: usize,
+}
+
+/// A running worker. Dropping it kills its process group, so a cancelled or
+/// abandoned call can never leave a worker behind.
+struct WorkerProcess {
+    child: Child,
+    pgid: u32,
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        release_group(self.pgid);
+    }
+}
+
+impl WorkerLauncher {
+    /// Sends `request` to a new worker and returns its one response.
+    pub async fn call(
+        &self,
+        request: &Request,
+        rlimits: Rlimits,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        label: &str,
+    ) -> Result<Response, Failure> {
+        let log_path = self
+            .diagnostics_dir
+            .join(format!("worker-{}.log", uuid::Uuid::new_v4().simple()));
+        let result = self
+            .call_logged(request, rlimits, deadline, cancel, label, &log_path)
+            .await;
+        remove_if_empty(&log_path);
+        result
+    }
+
+    async fn call_logged(
+        &self,
+        request: &Request,
+        rlimits: Rlimits,
+        deadline: Instant,
+        cancel: &CancellationToken,
+        label: &str,
+        log_path: &Path,
+    ) -> Result<Response, Failure> {
+        let mut worker = self.spawn(rlimits, log_path).map_err(|e| {
+            Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::WORKER_SPAWN_FAILED,
+                    format!("could not start a worker for '{label}': {e}"),
+                ),
+            )
+        })?;
+        // The guard's progress and log messages go to the MCP request that
+        // scoped a sink around this call (`crate::notify`), if any.
+        let notices = crate::notify::for_this_task();
+        let exchange = exchange(&mut worker.child, request, self.max_response, notices);
+        let outcome = tokio::select! {
+            outcome = tokio::time::timeout_at(deadline, exchange) => outcome,
+            _ = cancel.cancelled() => {
+                kill_group(worker.pgid);
+                let _ = worker.child.wait().await;
+                return Err(Failure::new(Status::Cancelled, GuardError::new(
+                    codes::CANCELLED,
+                    format!("call to '{label}' was cancelled; its worker was killed"),
+                )));
+            }
+        };
+        // Kill before reaping: the zombie keeps the group id reserved, so
+        // the kill cannot hit an unrelated process.
+        kill_group(worker.pgid);
+        let status = worker.child.wait().await.ok();
+        match outcome {
+            Err(_elapsed) => Err(Failure::new(
+                Status::TimedOut,
+                GuardError::new(
+                    codes::TIMED_OUT,
+                    format!("'{label}' timed out; its worker process group was killed"),
+                ),
+            )),
+            Ok(Exchange::Answer(response)) => Ok(response),
+            Ok(Exchange::TooLarge) => Err(Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::RESPONSE_TOO_LARGE,
+                    format!(
+                        "'{label}' returned more than {} bytes; return less (e.g. write a file and return its summary)",
+                        self.max_response
+                    ),
+                ),
+            )),
+            Ok(Exchange::Garbled(detail)) => Err(Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::WORKER_CRASHED,
+                    format!("worker for '{label}' sent an unreadable response: {detail}"),
+                ),
+            )),
+            Ok(Exchange::NoAnswer) => Err(Failure::new(
+                Status::Failed,
+                died_without_answer(label, status, log_path, rlimits),
+            )),
+        }
+    }
+
+    fn spawn(&self, rlimits: Rlimits, log_path: &Path) -> std::io::Result<WorkerProcess> {
+        let log = crate::artifacts::safe_path::create_private(log_path)?;
+        let mut command = Command::new(&self.exe);
+        command
+            .arg(WORKER_ARG)
+            .arg(format!("{MAX_REQUEST_ARG}{}", self.max_request))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        scrub_env(&mut command);
+        confine(&mut command, rlimits);
+        let child = command.spawn()?;
+        // Known until the child is reaped, which has not happened yet.
+        let pgid = child
+            .id()
+            .ok_or_else(|| std::io::Error::other("the worker was reaped before its pid was read"))?;
+        track_group(pgid);
+        Ok(WorkerProcess { child, pgid })
+    }
+}
+
+enum Exchange {
+    Answer(Response),
+    TooLarge,
+    Garbled(String),
+    NoAnswer,
+}
+
+/// Writes the request, closes stdin and reads capped lines: progress and
+/// log lines go to `notices` (dropped without one), the first other line
+/// is the response.
+async fn exchange(
+    child: &mut Child,
+    request: &Request,
+    cap: usize,
+    notices: Option<crate::notify::Sink>,
+) -> Exchange {
+    if let Some(mut stdin) = child.stdin.take() {
+        let mut line = serde_json::to_vec(request).unwrap_or_default();
+        line.push(b'\n');
+        // A worker that died at once closes the pipe; the read below
+        // then sees EOF and the exit status explains why.
+        let _ = stdin.write_all(&line).await;
+        drop(stdin);
+    }
+    let Some(stdout) = child.stdout.take() else {
+        return Exchange::NoAnswer;
+    };
+    let mut reader = BufReader::new(stdout);
+    loop {
+        let mut line = Vec::new();
+        let read = (&mut reader)
+            .take(cap as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await;
+        match read {
+            Ok(0) | Err(_) => return Exchange::NoAnswer,
+            Ok(_) if line.len() > cap => return Exchange::TooLarge,
+            Ok(_) => {}
+        }
+        if let Ok(Interim::Notice { notice }) = serde_json::from_slice::<Interim>(&line) {
+            if let Some(sink) = &notices {
+                sink(notice);
+            }
+            continue;
+        }
+        return match serde_json::from_slice::<Response>(&line) {
+            Ok(response) => Exchange::Answer(response),
+            Err(e) if !line.ends_with(b"\n") => Exchange::Garbled(format!("truncated line ({e})")),
+            Err(e) => Exchange::Garbled(e.to_string()),
+        };
+    }
+}
+
+/// Explains a worker that exited without answering, from its exit status
+/// and the tail of its diagnostics log.
+fn died_without_answer(
+    label: &str,
+    status: Option<ExitStatus>,
+    log_path: &Path,
+    rlimits: Rlimits,
+) -> GuardError {
+    let log = std::fs::read_to_string(log_path).unwrap_or_default();
+    let how = match super::sandbox::Ended::of(status) {
+        ended @ super::sandbox::Ended::Signal(_) => format!("was {ended}"),
+        ended => ended.to_string(),
+    };
+    let out_of_memory = log.contains("memory allocation of") || log.contains("out of memory");
+    let (code, hint) = if out_of_memory {
+        (
+            codes::WORKER_OUT_OF_MEMORY,
+            format!(
+                " after exceeding its {} MiB address-space limit",
+                rlimits.memory / (1024 * 1024)
+            ),
+        )
+    } else {
+        (codes::WORKER_CRASHED, String::new())
+    };
+    let tail: String = log
+        .lines()
+        .rev()
+        .take(3)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join(" | ");
+    let detail = if tail.is_empty() {
+        String::new()
+    } else {
+        format!("; last log lines: {tail}; full log: {}", log_path.display())
+    };
+    GuardError::new(
+        code,
+        format!("worker for '{label}' {how}{hint} before answering{detail}"),
+    )
+}
+
+fn remove_if_empty(path: &Path) {
+    if std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(false) {
+        let _ = std::fs::remove_file(path);
+    }
+}

@@ -1,0 +1,459 @@
+//! One guard call from *begun* to *settled*, as a value.
+//!
+//! A call is begun when the executor has admitted it (call slot, guard-thread
+//! permit), fixed its deadline, written `function_call_started` and opened
+//! its span; it is settled when the span is closed and
+//! `function_call_finished` is written. [`Call`] is that interval: the
+//! executor hands one out when it begins a call (inside
+//! [`super::Executor::call`] for direct, batch and isolated script calls;
+//! through [`super::Executor::begin_here`] for the script door's in-process
+//! calls), and the only ways out consume it:
+//!
+//! - [`Call::finish`] with the function's outcome;
+//! - [`Call::abandon`] when the caller is answered before the function
+//!   returned (the door's watchdog at a deadline, the end of a run);
+//! - dropping it unsettled — a dropped future, an early return, a panic —
+//!   which settles it `cancelled`.
+//!
+//! So a begun call is settled exactly once, whatever path leaves it, and no
+//! caller re-implements the settling. The call owns what settling gives
+//! back: its call slot (freed), its guard-thread permit (turned overdue when
+//! the function still runs, see `threads`), its span, and the caller's own
+//! records, which [`CallScope::settled`] writes (the door's
+//! function_calls.json). Running the function is not this module's job: it
+//! is the executor's (`in_process`, `isolated`, [`Here`]).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant as StdInstant};
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::admission::Admitted;
+use super::threads::Held;
+use super::{Failure, Status};
+use crate::error::codes;
+use crate::events::{Events, Origin};
+use crate::guard::{Guard, Resources};
+
+/// Who a begun call's records are about and where they go, for as long as
+/// the call is open. A trait, not a struct, so that a call borrowed from its
+/// request costs no clone (`Borrowed`) while one parked for the door's
+/// watchdog owns its scope.
+pub trait CallScope {
+    fn events(&self) -> &Events;
+    fn origin(&self) -> &Origin;
+    /// Called once, right after `function_call_finished` is written: the
+    /// caller's own records of the call, if it keeps any.
+    fn settled(&self, _settled: &Settled<'_>) {}
+}
+
+/// A scope shared with whoever else holds it (the script door's run, which
+/// its watchdog also reads) is a scope.
+impl<T: CallScope + ?Sized> CallScope for Arc<T> {
+    fn events(&self) -> &Events {
+        (**self).events()
+    }
+
+    fn origin(&self) -> &Origin {
+        (**self).origin()
+    }
+
+    fn settled(&self, settled: &Settled<'_>) {
+        (**self).settled(settled)
+    }
+}
+
+/// A call's scope borrowed from its request (what [`super::Executor::call`]
+/// uses): events go to `events`, attributed to `origin`, and the caller's
+/// own record, if any, is written by `record` when the call settles.
+pub struct Borrowed<'a> {
+    pub events: &'a Events,
+    pub origin: &'a Origin,
+    pub record: Option<Record<'a>>,
+}
+
+/// A caller's own record of a call ([`super::CallRequest::record`]).
+#[derive(Clone, Copy)]
+pub struct Record<'a>(pub &'a (dyn Fn(&Settled<'_>) + Send + Sync + 'a));
+
+impl std::fmt::Debug for Record<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Record(..)")
+    }
+}
+
+impl CallScope for Borrowed<'_> {
+    fn events(&self) -> &Events {
+        self.events
+    }
+
+    fn origin(&self) -> &Origin {
+        self.origin
+    }
+
+    fn settled(&self, settled: &Settled<'_>) {
+        if let Some(Record(record)) = self.record {
+            record(settled);
+        }
+    }
+}
+
+/// How a call ended, as [`CallScope::settled`] sees it.
+#[derive(Debug)]
+pub struct Settled<'a> {
+    pub function: &'a str,
+    pub status: Status,
+    pub error_type: Option<&'a str>,
+    /// From begun to settled (the event's `duration_ms`).
+    pub duration: Duration,
+}
+
+/// A begun, not yet settled guard call. See the module doc: settled exactly
+/// once, by [`Call::finish`], [`Call::abandon`] or its `Drop`.
+pub struct Call<S: CallScope> {
+    scope: S,
+    function: String,
+    call_id: String,
+    span: opentelemetry::Context,
+    at: StdInstant,
+    /// The guard's own timeout (before the caller's cap).
+    timeout: Duration,
+    /// When the call must be answered: the guard's timeout, capped by the
+    /// caller's deadline.
+    deadline: Instant,
+    /// The call slot of a direct call (none for calls whose caller bounds
+    /// its own concurrency). Dropped when the call settles: answered, the
+    /// slot is free even if the function runs on.
+    slot: Option<Admitted>,
+    /// The guard-thread permit of an in-process call, shared with the thread
+    /// running the function (which releases it when the function returns).
+    /// Turned overdue when the call is answered before that.
+    held: Option<Held>,
+    /// True until the call is settled; what makes `Drop` a no-op after
+    /// [`Call::finish`] or [`Call::abandon`].
+    open: bool,
+}
+
+impl<S: CallScope> std::fmt::Debug for Call<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Call")
+            .field("function", &self.function)
+            .field("call_id", &self.call_id)
+            .field("open", &self.open)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: CallScope> Call<S> {
+    /// Begins a call of `guard`: records `function_call_started` and opens
+    /// its `function.call` span. The admission (`slot`, `held`) is already
+    /// done; from here on the call is settled exactly once.
+    pub(super) fn begin(
+        guard: &Guard,
+        scope: S,
+        timeout: Duration,
+        deadline: Instant,
+        (slot, held): (Option<Admitted>, Option<Held>),
+    ) -> Self {
+        let call_id = crate::events::next_id("call");
+        scope.events().emit(
+            scope.origin(),
+            "function_call_started",
+            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
+        );
+        let span = crate::telemetry::start(
+            "function.call",
+            opentelemetry::trace::SpanKind::Internal,
+            &scope.origin().trace,
+            vec![
+                opentelemetry::KeyValue::new("warden.function", guard.name.clone()),
+                opentelemetry::KeyValue::new("warden.execution_mode", guard.mode.as_str()),
+            ],
+        );
+        Self {
+            scope,
+            function: guard.name.clone(),
+            call_id,
+            span,
+            at: StdInstant::now(),
+            timeout,
+            deadline,
+            slot,
+            held,
+            open: true,
+        }
+    }
+
+    /// The guard called.
+    pub fn function(&self) -> &str {
+        &self.function
+    }
+
+    /// When the call must be answered.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    pub(super) fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub(super) fn span(&self) -> &opentelemetry::Context {
+        &self.span
+    }
+
+    pub(super) fn held(&self) -> Option<&Held> {
+        self.held.as_ref()
+    }
+
+    /// Settles the call with the function's outcome, and hands it back.
+    pub fn finish(mut self, outcome: Result<Value, Failure>) -> Result<Value, Failure> {
+        match &outcome {
+            Ok(_) => self.settle(Status::Success, None),
+            Err(failure) => self.settle(failure.status, Some(&failure.error.code)),
+        }
+        outcome
+    }
+
+    /// Settles the call with `failure`, answered before its function
+    /// returned: the thread running it trades its permit for an overdue one
+    /// (see `threads`). Returns `failure` for the caller's answer.
+    pub fn abandon(mut self, failure: Failure) -> Failure {
+        self.overrun();
+        self.settle(failure.status, Some(&failure.error.code));
+        failure
+    }
+
+    fn overrun(&self) {
+        if let Some(held) = &self.held {
+            held.overrun();
+        }
+    }
+
+    /// Frees the call slot, closes the span, writes `function_call_finished`
+    /// and tells the scope. Does nothing the second time (only `Drop` can
+    /// get here after `finish` or `abandon`, and it checks first).
+    fn settle(&mut self, status: Status, error_type: Option<&str>) {
+        if !std::mem::replace(&mut self.open, false) {
+            return;
+        }
+        self.slot = None;
+        let duration = self.at.elapsed();
+        crate::telemetry::end(&self.span, status.as_str(), error_type);
+        self.scope.events().emit(
+            self.scope.origin(),
+            "function_call_finished",
+            json!({
+                "function": self.function,
+                "call_id": self.call_id,
+                "status": status.as_str(),
+                "error_type": error_type,
+                "duration_ms": duration.as_secs_f64() * 1000.0,
+            }),
+        );
+        self.scope.settled(&Settled {
+            function: &self.function,
+            status,
+            error_type,
+            duration,
+        });
+    }
+}
+
+impl<S: CallScope> Drop for Call<S> {
+    /// A call nobody settled — its future was dropped, its caller returned
+    /// early or panicked — is settled `cancelled` here, once; a function
+    /// still running keeps only an overdue permit, like any answered call.
+    fn drop(&mut self) {
+        if self.open {
+            self.overrun();
+            self.settle(Status::Cancelled, Some(codes::CANCELLED));
+        }
+    }
+}
+
+/// What a thread needs to run an in-process call begun by
+/// [`super::Executor::begin_here`] itself: the other half of that call,
+/// which the caller may park where a watchdog can settle it meanwhile.
+pub struct Here<'e> {
+    pub(super) guard: &'e Guard,
+    pub(super) resources: &'e Arc<Resources>,
+    pub(super) span: opentelemetry::Context,
+    pub(super) held: Held,
+}
+
+impl Here<'_> {
+    /// Runs the function on the current thread, catching a panic, and
+    /// releases the guard-thread permit when it returns. Does not settle
+    /// the call: whoever holds its [`Call`] does (a thread cannot be
+    /// interrupted, so the caller must be able to answer `timed_out`
+    /// without this returning; see `script::host::door`).
+    pub fn run(self, arguments: Value) -> Result<Value, Failure> {
+        let outcome = super::in_process::invoke_caught(self.guard, self.resources, &self.span, arguments);
+        self.held.release();
+        outcome
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    use super::*;
+    use crate::error::GuardError;
+    use crate::executor::{Admission, CallRequest, Executor, WorkerLauncher};
+    use crate::guard::guard;
+    use crate::limits::Limits;
+    use crate::registry::Registry;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Nothing {}
+
+    /// Answers at once.
+    fn quick(_: &Resources, _: Nothing) -> Result<f64, GuardError> {
+        Ok(1.0)
+    }
+
+    static HOLDING: AtomicBool = AtomicBool::new(false);
+    static LET_GO: AtomicBool = AtomicBool::new(false);
+
+    /// Runs until the test lets it go.
+    fn hold(_: &Resources, _: Nothing) -> Result<f64, GuardError> {
+        HOLDING.store(true, Ordering::SeqCst);
+        while !LET_GO.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok(1.0)
+    }
+
+    /// An executor with one call slot and one running guard-thread permit
+    /// (plus one overdue), waiting 50 ms for either.
+    fn executor(dir: &std::path::Path) -> Executor {
+        let mut limits = Limits::default();
+        limits.max_concurrent_calls = 1;
+        limits.max_guard_threads = 1;
+        limits.max_overdue_in_process = 1;
+        limits.admission_wait = Duration::from_millis(50);
+        let registry = Registry::new(vec![guard(quick), guard(hold)]).expect("registry");
+        let launcher = WorkerLauncher {
+            exe: dir.join("no-worker"),
+            diagnostics_dir: dir.to_path_buf(),
+            max_response: 1 << 20,
+            max_request: 1 << 20,
+        };
+        Executor::new(
+            Arc::new(registry),
+            Arc::new(Resources::default()),
+            limits,
+            Events::disabled(),
+            launcher,
+        )
+    }
+
+    fn request<'a>(
+        guard: &'a str,
+        origin: &'a Origin,
+        events: &'a Events,
+        admission: Admission,
+    ) -> CallRequest<'a> {
+        CallRequest {
+            guard,
+            arguments: json!({}),
+            origin,
+            cancel: tokio_util::sync::CancellationToken::new(),
+            admission,
+            deadline_cap: None,
+            events: Some(events),
+            record: None,
+        }
+    }
+
+    /// The `function_call_finished` records of the task log in `dir`.
+    fn finished(events: &Events, dir: &std::path::Path) -> Vec<Value> {
+        events.flush_task_log();
+        std::fs::read_to_string(dir.join("events.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter(|record| record["event"] == "function_call_finished")
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_begun_call_nobody_finishes_is_settled_cancelled_exactly_once() {
+        // Dropping a begun call settles it `cancelled` once; a finished one is never settled twice.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let executor = executor(dir.path());
+        let events = Events::disabled().with_task_log(dir.path());
+        let origin = Origin::request("script", "run_script");
+        let runtime = tokio::runtime::Handle::current();
+        let scope = || Borrowed {
+            events: &events,
+            origin: &origin,
+            record: None,
+        };
+        let abandoned = request("quick", &origin, &events, Admission::InTask);
+        let (call, here) = executor.begin_here(&abandoned, &runtime, scope()).expect("begun");
+        drop(here);
+        drop(call);
+        let records = finished(&events, dir.path());
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0]["status"], "cancelled");
+        assert_eq!(records[0]["error_type"], "cancelled");
+        // Its guard-thread permit is free again; a finished call is recorded once.
+        let (call, here) = executor
+            .begin_here(&abandoned, &runtime, scope())
+            .expect("permit free again");
+        let outcome = call.finish(here.run(json!({})));
+        assert!(outcome.is_ok(), "{outcome:?}");
+        let records = finished(&events, dir.path());
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(records[1]["status"], "success");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_call_frees_its_slot_and_running_permit_and_is_recorded_once() {
+        // A direct call whose future is dropped mid-run is settled `cancelled`, frees its call
+        // slot, and its still-running function moves to an overdue permit: the next call runs.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let executor = executor(dir.path());
+        let events = Events::disabled().with_task_log(dir.path());
+        let origin = Origin::request("direct", "hold");
+        // The caller's own record (a script's function_calls.json) is written by the drop too.
+        let recorded = std::sync::Mutex::new(Vec::new());
+        let record = |settled: &Settled<'_>| {
+            let mut recorded = recorded.lock().unwrap_or_else(|p| p.into_inner());
+            recorded.push((settled.function.to_string(), settled.status.as_str()));
+        };
+        let mut held = request("hold", &origin, &events, Admission::TryNow);
+        held.record = Some(Record(&record));
+        let mut call = Box::pin(executor.call(held));
+        let started = tokio::time::Instant::now();
+        while !HOLDING.load(Ordering::SeqCst) {
+            tokio::select! {
+                outcome = &mut call => panic!("answered while holding: {outcome:?}"),
+                _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "the guard never started"
+            );
+        }
+        let records = finished(&events, dir.path());
+        assert!(records.is_empty(), "{records:?}");
+        drop(call);
+        let records = finished(&events, dir.path());
+        assert_eq!(records.len(), 1, "{records:?}");
+        assert_eq!(records[0]["function"], "hold");
+        assert_eq!(records[0]["status"], "cancelled");
+        let recorded = recorded.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(recorded, [("hold".to_string(), "cancelled")]);
+        let next = executor
+            .call(request("quick", &origin, &events, Admission::TryNow))
+            .await;
+        LET_GO.store(true, Ordering::SeqCst);
+        assert!(next.is_ok(), "{next:?}");
+        assert_eq!(finished(&events, dir.path()).len(), 2);
+    }
+}

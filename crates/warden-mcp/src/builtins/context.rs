@@ -1,0 +1,68 @@
+//! The one context built-ins reach the world through.
+//!
+//! [`Runtime`] hands a built-in what it may use, each by its own name: the
+//! registry and limits, the executor (for guard calls, which always go
+//! through it, with the event log), the artifact store, the task records,
+//! and the task runner for the tools that run tasks. Built by the server once
+//! ([`crate::server::WardenServer::new`]) and shared by every call;
+//! cheap to clone (every part is shared).
+
+use std::sync::Arc;
+
+use crate::artifacts::ArtifactStore;
+use crate::executor::Executor;
+use crate::limits::Limits;
+use crate::registry::Registry;
+use crate::task::TaskRunner;
+use crate::task::records::Records;
+
+/// What built-ins run against (see the module docs).
+#[derive(Clone)]
+pub struct Runtime {
+    executor: Arc<Executor>,
+    store: ArtifactStore,
+    records: Arc<Records>,
+    tasks: Arc<TaskRunner>,
+}
+
+impl Runtime {
+    /// The context over `tasks`' executor, store and records.
+    pub fn new(tasks: Arc<TaskRunner>) -> Self {
+        Self {
+            executor: tasks.executor.clone(),
+            store: tasks.store.clone(),
+            records: tasks.records.clone(),
+            tasks,
+        }
+    }
+
+    /// Guards and script-only functions.
+    pub fn registry(&self) -> &Registry {
+        self.executor.registry()
+    }
+
+    /// The server's limits.
+    pub fn limits(&self) -> &Limits {
+        self.executor.limits()
+    }
+
+    /// Every guard call a built-in causes goes through it.
+    pub fn executor(&self) -> &Arc<Executor> {
+        &self.executor
+    }
+
+    /// Task directories and their files (view it as the caller).
+    pub fn store(&self) -> &ArtifactStore {
+        &self.store
+    }
+
+    /// Task records (the store's truth about each task).
+    pub fn records(&self) -> &Arc<Records> {
+        &self.records
+    }
+
+    /// Runs tasks: only the tools that start one need it.
+    pub fn tasks(&self) -> &Arc<TaskRunner> {
+        &self.tasks
+    }
+}

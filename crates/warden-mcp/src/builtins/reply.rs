@@ -1,0 +1,128 @@
+//! What a built-in returns, typed, and its one conversion to an MCP
+//! result ([`Reply::into_call_result`]).
+//!
+//! A task's result and a batch's keep their types up to here, so the
+//! server reads how a call ended (status, task type, error kind) from
+//! them ([`Reply::status`] and friends) rather than from JSON. Every other
+//! tool's answer is its own serde type, serialised once by [`Reply::data`].
+
+use rmcp::model::CallToolResult;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::batch::BatchResult;
+use crate::error::{GuardError, TaskErrorKind};
+use crate::task::{TaskResult, TaskStatus};
+
+/// A built-in's structured answer (see the module docs).
+#[derive(Debug, Clone)]
+pub enum Reply {
+    /// A task's result: `run_script`, `run_coding_task`, a batch run as a task.
+    Task(Box<TaskResult>),
+    /// A batch run within its request.
+    Batch(Box<BatchResult>),
+    /// Any other answer, with the status it reports (`None`: success).
+    Data {
+        status: Option<&'static str>,
+        body: Value,
+    },
+}
+
+impl Reply {
+    /// A successful answer with `body`'s JSON.
+    pub fn data(body: &impl Serialize) -> Result<Self, GuardError> {
+        Ok(Self::Data {
+            status: None,
+            body: to_json(body)?,
+        })
+    }
+
+    /// An answer whose `status` is not success (it shows as an error).
+    pub fn with_status(status: &'static str, body: &impl Serialize) -> Result<Self, GuardError> {
+        Ok(Self::Data {
+            status: Some(status),
+            body: to_json(body)?,
+        })
+    }
+
+    /// How the call ended, as request events and spans say it.
+    pub fn status(&self) -> &'static str {
+        match self {
+            Self::Task(result) => result.status.as_str(),
+            Self::Batch(batch) => batch.status.as_str(),
+            Self::Data { status, .. } => status.unwrap_or(TaskStatus::Success.as_str()),
+        }
+    }
+
+    /// A task's type (`analysis`, `failed`, …); other answers have none.
+    pub fn task_type(&self) -> Option<&str> {
+        match self {
+            Self::Task(result) => result.task_type.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// A task's error kind; other answers have none.
+    pub fn error_kind(&self) -> Option<TaskErrorKind> {
+        match self {
+            Self::Task(result) => result.error_kind(),
+            _ => None,
+        }
+    }
+
+    /// The MCP result: structured (an error unless its status is
+    /// success), then a task's PNG charts inline and a link per artifact
+    /// (see `tasks::call_result`).
+    pub fn into_call_result(self, store: crate::artifacts::View<'_>) -> CallToolResult {
+        let success = self.status() == TaskStatus::Success.as_str();
+        let (body, task) = match self {
+            Self::Task(result) => (result.to_json(), Some(result)),
+            Self::Batch(batch) => (batch.to_json(), None),
+            Self::Data { body, .. } => (body, None),
+        };
+        crate::tasks::call_result(store, body, success, task.as_deref())
+    }
+}
+
+impl From<TaskResult> for Reply {
+    fn from(result: TaskResult) -> Self {
+        Self::Task(Box::new(result))
+    }
+}
+
+impl From<BatchResult> for Reply {
+    fn from(batch: BatchResult) -> Self {
+        Self::Batch(Box::new(batch))
+    }
+}
+
+fn to_json(body: &impl Serialize) -> Result<Value, GuardError> {
+    serde_json::to_value(body)
+        .map_err(|e| GuardError::failed(format!("the tool's answer is not valid JSON: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::TaskError;
+
+    #[test]
+    fn the_request_events_read_how_a_call_ended_from_the_typed_reply() {
+        // A task's status, type and error kind; a data answer's own status, else success.
+        let timed_out = Reply::from(
+            TaskResult::failure(TaskStatus::TimedOut, "late")
+                .with_error(TaskError::new(TaskErrorKind::Timeout, "deadline")),
+        );
+        assert_eq!(
+            (timed_out.status(), timed_out.task_type(), timed_out.error_kind()),
+            ("timed_out", Some("failed"), Some(TaskErrorKind::Timeout))
+        );
+        let listing = Reply::data(&serde_json::json!({"tasks": []})).unwrap();
+        assert_eq!(
+            (listing.status(), listing.task_type(), listing.error_kind()),
+            ("success", None, None)
+        );
+        let running = Reply::with_status("running", &serde_json::json!({"result": null})).unwrap();
+        assert_eq!(running.status(), "running");
+    }
+}

@@ -1,0 +1,50 @@
+//! `run_batch`: up to 25 guard calls in one request (see [`crate::batch`]).
+
+use serde_json::Value;
+
+use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, tool};
+use crate::batch::RunBatchInput;
+use crate::error::GuardError;
+
+pub struct RunBatch;
+
+impl Builtin for RunBatch {
+    fn kind(&self) -> BuiltinTool {
+        BuiltinTool::RunBatch
+    }
+    fn mode(&self) -> &'static str {
+        "batch"
+    }
+    fn runs_as_task(&self) -> bool {
+        true
+    }
+    fn tool(&self) -> rmcp::model::Tool {
+        tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false)
+    }
+    fn check(&self, _ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
+        decode::<RunBatchInput>(arguments.clone()).map(drop)
+    }
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
+        Box::pin(async move {
+            let input: RunBatchInput = decode(call.arguments)?;
+            if let Some(progress) = call.progress.as_deref().filter(|p| p.detached()) {
+                // Asked for as an MCP task: the batch gets a task of its own.
+                return call
+                    .ctx
+                    .tasks()
+                    .run_batch_task(input, call.origin, call.cancel, Some(progress))
+                    .await
+                    .map(Reply::from);
+            }
+            crate::batch::run(
+                call.ctx.executor(),
+                call.ctx.store(),
+                input,
+                call.origin,
+                call.cancel,
+            )
+            .await
+            .map(Reply::from)
+        })
+    }
+}

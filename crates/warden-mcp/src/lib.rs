@@ -1,0 +1,28 @@
+//! Warden's MCP server: the rmcp [`server`] handler, the [`builtins`]
+//! tools, the [`resources`] (artifacts; the app's own prompts and resources
+//! are registered in `registry`), MCP Tasks, the tool [`export`] formats,
+//! and the [`transport`]s the server speaks (stdio; Streamable HTTP with its
+//! authentication, sessions and tenants' edge behind the `http` feature).
+//! Apps use the `warden` facade, whose `App` configures this server.
+//!
+//! The top of the spine: everything here reaches a guard through the
+//! executor, a script through a task, and a model through the agent.
+
+// The lower crates' modules at the paths this crate's modules use.
+#[cfg(feature = "agent")]
+pub(crate) use warden_agent as agent;
+#[cfg(feature = "http")]
+pub(crate) use warden_core::config;
+pub(crate) use warden_core::{catalogue, error, guard, limits, notify, registry, schema};
+pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, tenant};
+pub(crate) use warden_script as script;
+pub(crate) use warden_task::{self as task, batch};
+
+pub mod builtins;
+pub mod export;
+pub mod notices;
+pub mod resources;
+pub mod serve;
+pub mod server;
+pub mod tasks;
+pub mod transport;

@@ -1,0 +1,149 @@
+//! Serving MCP: on stdio (the transport with its limits, the handler, and a
+//! clean shutdown on SIGTERM/SIGINT or the end of input, after which running
+//! tasks are recorded `cancelled` — except the tasks the client asked for as
+//! MCP tasks, which the process stays to finish), and, with the `http` feature, the
+//! command-line face of `mcp::transport::http`. Used by the CLI's `serve`
+//! and by `App::run` / `App::serve` built without the `cli` feature.
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+
+use crate::task::TaskRunner;
+
+/// Why an MCP session on stdio ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("MCP initialization failed: {0}")]
+    Initialize(String),
+    #[error("MCP service ended abnormally: {0}")]
+    Ended(String),
+}
+
+/// What to tell a person who started the server in a terminal, where it
+/// waits for JSON-RPC they are not going to type; `None` when stdin is not
+/// a terminal. The caller prints it (library code does not).
+pub fn terminal_hint(name: &str) -> Option<String> {
+    std::io::stdin().is_terminal().then(|| {
+        format!(
+            "{name} is an MCP server speaking JSON-RPC on stdin/stdout, not a chat. \
+Connect it from an MCP client (see the README), or run `{name} --help` for the CLI. Press Ctrl-D to exit."
+        )
+    })
+}
+
+/// Serves MCP on stdin/stdout until the client goes away or a signal
+/// arrives; running tasks are then cancelled and recorded.
+pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<(), ServeError> {
+    use rmcp::ServiceExt;
+    // Task records open in the background (see `TaskRunner::start_records`):
+    // the first answer never waits for them.
+    tasks.start_records();
+    let limits = tasks.executor.limits();
+    let transport_limits = crate::transport::TransportLimits {
+        max_message_bytes: limits.message_cap(),
+        max_pending_responses: limits.max_pending_responses,
+    };
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    // Task records: the end of input (the client went away) cancels tasks.
+    let stdin = tasks.cancel_on_eof(stdin);
+    let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
+    let server = crate::server::WardenServer::new(tasks.clone(), name, version);
+    crate::tasks::start_claimer(server.clone());
+    server.warm_tools();
+    let service = match server.serve(transport).await {
+        Ok(service) => service,
+        // A client that went away before initializing (e.g. one that only
+        // sent stateless 2026-07-28 requests such as `server/discover`, all
+        // answered) ended the session normally.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+            return Ok(());
+        }
+        Err(error) => return Err(ServeError::Initialize(error.to_string())),
+    };
+    let ended = tokio::select! {
+        ended = service.waiting() => {
+            // The client left. Tasks it asked for as MCP tasks go on: it
+            // (or a new server on the same store) comes back for them; the
+            // process stays until they end, or until a signal.
+            tokio::select! {
+                _ = tasks.detached_done() => {}
+                _ = shutdown_signal() => {}
+            }
+            ended.map(drop).map_err(|error| ServeError::Ended(error.to_string()))
+        }
+        _ = shutdown_signal() => Ok(()),
+    };
+    // Task records: running tasks are cancelled and recorded `cancelled`
+    // before the process exits.
+    tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    tasks.close_records().await;
+    ended
+}
+
+/// Serves stdio for a command line: prints the terminal hint and the error,
+/// if any, and gives the exit code (0 a clean end, 1 the session failed).
+pub async fn stdio_exit_code(tasks: Arc<TaskRunner>, name: &str, version: &str) -> std::process::ExitCode {
+    if let Some(hint) = terminal_hint(name) {
+        eprintln!("{hint}");
+    }
+    match stdio(tasks, name, version).await {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(1)
+        }
+    }
+}
+
+/// Serves MCP over HTTP for a command line: prints where it listens and
+/// how the drain ended (stderr), and gives the exit code (0 a clean drain,
+/// 2 it could not start, 1 it failed while serving).
+#[cfg(feature = "http")]
+pub async fn http_exit_code(
+    tasks: Arc<TaskRunner>,
+    name: &str,
+    version: &str,
+    addr: std::net::SocketAddr,
+) -> std::process::ExitCode {
+    use crate::transport::http::{HttpError, serve};
+    let outcome = serve(tasks, name, version, addr, |listening| {
+        let auth = if listening.authenticated {
+            "authenticated"
+        } else {
+            "no authentication (loopback only)"
+        };
+        eprintln!("{name}: serving MCP at {} ({auth})", listening.url);
+    })
+    .await;
+    match outcome {
+        Ok(drained) => {
+            eprintln!(
+                "{name}: drained ({} call(s) cut at the grace, {} task(s) unrecorded)",
+                drained.calls_cut, drained.tasks_left
+            );
+            std::process::ExitCode::SUCCESS
+        }
+        Err(error @ HttpError::Serve(_)) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(1)
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT, so a supervisor's stop is a clean shutdown.
+pub async fn shutdown_signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt()))
+    else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

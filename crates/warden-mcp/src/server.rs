@@ -1,0 +1,806 @@
+//! The MCP server: rmcp's `ServerHandler` over the registry and executor.
+//!
+//! `tools/list` is the registry in name order; `tools/call` goes through the
+//! executor and comes back as structuredContent (mirrored as text). Errors a
+//! caller can fix are normal results with `isError: true` and a stable code;
+//! a guard's error carries its JSON in the text content only, because
+//! structuredContent must match the guard's `outputSchema` and an error does
+//! not (clients such as the MCP Inspector validate it and would show a
+//! schema complaint instead of the message). Built-ins declare no output
+//! schema, so their errors keep structuredContent too;
+//! an unknown tool is a protocol error (-32602). Nothing here panics across
+//! the handler, and every call is bracketed by request events.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+#[allow(deprecated)] // MCP logging, see `get_info`
+use rmcp::model::SetLevelRequestParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, CompleteRequestParams,
+    CompleteResult, CreateTaskResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams,
+    GetTaskResult, Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerCapabilities, ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams,
+    UpdateTaskParams,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::builtins::{Reply, Runtime};
+use crate::error::GuardError;
+use crate::events::Origin;
+use crate::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
+use crate::task::store::Enqueued;
+use crate::task::{TaskResult, TaskRunner, TaskStatus};
+use crate::tasks::QueuedRequest;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
+
+/// Instructions sent to clients at initialize.
+const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
+Errors come back as results with isError=true, a stable error code and a message naming the field to fix. \
+'Server busy; retry later' means every call slot was in use: retry after a moment.";
+
+/// The handler rmcp drives. Cheap to clone (everything but the session's
+/// log level is shared).
+#[derive(Clone)]
+pub struct WardenServer {
+    executor: Arc<Executor>,
+    /// The task runner as a service: the queue it claims from, the tasks
+    /// it cancels. Built-ins reach it through `runtime`.
+    tasks: Arc<TaskRunner>,
+    /// What built-ins run against.
+    runtime: Runtime,
+    builtins: Arc<Vec<Box<dyn crate::builtins::Builtin>>>,
+    /// `tools/list`, built on first use ([`WardenServer::tools`]) and
+    /// shared by every clone (each session's handler).
+    tools: Arc<std::sync::OnceLock<Vec<Tool>>>,
+    info: Implementation,
+    /// The `logging/setLevel` threshold for guard log messages. Fresh in
+    /// every clone: each session gets its own clone of the handler (see
+    /// [`crate::notices::SessionLevel`]).
+    log_level: crate::notices::SessionLevel,
+}
+
+impl WardenServer {
+    pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
+        let executor = tasks.executor.clone();
+        let builtins = crate::builtins::all();
+        Self {
+            executor,
+            runtime: Runtime::new(tasks.clone()),
+            tasks,
+            builtins: Arc::new(builtins),
+            tools: Arc::default(),
+            info: Implementation::new(name, version),
+            log_level: Default::default(),
+        }
+    }
+
+    /// Every tool as `tools/list` gives it: one deterministic order for
+    /// guards and built-ins alike, with schemas every client can take (see
+    /// `schema::portable`). Built on first use, not at start: rewriting
+    /// every schema is most of a start's CPU and `initialize` never needs
+    /// it. Serving calls [`WardenServer::warm_tools`] so a first
+    /// `tools/list` rarely waits either.
+    pub fn tools(&self) -> &[Tool] {
+        self.tools.get_or_init(|| {
+            crate::export::all_tools(self.executor.registry(), self.executor.limits())
+                .into_iter()
+                .map(crate::export::for_mcp)
+                .collect()
+        })
+    }
+
+    /// Builds [`WardenServer::tools`] on the blocking pool, off the path
+    /// of the first answer.
+    pub fn warm_tools(&self) {
+        let server = self.clone();
+        drop(tokio::task::spawn_blocking(move || {
+            server.tools();
+        }));
+    }
+
+    /// The task runner behind the tools.
+    pub fn tasks(&self) -> &Arc<TaskRunner> {
+        &self.tasks
+    }
+
+    /// `Ok` when `uri` is an app resource or an artifact URI; the
+    /// "unknown resource" error otherwise.
+    fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
+        if self.executor.registry().app_resources().knows(uri) || uri.starts_with(crate::resources::SCHEME) {
+            return Ok(());
+        }
+        Err(ErrorData::invalid_params(
+            format!("unknown resource '{uri}': see resources/list and resources/templates/list"),
+            None,
+        ))
+    }
+
+    /// Runs a built-in tool for a request that waits for its result.
+    async fn call_builtin(
+        &self,
+        builtin: &dyn crate::builtins::Builtin,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        let progress = context.meta.get_progress_token().map(|token| {
+            Arc::new(crate::script::host::progress::Progress::new(
+                context.peer.clone(),
+                token,
+            ))
+        });
+        self.run_builtin(builtin, arguments, origin, context.ct.clone(), progress)
+            .await
+    }
+
+    /// Queues a task-running built-in as an MCP task and answers with its
+    /// handle at once; a server with a free task slot (this one, usually
+    /// within milliseconds) claims and runs it ([`WardenServer::run_claimed`]).
+    /// A call that could only fail (bad arguments, no model), a principal
+    /// at its task limit or a full queue is answered now with its error.
+    async fn start_task(
+        &self,
+        index: usize,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let requested = crate::tasks::requested_ttl(&context.meta)?;
+        let builtin = self.builtins[index].as_ref();
+        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        let principal = origin.principal.clone();
+        let refused = |error: GuardError| -> Result<CallToolResponse, ErrorData> {
+            Ok(self.refuse(&origin, error).into())
+        };
+        if let Err(error) = builtin.check(&self.runtime, &arguments) {
+            return refused(error);
+        }
+        if let Err(failure) = self.executor.take_rate(&principal) {
+            return refused(failure.error);
+        }
+        let id = crate::artifacts::new_task_id();
+        let request = QueuedRequest {
+            tool: builtin.name().to_string(),
+            arguments,
+            traceparent: crate::telemetry::traceparent(&origin.trace),
+        }
+        .to_stored();
+        let limits = self.executor.limits();
+        // A bound principal's tasks queued or running over all servers: its
+        // task slots plus what it may have waiting (see
+        // `DEFAULT_TASKS_QUEUED_PER_PRINCIPAL`), so it never fills the queue.
+        let owner_cap = limits
+            .tasks_per_principal
+            .saturating_add(limits.tasks_queued_per_principal);
+        let owner_limit = crate::tenant::limits::bound(&principal).then_some(owner_cap as u64);
+        let records = self.runtime.records();
+        let ttl = records.ttl_ms(requested);
+        let queued = records
+            .submit(&id, &principal, builtin.name(), ttl, &request, owner_limit)
+            .await
+            .map_err(crate::tasks::store_error)?;
+        match queued {
+            Enqueued::Accepted => {}
+            Enqueued::OwnerAtLimit => {
+                return refused(
+                    GuardError::new(
+                        crate::error::codes::PRINCIPAL_BUSY,
+                        format!(
+                            "principal busy: '{principal}' already has {owner_cap} task(s) queued or running, its limit: \
+                             {} running (WARDEN_TASKS_PER_PRINCIPAL) plus {} waiting (WARDEN_TASKS_QUEUED_PER_PRINCIPAL); \
+                             retry when one of them ends (list_tasks shows them)",
+                            limits.tasks_per_principal, limits.tasks_queued_per_principal
+                        ),
+                    )
+                    .retry_after(limits.admission_wait.as_secs().max(1)),
+                );
+            }
+            Enqueued::QueueFull => {
+                return refused(GuardError::new(
+                    crate::error::codes::SERVER_BUSY,
+                    format!(
+                        "Server busy; retry later ({} tasks already wait for a task slot, WARDEN_TASK_QUEUE)",
+                        limits.task_queue
+                    ),
+                ));
+            }
+        }
+        self.tasks.submitted.notify_one();
+        let mut queued_origin = origin.clone();
+        queued_origin.task_id = Some(id.clone());
+        self.executor.events().emit(
+            &queued_origin,
+            "task_queued",
+            json!({"task_id": id, "ttl_ms": ttl}),
+        );
+        crate::telemetry::end(&origin.trace, "queued", None);
+        let record = records
+            .get(&principal, &id)
+            .await
+            .map_err(crate::tasks::store_error)?
+            .ok_or_else(|| crate::tasks::unknown_task(&id))?;
+        Ok(CreateTaskResult::new(crate::tasks::handle(&record)).into())
+    }
+
+    /// A refused request: its events, and the error result.
+    fn refuse(&self, origin: &Origin, error: GuardError) -> CallToolResult {
+        let events = self.executor.events();
+        events.emit(origin, "request_started", json!({}));
+        events.emit(origin, "request_rejected", json!({"reason": error.code}));
+        events.emit(
+            origin,
+            "request_finished",
+            json!({"status": "rejected", "task_type": null, "error_type": error.code, "duration_ms": 0.0}),
+        );
+        crate::telemetry::end(&origin.trace, "rejected", Some(error.code.as_str()));
+        CallToolResult::structured_error(failure_json(
+            &Failure::new(Status::Rejected, error),
+            &origin.request_id,
+        ))
+    }
+
+    /// Runs a queued task this server claimed, holding `slot`: the
+    /// built-in it names, with its arguments, as its owner, detached. A
+    /// call that ended before its task began (its arguments no longer
+    /// valid) ends the record with that error.
+    pub(crate) async fn run_claimed(&self, claimed: crate::task::store::Claimed, slot: Admitted) {
+        let record = claimed.record;
+        let request = QueuedRequest::of(&claimed.request);
+        let tool = request.tool.as_str();
+        let Some(builtin) = self
+            .builtins
+            .iter()
+            .find(|b| b.name() == tool && b.runs_as_task())
+        else {
+            let result = TaskResult::failure(
+                TaskStatus::Failed,
+                format!("the queued task names '{tool}', which this server does not run as a task"),
+            );
+            let _ = self.runtime.records().end(&record.id, &result).await;
+            return;
+        };
+        let parent = request
+            .traceparent
+            .as_deref()
+            .map(crate::telemetry::from_traceparent)
+            .unwrap_or_default();
+        let mut origin = Origin::request(builtin.mode(), builtin.name());
+        origin.principal = record.owner.clone();
+        origin.trace = crate::telemetry::start(
+            "mcp.task.run",
+            SpanKind::Consumer,
+            &parent,
+            vec![
+                KeyValue::new("mcp.tool.name", builtin.name()),
+                KeyValue::new("warden.task_id", record.id.clone()),
+                KeyValue::new("warden.principal", origin.principal.to_string()),
+                KeyValue::new("warden.node", self.runtime.records().node().to_string()),
+            ],
+        );
+        // Fired by tasks/cancel (or a shutdown) once the task is registered
+        // as running here: while it waits for its owner's share, then while
+        // it runs.
+        let cancel = CancellationToken::new();
+        let Some(slot) = self.tasks.seat_claimed(&record, slot, &cancel).await else {
+            crate::telemetry::end(&origin.trace, "cancelled", None);
+            return;
+        };
+        let progress = Arc::new(crate::script::host::progress::Progress::for_claimed(
+            self.runtime.records().clone(),
+            record.id.clone(),
+            slot,
+        ));
+        let (outcome, _) = self
+            .builtin_outcome(
+                builtin.as_ref(),
+                request.arguments,
+                origin,
+                cancel,
+                Some(progress.clone()),
+            )
+            .await;
+        if progress.take_claim().is_some() {
+            // The task never began: its record is still running here.
+            let text = match &outcome {
+                Ok(Reply::Task(result)) => result.error.as_ref().and_then(|e| e.message()),
+                Ok(_) => None,
+                Err(error) => Some(error.message.as_str()),
+            }
+            .unwrap_or("the call ended before its task began")
+            .to_string();
+            let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
+                crate::error::TaskError::new(crate::error::TaskErrorKind::Storage, text),
+            );
+            let _ = self.runtime.records().end(&record.id, &ended).await;
+            self.tasks.forget_claimed(&record.id);
+        }
+    }
+
+    /// Runs a built-in tool with request events around it.
+    async fn run_builtin(
+        &self,
+        builtin: &dyn crate::builtins::Builtin,
+        arguments: Value,
+        origin: Origin,
+        cancel: CancellationToken,
+        progress: Option<Arc<crate::script::host::progress::Progress>>,
+    ) -> CallToolResult {
+        let (outcome, origin) = self
+            .builtin_outcome(builtin, arguments, origin, cancel, progress)
+            .await;
+        match outcome {
+            Ok(reply) => reply.into_call_result(self.runtime.store().view(&origin.principal)),
+            Err(error) => {
+                let status = if refused(&error) {
+                    Status::Rejected
+                } else {
+                    Status::Failed
+                };
+                CallToolResult::structured_error(failure_json(
+                    &Failure::new(status, error),
+                    &origin.request_id,
+                ))
+            }
+        }
+    }
+
+    /// Runs a built-in tool with request events around it, and returns
+    /// its typed outcome with the origin it ran under (a task sets
+    /// `task_id`). Status, task type and error kind for the events and
+    /// the span come from the typed reply.
+    async fn builtin_outcome(
+        &self,
+        builtin: &dyn crate::builtins::Builtin,
+        arguments: Value,
+        mut origin: Origin,
+        cancel: CancellationToken,
+        progress: Option<Arc<crate::script::host::progress::Progress>>,
+    ) -> (Result<Reply, GuardError>, Origin) {
+        let events = self.executor.events().clone();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome = builtin
+            .call(crate::builtins::Call {
+                ctx: &self.runtime,
+                arguments,
+                origin: &mut origin,
+                cancel,
+                progress,
+            })
+            .await;
+        let (status, task_type, error_type) = match &outcome {
+            Ok(reply) => (
+                reply.status(),
+                reply.task_type(),
+                reply.error_kind().map(crate::error::TaskErrorKind::as_str),
+            ),
+            Err(error) if refused(error) => ("rejected", None, Some(error.code.as_str())),
+            Err(error) => ("failed", None, Some(error.code.as_str())),
+        };
+        if status == "rejected" {
+            events.emit(&origin, "request_rejected", json!({"reason": error_type}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({"status": status, "task_type": task_type, "error_type": error_type,
+                   "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
+        );
+        crate::telemetry::end(&origin.trace, status, error_type);
+        (outcome, origin)
+    }
+
+    /// Runs one direct guard call for an rmcp request, forwarding the
+    /// guard's notices to the client while it runs.
+    async fn call_guard(
+        &self,
+        name: &str,
+        arguments: Value,
+        context: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        let origin = request_origin("direct", name, context);
+        let call = self.guard_call(name, arguments, origin, context.ct.clone());
+        crate::notices::forwarding(context, name, &self.log_level, call).await
+    }
+
+    /// Whether `name` is a registered guard (not a built-in tool).
+    #[cfg(feature = "http")]
+    pub(crate) fn is_guard(&self, name: &str) -> bool {
+        self.executor.registry().get(name).is_some()
+    }
+
+    /// One direct call of the guard `name` with request events around it,
+    /// whichever path carried the request (rmcp's handler, or the HTTP
+    /// transport's direct path for stateless calls). The caller scopes a
+    /// notice sink around it ([`crate::notify::scope`]) to receive the
+    /// guard's progress and log messages.
+    pub(crate) async fn guard_call(
+        &self,
+        name: &str,
+        arguments: Value,
+        origin: Origin,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
+        let events = self.executor.events();
+        events.emit(&origin, "request_started", json!({}));
+        let started = Instant::now();
+        let outcome = self
+            .executor
+            .call(CallRequest {
+                guard: name,
+                arguments,
+                origin: &origin,
+                cancel,
+                admission: Admission::TryNow,
+                deadline_cap: None,
+                events: None,
+                record: None,
+            })
+            .await;
+        let (status, error_type) = match &outcome {
+            Ok(_) => (Status::Success, None),
+            Err(failure) => (failure.status, Some(failure.error.code.clone())),
+        };
+        if status == Status::Rejected {
+            events.emit(&origin, "request_rejected", json!({"reason": error_type}));
+        }
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({
+                "status": status.as_str(),
+                "task_type": null,
+                "error_type": error_type,
+                "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
+            }),
+        );
+        crate::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
+        let content_output = self
+            .executor
+            .registry()
+            .get(name)
+            .is_some_and(|g| g.content_output);
+        match outcome {
+            Ok(value) if content_output => content_result(value),
+            outcome => result_of(outcome, &origin.request_id),
+        }
+    }
+}
+
+/// A new rmcp request's origin (see [`new_request_origin`]).
+fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
+    new_request_origin(mode, tool, context.meta.get_traceparent(), principal_of(context))
+}
+
+/// A new request's origin with its `mcp.tool.call` span started, as a
+/// child of the caller's `traceparent` (request `_meta`) when it sent one.
+pub(crate) fn new_request_origin(
+    mode: &'static str,
+    tool: &str,
+    traceparent: Option<&str>,
+    principal: crate::tenant::Principal,
+) -> Origin {
+    let parent = traceparent
+        .map(crate::telemetry::from_traceparent)
+        .unwrap_or_default();
+    let mut origin = Origin::request(mode, tool);
+    origin.principal = principal;
+    origin.trace = crate::telemetry::start(
+        "mcp.tool.call",
+        SpanKind::Server,
+        &parent,
+        vec![
+            KeyValue::new("mcp.tool.name", tool.to_string()),
+            KeyValue::new("warden.mode", mode),
+            KeyValue::new("warden.request_id", origin.request_id.clone()),
+            KeyValue::new("warden.principal", origin.principal.to_string()),
+            KeyValue::new("warden.node", crate::node::name()),
+        ],
+    );
+    origin
+}
+
+/// Who a request acts for: the principal the HTTP authentication layer put
+/// in the request's extensions, or `local` (stdio, or HTTP without
+/// authentication on loopback).
+pub(crate) fn principal_of(context: &RequestContext<RoleServer>) -> crate::tenant::Principal {
+    #[cfg(feature = "http")]
+    if let Some(principal) = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::tenant::Principal>())
+    {
+        return principal.clone();
+    }
+    #[cfg(not(feature = "http"))]
+    let _ = context;
+    crate::tenant::Principal::local()
+}
+
+/// The MCP result for a guard call's outcome. An error has no
+/// structuredContent (it would contradict the guard's output schema): its
+/// JSON is the text content.
+pub(crate) fn result_of(outcome: Result<Value, Failure>, request_id: &str) -> CallToolResult {
+    match outcome {
+        Ok(value) => CallToolResult::structured(value),
+        Err(failure) => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+            failure_json(&failure, request_id).to_string(),
+        )]),
+    }
+}
+
+/// The result of a guard whose output is `Vec<Content>` (wrapped as
+/// `{"result": [...]}` like every non-object output): the blocks
+/// themselves, with no structuredContent.
+fn content_result(value: Value) -> CallToolResult {
+    /// The wrapper a non-object output travels in.
+    #[derive(serde::Deserialize)]
+    struct Wrapped {
+        result: Vec<warden_core::Content>,
+    }
+    match serde_json::from_value::<Wrapped>(value) {
+        Ok(Wrapped { result: blocks }) => {
+            CallToolResult::success(blocks.into_iter().map(warden_core::Content::into_block).collect())
+        }
+        _ => CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+            "the guard's content blocks could not be read back",
+        )]),
+    }
+}
+
+/// Whether a built-in's error refused the request (nothing ran).
+fn refused(error: &GuardError) -> bool {
+    crate::error::codes::REFUSALS.contains(&error.code.as_str())
+}
+
+/// `{status, error, request_id}` for a failed call.
+fn failure_json(failure: &Failure, request_id: &str) -> Value {
+    json!({
+        "status": failure.status.as_str(),
+        "error": failure.error,
+        "request_id": request_id,
+    })
+}
+
+impl WardenServer {
+    /// `principal`'s record of task `id`, or the unknown-task error.
+    async fn owned_task(
+        &self,
+        principal: &crate::tenant::Principal,
+        id: &str,
+    ) -> Result<crate::task::store::TaskRecord, ErrorData> {
+        self.runtime
+            .records()
+            .get(principal, id)
+            .await
+            .map_err(crate::tasks::store_error)?
+            .ok_or_else(|| crate::tasks::unknown_task(id))
+    }
+}
+
+impl ServerHandler for WardenServer {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_tasks()
+            .build();
+        // Guards' log messages (`crate::notify::log`), for 2025-11-25
+        // clients; MCP logging is deprecated for 2026-07-28 (SEP-2577).
+        capabilities.logging = Some(Default::default());
+        // Prompts, and the argument completions they offer, only when the
+        // app registered some.
+        if !self.executor.registry().prompts().is_empty() {
+            capabilities.prompts = Some(Default::default());
+            capabilities.completions = Some(Default::default());
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(self.info.clone())
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(
+            self.executor.registry().prompts().list(),
+        ))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = crate::registry::prompts::string_arguments(&request.name, request.arguments)?;
+        self.executor
+            .registry()
+            .prompts()
+            .get(&request.name, arguments)
+            .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        Ok(crate::registry::prompts::complete(
+            self.executor.registry().prompts(),
+            &request,
+        ))
+    }
+
+    #[allow(deprecated)] // MCP logging, see `get_info`
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.set(request.level);
+        Ok(())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(
+            self.executor.registry().app_resources().list(),
+        ))
+    }
+
+    /// Accepted for every resource Warden serves; none of them changes
+    /// once readable (see [`crate::registry::app_resources`]), so no update
+    /// notification is ever due.
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.known_resource(&request.uri)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.known_resource(&request.uri)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(self.tools().to_vec()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        let mut templates = vec![crate::resources::template()];
+        templates.extend(self.executor.registry().app_resources().templates());
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        // The app's own resources are the same for every principal.
+        if let Some(app) = self.executor.registry().app_resources().read(&request.uri) {
+            return app.map(Into::into);
+        }
+        let principal = principal_of(&context);
+        crate::resources::read(self.runtime.store().view(&principal), &request.uri).map(Into::into)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let principal = principal_of(&context);
+        let record = self.owned_task(&principal, &request.task_id).await?;
+        Ok(GetTaskResult::new(crate::tasks::detailed(
+            self.runtime.store(),
+            &principal,
+            &record,
+        )))
+    }
+
+    /// Warden's tasks never ask the client for input: responses are
+    /// acknowledged (the extension ignores unknown keys) once the task is
+    /// known to be the caller's.
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.owned_task(&principal_of(&context), &request.task_id)
+            .await
+            .map(drop)
+    }
+
+    /// Cancels the task in whatever state it is (see
+    /// [`TaskRunner::cancel`]): a queued one ends `cancelled` and never
+    /// runs; a running one (here or on another server) has its worker
+    /// killed and ends `cancelled`. An ended task is refused with an error
+    /// naming how it ended, its record unchanged; so is one that ended
+    /// between the lookup and the cancel.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let principal = principal_of(&context);
+        let record = self.owned_task(&principal, &request.task_id).await?;
+        if matches!(record.state, crate::task::store::State::Ended(_)) {
+            return Err(crate::tasks::already_ended(&record));
+        }
+        let cancelled = self
+            .tasks
+            .cancel(&record.id)
+            .await
+            .map_err(crate::tasks::store_error)?;
+        if !cancelled {
+            let now = self.owned_task(&principal, &record.id).await?;
+            if matches!(now.state, crate::task::store::State::Ended(_)) {
+                return Err(crate::tasks::already_ended(&now));
+            }
+        }
+        Ok(())
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools().iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let name = request.name.to_string();
+        if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
+            let builtin = self.builtins[index].as_ref();
+            let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+            if builtin.runs_as_task() {
+                let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+                if crate::tasks::asks_for_task(&context.meta, declared)? {
+                    return self.start_task(index, arguments, &context).await;
+                }
+            }
+            return Ok(self.call_builtin(builtin, arguments, &context).await.into());
+        }
+        if self.executor.registry().get(&name).is_none() {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "unknown tool '{name}'; available tools: {}",
+                    self.tools()
+                        .iter()
+                        .map(|t| t.name.as_ref())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                None,
+            ));
+        }
+        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        Ok(self.call_guard(&name, arguments, &context).await.into())
+    }
+}

@@ -1,0 +1,333 @@
+//! The MCP Tasks extension (SEP-2663, `io.modelcontextprotocol/tasks`):
+//! long work that outlives the request asking for it.
+//!
+//! A client that declares the extension and asks for a task when it calls
+//! one of the tools that run as tasks (`run_script`, `run_coding_task`,
+//! `run_batch`) is answered at once with a task handle whose id is the Warden task id; the work
+//! goes on detached from the request (and from the client's connection)
+//! and its record in the task store says how it stands. `tasks/get` reads
+//! that record: `working` with the latest progress note, then `completed`
+//! with the very result a plain call would have returned (a task that
+//! failed is a completed call with `isError`), `cancelled`, or `failed`
+//! when its server died under it (`interrupted`). `tasks/cancel` is defined
+//! for every state: a queued task never runs and ends `cancelled`; a
+//! running one (or one waiting for its principal's share of the task
+//! slots) is stopped, its worker killed, and ends `cancelled`; an ended
+//! one is refused with an error naming its status, the record unchanged.
+//! Another principal's task id is unknown, exactly like an id that never
+//! existed.
+//!
+//! Only a request that asks for a task gets one (`asks_for_task`):
+//! declaring the extension alone is not asking, so clients that do not
+//! ask (or do not declare the extension) get the plain call, unchanged.
+//!
+//! The client may ask for a shorter retention than the default with the
+//! request `_meta` key [`TTL_META_KEY`] (milliseconds; see
+//! [`crate::task::records`]): the extension itself has no such field.
+
+use rmcp::ErrorData;
+use rmcp::model::{CallToolResult, DetailedTask, JsonObject, Task, TaskPayload, TaskStatus as McpStatus};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::artifacts::ArtifactStore;
+use crate::error::TaskErrorKind;
+use crate::limits::TASK_POLL_INTERVAL_MS;
+use crate::task::result::{Saved, SavedHead, read_saved};
+use crate::task::store::{State, TaskRecord, iso8601};
+use crate::task::{ResultError, TaskResult, TaskStatus};
+use crate::tenant::Principal;
+
+/// Claims queued tasks into this server's free task slots and runs each
+/// on its own, for as long as the server runs: woken when a task is
+/// queued here or a slot frees, and at least every heartbeat (a task
+/// queued through another server).
+pub fn start_claimer(server: crate::server::WardenServer) {
+    tokio::spawn(async move {
+        loop {
+            match server.tasks().claim_next().await {
+                Ok(Some((claimed, slot))) => {
+                    let runner = server.clone();
+                    tokio::spawn(async move { runner.run_claimed(claimed, slot).await });
+                }
+                Ok(None) => server.tasks().claim_chance().await,
+                Err(error) => {
+                    tracing::warn!(%error, "cannot claim queued tasks; retrying");
+                    server.tasks().claim_chance().await;
+                }
+            }
+        }
+    });
+}
+
+/// What a queued task runs, as its record keeps it: the built-in, its
+/// arguments, and the caller's trace context.
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub(crate) struct QueuedRequest {
+    #[serde(default)]
+    pub tool: String,
+    #[serde(default)]
+    pub arguments: Value,
+    #[serde(default)]
+    pub traceparent: Option<String>,
+}
+
+impl QueuedRequest {
+    /// The request a claimed record holds (an unreadable one names no tool).
+    pub fn of(stored: &Value) -> Self {
+        serde::Deserialize::deserialize(stored).unwrap_or_default()
+    }
+
+    /// As the store keeps it.
+    pub fn to_stored(&self) -> Value {
+        serde_json::to_value(self).unwrap_or(Value::Null)
+    }
+}
+
+/// Request `_meta` key with the TTL (ms) a client asks for its task.
+pub const TTL_META_KEY: &str = "warden/taskTtlMs";
+
+/// Request `_meta` key with which a `tools/call` asks to run as a task:
+/// `true` (or an object). A 2025-11-25 client's `params.task` never
+/// reaches the handler: rmcp 3.11 models SEP-2663, whose `tools/call` has
+/// no such field, and drops it while parsing.
+pub const TASK_META_KEY: &str = "warden/task";
+
+/// Whether a `tools/call` asks to run as an MCP task. Declaring the
+/// extension is consent to receive a task, not a request for one: the MCP
+/// Inspector declares it on a 2025-11-25 session and shows an empty result
+/// when a plain call comes back as a task handle. So a task is made only
+/// when the client declared the extension (`declared`) and the request
+/// asks: [`TASK_META_KEY`] set (or a TTL asked with [`TTL_META_KEY`]), or,
+/// under the 2026-07-28 rules, the request's own `_meta` client
+/// capabilities declare the extension (SEP-2663: the server decides per
+/// request among clients that declare it there). `_meta.warden/task:
+/// false` always gets a plain result. A value that is neither a boolean
+/// nor an object is an error naming the key.
+pub(crate) fn asks_for_task(
+    meta: &rmcp::model::RequestMetaObject,
+    declared: bool,
+) -> Result<bool, ErrorData> {
+    let explicit = match meta.get(TASK_META_KEY) {
+        None | Some(Value::Null) => None,
+        Some(Value::Bool(asked)) => Some(*asked),
+        Some(Value::Object(_)) => Some(true),
+        Some(other) => {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "_meta.{TASK_META_KEY} must be true (run as an MCP task) or false (a plain result), got {other}"
+                ),
+                None,
+            ));
+        }
+    };
+    if !declared {
+        return Ok(false);
+    }
+    let per_request = meta.protocol_version().is_some_and(|v| !v.has_initialize())
+        && meta.client_capabilities().is_some_and(|c| c.supports_tasks());
+    Ok(explicit.unwrap_or(per_request || meta.get(TTL_META_KEY).is_some_and(|v| !v.is_null())))
+}
+
+/// The answer to `tasks/cancel` for a task that has already ended: an
+/// invalid-params error (the 2025-11-25 rule for a task in a terminal
+/// status) saying how it ended and that nothing changed.
+pub(crate) fn already_ended(record: &TaskRecord) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "task '{}' already ended ({}): there is nothing to cancel and its record and result are unchanged; \
+             tasks/get returns its result",
+            record.id,
+            record.state.as_str()
+        ),
+        Some(json!({"task_id": record.id, "status": record.state.as_str()})),
+    )
+}
+
+/// The TTL a request asks for, if any; a value that is not a positive
+/// integer is an error naming the key.
+pub(crate) fn requested_ttl(meta: &rmcp::model::RequestMetaObject) -> Result<Option<u64>, ErrorData> {
+    match meta.get(TTL_META_KEY) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value.as_u64().filter(|ms| *ms > 0).map(Some).ok_or_else(|| {
+            ErrorData::invalid_params(
+                format!(
+                    "_meta.{TTL_META_KEY} must be a positive integer number of milliseconds, got {value}; \
+                     omit it for the server's default retention"
+                ),
+                None,
+            )
+        }),
+    }
+}
+
+/// The answer for a task id the caller has no task under.
+pub(crate) fn unknown_task(id: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!(
+            "no task '{id}': it never existed here, expired, or is not yours; list_tasks shows your tasks"
+        ),
+        None,
+    )
+}
+
+/// A store failure, as a protocol error.
+pub(crate) fn store_error(error: crate::task::store::StoreError) -> ErrorData {
+    ErrorData::internal_error(error.to_string(), None)
+}
+
+/// The task's base fields (id, status, times, TTL, poll interval).
+pub(crate) fn handle(record: &TaskRecord) -> Task {
+    let status = match record.state {
+        State::Queued | State::Running => McpStatus::Working,
+        State::Ended(TaskStatus::Cancelled) => McpStatus::Cancelled,
+        State::Ended(_) if interrupted(record) => McpStatus::Failed,
+        State::Ended(_) => McpStatus::Completed,
+    };
+    let mut task = Task::new(
+        record.id.clone(),
+        status,
+        iso8601(record.created_ms),
+        iso8601(record.updated_ms),
+    )
+    .with_ttl_ms(u64::try_from(record.ttl_ms).unwrap_or(0))
+    .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
+    task.status_message = match record.state {
+        State::Queued | State::Running => record.status_message.clone(),
+        State::Ended(_) => record.summary.clone(),
+    };
+    task
+}
+
+/// Whether the task ended because its server went away.
+fn interrupted(record: &TaskRecord) -> bool {
+    record
+        .error
+        .as_ref()
+        .map(ResultError::from_stored)
+        .and_then(|error| error.kind())
+        == Some(TaskErrorKind::Interrupted)
+}
+
+/// `tasks/get`'s answer for `record`, owned by `principal`: an ended
+/// task carries the result its call would have returned, read from its
+/// `result.json`.
+pub(crate) fn detailed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> DetailedTask {
+    let task = handle(record);
+    let payload = match task.status {
+        McpStatus::Working | McpStatus::InputRequired => TaskPayload::Working,
+        McpStatus::Cancelled => TaskPayload::Cancelled,
+        McpStatus::Failed => TaskPayload::Failed {
+            error: object(json!({
+                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                "message": record.summary.clone().unwrap_or_else(|| "interrupted".into()),
+                "data": {"task_id": record.id, "error": record.error},
+            })),
+        },
+        _ => TaskPayload::Completed {
+            result: object(serde_json::to_value(completed(store, principal, record)).unwrap_or_default()),
+        },
+    };
+    DetailedTask::new(task, payload)
+}
+
+/// The call result of an ended task, from its `result.json`; when that
+/// cannot be read, the record's summary and error with a pointer to the
+/// file.
+fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> CallToolResult {
+    let saved = match read_saved(store.view(principal), &record.id) {
+        Ok(Saved::Whole(text)) => serde_json::from_str::<Value>(&text).ok(),
+        _ => None,
+    };
+    match saved {
+        Some(value) => {
+            let success = SavedHead::of(&value).succeeded();
+            // Its files, read through the type (a result this version
+            // cannot read as one gets no links or images).
+            let typed = TaskResult::deserialize(&value).ok();
+            call_result(store.view(principal), value, success, typed.as_ref())
+        }
+        None => CallToolResult::structured_error(json!({
+            "status": record.state.as_str(), "task_id": record.id, "summary": record.summary,
+            "error": record.error,
+            "note": "the full result could not be read inline: read result.json with read_artifact",
+        })),
+    }
+}
+
+/// The MCP result of a tool's answer `value`: structured (an error unless
+/// it reports `success`), then, when it is a task's result (`task`, the
+/// typed value `value` is the JSON of), its PNG charts inline (within the
+/// result cap; read through the owner's view, so from the object store on
+/// a node that did not run the task) and a link per artifact.
+pub(crate) fn call_result(
+    store: crate::artifacts::View<'_>,
+    value: Value,
+    success: bool,
+    task: Option<&TaskResult>,
+) -> CallToolResult {
+    let (content, links) = match task {
+        Some(task) => {
+            let json_bytes = serde_json::to_vec(&value)
+                .map(|v| v.len())
+                .unwrap_or(usize::MAX / 2);
+            (
+                crate::resources::images(store, task, json_bytes),
+                crate::resources::links(task),
+            )
+        }
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut result = if success {
+        CallToolResult::structured(value)
+    } else {
+        CallToolResult::structured_error(value)
+    };
+    result.content.extend(content);
+    result.content.extend(links);
+    result
+}
+
+fn object(value: Value) -> JsonObject {
+    match value {
+        Value::Object(map) => map,
+        other => {
+            let mut map = JsonObject::new();
+            map.insert("value".into(), other);
+            map
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::{ClientCapabilities, MetaObject, ProtocolVersion, RequestMetaObject};
+
+    fn meta(value: Value) -> RequestMetaObject {
+        match value {
+            Value::Object(map) => RequestMetaObject(MetaObject(map)),
+            _ => RequestMetaObject::default(),
+        }
+    }
+
+    #[test]
+    fn only_a_request_that_asks_gets_a_task() {
+        // Declaring the extension is not asking (the Inspector's 2025-11-25 session); the
+        // warden/task key, a TTL, or 2026-07-28 per-request capabilities ask.
+        let none = meta(json!({}));
+        assert!(!asks_for_task(&none, true).unwrap());
+        assert!(asks_for_task(&meta(json!({TASK_META_KEY: true})), true).unwrap());
+        assert!(asks_for_task(&meta(json!({TASK_META_KEY: {}})), true).unwrap());
+        assert!(asks_for_task(&meta(json!({TTL_META_KEY: 5000})), true).unwrap());
+        assert!(!asks_for_task(&meta(json!({TASK_META_KEY: true})), false).unwrap());
+        let mut stateless = RequestMetaObject::default();
+        stateless.set_protocol_version(ProtocolVersion::V_2026_07_28);
+        stateless.set_client_capabilities(ClientCapabilities::builder().enable_tasks().build());
+        assert!(asks_for_task(&stateless, true).unwrap());
+        stateless.insert(TASK_META_KEY.into(), json!(false));
+        assert!(!asks_for_task(&stateless, true).unwrap());
+        let error = asks_for_task(&meta(json!({TASK_META_KEY: "yes"})), true).unwrap_err();
+        assert!(error.message.contains(TASK_META_KEY), "{}", error.message);
+    }
+}

@@ -1,0 +1,307 @@
+//! MCP over Streamable HTTP: rmcp's service at `/mcp` inside an axum
+//! router, for remote clients and teams.
+//!
+//! ```text
+//!  request ─► connection caps (listener) ─► Origin check ─► CORS ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
+//!                                                                 └─► authentication ─► principal's requests ─► body pace
+//!                                                                     ─► drain ─► session bounds ─► direct path ─► rmcp /mcp ─► WardenServer
+//! ```
+//!
+//! What one principal or one anonymous client can hold, and the numbers,
+//! are in `docs/security.md` ("What a principal can exhaust").
+//!
+//! Both protocol revisions are served by the same endpoint: 2025-11-25
+//! (sessions, SSE streams carrying progress) and 2026-07-28 (stateless
+//! requests, `server/discover`); rmcp routes each request by the revision
+//! it names. The caller's [`crate::tenant::Principal`] travels in the
+//! request's extensions to the handler (`mcp::server::principal_of`).
+//!
+//! Without authentication the server only binds a loopback address: on any
+//! other address it refuses to start, before binding, naming the variables
+//! to set.
+//!
+//! SIGTERM (or SIGINT) drains: the listener stays open so `/readyz` can
+//! answer 503 `draining` (a load balancer takes the node out) and new work
+//! (a request without a session) is answered 503 `draining`; calls and
+//! tasks running then, and requests on open sessions, get
+//! `Limits::drain_grace` to finish; after that the listener closes, rmcp's
+//! sessions are closed, running tasks are cancelled and recorded
+//! `cancelled`, and the process returns (its workers die with it).
+
+pub(crate) mod auth;
+mod body;
+mod direct;
+mod drain;
+mod health;
+mod host;
+mod listener;
+mod origin;
+mod refusal;
+mod requests;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::middleware::from_fn_with_state;
+use axum::routing::get;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use crate::task::TaskRunner;
+
+/// The period of keep-alive comments on quiet SSE streams (rmcp's default,
+/// stated once so the direct path uses the same).
+const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// The `retry` hint of each SSE stream's priming event (SEP-1699; rmcp's
+/// default, stated once for the session manager and the service).
+const SSE_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The MCP endpoint's path.
+pub const MCP_PATH: &str = "/mcp";
+
+/// Why the HTTP server did not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error(
+        "refusing to serve {addr} without authentication: anyone who can reach it could run guards and read \
+artifacts. Set WARDEN_API_TOKENS_FILE (lines `PRINCIPAL SHA256_HEX_OF_TOKEN`) or WARDEN_OAUTH_ISSUER with \
+WARDEN_OAUTH_JWKS, or bind a loopback address such as 127.0.0.1:{port}",
+        port = addr.port()
+    )]
+    Unauthenticated { addr: SocketAddr },
+    #[error(
+        "WARDEN_PUBLIC_URL: '{0}' is not an http(s) URL; write the MCP endpoint as clients reach it, e.g. https://warden.example.com/mcp"
+    )]
+    PublicUrl(String),
+    #[error(transparent)]
+    Origins(#[from] origin::OriginError),
+    #[error(transparent)]
+    Auth(#[from] auth::AuthConfigError),
+    #[error("the HTTP server failed: {0}")]
+    Serve(std::io::Error),
+}
+
+/// What a started server tells its caller (the CLI prints it).
+#[derive(Debug, Clone)]
+pub struct Listening {
+    /// The MCP endpoint as clients reach it (with the real port when `:0`
+    /// was asked for).
+    pub(crate) url: String,
+    /// Whether requests are authenticated.
+    pub(crate) authenticated: bool,
+}
+
+/// How a drained server ended.
+#[derive(Debug, Clone, Copy)]
+pub struct Drained {
+    /// Calls still running when the grace ran out (then cancelled).
+    pub(crate) calls_cut: usize,
+    /// Tasks that had not recorded themselves when the process returned
+    /// (marked `interrupted` at the next start).
+    pub(crate) tasks_left: usize,
+}
+
+/// Serves MCP on `addr` until SIGTERM/SIGINT, then drains. `on_listening`
+/// runs once the socket is bound.
+pub async fn serve(
+    tasks: Arc<TaskRunner>,
+    name: &str,
+    version: &str,
+    addr: SocketAddr,
+    on_listening: impl FnOnce(&Listening),
+) -> Result<Drained, HttpError> {
+    // Refused before binding: an unauthenticated public address is never
+    // reachable, even for a moment.
+    if !addr.ip().is_loopback() && !auth::configured() {
+        return Err(HttpError::Unauthenticated { addr });
+    }
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    let local = listener
+        .local_addr()
+        .map_err(|source| HttpError::Bind { addr, source })?;
+    let url = public_url(local)?;
+    let auth = auth::Auth::from_env(&url)?.map(|auth| Arc::new(auth.with_resource_name(name)));
+    if auth.is_none() && !local.ip().is_loopback() {
+        return Err(HttpError::Unauthenticated { addr: local });
+    }
+    let allowlist = Arc::new(origin::Allowlist::new(
+        &url,
+        crate::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
+    )?);
+    // Task records open in the background (see `TaskRunner::start_records`);
+    // `/readyz` reports a store that cannot open.
+    tasks.start_records();
+
+    let limits = tasks.executor.limits().clone();
+    let server = crate::server::WardenServer::new(tasks.clone(), name, version);
+    crate::tasks::start_claimer(server.clone());
+    server.warm_tools();
+    let in_flight = Arc::new(drain::InFlight::default());
+    let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
+        channel_capacity: crate::limits::SESSION_STREAM_EVENTS,
+        keep_alive: limits.http_session_idle,
+        sse_retry: SSE_RETRY,
+        completed_ttl: crate::limits::SESSION_RESUME_WINDOW,
+        max_sessions: limits.http_max_sessions.max(1),
+        sessions_per_principal: limits.http_sessions_per_principal.max(1),
+    });
+    let sessions = Arc::new(sessions::Sessions::new(Arc::new(manager)));
+    // Closing every session (and its SSE streams) is the last step of a drain.
+    let close_sessions = CancellationToken::new();
+    let hosts = allowed_hosts(local, &url);
+    let direct = Arc::new(direct::Direct::new(
+        server.clone(),
+        limits.message_cap(),
+        SSE_KEEP_ALIVE,
+    ));
+    let host_check = Arc::new(host::Hosts::new(&hosts));
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(close_sessions.child_token())
+        .with_allowed_hosts(hosts)
+        .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
+        .with_sse_retry(Some(SSE_RETRY))
+        .with_max_request_body_bytes(limits.message_cap())
+        // A plain JSON body for a call that sends nothing before its answer;
+        // rmcp switches to SSE when the call notifies (progress).
+        .with_json_response(true);
+    let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
+    let health = Arc::new(health::Health::new(tasks.clone()));
+    let pace = Arc::new(body::BodyPace {
+        grace: limits.http_header_timeout,
+        rate: limits.http_body_min_rate,
+        cap: limits.message_cap(),
+    });
+    let mut protected = Router::new()
+        .nest_service(MCP_PATH, mcp)
+        // Plain stateless guard calls skip rmcp's per-request service.
+        .layer(from_fn_with_state(direct, direct::answer))
+        .layer(from_fn_with_state(sessions.clone(), sessions::guard))
+        .layer(from_fn_with_state(in_flight.clone(), drain::track))
+        .layer(from_fn_with_state(health.clone(), drain::refuse_new_work))
+        .layer(from_fn_with_state(pace, body::paced))
+        .layer(from_fn_with_state(
+            Arc::new(requests::PrincipalRequests::new(
+                limits.http_requests_per_principal,
+            )),
+            requests::limit,
+        ));
+    let mut public = Router::new();
+    if let Some(auth) = &auth {
+        protected = protected.layer(from_fn_with_state(auth.clone(), auth::Auth::require));
+        public = public.merge(auth.public_routes());
+    }
+    // Outside authentication: a wrong Host is refused whatever the token.
+    let protected = protected.layer(from_fn_with_state(host_check, host::check));
+    let app = Router::new()
+        .merge(protected)
+        .merge(public)
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz).with_state(health.clone()))
+        .fallback(health::elsewhere)
+        // Inside the Origin check, outside authentication: a browser's
+        // preflight carries no token.
+        .layer(origin::cors(allowlist.clone()))
+        .layer(from_fn_with_state(allowlist, origin::check))
+        .layer(axum::middleware::from_fn(drain::mark_busy));
+
+    let stop_accepting = CancellationToken::new();
+    let server = axum::serve(
+        listener::LimitedListener::new(
+            listener,
+            listener::ConnectionBounds {
+                max: limits.http_max_connections,
+                unproven_max: limits.http_unproven_connections,
+                idle: limits.http_idle,
+                header_timeout: limits.http_header_timeout,
+            },
+        ),
+        app.into_make_service_with_connect_info::<listener::Busy>(),
+    )
+    .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
+    let mut serving = tokio::spawn(server.into_future());
+    on_listening(&Listening {
+        url,
+        authenticated: auth.is_some(),
+    });
+
+    tokio::select! {
+        ended = &mut serving => {
+            // The server stopped by itself: an accept-loop failure.
+            close_sessions.cancel();
+            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+            return match ended {
+                Ok(Err(error)) => Err(HttpError::Serve(error)),
+                _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
+            };
+        }
+        _ = crate::serve::shutdown_signal() => {}
+    }
+    // Drain: refuse new work (the listener stays open, so `/readyz` tells
+    // the load balancer), let running work finish within the grace.
+    health.draining.store(true, Ordering::SeqCst);
+    let grace_end = tokio::time::Instant::now() + limits.drain_grace;
+    let calls_cut = in_flight.wait_idle(grace_end).await;
+    // Tasks (MCP tasks too) get the same grace; queued ones stay queued
+    // for another server or this one's restart.
+    tasks.drain(grace_end).await;
+    // Then cut: cancel tasks (they record `cancelled`; MCP tasks
+    // `interrupted`), close sessions.
+    let tasks_left = tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    tasks.close_records().await;
+    stop_accepting.cancel();
+    close_sessions.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), serving).await;
+    Ok(Drained {
+        calls_cut,
+        tasks_left,
+    })
+}
+
+/// The MCP endpoint as clients reach it: `WARDEN_PUBLIC_URL` (behind a
+/// proxy), else `http://<bound address>/mcp`.
+fn public_url(local: SocketAddr) -> Result<String, HttpError> {
+    match crate::config::var("WARDEN_PUBLIC_URL").filter(|url| !url.trim().is_empty()) {
+        Some(url) => {
+            let url = url.trim().trim_end_matches('/').to_string();
+            let valid = url
+                .parse::<axum::http::Uri>()
+                .is_ok_and(|uri| matches!(uri.scheme_str(), Some("http" | "https")) && uri.host().is_some());
+            if valid {
+                Ok(url)
+            } else {
+                Err(HttpError::PublicUrl(url))
+            }
+        }
+        None => Ok(format!("http://{local}{MCP_PATH}")),
+    }
+}
+
+/// `Host` values accepted (DNS-rebinding protection for loopback servers):
+/// the loopback names, the bound address and the public URL's host.
+fn allowed_hosts(local: SocketAddr, url: &str) -> Vec<String> {
+    let mut hosts = vec!["localhost".to_string(), "127.0.0.1".into(), "::1".into()];
+    if !local.ip().is_unspecified() {
+        hosts.push(local.ip().to_string());
+    }
+    if let Some(host) = url
+        .parse::<axum::http::Uri>()
+        .ok()
+        .and_then(|uri| uri.host().map(str::to_string))
+    {
+        hosts.push(host.trim_start_matches('[').trim_end_matches(']').to_string());
+    }
+    hosts.sort();
+    hosts.dedup();
+    hosts
+}

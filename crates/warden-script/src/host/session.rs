@@ -1,0 +1,451 @@
+//! The server side of one script worker: spawn, hello, run, answer requests.
+//!
+//! The worker's pipe is served by a door thread (`script::host::door`), which
+//! runs `in_process` guard calls itself and records inline pure calls; the
+//! session answers what needs the async world: isolated guard calls go
+//! through the executor (same validation, mode, timeout and events as
+//! direct calls), artifact writes and reads go to the store. The session
+//! also keeps every deadline: the in-flight call's (via the door's
+//! watchdog) and the task's. Deadline and cancellation kill the worker's
+//! process group; so does dropping the session.
+
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use base64::Engine as _;
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{CallCounts, CallLog, CallRecord};
+use super::door::{Door, DoorError, DoorEvent, RunScope};
+use crate::artifacts::ArtifactStore;
+use crate::error::GuardError;
+use crate::events::{Events, Origin};
+use crate::executor::sandbox::{Rlimits, confine, release_group, track_group};
+use crate::executor::{Admission, CallRequest, Executor, Record, Settled, Status};
+use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
+use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
+use warden_executor::worker::WORKER_ARG;
+
+/// Why a script worker could not be started (or refused to run).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot create the worker log: {0}")]
+    Log(#[source] std::io::Error),
+    #[error("cannot create the worker's pipes: {0}")]
+    Pipes(#[source] std::io::Error),
+    #[error("cannot start a script worker: {0}")]
+    Spawn(#[source] std::io::Error),
+    #[error("cannot start the door thread: {0}")]
+    DoorThread(#[source] std::io::Error),
+    /// The worker closed its door before its hello, with the reason.
+    #[error(transparent)]
+    Closed(DoorError),
+    #[error("script worker said {0} instead of hello")]
+    NoHello(String),
+    #[error("script worker closed its pipe")]
+    PipeClosed,
+    #[error("script worker did not start before the deadline")]
+    Deadline,
+    #[error(transparent)]
+    Policy(#[from] crate::policy::BadMode),
+    /// `WARDEN_SANDBOX=strict` and a layer is missing.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// What the worker side of a task produced, for the result.
+#[derive(Default)]
+pub struct WorkerFacts {
+    pub layers: Layers,
+    pub calls: CallCounts,
+    pub pid: u32,
+    /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
+    pub exit_status: Option<String>,
+}
+
+/// How long a worker whose stdin was closed gets to exit before its group
+/// is killed: 200 ms (it normally exits within a millisecond).
+const WORKER_EXIT_GRACE: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// Guard calls a run may make.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Calls through the door (isolated and in-process guards; a
+    /// `map_call` counts once).
+    pub calls_left: u64,
+    /// Whether inline calls (pure guards, script-only functions) are
+    /// budgeted too, against [`Session::inline_calls_left`] (coding tasks).
+    pub count_pure: bool,
+}
+
+/// How a run ended, from the server's side.
+#[derive(Debug)]
+pub enum RunEnd {
+    Finished(RunOutcome),
+    TimedOut,
+    Cancelled,
+    Crashed(String),
+}
+
+pub struct Session {
+    child: Child,
+    pgid: u32,
+    /// How the worker process ended, once it has been reaped.
+    pub exit_status: Option<String>,
+    /// The worker's stderr; read to explain a crash.
+    log_path: std::path::PathBuf,
+    memory_limit: u64,
+    /// The worker's pipes and the threads serving them.
+    door: Arc<Door>,
+    /// What the door threads hand over, in order. The door owns the
+    /// sender, so the worker's end arrives as [`DoorEvent::Closed`].
+    from_door: UnboundedReceiver<DoorEvent>,
+    pub layers: Layers,
+    /// Inline calls the next run may make when its [`Budget`] counts them;
+    /// a coding task sets it before each run (unbounded otherwise).
+    pub inline_calls_left: u64,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.door.close();
+        release_group(self.pgid);
+    }
+}
+
+/// What a session needs from the server.
+pub struct Context<'a> {
+    pub executor: &'a Executor,
+    pub store: &'a ArtifactStore,
+    pub events: &'a Events,
+    pub origin: &'a Origin,
+    pub task_id: &'a str,
+    pub cancel: &'a CancellationToken,
+    pub progress: Option<&'a super::progress::Progress>,
+}
+
+impl Session {
+    /// Starts a script worker for the task in `task_dir` (its stderr goes
+    /// to `worker_stderr.log` there, its calls to `function_calls.json`)
+    /// and waits for its hello.
+    pub async fn start(
+        executor: Arc<Executor>,
+        exe: &std::path::Path,
+        task_dir: &std::path::Path,
+        rlimits: Rlimits,
+        deadline: Instant,
+    ) -> Result<Self, StartError> {
+        let log_path = &task_dir.join("worker_stderr.log");
+        let log = crate::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
+        // Plain blocking pipes: the door thread reads and writes them
+        // directly, with no reactor between the worker and its answer.
+        let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
+        let (from_worker, worker_stdout) = std::io::pipe().map_err(StartError::Pipes)?;
+        let mut command = Command::new(exe);
+        command
+            .arg(WORKER_ARG)
+            .arg(crate::SCRIPT_WORKER)
+            .stdin(Stdio::from(worker_stdin))
+            .stdout(Stdio::from(worker_stdout))
+            .stderr(Stdio::from(log))
+            .kill_on_drop(true);
+        crate::executor::sandbox::scrub_env(&mut command);
+        confine(&mut command, rlimits);
+        let spawned = command.spawn();
+        // The child's ends must close here, or the door never sees EOF.
+        drop(command);
+        let child = spawned.map_err(StartError::Spawn)?;
+        let pgid = child.id().unwrap_or_default();
+        track_group(pgid);
+        let (sender, mut from_door) = unbounded_channel();
+        let calls = CallLog::create(&task_dir.join(super::calls::FUNCTION_CALLS_FILE));
+        let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
+            Ok(door) => door,
+            Err(error) => {
+                release_group(pgid);
+                return Err(StartError::DoorThread(error));
+            }
+        };
+        let hello = tokio::time::timeout_at(deadline, from_door.recv()).await;
+        let mut session = Session {
+            child,
+            pgid,
+            exit_status: None,
+            log_path: log_path.to_path_buf(),
+            memory_limit: rlimits.memory,
+            door,
+            from_door,
+            layers: Layers::default(),
+            inline_calls_left: u64::MAX,
+        };
+        match hello {
+            Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
+            Ok(Some(DoorEvent::Closed(reason))) => return Err(StartError::Closed(reason)),
+            Ok(Some(other)) => return Err(StartError::NoHello(format!("{other:?}"))),
+            Ok(None) => return Err(StartError::PipeClosed),
+            Err(_) => return Err(StartError::Deadline),
+        }
+        Ok(session)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pgid
+    }
+
+    #[cfg(feature = "agent")]
+    /// Guard calls made so far, and how many of them succeeded.
+    pub fn call_counts(&self) -> CallCounts {
+        self.door.calls.lock().unwrap_or_else(|p| p.into_inner()).counts()
+    }
+
+    /// Runs `code` and serves the worker's requests until it is done, the
+    /// deadline passes or the caller cancels.
+    pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
+        let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        self.door.set_scope(RunScope {
+            events: ctx.events.clone(),
+            origin: ctx.origin.clone(),
+            cancel: ctx.cancel.clone(),
+            deadline,
+            progress: ctx.progress.is_some(),
+        });
+        // The worker stops itself at `deadline` with a classified timeout;
+        // the server kills it if it has not answered shortly after.
+        let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
+        let door = self.door.clone();
+        let inline_left = self.inline_calls_left;
+        let served = async {
+            door.reply(&ToWorker::Run {
+                code: code.to_string(),
+                deadline_ms,
+                calls_left: budget.calls_left,
+                inline_left: budget.count_pure.then_some(inline_left),
+            })?;
+            loop {
+                let check = door.next_check(Instant::now(), hard_deadline);
+                let event = tokio::select! {
+                    event = self.from_door.recv() => event,
+                    _ = tokio::time::sleep_until(check) => {
+                        door.settle_overdue(Instant::now(), None);
+                        continue;
+                    }
+                };
+                match event {
+                    Some(DoorEvent::Done(outcome)) => return Ok(*outcome),
+                    Some(DoorEvent::Request(request)) => answer(ctx, &door, request, deadline).await?,
+                    Some(DoorEvent::Progress(message)) => super::progress::note(ctx.progress, message).await,
+                    Some(DoorEvent::Hello(_)) => {}
+                    Some(DoorEvent::Closed(reason)) => return Err(reason),
+                    None => return Err(DoorError::PipeClosed),
+                }
+            }
+        };
+        let cancel = ctx.cancel.clone();
+        let end = tokio::select! {
+            outcome = tokio::time::timeout_at(hard_deadline, served) => match outcome {
+                Ok(Ok(outcome)) => RunEnd::Finished(outcome),
+                Ok(Err(reason)) => RunEnd::Crashed(reason.to_string()),
+                Err(_) => RunEnd::TimedOut,
+            },
+            _ = cancel.cancelled() => RunEnd::Cancelled,
+        };
+        if !matches!(end, RunEnd::Finished(_)) {
+            let status = match end {
+                RunEnd::Cancelled => Status::Cancelled,
+                RunEnd::TimedOut => Status::TimedOut,
+                _ => Status::Failed,
+            };
+            self.door.settle_overdue(Instant::now(), Some(status));
+            release_group(self.pgid);
+            let status = self.child.wait().await.ok();
+            self.exit_status = Some(describe(status));
+            if let RunEnd::Crashed(reason) = end {
+                let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+                if log.contains("memory allocation of") {
+                    return RunEnd::Crashed(format!(
+                        "out of memory: the script worker hit its {} MiB address-space limit (worker {})",
+                        self.memory_limit / (1024 * 1024),
+                        describe(status)
+                    ));
+                }
+                return RunEnd::Crashed(format!("{reason} (worker {})", describe(status)));
+            }
+        }
+        end
+    }
+
+    /// What the worker side produced, for the task result; closes
+    /// function_calls.json.
+    pub fn take_facts(&mut self) -> WorkerFacts {
+        let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
+        calls.close();
+        WorkerFacts {
+            layers: self.layers.clone(),
+            calls: calls.counts(),
+            pid: self.pgid,
+            exit_status: None,
+        }
+    }
+
+    /// Returns how the worker ended (already known after an abnormal run).
+    pub async fn finish(mut self) -> String {
+        if let Some(known) = self.exit_status.take() {
+            release_group(self.pgid);
+            return known;
+        }
+        self.door.close();
+        let status = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
+        release_group(self.pgid);
+        let status = match status {
+            Ok(Ok(status)) => Some(status),
+            _ => self.child.wait().await.ok(),
+        };
+        describe(status)
+    }
+}
+
+/// Answers a request the door thread handed over, through the door.
+async fn answer(
+    ctx: &Context<'_>,
+    door: &Door,
+    request: FromWorker,
+    deadline: Instant,
+) -> Result<(), DoorError> {
+    let reply = match request {
+        FromWorker::GuardCall { guard, arguments } => ToWorker::GuardReply {
+            result: call_through_executor(ctx, door, &guard, arguments, deadline).await,
+        },
+        // The items run one after another, each a full call; the script
+        // gets every outcome in one reply.
+        FromWorker::MapCall { guard, items } => {
+            let mut results = Vec::with_capacity(items.len());
+            for arguments in items {
+                let result = call_through_executor(ctx, door, &guard, arguments, deadline).await;
+                results.push(crate::protocol::map_item(result));
+            }
+            ToWorker::MapReply {
+                result: Ok(Value::Array(results)),
+            }
+        }
+        FromWorker::WriteArtifact {
+            filename,
+            content,
+            encoding,
+        } => {
+            let result = write_artifact(ctx, &filename, &content, &encoding);
+            super::progress::note(ctx.progress, format!("artifact {filename}")).await;
+            ToWorker::ArtifactReply { result }
+        }
+        FromWorker::ReadArtifact { filename } => ToWorker::ArtifactReply {
+            result: ctx
+                .store
+                .read_output(ctx.task_id, &filename, DEFAULT_MAX_ARTIFACT_BYTES)
+                .map(Value::String),
+        },
+        FromWorker::Hello { .. } | FromWorker::Done { .. } => return Ok(()),
+    };
+    door.reply(&reply)
+}
+
+/// One guard call handed over by the door (an isolated guard), through
+/// the executor, recorded in function_calls.json when it settles (so a
+/// call still running when the task is dropped is recorded `cancelled`, as
+/// its `function_call_finished` event is), or, refused before it began,
+/// from its error.
+async fn call_through_executor(
+    ctx: &Context<'_>,
+    door: &Door,
+    guard: &str,
+    arguments: Value,
+    deadline: Instant,
+) -> Result<Value, GuardError> {
+    let started = std::time::Instant::now();
+    let mode = ctx
+        .executor
+        .registry()
+        .get(guard)
+        .map(|g| g.mode().as_str())
+        .unwrap_or("unknown");
+    let recorded = AtomicBool::new(false);
+    let record = |settled: &Settled<'_>| {
+        recorded.store(true, Ordering::Relaxed);
+        door.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(&CallRecord {
+                function: settled.function,
+                status: settled.status.as_str(),
+                error_type: settled.error_type,
+                duration_ns: settled.duration.as_nanos() as u64,
+                execution: mode,
+            });
+    };
+    let result = ctx
+        .executor
+        .call(CallRequest {
+            guard,
+            arguments,
+            origin: ctx.origin,
+            cancel: ctx.cancel.clone(),
+            admission: Admission::InTask,
+            deadline_cap: Some(deadline),
+            events: Some(ctx.events),
+            record: Some(Record(&record)),
+        })
+        .await;
+    let (status, error_type) = super::door::failure_status(&result);
+    if !recorded.load(Ordering::Relaxed) {
+        door.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(&CallRecord {
+                function: guard,
+                status,
+                error_type,
+                duration_ns: started.elapsed().as_nanos() as u64,
+                execution: mode,
+            });
+    }
+    super::progress::note(ctx.progress, format!("guard call {guard} {status}")).await;
+    result.map_err(|f| f.error)
+}
+
+fn write_artifact(
+    ctx: &Context<'_>,
+    filename: &str,
+    content: &str,
+    encoding: &str,
+) -> Result<Value, GuardError> {
+    let bytes = match encoding {
+        "utf-8" | "utf8" | "text" => content.as_bytes().to_vec(),
+        "base64" => base64::engine::general_purpose::STANDARD
+            .decode(content.trim())
+            .map_err(|e| {
+                GuardError::invalid_input("encoding", format!("content is not valid base64: {e}"))
+            })?,
+        other => {
+            return Err(GuardError::invalid_input(
+                "encoding",
+                format!("expected 'utf-8' or 'base64', got '{other}'"),
+            ));
+        }
+    };
+    let size = ctx
+        .store
+        .write_output(ctx.task_id, filename, &bytes, DEFAULT_MAX_ARTIFACT_BYTES)?;
+    ctx.events.emit(
+        ctx.origin,
+        "artifact_written",
+        json!({"filename": filename, "size_bytes": size}),
+    );
+    Ok(json!({"filename": filename, "path": format!("outputs/{filename}"), "size_bytes": size}))
+}
+
+fn describe(status: Option<std::process::ExitStatus>) -> String {
+    crate::executor::sandbox::Ended::of(status).to_string()
+}

@@ -1,0 +1,58 @@
+//! Warden's scripts: the Rhai sandbox that composes guards, in one crate
+//! split by side. Apps use the `warden` facade.
+//!
+//! [`worker`] is the sandboxed side: the script worker process (entry point,
+//! sandbox layers, engine, guard bindings, charts, and its door — the pipe).
+//! [`host`] is the server side: the session that starts a worker and its
+//! door, which answers the worker's guard calls through the executor (the
+//! `warden-executor` crate below: a script reaches a guard no other way).
+//! [`protocol`] is the one wire format between the two.
+
+// The lower crates' modules at the paths this crate's modules use.
+pub(crate) use warden_core::{error, guard, limits, registry};
+pub(crate) use warden_executor::{artifacts, events, executor, telemetry};
+
+pub mod host;
+pub use warden_sandbox::policy;
+pub mod protocol;
+pub mod worker;
+
+/// Second argument after `WORKER_ARG` that selects a script worker.
+pub const SCRIPT_WORKER: &str = "script";
+
+/// The registry reserves every script helper's name, so no guard can
+/// shadow one: its list and the helpers the worker binds must agree.
+#[cfg(test)]
+mod reserved_names {
+    #[test]
+    fn helpers_names_every_helper_the_bindings_register() {
+        use crate::worker::bindings::HELPERS;
+        let source = include_str!("worker/bindings.rs");
+        for call in source.split("register_fn(").skip(1) {
+            let literal = call.trim_start().strip_prefix('"');
+            if let Some(name) = literal.and_then(|rest| rest.split('"').next()) {
+                let chart = crate::worker::charts::HELPERS.contains(&name);
+                assert!(
+                    HELPERS.contains(&name) || chart,
+                    "helper {name} is missing from HELPERS"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn every_script_helper_name_is_reserved() {
+        let charts = crate::worker::charts::HELPERS;
+        let prelude = crate::worker::prelude::PRELUDE;
+        for helper in crate::worker::bindings::HELPERS
+            .iter()
+            .chain(&charts)
+            .chain(&prelude)
+        {
+            assert!(
+                crate::registry::RESERVED_SCRIPT_NAMES.contains(helper),
+                "script helper {helper} is not in crate::registry::RESERVED_SCRIPT_NAMES"
+            );
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The pre-run check on a small registry: every problem at once, with its
+//! place and fix; nothing said where the check cannot know.
+
+use rhai::{AST, Engine, Map, Scope};
+
+use super::*;
+use crate::error::GuardError;
+use crate::guard::guard;
+
+/// Prices an option.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[allow(dead_code)]
+struct PriceInput {
+    spot: f64,
+    strike: f64,
+    volatility: f64,
+    #[serde(default)]
+    rate: f64,
+}
+
+fn price(input: PriceInput) -> Result<f64, GuardError> {
+    Ok(input.spot)
+}
+
+fn setup() -> (Engine, Known, Registry) {
+    let registry = Registry::new(vec![guard(price).pure()]).expect("registry");
+    let mut engine = crate::worker::engine::build(&Default::default());
+    engine.register_fn("price", |_: Map| 1.0_f64);
+    engine.register_fn("map_call", |_: &str, _: rhai::Array| 1.0_f64);
+    engine.register_fn("to_csv", |_: rhai::Array| String::new());
+    engine.register_fn("to_csv", |_: rhai::Array, _: rhai::Array| String::new());
+    crate::worker::prelude::register(&mut engine);
+    let known = Known::of(&engine);
+    (engine, known, registry)
+}
+
+fn problems(code: &str) -> Vec<Problem> {
+    let (engine, known, registry) = setup();
+    match check(&engine, &known, &registry, &Scope::new(), &AST::empty(), code) {
+        Ok(_) => Vec::new(),
+        Err(problems) => problems,
+    }
+}
+
+#[test]
+fn every_problem_of_a_block_is_reported_at_once_with_its_line() {
+    // An unknown function, a misspelled and a missing argument, and a helper's arity: four problems, one answer.
+    let found = problems(
+        "let p = norm_cfd(1.0);\nlet q = price(#{spot: 1.0, strike: 1.0, volatilty: 0.2});\nlet c = to_csv([], [], []);",
+    );
+    let text: Vec<String> = found
+        .iter()
+        .map(|p| format!("{:?}: {}", p.line, p.message))
+        .collect();
+    assert_eq!(found.len(), 4, "{text:#?}");
+    assert!(
+        text[0].contains("Some(1)") && text[0].contains("did you mean 'norm_cdf'"),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter().any(|t| t.contains("Some(2)")
+            && t.contains("no argument 'volatilty'")
+            && t.contains("'volatility'")),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("Some(2)") && t.contains("missing required argument(s) volatility")),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter()
+            .any(|t| t.contains("Some(3)") && t.contains("to_csv takes 1 or 2 argument(s), got 3")),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn a_reserved_word_as_a_bare_key_is_answered_with_the_quoting_and_the_check_goes_on() {
+    // `#{call: 1}` is a parse error; the answer says how to quote it, and still finds the typo after it.
+    let found = problems("let m = #{call: 1.0, put: 2.0};\nlet x = norm_pfd(0.0);");
+    assert_eq!(found.len(), 2, "{found:#?}");
+    assert!(
+        found[0].message.contains("'call' is a reserved word")
+            && found[0].message.contains("#{\"call\": ...}"),
+        "{found:#?}"
+    );
+    assert_eq!((found[0].line, found[0].column), (Some(1), Some(11)));
+    assert!(found[1].message.contains("did you mean 'norm_pdf'"), "{found:#?}");
+}
+
+#[test]
+fn a_plain_syntax_error_is_reported_as_such() {
+    // Not a key problem: the parse error itself, with its position; errors at the end of input too.
+    let found = problems("let x = (1 + ;");
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(found[0].message.starts_with("syntax error"), "{found:#?}");
+    assert_eq!(found[0].line, Some(1));
+    for broken in ["let m = #{", "#{a: 1,", "fn f(", "\n\n", "let x = \"", "#{call:"] {
+        let found = problems(broken);
+        assert!(!found.is_empty() || broken.trim().is_empty(), "{broken:?}");
+    }
+}
+
+#[test]
+fn map_call_items_are_checked_like_calls() {
+    // A literal map_call names a real guard, and each literal item's keys are checked.
+    let found = problems(
+        "map_call(\"price\", [#{spot: 1.0, strike: 1.0, volatility: 0.2}, #{spot: 1.0, strike: 1.0, vol: 0.2}]);\nmap_call(\"prise\", []);",
+    );
+    assert_eq!(found.len(), 3, "{found:#?}");
+    assert!(
+        found[0]
+            .message
+            .starts_with("map_call item 1: price has no argument 'vol'"),
+        "{found:#?}"
+    );
+    assert!(
+        found[1]
+            .message
+            .contains("missing required argument(s) volatility"),
+        "{found:#?}"
+    );
+    assert!(
+        found[2]
+            .message
+            .contains("no guard named 'prise': did you mean 'price'?"),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn what_the_check_cannot_know_it_does_not_judge() {
+    // Maps built at run time, function pointers, closures, script fns, calls inside try and the prelude pass.
+    let found = problems(
+        r#"
+fn double(x) { x * 2.0 }
+let args = #{spot: 1.0};
+args.strike = 1.0;
+let p = price(args);
+let f = Fn("double");
+let g = |x| x + 1.0;
+let y = f(2.0) + g.call(1.0) + double(3.0) + norm_cdf(0.5) + erf(1) + norm_inv(0.9) + max(1.0, 2.0);
+let r = [3.0, 1.0].map(|v| v * 2.0).filter(|v| v > 1.0).reduce(|s, v| s + v, 0.0);
+try { price(#{spto: 1.0}); no_such_function(1); } catch (e) { print(e.code); }
+print(`${y} ${r} ${type_of(r)}`);
+"#,
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn variables_of_earlier_blocks_and_their_functions_count_as_known() {
+    // A function defined in an earlier block, and a function pointer kept in the scope, are callable.
+    let (engine, known, registry) = setup();
+    let earlier = engine.compile("fn helper(a, b) { a + b }").expect("compiles");
+    let mut scope = Scope::new();
+    scope.push("pricer", rhai::FnPtr::new("helper").expect("fn ptr"));
+    let checked = check(
+        &engine,
+        &known,
+        &registry,
+        &scope,
+        &earlier,
+        "helper(1, 2) + pricer(1, 2)",
+    );
+    assert!(checked.is_ok(), "{:?}", checked.err());
+    let wrong = check(&engine, &known, &registry, &scope, &earlier, "helper(1)");
+    let problems = wrong.expect_err("wrong arity");
+    assert!(
+        problems[0].message.contains("helper takes 2 argument(s), got 1"),
+        "{problems:#?}"
+    );
+}

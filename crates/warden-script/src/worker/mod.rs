@@ -1,0 +1,194 @@
+//! Entry point of a script worker process.
+//!
+//! Applies the sandbox layers, says hello, then runs each script it is sent
+//! in one persistent scope (variables and functions survive between runs,
+//! which is what lets a model repair its code step by step). Ends when the
+//! server closes stdin.
+
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rhai::{AST, Dynamic, EvalAltResult, Scope};
+use serde_json::Value;
+
+pub mod bindings;
+pub mod charts;
+pub mod check;
+mod csv;
+pub mod door;
+pub mod engine;
+pub mod errors;
+pub use warden_sandbox::layers;
+mod map_call;
+pub mod prelude;
+
+use self::bindings::{FINAL_ANSWER_MARK, register};
+use self::door::Door;
+use self::engine::{EngineState, Output, build};
+use self::errors::eval_error;
+use super::protocol::{FromWorker, RunOutcome, ToWorker};
+use crate::registry::Registry;
+
+pub fn main(registry: Registry) -> ExitCode {
+    // Before the layers: the seccomp filter allows no new descriptor.
+    let protocol_out = match warden_executor::worker::redirect_stdout() {
+        Ok(file) => file,
+        Err(error) => {
+            eprintln!("warden script worker: cannot set up the protocol descriptor: {error}");
+            return ExitCode::from(3);
+        }
+    };
+    let layers = layers::apply();
+    let door = Arc::new(Mutex::new(Door::new(protocol_out)));
+    if let Ok(mut door) = door.lock()
+        && door.send(&FromWorker::Hello { layers }).is_err()
+    {
+        return ExitCode::from(3);
+    }
+    let state = EngineState::default();
+    let mut engine = build(&state);
+    let final_answer = Arc::new(Mutex::new(None));
+    let registry = Arc::new(registry);
+    register(&mut engine, registry.clone(), door.clone(), final_answer.clone());
+    let known = check::Known::of(&engine);
+    let mut scope = Scope::new();
+    let mut functions = AST::empty();
+    loop {
+        let message = match door.lock().map(|mut d| d.receive()) {
+            Ok(Ok(Some(message))) => message,
+            Ok(Ok(None)) => return ExitCode::SUCCESS,
+            _ => return ExitCode::from(3),
+        };
+        let ToWorker::Run {
+            code,
+            deadline_ms,
+            calls_left,
+            inline_left,
+        } = message
+        else {
+            eprintln!("warden script worker: expected a run message");
+            return ExitCode::from(3);
+        };
+        let due = Instant::now() + Duration::from_millis(deadline_ms);
+        if let Ok(mut deadline) = state.deadline.lock() {
+            *deadline = Some(due);
+        }
+        if let Ok(mut door) = door.lock() {
+            door.deadline = Some(due);
+            door.calls_left = calls_left;
+            door.inline_left = inline_left;
+            door.door_calls = 0;
+            door.inline_calls = 0;
+            door.reset_clock();
+        }
+        if let Ok(mut slot) = final_answer.lock() {
+            *slot = None;
+        }
+        let checker = Checker {
+            known: &known,
+            registry: &registry,
+        };
+        let mut outcome = run_once(&engine, &checker, &mut scope, &mut functions, &code);
+        if let Ok(mut output) = state.output.lock() {
+            let taken = std::mem::take(&mut *output);
+            let Output { text, truncated } = taken;
+            outcome.output = text;
+            outcome.output_truncated = truncated;
+        }
+        outcome.final_answer = final_answer.lock().ok().and_then(|mut s| s.take());
+        let sent = door.lock().map(|mut d| {
+            outcome.door_calls = d.door_calls;
+            outcome.inline_calls = d.inline_calls;
+            d.flush_pure().and_then(|_| d.send(&FromWorker::Done { outcome }))
+        });
+        if !matches!(sent, Ok(Ok(()))) {
+            return ExitCode::from(3);
+        }
+    }
+}
+
+/// What the pre-run check needs besides the engine.
+struct Checker<'a> {
+    known: &'a check::Known,
+    registry: &'a Registry,
+}
+
+/// Checks, then runs one piece of code in the persistent scope. Code the
+/// check refuses does not run: its outcome is `not_run`, with every
+/// problem in one `parse` error.
+fn run_once(
+    engine: &rhai::Engine,
+    checker: &Checker<'_>,
+    scope: &mut Scope,
+    functions: &mut AST,
+    code: &str,
+) -> RunOutcome {
+    let checked = check::check(engine, checker.known, checker.registry, scope, functions, code);
+    let ast = match checked {
+        Ok(ast) => ast,
+        Err(problems) => {
+            return RunOutcome {
+                error: Some(refused(&problems)),
+                not_run: true,
+                ..RunOutcome::default()
+            };
+        }
+    };
+    // Functions defined in earlier runs stay callable.
+    let merged = functions.merge(&ast);
+    let result = engine.eval_ast_with_scope::<Dynamic>(scope, &merged);
+    *functions = merged.clone_functions_only();
+    match result {
+        // A value JSON cannot carry (a function pointer, say) is null; one
+        // nested too deep to convert safely is an error.
+        Ok(value) => match bindings::check_depth(&value) {
+            Ok(()) => RunOutcome {
+                value: rhai::serde::from_dynamic::<Value>(&value).unwrap_or(Value::Null),
+                ..RunOutcome::default()
+            },
+            Err(error) => RunOutcome {
+                error: Some(super::protocol::ScriptError::new(
+                    crate::error::TaskErrorKind::Limit,
+                    format!("the script's value cannot be returned: {}", error.message),
+                )),
+                ..RunOutcome::default()
+            },
+        },
+        Err(error) if is_final_answer(&error) => RunOutcome::default(),
+        Err(error) => RunOutcome {
+            error: Some(eval_error(&error)),
+            ..RunOutcome::default()
+        },
+    }
+}
+
+/// The check's problems as one `parse` error at the first one's place.
+fn refused(problems: &[check::Problem]) -> super::protocol::ScriptError {
+    let mut message = format!(
+        "the script did not run: {} problem(s) found before running it:",
+        problems.len()
+    );
+    for problem in problems {
+        let at = match (problem.line, problem.column) {
+            (Some(line), Some(column)) => format!("line {line}, column {column}: "),
+            _ => String::new(),
+        };
+        message.push_str(&format!("\n- {at}{}", problem.message));
+    }
+    let first = problems.first();
+    super::protocol::ScriptError {
+        kind: crate::error::TaskErrorKind::Parse,
+        message,
+        line: first.and_then(|p| p.line),
+        column: first.and_then(|p| p.column),
+    }
+}
+
+fn is_final_answer(error: &EvalAltResult) -> bool {
+    match error {
+        EvalAltResult::ErrorTerminated(value, _) => value.to_string() == FINAL_ANSWER_MARK,
+        EvalAltResult::ErrorInFunctionCall(_, _, inner, _) => is_final_answer(inner),
+        _ => false,
+    }
+}

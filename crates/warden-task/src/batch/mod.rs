@@ -1,0 +1,159 @@
+//! `run_batch`: several guard calls in one request, run as a small graph.
+//!
+//! A batch is planned first (`plan`): names, destructive guards, reference
+//! shapes and `$artifact` columns are checked for every call, and the files
+//! `$artifact` references stand for (in the caller's own tasks only: see
+//! [`crate::artifacts::View`]) are sized against the argument cap
+//! before any is read, so a refused batch has run (and loaded) nothing. It is
+//! then admitted as ONE request: it takes one call slot with
+//! [`Executor::admit_batch`] (waiting for one like a direct call, and
+//! rejected `server_busy` like one when none frees in time) and holds it
+//! until its last call ends. Its calls run with `Admission::InTask` under a
+//! batch-local semaphore of `max_concurrent_calls` permits: calls whose
+//! references do not connect them run concurrently, a call that uses
+//! another's result waits for it, and a call waiting for a permit waits,
+//! never "Server busy". So one batch may run up to `max_concurrent_calls`
+//! guards while holding a single slot; the slots bound how many requests
+//! are admitted, the batch's semaphore how wide each one runs, and the
+//! executor's guard-thread budget how many threads all in-process calls
+//! together may use. References are replaced only when their call is about
+//! to run. The whole batch shares one deadline, the server's `max_timeout`,
+//! which caps every call's own.
+//!
+//! A failed call keeps its own error; calls that use its result are skipped
+//! with the reason; the rest still run. Every call goes through the executor,
+//! which records its `function_call_*` events under the batch's origin (mode
+//! `batch`). The CLI's `call --batch file.json` runs the same code
+//! (`run_file`).
+
+mod artifact;
+mod input;
+mod plan;
+mod refs;
+mod result;
+mod schedule;
+mod shape;
+
+pub use input::{BatchCall, ReturnMode, RunBatchInput};
+pub use result::{BatchCounts, BatchResult, CallResult, CallStatus};
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant as StdInstant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::TaskStatus;
+use crate::artifacts::ArtifactStore;
+use crate::error::GuardError;
+use crate::events::Origin;
+use crate::executor::Executor;
+use refs::ref_id;
+use schedule::{Outcome, execute};
+
+/// Most significant figures `digits` accepts (an f64 holds about 17).
+const MAX_DIGITS: u64 = 17;
+
+/// Plans, admits and runs a batch; the result lists every call.
+pub async fn run(
+    executor: &Arc<Executor>,
+    store: &ArtifactStore,
+    input: RunBatchInput,
+    origin: &Origin,
+    cancel: CancellationToken,
+) -> Result<BatchResult, GuardError> {
+    let started = StdInstant::now();
+    if let Some(digits) = input.digits {
+        crate::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
+    }
+    for (i, path) in input.select.iter().enumerate() {
+        if path.is_empty() {
+            return Err(GuardError::invalid_input(
+                format!("select[{i}]"),
+                "must not be empty; give a dotted path such as \"evidence.sharpe\"",
+            ));
+        }
+        refs::check_path(path)
+            .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
+    }
+    let store = store.view(&origin.principal);
+    let (calls, tables) = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;
+    let _slot = executor
+        .admit_batch(&origin.principal, &cancel)
+        .await
+        .map_err(|failure| failure.error)?;
+    let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
+    let deps: Vec<BTreeSet<usize>> = calls.iter().map(|c| c.deps.clone()).collect();
+    let outcomes = execute(executor, calls, &tables, &names, origin, &cancel).await;
+    drop(tables);
+
+    let last = outcomes.len().saturating_sub(1);
+    let (mut succeeded, mut failed, mut skipped) = (0, 0, 0);
+    let mut listed = Vec::with_capacity(outcomes.len());
+    for (i, outcome) in outcomes.into_iter().enumerate() {
+        let mut entry = CallResult {
+            index: i,
+            reference: ref_id(i),
+            name: names[i].clone(),
+            depends_on: deps[i].iter().copied().collect(),
+            status: CallStatus::Skipped,
+            duration_ms: 0.0,
+            output: None,
+            select_missing: None,
+            error: None,
+            reason: None,
+        };
+        match outcome {
+            Outcome::Ran { result, duration_ms } => {
+                entry.duration_ms = duration_ms;
+                match result {
+                    Ok(mut output) => {
+                        succeeded += 1;
+                        entry.status = CallStatus::Success;
+                        if input.return_mode == ReturnMode::All || i == last {
+                            if !input.select.is_empty() {
+                                let (kept, missing) = shape::select(&output, &input.select);
+                                output = kept;
+                                if !missing.is_empty() {
+                                    entry.select_missing = Some(missing);
+                                }
+                            }
+                            if let Some(digits) = input.digits {
+                                shape::round(&mut output, digits as u32);
+                            }
+                            entry.output = Some(output);
+                        }
+                    }
+                    Err(failure) => {
+                        failed += 1;
+                        entry.status = failure.status.into();
+                        entry.error = Some(failure.error);
+                    }
+                }
+            }
+            Outcome::Skipped { reason } => {
+                skipped += 1;
+                entry.reason = Some(reason);
+            }
+        }
+        listed.push(entry);
+    }
+    let status = if failed + skipped == 0 {
+        TaskStatus::Success
+    } else if cancel.is_cancelled() {
+        TaskStatus::Cancelled
+    } else {
+        TaskStatus::Failed
+    };
+    Ok(BatchResult {
+        request_id: origin.request_id.clone(),
+        status,
+        counts: BatchCounts {
+            calls: listed,
+            succeeded,
+            failed,
+            skipped,
+        },
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
