@@ -42,13 +42,12 @@ pub enum StartError {
     Spawn(#[source] std::io::Error),
     #[error("cannot start the door thread: {0}")]
     DoorThread(#[source] std::io::Error),
-    /// The worker closed its door before its hello, with the reason.
-    #[error(transparent)]
-    Closed(DoorError),
+    /// The worker ended before its hello: why its door closed, and how
+    /// the process ended (reaped first, so a kill is named as one).
+    #[error("{reason} (worker {ended})")]
+    EndedEarly { reason: DoorError, ended: String },
     #[error("script worker said {0} instead of hello")]
     NoHello(String),
-    #[error("script worker closed its pipe")]
-    PipeClosed,
     #[error("script worker did not start before the deadline")]
     Deadline,
     #[error(transparent)]
@@ -95,6 +94,10 @@ pub enum RunEnd {
 pub struct Session {
     child: Child,
     pgid: u32,
+    /// Whether the worker's group has been killed and the worker reaped;
+    /// its pid may then belong to another process, so it is never
+    /// signalled again.
+    reaped: bool,
     /// How the worker process ended, once it has been reaped.
     pub exit_status: Option<String>,
     /// The worker's stderr; read to explain a crash.
@@ -114,7 +117,9 @@ pub struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         self.door.close();
-        release_group(self.pgid);
+        if !self.reaped {
+            release_group(self.pgid);
+        }
     }
 }
 
@@ -175,6 +180,7 @@ impl Session {
         let mut session = Session {
             child,
             pgid,
+            reaped: false,
             exit_status: None,
             log_path: log_path.to_path_buf(),
             memory_limit: rlimits.memory,
@@ -185,9 +191,9 @@ impl Session {
         };
         match hello {
             Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
-            Ok(Some(DoorEvent::Closed(reason))) => return Err(StartError::Closed(reason)),
+            Ok(Some(DoorEvent::Closed(reason))) => return Err(session.ended_early(reason).await),
             Ok(Some(other)) => return Err(StartError::NoHello(format!("{other:?}"))),
-            Ok(None) => return Err(StartError::PipeClosed),
+            Ok(None) => return Err(session.ended_early(DoorError::PipeClosed).await),
             Err(_) => return Err(StartError::Deadline),
         }
         Ok(session)
@@ -195,6 +201,23 @@ impl Session {
 
     pub fn pid(&self) -> u32 {
         self.pgid
+    }
+
+    /// Kills the worker's group and reaps the worker. The pipe closes as
+    /// the process exits, before it can be reaped, so how it ended is
+    /// known only after this wait.
+    async fn reap(&mut self) -> Option<std::process::ExitStatus> {
+        if !self.reaped {
+            release_group(self.pgid);
+            self.reaped = true;
+        }
+        self.child.wait().await.ok()
+    }
+
+    /// The worker's door closed before its hello.
+    async fn ended_early(mut self, reason: DoorError) -> StartError {
+        let ended = describe(self.reap().await);
+        StartError::EndedEarly { reason, ended }
     }
 
     #[cfg(feature = "agent")]
@@ -261,8 +284,7 @@ impl Session {
                 _ => Status::Failed,
             };
             self.door.settle_overdue(Instant::now(), Some(status));
-            release_group(self.pgid);
-            let status = self.child.wait().await.ok();
+            let status = self.reap().await;
             self.exit_status = Some(describe(status));
             if let RunEnd::Crashed(reason) = end {
                 let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
@@ -295,17 +317,17 @@ impl Session {
     /// Returns how the worker ended (already known after an abnormal run).
     pub async fn finish(mut self) -> String {
         if let Some(known) = self.exit_status.take() {
-            release_group(self.pgid);
             return known;
         }
         self.door.close();
-        let status = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
-        release_group(self.pgid);
-        let status = match status {
-            Ok(Ok(status)) => Some(status),
-            _ => self.child.wait().await.ok(),
-        };
-        describe(status)
+        // The worker exits by itself once its stdin closes; its group is
+        // killed either way, for anything it left behind.
+        let exited = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
+        let reaped = self.reap().await;
+        match exited {
+            Ok(Ok(status)) => describe(Some(status)),
+            _ => describe(reaped),
+        }
     }
 }
 
