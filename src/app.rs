@@ -202,12 +202,18 @@ impl App {
     /// The hidden worker branch, taken before any resource factory runs.
     pub(crate) fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
         let script = args.get(2).is_some_and(|a| a == crate::script::SCRIPT_WORKER);
+        let zygote = args
+            .get(2)
+            .is_some_and(|a| a == crate::worker::zygote::ZYGOTE_ARG);
         let registry =
             Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
         match registry {
             Ok(registry) if script => crate::script::worker::main(registry),
             Ok(registry) => {
                 let max_request = crate::worker::max_request_line(args.iter().skip(2).cloned());
+                if zygote {
+                    return crate::worker::zygote::main(&registry, max_request);
+                }
                 crate::worker::main(&registry, max_request)
             }
             Err(error) => {
@@ -350,12 +356,12 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     };
     let diagnostics_dir = diagnostics_dir(&artifacts_dir);
     let exe = std::env::current_exe().map_err(StartError::NoBinary)?;
-    let launcher = WorkerLauncher {
-        exe: exe.clone(),
+    let launcher = WorkerLauncher::new(
+        exe.clone(),
         diagnostics_dir,
-        max_response: limits.max_worker_response,
-        max_request: limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
-    };
+        limits.max_worker_response,
+        limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
+    );
     let max_tasks = limits.max_concurrent_tasks;
     let executor = Arc::new(Executor::new(
         Arc::new(registry),

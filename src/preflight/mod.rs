@@ -327,12 +327,12 @@ async fn outside_worker(program: &OsString, diag: &Path, timeout: Duration) -> C
         Ok(limits) => limits,
         Err(error) => return Check::fail("worker", error.to_string(), "fix the WARDEN_* variable named"),
     };
-    let launcher = WorkerLauncher {
+    let launcher = WorkerLauncher::new(
         exe,
-        diagnostics_dir: diag.to_path_buf(),
-        max_response: limits.max_worker_response,
-        max_request: limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
-    };
+        diag.to_path_buf(),
+        limits.max_worker_response,
+        limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
+    );
     let executor = Executor::new(
         Arc::new(Registry::default()),
         Arc::new(crate::guard::Resources::default()),

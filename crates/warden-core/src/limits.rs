@@ -77,6 +77,18 @@ pub const DEFAULT_WORKER_FILE_SIZE: u64 = 16 * 1024 * 1024;
 /// first; this is the backstop if the server itself is stalled.
 pub const DEFAULT_WORKER_CPU_GRACE_SECS: u64 = 1;
 
+/// Guard workers one zygote forks before the server replaces it: 256.
+/// Children of one zygote share its address-space layout (a fork keeps
+/// ASLR's draw; an `exec` makes a new one), so a guard that learns the
+/// layout learns it for at most this many calls. Each replacement costs
+/// one `exec` (~4 ms), spread over 256 calls.
+pub const ZYGOTE_MAX_CHILDREN: u32 = 256;
+
+/// How long the server waits for the zygote to answer one order (fork a
+/// worker, reap one): 5 s. A zygote that does not answer in time is killed
+/// and replaced; the call it was serving fails with `worker_spawn_failed`.
+pub const ZYGOTE_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// The values a running server enforces. Defaults are the `DEFAULT_*`
 /// constants of this module.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -72,7 +72,7 @@ pub fn scrub_env(command: &mut tokio::process::Command) {
 }
 
 /// The rlimits for one worker, fixed before the fork.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rlimits {
     pub memory: u64,
     pub cpu_seconds: u64,
@@ -95,34 +95,77 @@ impl Rlimits {
 /// Arranges for `command`'s child to start in a new session, die with this
 /// process, run under `rlimits`, inherit no extra descriptor, and hold no
 /// privilege. Call [`scrub_env`] too.
-#[allow(unsafe_code)]
 pub fn confine(command: &mut tokio::process::Command, rlimits: Rlimits) {
+    confine_std(command.as_std_mut(), rlimits);
+}
+
+/// [`confine`] for a `std` command (the worker zygote is started from a
+/// thread of its own, outside the runtime).
+#[allow(unsafe_code)]
+pub fn confine_std(command: &mut std::process::Command, rlimits: Rlimits) {
+    use std::os::unix::process::CommandExt as _;
     let parent = nix::unistd::getpid();
     // SAFETY: the closure only makes async-signal-safe system calls (setsid,
     // prctl, getppid, getrlimit, setrlimit, close_range, fcntl, capset) and
     // allocates nothing.
     unsafe {
         command.pre_exec(move || {
-            nix::unistd::setsid().map_err(io::Error::from)?;
-            nix::sys::prctl::set_pdeathsig(PARENT_DEATH_SIGNAL).map_err(io::Error::from)?;
-            // The server may have died between fork and prctl: then no
-            // signal would ever come, so refuse to start.
-            if nix::unistd::getppid() != parent {
-                return Err(io::Error::from_raw_os_error(libc::ESRCH));
-            }
+            enter_own_session(parent)?;
             close_inherited_descriptors();
-            setrlimit(Resource::RLIMIT_AS, rlimits.memory, rlimits.memory).map_err(io::Error::from)?;
-            setrlimit(Resource::RLIMIT_CPU, rlimits.cpu_seconds, rlimits.cpu_seconds + 1)
-                .map_err(io::Error::from)?;
-            setrlimit(Resource::RLIMIT_NOFILE, rlimits.open_files, rlimits.open_files)
-                .map_err(io::Error::from)?;
-            setrlimit(Resource::RLIMIT_FSIZE, rlimits.file_size, rlimits.file_size)
-                .map_err(io::Error::from)?;
-            setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(io::Error::from)?;
+            apply_rlimits(rlimits)?;
             nix::sys::prctl::set_no_new_privs().map_err(io::Error::from)?;
             drop_capabilities()
         });
     }
+}
+
+/// The first steps of every worker, in the child of `parent`'s fork: a
+/// session and process group of its own, and [`PARENT_DEATH_SIGNAL`] when
+/// `parent` dies. Refuses to go on when `parent` already died between the
+/// fork and the `prctl` (no signal would ever come). Async-signal-safe.
+pub fn enter_own_session(parent: nix::unistd::Pid) -> io::Result<()> {
+    nix::unistd::setsid().map_err(io::Error::from)?;
+    nix::sys::prctl::set_pdeathsig(PARENT_DEATH_SIGNAL).map_err(io::Error::from)?;
+    if nix::unistd::getppid() != parent {
+        return Err(io::Error::from_raw_os_error(libc::ESRCH));
+    }
+    Ok(())
+}
+
+/// Sets `rlimits` as both soft and hard limits (the CPU hard limit one
+/// second above, so SIGXCPU comes before SIGKILL), and no core dumps.
+/// Limits can only be lowered: a worker forked from the zygote lowers the
+/// zygote's to its call's. Async-signal-safe.
+pub fn apply_rlimits(rlimits: Rlimits) -> io::Result<()> {
+    setrlimit(Resource::RLIMIT_AS, rlimits.memory, rlimits.memory).map_err(io::Error::from)?;
+    setrlimit(
+        Resource::RLIMIT_CPU,
+        rlimits.cpu_seconds,
+        rlimits.cpu_seconds.saturating_add(1),
+    )
+    .map_err(io::Error::from)?;
+    setrlimit(Resource::RLIMIT_NOFILE, rlimits.open_files, rlimits.open_files).map_err(io::Error::from)?;
+    setrlimit(Resource::RLIMIT_FSIZE, rlimits.file_size, rlimits.file_size).map_err(io::Error::from)?;
+    setrlimit(Resource::RLIMIT_CORE, 0, 0).map_err(io::Error::from)
+}
+
+/// Closes every descriptor above stderr, for a forked worker that runs
+/// without an `exec` (nothing of the zygote's may stay open in it).
+#[allow(unsafe_code)]
+pub fn close_descriptors_above_stderr() -> io::Result<()> {
+    // SAFETY: a plain system call on integers.
+    let closed = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3 as libc::c_uint,
+            libc::c_uint::MAX,
+            0 as libc::c_uint,
+        )
+    };
+    if closed == 0 {
+        return Ok(());
+    }
+    Err(io::Error::last_os_error())
 }
 
 /// Marks every descriptor above stderr close-on-exec, so the worker

@@ -1,7 +1,9 @@
 //! Running a guard in a fresh worker process (`isolated` mode).
 //!
-//! One process per call: the application binary re-executed with the hidden
-//! worker argument, confined by [`super::sandbox`]. The request goes in on
+//! One process per call, forked by the worker zygote ([`super::zygote`]):
+//! the application binary started once with the hidden worker argument,
+//! confined by [`super::sandbox`], that forks a clean child for each call
+//! (a fork costs a fraction of the `exec` it replaces). The request goes in on
 //! stdin; the guard's progress and log lines, then one response line, come
 //! back on stdout, each capped; the worker's stderr (and
 //! any stray stdout, which the worker redirects) lands in a per-call
@@ -10,18 +12,20 @@
 //! before the child is reaped, so nothing it started outlives the call.
 
 use std::path::{Path, PathBuf};
-use std::process::{ExitStatus, Stdio};
+use std::process::ExitStatus;
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::sandbox::{Rlimits, confine, kill_group, release_group, scrub_env, track_group};
+use super::sandbox::{Rlimits, release_group};
+use super::zygote::{Stdio3, Zygote};
 use super::{Failure, Status};
 use crate::error::{GuardError, codes};
+use crate::worker::Request;
+use crate::worker::Response;
 use crate::worker::protocol::Interim;
-use crate::worker::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
 /// How to start workers: which binary and where their logs go.
 #[derive(Debug, Clone)]
@@ -32,22 +36,53 @@ pub struct WorkerLauncher {
     /// The largest request line the worker is told to read: the argument
     /// cap plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`].
     pub max_request: usize,
+    zygote: Zygote,
 }
 
-/// A running worker. Dropping it kills its process group, so a cancelled or
-/// abandoned call can never leave a worker behind.
+/// A running worker. Dropping it kills its process group and has it
+/// reaped, so a cancelled or abandoned call can never leave a worker (or a
+/// zombie) behind.
 struct WorkerProcess {
-    child: Child,
-    pgid: u32,
+    pid: u32,
+    stdin: Option<pipe::Sender>,
+    stdout: Option<pipe::Receiver>,
+    zygote: Zygote,
+    reaped: bool,
+}
+
+impl WorkerProcess {
+    /// Kills the worker's group, then reaps it: the zombie keeps the group
+    /// id reserved until then, so the kill cannot hit an unrelated process.
+    async fn end(&mut self) -> Option<ExitStatus> {
+        release_group(self.pid);
+        self.reaped = true;
+        self.zygote.reap(self.pid).await
+    }
 }
 
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
-        release_group(self.pgid);
+        if !self.reaped {
+            release_group(self.pid);
+            self.zygote.reap_detached(self.pid);
+        }
     }
 }
 
 impl WorkerLauncher {
+    /// Starts workers from `exe` (re-executed once, as the zygote), with
+    /// diagnostics logs in `diagnostics_dir`, answers capped at
+    /// `max_response` bytes and requests at `max_request`.
+    pub fn new(exe: PathBuf, diagnostics_dir: PathBuf, max_response: usize, max_request: usize) -> Self {
+        Self {
+            zygote: Zygote::new(exe.clone(), max_request),
+            exe,
+            diagnostics_dir,
+            max_response,
+            max_request,
+        }
+    }
+
     /// Sends `request` to a new worker and returns its one response.
     pub async fn call(
         &self,
@@ -76,7 +111,7 @@ impl WorkerLauncher {
         label: &str,
         log_path: &Path,
     ) -> Result<Response, Failure> {
-        let mut worker = self.spawn(rlimits, log_path).map_err(|e| {
+        let mut worker = self.spawn(rlimits, log_path).await.map_err(|e| {
             Failure::new(
                 Status::Failed,
                 GuardError::new(
@@ -88,22 +123,24 @@ impl WorkerLauncher {
         // The guard's progress and log messages go to the MCP request that
         // scoped a sink around this call (`crate::notify`), if any.
         let notices = crate::notify::for_this_task();
-        let exchange = exchange(&mut worker.child, request, self.max_response, notices);
+        let exchange = exchange(
+            worker.stdin.take(),
+            worker.stdout.take(),
+            request,
+            self.max_response,
+            notices,
+        );
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(deadline, exchange) => outcome,
             _ = cancel.cancelled() => {
-                kill_group(worker.pgid);
-                let _ = worker.child.wait().await;
+                worker.end().await;
                 return Err(Failure::new(Status::Cancelled, GuardError::new(
                     codes::CANCELLED,
                     format!("call to '{label}' was cancelled; its worker was killed"),
                 )));
             }
         };
-        // Kill before reaping: the zombie keeps the group id reserved, so
-        // the kill cannot hit an unrelated process.
-        kill_group(worker.pgid);
-        let status = worker.child.wait().await.ok();
+        let status = worker.end().await;
         match outcome {
             Err(_elapsed) => Err(Failure::new(
                 Status::TimedOut,
@@ -137,25 +174,27 @@ impl WorkerLauncher {
         }
     }
 
-    fn spawn(&self, rlimits: Rlimits, log_path: &Path) -> std::io::Result<WorkerProcess> {
-        let log = crate::artifacts::safe_path::create_private(log_path)?;
-        let mut command = Command::new(&self.exe);
-        command
-            .arg(WORKER_ARG)
-            .arg(format!("{MAX_REQUEST_ARG}{}", self.max_request))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true);
-        scrub_env(&mut command);
-        confine(&mut command, rlimits);
-        let child = command.spawn()?;
-        // Known until the child is reaped, which has not happened yet.
-        let pgid = child
-            .id()
-            .ok_or_else(|| std::io::Error::other("the worker was reaped before its pid was read"))?;
-        track_group(pgid);
-        Ok(WorkerProcess { child, pgid })
+    async fn spawn(&self, rlimits: Rlimits, log_path: &Path) -> std::io::Result<WorkerProcess> {
+        let stderr = crate::artifacts::safe_path::create_private(log_path)?;
+        let (stdin, to_worker) = std::io::pipe()?;
+        let (from_worker, stdout) = std::io::pipe()?;
+        let stdio = Stdio3 {
+            stdin: stdin.into(),
+            stdout: stdout.into(),
+            stderr: stderr.into(),
+        };
+        // Non-blocking before the first await, so nothing is left to fail
+        // once the worker exists.
+        let to_worker = pipe::Sender::from_owned_fd(to_worker.into())?;
+        let from_worker = pipe::Receiver::from_owned_fd(from_worker.into())?;
+        let pid = self.zygote.spawn(stdio, rlimits).await?;
+        Ok(WorkerProcess {
+            pid,
+            stdin: Some(to_worker),
+            stdout: Some(from_worker),
+            zygote: self.zygote.clone(),
+            reaped: false,
+        })
     }
 }
 
@@ -170,12 +209,13 @@ enum Exchange {
 /// log lines go to `notices` (dropped without one), the first other line
 /// is the response.
 async fn exchange(
-    child: &mut Child,
+    stdin: Option<impl AsyncWrite + Unpin>,
+    stdout: Option<impl AsyncRead + Unpin>,
     request: &Request,
     cap: usize,
     notices: Option<crate::notify::Sink>,
 ) -> Exchange {
-    if let Some(mut stdin) = child.stdin.take() {
+    if let Some(mut stdin) = stdin {
         let mut line = serde_json::to_vec(request).unwrap_or_default();
         line.push(b'\n');
         // A worker that died at once closes the pipe; the read below
@@ -183,7 +223,7 @@ async fn exchange(
         let _ = stdin.write_all(&line).await;
         drop(stdin);
     }
-    let Some(stdout) = child.stdout.take() else {
+    let Some(stdout) = stdout else {
         return Exchange::NoAnswer;
     };
     let mut reader = BufReader::new(stdout);

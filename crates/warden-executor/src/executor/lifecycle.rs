@@ -336,12 +336,7 @@ mod tests {
         limits.max_overdue_in_process = 1;
         limits.admission_wait = Duration::from_millis(50);
         let registry = Registry::new(vec![guard(quick), guard(hold)]).expect("registry");
-        let launcher = WorkerLauncher {
-            exe: dir.join("no-worker"),
-            diagnostics_dir: dir.to_path_buf(),
-            max_response: 1 << 20,
-            max_request: 1 << 20,
-        };
+        let launcher = WorkerLauncher::new(dir.join("no-worker"), dir.to_path_buf(), 1 << 20, 1 << 20);
         Executor::new(
             Arc::new(registry),
             Arc::new(Resources::default()),

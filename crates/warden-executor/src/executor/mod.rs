@@ -17,6 +17,7 @@ mod isolated;
 mod lifecycle;
 pub use warden_sandbox::process as sandbox;
 mod threads;
+mod zygote;
 
 pub use sandbox::kill_all_workers;
 

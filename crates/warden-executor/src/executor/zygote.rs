@@ -1,0 +1,334 @@
+//! The server's side of the worker zygote ([`crate::worker::zygote`]).
+//!
+//! One thread owns the zygote and its control socket; calls hand it orders
+//! through a channel and await the answer, so a call's future never blocks
+//! a runtime thread, and a dropped call can still have its worker reaped
+//! (the order is sent without waiting for the answer).
+//!
+//! The thread starts the zygote on the first order and replaces it after
+//! [`ZYGOTE_MAX_CHILDREN`] children, or when it stops answering or dies.
+//! A replaced zygote stays until its last child has been reaped: closing
+//! its socket earlier would end it, and with it (by their parent-death
+//! signal) the calls its children are still serving.
+
+use std::collections::HashMap;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+
+use nix::sys::socket::{AddressFamily, SockFlag, SockType, setsockopt, socketpair, sockopt};
+use nix::sys::time::TimeVal;
+use tokio::sync::oneshot;
+
+use super::sandbox::{Rlimits, confine_std, release_group, track_group, worker_env};
+use crate::limits::{ZYGOTE_ANSWER_TIMEOUT, ZYGOTE_MAX_CHILDREN};
+use crate::worker::zygote::{Order, Reply, ZYGOTE_ARG, read_reply, send_order};
+use crate::worker::{MAX_REQUEST_ARG, WORKER_ARG};
+
+/// Forks guard workers through a zygote. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Zygote {
+    orders: mpsc::Sender<Job>,
+}
+
+/// One worker's stdio, as the child will see it.
+pub struct Stdio3 {
+    pub stdin: OwnedFd,
+    pub stdout: OwnedFd,
+    pub stderr: OwnedFd,
+}
+
+enum Job {
+    Spawn {
+        stdio: Stdio3,
+        rlimits: Rlimits,
+        answer: oneshot::Sender<std::io::Result<u32>>,
+    },
+    Reap {
+        pid: u32,
+        answer: Option<oneshot::Sender<Option<ExitStatus>>>,
+    },
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Job::Spawn { .. } => f.write_str("Spawn"),
+            Job::Reap { pid, .. } => write!(f, "Reap({pid})"),
+        }
+    }
+}
+
+impl Zygote {
+    /// A handle whose thread starts `exe` as a zygote on the first spawn.
+    /// Workers read requests of at most `max_request` bytes.
+    pub fn new(exe: PathBuf, max_request: usize) -> Self {
+        let (orders, jobs) = mpsc::channel();
+        let keeper = Keeper {
+            exe,
+            max_request,
+            current: None,
+            retiring: Vec::new(),
+            owners: HashMap::new(),
+        };
+        let started = std::thread::Builder::new()
+            .name("warden-zygote".into())
+            .spawn(move || keeper.serve(jobs));
+        if let Err(error) = started {
+            // Every spawn then fails with the channel closed, naming this.
+            tracing::warn!("cannot start the worker zygote's thread: {error}");
+        }
+        Self { orders }
+    }
+
+    /// Forks a worker with `stdio` under `rlimits`; its pid, which is also
+    /// its process group id.
+    pub async fn spawn(&self, stdio: Stdio3, rlimits: Rlimits) -> std::io::Result<u32> {
+        let (answer, answered) = oneshot::channel();
+        self.orders
+            .send(Job::Spawn {
+                stdio,
+                rlimits,
+                answer,
+            })
+            .map_err(|_| std::io::Error::other("the worker zygote's thread is gone"))?;
+        answered
+            .await
+            .map_err(|_| std::io::Error::other("the worker zygote's thread is gone"))?
+    }
+
+    /// Reaps worker `pid` (kill its group first) and says how it ended;
+    /// `None` when that is unknown (its zygote died).
+    pub async fn reap(&self, pid: u32) -> Option<ExitStatus> {
+        let (answer, answered) = oneshot::channel();
+        self.orders
+            .send(Job::Reap {
+                pid,
+                answer: Some(answer),
+            })
+            .ok()?;
+        answered.await.ok().flatten()
+    }
+
+    /// Reaps worker `pid` without waiting (a dropped call).
+    pub fn reap_detached(&self, pid: u32) {
+        let _ = self.orders.send(Job::Reap { pid, answer: None });
+    }
+}
+
+/// The zygote thread's state.
+struct Keeper {
+    exe: PathBuf,
+    max_request: usize,
+    /// The zygote that forks new workers.
+    current: Option<Process>,
+    /// Replaced zygotes whose children are not all reaped yet.
+    retiring: Vec<Process>,
+    /// Which zygote (by its pid) forked each live worker.
+    owners: HashMap<u32, u32>,
+}
+
+/// One zygote process and its control socket.
+struct Process {
+    child: Child,
+    control: OwnedFd,
+    forked: u32,
+    live: u32,
+}
+
+impl Process {
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// One order and its reply; `None` when the zygote did not answer
+    /// (gone, or silent past [`ZYGOTE_ANSWER_TIMEOUT`]).
+    fn ask(&self, order: Order, fds: &[RawFd]) -> Option<Reply> {
+        send_order(self.control.as_raw_fd(), order, fds).ok()?;
+        read_reply(self.control.as_raw_fd()).ok().flatten()
+    }
+
+    /// Kills and reaps the zygote (its children die with it).
+    fn end(mut self) {
+        release_group(self.pid());
+        let _ = self.child.wait();
+    }
+}
+
+impl Keeper {
+    fn serve(mut self, jobs: mpsc::Receiver<Job>) {
+        for job in jobs {
+            match job {
+                Job::Spawn {
+                    stdio,
+                    rlimits,
+                    answer,
+                } => {
+                    let spawned = self.spawn(&stdio, rlimits);
+                    if let Err(Ok(pid)) = answer.send(spawned) {
+                        // The call was dropped while its worker was forked.
+                        release_group(pid);
+                        self.reap(pid);
+                    }
+                }
+                Job::Reap { pid, answer } => {
+                    let status = self.reap(pid);
+                    if let Some(answer) = answer {
+                        let _ = answer.send(status);
+                    }
+                }
+            }
+        }
+        // The server is shutting down: end every zygote and its children.
+        for process in self.current.take().into_iter().chain(self.retiring.drain(..)) {
+            process.end();
+        }
+    }
+
+    fn spawn(&mut self, stdio: &Stdio3, rlimits: Rlimits) -> std::io::Result<u32> {
+        if self
+            .current
+            .as_ref()
+            .is_some_and(|z| z.forked >= ZYGOTE_MAX_CHILDREN)
+        {
+            self.retire_current();
+        }
+        if self.current.is_none() {
+            self.current = Some(self.start(rlimits)?);
+        }
+        let Some(zygote) = self.current.as_mut() else {
+            return Err(std::io::Error::other("no worker zygote"));
+        };
+        let fds = [
+            stdio.stdin.as_raw_fd(),
+            stdio.stdout.as_raw_fd(),
+            stdio.stderr.as_raw_fd(),
+        ];
+        match zygote.ask(Order::Spawn(rlimits), &fds) {
+            Some(Reply::Spawned(pid)) => {
+                zygote.forked += 1;
+                zygote.live += 1;
+                let owner = zygote.pid();
+                self.owners.insert(pid, owner);
+                track_group(pid);
+                Ok(pid)
+            }
+            Some(Reply::Failed(errno)) => Err(std::io::Error::from_raw_os_error(errno)),
+            _ => {
+                let detail = self.bury_current();
+                Err(std::io::Error::other(format!(
+                    "the worker zygote stopped answering{detail}; the next call starts a new one"
+                )))
+            }
+        }
+    }
+
+    fn reap(&mut self, pid: u32) -> Option<ExitStatus> {
+        let owner = self.owners.remove(&pid)?;
+        let zygote = match self.current.as_mut() {
+            Some(current) if current.pid() == owner => current,
+            _ => self.retiring.iter_mut().find(|z| z.pid() == owner)?,
+        };
+        let reply = zygote.ask(Order::Reap(pid), &[]);
+        zygote.live = zygote.live.saturating_sub(1);
+        let status = match reply {
+            Some(Reply::Reaped(raw)) => Some(ExitStatus::from_raw(raw)),
+            Some(_) => None,
+            None => {
+                self.bury(owner);
+                return None;
+            }
+        };
+        self.end_drained();
+        status
+    }
+
+    /// Starts a zygote under `rlimits` without their CPU limit (each child
+    /// sets its call's).
+    fn start(&self, rlimits: Rlimits) -> std::io::Result<Process> {
+        let (ours, theirs) = socketpair(
+            AddressFamily::Unix,
+            SockType::SeqPacket,
+            None,
+            SockFlag::SOCK_CLOEXEC,
+        )?;
+        setsockopt(
+            &ours,
+            sockopt::ReceiveTimeout,
+            &TimeVal::new(ZYGOTE_ANSWER_TIMEOUT.as_secs() as _, 0),
+        )?;
+        let mut command = Command::new(&self.exe);
+        command
+            .arg(WORKER_ARG)
+            .arg(ZYGOTE_ARG)
+            .arg(format!("{MAX_REQUEST_ARG}{}", self.max_request))
+            .stdin(Stdio::from(theirs))
+            .stdout(Stdio::null())
+            // A zygote that cannot start says why on the server's stderr;
+            // its workers write to their own logs.
+            .stderr(Stdio::inherit())
+            .env_clear()
+            .envs(worker_env());
+        confine_std(
+            &mut command,
+            Rlimits {
+                cpu_seconds: nix::libc::RLIM_INFINITY,
+                ..rlimits
+            },
+        );
+        let child = command.spawn()?;
+        track_group(child.id());
+        Ok(Process {
+            child,
+            control: ours,
+            forked: 0,
+            live: 0,
+        })
+    }
+
+    /// Moves the current zygote aside: it forks no more and ends once its
+    /// last child is reaped.
+    fn retire_current(&mut self) {
+        if let Some(zygote) = self.current.take() {
+            self.retiring.push(zygote);
+        }
+        self.end_drained();
+    }
+
+    fn end_drained(&mut self) {
+        let (drained, kept) = self.retiring.drain(..).partition(|z| z.live == 0);
+        self.retiring = kept;
+        for zygote in drained {
+            zygote.end();
+        }
+    }
+
+    /// Ends the current zygote after it failed; says how it ended.
+    fn bury_current(&mut self) -> String {
+        let Some(mut zygote) = self.current.take() else {
+            return String::new();
+        };
+        let pid = zygote.pid();
+        self.owners.retain(|_, owner| *owner != pid);
+        let exited = zygote.child.try_wait().ok().flatten();
+        zygote.end();
+        match exited {
+            Some(status) => format!(" ({})", super::sandbox::Ended::of(Some(status))),
+            None => String::new(),
+        }
+    }
+
+    /// Ends zygote `pid` after it failed; its workers' ends are unknown.
+    fn bury(&mut self, pid: u32) {
+        self.owners.retain(|_, owner| *owner != pid);
+        if self.current.as_ref().is_some_and(|z| z.pid() == pid) {
+            self.bury_current();
+            return;
+        }
+        if let Some(at) = self.retiring.iter().position(|z| z.pid() == pid) {
+            self.retiring.swap_remove(at).end();
+        }
+    }
+}
