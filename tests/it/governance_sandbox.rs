@@ -10,7 +10,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Server, TESTBED, children_of, eventually, is_error, run_cli, structured};
+use crate::common::{
+    Server, TESTBED, children_of, eventually, is_error, is_zygote, live_children, run_cli, structured,
+};
 
 /// A descriptor number the server is started with, open and not
 /// close-on-exec; no worker may inherit it.
@@ -170,23 +172,48 @@ async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors()
             .await
     });
     let worker = the_worker(&server).await;
-    let env = environ(worker);
-    assert!(
-        env.iter().any(|e| e == "WARDEN_DOTENV_PROBE=from-dotenv"),
-        "{env:?}"
-    );
-    for entry in &env {
-        let name = entry.split('=').next().unwrap_or_default();
-        assert!(!name.starts_with("LD_"), "{entry}");
-        assert!(!name.starts_with("WARDEN_MODEL_"), "{entry}");
-        assert!(name != "SOME_TOKEN" && name != "FOREIGN_DOTENV_PROBE", "{entry}");
+    // The worker was forked by the zygote: both are checked.
+    let zygote = live_children(server.pid)
+        .into_iter()
+        .find(|pid| is_zygote(*pid))
+        .expect("the guard worker's zygote");
+    for pid in [worker, zygote] {
+        let env = environ(pid);
+        assert!(
+            env.iter().any(|e| e == "WARDEN_DOTENV_PROBE=from-dotenv"),
+            "{env:?}"
+        );
+        for entry in &env {
+            let name = entry.split('=').next().unwrap_or_default();
+            assert!(!name.starts_with("LD_"), "{entry}");
+            assert!(!name.starts_with("WARDEN_MODEL_"), "{entry}");
+            assert!(name != "SOME_TOKEN" && name != "FOREIGN_DOTENV_PROBE", "{entry}");
+        }
     }
     let fds = open_fds(worker);
     assert!(
         fds.iter().all(|&fd| fd <= 3),
         "the worker holds more than stdio and its protocol pipe: {fds:?}"
     );
+    let fds = open_fds(zygote);
+    assert!(
+        fds.iter().all(|&fd| fd <= 2),
+        "the zygote holds more than its control socket and stdio: {fds:?}"
+    );
+    // The zygote's control socket is its stdin; the worker's is a pipe.
+    let stdin_of = |pid: u32| std::fs::read_link(format!("/proc/{pid}/fd/0")).unwrap_or_default();
+    assert!(
+        stdin_of(zygote).to_string_lossy().starts_with("socket:"),
+        "{:?}",
+        stdin_of(zygote)
+    );
+    assert!(
+        stdin_of(worker).to_string_lossy().starts_with("pipe:"),
+        "{:?}",
+        stdin_of(worker)
+    );
     assert_unprivileged(worker, "guard worker");
+    assert_unprivileged(zygote, "worker zygote");
     let result = call.await.expect("join").expect("answered");
     assert!(!is_error(&result), "{result:?}");
 }

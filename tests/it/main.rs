@@ -31,3 +31,4 @@ mod tasks;
 mod tenants;
 mod tools;
 mod tracing;
+mod zygote;

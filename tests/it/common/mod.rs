@@ -130,8 +130,29 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Live (non-zombie) processes whose parent is `pid`.
+/// Live (non-zombie) worker processes of server `pid`: its children
+/// (script workers) and the guard workers its zygotes forked, never the
+/// zygotes themselves (they are the server's machinery, not a call's).
 pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut found = Vec::new();
+    for child in live_children(pid) {
+        if is_zygote(child) {
+            found.extend(live_children(child));
+        } else {
+            found.push(child);
+        }
+    }
+    found
+}
+
+/// Whether `pid` is a worker zygote (by its command line).
+pub fn is_zygote(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|arg| arg == b"__warden-zygote"))
+}
+
+/// Live (non-zombie) processes whose parent is `pid`.
+pub fn live_children(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return found;

@@ -30,7 +30,7 @@
 //! descriptors as `SCM_RIGHTS`); a [`Reply`] is two.
 
 use std::io::{IoSlice, IoSliceMut};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 
 use nix::errno::Errno;
@@ -156,24 +156,15 @@ pub fn read_reply(socket: RawFd) -> nix::Result<Option<Reply>> {
 /// Entry point of the zygote process: serves orders on stdin until the
 /// server closes it (exit 0).
 pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
-    let control = match std::io::stdin().as_fd().try_clone_to_owned() {
-        Ok(fd) => fd,
-        Err(error) => {
-            eprintln!("warden zygote: cannot take the control socket: {error}");
-            return ExitCode::from(3);
-        }
-    };
+    // The control socket is the zygote's stdin, used as is: a child's
+    // stdin replaces it, so no child ever holds it.
+    let control = std::io::stdin().as_raw_fd();
     let zygote = nix::unistd::getpid();
     loop {
         let mut bytes = [0u8; ORDER_BYTES + 1];
         let mut space = nix::cmsg_space!([RawFd; 3]);
         let mut iov = [IoSliceMut::new(&mut bytes)];
-        let received = recvmsg::<()>(
-            control.as_raw_fd(),
-            &mut iov,
-            Some(&mut space),
-            MsgFlags::MSG_CMSG_CLOEXEC,
-        );
+        let received = recvmsg::<()>(control, &mut iov, Some(&mut space), MsgFlags::MSG_CMSG_CLOEXEC);
         let (read, fds) = match received {
             Err(Errno::EINTR) => continue,
             Err(_) => return ExitCode::SUCCESS,
@@ -187,7 +178,7 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
         };
         let answer = reply.encode();
         if sendmsg::<()>(
-            control.as_raw_fd(),
+            control,
             &[IoSlice::new(&answer)],
             &[],
             MsgFlags::MSG_NOSIGNAL,
@@ -253,8 +244,7 @@ fn become_worker(zygote: Pid, rlimits: Rlimits, stdio: [OwnedFd; 3]) -> std::io:
     nix::unistd::dup2_stdin(&stdin)?;
     nix::unistd::dup2_stdout(&stdout)?;
     // Closed through their owners first, so the sweep below closes only
-    // what no Rust value owns (the zygote's control socket is leaked on
-    // the zygote's stack, which this process never returns to).
+    // what no Rust value owns.
     drop((stdin, stdout, stderr));
     warden_sandbox::process::close_descriptors_above_stderr()?;
     warden_sandbox::process::apply_rlimits(rlimits)
@@ -264,6 +254,11 @@ fn reap(pid: u32) -> Reply {
     let Ok(raw) = i32::try_from(pid) else {
         return Reply::Failed(Errno::EINVAL as i32);
     };
+    // The server is done with this worker and has killed its group; the
+    // child itself is killed here too, in case it had not yet made its
+    // group (a call cancelled right after the fork). It is this process's
+    // unreaped child, so the pid cannot belong to anything else.
+    let _ = nix::sys::signal::kill(Pid::from_raw(raw), nix::sys::signal::Signal::SIGKILL);
     loop {
         return match waitpid(Pid::from_raw(raw), None) {
             Err(Errno::EINTR) => continue,
