@@ -43,12 +43,6 @@ pub fn max_request_line(args: impl IntoIterator<Item = std::ffi::OsString>) -> u
 /// [`max_request_line`]). Exit code 0 after answering; 3 when the protocol
 /// itself failed (the server then reports the diagnostics log).
 pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
-    ExitCode::from(answer_one(registry, max_request))
-}
-
-/// [`main`]'s work, with its exit code as a number (a worker forked by
-/// the zygote exits with it, through no `main`).
-pub(crate) fn answer_one(registry: &Registry, max_request: usize) -> u8 {
     kill_group_on_parent_death();
     // One descriptor for every protocol line: the guard's notices (from
     // its thread) and then the response.
@@ -56,7 +50,7 @@ pub(crate) fn answer_one(registry: &Registry, max_request: usize) -> u8 {
         Ok(file) => Arc::new(Mutex::new(file)),
         Err(error) => {
             eprintln!("warden worker: cannot set up the protocol descriptor: {error}");
-            return 3;
+            return ExitCode::from(3);
         }
     };
     let mut line = Vec::new();
@@ -64,7 +58,7 @@ pub(crate) fn answer_one(registry: &Registry, max_request: usize) -> u8 {
     let read = stdin.lock().take(max_request as u64).read_until(b'\n', &mut line);
     if let Err(error) = read {
         eprintln!("warden worker: cannot read request: {error}");
-        return 3;
+        return ExitCode::from(3);
     }
     let response = match serde_json::from_slice::<Request>(&line) {
         Ok(Request::Ping) => Response::Pong {
@@ -80,14 +74,14 @@ pub(crate) fn answer_one(registry: &Registry, max_request: usize) -> u8 {
         }),
         Err(error) => {
             eprintln!("warden worker: malformed request: {error}");
-            return 3;
+            return ExitCode::from(3);
         }
     };
     match write_response(&protocol_out, &response) {
-        Ok(()) => 0,
+        Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("warden worker: cannot write response: {error}");
-            3
+            ExitCode::from(3)
         }
     }
 }

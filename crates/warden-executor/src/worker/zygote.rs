@@ -221,17 +221,29 @@ fn spawn(
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Parent { child }) => Reply::Spawned(child.as_raw() as u32),
         Ok(ForkResult::Child) => {
-            let code = match become_worker(zygote, rlimits, stdio) {
-                Ok(()) => super::answer_one(registry, max_request),
-                Err(error) => {
-                    eprintln!("warden worker: cannot set up a forked worker: {error}");
-                    3
-                }
-            };
-            // Never return into the zygote's loop.
-            std::process::exit(i32::from(code))
+            let code = forked_worker(registry, max_request, zygote, rlimits, stdio);
+            // Never return into the zygote's loop. A worker's codes are 0
+            // and 3 (`super::main`).
+            std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 3 })
         }
         Err(errno) => Reply::Failed(errno as i32),
+    }
+}
+
+/// The forked child's entry point: [`super::main`] once it is a worker.
+fn forked_worker(
+    registry: &Registry,
+    max_request: usize,
+    zygote: Pid,
+    rlimits: Rlimits,
+    stdio: [OwnedFd; 3],
+) -> ExitCode {
+    match become_worker(zygote, rlimits, stdio) {
+        Ok(()) => super::main(registry, max_request),
+        Err(error) => {
+            eprintln!("warden worker: cannot set up a forked worker: {error}");
+            ExitCode::from(3)
+        }
     }
 }
 
