@@ -243,3 +243,78 @@ async fn futures_join_all<F: std::future::Future>(futures: impl Iterator<Item = 
     .await;
     outputs.into_iter().map(|o| o.expect("completed")).collect()
 }
+
+#[tokio::test]
+async fn a_burst_then_a_clean_shutdown_leaves_every_record_complete_and_in_order() {
+    // 300 tools/call lines written at once, then stdin closed: the server
+    // exits 0, and events.jsonl (written by a batching thread) holds every
+    // call's records, each request's in order: started before finished,
+    // the guard's records between them, none missing.
+    const CALLS: usize = 300;
+    let artifacts = tempfile::tempdir().expect("temp dir");
+    let mut child = tokio::process::Command::new(FINANCE)
+        .env("WARDEN_ARTIFACTS_DIR", artifacts.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn server");
+    let mut input = String::new();
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "burst", "version": "0"}}});
+    input.push_str(&format!("{init}\n"));
+    input.push_str("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    for id in 1..=CALLS {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "get_quote", "arguments": {"symbol": "AAPL"}}});
+        input.push_str(&format!("{call}\n"));
+    }
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let reader = tokio::spawn(async move {
+        let mut out = String::new();
+        let _ = stdout.read_to_string(&mut out).await;
+        out
+    });
+    stdin.write_all(input.as_bytes()).await.expect("write the burst");
+    drop(stdin);
+    let status = tokio::time::timeout(Duration::from_secs(60), child.wait())
+        .await
+        .expect("the server exits after stdin closes")
+        .expect("wait");
+    assert!(status.success(), "{status}");
+    let out = reader.await.expect("join");
+    let answered = out
+        .lines()
+        .filter(|l| l.contains("\"result\"") || l.contains("\"error\""))
+        .count();
+
+    let records = read_jsonl(&artifacts.path().join("events.jsonl"));
+    let mut by_request: std::collections::BTreeMap<String, Vec<&str>> = Default::default();
+    for record in records.iter().filter(|r| r["tool"] == "get_quote") {
+        by_request
+            .entry(record["request_id"].as_str().unwrap_or_default().to_string())
+            .or_default()
+            .push(record["event"].as_str().unwrap_or_default());
+    }
+    assert_eq!(
+        by_request.len(),
+        CALLS,
+        "one request per call ({answered} answered)"
+    );
+    for (request, names) in &by_request {
+        assert_eq!(names.first(), Some(&"request_started"), "{request}: {names:?}");
+        assert_eq!(names.last(), Some(&"request_finished"), "{request}: {names:?}");
+        let started = names.iter().position(|n| *n == "function_call_started");
+        let finished = names.iter().position(|n| *n == "function_call_finished");
+        match (started, finished) {
+            (Some(s), Some(f)) => assert!(s < f, "{request}: {names:?}"),
+            (None, None) => {}
+            _ => panic!("{request}: a guard call without both records: {names:?}"),
+        }
+    }
+    let ran = by_request
+        .values()
+        .filter(|n| n.contains(&"function_call_finished"))
+        .count();
+    assert!(ran > 0, "no call ran");
+}

@@ -140,7 +140,14 @@ impl WorkerLauncher {
                 )));
             }
         };
-        let status = worker.end().await;
+        // An answered call needs no exit status: its worker's group is
+        // killed now and it is reaped behind the answer (by the drop).
+        // Any other end is explained by how the worker ended.
+        let status = match &outcome {
+            Ok(Exchange::Answer(_)) => None,
+            _ => worker.end().await,
+        };
+        drop(worker);
         match outcome {
             Err(_elapsed) => Err(Failure::new(
                 Status::TimedOut,

@@ -16,7 +16,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, OnceLock, mpsc};
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, setsockopt, socketpair, sockopt};
 use nix::sys::time::TimeVal;
@@ -27,10 +27,19 @@ use crate::limits::{ZYGOTE_ANSWER_TIMEOUT, ZYGOTE_MAX_CHILDREN};
 use crate::worker::zygote::{Order, Reply, ZYGOTE_ARG, read_reply, send_order};
 use crate::worker::{MAX_REQUEST_ARG, WORKER_ARG};
 
-/// Forks guard workers through a zygote. Cheap to clone.
+/// Forks guard workers through a zygote. Cheap to clone; its thread and
+/// the zygote start on the first spawn, so a server that never runs an
+/// isolated guard starts neither.
 #[derive(Debug, Clone)]
 pub struct Zygote {
-    orders: mpsc::Sender<Job>,
+    keeper: Arc<Lazy>,
+}
+
+#[derive(Debug)]
+struct Lazy {
+    exe: PathBuf,
+    max_request: usize,
+    orders: OnceLock<mpsc::Sender<Job>>,
 }
 
 /// One worker's stdio, as the child will see it.
@@ -62,32 +71,45 @@ impl std::fmt::Debug for Job {
 }
 
 impl Zygote {
-    /// A handle whose thread starts `exe` as a zygote on the first spawn.
+    /// A handle that will start `exe` as a zygote on the first spawn.
     /// Workers read requests of at most `max_request` bytes.
     pub fn new(exe: PathBuf, max_request: usize) -> Self {
-        let (orders, jobs) = mpsc::channel();
-        let keeper = Keeper {
-            exe,
-            max_request,
-            current: None,
-            retiring: Vec::new(),
-            owners: HashMap::new(),
-        };
-        let started = std::thread::Builder::new()
-            .name("warden-zygote".into())
-            .spawn(move || keeper.serve(jobs));
-        if let Err(error) = started {
-            // Every spawn then fails with the channel closed, naming this.
-            tracing::warn!("cannot start the worker zygote's thread: {error}");
+        Self {
+            keeper: Arc::new(Lazy {
+                exe,
+                max_request,
+                orders: OnceLock::new(),
+            }),
         }
-        Self { orders }
+    }
+
+    /// The keeper thread's order channel, started on first use.
+    fn orders(&self) -> &mpsc::Sender<Job> {
+        self.keeper.orders.get_or_init(|| {
+            let (orders, jobs) = mpsc::channel();
+            let keeper = Keeper {
+                exe: self.keeper.exe.clone(),
+                max_request: self.keeper.max_request,
+                current: None,
+                retiring: Vec::new(),
+                owners: HashMap::new(),
+            };
+            let started = std::thread::Builder::new()
+                .name("warden-zygote".into())
+                .spawn(move || keeper.serve(jobs));
+            if let Err(error) = started {
+                // Every spawn then fails with the channel closed.
+                tracing::warn!("cannot start the worker zygote's thread: {error}");
+            }
+            orders
+        })
     }
 
     /// Forks a worker with `stdio` under `rlimits`; its pid, which is also
     /// its process group id.
     pub async fn spawn(&self, stdio: Stdio3, rlimits: Rlimits) -> std::io::Result<u32> {
         let (answer, answered) = oneshot::channel();
-        self.orders
+        self.orders()
             .send(Job::Spawn {
                 stdio,
                 rlimits,
@@ -103,7 +125,7 @@ impl Zygote {
     /// `None` when that is unknown (its zygote died).
     pub async fn reap(&self, pid: u32) -> Option<ExitStatus> {
         let (answer, answered) = oneshot::channel();
-        self.orders
+        self.orders()
             .send(Job::Reap {
                 pid,
                 answer: Some(answer),
@@ -114,7 +136,7 @@ impl Zygote {
 
     /// Reaps worker `pid` without waiting (a dropped call).
     pub fn reap_detached(&self, pid: u32) {
-        let _ = self.orders.send(Job::Reap { pid, answer: None });
+        let _ = self.orders().send(Job::Reap { pid, answer: None });
     }
 }
 
