@@ -39,6 +39,7 @@ mod origin;
 mod refusal;
 mod requests;
 mod sessions;
+mod shared;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -175,7 +176,11 @@ pub async fn serve(
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
-    let mcp = StreamableHttpService::new(move || Ok(server.clone()), sessions.manager.clone(), config);
+    let mcp = shared::Shared::new(StreamableHttpService::new(
+        move || Ok(server.clone()),
+        sessions.manager.clone(),
+        config,
+    ));
     let health = Arc::new(health::Health::new(tasks.clone()));
     let pace = Arc::new(body::BodyPace {
         grace: limits.http_header_timeout,
