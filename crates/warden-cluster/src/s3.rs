@@ -35,6 +35,8 @@
 //! caller waits for its answer — inside `block_in_place` when it is on a
 //! multi-thread runtime, so that runtime's other tasks keep moving.
 
+mod connector;
+
 use std::future::Future;
 use std::io::Read;
 use std::os::fd::OwnedFd;
@@ -130,8 +132,14 @@ impl Remote {
             .with_connect_timeout(OBJECT_STORE_CONNECT_TIMEOUT)
             .with_timeout(OBJECT_STORE_REQUEST_TIMEOUT);
         // After the client options, which setting them would replace.
+        let connector = connector::RingConnector {
+            connect_timeout: OBJECT_STORE_CONNECT_TIMEOUT,
+            request_timeout: OBJECT_STORE_REQUEST_TIMEOUT,
+        };
         let builder = settings.iter().fold(
-            AmazonS3Builder::new().with_client_options(client),
+            AmazonS3Builder::new()
+                .with_client_options(client)
+                .with_http_connector(connector),
             |builder, (name, value)| match name.to_ascii_lowercase().parse::<AmazonS3ConfigKey>() {
                 Ok(key) => builder.with_config(key, value),
                 Err(_) => builder,
