@@ -151,7 +151,7 @@ impl Remote {
             .unwrap_or_default();
         let allow_http = builder
             .get_config_value(&AmazonS3ConfigKey::Client(ClientConfigKey::AllowHttp))
-            .is_some_and(|v| matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "on" | "yes" | "y"));
+            .is_some_and(|v| connector::flag(&v) == Some(true));
         if endpoint.starts_with("http://") && !allow_http {
             return Err(GuardError::failed(format!(
                 "{STORE_VAR}={url}: AWS_ENDPOINT_URL={endpoint} is plain http; set AWS_ALLOW_HTTP=true to allow it, \

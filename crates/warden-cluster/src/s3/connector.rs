@@ -39,15 +39,9 @@ impl HttpConnector for RingConnector {
         };
         let allow_http = match options.get_config_value(&ClientConfigKey::AllowHttp) {
             None => false,
-            Some(value) => match value.to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" | "y" => true,
-                "0" | "false" | "off" | "no" | "n" => false,
-                _ => {
-                    return Err(generic(
-                        format!("AWS_ALLOW_HTTP must be true or false, not '{value}'").into(),
-                    ));
-                }
-            },
+            Some(value) => flag(&value).ok_or_else(|| {
+                generic(format!("AWS_ALLOW_HTTP must be true or false, not '{value}'").into())
+            })?,
         };
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let mut roots = rustls::RootCertStore::empty();
@@ -74,6 +68,16 @@ impl HttpConnector for RingConnector {
             client,
             timeout: self.request_timeout,
         }))
+    }
+}
+
+/// A boolean setting such as `AWS_ALLOW_HTTP` as object_store reads one;
+/// `None` for anything else.
+pub(super) fn flag(value: &str) -> Option<bool> {
+    match value.to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" | "y" => Some(true),
+        "0" | "false" | "off" | "no" | "n" => Some(false),
+        _ => None,
     }
 }
 

@@ -30,12 +30,9 @@ use crate::worker::protocol::Interim;
 /// How to start workers: which binary and where their logs go.
 #[derive(Debug, Clone)]
 pub struct WorkerLauncher {
-    pub exe: PathBuf,
     pub diagnostics_dir: PathBuf,
     pub max_response: usize,
-    /// The largest request line the worker is told to read: the argument
-    /// cap plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`].
-    pub max_request: usize,
+    /// Holds the binary and the request cap its workers are told.
     zygote: Zygote,
 }
 
@@ -44,8 +41,6 @@ pub struct WorkerLauncher {
 /// zombie) behind.
 struct WorkerProcess {
     pid: u32,
-    stdin: Option<pipe::Sender>,
-    stdout: Option<pipe::Receiver>,
     zygote: Zygote,
     reaped: bool,
 }
@@ -72,14 +67,13 @@ impl Drop for WorkerProcess {
 impl WorkerLauncher {
     /// Starts workers from `exe` (re-executed once, as the zygote), with
     /// diagnostics logs in `diagnostics_dir`, answers capped at
-    /// `max_response` bytes and requests at `max_request`.
+    /// `max_response` bytes and requests at `max_request` (the argument cap
+    /// plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`]).
     pub fn new(exe: PathBuf, diagnostics_dir: PathBuf, max_response: usize, max_request: usize) -> Self {
         Self {
-            zygote: Zygote::new(exe.clone(), max_request),
-            exe,
+            zygote: Zygote::new(exe, max_request),
             diagnostics_dir,
             max_response,
-            max_request,
         }
     }
 
@@ -111,7 +105,7 @@ impl WorkerLauncher {
         label: &str,
         log_path: &Path,
     ) -> Result<Response, Failure> {
-        let mut worker = self.spawn(rlimits, log_path).await.map_err(|e| {
+        let (mut worker, to_worker, from_worker) = self.spawn(rlimits, log_path).await.map_err(|e| {
             Failure::new(
                 Status::Failed,
                 GuardError::new(
@@ -123,13 +117,7 @@ impl WorkerLauncher {
         // The guard's progress and log messages go to the MCP request that
         // scoped a sink around this call (`crate::notify`), if any.
         let notices = crate::notify::for_this_task();
-        let exchange = exchange(
-            worker.stdin.take(),
-            worker.stdout.take(),
-            request,
-            self.max_response,
-            notices,
-        );
+        let exchange = exchange(to_worker, from_worker, request, self.max_response, notices);
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(deadline, exchange) => outcome,
             _ = cancel.cancelled() => {
@@ -181,7 +169,12 @@ impl WorkerLauncher {
         }
     }
 
-    async fn spawn(&self, rlimits: Rlimits, log_path: &Path) -> std::io::Result<WorkerProcess> {
+    /// A forked worker, the pipe to its stdin and the pipe from its stdout.
+    async fn spawn(
+        &self,
+        rlimits: Rlimits,
+        log_path: &Path,
+    ) -> std::io::Result<(WorkerProcess, pipe::Sender, pipe::Receiver)> {
         let stderr = crate::artifacts::safe_path::create_private(log_path)?;
         let (stdin, to_worker) = std::io::pipe()?;
         let (from_worker, stdout) = std::io::pipe()?;
@@ -195,13 +188,12 @@ impl WorkerLauncher {
         let to_worker = pipe::Sender::from_owned_fd(to_worker.into())?;
         let from_worker = pipe::Receiver::from_owned_fd(from_worker.into())?;
         let pid = self.zygote.spawn(stdio, rlimits).await?;
-        Ok(WorkerProcess {
+        let worker = WorkerProcess {
             pid,
-            stdin: Some(to_worker),
-            stdout: Some(from_worker),
             zygote: self.zygote.clone(),
             reaped: false,
-        })
+        };
+        Ok((worker, to_worker, from_worker))
     }
 }
 
@@ -216,23 +208,18 @@ enum Exchange {
 /// log lines go to `notices` (dropped without one), the first other line
 /// is the response.
 async fn exchange(
-    stdin: Option<impl AsyncWrite + Unpin>,
-    stdout: Option<impl AsyncRead + Unpin>,
+    mut stdin: impl AsyncWrite + Unpin,
+    stdout: impl AsyncRead + Unpin,
     request: &Request,
     cap: usize,
     notices: Option<crate::notify::Sink>,
 ) -> Exchange {
-    if let Some(mut stdin) = stdin {
-        let mut line = serde_json::to_vec(request).unwrap_or_default();
-        line.push(b'\n');
-        // A worker that died at once closes the pipe; the read below
-        // then sees EOF and the exit status explains why.
-        let _ = stdin.write_all(&line).await;
-        drop(stdin);
-    }
-    let Some(stdout) = stdout else {
-        return Exchange::NoAnswer;
-    };
+    let mut line = serde_json::to_vec(request).unwrap_or_default();
+    line.push(b'\n');
+    // A worker that died at once closes the pipe; the read below then
+    // sees EOF and the exit status explains why.
+    let _ = stdin.write_all(&line).await;
+    drop(stdin);
     let mut reader = BufReader::new(stdout);
     loop {
         let mut line = Vec::new();
