@@ -343,7 +343,8 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         std::mem::take(&mut app.guards),
         std::mem::take(&mut app.script_functions),
     )?
-    .with_mcp_items(std::mem::take(&mut app.mcp_items))?;
+    .with_mcp_items(std::mem::take(&mut app.mcp_items))?
+    .with_app(&name, &version);
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {

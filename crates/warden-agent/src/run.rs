@@ -40,7 +40,8 @@ pub async fn run_coding_task(
     cancel: CancellationToken,
     progress: Option<&Progress>,
 ) -> Result<TaskResult, GuardError> {
-    let task = runner.begin(origin, timeout, &cancel, progress).await?;
+    let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
+    task.model = Some(config.model_id.clone());
     let system = super::prompt::system_prompt(runner.executor.registry(), config.inline_calls, timeout);
     let saved = runner
         .store

@@ -208,6 +208,9 @@ pub struct Guard {
     /// ([`Guard::hidden_from_model`]); still an MCP tool and a script
     /// function.
     pub hidden_from_model: bool,
+    /// The guard's own version for receipts ([`Guard::version`]); the
+    /// app's version stands for it when unset.
+    pub version: Option<String>,
     pub run: ErasedFn,
     pub run_inline: ScriptFn,
 }
@@ -339,6 +342,7 @@ where
         uses_resources: F::USES_RESOURCES,
         content_output: TypeId::of::<O>() == TypeId::of::<Vec<crate::Content>>(),
         hidden_from_model: false,
+        version: None,
         run,
         run_inline,
     }
@@ -409,8 +413,20 @@ impl Guard {
         self
     }
 
+    /// Sets the guard's own version, which its call receipts carry beside
+    /// the app's (see [`crate::receipt`]): bump it when the guard's
+    /// results change, so an old receipt says which implementation made it.
+    pub fn version(mut self, version: impl Into<String>) -> Self {
+        self.version = Some(version.into());
+        self
+    }
+
     pub fn tool_name(&self) -> &str {
         &self.name
+    }
+    /// The version set with [`Guard::version`], if any.
+    pub fn guard_version(&self) -> Option<&str> {
+        self.version.as_deref()
     }
     pub fn description(&self) -> &str {
         &self.schemas.input().1

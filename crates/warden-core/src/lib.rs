@@ -8,8 +8,8 @@
 //! error and every stable error code), [`limits`] (every bound, with its
 //! default, in one place), [`config`] (settings from the environment and
 //! `.env`), [`notify`] (progress and log notices from a running guard),
-//! [`content`] (non-JSON results) and [`catalogue`] (the guard catalogue
-//! resource).
+//! [`content`] (non-JSON results), [`catalogue`] (the guard catalogue
+//! resource) and [`receipt`] (the hashes that let a result be recomputed).
 //!
 //! This crate never runs a guard and never starts a process: the executor
 //! above it does. It depends on no other Warden crate. Its API serves
@@ -23,6 +23,7 @@ pub mod error;
 pub mod guard;
 pub mod limits;
 pub mod notify;
+pub mod receipt;
 pub mod registry;
 pub mod schema;
 

@@ -401,10 +401,11 @@ impl WardenServer {
         &self,
         name: &str,
         arguments: Value,
+        receipt: bool,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let origin = request_origin("direct", name, context);
-        let call = self.guard_call(name, arguments, origin, context.ct.clone());
+        let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
         crate::notices::forwarding(context, name, &self.log_level, call).await
     }
 
@@ -425,10 +426,13 @@ impl WardenServer {
         arguments: Value,
         origin: Origin,
         cancel: CancellationToken,
+        receipt: bool,
     ) -> CallToolResult {
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
+        // Hashed before the call, which consumes them.
+        let arguments_sha256 = receipt.then(|| crate::receipt::digest(&arguments));
         let outcome = self
             .executor
             .call(CallRequest {
@@ -460,15 +464,20 @@ impl WardenServer {
             }),
         );
         crate::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
-        let content_output = self
-            .executor
-            .registry()
-            .get(name)
-            .is_some_and(|g| g.content_output);
-        match outcome {
-            Ok(value) if content_output => content_result(value),
+        let registry = self.executor.registry();
+        let guard = registry.get(name);
+        let receipt = match (&outcome, arguments_sha256) {
+            (Ok(output), Some(arguments_sha256)) => registry.receipt(name, arguments_sha256, output),
+            _ => None,
+        };
+        let mut result = match outcome {
+            Ok(value) if guard.is_some_and(|g| g.content_output) => content_result(value),
             outcome => result_of(outcome, &origin.request_id),
+        };
+        if let Some(receipt) = &receipt {
+            crate::receipts::attach(&mut result, receipt);
         }
+        result
     }
 }
 
@@ -801,6 +810,7 @@ impl ServerHandler for WardenServer {
             ));
         }
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-        Ok(self.call_guard(&name, arguments, &context).await.into())
+        let receipt = crate::receipts::asked(&context.meta)?;
+        Ok(self.call_guard(&name, arguments, receipt, &context).await.into())
     }
 }

@@ -24,7 +24,7 @@
 //! copied there before its record ends, so any node can answer for it.
 
 // The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{config, error, limits, registry, schema};
+pub(crate) use warden_core::{config, error, limits, receipt, registry, schema};
 pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, tenant};
 pub(crate) use warden_script as script;
 
@@ -35,6 +35,7 @@ pub mod result;
 pub mod running;
 mod service;
 pub mod store;
+pub mod task_receipt;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +113,8 @@ pub struct Task {
     pub events: Events,
     pub deadline: Instant,
     pub timeout: Duration,
+    /// The model writing its scripts (a coding task), for its receipt.
+    pub model: Option<String>,
     started: std::time::Instant,
 }
 
@@ -284,6 +287,7 @@ impl TaskRunner {
             events,
             deadline: Instant::now() + timeout,
             timeout,
+            model: None,
             started,
         };
         // A claimed task's record exists; a task a request waits for gets one now.
@@ -411,6 +415,15 @@ impl TaskRunner {
         result.sandbox = Some(facts.layers);
         result.duration_ms = Some(task.started.elapsed().as_secs_f64() * 1000.0);
         self.list_outputs(&task.id, &mut result);
+        if let Some(calls_sha256) = facts.calls_sha256 {
+            result.receipt = Some(task_receipt::build(
+                &task.dir,
+                self.executor.registry().provenance(),
+                task.model.clone(),
+                facts.calls.made,
+                calls_sha256,
+            ));
+        }
         self.cap_result(&task.id, &mut result);
         // The session streamed the calls; a task whose worker never
         // started still gets its (empty) list.

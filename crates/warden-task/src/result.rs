@@ -88,6 +88,11 @@ pub struct TaskResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_calls: Option<usize>,
 
+    /// What the task ran and made, as hashes (a task that ran scripts;
+    /// see [`crate::task_receipt`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<crate::task_receipt::TaskReceipt>,
+
     /// A batch run as a task: its calls and counts.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchCounts>,
@@ -202,6 +207,7 @@ impl TaskResult {
             answer_note: None,
             steps: None,
             model_calls: None,
+            receipt: None,
             batch: None,
         }
     }

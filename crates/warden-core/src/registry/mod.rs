@@ -13,6 +13,8 @@ pub mod prompts;
 
 use std::collections::BTreeMap;
 
+use serde_json::Value;
+
 use crate::guard::{Guard, Mode};
 use crate::registry::app_resources::{AppResources, ResourceTemplate, StaticResource};
 use crate::registry::prompts::{Prompt, Prompts};
@@ -164,6 +166,8 @@ pub struct Registry {
     prompts: Prompts,
     /// The app's static resources and templates (server process only).
     resources: AppResources,
+    /// The app's name and version, for receipts.
+    app: crate::receipt::AppIdentity,
 }
 
 impl Registry {
@@ -212,7 +216,47 @@ impl Registry {
             script_functions: BTreeMap::new(),
             prompts: Prompts::default(),
             resources: AppResources::default(),
+            app: Default::default(),
         })
+    }
+
+    /// Names the app whose guards these are, as its receipts give it.
+    pub fn with_app(mut self, name: impl Into<String>, version: impl Into<String>) -> Self {
+        self.app = crate::receipt::AppIdentity {
+            name: name.into(),
+            version: version.into(),
+        };
+        self
+    }
+
+    /// What every receipt of this registry's calls repeats: the app and
+    /// the build. Hashes the executable on first use ([`crate::receipt::build_id`]).
+    pub fn provenance(&self) -> crate::receipt::Provenance {
+        crate::receipt::Provenance {
+            app: self.app.clone(),
+            build: crate::receipt::build_id().to_string(),
+        }
+    }
+
+    /// The receipt of one successful call of `guard`, run as its mode,
+    /// whose arguments hashed to `arguments_sha256`
+    /// ([`crate::receipt::digest`], taken before the call consumed them).
+    /// `None` for a name that is not a guard.
+    pub fn receipt(
+        &self,
+        guard: &str,
+        arguments_sha256: String,
+        output: &Value,
+    ) -> Option<crate::receipt::CallReceipt> {
+        let registered = self.get(guard)?;
+        let receipt = self.provenance().call(
+            guard,
+            registered.guard_version(),
+            registered.mode().as_str(),
+            arguments_sha256,
+            output,
+        );
+        Some(receipt)
     }
 
     /// Adds the app's prompts, static resources and resource templates

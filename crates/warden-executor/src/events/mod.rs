@@ -390,6 +390,13 @@ pub struct PureCall<'a> {
     pub duration_ns: u64,
     /// Wall-clock start (Unix nanoseconds), for events and spans.
     pub started_unix_ns: u64,
+    /// The receipt hashes of its arguments and output (see
+    /// `warden_core::receipt`), for function_calls.json; null for a
+    /// script-only function and a failed call's output.
+    #[serde(borrow)]
+    pub arguments_sha256: Option<&'a str>,
+    #[serde(borrow)]
+    pub output_sha256: Option<&'a str>,
 }
 
 /// The two records (`function_call_started`, `function_call_finished`) of

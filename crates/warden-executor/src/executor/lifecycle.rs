@@ -107,6 +107,9 @@ pub struct Settled<'a> {
     pub error_type: Option<&'a str>,
     /// From begun to settled (the event's `duration_ms`).
     pub duration: Duration,
+    /// What the function returned, when it succeeded (a caller that keeps
+    /// receipts hashes it).
+    pub output: Option<&'a Value>,
 }
 
 /// A begun, not yet settled guard call. See the module doc: settled exactly
@@ -210,8 +213,8 @@ impl<S: CallScope> Call<S> {
     /// Settles the call with the function's outcome, and hands it back.
     pub fn finish(mut self, outcome: Result<Value, Failure>) -> Result<Value, Failure> {
         match &outcome {
-            Ok(_) => self.settle(Status::Success, None),
-            Err(failure) => self.settle(failure.status, Some(&failure.error.code)),
+            Ok(output) => self.settle(Status::Success, None, Some(output)),
+            Err(failure) => self.settle(failure.status, Some(&failure.error.code), None),
         }
         outcome
     }
@@ -221,7 +224,7 @@ impl<S: CallScope> Call<S> {
     /// (see `threads`). Returns `failure` for the caller's answer.
     pub fn abandon(mut self, failure: Failure) -> Failure {
         self.overrun();
-        self.settle(failure.status, Some(&failure.error.code));
+        self.settle(failure.status, Some(&failure.error.code), None);
         failure
     }
 
@@ -234,7 +237,7 @@ impl<S: CallScope> Call<S> {
     /// Frees the call slot, closes the span, writes `function_call_finished`
     /// and tells the scope. Does nothing the second time (only `Drop` can
     /// get here after `finish` or `abandon`, and it checks first).
-    fn settle(&mut self, status: Status, error_type: Option<&str>) {
+    fn settle(&mut self, status: Status, error_type: Option<&str>, output: Option<&Value>) {
         if !std::mem::replace(&mut self.open, false) {
             return;
         }
@@ -257,6 +260,7 @@ impl<S: CallScope> Call<S> {
             status,
             error_type,
             duration,
+            output,
         });
     }
 }
@@ -268,7 +272,7 @@ impl<S: CallScope> Drop for Call<S> {
     fn drop(&mut self) {
         if self.open {
             self.overrun();
-            self.settle(Status::Cancelled, Some(codes::CANCELLED));
+            self.settle(Status::Cancelled, Some(codes::CANCELLED), None);
         }
     }
 }

@@ -39,7 +39,10 @@ const SUMMARY_KEYS: usize = 100;
 const CALL_LOG_BUFFER: usize = 64 * 1024;
 
 /// One guard call, as function_calls.json has it: `{"function", "status",
-/// "error_type", "duration_ms", "execution"}`.
+/// "error_type", "duration_ms", "execution", "arguments_sha256",
+/// "output_sha256"}` (the hashes as a call receipt has them, see
+/// `warden_core::receipt`; null when unknown: a refused call, a failed
+/// call's output, a script-only function).
 #[derive(Debug, Clone)]
 pub struct CallRecord<'a> {
     pub function: &'a str,
@@ -51,6 +54,8 @@ pub struct CallRecord<'a> {
     /// isolated | in_process | pure_inline | script_inline (a script-only
     /// function)
     pub execution: &'static str,
+    pub arguments_sha256: Option<&'a str>,
+    pub output_sha256: Option<&'a str>,
 }
 
 impl CallRecord<'_> {
@@ -74,7 +79,33 @@ impl CallRecord<'_> {
         out.extend_from_slice(&fraction.as_bytes()[1..]);
         out.extend_from_slice(br#","execution":""#);
         out.extend_from_slice(self.execution.as_bytes());
-        out.extend_from_slice(b"\"}");
+        out.extend_from_slice(br#"","arguments_sha256":"#);
+        push_optional(out, self.arguments_sha256);
+        out.extend_from_slice(br#","output_sha256":"#);
+        push_optional(out, self.output_sha256);
+        out.push(b'}');
+    }
+
+    /// The record's line in the task's calls digest: the canonical JSON
+    /// array `[function, status, arguments_sha256, output_sha256]`, then a
+    /// newline (see `docs/receipts.md`).
+    fn write_digest_line(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        push_json_str(out, self.function);
+        out.extend_from_slice(b",\"");
+        out.extend_from_slice(self.status.as_bytes());
+        out.extend_from_slice(b"\",");
+        push_optional(out, self.arguments_sha256);
+        out.push(b',');
+        push_optional(out, self.output_sha256);
+        out.extend_from_slice(b"]\n");
+    }
+}
+
+fn push_optional(out: &mut Vec<u8>, text: Option<&str>) {
+    match text {
+        Some(text) => push_json_str(out, text),
+        None => out.extend_from_slice(b"null"),
     }
 }
 
@@ -160,6 +191,9 @@ pub struct CallLog {
     summary: Summary,
     /// One record's bytes, reused.
     scratch: Vec<u8>,
+    /// SHA-256 over every call's digest line, recorded one by one or only
+    /// summarized: the task receipt's `calls_sha256`.
+    digest: crate::receipt::Hasher,
 }
 
 impl CallLog {
@@ -194,7 +228,8 @@ impl CallLog {
             counts: CallCounts::default(),
             recorded_max,
             summary: Summary::default(),
-            scratch: Vec::with_capacity(160),
+            scratch: Vec::with_capacity(320),
+            digest: Default::default(),
         }
     }
 
@@ -205,6 +240,9 @@ impl CallLog {
         if record.status == "success" {
             self.counts.ok += 1;
         }
+        self.scratch.clear();
+        record.write_digest_line(&mut self.scratch);
+        self.digest.update(&self.scratch);
         if self.counts.made > self.recorded_max {
             self.summary.add(record);
             return;
@@ -228,6 +266,12 @@ impl CallLog {
 
     pub fn counts(&self) -> CallCounts {
         self.counts
+    }
+
+    /// `sha256:` and the hex SHA-256 over every call's digest line so far,
+    /// in the order they settled.
+    pub fn digest(&self) -> String {
+        self.digest.clone().finish()
     }
 
     /// Writes the closing bracket and flushes. Records pushed later (by a
@@ -296,6 +340,8 @@ mod tests {
             error_type: (status != "success").then_some("invalid \"input\""),
             duration_ns: 1_500_042,
             execution: "pure_inline",
+            arguments_sha256: Some("sha256:00"),
+            output_sha256: None,
         }
     }
 

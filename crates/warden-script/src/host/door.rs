@@ -163,27 +163,37 @@ struct Run {
     notes: UnboundedSender<DoorEvent>,
 }
 
-impl CallScope for Run {
+/// One call run on the door thread: its run, and its arguments' hash for
+/// function_calls.json (taken before the guard consumed them).
+struct InRun {
+    run: Arc<Run>,
+    arguments_sha256: String,
+}
+
+impl CallScope for InRun {
     fn events(&self) -> &Events {
-        &self.scope.events
+        &self.run.scope.events
     }
 
     fn origin(&self) -> &Origin {
-        &self.scope.origin
+        &self.run.scope.origin
     }
 
     /// Records the settled call for function_calls.json and, when the
     /// client asked for progress, notes it.
     fn settled(&self, settled: &Settled<'_>) {
-        lock(&self.calls).push(&CallRecord {
+        let output_sha256 = settled.output.map(crate::receipt::digest);
+        lock(&self.run.calls).push(&CallRecord {
             function: settled.function,
             status: settled.status.as_str(),
             error_type: settled.error_type,
             duration_ns: settled.duration.as_nanos() as u64,
             execution: "in_process",
+            arguments_sha256: Some(&self.arguments_sha256),
+            output_sha256: output_sha256.as_deref(),
         });
-        if self.scope.progress {
-            let _ = self.notes.send(DoorEvent::Progress(format!(
+        if self.run.scope.progress {
+            let _ = self.run.notes.send(DoorEvent::Progress(format!(
                 "guard call {} {}",
                 settled.function,
                 settled.status.as_str()
@@ -197,7 +207,7 @@ struct InFlight {
     /// The door thread running it (see [`Door::generation`]).
     generation: u64,
     /// Settles the call: taken out by whoever settles it first.
-    call: Call<Arc<Run>>,
+    call: Call<InRun>,
 }
 
 /// Shared by the session and its door threads.
@@ -492,7 +502,12 @@ impl Door {
             events: Some(&scope.events),
             record: None,
         };
-        let (call, here) = match self.executor.begin_here(&request, &self.runtime, run.clone()) {
+        let arguments_sha256 = crate::receipt::digest(&request.arguments);
+        let in_run = InRun {
+            run: run.clone(),
+            arguments_sha256,
+        };
+        let (call, here) = match self.executor.begin_here(&request, &self.runtime, in_run) {
             Ok(begun) => begun,
             Err(failure) => {
                 self.record_refused(guard, &failure.error);
@@ -530,6 +545,8 @@ impl Door {
             error_type: Some(&error.code),
             duration_ns: 0,
             execution,
+            arguments_sha256: None,
+            output_sha256: None,
         });
     }
 
@@ -591,6 +608,8 @@ impl Door {
                     error_type: call.error_type.as_deref(),
                     duration_ns: call.duration_ns,
                     execution: mode_of(call.function),
+                    arguments_sha256: call.arguments_sha256,
+                    output_sha256: call.output_sha256,
                 });
             }
             log.counts().made

@@ -65,6 +65,9 @@ pub struct WorkerFacts {
     pub pid: u32,
     /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
     pub exit_status: Option<String>,
+    /// The calls' digest for the task receipt (`CallLog::digest`); `None`
+    /// when no worker ran.
+    pub calls_sha256: Option<String>,
 }
 
 /// How long a worker whose stdin was closed gets to exit before its group
@@ -311,6 +314,7 @@ impl Session {
             calls: calls.counts(),
             pid: self.pgid,
             exit_status: None,
+            calls_sha256: Some(calls.digest()),
         }
     }
 
@@ -394,8 +398,11 @@ async fn call_through_executor(
         .map(|g| g.mode().as_str())
         .unwrap_or("unknown");
     let recorded = AtomicBool::new(false);
+    // Hashed before the call, which consumes them.
+    let arguments_sha256 = crate::receipt::digest(&arguments);
     let record = |settled: &Settled<'_>| {
         recorded.store(true, Ordering::Relaxed);
+        let output_sha256 = settled.output.map(crate::receipt::digest);
         door.calls
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -405,6 +412,8 @@ async fn call_through_executor(
                 error_type: settled.error_type,
                 duration_ns: settled.duration.as_nanos() as u64,
                 execution: mode,
+                arguments_sha256: Some(&arguments_sha256),
+                output_sha256: output_sha256.as_deref(),
             });
     };
     let result = ctx
@@ -431,6 +440,8 @@ async fn call_through_executor(
                 error_type,
                 duration_ns: started.elapsed().as_nanos() as u64,
                 execution: mode,
+                arguments_sha256: Some(&arguments_sha256),
+                output_sha256: None,
             });
     }
     super::progress::note(ctx.progress, format!("guard call {guard} {status}")).await;

@@ -212,7 +212,7 @@ fn register_recorded(engine: &mut Engine, name: &'static str, private: String, d
                     .map_err(|error| unprivate(error, &private, name));
                 let error = outcome.as_ref().err().map(|e| script_error_code(e));
                 if let Ok(mut door) = door.lock() {
-                    door.record_pure(name, started, Instant::now(), error.as_deref());
+                    door.record_pure(name, started, Instant::now(), error.as_deref(), (None, None));
                 }
                 outcome
             },
@@ -252,11 +252,29 @@ pub(super) fn call_pure(
     door.spend_inline_call()?;
     let name = guard.tool_name();
     let started = Instant::now();
+    // Receipt hashes, as the server's own calls take them: the JSON the
+    // guard's arguments and output stand for (see `warden_core::receipt`).
+    let arguments_sha256 = dynamic_digest(&arguments);
     let outcome =
         crate::error::catch_guard_panic(name, || guard.invoke_inline(&Resources::default(), arguments));
+    let ended = Instant::now();
+    let output_sha256 = outcome.as_ref().ok().and_then(dynamic_digest);
     let error = outcome.as_ref().err().map(|e| e.code.as_str());
-    door.record_pure(name, started, Instant::now(), error);
+    door.record_pure(
+        name,
+        started,
+        ended,
+        error,
+        (arguments_sha256.as_deref(), output_sha256.as_deref()),
+    );
     outcome
+}
+
+/// The receipt digest of a script value, through its JSON form; `None`
+/// for a value JSON cannot hold (a function pointer).
+fn dynamic_digest(value: &Dynamic) -> Option<String> {
+    let json: Value = rhai::serde::from_dynamic(value).ok()?;
+    Some(crate::receipt::digest(&json))
 }
 
 /// Runs a guard that is not pure through the door (the server runs it).

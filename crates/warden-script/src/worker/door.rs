@@ -139,7 +139,16 @@ do more per call, or finish with final_answer",
     /// batch line: serde's generic writer was a sixth of a script's cost
     /// in a loop of cheap calls. `function` is a registered guard name,
     /// which the registry restricts to identifier characters.
-    pub fn record_pure(&mut self, function: &str, started: Instant, ended: Instant, error: Option<&str>) {
+    /// `hashes` are the call's receipt hashes (arguments, output), absent
+    /// for a script-only function.
+    pub fn record_pure(
+        &mut self,
+        function: &str,
+        started: Instant,
+        ended: Instant,
+        error: Option<&str>,
+        hashes: (Option<&str>, Option<&str>),
+    ) {
         let line = &mut self.pure_line;
         if self.pure_count == 0 {
             line.push_str(PURE_BATCH_PREFIX);
@@ -160,6 +169,17 @@ do more per call, or finish with final_answer",
         let (base, base_unix_ns) = self.clock_base;
         let offset = started.saturating_duration_since(base).as_nanos() as u64;
         line.push_str(number.format(base_unix_ns + offset));
+        // Hex digests: never need escaping.
+        for hash in [hashes.0, hashes.1] {
+            match hash {
+                Some(hash) => {
+                    line.push_str(",\"");
+                    line.push_str(hash);
+                    line.push('"');
+                }
+                None => line.push_str(",null"),
+            }
+        }
         line.push(']');
         self.pure_count += 1;
         if self.pure_count >= PURE_BATCH {
@@ -240,8 +260,14 @@ mod tests {
         let mut file = tempfile::tempfile().expect("temp file");
         let mut door = Door::new(file.try_clone().expect("clone"));
         let started = Instant::now();
-        door.record_pure("add_pure", started, started + Duration::from_nanos(1_500), None);
-        door.record_pure("add_pure", started, started, Some("bad \"code\""));
+        door.record_pure(
+            "add_pure",
+            started,
+            started + Duration::from_nanos(1_500),
+            None,
+            (Some("sha256:ab"), Some("sha256:cd")),
+        );
+        door.record_pure("add_pure", started, started, Some("bad \"code\""), (None, None));
         door.flush_pure().expect("flush");
         let mut line = String::new();
         file.rewind().expect("rewind");

@@ -14,7 +14,7 @@ use serde_json::{Map, Value};
 /// ("columns": ["a", "b"] or "columns": "all" give {column: [values]}); numbers load as numbers, so report data never passes through you.
 /// Unknown guards, forward or self references, malformed references and destructive guards are refused before anything runs.
 /// A failed call returns its own error; calls using its result are skipped with the reason; the others still run.
-/// Returns {request_id, status, calls: [{index, ref, name, depends_on, status, duration_ms, output | error | reason}], succeeded, failed, skipped, duration_ms}.
+/// Returns {request_id, status, calls: [{index, ref, name, depends_on, status, duration_ms, output | error | reason, receipt?}], succeeded, failed, skipped, duration_ms}.
 // This comment is the tool's description, written for the model: JSON in
 // brackets, not doc links.
 #[allow(rustdoc::broken_intra_doc_links)]
@@ -35,6 +35,10 @@ pub struct RunBatchInput {
     /// integers, counts and ids are untouched. References between calls still see exact values.
     #[serde(default)]
     pub digits: Option<u64>,
+    /// true: each successful call also returns its receipt — SHA-256 of its canonical (RFC 8785) arguments and output,
+    /// the guard and app versions and the build — so the result can be recomputed and compared (see verify_receipt).
+    #[serde(default)]
+    pub receipt: bool,
 }
 
 /// One guard call of a batch.

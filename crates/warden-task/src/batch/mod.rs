@@ -84,7 +84,7 @@ pub async fn run(
         .map_err(|failure| failure.error)?;
     let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
     let deps: Vec<BTreeSet<usize>> = calls.iter().map(|c| c.deps.clone()).collect();
-    let outcomes = execute(executor, calls, &tables, &names, origin, &cancel).await;
+    let outcomes = execute(executor, calls, &tables, &names, origin, &cancel, input.receipt).await;
     drop(tables);
 
     let last = outcomes.len().saturating_sub(1);
@@ -102,10 +102,16 @@ pub async fn run(
             select_missing: None,
             error: None,
             reason: None,
+            receipt: None,
         };
         match outcome {
-            Outcome::Ran { result, duration_ms } => {
+            Outcome::Ran {
+                result,
+                duration_ms,
+                receipt,
+            } => {
                 entry.duration_ms = duration_ms;
+                entry.receipt = receipt;
                 match result {
                     Ok(mut output) => {
                         succeeded += 1;

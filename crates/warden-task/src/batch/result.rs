@@ -53,6 +53,10 @@ pub struct CallResult {
     /// Why it was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Its receipt (`receipt: true`, a successful call): hashes of the
+    /// full output, before `select` and `digits` shaped what is returned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<crate::receipt::CallReceipt>,
 }
 
 /// How one call of a batch ended: a call's [`Status`], or skipped.

@@ -29,6 +29,7 @@ use crate::error::{GuardError, codes};
 use crate::events::Origin;
 use crate::executor::arguments::json_size;
 use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
+use crate::receipt::CallReceipt;
 
 /// How one call of a batch ended.
 #[derive(Debug)]
@@ -37,6 +38,8 @@ pub(super) enum Outcome {
     Ran {
         result: Result<Value, Failure>,
         duration_ms: f64,
+        /// Its receipt, when the batch asked for them and it succeeded.
+        receipt: Option<CallReceipt>,
     },
     /// It never ran: a call it depends on did not succeed.
     Skipped { reason: String },
@@ -52,6 +55,7 @@ pub(super) async fn execute(
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
+    receipts: bool,
 ) -> Vec<Outcome> {
     let limits = executor.limits();
     // The batch's workers: taken here, in call order, before a call's
@@ -109,6 +113,7 @@ pub(super) async fn execute(
                     outcomes[i] = Some(Outcome::Ran {
                         result: Err(Failure::new(Status::Failed, error)),
                         duration_ms: 0.0,
+                        receipt: None,
                     });
                 }
                 Ok(arguments) => {
@@ -120,6 +125,7 @@ pub(super) async fn execute(
                         cancel.clone(),
                         permit,
                         deadline,
+                        receipts,
                     ));
                     index_of.insert(handle.id(), i);
                 }
@@ -138,6 +144,7 @@ pub(super) async fn execute(
                         GuardError::failed(format!("the call's task ended abnormally: {error}")),
                     )),
                     duration_ms: 0.0,
+                    receipt: None,
                 },
             ),
         };
@@ -177,6 +184,7 @@ fn not_started(status: Status, code: &str, message: &str) -> Outcome {
     Outcome::Ran {
         result: Err(Failure::new(status, GuardError::new(code, message))),
         duration_ms: 0.0,
+        receipt: None,
     }
 }
 
@@ -257,8 +265,12 @@ async fn run_one(
     cancel: CancellationToken,
     permit: OwnedSemaphorePermit,
     deadline: Instant,
+    receipts: bool,
 ) -> Outcome {
     let started = StdInstant::now();
+    // Hashed before the call, which consumes them (references replaced:
+    // what the guard really got).
+    let arguments_sha256 = receipts.then(|| crate::receipt::digest(&arguments));
     let result = executor
         .call(CallRequest {
             guard: &name,
@@ -272,8 +284,14 @@ async fn run_one(
         })
         .await;
     drop(permit);
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let receipt = match (&result, arguments_sha256) {
+        (Ok(output), Some(arguments_sha256)) => executor.registry().receipt(&name, arguments_sha256, output),
+        _ => None,
+    };
     Outcome::Ran {
         result,
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        duration_ms,
+        receipt,
     }
 }

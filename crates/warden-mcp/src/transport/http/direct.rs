@@ -87,6 +87,8 @@ struct Call {
     id: RequestId,
     params: CallToolRequestParams,
     traceparent: Option<String>,
+    /// `_meta` asked for the call's receipt.
+    receipt: bool,
 }
 
 impl Direct {
@@ -125,6 +127,8 @@ impl Direct {
                 .is_empty()
             && meta.get_progress_token().is_none();
         let traceparent = meta.get_traceparent().map(str::to_string);
+        // A malformed receipt request goes the long way, which names it.
+        let receipt = crate::receipts::asked(meta).ok()?;
         let ClientRequest::CallToolRequest(call) = request.request else {
             return None;
         };
@@ -141,6 +145,7 @@ impl Direct {
             id: request.id,
             params: call.params,
             traceparent,
+            receipt,
         })
     }
 
@@ -152,6 +157,7 @@ impl Direct {
             id,
             params,
             traceparent,
+            receipt,
         } = call;
         let name = params.name.to_string();
         let arguments = params
@@ -166,7 +172,9 @@ impl Direct {
         let guard = name.clone();
         let mut running = RunToEnd {
             call: Some(Box::pin(crate::notify::scope(sink, async move {
-                server.guard_call(&guard, arguments, origin, call_cancel).await
+                server
+                    .guard_call(&guard, arguments, origin, call_cancel, receipt)
+                    .await
             }))),
             cancel,
         };

@@ -1,0 +1,215 @@
+//! Receipts: what a guard call took and gave, as hashes anyone can
+//! recompute.
+//!
+//! A number nobody can recompute is worthless in research, so a call can
+//! come with a [`CallReceipt`]: the SHA-256 of its arguments and of its
+//! output, each in RFC 8785 canonical form (JSON Canonicalization Scheme,
+//! through `serde_json_canonicalizer`), plus what ran — the guard and its
+//! version, the app and its version, Warden's version, the build (the
+//! SHA-256 of the server executable) and the execution mode. The canonical
+//! form makes the hash independent of key order, whitespace and number
+//! spelling (`100.0` and `100` are one number, as in JavaScript): a
+//! client that canonicalizes the same arguments with any RFC 8785
+//! implementation gets the same hash. As RFC 8785 requires, numbers are
+//! IEEE doubles, so integers beyond 2^53 are hashed as the nearest double.
+//!
+//! The format is documented in `docs/receipts.md`; a new field that
+//! changes what a receipt means changes [`CALL_RECEIPT_FORMAT`].
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::sync::OnceLock;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest as _, Sha256};
+
+/// The `format` of a [`CallReceipt`].
+pub const CALL_RECEIPT_FORMAT: &str = "warden.call-receipt/1";
+
+/// The `format` of a task's receipt.
+pub const TASK_RECEIPT_FORMAT: &str = "warden.task-receipt/1";
+
+/// Warden's own version, as receipts give it.
+pub const WARDEN_VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// The app a receipt was made by: its name and version as registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppIdentity {
+    pub name: String,
+    pub version: String,
+}
+
+impl Default for AppIdentity {
+    fn default() -> Self {
+        Self {
+            name: "warden-app".into(),
+            version: "0.0.0".into(),
+        }
+    }
+}
+
+/// One guard call's receipt. Made only for a call that returned an output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallReceipt {
+    /// [`CALL_RECEIPT_FORMAT`].
+    pub format: String,
+    pub guard: String,
+    /// The guard's own version, when it was registered with one
+    /// (`Guard::version`); otherwise the app's version stands for it.
+    pub guard_version: Option<String>,
+    pub app: AppIdentity,
+    pub warden_version: String,
+    /// `sha256:` and the hex SHA-256 of the server executable ([`build_id`]).
+    pub build: String,
+    /// How the call ran: in_process | isolated | pure_inline.
+    pub execution: String,
+    /// `sha256:` and the hex SHA-256 of the arguments' canonical JSON.
+    pub arguments_sha256: String,
+    /// `sha256:` and the hex SHA-256 of the output's canonical JSON.
+    pub output_sha256: String,
+}
+
+/// The facts about a build every receipt repeats.
+#[derive(Debug, Clone)]
+pub struct Provenance {
+    pub app: AppIdentity,
+    pub build: String,
+}
+
+impl Provenance {
+    /// The receipt of one call of `guard` (registered with `guard_version`)
+    /// that took arguments hashing to `arguments_sha256` ([`digest`],
+    /// taken before the call consumed them) and returned `output`.
+    pub fn call(
+        &self,
+        guard: &str,
+        guard_version: Option<&str>,
+        execution: &str,
+        arguments_sha256: String,
+        output: &Value,
+    ) -> CallReceipt {
+        CallReceipt {
+            format: CALL_RECEIPT_FORMAT.into(),
+            guard: guard.into(),
+            guard_version: guard_version.map(str::to_string),
+            app: self.app.clone(),
+            warden_version: WARDEN_VERSION.into(),
+            build: self.build.clone(),
+            execution: execution.into(),
+            arguments_sha256,
+            output_sha256: digest(output),
+        }
+    }
+}
+
+/// The RFC 8785 canonical JSON of `value`.
+///
+/// A `Value` holds only finite numbers and valid strings, so the
+/// canonicalizer cannot refuse it; should it ever, the compact
+/// serialization stands in (a receipt then still hashes the same bytes
+/// every time, it only stops matching other implementations).
+pub fn canonical(value: &Value) -> Vec<u8> {
+    serde_json_canonicalizer::to_vec(value).unwrap_or_else(|_| value.to_string().into_bytes())
+}
+
+/// `sha256:` and the hex SHA-256 of `value`'s canonical JSON.
+pub fn digest(value: &Value) -> String {
+    sha256_hex(&canonical(value))
+}
+
+/// `sha256:` and the hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// A running SHA-256 (of a file read in pieces, of a list of receipts).
+#[derive(Default, Clone)]
+pub struct Hasher(Sha256);
+
+impl Hasher {
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    /// `sha256:` and the hex digest.
+    pub fn finish(self) -> String {
+        hex(&self.0.finalize())
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(7 + bytes.len() * 2);
+    out.push_str("sha256:");
+    for byte in bytes {
+        let _ = write!(out, "{byte:02x}");
+    }
+    out
+}
+
+/// `sha256:` and the hex SHA-256 of the running executable: the build's
+/// identity. Read once, on the first receipt (not at start: it is ~50 ms
+/// for a 40 MB binary, and most processes never make a receipt); `unknown`
+/// when the executable cannot be read (deleted after an upgrade).
+pub fn build_id() -> &'static str {
+    static BUILD: OnceLock<String> = OnceLock::new();
+    BUILD.get_or_init(|| hash_executable().unwrap_or_else(|_| "unknown".into()))
+}
+
+fn hash_executable() -> std::io::Result<String> {
+    let mut file = std::fs::File::open("/proc/self/exe")?;
+    let mut hasher = Hasher::default();
+    let mut buffer = vec![0; 1 << 20];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            return Ok(hasher.finish());
+        }
+        hasher.update(&buffer[..read]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 8785 §3.2.2's example: whitespace, number forms and string
+    /// escapes.
+    #[test]
+    fn canonical_form_matches_rfc_8785_example() {
+        let input = r#"{
+  "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+  "string": "\u20ac$\u000F\u000aA'\u0042\u0022\u005c\\\"\/",
+  "literals": [null, true, false]
+}"#;
+        let value: Value = serde_json::from_str(input).expect("RFC example parses");
+        let expected = r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#;
+        assert_eq!(String::from_utf8(canonical(&value)).expect("utf-8"), expected);
+    }
+
+    /// RFC 8785 §3.2.3: keys sorted by UTF-16 code units, not bytes.
+    #[test]
+    fn keys_sort_by_utf16_code_units() {
+        let input = r#"{"\u20ac":"Euro Sign","\r":"Carriage Return","\ufb33":"Hebrew Letter Dalet With Dagesh","1":"One","\ud83d\ude00":"Emoji: Grinning Face","\u0080":"Control","\u00f6":"Latin Small Letter O With Diaeresis"}"#;
+        let value: Value = serde_json::from_str(input).expect("parses");
+        let expected = "{\"\\r\":\"Carriage Return\",\"1\":\"One\",\"\u{80}\":\"Control\",\
+\"ö\":\"Latin Small Letter O With Diaeresis\",\"€\":\"Euro Sign\",\"😀\":\"Emoji: Grinning Face\",\
+\"\u{fb33}\":\"Hebrew Letter Dalet With Dagesh\"}";
+        assert_eq!(String::from_utf8(canonical(&value)).expect("utf-8"), expected);
+    }
+
+    #[test]
+    fn the_digest_ignores_spelling_but_not_values() {
+        let a: Value = serde_json::from_str(r#"{"spot": 100.0, "vol": 0.2}"#).expect("json");
+        let b: Value = serde_json::from_str(r#"{ "vol":0.20,"spot":100 }"#).expect("json");
+        let c: Value = serde_json::from_str(r#"{"spot": 101, "vol": 0.2}"#).expect("json");
+        assert_eq!(digest(&a), digest(&b));
+        assert_ne!(digest(&a), digest(&c));
+        // SHA-256 of the canonical text, independently known.
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(digest(&a), sha256_hex(br#"{"spot":100,"vol":0.2}"#));
+    }
+}
