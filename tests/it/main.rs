@@ -23,6 +23,7 @@ mod limits;
 mod mcp_tasks;
 mod model_view;
 mod preflight;
+mod receipts;
 mod scenarios;
 mod scripts;
 mod storage_faults;

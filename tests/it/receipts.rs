@@ -1,0 +1,186 @@
+//! Receipts (issue 28): the hashes of a known call match hashes computed
+//! here with a second RFC 8785 implementation (`serde_jcs`) and `sha2`;
+//! one changed argument changes them; a direct call, a batch and a
+//! script's inline call of the same guard on the same arguments give the
+//! same hashes; a task's receipt covers its script, every call and every
+//! artifact.
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, RequestMetaObject};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::common::*;
+
+/// `sha256:` and the hex SHA-256 of `value` canonicalized by serde_jcs.
+fn expected_digest(value: &Value) -> String {
+    let canonical = serde_jcs::to_vec(value).expect("canonical JSON");
+    sha256(&canonical)
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+fn implied_vol_args(price: f64) -> Value {
+    json!({"option_type": "call", "price": price, "spot": 100.0, "strike": 105,
+           "time_to_expiry": 0.5, "rate": 0.03})
+}
+
+/// A direct call with `_meta: {"warden/receipt": true}`.
+async fn call_with_receipt(server: &Server, tool: &str, arguments: Value) -> CallToolResult {
+    let Value::Object(arguments) = arguments else {
+        panic!("object arguments")
+    };
+    let mut meta = RequestMetaObject::default();
+    meta.insert("warden/receipt".into(), json!(true));
+    let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+    params.meta = Some(meta);
+    server
+        .client
+        .call_tool(params)
+        .await
+        .expect("tools/call answered")
+}
+
+fn receipt_of(result: &CallToolResult) -> Value {
+    let meta = result.meta.as_ref().expect("result _meta");
+    meta.0.get("warden/receipt").cloned().expect("a receipt in _meta")
+}
+
+#[tokio::test]
+async fn a_direct_call_receipt_matches_independent_hashes_and_tracks_its_arguments() {
+    let server = Server::start(FINANCE).await;
+    let arguments = implied_vol_args(4.0);
+    let result = call_with_receipt(&server, "implied_volatility", arguments.clone()).await;
+    let output = structured(&result);
+    let receipt = receipt_of(&result);
+    assert_eq!(receipt["format"], "warden.call-receipt/1", "{receipt}");
+    assert_eq!(receipt["guard"], "implied_volatility");
+    assert_eq!(receipt["app"]["name"], "warden-finance");
+    assert_eq!(receipt["execution"], "pure");
+    assert!(receipt["warden_version"].as_str().is_some_and(|v| !v.is_empty()));
+    // The build is the SHA-256 of the server executable itself.
+    let binary = std::fs::read(FINANCE).expect("server binary");
+    assert_eq!(receipt["build"], sha256(&binary));
+    assert_eq!(receipt["arguments_sha256"], expected_digest(&arguments));
+    assert_eq!(receipt["output_sha256"], expected_digest(&output));
+
+    // Spelling does not matter (key order, 105 vs 105.0); values do.
+    let respelled = json!({"rate": 0.03, "time_to_expiry": 0.5, "strike": 105.0, "spot": 100,
+                           "price": 4.0, "option_type": "call"});
+    let again = receipt_of(&call_with_receipt(&server, "implied_volatility", respelled).await);
+    assert_eq!(again["arguments_sha256"], receipt["arguments_sha256"]);
+    assert_eq!(again["output_sha256"], receipt["output_sha256"]);
+    let changed = receipt_of(&call_with_receipt(&server, "implied_volatility", implied_vol_args(4.5)).await);
+    assert_ne!(changed["arguments_sha256"], receipt["arguments_sha256"]);
+    assert_ne!(changed["output_sha256"], receipt["output_sha256"]);
+
+    // Without the request, the result is what it always was.
+    let plain = server.call("implied_volatility", arguments).await;
+    assert!(plain.meta.is_none(), "{plain:?}");
+    // A malformed request names the key.
+    let Value::Object(arguments) = implied_vol_args(4.0) else {
+        unreachable!()
+    };
+    let mut meta = RequestMetaObject::default();
+    meta.insert("warden/receipt".into(), json!("yes"));
+    let mut params = CallToolRequestParams::new("implied_volatility").with_arguments(arguments);
+    params.meta = Some(meta);
+    let refused = server.client.call_tool(params).await.expect_err("refused");
+    assert!(refused.to_string().contains("warden/receipt"), "{refused}");
+}
+
+#[tokio::test]
+async fn batch_and_script_calls_carry_the_same_hashes_as_a_direct_call() {
+    let server = Server::start(FINANCE).await;
+    let direct = receipt_of(&call_with_receipt(&server, "implied_volatility", implied_vol_args(4.0)).await);
+    let isolated_args = json!({"option_type": "put", "spot": 100.0, "strike": 95.0, "time_to_expiry": 0.25,
+                               "volatility": 0.3, "rate": 0.01});
+    let isolated = call_with_receipt(&server, "price_option_t", isolated_args.clone()).await;
+    let isolated_output = structured(&isolated);
+    let isolated = receipt_of(&isolated);
+    assert_eq!(isolated["execution"], "isolated");
+    assert_eq!(isolated["output_sha256"], expected_digest(&isolated_output));
+
+    // run_batch with receipt: true, and digits shaping only what is returned.
+    let batch = server
+        .call(
+            "run_batch",
+            json!({"receipt": true, "digits": 3, "calls": [
+                {"name": "implied_volatility", "arguments": implied_vol_args(4.0)},
+                {"name": "price_option_t", "arguments": isolated_args}
+            ]}),
+        )
+        .await;
+    let batch = structured(&batch);
+    for (i, expected) in [&direct, &isolated].into_iter().enumerate() {
+        let receipt = &batch["calls"][i]["receipt"];
+        assert_eq!(
+            receipt["arguments_sha256"], expected["arguments_sha256"],
+            "{batch}"
+        );
+        assert_eq!(receipt["output_sha256"], expected["output_sha256"], "{batch}");
+    }
+    let plain = structured(
+        &server
+            .call(
+                "run_batch",
+                json!({"calls": [{"name": "implied_volatility", "arguments": implied_vol_args(4.0)}]}),
+            )
+            .await,
+    );
+    assert!(plain["calls"][0].get("receipt").is_none(), "{plain}");
+
+    // A script: an inline pure call and an isolated call through the door.
+    let script = r#"
+let a = #{option_type: "call", price: 4.0, spot: 100.0, strike: 105, time_to_expiry: 0.5, rate: 0.03};
+let v = implied_volatility(a);
+let p = price_option_t(#{option_type: "put", spot: 100.0, strike: 95.0, time_to_expiry: 0.25, volatility: 0.3, rate: 0.01});
+write_artifact("out.txt", `vol ${v.volatility}`);
+v.volatility
+"#;
+    let result = structured(
+        &server
+            .call("run_script", json!({"script": script, "timeout_seconds": 30}))
+            .await,
+    );
+    assert_eq!(result["status"], "success", "{result}");
+    let task_id = result["task_id"].as_str().expect("task id");
+    let dir = server.artifacts.path().join(task_id);
+    let calls: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(dir.join("function_calls.json")).expect("function_calls.json"))
+            .expect("json");
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(calls[0]["execution"], "pure_inline");
+    for (call, expected) in calls.iter().zip([&direct, &isolated]) {
+        assert_eq!(call["arguments_sha256"], expected["arguments_sha256"], "{call}");
+        assert_eq!(call["output_sha256"], expected["output_sha256"], "{call}");
+    }
+
+    // The task receipt: the script's hash, the calls' digest recomputed
+    // from function_calls.json, every artifact's hash and size.
+    let receipt = &result["receipt"];
+    assert_eq!(receipt["format"], "warden.task-receipt/1", "{result}");
+    assert_eq!(receipt["scripts"][0]["path"], "agent_actions/action_001.rhai");
+    assert_eq!(receipt["scripts"][0]["sha256"], sha256(script.as_bytes()));
+    assert_eq!(receipt["calls"], 2);
+    let mut lines = Vec::new();
+    for call in &calls {
+        let line = json!([
+            call["function"],
+            call["status"],
+            call["arguments_sha256"],
+            call["output_sha256"]
+        ]);
+        lines.extend(serde_json::to_vec(&line).expect("line"));
+        lines.push(b'\n');
+    }
+    assert_eq!(receipt["calls_sha256"], sha256(&lines));
+    let artifact = std::fs::read(dir.join("outputs/out.txt")).expect("artifact");
+    assert_eq!(
+        receipt["artifacts"],
+        json!([{"path": "outputs/out.txt", "sha256": sha256(&artifact), "size": artifact.len()}])
+    );
+}
