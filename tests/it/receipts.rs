@@ -184,3 +184,59 @@ v.volatility
         json!([{"path": "outputs/out.txt", "sha256": sha256(&artifact), "size": artifact.len()}])
     );
 }
+
+#[tokio::test]
+async fn verify_receipt_recomputes_a_call_and_names_what_differs() {
+    let server = Server::start(FINANCE).await;
+    let arguments = json!({"option_type": "put", "spot": 100.0, "strike": 95.0, "time_to_expiry": 0.25,
+                           "volatility": 0.3, "rate": 0.01});
+    let receipt = receipt_of(&call_with_receipt(&server, "price_option_t", arguments.clone()).await);
+    let verify = |receipt: Value, arguments: Value| {
+        let server = &server;
+        async move {
+            structured(
+                &server
+                    .call(
+                        "verify_receipt",
+                        json!({"receipt": receipt, "arguments": arguments}),
+                    )
+                    .await,
+            )
+        }
+    };
+    let same = verify(receipt.clone(), arguments.clone()).await;
+    assert_eq!(same["verdict"], "identical", "{same}");
+    assert_eq!(same["differences"], json!([]), "{same}");
+    assert!(same.get("output").is_none());
+
+    // A receipt whose output another implementation made: both hashes and
+    // the value recomputed here; a different build is named.
+    let mut other = receipt.clone();
+    other["output_sha256"] = json!(format!("sha256:{}", "0".repeat(64)));
+    other["build"] = json!("sha256:elsewhere");
+    let differs = verify(other, arguments.clone()).await;
+    assert_eq!(differs["verdict"], "output_differs", "{differs}");
+    assert_eq!(differs["output_sha256"]["recomputed"], receipt["output_sha256"]);
+    assert!(differs["output"]["result"].is_number(), "{differs}");
+    assert_eq!(differs["differences"][0]["field"], "build", "{differs}");
+
+    // Other arguments than the receipt's: nothing runs.
+    let mut changed = arguments.clone();
+    changed["spot"] = json!(101.0);
+    let refused = verify(receipt.clone(), changed).await;
+    assert_eq!(refused["verdict"], "arguments_differ", "{refused}");
+    assert!(refused.get("output_sha256").is_none());
+
+    // An unknown guard names the field.
+    let mut unknown = receipt;
+    unknown["guard"] = json!("no_such_guard");
+    let error = structured(
+        &server
+            .call(
+                "verify_receipt",
+                json!({"receipt": unknown, "arguments": arguments}),
+            )
+            .await,
+    );
+    assert_eq!(error["error"]["field"], "receipt.guard", "{error}");
+}

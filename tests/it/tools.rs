@@ -287,7 +287,8 @@ async fn every_tool_schema_passes_every_target_checker() {
                     "check_pit_universe",
                     "check_spa",
                     "check_survivorship",
-                    "run_batch"
+                    "run_batch",
+                    "verify_receipt"
                 ],
                 "{format}: only tools taking records or free-form arguments fall back"
             );

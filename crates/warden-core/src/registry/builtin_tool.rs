@@ -23,6 +23,7 @@ pub enum BuiltinTool {
     DescribeGuard,
     BundleCoverage,
     CheckBacktest,
+    VerifyReceipt,
 }
 
 impl BuiltinTool {
@@ -39,6 +40,7 @@ impl BuiltinTool {
         BuiltinTool::DescribeGuard,
         BuiltinTool::BundleCoverage,
         BuiltinTool::CheckBacktest,
+        BuiltinTool::VerifyReceipt,
     ];
 
     /// The MCP tool name: the only place each name is written.
@@ -55,6 +57,7 @@ impl BuiltinTool {
             BuiltinTool::DescribeGuard => "describe_guard",
             BuiltinTool::BundleCoverage => "bundle_coverage",
             BuiltinTool::CheckBacktest => "check_backtest",
+            BuiltinTool::VerifyReceipt => "verify_receipt",
         }
     }
 
@@ -72,7 +75,7 @@ mod tests {
     fn all_lists_each_variant_once() {
         // ALL is complete and has no repeat: the match below has no wildcard,
         // so a new variant fails to compile here until it is counted.
-        let mut seen = [0usize; 11];
+        let mut seen = [0usize; 12];
         for tool in BuiltinTool::ALL {
             let slot = match tool {
                 BuiltinTool::RunCodingTask => 0,
@@ -86,10 +89,11 @@ mod tests {
                 BuiltinTool::DescribeGuard => 8,
                 BuiltinTool::BundleCoverage => 9,
                 BuiltinTool::CheckBacktest => 10,
+                BuiltinTool::VerifyReceipt => 11,
             };
             seen[slot] += 1;
         }
-        assert_eq!(seen, [1; 11]);
+        assert_eq!(seen, [1; 12]);
     }
 
     #[test]

@@ -24,6 +24,7 @@ pub(crate) mod run_batch;
 #[cfg(feature = "agent")]
 mod run_coding_task;
 mod run_script;
+mod verify_receipt;
 
 pub use context::Runtime;
 pub use reply::Reply;
@@ -116,6 +117,7 @@ fn builtin(tool: BuiltinTool) -> Option<Box<dyn Builtin>> {
         BuiltinTool::DescribeGuard => Box::new(describe_guard::DescribeGuard),
         BuiltinTool::BundleCoverage => Box::new(bundle_coverage::BundleCoverage),
         BuiltinTool::CheckBacktest => Box::new(check_backtest::CheckBacktest),
+        BuiltinTool::VerifyReceipt => Box::new(verify_receipt::VerifyReceipt),
     })
 }
 

@@ -1,0 +1,175 @@
+//! `verify_receipt`: recompute one call from its receipt on this server.
+//!
+//! A receipt holds hashes, not values, so the caller gives the arguments
+//! the call was made with; they must hash to the receipt's
+//! `arguments_sha256` before anything runs. The guard then runs as a
+//! direct call (same admission, limits and events) and its output's hash
+//! is compared. A difference is reported with both hashes and the output
+//! recomputed here; the report names what else differs between the
+//! receipt and this server (app, guard version, build), and a guard
+//! declared `open_world` or not idempotent is named as such, since its
+//! output may differ because the world did.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use crate::error::GuardError;
+use crate::executor::{Admission, CallRequest};
+use crate::receipt::digest;
+
+/// Verify a call receipt by recomputing the call here: give the receipt (from a call's _meta["warden/receipt"] or a run_batch call's "receipt") and the arguments the call was made with.
+///
+/// The arguments must hash to the receipt's arguments_sha256 (else verdict "arguments_differ" and nothing runs); then the guard runs once
+/// and its output's SHA-256 is compared. Returns {verdict: "identical" | "output_differs" | "arguments_differ", guard, arguments_sha256,
+/// output_sha256: {receipt, recomputed}, output (recomputed, when it differs), differences: [what else differs: app, guard_version, build],
+/// nondeterministic (the guard reads the outside world, so a difference may be the world's)}.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct VerifyReceiptInput {
+    /// The receipt, as a call returned it (its guard, arguments_sha256 and output_sha256 are required).
+    pub receipt: ReceiptToVerify,
+    /// The arguments the call was made with, e.g. {"spot": 100, "strike": 105, ...}.
+    #[serde(default)]
+    pub arguments: Map<String, Value>,
+}
+
+/// The parts of a call receipt verification reads; the rest of a receipt
+/// is accepted as it is.
+#[derive(Debug, Deserialize, JsonSchema)]
+pub struct ReceiptToVerify {
+    /// The guard's name.
+    pub guard: String,
+    /// "sha256:" and 64 hex digits.
+    pub arguments_sha256: String,
+    /// "sha256:" and 64 hex digits.
+    pub output_sha256: String,
+    #[serde(default)]
+    pub guard_version: Option<String>,
+    /// {name, version} of the app that made it.
+    #[serde(default)]
+    pub app: Option<Value>,
+    #[serde(default)]
+    pub build: Option<String>,
+}
+
+pub struct VerifyReceipt;
+
+#[derive(Serialize)]
+struct Report {
+    verdict: &'static str,
+    guard: String,
+    arguments_sha256: Pair,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_sha256: Option<Pair>,
+    /// The output recomputed here, when it differs from the receipt's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output: Option<Value>,
+    differences: Vec<Difference>,
+    nondeterministic: bool,
+}
+
+#[derive(Serialize)]
+struct Pair {
+    receipt: String,
+    recomputed: String,
+}
+
+/// Something other than the output that differs between the receipt and
+/// this server.
+#[derive(Serialize)]
+struct Difference {
+    field: &'static str,
+    receipt: Value,
+    here: Value,
+}
+
+impl Builtin for VerifyReceipt {
+    fn kind(&self) -> BuiltinTool {
+        BuiltinTool::VerifyReceipt
+    }
+    fn mode(&self) -> &'static str {
+        "direct"
+    }
+    fn tool(&self) -> rmcp::model::Tool {
+        tool::<VerifyReceiptInput>(self.name(), "Verify a call receipt", true)
+    }
+    fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
+        Box::pin(async move {
+            let input: VerifyReceiptInput = decode(call.arguments)?;
+            let receipt = input.receipt;
+            let registry = call.ctx.registry();
+            let Some(guard) = registry.get(&receipt.guard) else {
+                return Err(registry.unknown_guard(&receipt.guard).with_field("receipt.guard"));
+            };
+            let arguments = Value::Object(input.arguments);
+            let arguments_sha256 = Pair {
+                recomputed: digest(&arguments),
+                receipt: receipt.arguments_sha256.clone(),
+            };
+            let nondeterministic = guard.hints.open_world || !guard.hints.idempotent;
+            let provenance = registry.provenance();
+            let mut differences = Vec::new();
+            let mut differ = |field, receipt: Option<Value>, here: Value| {
+                if let Some(receipt) = receipt
+                    && receipt != here
+                {
+                    differences.push(Difference { field, receipt, here });
+                }
+            };
+            let app = serde_json::to_value(&provenance.app).unwrap_or(Value::Null);
+            differ("app", receipt.app.clone(), app);
+            differ(
+                "guard_version",
+                receipt.guard_version.clone().map(Value::from),
+                guard.guard_version().map_or(Value::Null, Value::from),
+            );
+            differ(
+                "build",
+                receipt.build.clone().map(Value::from),
+                Value::from(provenance.build),
+            );
+            if arguments_sha256.receipt != arguments_sha256.recomputed {
+                return Reply::data(&Report {
+                    verdict: "arguments_differ",
+                    guard: receipt.guard,
+                    arguments_sha256,
+                    output_sha256: None,
+                    output: None,
+                    differences,
+                    nondeterministic,
+                });
+            }
+            let output = call
+                .ctx
+                .executor()
+                .call(CallRequest {
+                    guard: &receipt.guard,
+                    arguments,
+                    origin: &*call.origin,
+                    cancel: call.cancel.clone(),
+                    admission: Admission::TryNow,
+                    deadline_cap: None,
+                    events: None,
+                    record: None,
+                })
+                .await
+                .map_err(|failure| failure.error)?;
+            let recomputed = digest(&output);
+            let identical = recomputed == receipt.output_sha256;
+            Reply::data(&Report {
+                verdict: if identical { "identical" } else { "output_differs" },
+                guard: receipt.guard,
+                arguments_sha256,
+                output_sha256: Some(Pair {
+                    receipt: receipt.output_sha256,
+                    recomputed,
+                }),
+                output: (!identical).then_some(output),
+                differences,
+                nondeterministic,
+            })
+        })
+    }
+}
