@@ -148,12 +148,30 @@ fn add_pure(input: AddInput) -> Result<f64, GuardError> {
     Ok(input.a + input.b)
 }
 
+/// The same sum, off by a millionth: the implementation `add_in_process`
+/// is swapped for when `WARDEN_TESTBED_SKEW` is set, so a replay on such a
+/// server finds a different output (tests/it/receipts.rs).
+fn add_skewed(input: AddInput) -> Result<f64, GuardError> {
+    Ok(input.a + input.b + 1e-6)
+}
+
+/// Set to swap `add_in_process`'s implementation for [`add_skewed`]. Read
+/// by the server process only (workers start with a scrubbed
+/// environment), which is where an in-process guard runs.
+const SKEW_ENV: &str = "WARDEN_TESTBED_SKEW";
+
 fn main() -> std::process::ExitCode {
     if std::env::var_os(STRAY_STDOUT_ENV).is_some() && std::env::args_os().len() == 1 {
         println!("testbed: hello from main (stray stdout)");
     }
+    let add: fn(AddInput) -> Result<f64, GuardError> = if std::env::var_os(SKEW_ENV).is_some() {
+        add_skewed
+    } else {
+        add_pure
+    };
     warden_finance::app()
         .guard(guard(add_pure).pure())
+        .guard(guard(add).name("add_in_process").in_process())
         // The same sum in a worker process: non-finite output is caught there too.
         .guard(guard(add_pure).name("add_isolated"))
         .guard(guard(slow_echo).timeout(Duration::from_secs(5)))

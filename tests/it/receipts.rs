@@ -240,3 +240,88 @@ async fn verify_receipt_recomputes_a_call_and_names_what_differs() {
     );
     assert_eq!(error["error"]["field"], "receipt.guard", "{error}");
 }
+
+/// A script with inline, in-process and isolated calls, a CSV artifact and
+/// a final value; `rounds` in-process calls in a loop.
+fn replay_script(rounds: usize) -> String {
+    format!(
+        r#"
+let rows = [];
+for i in 0..{rounds} {{
+  let s = add_in_process(#{{a: i, b: 0.5}});
+  rows.push(#{{i: i, sum: s.result}});
+}}
+let v = implied_volatility(#{{option_type: "call", price: 4.0, spot: 100.0, strike: 105, time_to_expiry: 0.5, rate: 0.03}});
+let p = price_option_t(#{{option_type: "put", spot: 100.0, strike: 95.0, time_to_expiry: 0.25, volatility: 0.3, rate: 0.01}});
+write_artifact("sums.csv", to_csv(rows));
+rows.len() + v.iterations
+"#
+    )
+}
+
+#[tokio::test]
+async fn a_replay_is_identical_and_finds_the_first_difference_after_a_guard_changes() {
+    let first = Server::start(TESTBED).await;
+    let script = replay_script(20);
+    let result = structured(&first.call("run_script", json!({"script": script, "timeout_seconds": 60})).await);
+    assert_eq!(result["status"], "success", "{result}");
+    let task_id = result["task_id"].as_str().expect("task id").to_string();
+
+    let same = structured(&first.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(same["verdict"], "identical", "{same}");
+    assert_eq!(same["calls"], json!({"original": 22, "replay": 22}), "{same}");
+    assert!(same.get("first_difference").is_none(), "{same}");
+    let replay_id = same["replay_task_id"].as_str().expect("replay task id");
+    assert_ne!(replay_id, task_id);
+
+    // Another principal's view is covered by the tenants tests' rule: here,
+    // an unknown id answers as one.
+    let unknown = structured(&first.call("replay_task", json!({"task_id": "task_nope"})).await);
+    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+    let artifacts = first.artifacts.path().to_path_buf();
+
+    // The same task store under a server whose add_in_process changed
+    // (the first server stays up: its temporary directory holds the store).
+    let skewed = Server::start_with_env(
+        TESTBED,
+        &[
+            ("WARDEN_ARTIFACTS_DIR", artifacts.to_str().expect("utf-8 path")),
+            ("WARDEN_TESTBED_SKEW", "1"),
+        ],
+    )
+    .await;
+    let report = structured(&skewed.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(report["verdict"], "different", "{report}");
+    let difference = &report["first_difference"];
+    assert_eq!(difference["kind"], "call", "{report}");
+    assert_eq!(difference["index"], 0, "{report}");
+    assert_eq!(difference["function"]["original"], "add_in_process");
+    assert_eq!(difference["arguments_sha256"]["original"], difference["arguments_sha256"]["replay"]);
+    assert_ne!(difference["output_sha256"]["original"], difference["output_sha256"]["replay"]);
+    assert_eq!(
+        difference["output_sha256"]["original"],
+        expected_digest(&json!({"result": 0.5})),
+        "the original output, hashed independently"
+    );
+    // The artifact and the calls' digest differ too: counted, and the
+    // artifact's first differing line is given with both values.
+    assert!(report["differences"].as_u64().is_some_and(|n| n >= 3), "{report}");
+}
+
+#[tokio::test]
+async fn a_replay_refuses_what_it_cannot_replay_and_hides_other_principals_tasks() {
+    let server = Server::start(FINANCE).await;
+    let batch = structured(
+        &server
+            .call("run_batch", json!({"calls": [{"name": "implied_volatility", "arguments": implied_vol_args(4.0)}]}))
+            .await,
+    );
+    assert_eq!(batch["status"], "success");
+    let error = structured(&server.call("replay_task", json!({"task_id": "../etc"})).await);
+    assert_eq!(error["status"], "failed", "{error}");
+    // A task of another principal answers exactly as an unknown id: the
+    // artifact store checks the owner (tests/it/tenants.rs covers the
+    // HTTP principals); over stdio the principal is the local operator.
+    let unknown = structured(&server.call("replay_task", json!({"task_id": "task_0123456789abcdef"})).await);
+    assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
+}

@@ -35,6 +35,7 @@ pub mod result;
 pub mod running;
 mod service;
 pub mod store;
+pub mod replay;
 pub mod task_receipt;
 
 use std::sync::Arc;
@@ -480,13 +481,29 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<TaskResult, GuardError> {
+        self.run_scripts(&[script], timeout, origin, cancel, progress).await
+    }
+
+    /// Runs `scripts` one after another in one worker session (one
+    /// persistent scope, as a coding task's blocks run) as one task, each
+    /// saved as `agent_actions/action_NNN.rhai`. Stops after a run that
+    /// did not finish or that gave a final answer; the last run's outcome
+    /// is the result. One script is `run_script`; several are a replay.
+    pub async fn run_scripts(
+        &self,
+        scripts: &[&str],
+        timeout: Duration,
+        origin: &mut Origin,
+        cancel: CancellationToken,
+        progress: Option<&Progress>,
+    ) -> Result<TaskResult, GuardError> {
         let task = self.begin(origin, timeout, &cancel, progress).await?;
-        if let Err(error) =
-            self.store
-                .write_task_file(&task.id, "agent_actions/action_001.rhai", script.as_bytes())
-        {
-            task.abandon(&error).await;
-            return Err(error);
+        for (i, script) in scripts.iter().enumerate() {
+            let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
+            if let Err(error) = self.store.write_task_file(&task.id, &path, script.as_bytes()) {
+                task.abandon(&error).await;
+                return Err(error);
+            }
         }
         let origin: &Origin = origin;
         let mut facts = WorkerFacts::default();
@@ -498,7 +515,14 @@ impl TaskRunner {
                     calls_left: DEFAULT_SCRIPT_DOOR_CALLS,
                     count_pure: false,
                 };
-                let end = session.run(&ctx, script, task.deadline, budget).await;
+                let mut end = RunEnd::Crashed("no script to run".into());
+                for script in scripts {
+                    end = session.run(&ctx, script, task.deadline, budget).await;
+                    let go_on = matches!(&end, RunEnd::Finished(outcome) if outcome.final_answer.is_none());
+                    if !go_on {
+                        break;
+                    }
+                }
                 facts = session.take_facts();
                 facts.exit_status = Some(session.finish().await);
                 end

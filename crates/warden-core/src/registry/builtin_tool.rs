@@ -24,6 +24,7 @@ pub enum BuiltinTool {
     BundleCoverage,
     CheckBacktest,
     VerifyReceipt,
+    ReplayTask,
 }
 
 impl BuiltinTool {
@@ -41,6 +42,7 @@ impl BuiltinTool {
         BuiltinTool::BundleCoverage,
         BuiltinTool::CheckBacktest,
         BuiltinTool::VerifyReceipt,
+        BuiltinTool::ReplayTask,
     ];
 
     /// The MCP tool name: the only place each name is written.
@@ -58,6 +60,7 @@ impl BuiltinTool {
             BuiltinTool::BundleCoverage => "bundle_coverage",
             BuiltinTool::CheckBacktest => "check_backtest",
             BuiltinTool::VerifyReceipt => "verify_receipt",
+            BuiltinTool::ReplayTask => "replay_task",
         }
     }
 
@@ -75,7 +78,7 @@ mod tests {
     fn all_lists_each_variant_once() {
         // ALL is complete and has no repeat: the match below has no wildcard,
         // so a new variant fails to compile here until it is counted.
-        let mut seen = [0usize; 12];
+        let mut seen = [0usize; 13];
         for tool in BuiltinTool::ALL {
             let slot = match tool {
                 BuiltinTool::RunCodingTask => 0,
@@ -90,10 +93,11 @@ mod tests {
                 BuiltinTool::BundleCoverage => 9,
                 BuiltinTool::CheckBacktest => 10,
                 BuiltinTool::VerifyReceipt => 11,
+                BuiltinTool::ReplayTask => 12,
             };
             seen[slot] += 1;
         }
-        assert_eq!(seen, [1; 12]);
+        assert_eq!(seen, [1; 13]);
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod list_artifacts;
 mod list_guards;
 mod list_tasks;
 mod read_artifact;
+mod replay_task;
 mod reply;
 pub(crate) mod run_batch;
 #[cfg(feature = "agent")]
@@ -118,6 +119,7 @@ fn builtin(tool: BuiltinTool) -> Option<Box<dyn Builtin>> {
         BuiltinTool::BundleCoverage => Box::new(bundle_coverage::BundleCoverage),
         BuiltinTool::CheckBacktest => Box::new(check_backtest::CheckBacktest),
         BuiltinTool::VerifyReceipt => Box::new(verify_receipt::VerifyReceipt),
+        BuiltinTool::ReplayTask => Box::new(replay_task::ReplayTask),
     })
 }
 

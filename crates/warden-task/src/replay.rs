@@ -1,0 +1,367 @@
+//! Replay: run a finished script task's recorded scripts again, in a fresh
+//! sandbox and a new task, and compare the two call by call and artifact
+//! by artifact.
+//!
+//! The model is never called: a coding task's blocks are its recorded
+//! `agent_actions/*.rhai`, replayed in order in one worker session (one
+//! persistent scope, as they first ran). The comparison reads the two
+//! tasks' receipts and `function_calls.json`: the first call whose
+//! function, status, argument hash or output hash differs; then the call
+//! count and the digest over every call (which covers calls the log only
+//! summarizes); then each artifact's hash (with the first differing line
+//! of a text artifact); then the script's final value. Calls keep hashes,
+//! not values, so a call difference gives both hashes; artifacts and the
+//! final value give both values. A guard that reads the outside world
+//! (`open_world`) or is not idempotent is named in `nondeterministic`: a
+//! difference in its calls may be the world's, not the computation's.
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::artifacts::View;
+use crate::error::{GuardError, codes};
+use crate::registry::Registry;
+use crate::result::TaskResult;
+use crate::task_receipt::{FileHash, TaskReceipt};
+
+/// Bytes read from a recorded file at most (a script, function_calls.json,
+/// result.json, a text artifact compared line by line): 64 MiB.
+const MAX_REPLAY_READ: u64 = 64 * 1024 * 1024;
+
+/// What a replay found.
+#[derive(Debug, Clone, Serialize)]
+pub struct ReplayReport {
+    /// `identical` or `different`.
+    pub verdict: &'static str,
+    pub task_id: String,
+    /// The new task the replay ran as (its files and receipt are there).
+    pub replay_task_id: Option<String>,
+    /// How the replay ended.
+    pub replay_status: String,
+    pub calls: Pair<usize>,
+    /// The first difference, in the order: calls, call count and digest,
+    /// artifacts, final value.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_difference: Option<Difference>,
+    /// How many differences were found in all.
+    pub differences: usize,
+    /// Guards the task called that read the outside world or are not
+    /// idempotent.
+    pub nondeterministic: Vec<String>,
+}
+
+/// The original's and the replay's value of one thing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pair<T> {
+    pub original: T,
+    pub replay: T,
+}
+
+impl<T: PartialEq> Pair<T> {
+    fn differs(&self) -> bool {
+        self.original != self.replay
+    }
+}
+
+/// One difference between a task and its replay.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Difference {
+    /// The first recorded call that differs (index from 0).
+    Call {
+        index: usize,
+        function: Pair<Value>,
+        status: Pair<Value>,
+        arguments_sha256: Pair<Value>,
+        output_sha256: Pair<Value>,
+        /// The guard reads the outside world or is not idempotent.
+        nondeterministic: bool,
+    },
+    /// The number of calls, or the digest over all of them.
+    Calls {
+        count: Pair<usize>,
+        calls_sha256: Pair<String>,
+    },
+    /// An artifact that differs, or exists on one side only.
+    Artifact {
+        path: String,
+        original: Option<FileHash>,
+        replay: Option<FileHash>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        first_differing_line: Option<LineDifference>,
+    },
+    /// The script's final value (or final answer).
+    Value { original: Value, replay: Value },
+}
+
+/// The first line two text files differ at (from 1).
+#[derive(Debug, Clone, Serialize)]
+pub struct LineDifference {
+    pub line: usize,
+    pub original: Option<String>,
+    pub replay: Option<String>,
+}
+
+/// The recorded scripts of `task_id`, in the order they ran, and its saved
+/// result; refuses a task that ran no script or predates receipts.
+pub fn recorded(view: View<'_>, task_id: &str) -> Result<(Vec<String>, TaskResult), GuardError> {
+    let result = saved_result(view, task_id)?;
+    let Some(receipt) = &result.receipt else {
+        return Err(GuardError::invalid_input(
+            "task_id",
+            format!(
+                "task '{task_id}' has no receipt: only run_script and run_coding_task tasks recorded since receipts exist can be replayed"
+            ),
+        ));
+    };
+    if receipt.scripts.is_empty() {
+        return Err(GuardError::invalid_input(
+            "task_id",
+            format!("task '{task_id}' ran no script, so there is nothing to replay"),
+        ));
+    }
+    let scripts = receipt
+        .scripts
+        .iter()
+        .map(|script| read_text(view, task_id, &script.path))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((scripts, result))
+}
+
+/// Compares the original task with its replay (see the module doc).
+pub fn compare(
+    view: View<'_>,
+    registry: &Registry,
+    original: (&str, &TaskResult),
+    replay: (&str, &TaskResult),
+) -> Result<ReplayReport, GuardError> {
+    let (original_id, original_result) = original;
+    let (replay_id, replay_result) = replay;
+    let empty = empty_receipt();
+    let original_receipt = original_result.receipt.as_ref().unwrap_or(&empty);
+    let replay_receipt = replay_result.receipt.as_ref().unwrap_or(&empty);
+    let original_calls = recorded_calls(view, original_id)?;
+    let replay_calls = recorded_calls(view, replay_id)?;
+    let is_nondeterministic = |name: &str| {
+        registry
+            .get(name)
+            .is_some_and(|g| g.hints.open_world || !g.hints.idempotent)
+    };
+    let mut differences = Vec::new();
+    // Calls, in order.
+    for (index, (a, b)) in original_calls.iter().zip(&replay_calls).enumerate() {
+        let field = |name: &str| Pair {
+            original: a.get(name).cloned().unwrap_or(Value::Null),
+            replay: b.get(name).cloned().unwrap_or(Value::Null),
+        };
+        let function = field("function");
+        let status = field("status");
+        let arguments_sha256 = field("arguments_sha256");
+        let output_sha256 = field("output_sha256");
+        if function.differs() || status.differs() || arguments_sha256.differs() || output_sha256.differs() {
+            let nondeterministic = [&function.original, &function.replay]
+                .iter()
+                .any(|f| f.as_str().is_some_and(is_nondeterministic));
+            differences.push(Difference::Call {
+                index,
+                function,
+                status,
+                arguments_sha256,
+                output_sha256,
+                nondeterministic,
+            });
+            break;
+        }
+    }
+    let count = Pair {
+        original: original_receipt.calls,
+        replay: replay_receipt.calls,
+    };
+    let calls_sha256 = Pair {
+        original: original_receipt.calls_sha256.clone(),
+        replay: replay_receipt.calls_sha256.clone(),
+    };
+    if count.differs() || calls_sha256.differs() {
+        differences.push(Difference::Calls { count, calls_sha256 });
+    }
+    // Artifacts, by path.
+    let mut paths: Vec<&str> = original_receipt
+        .artifacts
+        .iter()
+        .chain(&replay_receipt.artifacts)
+        .map(|a| a.path.as_str())
+        .collect();
+    paths.sort_unstable();
+    paths.dedup();
+    for path in paths {
+        let find = |receipt: &TaskReceipt| receipt.artifacts.iter().find(|a| a.path == path).cloned();
+        let (a, b) = (find(original_receipt), find(replay_receipt));
+        if a.as_ref().map(|a| &a.sha256) == b.as_ref().map(|b| &b.sha256) {
+            continue;
+        }
+        let first_differing_line = match (&a, &b) {
+            (Some(_), Some(_)) => first_differing_line(view, (original_id, replay_id), path),
+            _ => None,
+        };
+        differences.push(Difference::Artifact {
+            path: path.to_string(),
+            original: a,
+            replay: b,
+            first_differing_line,
+        });
+    }
+    // The final value, or the final answer's summary and metrics.
+    let last = |result: &TaskResult| {
+        serde_json::json!({"value": result.value, "summary": result.summary, "metrics": result.metrics})
+    };
+    let (a, b) = (last(original_result), last(replay_result));
+    if a != b {
+        differences.push(Difference::Value {
+            original: a,
+            replay: b,
+        });
+    }
+    let mut nondeterministic: Vec<String> = original_calls
+        .iter()
+        .chain(&replay_calls)
+        .filter_map(|call| call.get("function").and_then(Value::as_str))
+        .filter(|name| is_nondeterministic(name))
+        .map(str::to_string)
+        .collect();
+    nondeterministic.sort_unstable();
+    nondeterministic.dedup();
+    Ok(ReplayReport {
+        verdict: if differences.is_empty() { "identical" } else { "different" },
+        task_id: original_id.to_string(),
+        replay_task_id: Some(replay_id.to_string()),
+        replay_status: replay_result.status.as_str().to_string(),
+        calls: Pair {
+            original: original_receipt.calls,
+            replay: replay_receipt.calls,
+        },
+        differences: differences.len(),
+        first_difference: differences.into_iter().next(),
+        nondeterministic,
+    })
+}
+
+fn empty_receipt() -> TaskReceipt {
+    TaskReceipt {
+        format: String::new(),
+        app: Default::default(),
+        warden_version: String::new(),
+        build: String::new(),
+        scripts: Vec::new(),
+        model: None,
+        calls: 0,
+        calls_sha256: String::new(),
+        artifacts: Vec::new(),
+    }
+}
+
+/// The task's saved result.json.
+fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError> {
+    let text = read_text(view, task_id, crate::artifacts::RESULT_FILE)?;
+    serde_json::from_str(&text).map_err(|e| {
+        GuardError::failed(format!("task '{task_id}': its result.json cannot be read back: {e}"))
+    })
+}
+
+/// The per-call records of function_calls.json (its closing summary, if
+/// any, left out).
+fn recorded_calls(view: View<'_>, task_id: &str) -> Result<Vec<serde_json::Map<String, Value>>, GuardError> {
+    let text = read_text(view, task_id, crate::script::host::calls::FUNCTION_CALLS_FILE)?;
+    let records: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
+        GuardError::failed(format!("task '{task_id}': its function_calls.json cannot be read: {e}"))
+    })?;
+    Ok(records
+        .into_iter()
+        .filter_map(|record| match record {
+            Value::Object(map) if !map.contains_key("summarized") => Some(map),
+            _ => None,
+        })
+        .collect())
+}
+
+/// The first line at which a text artifact differs between the two tasks
+/// (`None` for a binary or oversized one).
+fn first_differing_line(view: View<'_>, tasks: (&str, &str), path: &str) -> Option<LineDifference> {
+    let a = read_text(view, tasks.0, path).ok()?;
+    let b = read_text(view, tasks.1, path).ok()?;
+    let (mut a_lines, mut b_lines) = (a.lines(), b.lines());
+    let mut line = 0;
+    loop {
+        line += 1;
+        let (x, y) = (a_lines.next(), b_lines.next());
+        if x.is_none() && y.is_none() {
+            return None;
+        }
+        if x != y {
+            return Some(LineDifference {
+                line,
+                original: x.map(str::to_string),
+                replay: y.map(str::to_string),
+            });
+        }
+    }
+}
+
+/// A whole text file of a task, read through the owner's view in chunks.
+fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardError> {
+    let mut text = String::new();
+    let mut offset = 0;
+    loop {
+        let chunk = view.read(
+            task_id,
+            path,
+            offset,
+            crate::limits::MAX_READ_CHUNK_BYTES,
+            Default::default(),
+        )?;
+        if chunk.size_bytes > MAX_REPLAY_READ {
+            return Err(GuardError::new(
+                codes::INVALID_INPUT,
+                format!("{path} of task '{task_id}' is {} bytes, over the {MAX_REPLAY_READ}-byte replay read limit", chunk.size_bytes),
+            ));
+        }
+        text.push_str(&chunk.content);
+        match chunk.next_offset {
+            Some(next) => offset = next,
+            None => return Ok(text),
+        }
+    }
+}
+
+/// Replays the caller's finished task `task_id` as a new task and compares
+/// the two. Another principal's task answers as an unknown one.
+pub async fn replay(
+    runner: &crate::TaskRunner,
+    task_id: &str,
+    origin: &mut crate::events::Origin,
+    cancel: tokio_util::sync::CancellationToken,
+    progress: Option<&crate::script::host::progress::Progress>,
+) -> Result<ReplayReport, GuardError> {
+    let principal = origin.principal.clone();
+    let Some(record) = runner.records.get(&principal, task_id).await? else {
+        return Err(crate::artifacts::no_task(task_id));
+    };
+    if !matches!(record.state, crate::store::State::Ended(_)) {
+        return Err(GuardError::invalid_input(
+            "task_id",
+            format!("task '{task_id}' has not ended; replay it once it has (tasks/get says when)"),
+        ));
+    }
+    let (scripts, original) = recorded(runner.store.view(&principal), task_id)?;
+    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
+    let timeout = runner.executor.limits().max_timeout;
+    let replayed = runner.run_scripts(&scripts, timeout, origin, cancel, progress).await?;
+    let Some(replay_id) = replayed.task_id.clone() else {
+        return Err(GuardError::failed("the replay ran without a task id"));
+    };
+    compare(
+        runner.store.view(&principal),
+        runner.executor.registry(),
+        (task_id, &original),
+        (&replay_id, &replayed),
+    )
+}
