@@ -33,7 +33,10 @@ async fn the_view_is_declared_listed_readable_and_linked_from_the_task_tools() {
     assert_eq!(extension["mimeTypes"][0], MIME_TYPE);
 
     let resources = server.client.list_all_resources().await.expect("resources/list");
-    let listed = resources.iter().find(|r| r.uri == URI).expect("the view in resources/list");
+    let listed = resources
+        .iter()
+        .find(|r| r.uri == URI)
+        .expect("the view in resources/list");
     assert_eq!(listed.mime_type.as_deref(), Some(MIME_TYPE));
 
     let read = server
@@ -48,11 +51,17 @@ async fn the_view_is_declared_listed_readable_and_linked_from_the_task_tools() {
     let page = contents["text"].as_str().expect("the page as text");
     assert!(page.starts_with("<!doctype html>") && page.contains("ui/initialize"));
     // Self-contained: nothing fetched from anywhere.
-    assert!(!page.contains("src=\"http") && !page.contains("href=\"http"), "external reference in the page");
+    assert!(
+        !page.contains("src=\"http") && !page.contains("href=\"http"),
+        "external reference in the page"
+    );
 
     let tools = server.client.list_all_tools().await.expect("tools/list");
     for name in LINKED {
-        let tool = tools.iter().find(|t| t.name == name).unwrap_or_else(|| panic!("{name} listed"));
+        let tool = tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} listed"));
         let tool = serde_json::to_value(tool).expect("tool json");
         assert_eq!(tool["_meta"]["ui"]["resourceUri"], URI, "{name}: {tool}");
     }
@@ -62,7 +71,10 @@ async fn the_view_is_declared_listed_readable_and_linked_from_the_task_tools() {
         .map(|t| t.name.as_ref())
         .filter(|n| !LINKED.contains(n))
         .collect();
-    assert!(unlinked.is_empty(), "only the task tools link the view: {unlinked:?}");
+    assert!(
+        unlinked.is_empty(),
+        "only the task tools link the view: {unlinked:?}"
+    );
 }
 
 /// Where the screenshot is kept: `<target>/app-view/view.png`.
@@ -98,7 +110,12 @@ async fn a_host_shows_a_real_task_in_the_view_in_chromium() {
         .lines()
         .rev()
         .find_map(|line| serde_json::from_str(line).ok())
-        .unwrap_or_else(|| panic!("no verdict from the test host ({}):\n{stdout}\n{stderr}", output.status));
+        .unwrap_or_else(|| {
+            panic!(
+                "no verdict from the test host ({}):\n{stdout}\n{stderr}",
+                output.status
+            )
+        });
     // Keep the screenshot, whatever the verdict, where a person can open it.
     let kept = screenshot_dir().join("view.png");
     if let Some(shot) = verdict["checks"]["screenshot"].as_str() {
@@ -112,6 +129,11 @@ async fn a_host_shows_a_real_task_in_the_view_in_chromium() {
     assert_eq!(checks["view_uri"], URI);
     assert_eq!(checks["status"], "success");
     assert_eq!(checks["tables"][0]["rows"], 200);
-    assert!(checks["images"][0]["variance"].as_f64().is_some_and(|v| v > 100.0), "{checks}");
+    assert!(
+        checks["images"][0]["variance"]
+            .as_f64()
+            .is_some_and(|v| v > 100.0),
+        "{checks}"
+    );
     assert!(kept.exists(), "screenshot kept at {}", kept.display());
 }

@@ -20,7 +20,11 @@ impl Builtin for RunBatch {
     }
     fn tool(&self) -> rmcp::model::Tool {
         // The task view (MCP Apps) shows its result.
-        crate::view::link(tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false))
+        crate::view::link(tool::<RunBatchInput>(
+            self.name(),
+            "Run a batch of guard calls",
+            false,
+        ))
     }
     fn check(&self, _ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         decode::<RunBatchInput>(arguments.clone()).map(drop)

@@ -54,7 +54,11 @@ impl Builtin for RunCodingTask {
     }
     fn tool(&self) -> rmcp::model::Tool {
         // The task view (MCP Apps) shows its result.
-        crate::view::link(tool::<RunCodingTaskInput>(self.name(), "Run a coding task with a model", false))
+        crate::view::link(tool::<RunCodingTaskInput>(
+            self.name(),
+            "Run a coding task with a model",
+            false,
+        ))
     }
     fn check(&self, ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         prepare(ctx, arguments.clone()).map(drop)

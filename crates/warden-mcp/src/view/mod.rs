@@ -54,7 +54,8 @@ pub fn resource() -> Resource {
 
 /// `resources/read` of the view: `None` for any other URI.
 pub fn read(uri: &str) -> Option<ReadResourceResult> {
-    is(uri).then(|| ReadResourceResult::new(vec![ResourceContents::text(PAGE, URI).with_mime_type(MIME_TYPE)]))
+    is(uri)
+        .then(|| ReadResourceResult::new(vec![ResourceContents::text(PAGE, URI).with_mime_type(MIME_TYPE)]))
 }
 
 /// `tool` with its view linked: `_meta.ui.resourceUri`, plus the flat
@@ -93,7 +94,11 @@ mod tests {
         let read = read(URI).map(|r| serde_json::to_value(r).unwrap_or_default());
         let contents = read.as_ref().map(|r| &r["contents"][0]);
         assert_eq!(contents.map(|c| c["mimeType"].clone()), Some(json!(MIME_TYPE)));
-        assert!(contents.and_then(|c| c["text"].as_str()).is_some_and(|t| t.contains("ui/initialize")));
+        assert!(
+            contents
+                .and_then(|c| c["text"].as_str())
+                .is_some_and(|t| t.contains("ui/initialize"))
+        );
         assert!(super::read("ui://warden/other.html").is_none());
     }
 }
