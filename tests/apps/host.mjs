@@ -16,6 +16,7 @@
 // 5. Checks the rendered DOM: the chart image loaded and is not blank, the
 //    CSV table's rows, note and a known cell, sorting by a header click,
 //    the status and summary; no console error (a CSP violation is one).
+//    Then a batch with a failing call and a failing script, in the view too.
 // 6. Saves a screenshot to OUT_DIR/view.png and prints one JSON verdict
 //    line; exits 0 only when every check passed.
 //
@@ -115,26 +116,30 @@ async function main() {
       args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--hide-scrollbars"],
     });
-    const page = await browser.newPage();
-    await page.setViewport({ width: 1200, height: 900 });
-    page.on("console", (message) => {
-      if (message.type() === "error") consoleErrors.push(message.text());
-    });
-    page.on("pageerror", (error) => consoleErrors.push(String(error)));
-    await page.exposeFunction("hostCallTool", async (params) => {
-      toolCalls += 1;
-      return client.callTool(params, { timeout: TIMEOUT_MS });
-    });
-    await page.setContent(await readFile(path.join(HERE, "host.html"), "utf8"));
-    await page.addScriptTag({ content: bundle.outputFiles[0].text });
-    const appInfo = await page.evaluate(
-      (html, input, result) => window.showView(html, input, result),
-      viewHtml, toolInput, toolResult,
-    );
+    const mount = async (toolInput, toolResult) => {
+      const page = await browser.newPage();
+      await page.setViewport({ width: 1200, height: 900 });
+      page.on("console", (message) => {
+        if (message.type() === "error") consoleErrors.push(message.text());
+      });
+      page.on("pageerror", (error) => consoleErrors.push(String(error)));
+      await page.exposeFunction("hostCallTool", async (params) => {
+        toolCalls += 1;
+        return client.callTool(params, { timeout: TIMEOUT_MS });
+      });
+      await page.setContent(await readFile(path.join(HERE, "host.html"), "utf8"));
+      await page.addScriptTag({ content: bundle.outputFiles[0].text });
+      const appInfo = await page.evaluate(
+        (html, input, result) => window.showView(html, input, result),
+        viewHtml, toolInput, toolResult,
+      );
+      const frame = page.frames().find((f) => f.parentFrame() === page.mainFrame());
+      if (!frame) throw new Error("no view frame");
+      await frame.waitForSelector('body[data-rendered="true"]', { timeout: TIMEOUT_MS });
+      return { page, frame, appInfo };
+    };
+    const { page, frame, appInfo } = await mount(toolInput, toolResult);
     checks.app_info = appInfo || null;
-    const frame = page.frames().find((f) => f.parentFrame() === page.mainFrame());
-    if (!frame) throw new Error("no view frame");
-    await frame.waitForSelector('body[data-rendered="true"]', { timeout: TIMEOUT_MS });
 
     // ---- 5. what a person sees ----
     Object.assign(checks, await frame.evaluate(inspect));
@@ -145,6 +150,28 @@ async function main() {
     const screenshot = path.join(outDir, "view.png");
     await page.screenshot({ path: screenshot, fullPage: true });
     checks.screenshot = screenshot;
+
+    // ---- 7. a batch (one call fails) and a failed script, in the same view ----
+    const batchInput = { calls: [
+      { name: "price_option_t", arguments: { option_type: "call", spot: 100, strike: 100, time_to_expiry: 1, volatility: 0.2, rate: 0.05 } },
+      { name: "price_option_t", arguments: { option_type: "call", spot: 100, strike: 100, time_to_expiry: 1, volatility: -1, rate: 0.05 } },
+    ] };
+    const batchResult = await client.callTool({ name: "run_batch", arguments: batchInput }, { timeout: TIMEOUT_MS });
+    const batch = await mount(batchInput, batchResult);
+    checks.batch = await batch.frame.evaluate(() => ({
+      status: document.querySelector("#status").textContent,
+      summary: document.querySelector("#summary").textContent,
+      calls: [...document.querySelectorAll("#calls tr")].slice(1).map((tr) => tr.children[3].textContent),
+    }));
+    await batch.page.close();
+    const failingInput = { script: 'let x = 1; throw "no data for 2020"' };
+    const failingResult = await client.callTool({ name: "run_script", arguments: failingInput }, { timeout: TIMEOUT_MS });
+    const failing = await mount(failingInput, failingResult);
+    checks.failed_script = await failing.frame.evaluate(() => ({
+      status: document.querySelector("#status").textContent,
+      error: document.querySelector("#error").hidden ? null : document.querySelector("#error").textContent,
+    }));
+    await failing.page.close();
   } finally {
     checks.console_errors = consoleErrors;
     if (browser) await browser.close();
@@ -237,6 +264,12 @@ function judge(checks) {
   expect((checks.errors || []).length === 0, "the view shows no error");
   expect((checks.console_errors || []).length === 0, "no console error (a CSP violation is one)");
   expect(checks.tool_calls_through_bridge >= 2, "artifacts were read through the bridge");
+  const batch = checks.batch || {};
+  expect(batch.status === "failed" && JSON.stringify(batch.calls) === JSON.stringify(["success", "failed"]),
+    "a batch shows each call's status");
+  expect(String(batch.summary).includes("1 succeeded, 1 failed"), "a batch's counts are its summary");
+  const failed = checks.failed_script || {};
+  expect(failed.status === "failed" && String(failed.error).includes("no data for 2020"), "a failed script shows its error");
   return failures;
 }
 
