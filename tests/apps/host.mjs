@@ -112,6 +112,8 @@ async function main() {
     browser = await puppeteer.launch({
       executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
       headless: true,
+      // A loaded CI machine (the whole suite runs beside this) starts Chromium slowly.
+      timeout: TIMEOUT_MS,
       userDataDir: path.join(outDir, "profile"),
       args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--hide-scrollbars"],
