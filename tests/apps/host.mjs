@@ -4,7 +4,9 @@
 //
 // 1. Connects to the server binary over stdio with the official MCP client
 //    (@modelcontextprotocol/client), as a chat client would, declaring the
-//    MCP Apps extension.
+//    MCP Apps extension. That is the TypeScript SDK's v2 client package,
+//    which ext-apps 2 takes as its peer: one SDK, not v1's
+//    @modelcontextprotocol/sdk beside it.
 // 2. Finds run_script's view through its tool definition (the SDK's own
 //    getToolUiResourceUri) and reads it with resources/read.
 // 3. Runs a real run_script task that draws a PNG heatmap and writes a CSV.
