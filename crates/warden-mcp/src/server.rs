@@ -109,8 +109,8 @@ impl WardenServer {
         &self.tasks
     }
 
-    /// `Ok` when `uri` is an app resource or an artifact URI; the
-    /// "unknown resource" error otherwise.
+    /// `Ok` when `uri` is the task view, an app resource or an artifact
+    /// URI; the "unknown resource" error otherwise.
     fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
         if crate::view::is(uri)
             || self.executor.registry().app_resources().knows(uri)
