@@ -2,7 +2,8 @@
 //! tools, the [`resources`] (artifacts; the app's own prompts and resources
 //! are registered in `registry`), MCP Tasks, the tool [`export`] formats,
 //! and the [`transport`]s the server speaks (stdio; Streamable HTTP with its
-//! authentication, sessions and tenants' edge behind the `http` feature).
+//! authentication, sessions and tenants' edge behind the `http` feature),
+//! and the MCP App [`view`] of a task result.
 //! Apps use the `warden` facade, whose `App` configures this server.
 //!
 //! The top of the spine: everything here reaches a guard through the
@@ -27,3 +28,4 @@ pub mod serve;
 pub mod server;
 pub mod tasks;
 pub mod transport;
+pub mod view;

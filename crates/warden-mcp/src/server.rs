@@ -109,10 +109,13 @@ impl WardenServer {
         &self.tasks
     }
 
-    /// `Ok` when `uri` is an app resource or an artifact URI; the
-    /// "unknown resource" error otherwise.
+    /// `Ok` when `uri` is the task view, an app resource or an artifact
+    /// URI; the "unknown resource" error otherwise.
     fn known_resource(&self, uri: &str) -> Result<(), ErrorData> {
-        if self.executor.registry().app_resources().knows(uri) || uri.starts_with(crate::resources::SCHEME) {
+        if crate::view::is(uri)
+            || self.executor.registry().app_resources().knows(uri)
+            || uri.starts_with(crate::resources::SCHEME)
+        {
             return Ok(());
         }
         Err(ErrorData::invalid_params(
@@ -603,6 +606,12 @@ impl ServerHandler for WardenServer {
         // Guards' log messages (`crate::notify::log`), for 2025-11-25
         // clients; MCP logging is deprecated for 2026-07-28 (SEP-2577).
         capabilities.logging = Some(Default::default());
+        // MCP Apps (SEP-1865): the task view `crate::view` serves; hosts
+        // without Apps ignore it.
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(crate::view::EXTENSION_ID.into(), crate::view::capability());
         // Prompts, and the argument completions they offer, only when the
         // app registered some.
         if !self.executor.registry().prompts().is_empty() {
@@ -663,9 +672,9 @@ impl ServerHandler for WardenServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(
-            self.executor.registry().app_resources().list(),
-        ))
+        let mut resources = vec![crate::view::resource()];
+        resources.extend(self.executor.registry().app_resources().list());
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     /// Accepted for every resource Warden serves; none of them changes
@@ -710,7 +719,12 @@ impl ServerHandler for WardenServer {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        // The app's own resources are the same for every principal.
+        // The task view and the app's own resources are the same for every
+        // principal (the view holds no data: it reads artifacts through the
+        // host's bridge, as the caller).
+        if let Some(view) = crate::view::read(&request.uri) {
+            return Ok(view.into());
+        }
         if let Some(app) = self.executor.registry().app_resources().read(&request.uri) {
             return app.map(Into::into);
         }

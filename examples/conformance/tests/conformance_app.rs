@@ -271,6 +271,8 @@ async fn prompts_resources_templates_and_completion_answer_from_the_app() {
     assert_eq!(
         uris,
         [
+            // Warden's own MCP App view of a task, then the app's resources.
+            "ui://warden/task.html",
             "test://static-binary",
             "test://static-text",
             "test://watched-resource"

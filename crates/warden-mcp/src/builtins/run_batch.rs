@@ -19,7 +19,12 @@ impl Builtin for RunBatch {
         true
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<RunBatchInput>(self.name(), "Run a batch of guard calls", false)
+        // The task view (MCP Apps) shows its result.
+        crate::view::link(tool::<RunBatchInput>(
+            self.name(),
+            "Run a batch of guard calls",
+            false,
+        ))
     }
     fn check(&self, _ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         decode::<RunBatchInput>(arguments.clone()).map(drop)

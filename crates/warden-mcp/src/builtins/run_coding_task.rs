@@ -53,7 +53,12 @@ impl Builtin for RunCodingTask {
         true
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<RunCodingTaskInput>(self.name(), "Run a coding task with a model", false)
+        // The task view (MCP Apps) shows its result.
+        crate::view::link(tool::<RunCodingTaskInput>(
+            self.name(),
+            "Run a coding task with a model",
+            false,
+        ))
     }
     fn check(&self, ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         prepare(ctx, arguments.clone()).map(drop)

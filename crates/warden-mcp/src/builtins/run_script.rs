@@ -41,7 +41,8 @@ impl Builtin for RunScript {
         true
     }
     fn tool(&self) -> rmcp::model::Tool {
-        tool::<RunScriptInput>(self.name(), "Run a Rhai script", false)
+        // The task view (MCP Apps) shows its result.
+        crate::view::link(tool::<RunScriptInput>(self.name(), "Run a Rhai script", false))
     }
     fn check(&self, ctx: &Runtime, arguments: &Value) -> Result<(), GuardError> {
         let input: RunScriptInput = decode(arguments.clone())?;
