@@ -79,6 +79,13 @@ enum Command {
         #[arg(long, value_name = "SECONDS")]
         timeout: Option<u64>,
     },
+    /// Replay a finished script task from this server's task store (as the replay_task tool does: its
+    /// scripts run again as a new task, never calling the model) and print the comparison as JSON;
+    /// exit 0 when identical, 1 when different or refused.
+    Replay {
+        /// The task's id, e.g. task_… (see list_tasks).
+        task_id: String,
+    },
     /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
     Preflight(crate::preflight::PreflightArgs),
     /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
@@ -361,6 +368,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
             call(runtime, tool.as_deref().unwrap_or_default(), &arguments).await
         }
         Command::Script { file, timeout } => script(runtime, &file, timeout).await,
+        Command::Replay { task_id } => replay(runtime, &task_id).await,
         // Handled in `main` before any runtime exists (they build their own).
         Command::Preflight(_) => ExitCode::from(2),
         #[cfg(feature = "testing")]
@@ -451,6 +459,27 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         .run_script(&source, timeout, &mut origin, cancel, None)
         .await;
     print_result(outcome.map(|result| (result.to_json(), result.status)))
+}
+
+/// `<app> replay <task_id>`: see [`Command::Replay`].
+async fn replay(runtime: crate::app::Runtime, task_id: &str) -> ExitCode {
+    let mut origin = Origin::request("script", crate::registry::BuiltinTool::ReplayTask.name());
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let report = crate::task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, None).await;
+    match report {
+        Ok(report) => {
+            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            if report.verdict == "identical" {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(error) => {
+            eprintln!("error ({}): {}", error.code, error.message);
+            ExitCode::from(1)
+        }
+    }
 }
 
 /// `<app> call --batch file.json`: a `run_batch` argument object (or a bare

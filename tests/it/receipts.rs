@@ -263,7 +263,11 @@ rows.len() + v.iterations
 async fn a_replay_is_identical_and_finds_the_first_difference_after_a_guard_changes() {
     let first = Server::start(TESTBED).await;
     let script = replay_script(20);
-    let result = structured(&first.call("run_script", json!({"script": script, "timeout_seconds": 60})).await);
+    let result = structured(
+        &first
+            .call("run_script", json!({"script": script, "timeout_seconds": 60}))
+            .await,
+    );
     assert_eq!(result["status"], "success", "{result}");
     let task_id = result["task_id"].as_str().expect("task id").to_string();
 
@@ -296,8 +300,14 @@ async fn a_replay_is_identical_and_finds_the_first_difference_after_a_guard_chan
     assert_eq!(difference["kind"], "call", "{report}");
     assert_eq!(difference["index"], 0, "{report}");
     assert_eq!(difference["function"]["original"], "add_in_process");
-    assert_eq!(difference["arguments_sha256"]["original"], difference["arguments_sha256"]["replay"]);
-    assert_ne!(difference["output_sha256"]["original"], difference["output_sha256"]["replay"]);
+    assert_eq!(
+        difference["arguments_sha256"]["original"],
+        difference["arguments_sha256"]["replay"]
+    );
+    assert_ne!(
+        difference["output_sha256"]["original"],
+        difference["output_sha256"]["replay"]
+    );
     assert_eq!(
         difference["output_sha256"]["original"],
         expected_digest(&json!({"result": 0.5})),
@@ -313,7 +323,10 @@ async fn a_replay_refuses_what_it_cannot_replay_and_hides_other_principals_tasks
     let server = Server::start(FINANCE).await;
     let batch = structured(
         &server
-            .call("run_batch", json!({"calls": [{"name": "implied_volatility", "arguments": implied_vol_args(4.0)}]}))
+            .call(
+                "run_batch",
+                json!({"calls": [{"name": "implied_volatility", "arguments": implied_vol_args(4.0)}]}),
+            )
             .await,
     );
     assert_eq!(batch["status"], "success");
@@ -322,6 +335,10 @@ async fn a_replay_refuses_what_it_cannot_replay_and_hides_other_principals_tasks
     // A task of another principal answers exactly as an unknown id: the
     // artifact store checks the owner (tests/it/tenants.rs covers the
     // HTTP principals); over stdio the principal is the local operator.
-    let unknown = structured(&server.call("replay_task", json!({"task_id": "task_0123456789abcdef"})).await);
+    let unknown = structured(
+        &server
+            .call("replay_task", json!({"task_id": "task_0123456789abcdef"}))
+            .await,
+    );
     assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
 }

@@ -31,11 +31,11 @@ pub(crate) use warden_script as script;
 pub mod batch;
 pub mod contract;
 pub mod records;
+pub mod replay;
 pub mod result;
 pub mod running;
 mod service;
 pub mod store;
-pub mod replay;
 pub mod task_receipt;
 
 use std::sync::Arc;
@@ -481,7 +481,8 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<TaskResult, GuardError> {
-        self.run_scripts(&[script], timeout, origin, cancel, progress).await
+        self.run_scripts(&[script], timeout, origin, cancel, progress)
+            .await
     }
 
     /// Runs `scripts` one after another in one worker session (one

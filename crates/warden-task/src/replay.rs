@@ -211,9 +211,7 @@ pub fn compare(
         });
     }
     // The final value, or the final answer's summary and metrics.
-    let last = |result: &TaskResult| {
-        serde_json::json!({"value": result.value, "summary": result.summary, "metrics": result.metrics})
-    };
+    let last = |result: &TaskResult| serde_json::json!({"value": result.value, "summary": result.summary, "metrics": result.metrics});
     let (a, b) = (last(original_result), last(replay_result));
     if a != b {
         differences.push(Difference::Value {
@@ -231,7 +229,11 @@ pub fn compare(
     nondeterministic.sort_unstable();
     nondeterministic.dedup();
     Ok(ReplayReport {
-        verdict: if differences.is_empty() { "identical" } else { "different" },
+        verdict: if differences.is_empty() {
+            "identical"
+        } else {
+            "different"
+        },
         task_id: original_id.to_string(),
         replay_task_id: Some(replay_id.to_string()),
         replay_status: replay_result.status.as_str().to_string(),
@@ -263,7 +265,9 @@ fn empty_receipt() -> TaskReceipt {
 fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError> {
     let text = read_text(view, task_id, crate::artifacts::RESULT_FILE)?;
     serde_json::from_str(&text).map_err(|e| {
-        GuardError::failed(format!("task '{task_id}': its result.json cannot be read back: {e}"))
+        GuardError::failed(format!(
+            "task '{task_id}': its result.json cannot be read back: {e}"
+        ))
     })
 }
 
@@ -272,7 +276,9 @@ fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError>
 fn recorded_calls(view: View<'_>, task_id: &str) -> Result<Vec<serde_json::Map<String, Value>>, GuardError> {
     let text = read_text(view, task_id, crate::script::host::calls::FUNCTION_CALLS_FILE)?;
     let records: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
-        GuardError::failed(format!("task '{task_id}': its function_calls.json cannot be read: {e}"))
+        GuardError::failed(format!(
+            "task '{task_id}': its function_calls.json cannot be read: {e}"
+        ))
     })?;
     Ok(records
         .into_iter()
@@ -321,7 +327,10 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
         if chunk.size_bytes > MAX_REPLAY_READ {
             return Err(GuardError::new(
                 codes::INVALID_INPUT,
-                format!("{path} of task '{task_id}' is {} bytes, over the {MAX_REPLAY_READ}-byte replay read limit", chunk.size_bytes),
+                format!(
+                    "{path} of task '{task_id}' is {} bytes, over the {MAX_REPLAY_READ}-byte replay read limit",
+                    chunk.size_bytes
+                ),
             ));
         }
         text.push_str(&chunk.content);
@@ -354,7 +363,9 @@ pub async fn replay(
     let (scripts, original) = recorded(runner.store.view(&principal), task_id)?;
     let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
     let timeout = runner.executor.limits().max_timeout;
-    let replayed = runner.run_scripts(&scripts, timeout, origin, cancel, progress).await?;
+    let replayed = runner
+        .run_scripts(&scripts, timeout, origin, cancel, progress)
+        .await?;
     let Some(replay_id) = replayed.task_id.clone() else {
         return Err(GuardError::failed("the replay ran without a task id"));
     };

@@ -254,7 +254,9 @@ fn one(uri: &str, mime_type: &str, body: Body) -> ReadResourceResult {
 
 /// Refuses URIs under Warden's own artifact scheme.
 fn reserved(uri: &str) -> Result<(), RegistryError> {
-    if uri.starts_with(crate::registry::ARTIFACT_URI_SCHEME) {
+    if uri.starts_with(crate::registry::ARTIFACT_URI_SCHEME)
+        || uri.starts_with(crate::registry::VIEW_URI_PREFIX)
+    {
         return Err(RegistryError::ReservedResourceUri(uri.into()));
     }
     Ok(())
@@ -411,6 +413,11 @@ mod tests {
         assert_eq!(
             AppResources::new(vec![artifact], vec![]).unwrap_err(),
             RegistryError::ReservedResourceUri("warden://artifacts/x".into())
+        );
+        let view = StaticResource::new("ui://warden/task.html", "v", "text/html", Body::text(""));
+        assert_eq!(
+            AppResources::new(vec![view], vec![]).unwrap_err(),
+            RegistryError::ReservedResourceUri("ui://warden/task.html".into())
         );
         let twice = vec![
             StaticResource::new("x://a", "a", "text/plain", Body::text("")),

@@ -34,6 +34,10 @@ pub struct McpItems {
 /// namespace, so app resources may not use it.
 pub const ARTIFACT_URI_SCHEME: &str = "warden://artifacts/";
 
+/// The URI prefix of Warden's own MCP App views (`ui://warden/task.html`):
+/// an app resource there would be hidden by the view, so it is refused.
+pub const VIEW_URI_PREFIX: &str = "ui://warden/";
+
 /// Names that scripts use for helpers or that Rhai reserves; a guard with one
 /// of these names could not be called from a script.
 pub const RESERVED_SCRIPT_NAMES: &[&str] = &[
@@ -126,7 +130,7 @@ pub enum RegistryError {
     #[error("resource URI '{0}' is registered twice: give one of them another URI")]
     DuplicateResource(String),
     #[error(
-        "resource URI '{0}' is under warden://artifacts/, which Warden keeps for task artifacts: use another scheme"
+        "resource URI '{0}' is under warden://artifacts/ or ui://warden/, which Warden keeps for task artifacts and its own views: use another scheme or prefix"
     )]
     ReservedResourceUri(String),
     #[error("resource template '{0}' is invalid: {1}")]

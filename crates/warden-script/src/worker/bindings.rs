@@ -254,11 +254,12 @@ pub(super) fn call_pure(
     let started = Instant::now();
     // Receipt hashes, as the server's own calls take them: the JSON the
     // guard's arguments and output stand for (see `warden_core::receipt`).
-    let arguments_sha256 = dynamic_digest(&arguments);
+    let hash = door.hash_next_call();
+    let arguments_sha256 = hash.then(|| dynamic_digest(&arguments)).flatten();
     let outcome =
         crate::error::catch_guard_panic(name, || guard.invoke_inline(&Resources::default(), arguments));
     let ended = Instant::now();
-    let output_sha256 = outcome.as_ref().ok().and_then(dynamic_digest);
+    let output_sha256 = outcome.as_ref().ok().filter(|_| hash).and_then(dynamic_digest);
     let error = outcome.as_ref().err().map(|e| e.code.as_str());
     door.record_pure(
         name,
@@ -270,11 +271,11 @@ pub(super) fn call_pure(
     outcome
 }
 
-/// The receipt digest of a script value, through its JSON form; `None`
-/// for a value JSON cannot hold (a function pointer).
+/// The receipt digest of a script value: the same bytes as its JSON
+/// form's ([`crate::receipt::digest`]), canonicalized straight from the
+/// value; `None` for a value JSON cannot hold (a function pointer).
 fn dynamic_digest(value: &Dynamic) -> Option<String> {
-    let json: Value = rhai::serde::from_dynamic(value).ok()?;
-    Some(crate::receipt::digest(&json))
+    crate::receipt::digest_serialized(value)
 }
 
 /// Runs a guard that is not pure through the door (the server runs it).

@@ -11,6 +11,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use serde_json::Value;
 
 use crate::error::GuardError;
+use crate::limits::DEFAULT_CALLS_RECORDED;
 use crate::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
 
 /// Pure calls buffered before a flush: 1,024.
@@ -62,6 +63,12 @@ pub struct Door {
     /// deadline check alone would let it keep the server busy until the
     /// kill; refused requests return at once and that check comes soon.
     pub deadline: Option<Instant>,
+    /// Inline calls of this session that still get receipt hashes: the
+    /// first [`DEFAULT_CALLS_RECORDED`], the ones function_calls.json lists
+    /// one by one. Hashing costs ~4 µs against ~4 µs for the call itself,
+    /// so a loop of 100,000 inline calls would pay double for hashes no
+    /// file keeps; later calls are digested by function and status only.
+    receipt_hashes_left: usize,
 }
 
 impl Door {
@@ -77,6 +84,7 @@ impl Door {
             door_calls: 0,
             inline_calls: 0,
             deadline: None,
+            receipt_hashes_left: DEFAULT_CALLS_RECORDED,
         }
     }
 
@@ -115,6 +123,14 @@ do more per call, or finish with final_answer",
         }
         self.inline_calls += 1;
         Ok(())
+    }
+
+    /// Whether the next inline call gets receipt hashes (see
+    /// `receipt_hashes_left`); counts it.
+    pub fn hash_next_call(&mut self) -> bool {
+        let hash = self.receipt_hashes_left > 0;
+        self.receipt_hashes_left = self.receipt_hashes_left.saturating_sub(1);
+        hash
     }
 
     /// Re-reads the wall clock (once per run, so a long-lived worker's
