@@ -111,7 +111,7 @@ pub async fn run(
                 receipt,
             } => {
                 entry.duration_ms = duration_ms;
-                entry.receipt = receipt;
+                entry.receipt = receipt.map(|receipt| *receipt);
                 match result {
                     Ok(mut output) => {
                         succeeded += 1;

@@ -39,7 +39,7 @@ pub(super) enum Outcome {
         result: Result<Value, Failure>,
         duration_ms: f64,
         /// Its receipt, when the batch asked for them and it succeeded.
-        receipt: Option<CallReceipt>,
+        receipt: Option<Box<CallReceipt>>,
     },
     /// It never ran: a call it depends on did not succeed.
     Skipped { reason: String },
@@ -124,8 +124,7 @@ pub(super) async fn execute(
                         origin.clone(),
                         cancel.clone(),
                         permit,
-                        deadline,
-                        receipts,
+                        Terms { deadline, receipts },
                     ));
                     index_of.insert(handle.id(), i);
                 }
@@ -256,6 +255,15 @@ fn substitute(
     })
 }
 
+/// What every call of a batch runs under.
+#[derive(Clone, Copy)]
+struct Terms {
+    /// The batch's deadline.
+    deadline: Instant,
+    /// Whether each call's receipt is kept.
+    receipts: bool,
+}
+
 /// One call, holding one of the batch's worker permits until it ends.
 async fn run_one(
     executor: Arc<Executor>,
@@ -264,8 +272,7 @@ async fn run_one(
     origin: Origin,
     cancel: CancellationToken,
     permit: OwnedSemaphorePermit,
-    deadline: Instant,
-    receipts: bool,
+    Terms { deadline, receipts }: Terms,
 ) -> Outcome {
     let started = StdInstant::now();
     // Hashed before the call, which consumes them (references replaced:
@@ -286,7 +293,10 @@ async fn run_one(
     drop(permit);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
     let receipt = match (&result, arguments_sha256) {
-        (Ok(output), Some(arguments_sha256)) => executor.registry().receipt(&name, arguments_sha256, output),
+        (Ok(output), Some(arguments_sha256)) => executor
+            .registry()
+            .receipt(&name, arguments_sha256, output)
+            .map(Box::new),
         _ => None,
     };
     Outcome::Ran {
