@@ -169,6 +169,26 @@ async fn another_principals_task_answers_every_lookup_exactly_as_an_unknown_id()
     assert_eq!(foreign[0]["error"]["code"], "not_found", "{}", foreign[0]);
 
     assert_eq!(listed(&server.client).await, vec![mine.clone()]);
+
+    // replay_task too: hers answers as an unknown id, and nothing runs.
+    let replay = |task_id: String| {
+        let client = &server.client;
+        async move {
+            let answer = call(client, "replay_task", json!({"task_id": task_id})).await;
+            let mut answer: Value =
+                serde_json::from_str(&answer.to_string().replace(&task_id, "<task>")).expect("JSON");
+            if let Some(map) = answer.as_object_mut() {
+                map.remove("request_id");
+            }
+            answer
+        }
+    };
+    let foreign = replay(hers.clone()).await;
+    assert_eq!(foreign, replay(UNKNOWN.to_string()).await, "no existence leak");
+    assert_eq!(foreign["error"]["code"], "not_found", "{foreign}");
+    assert_eq!(listed(&server.client).await, vec![mine.clone()], "no replay ran");
+    let own = replay(mine.clone()).await;
+    assert_eq!(own["verdict"], "identical", "{own}");
 }
 
 #[tokio::test]
