@@ -99,6 +99,7 @@ async function main() {
     const toolResult = await client.callTool({ name: "run_script", arguments: toolInput }, { timeout: TIMEOUT_MS });
     const task = toolResult.structuredContent || {};
     checks.task_status = task.status;
+    checks.receipt_hashes = [...(task.receipt?.scripts || []), ...(task.receipt?.artifacts || [])].map((f) => f.sha256);
     if (task.status !== "success") throw new Error(`run_script: ${JSON.stringify(task)}`);
 
     // ---- 4. Chromium, the host page, the bridge ----
@@ -232,6 +233,10 @@ async function inspect() {
     errors: [...document.querySelectorAll(".error")].filter((e) => !e.hidden).map((e) => e.textContent),
     images,
     tables,
+    receipt: {
+      shown: !document.querySelector("#receipt").hidden,
+      files: [...document.querySelectorAll("#receipt table.hashes code[title]")].map((code) => code.title),
+    },
   };
 }
 
@@ -267,6 +272,10 @@ function judge(checks) {
   expect(sorted.ascending_first === "0" && sorted.descending_first === "96" && sorted.aria_sort === "descending", "sorting by a header click");
   expect((checks.errors || []).length === 0, "the view shows no error");
   expect((checks.console_errors || []).length === 0, "no console error (a CSP violation is one)");
+  const receipt = checks.receipt || {};
+  expect(receipt.shown && receipt.files.length >= 3
+    && JSON.stringify(receipt.files) === JSON.stringify(checks.receipt_hashes),
+    "the receipt lists every script and artifact with its SHA-256");
   expect(checks.tool_calls_through_bridge >= 2, "artifacts were read through the bridge");
   const batch = checks.batch || {};
   expect(batch.status === "failed" && JSON.stringify(batch.calls) === JSON.stringify(["success", "failed"]),
