@@ -134,6 +134,24 @@ async fn a_failing_step_is_repaired_in_the_next_with_variables_kept() {
         observation.contains("error (guard)") && observation.contains("line"),
         "{observation}"
     );
+    // The receipt: both blocks and the model that wrote them (issue 28).
+    let receipt = &result["receipt"];
+    assert_eq!(receipt["model"], "scripted", "{result}");
+    let blocks: Vec<&str> = receipt["scripts"]
+        .as_array()
+        .expect("scripts")
+        .iter()
+        .filter_map(|s| s["path"].as_str())
+        .collect();
+    assert_eq!(blocks, ["agent_actions/action_001.rhai", "agent_actions/action_002.rhai"]);
+    // A replay runs both blocks in one session (the variable survives the
+    // failed first block) and never calls the model.
+    let asked = model.requests().len();
+    let task_id = result["task_id"].as_str().expect("task id");
+    let replay = structured(&server.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(replay["verdict"], "identical", "{replay}");
+    assert_eq!(replay["replay_status"], "success", "{replay}");
+    assert_eq!(model.requests().len(), asked, "the replay called the model");
 }
 
 #[tokio::test]
