@@ -328,6 +328,10 @@ pub(crate) enum StartError {
     /// `WARDEN_ARTIFACT_STORE` is malformed (the message names the fix).
     #[error("{0}")]
     ArtifactStore(String),
+    /// `WARDEN_POLICY_FILE` cannot be read or names what is not there
+    /// (the message names the rule and field).
+    #[error("{0}")]
+    Policy(String),
 }
 
 /// Builds the registry, resources, event log and executor.
@@ -345,6 +349,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     )?
     .with_mcp_items(std::mem::take(&mut app.mcp_items))?
     .with_app(&name, &version);
+    let policy = warden_executor::policy::Policy::from_env(&registry).map_err(StartError::Policy)?;
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
@@ -364,13 +369,9 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
         limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
     );
     let max_tasks = limits.max_concurrent_tasks;
-    let executor = Arc::new(Executor::new(
-        Arc::new(registry),
-        Arc::new(resources),
-        limits,
-        events,
-        launcher,
-    ));
+    let executor = Arc::new(
+        Executor::new(Arc::new(registry), Arc::new(resources), limits, events, launcher).with_policy(policy),
+    );
     let mut store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
     if let Some(remote) =
         crate::backends::artifact_remote().map_err(|e| StartError::ArtifactStore(e.message))?

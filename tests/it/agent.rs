@@ -143,7 +143,10 @@ async fn a_failing_step_is_repaired_in_the_next_with_variables_kept() {
         .iter()
         .filter_map(|s| s["path"].as_str())
         .collect();
-    assert_eq!(blocks, ["agent_actions/action_001.rhai", "agent_actions/action_002.rhai"]);
+    assert_eq!(
+        blocks,
+        ["agent_actions/action_001.rhai", "agent_actions/action_002.rhai"]
+    );
     // A replay runs both blocks in one session (the variable survives the
     // failed first block) and never calls the model.
     let asked = model.requests().len();

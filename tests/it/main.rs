@@ -23,6 +23,7 @@ mod lifecycle;
 mod limits;
 mod mcp_tasks;
 mod model_view;
+mod policy;
 mod preflight;
 mod receipts;
 mod scenarios;

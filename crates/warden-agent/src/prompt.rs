@@ -190,15 +190,27 @@ pub const RESERVED_WORDS: &[&str] = &[
 
 /// The whole system prompt for `registry`; `inline_calls` is the inline
 /// budget the task enforces.
-pub fn system_prompt(registry: &Registry, inline_calls: u64, timeout: std::time::Duration) -> String {
+/// `denied` are the guards the caller's policy refuses: left out, so the
+/// model never plans with a function it cannot call.
+pub fn system_prompt(
+    registry: &Registry,
+    denied: &std::collections::BTreeMap<String, String>,
+    inline_calls: u64,
+    timeout: std::time::Duration,
+) -> String {
     let mut text = RULES.replace("{MAP_ITEMS}", &MAX_MAP_CALL_ITEMS.to_string());
     text.push_str(&format!("- {}\n", builtins_line()));
     text.push_str(&format!("- {}\n", reserved_line()));
     text.push_str(&format!("- {}\n", answer_rule()));
     text.push_str(&format!("- {}\n", budget_line(inline_calls, timeout)));
-    let mut renderer = Renderer::new(shared_types(registry.for_model()));
+    let offered = || {
+        registry
+            .for_model()
+            .filter(|g| !denied.contains_key(g.tool_name()))
+    };
+    let mut renderer = Renderer::new(shared_types(offered()));
     let mut functions = String::new();
-    for guard in registry.for_model() {
+    for guard in offered() {
         let mut described = renderer.describe(guard);
         if guard.mode() == Mode::Pure
             && let Some(end) = described.find('\n')

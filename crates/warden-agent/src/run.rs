@@ -42,7 +42,9 @@ pub async fn run_coding_task(
 ) -> Result<TaskResult, GuardError> {
     let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
     task.model = Some(config.model_id.clone());
-    let system = super::prompt::system_prompt(runner.executor.registry(), config.inline_calls, timeout);
+    let denied = runner.executor.denied_guards(&origin.principal);
+    let system =
+        super::prompt::system_prompt(runner.executor.registry(), &denied, config.inline_calls, timeout);
     let saved = runner
         .store
         .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())

@@ -148,6 +148,10 @@ pub mod codes {
     /// (`WARDEN_CALLS_PER_MINUTE`); nothing ran. Carries `retry_after_seconds`.
     pub const RATE_LIMITED: &str = "rate_limited";
 
+    /// The operator's policy (`WARDEN_POLICY_FILE`) does not let the caller
+    /// call this tool; the message names the rule.
+    pub const FORBIDDEN: &str = "forbidden";
+
     /// The codes of a request refused before anything ran (status
     /// `rejected`, a `request_rejected` event whose `reason` is the code).
     pub const REFUSALS: &[&str] = &[SERVER_BUSY, PRINCIPAL_BUSY, RATE_LIMITED];
@@ -204,6 +208,7 @@ pub mod codes {
         TOO_MANY_REQUESTS,
         BODY_TOO_SLOW,
         DRAINING,
+        FORBIDDEN,
     ];
 }
 

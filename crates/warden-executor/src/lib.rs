@@ -9,7 +9,8 @@
 //!   copy of them, [`artifacts::RemoteCopy`], which `warden-cluster`
 //!   implements on S3), read back in chunks;
 //! - [`events`] writes `events.jsonl`, [`telemetry`] the OpenTelemetry spans;
-//! - [`node`] names this process among several nodes.
+//! - [`node`] names this process among several nodes;
+//! - [`policy`] is the operator's who-may-call-what, enforced at the executor.
 //!
 //! Why these together: a call's admission charges the principal's quota,
 //! its record goes to the events log and its files to the artifact store,
@@ -23,6 +24,7 @@ pub mod artifacts;
 pub mod events;
 pub mod executor;
 pub mod node;
+pub mod policy;
 pub mod telemetry;
 pub mod tenant;
 pub mod worker;

@@ -699,9 +699,20 @@ impl ServerHandler for WardenServer {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.tools().to_vec()))
+        // Each principal sees only what the policy lets it call.
+        let tools = if self.executor.policy().is_some() {
+            let principal = principal_of(&context);
+            self.tools()
+                .iter()
+                .filter(|tool| self.executor.permit(&principal, &tool.name).is_ok())
+                .cloned()
+                .collect()
+        } else {
+            self.tools().to_vec()
+        };
+        Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn list_resource_templates(
@@ -799,6 +810,17 @@ impl ServerHandler for WardenServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
+        // The policy: a refused tool answers with the rule, nothing runs
+        // (guards are checked again by the executor, on every path).
+        let principal = principal_of(&context);
+        if let Err(error) = self.executor.permit(&principal, &name) {
+            let mut origin = Origin::request("direct", &name);
+            origin.principal = principal;
+            self.executor
+                .events()
+                .emit(&origin, "request_rejected", json!({"reason": error.code}));
+            return Ok(result_of(Err(Failure::new(Status::Failed, error)), &origin.request_id).into());
+        }
         if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
             let builtin = self.builtins[index].as_ref();
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);

@@ -133,6 +133,9 @@ pub struct Executor {
     rate: crate::tenant::limits::Rate,
     /// The guard-thread budget every in-process execution runs under.
     threads: GuardThreads,
+    /// Who may call what (`WARDEN_POLICY_FILE`); `None`: everyone may
+    /// call everything.
+    policy: Option<crate::policy::Policy>,
 }
 
 impl std::fmt::Debug for Executor {
@@ -176,7 +179,45 @@ impl Executor {
             limits,
             events,
             launcher,
+            policy: None,
         }
+    }
+
+    /// Enforces `policy` on every guard call (see [`crate::policy`]).
+    pub fn with_policy(mut self, policy: Option<crate::policy::Policy>) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The policy every call is checked against, if the operator set one.
+    pub fn policy(&self) -> Option<&crate::policy::Policy> {
+        self.policy.as_ref()
+    }
+
+    /// Whether `principal` may call the tool `name` (a guard or a
+    /// built-in): `Ok`, or the policy's refusal naming its rule.
+    pub fn permit(&self, principal: &Principal, name: &str) -> Result<(), GuardError> {
+        let Some(policy) = &self.policy else {
+            return Ok(());
+        };
+        let category = self.registry.get(name).map(|g| g.category.as_str());
+        policy.check(principal.as_str(), crate::policy::Tool { name, category })
+    }
+
+    /// The guards `principal` may not call, each with the policy's
+    /// refusal message: a script worker refuses these inline (pure guards
+    /// never reach the executor), and a coding task's prompt leaves them out.
+    pub fn denied_guards(&self, principal: &Principal) -> std::collections::BTreeMap<String, String> {
+        if self.policy.is_none() {
+            return Default::default();
+        }
+        self.registry
+            .iter()
+            .filter_map(|g| {
+                let refusal = self.permit(principal, &g.name).err()?;
+                Some((g.name.clone(), refusal.message))
+            })
+            .collect()
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -332,6 +373,8 @@ impl Executor {
     /// Looks the guard up and checks the arguments' depth and size.
     fn check(&self, request: &CallRequest<'_>) -> Result<&crate::guard::Guard, Failure> {
         let guard = self.guard(request.guard)?;
+        self.permit(&request.origin.principal, &guard.name)
+            .map_err(|error| Failure::new(Status::Failed, error))?;
         arguments::check(&request.arguments, self.limits.max_argument_bytes)?;
         Ok(guard)
     }

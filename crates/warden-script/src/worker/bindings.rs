@@ -249,8 +249,14 @@ pub(super) fn call_pure(
     let mut door = door
         .lock()
         .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
-    door.spend_inline_call()?;
     let name = guard.tool_name();
+    if let Some(refusal) = door.denied.get(name) {
+        let error = GuardError::new(crate::error::codes::FORBIDDEN, refusal.clone());
+        let now = Instant::now();
+        door.record_pure(name, now, now, Some(&error.code), (None, None));
+        return Err(error);
+    }
+    door.spend_inline_call()?;
     let started = Instant::now();
     // Receipt hashes, as the server's own calls take them: the JSON the
     // guard's arguments and output stand for (see `warden_core::receipt`).

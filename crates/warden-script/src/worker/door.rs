@@ -69,6 +69,8 @@ pub struct Door {
     /// so a loop of 100,000 inline calls would pay double for hashes no
     /// file keeps; later calls are digested by function and status only.
     receipt_hashes_left: usize,
+    /// Guards this run's caller may not call, with the policy's refusal.
+    pub denied: std::collections::BTreeMap<String, String>,
 }
 
 impl Door {
@@ -85,6 +87,7 @@ impl Door {
             inline_calls: 0,
             deadline: None,
             receipt_hashes_left: DEFAULT_CALLS_RECORDED,
+            denied: Default::default(),
         }
     }
 

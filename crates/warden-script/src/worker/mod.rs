@@ -65,6 +65,7 @@ pub fn main(registry: Registry) -> ExitCode {
             deadline_ms,
             calls_left,
             inline_left,
+            denied,
         } = message
         else {
             eprintln!("warden script worker: expected a run message");
@@ -78,6 +79,7 @@ pub fn main(registry: Registry) -> ExitCode {
             door.deadline = Some(due);
             door.calls_left = calls_left;
             door.inline_left = inline_left;
+            door.denied = denied;
             door.door_calls = 0;
             door.inline_calls = 0;
             door.reset_clock();

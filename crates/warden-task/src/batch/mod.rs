@@ -76,6 +76,15 @@ pub async fn run(
         refs::check_path(path)
             .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
     }
+    // The policy refuses the whole batch before anything runs, naming the
+    // call (the executor would refuse the call itself too).
+    for (i, call) in input.calls.iter().enumerate() {
+        if executor.registry().get(&call.name).is_some() {
+            executor
+                .permit(&origin.principal, &call.name)
+                .map_err(|error| error.with_field(format!("calls[{i}].name")))?;
+        }
+    }
     let store = store.view(&origin.principal);
     let (calls, tables) = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;
     let _slot = executor
