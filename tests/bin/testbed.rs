@@ -156,8 +156,7 @@ fn add_skewed(input: AddInput) -> Result<f64, GuardError> {
 }
 
 /// Set to swap `add_in_process`'s implementation for [`add_skewed`]. Read
-/// by the server process only (workers start with a scrubbed
-/// environment), which is where an in-process guard runs.
+/// when the app is built; an in-process guard runs in the server process.
 const SKEW_ENV: &str = "WARDEN_TESTBED_SKEW";
 
 fn main() -> std::process::ExitCode {

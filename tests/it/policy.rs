@@ -220,3 +220,38 @@ async fn a_policy_naming_what_does_not_exist_stops_the_server_at_start() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_coding_task_is_never_offered_a_denied_guard_and_cannot_call_it() {
+    use crate::fake_model::{FakeModel, Reply};
+    // The model tries the denied guard anyway; the task's script gets the refusal.
+    let model = FakeModel::start(vec![Reply::Content(
+        "```rhai\nlet e = \"\";\ntry { price_option_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03}); } catch (err) { e = err.code; }\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: `refused: ${e}`, metrics: #{delta: g.delta}})\n```"
+            .to_string(),
+    )])
+    .await;
+    let (_dir, path) = policy_file(POLICY);
+    let env = model.env();
+    let mut pairs: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    pairs.push(("WARDEN_POLICY_FILE", &path));
+    let server = Server::start_with_env(FINANCE, &pairs).await;
+    let result = structured(
+        &server
+            .call(
+                "run_coding_task",
+                json!({"prompt": "greeks at the money", "timeout_seconds": 60}),
+            )
+            .await,
+    );
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["summary"], "refused: forbidden", "{result}");
+    let system = model.requests()[0]["messages"][0]["content"]
+        .as_str()
+        .expect("system prompt")
+        .to_string();
+    assert!(system.contains("calc_greeks_t"), "allowed guards are offered");
+    assert!(
+        !system.contains("price_option_t") && !system.contains("implied_volatility"),
+        "denied guards are not offered: {system}"
+    );
+}
