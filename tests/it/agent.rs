@@ -445,3 +445,58 @@ async fn an_analysis_without_a_successful_call_is_refused_saying_what_counts() {
         "{refusal}"
     );
 }
+
+#[tokio::test]
+async fn token_usage_is_summed_over_model_calls_and_a_task_limit_stops_the_next_call() {
+    // Three model calls: two with usage, one without (unknown, never 0).
+    let model = FakeModel::start(vec![
+        Reply::Counted("Let me think.".into(), 100, 20),
+        Reply::Content("Still thinking, no code yet.".into()),
+        Reply::Counted(
+            "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```".into(),
+            150,
+            30,
+        ),
+    ])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "delta at the money", 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(
+        result["usage"],
+        json!({"model": "scripted", "model_calls": 3, "input_tokens": 250, "output_tokens": 50,
+               "total_tokens": 300, "calls_without_usage": 1}),
+        "{result}"
+    );
+    let events = server
+        .events_until(|r| r.iter().filter(|e| e["event"] == "model_call_finished").count() == 3)
+        .await;
+    let counted: Vec<(Value, Value)> = events
+        .iter()
+        .filter(|e| e["event"] == "model_call_finished")
+        .map(|e| (e["input_tokens"].clone(), e["output_tokens"].clone()))
+        .collect();
+    assert_eq!(
+        counted,
+        [
+            (json!(100), json!(20)),
+            (Value::Null, Value::Null),
+            (json!(150), json!(30))
+        ]
+    );
+
+    // With WARDEN_TASK_TOKENS=100, the first reply's 120 tokens reach it:
+    // the second call is never made, and the task says why.
+    let limited = FakeModel::start(vec![Reply::Counted("Let me think.".into(), 100, 20)]).await;
+    let server = server_for(&limited, &[("WARDEN_TASK_TOKENS", "100")]).await;
+    let result = task(&server, "delta at the money", 60).await;
+    assert_eq!(result["status"], "failed", "{result}");
+    assert_eq!(result["error"]["kind"], "limit", "{result}");
+    let message = result["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("120") && message.contains("WARDEN_TASK_TOKENS"),
+        "{message}"
+    );
+    assert_eq!(limited.requests().len(), 1, "no call past the limit");
+    assert_eq!(result["usage"]["total_tokens"], 120, "{result}");
+}

@@ -18,6 +18,8 @@ pub enum Reply {
     Content(String),
     /// Wait this long before answering (to test timeouts).
     Slow(Duration, String),
+    /// Answer with this message and a `usage` of (prompt, completion) tokens.
+    Counted(String, u64, u64),
 }
 
 pub struct FakeModel {
@@ -46,15 +48,20 @@ impl FakeModel {
                             seen.len() - 1
                         };
                         let reply = replies[index.min(replies.len() - 1)].clone();
-                        let content = match reply {
-                            Reply::Content(text) => text,
+                        let (content, usage) = match reply {
+                            Reply::Content(text) => (text, None),
                             Reply::Slow(delay, text) => {
                                 tokio::time::sleep(delay).await;
-                                text
+                                (text, None)
                             }
+                            Reply::Counted(text, prompt, completion) => (text, Some((prompt, completion))),
                         };
-                        let body = json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]})
-                            .to_string();
+                        let mut body = json!({"model": "scripted-1", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]});
+                        if let Some((prompt, completion)) = usage {
+                            body["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
+                                                   "total_tokens": prompt + completion});
+                        }
+                        let body = body.to_string();
                         let response = format!(
                             "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
                             body.len()

@@ -53,12 +53,30 @@ pub struct ModelError {
     pub message: String,
 }
 
-/// Sends `messages` and returns the reply text, within `timeout`.
+/// A model's reply: its text, and what the endpoint said it cost.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    pub text: String,
+    /// `usage` of the reply; `None` when the endpoint sent none (some
+    /// local servers do not): unknown, never counted as 0.
+    pub usage: Option<Usage>,
+    /// The model that answered (`model` of the reply), when given.
+    pub model: Option<String>,
+}
+
+/// Tokens one model call used, from the OpenAI-compatible `usage` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+/// Sends `messages` and returns the reply, within `timeout`.
 pub async fn complete(
     config: &ModelConfig,
     messages: &[Message],
     timeout: Duration,
-) -> Result<String, ModelError> {
+) -> Result<Completion, ModelError> {
     let config = config.clone();
     let body = json!({"model": config.model_id, "messages": messages, "temperature": 0});
     let call = tokio::task::spawn_blocking(move || blocking_call(&config, &body, timeout));
@@ -109,7 +127,7 @@ fn redact(config: &ModelConfig, text: &str) -> String {
     text
 }
 
-fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Result<String, ModelError> {
+fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Result<Completion, ModelError> {
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .timeout_global(Some(timeout))
         .http_status_as_error(false)
@@ -153,13 +171,28 @@ fn blocking_call(config: &ModelConfig, body: &Value, timeout: Duration) -> Resul
         kind: "bad_response",
         message: format!("the model's reply is not JSON: {e}"),
     })?;
-    value["choices"][0]["message"]["content"]
+    let text = value["choices"][0]["message"]["content"]
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| ModelError {
             kind: "bad_response",
             message: "the model's reply has no choices[0].message.content".into(),
-        })
+        })?;
+    Ok(Completion {
+        text,
+        usage: usage_of(&value),
+        model: value["model"].as_str().map(str::to_string),
+    })
+}
+
+/// The reply's `usage`: both `prompt_tokens` and `completion_tokens` as
+/// whole numbers, or nothing (a partial count would be a wrong one).
+fn usage_of(reply: &Value) -> Option<Usage> {
+    let usage = reply.get("usage")?;
+    Some(Usage {
+        input_tokens: usage.get("prompt_tokens")?.as_u64()?,
+        output_tokens: usage.get("completion_tokens")?.as_u64()?,
+    })
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::ModelConfig;
 use super::model::{Message, complete};
-use crate::error::{GuardError, TaskErrorKind};
+use crate::error::{GuardError, TaskError, TaskErrorKind};
 use crate::events::Origin;
 use crate::limits::{
     AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
@@ -27,7 +27,8 @@ use crate::script::host::progress::{Progress, note};
 use crate::script::host::session::{Budget, RunEnd, Session};
 use crate::script::protocol::RunOutcome;
 use crate::task::{
-    ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, WorkerFacts, abnormal_end, contract,
+    ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
+    abnormal_end, contract,
 };
 
 /// Runs one coding task and returns its result.
@@ -87,8 +88,13 @@ pub async fn run_coding_task(
                 actions: 0,
                 door_calls: 0,
                 inline_calls: 0,
+                usage: TokenUsage {
+                    model: config.model_id.clone(),
+                    ..TokenUsage::default()
+                },
             };
-            let result = agent.drive().await;
+            let mut result = agent.drive().await;
+            result.usage = Some(agent.usage.clone());
             actions = agent.actions;
             facts = session.take_facts();
             facts.exit_status = Some(session.finish().await);
@@ -129,6 +135,8 @@ struct Agent<'a> {
     door_calls: u64,
     /// Inline calls so far (pure guards, script-only functions).
     inline_calls: u64,
+    /// The model's token usage so far.
+    usage: TokenUsage,
 }
 
 impl Agent<'_> {
@@ -253,6 +261,15 @@ impl Agent<'_> {
 
     /// One model call with its events; a failure ends the task.
     async fn ask(&mut self) -> Result<String, TaskResult> {
+        let limit = self.runner.executor.limits().task_tokens;
+        if limit > 0 && self.usage.total_tokens >= limit {
+            let message = format!(
+                "the task used {} model tokens, its limit is {limit} (WARDEN_TASK_TOKENS): no further model call was made",
+                self.usage.total_tokens
+            );
+            return Err(TaskResult::failure(TaskStatus::Failed, message.clone())
+                .with_error(TaskError::new(TaskErrorKind::Limit, message)));
+        }
         self.model_calls += 1;
         let n = self.model_calls;
         let events = &self.task.events;
@@ -282,14 +299,34 @@ impl Agent<'_> {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error.kind)),
         };
+        let usage = reply.as_ref().ok().and_then(|c| c.usage);
+        if let Ok(completion) = &reply {
+            self.usage.add(usage.map(|u| (u.input_tokens, u.output_tokens)));
+            let mut attributes = Vec::new();
+            if let Some(usage) = usage {
+                attributes.push(KeyValue::new(
+                    "gen_ai.usage.input_tokens",
+                    usage.input_tokens as i64,
+                ));
+                attributes.push(KeyValue::new(
+                    "gen_ai.usage.output_tokens",
+                    usage.output_tokens as i64,
+                ));
+            }
+            if let Some(model) = &completion.model {
+                attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
+            }
+            crate::telemetry::set_attributes(&span, attributes);
+        }
         crate::telemetry::end(&span, status, error_type);
         events.emit(
             self.origin,
             "model_call_finished",
-            json!({"model_call": n, "streaming": false, "status": status, "error_type": error_type, "duration_ms": duration_ms}),
+            json!({"model_call": n, "streaming": false, "status": status, "error_type": error_type, "duration_ms": duration_ms,
+                   "input_tokens": usage.map(|u| u.input_tokens), "output_tokens": usage.map(|u| u.output_tokens)}),
         );
         note(self.progress, format!("model call {n} {status}")).await;
-        reply.map_err(|error| {
+        reply.map(|completion| completion.text).map_err(|error| {
             if error.kind == "timeout" && Instant::now() >= self.task.deadline {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }

@@ -19,7 +19,8 @@ pub enum TaskErrorKind {
     Parse,
     /// A thrown or evaluation error.
     Runtime,
-    /// A script limit: operations, call depth, data size, variables, depth.
+    /// A limit: a script's (operations, call depth, data size, variables,
+    /// depth) or a coding task's model tokens (`WARDEN_TASK_TOKENS`).
     Limit,
     /// The task deadline passed.
     Timeout,

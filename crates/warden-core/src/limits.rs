@@ -153,6 +153,8 @@ pub struct Limits {
     pub principal_call_share_percent: usize,
     /// See [`DEFAULT_CALLS_PER_MINUTE`].
     pub calls_per_minute: u32,
+    /// See [`DEFAULT_TASK_TOKENS`]; 0: no limit.
+    pub task_tokens: u64,
     /// See [`DEFAULT_PRINCIPAL_ARTIFACT_BYTES`].
     pub principal_artifact_bytes: u64,
     /// See [`DEFAULT_HTTP_MAX_CONNECTIONS`].
@@ -217,6 +219,7 @@ impl Default for Limits {
             tasks_queued_per_principal: DEFAULT_TASKS_QUEUED_PER_PRINCIPAL,
             principal_call_share_percent: DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT,
             calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
+            task_tokens: DEFAULT_TASK_TOKENS,
             principal_artifact_bytes: DEFAULT_PRINCIPAL_ARTIFACT_BYTES,
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
@@ -316,6 +319,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_CALLS_PER_MINUTE", 1, 1_000_000)? {
             self.calls_per_minute = n as u32;
+        }
+        if let Some(n) = env_number("WARDEN_TASK_TOKENS", 0, 1_000_000_000_000)? {
+            self.task_tokens = n;
         }
         if let Some(n) = env_number("WARDEN_PRINCIPAL_ARTIFACT_MB", 1, 1_048_576)? {
             self.principal_artifact_bytes = n * 1024 * 1024;
@@ -723,6 +729,14 @@ pub const DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT: usize = 50;
 /// `read_artifact`, `describe_guard`, `resources/read`) are not counted; the
 /// calls a script or batch makes count once, as their request.
 pub const DEFAULT_CALLS_PER_MINUTE: u32 = 600;
+
+/// Model tokens (input + output, from the replies' `usage`) one coding task
+/// may use: 0, no limit (`WARDEN_TASK_TOKENS`, 0–1,000,000,000,000). The
+/// size of a call is known only from its reply, so the limit is checked
+/// before each model call: once the task's total has reached it, the next
+/// call is not made and the task ends `failed` (error kind `limit`),
+/// saying the total and the limit. One call may take a task past it.
+pub const DEFAULT_TASK_TOKENS: u64 = 0;
 
 /// Bytes of task directories one principal keeps in the store: 1 GiB
 /// (`WARDEN_PRINCIPAL_ARTIFACT_MB`, 1–1,048,576). A quarter of the store

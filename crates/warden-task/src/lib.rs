@@ -62,7 +62,7 @@ use running::Running;
 
 #[cfg(feature = "agent")]
 pub use result::ModelFailure;
-pub use result::{ArtifactRef, ResultError, TaskResult};
+pub use result::{ArtifactRef, ResultError, TaskResult, TokenUsage};
 
 pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
 pub use crate::script::host::session::WorkerFacts;

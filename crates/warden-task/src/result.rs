@@ -88,6 +88,10 @@ pub struct TaskResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_calls: Option<usize>,
 
+    /// Coding tasks: the model's token usage (see [`TokenUsage`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<TokenUsage>,
+
     /// What the task ran and made, as hashes (a task that ran scripts;
     /// see [`crate::task_receipt`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -101,6 +105,37 @@ pub struct TaskResult {
 /// `Some` for a field that is present, even as `null`.
 fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, D::Error> {
     Value::deserialize(deserializer).map(Some)
+}
+
+/// The tokens a coding task's model calls used, summed from each reply's
+/// `usage`. A reply without one is counted in `calls_without_usage`, not
+/// as zero tokens, so a total is never silently low.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenUsage {
+    /// The model asked (`WARDEN_MODEL_ID`).
+    pub model: String,
+    pub model_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    /// Calls whose reply carried no usage (their tokens are unknown).
+    pub calls_without_usage: u64,
+}
+
+impl TokenUsage {
+    /// Counts one answered model call with the reply's `(input, output)`
+    /// tokens, or as a call without usage.
+    pub fn add(&mut self, usage: Option<(u64, u64)>) {
+        self.model_calls += 1;
+        match usage {
+            Some((input, output)) => {
+                self.input_tokens += input;
+                self.output_tokens += output;
+                self.total_tokens += input + output;
+            }
+            None => self.calls_without_usage += 1,
+        }
+    }
 }
 
 /// A file the task wrote, as its result lists it.
@@ -207,6 +242,7 @@ impl TaskResult {
             answer_note: None,
             steps: None,
             model_calls: None,
+            usage: None,
             receipt: None,
             batch: None,
         }

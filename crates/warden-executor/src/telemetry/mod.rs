@@ -172,6 +172,15 @@ pub fn record_finished(
     span.end_with_timestamp(end_time);
 }
 
+/// Adds `attributes` to the span in `cx` (facts known only once it ran,
+/// such as a model call's token usage).
+pub fn set_attributes(cx: &Context, attributes: Vec<KeyValue>) {
+    let span = cx.span();
+    for attribute in attributes {
+        span.set_attribute(attribute);
+    }
+}
+
 /// Ends the span in `cx` with `warden.outcome` = `outcome`; anything but
 /// success also sets the error status with `error_type` as description.
 pub fn end(cx: &Context, outcome: &str, error_type: Option<&str>) {
