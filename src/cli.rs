@@ -86,6 +86,16 @@ enum Command {
         /// The task's id, e.g. task_… (see list_tasks).
         task_id: String,
     },
+    /// Print model token usage by principal and UTC day from this server's task store (SQLite, or
+    /// PostgreSQL with WARDEN_DATABASE_URL) as JSON: tasks, model calls, input, output and total tokens.
+    Usage {
+        /// Days to cover, today included (1–3,660).
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..=3660))]
+        days: u32,
+        /// Only this principal (e.g. alice, or local for stdio and the CLI).
+        #[arg(long)]
+        principal: Option<String>,
+    },
     /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
     Preflight(crate::preflight::PreflightArgs),
     /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
@@ -369,6 +379,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         }
         Command::Script { file, timeout } => script(runtime, &file, timeout).await,
         Command::Replay { task_id } => replay(runtime, &task_id).await,
+        Command::Usage { days, principal } => usage(runtime, days, principal.as_deref()).await,
         // Handled in `main` before any runtime exists (they build their own).
         Command::Preflight(_) => ExitCode::from(2),
         #[cfg(feature = "testing")]
@@ -477,6 +488,34 @@ async fn replay(runtime: crate::app::Runtime, task_id: &str) -> ExitCode {
         }
         Err(error) => {
             eprintln!("error ({}): {}", error.code, error.message);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// `<app> usage`: see [`Command::Usage`].
+async fn usage(runtime: crate::app::Runtime, days: u32, principal: Option<&str>) -> ExitCode {
+    use crate::task_store::{now_ms, utc_day};
+    let named = |name: &str| match name {
+        crate::tenant::LOCAL => Ok(crate::tenant::Principal::local()),
+        other => crate::tenant::Principal::new(other),
+    };
+    let principal = match principal.map(named).transpose() {
+        Ok(principal) => principal,
+        Err(error) => {
+            eprintln!("error: --principal: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    let from = utc_day(now_ms() - (i64::from(days) - 1) * 86_400_000);
+    match runtime.tasks.records.usage(principal.as_ref(), &from).await {
+        Ok(rows) => {
+            let report = serde_json::json!({"from": from, "days": days, "rows": rows});
+            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("error: {error}");
             ExitCode::from(1)
         }
     }

@@ -13,6 +13,8 @@
 
 #[path = "../it/common/mod.rs"]
 mod common;
+#[path = "../it/fake_model.rs"]
+mod fake_model;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -564,4 +566,74 @@ async fn a_batch_on_another_node_reads_an_artifact_column_from_the_bucket() {
     // Bob's batch cannot reach alice's file on any node.
     let theirs = call(&cluster.plain_client(other, "bob").await, "run_batch", batch).await;
     assert_eq!(theirs["isError"], true, "{theirs}");
+}
+
+#[tokio::test]
+async fn a_daily_token_limit_is_summed_over_every_node_and_usage_reads_postgresql() {
+    // Alice's coding tasks on two nodes share one day's total in the
+    // database: 135 tokens on node 0, 15 on node 1, and the third task,
+    // on node 0, is refused before its model call. The CLI's report reads
+    // the same database.
+    let _one = ONE_AT_A_TIME.lock().await;
+    use fake_model::{FakeModel, Reply};
+    let answer = "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```";
+    let model = FakeModel::start(vec![
+        Reply::Counted("Let me think.".into(), 100, 20),
+        Reply::Counted(answer.into(), 10, 5),
+    ])
+    .await;
+    let mut extra: Vec<(&str, String)> = model.env();
+    extra.push(("WARDEN_PRINCIPAL_DAILY_TOKENS", "150".into()));
+    let extra: Vec<(&str, &str)> = extra.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let cluster = Cluster::start(2, &extra).await;
+    let coding = |node: usize| {
+        let cluster = &cluster;
+        async move {
+            let client = cluster.plain_client(node, "alice").await;
+            call(
+                &client,
+                "run_coding_task",
+                json!({"prompt": "delta", "timeout_seconds": 60}),
+            )
+            .await
+        }
+    };
+    for (node, expected) in [(0, 135), (1, 15)] {
+        let result = coding(node).await;
+        assert_eq!(result["status"], "success", "{result}");
+        assert_eq!(result["usage"]["total_tokens"], expected, "{result}");
+    }
+    let asked = model.requests().len();
+    let refused = coding(0).await;
+    assert_eq!(refused["error"]["kind"], "limit", "{refused}");
+    assert_eq!(
+        model.requests().len(),
+        asked,
+        "no model call past the daily limit"
+    );
+
+    let output = std::process::Command::new(FINANCE)
+        .args(["usage", "--days", "1", "--principal", "alice"])
+        .env("WARDEN_DATABASE_URL", &cluster.database)
+        .env("WARDEN_ARTIFACTS_DIR", cluster.nodes[0].artifacts.path())
+        .output()
+        .expect("usage report");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{report}");
+    assert_eq!(rows[0]["principal"], "alice");
+    assert_eq!(
+        (
+            &rows[0]["tasks"],
+            &rows[0]["model_calls"],
+            &rows[0]["total_tokens"]
+        ),
+        (&json!(2), &json!(3), &json!(150)),
+        "{report}"
+    );
 }

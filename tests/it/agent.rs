@@ -500,3 +500,63 @@ async fn token_usage_is_summed_over_model_calls_and_a_task_limit_stops_the_next_
     assert_eq!(limited.requests().len(), 1, "no call past the limit");
     assert_eq!(result["usage"]["total_tokens"], 120, "{result}");
 }
+
+#[tokio::test]
+async fn a_daily_token_limit_refuses_the_next_task_and_usage_reports_by_principal_and_day() {
+    let answer = "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```";
+    let model = FakeModel::start(vec![
+        Reply::Counted("Let me think.".into(), 100, 20),
+        Reply::Counted(answer.into(), 10, 5),
+    ])
+    .await;
+    let server = server_for(&model, &[("WARDEN_PRINCIPAL_DAILY_TOKENS", "150")]).await;
+    // 135 tokens, then 15 more: the day's total reaches the limit of 150.
+    for expected in [135, 15] {
+        let result = task(&server, "delta", 60).await;
+        assert_eq!(result["status"], "success", "{result}");
+        assert_eq!(result["usage"]["total_tokens"], expected, "{result}");
+    }
+    let asked = model.requests().len();
+    let refused = task(&server, "delta", 60).await;
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert_eq!(refused["error"]["kind"], "limit", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("150") && message.contains("WARDEN_PRINCIPAL_DAILY_TOKENS"),
+        "{message}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        asked,
+        "no model call past the daily limit"
+    );
+
+    // The report reads the task store: one row for local today.
+    let output = std::process::Command::new(FINANCE)
+        .args(["usage", "--days", "1"])
+        .env("WARDEN_ARTIFACTS_DIR", server.artifacts.path())
+        .output()
+        .expect("usage report");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{report}");
+    let row = &rows[0];
+    assert_eq!(row["principal"], "local");
+    assert_eq!(row["day"], report["from"]);
+    assert_eq!(
+        (
+            &row["tasks"],
+            &row["model_calls"],
+            &row["input_tokens"],
+            &row["output_tokens"],
+            &row["total_tokens"]
+        ),
+        (&json!(2), &json!(3), &json!(120), &json!(30), &json!(150)),
+        "{report}"
+    );
+}

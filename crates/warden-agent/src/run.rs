@@ -26,6 +26,7 @@ use crate::limits::{
 use crate::script::host::progress::{Progress, note};
 use crate::script::host::session::{Budget, RunEnd, Session};
 use crate::script::protocol::RunOutcome;
+use crate::task::store::{UsageEntry, now_ms, utc_day};
 use crate::task::{
     ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
     abnormal_end, contract,
@@ -270,6 +271,7 @@ impl Agent<'_> {
             return Err(TaskResult::failure(TaskStatus::Failed, message.clone())
                 .with_error(TaskError::new(TaskErrorKind::Limit, message)));
         }
+        self.within_daily_tokens().await?;
         self.model_calls += 1;
         let n = self.model_calls;
         let events = &self.task.events;
@@ -302,6 +304,7 @@ impl Agent<'_> {
         let usage = reply.as_ref().ok().and_then(|c| c.usage);
         if let Ok(completion) = &reply {
             self.usage.add(usage.map(|u| (u.input_tokens, u.output_tokens)));
+            self.record_usage(usage).await;
             let mut attributes = Vec::new();
             if let Some(usage) = usage {
                 attributes.push(KeyValue::new(
@@ -338,6 +341,59 @@ impl Agent<'_> {
                 }),
             )
         })
+    }
+
+    /// Refuses the next model call once the principal's tokens today
+    /// reached `WARDEN_PRINCIPAL_DAILY_TOKENS` (a store that cannot say
+    /// refuses it too: spending unchecked is what the limit prevents).
+    async fn within_daily_tokens(&self) -> Result<(), TaskResult> {
+        let limit = self.runner.executor.limits().principal_daily_tokens;
+        if limit == 0 {
+            return Ok(());
+        }
+        let principal = &self.origin.principal;
+        let today = utc_day(now_ms());
+        let used = match self.runner.records.usage(Some(principal), &today).await {
+            Ok(rows) => rows.iter().map(|r| r.total_tokens).sum::<u64>(),
+            Err(error) => {
+                let message =
+                    format!("cannot check the daily model token limit, so no model call was made: {error}");
+                return Err(TaskResult::failure(TaskStatus::Failed, message.clone())
+                    .with_error(TaskError::new(TaskErrorKind::Storage, message)));
+            }
+        };
+        if used < limit {
+            return Ok(());
+        }
+        let message = format!(
+            "principal '{}' used {used} model tokens today ({today}, UTC), its daily limit is {limit} (WARDEN_PRINCIPAL_DAILY_TOKENS): no model call was made; it resets at 00:00 UTC",
+            principal.as_str()
+        );
+        Err(TaskResult::failure(TaskStatus::Failed, message.clone())
+            .with_error(TaskError::new(TaskErrorKind::Limit, message)))
+    }
+
+    /// Adds one answered call to the task's usage in the store, for the
+    /// daily limit and the `usage` report. A store that cannot take it
+    /// gets a `usage_not_recorded` event instead; the task goes on (the call has happened either way).
+    async fn record_usage(&self, usage: Option<super::model::Usage>) {
+        let entry = UsageEntry {
+            task_id: self.task.id.clone(),
+            owner: self.origin.principal.clone(),
+            day: utc_day(now_ms()),
+            model: self.config.model_id.clone(),
+            model_calls: 1,
+            input_tokens: usage.map_or(0, |u| u.input_tokens),
+            output_tokens: usage.map_or(0, |u| u.output_tokens),
+            calls_without_usage: u64::from(usage.is_none()),
+        };
+        if let Err(error) = self.runner.records.add_usage(&entry).await {
+            self.task.events.emit(
+                self.origin,
+                "usage_not_recorded",
+                json!({"error": error.to_string(), "input_tokens": entry.input_tokens, "output_tokens": entry.output_tokens}),
+            );
+        }
     }
 
     /// Sends an observation with what is left of the budgets, so the

@@ -50,7 +50,9 @@ use tokio::sync::Notify;
 
 use warden_executor::tenant::Principal;
 use warden_task::store::migrations::{self, SchemaTooNew, Step};
-use warden_task::store::{Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore};
+use warden_task::store::{
+    Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, UsageEntry, UsageRow,
+};
 
 pub mod steps;
 
@@ -641,6 +643,62 @@ impl TaskStore for PgStore {
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query("SELECT 1").execute(&self.pool).await.map_err(query)?;
         Ok(())
+    }
+
+    async fn add_usage(&self, entry: &UsageEntry) -> Result<(), StoreError> {
+        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        sqlx::query(
+            "INSERT INTO usage (task_id, owner, day, model, model_calls, input_tokens, output_tokens, calls_without_usage)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+             ON CONFLICT (task_id, day) DO UPDATE SET
+               model_calls = usage.model_calls + EXCLUDED.model_calls,
+               input_tokens = usage.input_tokens + EXCLUDED.input_tokens,
+               output_tokens = usage.output_tokens + EXCLUDED.output_tokens,
+               calls_without_usage = usage.calls_without_usage + EXCLUDED.calls_without_usage",
+        )
+        .bind(&entry.task_id)
+        .bind(clean(entry.owner.as_str()).into_owned())
+        .bind(&entry.day)
+        .bind(clean(&entry.model).into_owned())
+        .bind(n(entry.model_calls))
+        .bind(n(entry.input_tokens))
+        .bind(n(entry.output_tokens))
+        .bind(n(entry.calls_without_usage))
+        .execute(&self.pool)
+        .await
+        .map_err(query)?;
+        Ok(())
+    }
+
+    async fn usage(&self, owner: Option<&Principal>, from_day: &str) -> Result<Vec<UsageRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT owner, day, COUNT(*)::BIGINT, SUM(model_calls)::BIGINT, SUM(input_tokens)::BIGINT,
+                    SUM(output_tokens)::BIGINT, SUM(calls_without_usage)::BIGINT
+             FROM usage WHERE day >= $1 AND ($2::TEXT IS NULL OR owner = $2)
+             GROUP BY day, owner ORDER BY day, owner",
+        )
+        .bind(from_day)
+        .bind(owner.map(|o| o.as_str().to_owned()))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query)?;
+        rows.iter()
+            .map(|row| {
+                let n = |i: usize| row.try_get::<i64, _>(i).map(|v| u64::try_from(v).unwrap_or(0));
+                let (input, output) = (n(4)?, n(5)?);
+                Ok(UsageRow {
+                    principal: row.try_get(0)?,
+                    day: row.try_get(1)?,
+                    tasks: n(2)?,
+                    model_calls: n(3)?,
+                    input_tokens: input,
+                    output_tokens: output,
+                    total_tokens: input + output,
+                    calls_without_usage: n(6)?,
+                })
+            })
+            .collect::<Result<Vec<_>, sqlx::Error>>()
+            .map_err(query)
     }
 
     fn wake(&self) -> Option<Arc<Notify>> {

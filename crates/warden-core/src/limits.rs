@@ -155,6 +155,8 @@ pub struct Limits {
     pub calls_per_minute: u32,
     /// See [`DEFAULT_TASK_TOKENS`]; 0: no limit.
     pub task_tokens: u64,
+    /// See [`DEFAULT_PRINCIPAL_DAILY_TOKENS`]; 0: no limit.
+    pub principal_daily_tokens: u64,
     /// See [`DEFAULT_PRINCIPAL_ARTIFACT_BYTES`].
     pub principal_artifact_bytes: u64,
     /// See [`DEFAULT_HTTP_MAX_CONNECTIONS`].
@@ -220,6 +222,7 @@ impl Default for Limits {
             principal_call_share_percent: DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT,
             calls_per_minute: DEFAULT_CALLS_PER_MINUTE,
             task_tokens: DEFAULT_TASK_TOKENS,
+            principal_daily_tokens: DEFAULT_PRINCIPAL_DAILY_TOKENS,
             principal_artifact_bytes: DEFAULT_PRINCIPAL_ARTIFACT_BYTES,
             http_max_connections: DEFAULT_HTTP_MAX_CONNECTIONS,
             http_max_sessions: DEFAULT_HTTP_MAX_SESSIONS,
@@ -322,6 +325,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_TASK_TOKENS", 0, 1_000_000_000_000)? {
             self.task_tokens = n;
+        }
+        if let Some(n) = env_number("WARDEN_PRINCIPAL_DAILY_TOKENS", 0, 1_000_000_000_000)? {
+            self.principal_daily_tokens = n;
         }
         if let Some(n) = env_number("WARDEN_PRINCIPAL_ARTIFACT_MB", 1, 1_048_576)? {
             self.principal_artifact_bytes = n * 1024 * 1024;
@@ -737,6 +743,16 @@ pub const DEFAULT_CALLS_PER_MINUTE: u32 = 600;
 /// call is not made and the task ends `failed` (error kind `limit`),
 /// saying the total and the limit. One call may take a task past it.
 pub const DEFAULT_TASK_TOKENS: u64 = 0;
+
+/// Model tokens one principal's coding tasks may use per UTC day, summed in
+/// the task store over all its tasks and every node sharing the store: 0,
+/// no limit (`WARDEN_PRINCIPAL_DAILY_TOKENS`, 0–1,000,000,000,000). Checked,
+/// like [`DEFAULT_TASK_TOKENS`], before each model call: once the day's
+/// total has reached it, the call is not made and the task ends `failed`
+/// (error kind `limit`), naming the total and the limit; the next day
+/// starts at 0. It binds `local` too: it is a cost, not a share. A store
+/// that cannot answer fails the call rather than spend unchecked.
+pub const DEFAULT_PRINCIPAL_DAILY_TOKENS: u64 = 0;
 
 /// Bytes of task directories one principal keeps in the store: 1 GiB
 /// (`WARDEN_PRINCIPAL_ARTIFACT_MB`, 1–1,048,576). A quarter of the store

@@ -411,6 +411,22 @@ impl Records {
         Ok(Some(self.with_pending(record)))
     }
 
+    /// Adds a model call's tokens to its task's usage (see
+    /// [`crate::store::TaskStore::add_usage`]).
+    pub async fn add_usage(&self, entry: &crate::store::UsageEntry) -> Result<(), StoreError> {
+        self.open().await?.add_usage(entry).await
+    }
+
+    /// Tokens per principal and day from `from_day` on (`owner`'s only
+    /// when given).
+    pub async fn usage(
+        &self,
+        owner: Option<&Principal>,
+        from_day: &str,
+    ) -> Result<Vec<crate::store::UsageRow>, StoreError> {
+        self.open().await?.usage(owner, from_day).await
+    }
+
     /// Asks the server process running task `id` to cancel it; `false`
     /// if it is not running.
     pub async fn request_cancel(&self, id: &str) -> Result<bool, StoreError> {

@@ -7,10 +7,11 @@ use warden_task::store::migrations::Step;
 /// PostgreSQL types. Ids, owners and nodes compare bytewise (`COLLATE "C"`),
 /// as in SQLite, whatever the database's locale; JSON (`error`, `request`)
 /// is kept as text, exactly as written (`jsonb` refuses `\u0000`).
-pub const POSTGRES: &[Step] = &[Step {
-    version: 1,
-    description: "task records",
-    sql: "CREATE TABLE tasks (
+pub const POSTGRES: &[Step] = &[
+    Step {
+        version: 1,
+        description: "task records",
+        sql: "CREATE TABLE tasks (
             id TEXT COLLATE \"C\" PRIMARY KEY NOT NULL,
             owner TEXT COLLATE \"C\" NOT NULL,
             tool TEXT NOT NULL,
@@ -35,7 +36,24 @@ pub const POSTGRES: &[Step] = &[Step {
           CREATE INDEX tasks_running_by_node ON tasks (node) WHERE state = 'running';
           CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued';
           CREATE INDEX tasks_active_by_owner ON tasks (owner) WHERE state IN ('queued', 'running')",
-}];
+    },
+    Step {
+        version: 2,
+        description: "model token usage per task and day",
+        sql: "CREATE TABLE usage (
+            task_id TEXT COLLATE \"C\" NOT NULL,
+            owner TEXT COLLATE \"C\" NOT NULL,
+            day TEXT COLLATE \"C\" NOT NULL,
+            model TEXT NOT NULL,
+            model_calls BIGINT NOT NULL,
+            input_tokens BIGINT NOT NULL,
+            output_tokens BIGINT NOT NULL,
+            calls_without_usage BIGINT NOT NULL,
+            PRIMARY KEY (task_id, day)
+          );
+          CREATE INDEX usage_by_day ON usage (day, owner)",
+    },
+];
 
 #[cfg(test)]
 mod tests {

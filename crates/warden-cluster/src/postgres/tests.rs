@@ -691,3 +691,14 @@ async fn an_ended_task_forgets_its_request_body_and_keeps_its_outcome() {
     drop(store);
     db.drop().await;
 }
+
+#[tokio::test]
+async fn usage_adds_up_per_task_and_day_and_sums_per_principal() {
+    let _server = SERVER.read().await;
+    let db = Db::new().await;
+    let store = db.open().await;
+    let checked = warden_task::store::checks::usage_accounting(&store).await;
+    store.close().await;
+    db.drop().await;
+    checked.expect("usage accounting");
+}

@@ -45,10 +45,11 @@ pub struct Step {
 
 /// The steps of the SQLite store, oldest first (the PostgreSQL store's are
 /// `warden_cluster::postgres::steps::POSTGRES`, the same versions).
-pub const SQLITE: &[Step] = &[Step {
-    version: 1,
-    description: "task records",
-    sql: "CREATE TABLE tasks (
+pub const SQLITE: &[Step] = &[
+    Step {
+        version: 1,
+        description: "task records",
+        sql: "CREATE TABLE tasks (
             id TEXT PRIMARY KEY NOT NULL,
             owner TEXT NOT NULL,
             tool TEXT NOT NULL,
@@ -72,7 +73,24 @@ pub const SQLITE: &[Step] = &[Step {
           CREATE INDEX tasks_running ON tasks (lease_until_ms) WHERE state = 'running';
           CREATE INDEX tasks_queued ON tasks (created_ms, id) WHERE state = 'queued';
           CREATE INDEX tasks_active_by_owner ON tasks (owner) WHERE state IN ('queued', 'running')",
-}];
+    },
+    Step {
+        version: 2,
+        description: "model token usage per task and day",
+        sql: "CREATE TABLE usage (
+            task_id TEXT NOT NULL,
+            owner TEXT NOT NULL,
+            day TEXT NOT NULL,
+            model TEXT NOT NULL,
+            model_calls INTEGER NOT NULL,
+            input_tokens INTEGER NOT NULL,
+            output_tokens INTEGER NOT NULL,
+            calls_without_usage INTEGER NOT NULL,
+            PRIMARY KEY (task_id, day)
+          ) STRICT;
+          CREATE INDEX usage_by_day ON usage (day, owner)",
+    },
+];
 
 /// The statements of `step`, without blanks.
 pub fn statements(step: &Step) -> impl Iterator<Item = &'static str> {

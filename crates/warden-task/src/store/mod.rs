@@ -16,6 +16,8 @@
 //! leaves a record as it was before or after the write, never half of it.
 //! Schema changes are versioned steps ([`migrations`]) applied at startup.
 
+#[doc(hidden)]
+pub mod checks;
 pub mod migrations;
 pub mod sqlite;
 
@@ -112,6 +114,42 @@ pub struct Ending {
     pub summary: String,
     pub error: Option<Value>,
     pub at_ms: i64,
+}
+
+/// Model tokens one task used on one UTC day, added to its running total
+/// by [`TaskStore::add_usage`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageEntry {
+    pub task_id: String,
+    pub owner: Principal,
+    /// `YYYY-MM-DD`, UTC ([`utc_day`]).
+    pub day: String,
+    pub model: String,
+    pub model_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Calls whose reply carried no usage.
+    pub calls_without_usage: u64,
+}
+
+/// Model tokens of one principal on one UTC day, summed over its tasks.
+/// Kept apart from task records: a task's record and files expire, what
+/// it cost does not.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct UsageRow {
+    pub principal: String,
+    pub day: String,
+    pub tasks: u64,
+    pub model_calls: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub total_tokens: u64,
+    pub calls_without_usage: u64,
+}
+
+/// The UTC day of `ms` (milliseconds since the Unix epoch): `YYYY-MM-DD`.
+pub fn utc_day(ms: i64) -> String {
+    iso8601(ms)[..10].to_string()
 }
 
 /// What [`TaskStore::enqueue`] did.
@@ -278,6 +316,12 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
 
     /// How many records there are.
     async fn count(&self) -> Result<u64, StoreError>;
+    /// Adds `entry` to its task's total for its day (one row per task and
+    /// day; calls add up, never overwrite).
+    async fn add_usage(&self, entry: &UsageEntry) -> Result<(), StoreError>;
+    /// Tokens per principal and day from `from_day` (`YYYY-MM-DD`) on, of
+    /// `owner` only when given; ordered by day, then principal.
+    async fn usage(&self, owner: Option<&Principal>, from_day: &str) -> Result<Vec<UsageRow>, StoreError>;
 
     /// Whether the store answers now (`/readyz`).
     async fn ping(&self) -> Result<(), StoreError>;

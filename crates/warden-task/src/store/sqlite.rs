@@ -26,7 +26,7 @@ use serde_json::Value;
 
 use self::pool::Pool;
 use super::migrations::{self, Step};
-use super::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore};
+use super::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, UsageEntry, UsageRow};
 use crate::tenant::Principal;
 
 /// The store's file name in the artifacts directory.
@@ -722,6 +722,63 @@ impl TaskStore for SqliteStore {
 
     async fn ping(&self) -> Result<(), StoreError> {
         self.pool.run(|c| c.query_row("SELECT 1", [], |_| Ok(()))).await
+    }
+
+    async fn add_usage(&self, entry: &UsageEntry) -> Result<(), StoreError> {
+        let entry = entry.clone();
+        self.pool
+            .run(move |c| {
+                c.prepare_cached(
+                    "INSERT INTO usage (task_id, owner, day, model, model_calls, input_tokens, output_tokens, calls_without_usage)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                     ON CONFLICT (task_id, day) DO UPDATE SET
+                       model_calls = model_calls + excluded.model_calls,
+                       input_tokens = input_tokens + excluded.input_tokens,
+                       output_tokens = output_tokens + excluded.output_tokens,
+                       calls_without_usage = calls_without_usage + excluded.calls_without_usage",
+                )?
+                .execute(params![
+                    entry.task_id,
+                    entry.owner.as_str(),
+                    entry.day,
+                    entry.model,
+                    entry.model_calls as i64,
+                    entry.input_tokens as i64,
+                    entry.output_tokens as i64,
+                    entry.calls_without_usage as i64
+                ])?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn usage(&self, owner: Option<&Principal>, from_day: &str) -> Result<Vec<UsageRow>, StoreError> {
+        let owner = owner.map(|o| o.as_str().to_owned());
+        let from_day = from_day.to_owned();
+        self.pool
+            .run(move |c| {
+                let mut statement = c.prepare_cached(
+                    "SELECT owner, day, COUNT(*), SUM(model_calls), SUM(input_tokens), SUM(output_tokens), SUM(calls_without_usage)
+                     FROM usage WHERE day >= ?1 AND (?2 IS NULL OR owner = ?2)
+                     GROUP BY day, owner ORDER BY day, owner",
+                )?;
+                let rows = statement.query_map(params![from_day, owner], |row| {
+                    let n = |i: usize| row.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
+                    let (input, output) = (n(4)?, n(5)?);
+                    Ok(UsageRow {
+                        principal: row.get(0)?,
+                        day: row.get(1)?,
+                        tasks: n(2)?,
+                        model_calls: n(3)?,
+                        input_tokens: input,
+                        output_tokens: output,
+                        total_tokens: input + output,
+                        calls_without_usage: n(6)?,
+                    })
+                })?;
+                rows.collect()
+            })
+            .await
     }
 
     async fn close(&self) {

@@ -330,3 +330,14 @@ async fn store_files_are_private_and_a_read_only_directory_is_not_called_damaged
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn usage_adds_up_per_task_and_day_and_sums_per_principal() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME))
+        .await
+        .expect("open");
+    crate::store::checks::usage_accounting(&store)
+        .await
+        .expect("usage accounting");
+}
