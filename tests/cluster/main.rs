@@ -575,11 +575,10 @@ async fn a_daily_token_limit_is_summed_over_every_node_and_usage_reads_postgresq
     // on node 0, is refused before its model call. The CLI's report reads
     // the same database.
     let _one = ONE_AT_A_TIME.lock().await;
-    use fake_model::{FakeModel, Reply};
-    let answer = "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```";
+    use fake_model::{FakeModel, GREEKS_ANSWER, Reply};
     let model = FakeModel::start(vec![
         Reply::Counted("Let me think.".into(), 100, 20),
-        Reply::Counted(answer.into(), 10, 5),
+        Reply::Counted(GREEKS_ANSWER.into(), 10, 5),
     ])
     .await;
     let mut extra: Vec<(&str, String)> = model.env();

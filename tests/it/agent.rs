@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::common::*;
-use crate::fake_model::{FakeModel, Reply};
+use crate::fake_model::{FakeModel, GREEKS_ANSWER, Reply};
 
 fn code(body: &str) -> Reply {
     Reply::Content(format!("Plan: do it.\n```rhai\n{body}\n```"))
@@ -452,11 +452,7 @@ async fn token_usage_is_summed_over_model_calls_and_a_task_limit_stops_the_next_
     let model = FakeModel::start(vec![
         Reply::Counted("Let me think.".into(), 100, 20),
         Reply::Content("Still thinking, no code yet.".into()),
-        Reply::Counted(
-            "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```".into(),
-            150,
-            30,
-        ),
+        Reply::Counted(GREEKS_ANSWER.into(), 150, 30),
     ])
     .await;
     let server = server_for(&model, &[]).await;
@@ -503,10 +499,9 @@ async fn token_usage_is_summed_over_model_calls_and_a_task_limit_stops_the_next_
 
 #[tokio::test]
 async fn a_daily_token_limit_refuses_the_next_task_and_usage_reports_by_principal_and_day() {
-    let answer = "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```";
     let model = FakeModel::start(vec![
         Reply::Counted("Let me think.".into(), 100, 20),
-        Reply::Counted(answer.into(), 10, 5),
+        Reply::Counted(GREEKS_ANSWER.into(), 10, 5),
     ])
     .await;
     let server = server_for(&model, &[("WARDEN_PRINCIPAL_DAILY_TOKENS", "150")]).await;

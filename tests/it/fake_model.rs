@@ -11,6 +11,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
+/// A reply whose code block computes a delta and answers (one guard call).
+pub const GREEKS_ANSWER: &str = "```rhai\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: \"delta\", metrics: #{delta: g.delta}})\n```";
+
 /// One scripted behaviour.
 #[derive(Clone)]
 pub enum Reply {

@@ -684,18 +684,9 @@ impl TaskStore for PgStore {
         .map_err(query)?;
         rows.iter()
             .map(|row| {
-                let n = |i: usize| row.try_get::<i64, _>(i).map(|v| u64::try_from(v).unwrap_or(0));
-                let (input, output) = (n(4)?, n(5)?);
-                Ok(UsageRow {
-                    principal: row.try_get(0)?,
-                    day: row.try_get(1)?,
-                    tasks: n(2)?,
-                    model_calls: n(3)?,
-                    input_tokens: input,
-                    output_tokens: output,
-                    total_tokens: input + output,
-                    calls_without_usage: n(6)?,
-                })
+                let n = |i: usize| row.try_get::<i64, _>(i);
+                let sums = [n(2)?, n(3)?, n(4)?, n(5)?, n(6)?];
+                Ok(UsageRow::from_sums(row.try_get(0)?, row.try_get(1)?, sums))
             })
             .collect::<Result<Vec<_>, sqlx::Error>>()
             .map_err(query)

@@ -147,6 +147,32 @@ pub struct UsageRow {
     pub calls_without_usage: u64,
 }
 
+impl UsageRow {
+    /// A row from a `usage` query's columns: principal, day, then the
+    /// sums `[tasks, model_calls, input_tokens, output_tokens,
+    /// calls_without_usage]` as the database returns them (a negative
+    /// sum, which no write makes, reads as 0).
+    pub fn from_sums(principal: String, day: String, sums: [i64; 5]) -> Self {
+        let [
+            tasks,
+            model_calls,
+            input_tokens,
+            output_tokens,
+            calls_without_usage,
+        ] = sums.map(|n| u64::try_from(n).unwrap_or(0));
+        Self {
+            principal,
+            day,
+            tasks,
+            model_calls,
+            input_tokens,
+            output_tokens,
+            total_tokens: input_tokens + output_tokens,
+            calls_without_usage,
+        }
+    }
+}
+
 /// The UTC day of `ms` (milliseconds since the Unix epoch): `YYYY-MM-DD`.
 pub fn utc_day(ms: i64) -> String {
     iso8601(ms)[..10].to_string()

@@ -763,18 +763,9 @@ impl TaskStore for SqliteStore {
                      GROUP BY day, owner ORDER BY day, owner",
                 )?;
                 let rows = statement.query_map(params![from_day, owner], |row| {
-                    let n = |i: usize| row.get::<_, i64>(i).map(|v| u64::try_from(v).unwrap_or(0));
-                    let (input, output) = (n(4)?, n(5)?);
-                    Ok(UsageRow {
-                        principal: row.get(0)?,
-                        day: row.get(1)?,
-                        tasks: n(2)?,
-                        model_calls: n(3)?,
-                        input_tokens: input,
-                        output_tokens: output,
-                        total_tokens: input + output,
-                        calls_without_usage: n(6)?,
-                    })
+                    let n = |i: usize| row.get::<_, i64>(i);
+                    let sums = [n(2)?, n(3)?, n(4)?, n(5)?, n(6)?];
+                    Ok(UsageRow::from_sums(row.get(0)?, row.get(1)?, sums))
                 })?;
                 rows.collect()
             })
