@@ -29,7 +29,7 @@ mod backends;
 // wherever its crate lives.
 #[cfg(feature = "cli")]
 use warden_core::schema;
-pub use warden_core::{config, error, limits, notify};
+pub use warden_core::{ask, config, error, limits, notify};
 // The module only: `guard` the function is re-exported below.
 use warden_core::{
     guard::{self},

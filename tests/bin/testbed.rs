@@ -159,6 +159,46 @@ fn add_skewed(input: AddInput) -> Result<f64, GuardError> {
 /// when the app is built; an in-process guard runs in the server process.
 const SKEW_ENV: &str = "WARDEN_TESTBED_SKEW";
 
+/// Asks the person a question (elicitation) and says what came back.
+#[derive(Deserialize, JsonSchema)]
+struct AskInput {
+    /// Shown to the person.
+    question: String,
+}
+
+#[derive(serde::Serialize, JsonSchema)]
+struct Asked {
+    /// accept | decline | cancel
+    action: String,
+    name: Option<String>,
+}
+
+fn ask_name(input: AskInput) -> Result<Asked, GuardError> {
+    let schema = serde_json::json!({"type": "object",
+        "properties": {"name": {"type": "string", "default": "Ada"}}, "required": ["name"]});
+    let answer = warden::ask::elicit(&input.question, schema)?;
+    Ok(Asked {
+        action: serde_json::json!(answer.action)
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+        name: answer
+            .content
+            .get("name")
+            .and_then(|n| n.as_str())
+            .map(str::to_string),
+    })
+}
+
+/// Asks the client's model (sampling) and returns its text.
+fn ask_model(input: AskInput) -> Result<String, GuardError> {
+    let answer = warden::ask::sample(serde_json::json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": input.question}}],
+        "maxTokens": 50
+    }))?;
+    Ok(answer["content"]["text"].as_str().unwrap_or_default().to_string())
+}
+
 fn main() -> std::process::ExitCode {
     if std::env::var_os(STRAY_STDOUT_ENV).is_some() && std::env::args_os().len() == 1 {
         println!("testbed: hello from main (stray stdout)");
@@ -171,6 +211,12 @@ fn main() -> std::process::ExitCode {
     warden_finance::app()
         .guard(guard(add_pure).pure())
         .guard(guard(add).name("add_in_process").in_process())
+        // Asking the client (warden::ask): on a server thread, where a guard
+        // can ask, and in a worker, where it cannot. Short timeouts: an
+        // unanswered question ends at the guard's deadline.
+        .guard(guard(ask_name).in_process().timeout(Duration::from_secs(2)))
+        .guard(guard(ask_name).name("ask_name_isolated"))
+        .guard(guard(ask_model).in_process().timeout(Duration::from_secs(2)))
         // The same sum in a worker process: non-finite output is caught there too.
         .guard(guard(add_pure).name("add_isolated"))
         .guard(guard(slow_echo).timeout(Duration::from_secs(5)))

@@ -3,6 +3,7 @@
 
 mod agent;
 mod app_view;
+mod asking;
 mod batch;
 mod catalogue;
 mod charts;

@@ -153,6 +153,11 @@ pub mod codes {
     /// call this tool; the message names the rule.
     pub const FORBIDDEN: &str = "forbidden";
 
+    /// A guard asked the client (elicitation, sampling) where nobody can
+    /// answer: not a direct call on a session, an isolated guard, or a
+    /// client without the capability; the message says which.
+    pub const CANNOT_ASK: &str = "cannot_ask";
+
     /// The codes of a request refused before anything ran (status
     /// `rejected`, a `request_rejected` event whose `reason` is the code).
     pub const REFUSALS: &[&str] = &[SERVER_BUSY, PRINCIPAL_BUSY, RATE_LIMITED];
@@ -210,6 +215,7 @@ pub mod codes {
         BODY_TOO_SLOW,
         DRAINING,
         FORBIDDEN,
+        CANNOT_ASK,
     ];
 }
 

@@ -8,6 +8,7 @@
 //! error and every stable error code), [`limits`] (every bound, with its
 //! default, in one place), [`config`] (settings from the environment and
 //! `.env`), [`notify`] (progress and log notices from a running guard),
+//! [`ask`] (questions from a running guard to the client's person or model),
 //! [`content`] (non-JSON results), [`catalogue`] (the guard catalogue
 //! resource) and [`receipt`] (the hashes that let a result be recomputed).
 //!
@@ -16,6 +17,7 @@
 //! Warden's own crates; an app uses the `warden` facade, which re-exports
 //! what an app author needs.
 
+pub mod ask;
 pub mod catalogue;
 pub mod config;
 pub mod content;

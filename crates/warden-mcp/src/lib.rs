@@ -14,11 +14,12 @@
 pub(crate) use warden_agent as agent;
 #[cfg(feature = "http")]
 pub(crate) use warden_core::config;
-pub(crate) use warden_core::{catalogue, error, guard, limits, notify, receipt, registry, schema};
+pub(crate) use warden_core::{ask, catalogue, error, guard, limits, notify, receipt, registry, schema};
 pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, tenant};
 pub(crate) use warden_script as script;
 pub(crate) use warden_task::{self as task, batch};
 
+mod asking;
 pub mod builtins;
 pub mod export;
 pub mod notices;

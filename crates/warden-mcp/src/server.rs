@@ -409,6 +409,9 @@ impl WardenServer {
     ) -> CallToolResult {
         let origin = request_origin("direct", name, context);
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
+        // The guard may ask this call's client (`warden::ask`).
+        let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
+        let call = crate::ask::scope(asker, call);
         crate::notices::forwarding(context, name, &self.log_level, call).await
     }
 

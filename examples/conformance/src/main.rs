@@ -4,12 +4,13 @@
 //! Every fixture is an ordinary registration: tools are guards (content
 //! blocks, progress and log messages through `warden::Content` and
 //! `warden::notify`), resources and prompts go through `App`. Nothing in
-//! the library knows these names. The fixtures a typed guard cannot serve
-//! (asking the client to sample or elicit mid-call) are absent; the
-//! suite's baseline, tests/conformance/expected-failures.yml, says why.
+//! the library knows these names. The tools that ask the client mid-call
+//! (sampling, elicitation) are `in_process` guards using `warden::ask`
+//! (`asking.rs`).
 //! `scripts/conformance` builds this app, serves it over HTTP and runs the
 //! suite against it.
 
+mod asking;
 mod fixtures;
 
 use std::time::Duration;
@@ -122,5 +123,5 @@ fn main() -> std::process::ExitCode {
         // One notice path each: a server thread, and a worker process.
         .guard(guard(test_tool_with_logging).in_process())
         .guard(guard(test_tool_with_progress).isolated());
-    fixtures::resources_and_prompts(app).run()
+    fixtures::resources_and_prompts(asking::register(app)).run()
 }

@@ -34,13 +34,18 @@ pub(super) async fn run(
     // The guard's progress and log messages go to the MCP request that
     // scoped a sink around this call (`crate::notify`), if any.
     let notices = crate::notify::for_this_task();
+    // Likewise its questions (`crate::ask`): answered by that request's
+    // client, or refused at once where there is none.
+    let asker = crate::ask::for_this_task();
     let (sender, receiver) = oneshot::channel();
     let name = guard.name.clone();
+    let due = deadline.into_std();
     threads.spawn(
         held.clone(),
         Box::new(move || {
-            let outcome =
-                crate::notify::with_sink(notices, || invoke_caught(&guard, &resources, &parent, arguments));
+            let outcome = crate::ask::with_asker(asker, Some(due), || {
+                crate::notify::with_sink(notices, || invoke_caught(&guard, &resources, &parent, arguments))
+            });
             let _ = sender.send(outcome);
         }),
     )?;

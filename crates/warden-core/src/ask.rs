@@ -1,0 +1,172 @@
+//! Questions from inside a guard, for the person or model behind the client
+//! that made the call: elicitation (a form the person fills in) and
+//! sampling (a completion from the client's model).
+//!
+//! Like [`crate::notify`], a guard stays a plain typed function: it calls
+//! [`elicit`] or [`sample`] from its own thread and blocks until the
+//! client answers. The server puts an asker in scope around a direct MCP
+//! call on a session (stdio, or Streamable HTTP with a session) and the
+//! executor hands it to the guard's thread, for `in_process` guards and
+//! `pure` guards called directly. Everywhere else — a batch, a script, a
+//! coding task, the CLI, an `isolated` worker, a stateless HTTP request, a
+//! client that did not declare the capability — nobody can answer, and
+//! asking fails at once with [`codes::CANNOT_ASK`](crate::error::codes::CANNOT_ASK)
+//! saying why: never a hang. A question waits at most the guard's own
+//! deadline (the call is answered `timed_out` then, like any call).
+//!
+//! ```
+//! # use warden_core as warden; // the `warden` facade re-exports these
+//! use serde_json::json;
+//! use warden::ask;
+//!
+//! fn confirm(amount: f64) -> Result<bool, warden::GuardError> {
+//!     let schema = json!({"type": "object",
+//!                         "properties": {"ok": {"type": "boolean", "default": false}},
+//!                         "required": ["ok"]});
+//!     let answer = ask::elicit(&format!("Transfer {amount}?"), schema)?;
+//!     Ok(answer.accepted() && answer.content["ok"] == true)
+//! }
+//! // Outside a direct call nobody can answer: a clear error, at once.
+//! assert_eq!(confirm(10.0).unwrap_err().code, "cannot_ask");
+//! ```
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::error::{GuardError, codes};
+
+/// What a guard asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Question {
+    /// `elicitation/create` in form mode: `message` and the
+    /// `requested_schema` (a flat object of primitive properties, with
+    /// defaults and enums as the current spec allows).
+    Elicit {
+        message: String,
+        requested_schema: Value,
+    },
+    /// `sampling/createMessage`: its params (`messages`, `maxTokens`, …).
+    Sample { params: Value },
+}
+
+/// How the person answered a form.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Action {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+/// The answer to [`elicit`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Elicitation {
+    pub action: Action,
+    /// The form's values (empty unless accepted).
+    #[serde(default)]
+    pub content: Map<String, Value>,
+}
+
+impl Elicitation {
+    pub fn accepted(&self) -> bool {
+        self.action == Action::Accept
+    }
+}
+
+/// Answers a question on the guard's thread, blocking until the client
+/// answered or the call's deadline (the second argument) passed.
+pub type Asker = Arc<dyn Fn(Question, Option<Instant>) -> Result<Value, GuardError> + Send + Sync>;
+
+thread_local! {
+    /// The asker of the guard call running on this thread, and the call's
+    /// deadline, if any.
+    static ASKER: RefCell<Option<(Asker, Option<Instant>)>> = const { RefCell::new(None) };
+}
+
+tokio::task_local! {
+    /// The asker of the MCP request this task serves, set by the server
+    /// around a direct guard call and read by the executor.
+    static CALL_ASKER: Asker;
+}
+
+/// Asks the person behind the client to fill in a form; blocks until they
+/// answered. `requested_schema` is the form's JSON Schema (an object of
+/// string, number, integer, boolean and enum properties).
+pub fn elicit(message: &str, requested_schema: Value) -> Result<Elicitation, GuardError> {
+    let answer = ask(Question::Elicit {
+        message: message.to_string(),
+        requested_schema,
+    })?;
+    serde_json::from_value(answer)
+        .map_err(|e| GuardError::failed(format!("the client's answer to the form cannot be read: {e}")))
+}
+
+/// Asks the client's model for a completion: `params` are
+/// `sampling/createMessage`'s (`messages`, `maxTokens`, …); the answer is
+/// its result (`role`, `content`, `model`, `stopReason`).
+pub fn sample(params: Value) -> Result<Value, GuardError> {
+    ask(Question::Sample { params })
+}
+
+fn ask(question: Question) -> Result<Value, GuardError> {
+    let asker = ASKER.with(|a| a.borrow().clone());
+    match asker {
+        Some((asker, deadline)) => asker(question, deadline),
+        None => Err(GuardError::new(
+            codes::CANNOT_ASK,
+            "no client can answer here: a guard can ask only in a direct MCP call on a session (stdio, or HTTP with a session) to an in_process or pure guard, from a client that declares elicitation (or sampling); not in a batch, a script, a coding task, the CLI or an isolated worker",
+        )),
+    }
+}
+
+/// Runs `f` with `asker` as this thread's asker for a call due at
+/// `deadline` (a question waits no longer), restoring the previous one
+/// afterwards (also when `f` panics).
+pub fn with_asker<R>(asker: Option<Asker>, deadline: Option<Instant>, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<(Asker, Option<Instant>)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let previous = self.0.take();
+            ASKER.with(|a| *a.borrow_mut() = previous);
+        }
+    }
+    let previous = ASKER.with(|a| a.replace(asker.map(|asker| (asker, deadline))));
+    let _restore = Restore(previous);
+    f()
+}
+
+/// Runs `future` with `asker` answering the guard calls it makes through
+/// the executor.
+pub async fn scope<F: std::future::Future>(asker: Asker, future: F) -> F::Output {
+    CALL_ASKER.scope(asker, future).await
+}
+
+/// The asker the current task's caller set with [`scope`], if any.
+pub fn for_this_task() -> Option<Asker> {
+    CALL_ASKER.try_with(Clone::clone).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_question_reaches_the_asker_only_inside_with_asker() {
+        let asker: Asker = Arc::new(|question, _| match question {
+            Question::Elicit { message, .. } => {
+                Ok(serde_json::json!({"action": "accept", "content": {"said": message}}))
+            }
+            Question::Sample { .. } => Ok(serde_json::json!({"role": "assistant"})),
+        });
+        let answer =
+            with_asker(Some(asker), None, || elicit("hello", serde_json::json!({}))).expect("answered");
+        assert!(answer.accepted());
+        assert_eq!(answer.content["said"], "hello");
+        let outside = elicit("hello", serde_json::json!({})).expect_err("nobody to ask");
+        assert_eq!(outside.code, codes::CANNOT_ASK);
+    }
+}

@@ -1,0 +1,116 @@
+//! The server's side of `warden::ask`: a guard's question becomes an
+//! `elicitation/create` or `sampling/createMessage` request to the client
+//! of the call, on its session, and the guard's thread waits for the
+//! answer (see `warden_core::ask`).
+//!
+//! The asker checks the capability the client declared before sending
+//! anything, so a client that cannot answer gets a clear `cannot_ask`,
+//! never a request it will refuse. A question waits until the call's
+//! deadline at most (and never beyond the server's maximum call timeout):
+//! the guard's thread is free again when its caller is answered. A session on protocol
+//! 2026-07-28 forbids server-to-client requests; rmcp refuses them and the
+//! guard gets that as `cannot_ask` (multi-round-trip input for stateless
+//! requests is not built yet).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::RoleServer;
+#[allow(deprecated)] // sampling: see `send`
+use rmcp::model::CreateMessageRequestParams;
+use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ServerRequest};
+use rmcp::service::Peer;
+use serde_json::{Value, json};
+
+use crate::ask::{Asker, Question};
+use crate::error::{GuardError, codes};
+
+/// An asker sending questions to `peer`.
+pub(crate) fn asker(peer: Peer<RoleServer>, timeout: Duration) -> Asker {
+    let handle = tokio::runtime::Handle::current();
+    Arc::new(move |question, deadline| {
+        declared(&peer, &question)?;
+        // No longer than the call's own deadline: past it the caller has
+        // been answered `timed_out`, and nobody waits for this answer.
+        let timeout = deadline.map_or(timeout, |due| {
+            timeout.min(due.saturating_duration_since(std::time::Instant::now()))
+        });
+        let (sender, receiver) = std::sync::mpsc::channel();
+        let peer = peer.clone();
+        handle.spawn(async move {
+            let answer = match tokio::time::timeout(timeout, send(&peer, question)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(GuardError::new(
+                    codes::TIMED_OUT,
+                    format!("the client did not answer within {} s", timeout.as_secs()),
+                )),
+            };
+            let _ = sender.send(answer);
+        });
+        receiver
+            .recv()
+            .unwrap_or_else(|_| Err(GuardError::failed("the question's task ended without an answer")))
+    })
+}
+
+/// Refuses a question the client said it cannot answer.
+fn declared(peer: &Peer<RoleServer>, question: &Question) -> Result<(), GuardError> {
+    let info = peer.peer_info();
+    let capabilities = info.as_ref().map(|i| &i.capabilities);
+    let (declared, what) = match question {
+        Question::Elicit { .. } => (
+            capabilities.is_some_and(|c| c.elicitation.is_some()),
+            "elicitation",
+        ),
+        Question::Sample { .. } => (capabilities.is_some_and(|c| c.sampling.is_some()), "sampling"),
+    };
+    if declared {
+        Ok(())
+    } else {
+        Err(GuardError::new(
+            codes::CANNOT_ASK,
+            format!("the client did not declare the {what} capability, so it cannot be asked"),
+        ))
+    }
+}
+
+async fn send(peer: &Peer<RoleServer>, question: Question) -> Result<Value, GuardError> {
+    let refused = |e: rmcp::ServiceError| {
+        GuardError::new(codes::CANNOT_ASK, format!("the client could not be asked: {e}"))
+    };
+    let bad = |what: &str, e: serde_json::Error| {
+        GuardError::invalid_input(what, format!("not a valid request: {e}"))
+    };
+    match question {
+        Question::Elicit {
+            message,
+            requested_schema,
+        } => {
+            let params: ElicitRequestParams = serde_json::from_value(
+                json!({"mode": "form", "message": message, "requestedSchema": requested_schema}),
+            )
+            .map_err(|e| bad("requested_schema", e))?;
+            // Sent as rmcp's `create_elicitation` does, without its
+            // `elicitation` feature (URL mode, which guards do not use).
+            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            match peer.send_request(request).await.map_err(refused)? {
+                ClientResult::ElicitResult(result) => {
+                    serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
+                }
+                other => Err(GuardError::failed(format!(
+                    "the client answered the form with {other:?}"
+                ))),
+            }
+        }
+        Question::Sample { params } => {
+            #[allow(deprecated)]
+            let params: CreateMessageRequestParams =
+                serde_json::from_value(params).map_err(|e| bad("params", e))?;
+            // Deprecated by SEP-2577 for later protocols; the sessions
+            // Warden serves (2025-11-25) still have it.
+            #[allow(deprecated)]
+            let result = peer.create_message(params).await.map_err(refused)?;
+            serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
+        }
+    }
+}
