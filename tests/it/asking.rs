@@ -46,7 +46,11 @@ impl ClientHandler for Person {
         let ElicitRequestParams::FormElicitationParams { message, .. } = request else {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
         };
-        assert_eq!(message, "What is your name?");
+        assert!(
+            message == "What is your name?"
+                || message.contains("'wipe_scratch', which is annotated destructive"),
+            "{message}"
+        );
         match self {
             Person::Accepts(content) => {
                 Ok(ElicitResult::new(ElicitationAction::Accept).with_content(content.clone()))
@@ -193,4 +197,70 @@ async fn a_guard_asks_over_an_http_session() {
         .expect("session");
     let answered = call(&client, "ask_name", question()).await;
     assert_eq!(answered, json!({"action": "accept", "name": "Ada"}));
+}
+
+const WIPE: &str = r#"let out = ""; try { out = wipe_scratch(#{record: "ledger"}).result; } catch (e) { out = e.code + ": " + e.message; } out"#;
+
+#[tokio::test]
+async fn a_destructive_guard_in_a_script_runs_only_once_the_person_confirms_it() {
+    let (client, dir) = stdio(Person::Accepts(json!({"confirm": true}))).await;
+    let ran = call(
+        &client,
+        "run_script",
+        json!({"script": WIPE, "timeout_seconds": 20}),
+    )
+    .await;
+    assert_eq!(ran["value"], "wiped ledger", "{ran}");
+    let events = read_jsonl(&dir.path().join("events.jsonl"));
+    let confirmed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "destructive_call_confirmed")
+        .collect();
+    assert_eq!(confirmed.len(), 1, "{confirmed:?}");
+    assert_eq!(confirmed[0]["function"], "wipe_scratch");
+    assert_eq!(confirmed[0]["approved"], true);
+
+    // Declined: the guard never runs, and the script can say why.
+    let (client, dir) = stdio(Person::Declines).await;
+    let refused = call(
+        &client,
+        "run_script",
+        json!({"script": WIPE, "timeout_seconds": 20}),
+    )
+    .await;
+    let said = refused["value"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with("forbidden: the person did not confirm"),
+        "{refused}"
+    );
+    let events = read_jsonl(&dir.path().join("events.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "destructive_call_confirmed" && e["approved"] == false),
+        "the refusal is recorded"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e["event"] == "function_call_started" && e["function"] == "wipe_scratch"),
+        "the guard never started"
+    );
+
+    // Nobody to ask: refused with the reason.
+    let server = Server::start(TESTBED).await;
+    let alone = structured(
+        &server
+            .call("run_script", json!({"script": WIPE, "timeout_seconds": 20}))
+            .await,
+    );
+    let said = alone["value"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with("forbidden: the destructive call 'wipe_scratch' could not be confirmed")
+            && said.contains("elicitation capability"),
+        "{alone}"
+    );
+    // A direct call is the person's own act: not asked again.
+    let direct = structured(&server.call("wipe_scratch", json!({"record": "ledger"})).await);
+    assert_eq!(direct["result"], "wiped ledger", "{direct}");
 }

@@ -18,7 +18,7 @@
 //! a guard only through [`executor::Executor`].
 
 // The core's modules at the paths this crate's modules use (`crate::limits`, …).
-pub(crate) use warden_core::{ask, config, error, guard, limits, notify, registry};
+pub(crate) use warden_core::{ask, config, error, guard, limits, notify, receipt, registry};
 
 pub mod artifacts;
 pub mod events;

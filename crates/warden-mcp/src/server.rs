@@ -138,8 +138,11 @@ impl WardenServer {
                 token,
             ))
         });
-        self.run_builtin(builtin, arguments, origin, context.ct.clone(), progress)
-            .await
+        // A script it runs may need the person to confirm a destructive
+        // call (`executor::confirm`), and a guard it calls may ask.
+        let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
+        let call = self.run_builtin(builtin, arguments, origin, context.ct.clone(), progress);
+        crate::ask::scope(asker, call).await
     }
 
     /// Queues a task-running built-in as an MCP task and answers with its

@@ -9,7 +9,7 @@
 //! [`protocol`] is the one wire format between the two.
 
 // The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{error, guard, limits, receipt, registry};
+pub(crate) use warden_core::{ask, error, guard, limits, receipt, registry};
 pub(crate) use warden_executor::{artifacts, events, executor, telemetry};
 
 pub mod host;

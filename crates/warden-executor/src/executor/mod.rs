@@ -12,6 +12,7 @@
 
 mod admission;
 pub mod arguments;
+pub mod confirm;
 mod in_process;
 mod isolated;
 mod lifecycle;

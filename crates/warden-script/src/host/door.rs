@@ -151,6 +151,9 @@ pub struct RunScope {
     /// The task's deadline: no call may be answered later.
     pub deadline: Instant,
     pub progress: bool,
+    /// Who confirms a destructive guard's call (the run's client, when it
+    /// can be asked); see `warden_executor::executor::confirm`.
+    pub asker: Option<crate::ask::Asker>,
 }
 
 /// A run's scope as the door's calls see it: what they are attributed to,
@@ -492,6 +495,19 @@ impl Door {
         arguments: Value,
     ) -> Option<Result<Value, Failure>> {
         let scope = &run.scope;
+        if let Some(registered) = self.executor.registry().get(guard)
+            && let Err(error) = crate::executor::confirm::destructive_call(
+                registered,
+                &arguments,
+                &scope.origin,
+                &scope.events,
+                scope.asker.as_ref(),
+                scope.deadline.into_std(),
+            )
+        {
+            self.record_refused(guard, &error);
+            return Some(Err(Failure::new(Status::Failed, error)));
+        }
         let request = CallRequest {
             guard,
             arguments,

@@ -239,6 +239,8 @@ impl Session {
             cancel: ctx.cancel.clone(),
             deadline,
             progress: ctx.progress.is_some(),
+            // The request's client, when this run serves one that can be asked.
+            asker: crate::ask::for_this_task(),
         });
         // The worker stops itself at `deadline` with a classified timeout;
         // the server kills it if it has not answered shortly after.
@@ -398,9 +400,47 @@ async fn call_through_executor(
         .get(guard)
         .map(|g| g.mode().as_str())
         .unwrap_or("unknown");
-    let recorded = AtomicBool::new(false);
     // Hashed before the call, which consumes them.
     let arguments_sha256 = crate::receipt::digest(&arguments);
+    if let Some(registered) = ctx.executor.registry().get(guard).filter(|g| g.hints.destructive) {
+        let confirmed = {
+            let (registered, arguments) = (registered.clone(), arguments.clone());
+            let (origin, events) = (ctx.origin.clone(), ctx.events.clone());
+            let asker = crate::ask::for_this_task();
+            tokio::task::spawn_blocking(move || {
+                crate::executor::confirm::destructive_call(
+                    &registered,
+                    &arguments,
+                    &origin,
+                    &events,
+                    asker.as_ref(),
+                    deadline.into_std(),
+                )
+            })
+            .await
+            .unwrap_or_else(|e| {
+                Err(GuardError::failed(format!(
+                    "the confirmation ended abnormally: {e}"
+                )))
+            })
+        };
+        if let Err(error) = confirmed {
+            door.calls
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(&CallRecord {
+                    function: guard,
+                    status: "failed",
+                    error_type: Some(&error.code),
+                    duration_ns: 0,
+                    execution: mode,
+                    arguments_sha256: Some(&arguments_sha256),
+                    output_sha256: None,
+                });
+            return Err(error);
+        }
+    }
+    let recorded = AtomicBool::new(false);
     let record = |settled: &Settled<'_>| {
         recorded.store(true, Ordering::Relaxed);
         let output_sha256 = settled.output.map(crate::receipt::digest);
