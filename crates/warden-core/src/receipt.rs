@@ -170,6 +170,23 @@ pub fn build_id() -> &'static str {
     BUILD.get_or_init(|| hash_executable().unwrap_or_else(|_| "unknown".into()))
 }
 
+/// Starts hashing the executable on a background thread, once, so that a
+/// task's receipt at its end does not wait for it: a task calls this when
+/// it begins ([`build_id`] then finds the hash ready, or waits only for
+/// what is left of it).
+pub fn prefetch_build_id() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(|| {
+        let spawned = std::thread::Builder::new()
+            .name("warden-build-id".into())
+            .spawn(|| {
+                build_id();
+            });
+        // No thread: the first receipt hashes it on its own thread instead.
+        drop(spawned);
+    });
+}
+
 fn hash_executable() -> std::io::Result<String> {
     let mut file = std::fs::File::open("/proc/self/exe")?;
     let mut hasher = Hasher::default();

@@ -229,6 +229,8 @@ impl TaskRunner {
         progress: Option<&Progress>,
     ) -> Result<Task, GuardError> {
         self.start_heartbeat();
+        // Its receipt names the build: hashed while the task runs.
+        crate::receipt::prefetch_build_id();
         // A claimed MCP task: its id, record (running here) and slot exist
         // already; its rate was counted when it was queued.
         let claim = progress.and_then(Progress::take_claim);
