@@ -10,7 +10,7 @@
 //! `pure` guards called directly. Everywhere else — a batch, a script, a
 //! coding task, the CLI, an `isolated` worker, a stateless HTTP request, a
 //! client that did not declare the capability — nobody can answer, and
-//! asking fails at once with [`codes::CANNOT_ASK`](crate::error::codes::CANNOT_ASK)
+//! asking fails at once with [`codes::CANNOT_ASK`]
 //! saying why: never a hang. A question waits at most the guard's own
 //! deadline (the call is answered `timed_out` then, like any call).
 //!
