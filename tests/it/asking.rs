@@ -48,7 +48,8 @@ impl ClientHandler for Person {
         };
         assert!(
             message == "What is your name?"
-                || message.contains("'wipe_scratch', which is annotated destructive"),
+                || message.contains("'wipe_scratch', which is annotated destructive")
+                || message.starts_with("The coding task needs more input"),
             "{message}"
         );
         match self {
@@ -86,9 +87,19 @@ impl ClientHandler for Person {
 
 /// The testbed over stdio with `person` as its client.
 async fn stdio(person: Person) -> (RunningService<RoleClient, Person>, tempfile::TempDir) {
+    stdio_with(person, &[]).await
+}
+
+async fn stdio_with(
+    person: Person,
+    env: &[(&str, String)],
+) -> (RunningService<RoleClient, Person>, tempfile::TempDir) {
     let artifacts = tempfile::tempdir().expect("temp dir");
     let mut command = tokio::process::Command::new(TESTBED);
     command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
+    for (key, value) in env {
+        command.env(key, value);
+    }
     let transport = rmcp::transport::TokioChildProcess::builder(command)
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -263,4 +274,56 @@ async fn a_destructive_guard_in_a_script_runs_only_once_the_person_confirms_it()
     // A direct call is the person's own act: not asked again.
     let direct = structured(&server.call("wipe_scratch", json!({"record": "ledger"})).await);
     assert_eq!(direct["result"], "wiped ledger", "{direct}");
+}
+
+#[tokio::test]
+async fn a_coding_task_asks_the_person_for_missing_input_and_finishes_with_it() {
+    use crate::fake_model::{FakeModel, GREEKS_ANSWER, Reply};
+    let asks = "```rhai\nfinal_answer(#{task_type: \"needs_input\", summary: \"which strike?\", missing: #{strike: #{type: \"number\", description: \"strike price\"}}})\n```";
+    let model = FakeModel::start(vec![
+        Reply::Content(asks.into()),
+        Reply::Content(GREEKS_ANSWER.into()),
+    ])
+    .await;
+    let (client, dir) = stdio_with(Person::Accepts(json!({"strike": 105})), &model.env()).await;
+    let result = call(
+        &client,
+        "run_coding_task",
+        json!({"prompt": "delta", "timeout_seconds": 60}),
+    )
+    .await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(
+        result["summary"], "delta",
+        "the task went on to its answer: {result}"
+    );
+    let told = model.requests()[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    assert!(
+        told.contains("the person answered") && told.contains("105"),
+        "{told}"
+    );
+    let events = read_jsonl(&dir.path().join("events.jsonl"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["event"] == "question_answered" && e["answered"] == true),
+        "the question is recorded"
+    );
+
+    // Declined: the task ends needs_input, as before, with the typed question.
+    let model = FakeModel::start(vec![Reply::Content(asks.into())]).await;
+    let (client, _dir) = stdio_with(Person::Declines, &model.env()).await;
+    let result = call(
+        &client,
+        "run_coding_task",
+        json!({"prompt": "delta", "timeout_seconds": 60}),
+    )
+    .await;
+    assert_eq!(result["task_type"], "needs_input", "{result}");
+    assert_eq!(result["missing"]["strike"]["type"], "number", "{result}");
+    assert_eq!(model.requests().len(), 1);
 }

@@ -9,7 +9,7 @@
 //! sandbox.
 
 // The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{error, guard, limits, registry};
+pub(crate) use warden_core::{ask, error, guard, limits, registry};
 pub(crate) use warden_executor::{events, telemetry};
 pub(crate) use warden_script as script;
 pub(crate) use warden_task as task;

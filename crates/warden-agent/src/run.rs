@@ -215,6 +215,29 @@ impl Agent<'_> {
             if let Some(answer) = &outcome.final_answer {
                 let counts = self.session.call_counts();
                 match contract::check(answer, counts.made, counts.ok) {
+                    Ok(answer) if answer.task_type == "needs_input" && !answer.missing.is_empty() => {
+                        // Ask the person instead of ending (when they can be
+                        // asked); their answer is the next observation.
+                        match self.ask_person(&answer).await {
+                            Some(given) => {
+                                last_problem = "the model asked the person and did not finish".into();
+                                self.observe(format!(
+                                    "Observation: the person answered your question ({}): {given}. Continue the task with these values and finish with final_answer.",
+                                    answer.summary
+                                ));
+                                continue;
+                            }
+                            None => {
+                                return TaskResult {
+                                    output: Some(outcome.output),
+                                    output_truncated: Some(outcome.output_truncated),
+                                    steps: Some(self.actions),
+                                    model_calls: Some(self.model_calls),
+                                    ..TaskResult::answer(&answer)
+                                };
+                            }
+                        }
+                    }
                     Ok(answer) => {
                         // What the last step printed on its way to the
                         // answer is part of the answer's evidence.
@@ -341,6 +364,42 @@ impl Agent<'_> {
                 }),
             )
         })
+    }
+
+    /// Asks the person behind the request the `missing` fields of a
+    /// `needs_input` answer, as a form; their values when they accepted,
+    /// `None` when they declined, did not answer by the deadline, or
+    /// nobody can be asked (the task then ends `needs_input`, as before).
+    /// Each question and its outcome is an event.
+    async fn ask_person(&self, answer: &contract::Answer) -> Option<String> {
+        let asker = crate::ask::for_this_task()?;
+        let fields: Vec<&String> = answer.missing.keys().collect();
+        let question = crate::ask::Question::Elicit {
+            message: format!("The coding task needs more input: {}", answer.summary),
+            requested_schema: json!({
+                "type": "object",
+                "properties": answer.missing,
+                "required": fields,
+            }),
+        };
+        let deadline = self.task.deadline.into_std();
+        let answered = tokio::task::spawn_blocking(move || asker(question, Some(deadline)))
+            .await
+            .ok()?;
+        let content = match &answered {
+            Ok(reply) if reply["action"] == "accept" => Some(reply["content"].clone()),
+            _ => None,
+        };
+        let outcome = match &answered {
+            Ok(reply) => reply["action"].clone(),
+            Err(error) => json!(error.code),
+        };
+        self.task.events.emit(
+            self.origin,
+            "question_answered",
+            json!({"fields": fields, "action": outcome, "answered": content.is_some()}),
+        );
+        content.map(|c| c.to_string())
     }
 
     /// Refuses the next model call once the principal's tokens today

@@ -21,7 +21,14 @@ pub struct Answer {
     pub summary: String,
     pub metrics: Map<String, Value>,
     pub assumptions: Vec<Value>,
+    /// A `needs_input` answer's typed questions: field → `{type,
+    /// description?}` (string, number, integer or boolean). A coding task
+    /// asks the person these when the client can be asked.
+    pub missing: Map<String, Value>,
 }
+
+/// Fields a `needs_input` answer may ask for at most: 20.
+pub const MAX_MISSING_FIELDS: usize = 20;
 
 /// The rule a final answer broke. The text goes to the client (and to the
 /// model, which answers again), so it names the fix.
@@ -29,7 +36,9 @@ pub struct Answer {
 pub enum ContractError {
     #[error("final_answer takes an object map like #{{task_type: \"analysis\", summary: \"…\"}}")]
     NotAMap,
-    #[error("final_answer: unknown key '{0}'; allowed keys are task_type, summary, metrics, assumptions")]
+    #[error(
+        "final_answer: unknown key '{0}'; allowed keys are task_type, summary, metrics, assumptions, missing"
+    )]
     UnknownKey(String),
     #[error("final_answer: task_type must be one of {types}, got '{0}'", types = TASK_TYPES.join(", "))]
     TaskType(String),
@@ -47,6 +56,12 @@ pub enum ContractError {
     NoActionAfterCalls(usize),
     #[error("final_answer: assumptions must be an array of strings")]
     AssumptionsNotAList,
+    #[error("final_answer: only task_type 'needs_input' carries missing, not '{0}'")]
+    MissingOutsideNeedsInput(String),
+    #[error(
+        "final_answer: missing must map each field to #{{type: \"string\"|\"number\"|\"integer\"|\"boolean\", description: \"…\"}} (at most {MAX_MISSING_FIELDS} fields): {0}"
+    )]
+    BadMissing(String),
 }
 
 /// Checks `answer` given how many guard calls were made and succeeded.
@@ -56,7 +71,7 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
     };
     if let Some(unknown) = map
         .keys()
-        .find(|k| !["task_type", "summary", "metrics", "assumptions"].contains(&k.as_str()))
+        .find(|k| !["task_type", "summary", "metrics", "assumptions", "missing"].contains(&k.as_str()))
     {
         return Err(ContractError::UnknownKey(unknown.clone()));
     }
@@ -96,6 +111,11 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
         Some(Value::Array(items)) => items.clone(),
         Some(_) => return Err(ContractError::AssumptionsNotAList),
     };
+    let missing = match map.get("missing") {
+        None | Some(Value::Null) => Map::new(),
+        Some(missing) if task_type == "needs_input" => questions(missing)?,
+        Some(_) => return Err(ContractError::MissingOutsideNeedsInput(task_type)),
+    };
     let status = if matches!(task_type.as_str(), "unsupported" | "failed") {
         super::TaskStatus::Failed
     } else {
@@ -107,13 +127,70 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
         summary,
         metrics,
         assumptions,
+        missing,
     })
+}
+
+/// A `needs_input` answer's `missing`, checked: each field's `type` one of
+/// the form types, `description` a string when given, nothing else.
+fn questions(missing: &Value) -> Result<Map<String, Value>, ContractError> {
+    let bad = |why: String| ContractError::BadMissing(why);
+    let Value::Object(fields) = missing else {
+        return Err(bad("it is not a map".into()));
+    };
+    if fields.is_empty() || fields.len() > MAX_MISSING_FIELDS {
+        return Err(bad(format!("it has {} fields", fields.len())));
+    }
+    for (name, field) in fields {
+        let Value::Object(spec) = field else {
+            return Err(bad(format!("'{name}' is not a map")));
+        };
+        let kind = spec.get("type").and_then(Value::as_str).unwrap_or_default();
+        if !["string", "number", "integer", "boolean"].contains(&kind) {
+            return Err(bad(format!("'{name}' has type '{kind}'")));
+        }
+        if spec.get("description").is_some_and(|d| !d.is_string()) {
+            return Err(bad(format!("'{name}'.description is not a string")));
+        }
+        if let Some(other) = spec
+            .keys()
+            .find(|k| !["type", "description"].contains(&k.as_str()))
+        {
+            return Err(bad(format!("'{name}' has the key '{other}'")));
+        }
+    }
+    Ok(fields.clone())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn only_needs_input_carries_typed_missing_fields() {
+        let asks = json!({"task_type": "needs_input", "summary": "which strike?",
+                          "missing": {"strike": {"type": "number", "description": "strike price"}}});
+        let answer = check(&asks, 0, 0).expect("a typed question");
+        assert_eq!(answer.missing["strike"]["type"], "number");
+        let elsewhere = json!({"task_type": "failed", "summary": "x", "missing": {"a": {"type": "string"}}});
+        assert_eq!(
+            check(&elsewhere, 0, 0).unwrap_err(),
+            ContractError::MissingOutsideNeedsInput("failed".into())
+        );
+        for bad in [
+            json!({"strike": {"type": "object"}}),
+            json!({"strike": "number"}),
+            json!({"strike": {"type": "number", "default": 1}}),
+            json!({}),
+        ] {
+            let answer = json!({"task_type": "needs_input", "summary": "x", "missing": bad});
+            assert!(
+                matches!(check(&answer, 0, 0), Err(ContractError::BadMissing(_))),
+                "{answer}"
+            );
+        }
+    }
 
     #[test]
     fn the_contract_rules_each_refuse_their_case() {

@@ -88,6 +88,11 @@ pub struct TaskResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_calls: Option<usize>,
 
+    /// A `needs_input` answer's typed questions (see
+    /// [`super::contract::Answer::missing`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Map<String, Value>>,
+
     /// Coding tasks: the model's token usage (see [`TokenUsage`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<TokenUsage>,
@@ -242,6 +247,7 @@ impl TaskResult {
             answer_note: None,
             steps: None,
             model_calls: None,
+            missing: None,
             usage: None,
             receipt: None,
             batch: None,
@@ -270,6 +276,7 @@ impl TaskResult {
         Self {
             metrics: Some(answer.metrics.clone()),
             assumptions: Some(answer.assumptions.clone()),
+            missing: (!answer.missing.is_empty()).then(|| answer.missing.clone()),
             ..Self::ended(answer.status, &answer.task_type, answer.summary.clone())
         }
     }
