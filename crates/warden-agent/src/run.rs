@@ -218,37 +218,17 @@ impl Agent<'_> {
                     Ok(answer) if answer.task_type == "needs_input" && !answer.missing.is_empty() => {
                         // Ask the person instead of ending (when they can be
                         // asked); their answer is the next observation.
-                        match self.ask_person(&answer).await {
-                            Some(given) => {
-                                last_problem = "the model asked the person and did not finish".into();
-                                self.observe(format!(
-                                    "Observation: the person answered your question ({}): {given}. Continue the task with these values and finish with final_answer.",
-                                    answer.summary
-                                ));
-                                continue;
-                            }
-                            None => {
-                                return TaskResult {
-                                    output: Some(outcome.output),
-                                    output_truncated: Some(outcome.output_truncated),
-                                    steps: Some(self.actions),
-                                    model_calls: Some(self.model_calls),
-                                    ..TaskResult::answer(&answer)
-                                };
-                            }
+                        if let Some(given) = self.ask_person(&answer).await {
+                            last_problem = "the model asked the person and did not finish".into();
+                            self.observe(format!(
+                                "Observation: the person answered your question ({}): {given}. Continue the task with these values and finish with final_answer.",
+                                answer.summary
+                            ));
+                            continue;
                         }
+                        return self.answered(&answer, outcome);
                     }
-                    Ok(answer) => {
-                        // What the last step printed on its way to the
-                        // answer is part of the answer's evidence.
-                        return TaskResult {
-                            output: Some(outcome.output),
-                            output_truncated: Some(outcome.output_truncated),
-                            steps: Some(self.actions),
-                            model_calls: Some(self.model_calls),
-                            ..TaskResult::answer(&answer)
-                        };
-                    }
+                    Ok(answer) => return self.answered(&answer, outcome),
                     Err(reason) => {
                         last_problem = format!("the final answer broke the contract: {reason}");
                         // What the step printed is kept: the model needs
@@ -364,6 +344,18 @@ impl Agent<'_> {
                 }),
             )
         })
+    }
+
+    /// The task's result for an accepted final answer. What the last step
+    /// printed on its way to the answer is part of the answer's evidence.
+    fn answered(&self, answer: &contract::Answer, outcome: RunOutcome) -> TaskResult {
+        TaskResult {
+            output: Some(outcome.output),
+            output_truncated: Some(outcome.output_truncated),
+            steps: Some(self.actions),
+            model_calls: Some(self.model_calls),
+            ..TaskResult::answer(answer)
+        }
     }
 
     /// Asks the person behind the request the `missing` fields of a
