@@ -267,10 +267,29 @@ async fn a_destructive_guard_in_a_script_runs_only_once_the_person_confirms_it()
     );
     let said = alone["value"].as_str().unwrap_or_default();
     assert!(
-        said.starts_with("forbidden: the destructive call 'wipe_scratch' could not be confirmed")
-            && said.contains("elicitation capability"),
+        said.starts_with("forbidden: 'wipe_scratch' is annotated destructive")
+            && said.contains("nobody can be asked"),
         "{alone}"
     );
+    // A batch: refused before anything runs when nobody can confirm it ...
+    let batch = structured(
+        &server
+            .call(
+                "run_batch",
+                json!({"calls": [{"name": "wipe_scratch", "arguments": {"record": "ledger"}}]}),
+            )
+            .await,
+    );
+    assert_eq!(batch["error"]["field"], "calls[0].name", "{batch}");
+    // ... and run once the person confirms the call.
+    let (client, _dir) = stdio(Person::Accepts(json!({"confirm": true}))).await;
+    let batch = call(
+        &client,
+        "run_batch",
+        json!({"calls": [{"name": "wipe_scratch", "arguments": {"record": "ledger"}}]}),
+    )
+    .await;
+    assert_eq!(batch["calls"][0]["output"]["result"], "wiped ledger", "{batch}");
     // A direct call is the person's own act: not asked again.
     let direct = structured(&server.call("wipe_scratch", json!({"record": "ledger"})).await);
     assert_eq!(direct["result"], "wiped ledger", "{direct}");

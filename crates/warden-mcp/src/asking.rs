@@ -53,6 +53,13 @@ pub(crate) fn asker(peer: Peer<RoleServer>, timeout: Duration) -> Asker {
     })
 }
 
+/// Whether the client declared elicitation: a script or batch it starts
+/// can then have a destructive call confirmed.
+pub(crate) fn can_elicit(peer: &Peer<RoleServer>) -> bool {
+    peer.peer_info()
+        .is_some_and(|info| info.capabilities.elicitation.is_some())
+}
+
 /// Refuses a question the client said it cannot answer.
 fn declared(peer: &Peer<RoleServer>, question: &Question) -> Result<(), GuardError> {
     let info = peer.peer_info();

@@ -138,11 +138,16 @@ impl WardenServer {
                 token,
             ))
         });
-        // A script it runs may need the person to confirm a destructive
-        // call (`executor::confirm`), and a guard it calls may ask.
-        let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
         let call = self.run_builtin(builtin, arguments, origin, context.ct.clone(), progress);
-        crate::ask::scope(asker, call).await
+        // A script or batch it runs may need the person to confirm a
+        // destructive call (`executor::confirm`): possible only with a
+        // client that takes forms, so only then is an asker in scope.
+        if crate::asking::can_elicit(&context.peer) {
+            let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
+            crate::ask::scope(asker, call).await
+        } else {
+            call.await
+        }
     }
 
     /// Queues a task-running built-in as an MCP task and answers with its

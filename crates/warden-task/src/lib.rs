@@ -24,7 +24,7 @@
 //! copied there before its record ends, so any node can answer for it.
 
 // The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{config, error, limits, receipt, registry, schema};
+pub(crate) use warden_core::{ask, config, error, limits, receipt, registry, schema};
 pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, tenant};
 pub(crate) use warden_script as script;
 

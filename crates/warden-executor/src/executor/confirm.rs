@@ -1,6 +1,6 @@
 //! Confirmation before a side effect: a guard annotated `destructive`
-//! runs from a script or a coding task only once the person behind the
-//! client has confirmed that one call — a form naming the guard and its
+//! runs from a script, a coding task or a batch only once the person
+//! behind the client has confirmed that one call — a form naming the guard and its
 //! arguments — and is refused with the reason where nobody can be asked
 //! (a detached MCP task, a client without elicitation, the CLI). Direct
 //! calls are the person's own deliberate act and are not asked again.
@@ -93,4 +93,31 @@ pub fn destructive_call(
             ),
         )),
     }
+}
+
+/// [`destructive_call`] from async code: the question waits on a blocking
+/// thread, never on a runtime worker. `Ok` at once for a guard that is not
+/// destructive.
+pub async fn destructive_call_async(
+    guard: &Guard,
+    arguments: &Value,
+    origin: &Origin,
+    events: &Events,
+    asker: Option<Asker>,
+    deadline: std::time::Instant,
+) -> Result<(), GuardError> {
+    if !guard.hints.destructive {
+        return Ok(());
+    }
+    let (guard, arguments, origin, events) =
+        (guard.clone(), arguments.clone(), origin.clone(), events.clone());
+    tokio::task::spawn_blocking(move || {
+        destructive_call(&guard, &arguments, &origin, &events, asker.as_ref(), deadline)
+    })
+    .await
+    .unwrap_or_else(|e| {
+        Err(GuardError::failed(format!(
+            "the confirmation ended abnormally: {e}"
+        )))
+    })
 }

@@ -402,28 +402,16 @@ async fn call_through_executor(
         .unwrap_or("unknown");
     // Hashed before the call, which consumes them.
     let arguments_sha256 = crate::receipt::digest(&arguments);
-    if let Some(registered) = ctx.executor.registry().get(guard).filter(|g| g.hints.destructive) {
-        let confirmed = {
-            let (registered, arguments) = (registered.clone(), arguments.clone());
-            let (origin, events) = (ctx.origin.clone(), ctx.events.clone());
-            let asker = crate::ask::for_this_task();
-            tokio::task::spawn_blocking(move || {
-                crate::executor::confirm::destructive_call(
-                    &registered,
-                    &arguments,
-                    &origin,
-                    &events,
-                    asker.as_ref(),
-                    deadline.into_std(),
-                )
-            })
-            .await
-            .unwrap_or_else(|e| {
-                Err(GuardError::failed(format!(
-                    "the confirmation ended abnormally: {e}"
-                )))
-            })
-        };
+    if let Some(registered) = ctx.executor.registry().get(guard) {
+        let confirmed = crate::executor::confirm::destructive_call_async(
+            registered,
+            &arguments,
+            ctx.origin,
+            ctx.events,
+            crate::ask::for_this_task(),
+            deadline.into_std(),
+        )
+        .await;
         if let Err(error) = confirmed {
             door.calls
                 .lock()

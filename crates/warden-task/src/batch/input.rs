@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 /// digits in a path index lists, e.g. "rows.0.price"; omit path for the whole output; a scalar output is {"result": value}).
 /// {"$artifact": {"task_id": "task_…", "filename": "outputs/data.csv"}, "column": "close"} loads a CSV column of a task file as a list
 /// ("columns": ["a", "b"] or "columns": "all" give {column: [values]}); numbers load as numbers, so report data never passes through you.
-/// Unknown guards, forward or self references, malformed references and destructive guards are refused before anything runs.
+/// Unknown guards, forward or self references and malformed references are refused before anything runs; a destructive guard runs only once the person confirms the call (refused up front when this client cannot be asked).
 /// A failed call returns its own error; calls using its result are skipped with the reason; the others still run.
 /// Returns {request_id, status, calls: [{index, ref, name, depends_on, status, duration_ms, output | error | reason, receipt?}], succeeded, failed, skipped, duration_ms}.
 // This comment is the tool's description, written for the model: JSON in

@@ -86,14 +86,32 @@ pub async fn run(
         }
     }
     let store = store.view(&origin.principal);
-    let (calls, tables) = plan::plan(input.calls, executor.registry(), executor.limits(), store)?;
+    // The person behind this request, when they can be asked: each
+    // destructive call is then confirmed before it runs.
+    let asker = crate::ask::for_this_task();
+    let (calls, tables) = plan::plan(
+        input.calls,
+        executor.registry(),
+        executor.limits(),
+        store,
+        asker.is_some(),
+    )?;
     let _slot = executor
         .admit_batch(&origin.principal, &cancel)
         .await
         .map_err(|failure| failure.error)?;
     let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
     let deps: Vec<BTreeSet<usize>> = calls.iter().map(|c| c.deps.clone()).collect();
-    let outcomes = execute(executor, calls, &tables, &names, origin, &cancel, input.receipt).await;
+    let outcomes = execute(
+        executor,
+        calls,
+        &tables,
+        &names,
+        origin,
+        &cancel,
+        (input.receipt, asker),
+    )
+    .await;
     drop(tables);
 
     let last = outcomes.len().saturating_sub(1);

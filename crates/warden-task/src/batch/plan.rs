@@ -48,11 +48,14 @@ struct Found {
 /// Checks a whole batch and returns its calls and the artifact tables they
 /// reference, or one error listing every problem found (the field is the
 /// first offending location).
+/// `confirmable`: the batch's client can be asked to confirm a destructive
+/// call (each is then confirmed when it runs, see `schedule`).
 pub(crate) fn plan(
     calls: Vec<BatchCall>,
     registry: &Registry,
     limits: &Limits,
     store: View<'_>,
+    confirmable: bool,
 ) -> Result<(Vec<Planned>, Tables), GuardError> {
     let count = calls.len();
     if !(1..=MAX_BATCH_CALLS).contains(&count) {
@@ -73,7 +76,13 @@ pub(crate) fn plan(
     let mut own_bytes = Vec::with_capacity(count);
     let mut planned = Vec::with_capacity(count);
     for (index, call) in calls.into_iter().enumerate() {
-        check_name(index, &call.name, registry, limits, &mut problems);
+        check_name(
+            index,
+            &call.name,
+            registry,
+            limits.allow_destructive_in_batch || confirmable,
+            &mut problems,
+        );
         let at = format!("calls[{index}].arguments");
         let arguments = Value::Object(call.arguments);
         let mut deps = BTreeSet::new();
@@ -243,12 +252,13 @@ reference to {} of task {} ({size} bytes): split the batch",
     }
 }
 
-/// The guard must exist and, unless the app allows it, not be destructive.
+/// The guard must exist and, unless destructive calls may run here (the
+/// app allows them, or the person can confirm each), not be destructive.
 fn check_name(
     index: usize,
     name: &str,
     registry: &Registry,
-    limits: &Limits,
+    destructive_ok: bool,
     problems: &mut Vec<(String, String)>,
 ) {
     let at = format!("calls[{index}].name");
@@ -268,12 +278,13 @@ fn check_name(
                 ),
             ));
         }
-        Some(guard) if guard.hints.destructive && !limits.allow_destructive_in_batch => {
+        Some(guard) if guard.hints.destructive && !destructive_ok => {
             problems.push((
                 at,
                 format!(
-                    "'{name}' is annotated destructive, and this server refuses destructive guards in a batch; \
-call it directly, one deliberate call at a time (the app can allow it with App::allow_destructive_in_batch)"
+                    "'{name}' is annotated destructive: a batch runs it only when the person confirms the call, and this \
+client cannot be asked (no elicitation, or a detached task); call it directly, one deliberate call at a time (the app can \
+allow it with App::allow_destructive_in_batch)"
                 ),
             ));
         }

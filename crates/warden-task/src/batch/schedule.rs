@@ -55,7 +55,7 @@ pub(super) async fn execute(
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
-    receipts: bool,
+    (receipts, asker): (bool, Option<crate::ask::Asker>),
 ) -> Vec<Outcome> {
     let limits = executor.limits();
     // The batch's workers: taken here, in call order, before a call's
@@ -124,7 +124,11 @@ pub(super) async fn execute(
                         origin.clone(),
                         cancel.clone(),
                         permit,
-                        Terms { deadline, receipts },
+                        Terms {
+                            deadline,
+                            receipts,
+                            asker: asker.clone(),
+                        },
                     ));
                     index_of.insert(handle.id(), i);
                 }
@@ -256,12 +260,14 @@ fn substitute(
 }
 
 /// What every call of a batch runs under.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct Terms {
     /// The batch's deadline.
     deadline: Instant,
     /// Whether each call's receipt is kept.
     receipts: bool,
+    /// Who confirms a destructive call (see `crate::executor::confirm`).
+    asker: Option<crate::ask::Asker>,
 }
 
 /// One call, holding one of the batch's worker permits until it ends.
@@ -272,9 +278,34 @@ async fn run_one(
     origin: Origin,
     cancel: CancellationToken,
     permit: OwnedSemaphorePermit,
-    Terms { deadline, receipts }: Terms,
+    Terms {
+        deadline,
+        receipts,
+        asker,
+    }: Terms,
 ) -> Outcome {
     let started = StdInstant::now();
+    if let Some(guard) = executor.registry().get(&name)
+        && !executor.limits().allow_destructive_in_batch
+    {
+        let confirmed = crate::executor::confirm::destructive_call_async(
+            guard,
+            &arguments,
+            &origin,
+            executor.events(),
+            asker,
+            deadline.into_std(),
+        )
+        .await;
+        if let Err(error) = confirmed {
+            drop(permit);
+            return Outcome::Ran {
+                result: Err(Failure::new(Status::Failed, error)),
+                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                receipt: None,
+            };
+        }
+    }
     // Hashed before the call, which consumes them (references replaced:
     // what the guard really got).
     let arguments_sha256 = receipts.then(|| crate::receipt::digest(&arguments));
