@@ -174,22 +174,31 @@ async fn function_calls_json_stays_bounded_and_valid_for_a_long_loop() {
 #[tokio::test]
 async fn retention_removes_old_and_oversized_tasks_but_keeps_running_and_recent_ones() {
     // Retention is bytes- and age-aware: a 2-day-old task and one that does not fit the store
-    // budget are removed at the next task start; a small recent one and the running one stay.
-    let server = Server::start_with_env(
-        TESTBED,
-        &[("WARDEN_STORE_MAX_MB", "1"), ("WARDEN_TASKS_MAX_AGE_HOURS", "24")],
-    )
-    .await;
-    let root = server.artifacts.path().to_path_buf();
+    // budget are removed (by the sweep at start or at the next task start); a small recent one
+    // and the running one stay. The tasks are planted before the server starts: planted beside a
+    // running server, its start-up sweep could remove one between its creation and its aging.
+    let store = tempfile::tempdir().expect("temp dir");
+    let root = store.path().to_path_buf();
     let old = plant_task(&root, 'a', 10, 48);
     let big = plant_task(&root, 'b', 2 * 1024 * 1024, 2);
     let recent = plant_task(&root, 'c', 10, 1);
+    let dir = root.to_string_lossy().to_string();
+    let server = Server::start_with_env(
+        TESTBED,
+        &[
+            ("WARDEN_ARTIFACTS_DIR", dir.as_str()),
+            ("WARDEN_STORE_MAX_MB", "1"),
+            ("WARDEN_TASKS_MAX_AGE_HOURS", "24"),
+        ],
+    )
+    .await;
     let result = run(&server, "1", 30).await;
     assert_eq!(result["status"], "success", "{result}");
     let gone = eventually(Duration::from_secs(10), || !old.exists() && !big.exists()).await;
     assert!(gone, "old {} big {}", old.exists(), big.exists());
     assert!(recent.exists(), "a small recent task is kept");
-    assert!(task_dir(&server, &result).exists(), "the new task is kept");
+    let new_task = root.join(result["task_dir"].as_str().expect("task_dir"));
+    assert!(new_task.exists(), "the new task is kept");
 }
 
 #[tokio::test]
