@@ -469,7 +469,12 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         .tasks
         .run_script(&source, timeout, &mut origin, cancel, None)
         .await;
-    print_result(outcome.map(|result| (result.to_json(), result.status)))
+    print_result(outcome.map(|result| {
+        (
+            result.to_json(),
+            result.status == crate::task::TaskStatus::Success,
+        )
+    }))
 }
 
 /// `<app> replay <task_id>`: see [`Command::Replay`].
@@ -477,20 +482,10 @@ async fn replay(runtime: crate::app::Runtime, task_id: &str) -> ExitCode {
     let mut origin = Origin::request("script", crate::registry::BuiltinTool::ReplayTask.name());
     let cancel = tokio_util::sync::CancellationToken::new();
     let report = crate::task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, None).await;
-    match report {
-        Ok(report) => {
-            println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default());
-            if report.verdict == "identical" {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
-        Err(error) => {
-            eprintln!("error ({}): {}", error.code, error.message);
-            ExitCode::from(1)
-        }
-    }
+    print_result(report.map(|report| {
+        let identical = report.verdict == "identical";
+        (serde_json::to_value(&report).unwrap_or_default(), identical)
+    }))
 }
 
 /// `<app> usage`: see [`Command::Usage`].
@@ -562,21 +557,22 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
         tokio_util::sync::CancellationToken::new(),
     )
     .await;
-    print_result(outcome.map(|result| (result.to_json(), result.status)))
+    print_result(outcome.map(|result| {
+        (
+            result.to_json(),
+            result.status == crate::task::TaskStatus::Success,
+        )
+    }))
 }
 
-/// Prints a task or batch result (its JSON and its typed status) as
-/// JSON: exit 0 when its status is `success`, 1 otherwise (or when it
+/// Prints a result (a task's, a batch's, a replay's) as JSON: exit 0 when
+/// it is `ok` (success; a replay: identical), 1 otherwise (or when it
 /// could not run at all).
-fn print_result(outcome: Result<(Value, crate::task::TaskStatus), crate::error::GuardError>) -> ExitCode {
+fn print_result(outcome: Result<(Value, bool), crate::error::GuardError>) -> ExitCode {
     match outcome {
-        Ok((result, status)) => {
+        Ok((result, ok)) => {
             println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());
-            if status == crate::task::TaskStatus::Success {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
+            if ok { ExitCode::SUCCESS } else { ExitCode::from(1) }
         }
         Err(error) => {
             eprintln!("error ({}): {}", error.code, error.message);

@@ -82,19 +82,11 @@ impl Cluster {
         let database = fresh_database().await;
         let store = format!("{}/{}", required("WARDEN_TEST_S3_URL"), uuid_hex());
         let tokens = tempfile::tempdir().expect("temp dir");
-        let file = tokens.path().join("tokens");
-        let lines: String = PRINCIPALS
-            .iter()
-            .map(|(name, _, hash)| format!("{name} {hash}\n"))
-            .collect();
-        std::fs::write(&file, lines).expect("tokens file");
+        let file = common::http::tokens_file(tokens.path());
         let mut env: Vec<(String, String)> = vec![
             ("WARDEN_DATABASE_URL".into(), database.clone()),
             ("WARDEN_ARTIFACT_STORE".into(), store),
-            (
-                "WARDEN_API_TOKENS_FILE".into(),
-                file.to_string_lossy().into_owned(),
-            ),
+            ("WARDEN_API_TOKENS_FILE".into(), file),
             ("WARDEN_CALLS_PER_MINUTE".into(), "1000000".into()),
             ("WARDEN_TASKS_PER_PRINCIPAL".into(), "1000".into()),
         ];
@@ -611,18 +603,17 @@ async fn a_daily_token_limit_is_summed_over_every_node_and_usage_reads_postgresq
         "no model call past the daily limit"
     );
 
-    let output = std::process::Command::new(FINANCE)
-        .args(["usage", "--days", "1", "--principal", "alice"])
-        .env("WARDEN_DATABASE_URL", &cluster.database)
-        .env("WARDEN_ARTIFACTS_DIR", cluster.nodes[0].artifacts.path())
-        .output()
-        .expect("usage report");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let report = common::usage_report(
+        FINANCE,
+        &["--days", "1", "--principal", "alice"],
+        &[
+            ("WARDEN_DATABASE_URL", cluster.database.as_ref()),
+            (
+                "WARDEN_ARTIFACTS_DIR",
+                cluster.nodes[0].artifacts.path().as_os_str(),
+            ),
+        ],
     );
-    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
     let rows = report["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{report}");
     assert_eq!(rows[0]["principal"], "alice");

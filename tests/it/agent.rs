@@ -527,17 +527,11 @@ async fn a_daily_token_limit_refuses_the_next_task_and_usage_reports_by_principa
     );
 
     // The report reads the task store: one row for local today.
-    let output = std::process::Command::new(FINANCE)
-        .args(["usage", "--days", "1"])
-        .env("WARDEN_ARTIFACTS_DIR", server.artifacts.path())
-        .output()
-        .expect("usage report");
-    assert!(
-        output.status.success(),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
+    let report = usage_report(
+        FINANCE,
+        &["--days", "1"],
+        &[("WARDEN_ARTIFACTS_DIR", server.artifacts.path().as_os_str())],
     );
-    let report: Value = serde_json::from_slice(&output.stdout).expect("JSON report");
     let rows = report["rows"].as_array().expect("rows");
     assert_eq!(rows.len(), 1, "{report}");
     let row = &rows[0];

@@ -12,7 +12,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use serde_json::{Value, json};
 
-use crate::common::http::{HttpServer, PRINCIPALS};
+use crate::common::http::{HttpServer, PRINCIPALS, tokens_file};
 use crate::common::*;
 
 const POLICY: &str = r#"
@@ -128,13 +128,7 @@ let greeks = calc_greeks_t(a);
 async fn over_http_the_policy_binds_one_principal_and_not_another() {
     let (_dir, path) = policy_file(POLICY);
     let tokens = tempfile::tempdir().expect("temp dir");
-    let file = tokens.path().join("tokens");
-    let lines: String = PRINCIPALS
-        .iter()
-        .map(|(name, _, hash)| format!("{name} {hash}\n"))
-        .collect();
-    std::fs::write(&file, lines).expect("tokens file");
-    let file = file.to_string_lossy().to_string();
+    let file = tokens_file(tokens.path());
     let server = HttpServer::start(
         FINANCE,
         &[("WARDEN_API_TOKENS_FILE", &file), ("WARDEN_POLICY_FILE", &path)],

@@ -452,13 +452,7 @@ struct Team {
 impl Team {
     async fn start(binary: &str, env: &[(&str, &str)]) -> Team {
         let tokens = tempfile::tempdir().expect("temp dir");
-        let file = tokens.path().join("tokens");
-        let lines: String = PRINCIPALS
-            .iter()
-            .map(|(name, _, hash)| format!("{name} {hash}\n"))
-            .collect();
-        std::fs::write(&file, format!("# test principals\n{lines}")).expect("tokens file");
-        let file = file.to_string_lossy().to_string();
+        let file = crate::common::http::tokens_file(tokens.path());
         let mut all = vec![("WARDEN_API_TOKENS_FILE", file.as_str())];
         all.extend_from_slice(env);
         Team {

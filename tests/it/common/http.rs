@@ -193,3 +193,15 @@ pub const PRINCIPALS: [(&str, &str, &str); 2] = [
         "d733550655800b99804f43ade8b35dd7b7f020a73833afa3165e816ba5fac71a",
     ),
 ];
+
+/// An API tokens file naming every test principal ([`PRINCIPALS`]), in
+/// `dir`; its path, for `WARDEN_API_TOKENS_FILE`.
+pub fn tokens_file(dir: &std::path::Path) -> String {
+    let file = dir.join("tokens");
+    let lines: String = PRINCIPALS
+        .iter()
+        .map(|(name, _, hash)| format!("{name} {hash}\n"))
+        .collect();
+    std::fs::write(&file, format!("# test principals\n{lines}")).expect("tokens file");
+    file.to_string_lossy().into_owned()
+}

@@ -252,3 +252,20 @@ pub fn run_cli(binary: &str, args: &[&str], env: &[(&str, &str)], cwd: &Path) ->
         stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
     }
 }
+
+/// `<binary> usage ARGS` with `env`: its JSON report (a failed run fails
+/// the test with its stderr).
+pub fn usage_report(binary: &str, args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Value {
+    let mut command = std::process::Command::new(binary);
+    command.arg("usage").args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("usage report");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("JSON report")
+}
