@@ -310,7 +310,7 @@ pub(crate) struct Runtime {
     pub executor: Arc<Executor>,
     pub tasks: Arc<crate::task::TaskRunner>,
     /// Flushes events.jsonl when dropped.
-    pub _events_guard: Option<tracing_appender::non_blocking::WorkerGuard>,
+    pub _events_guard: Option<crate::events::EventsGuard>,
 }
 
 /// Why an app could not start: its configuration or registration is

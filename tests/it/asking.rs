@@ -222,7 +222,10 @@ async fn a_destructive_guard_in_a_script_runs_only_once_the_person_confirms_it()
     )
     .await;
     assert_eq!(ran["value"], "wiped ledger", "{ran}");
-    let events = read_jsonl(&dir.path().join("events.jsonl"));
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter().any(|e| e["event"] == "destructive_call_confirmed")
+    })
+    .await;
     let confirmed: Vec<&Value> = events
         .iter()
         .filter(|e| e["event"] == "destructive_call_confirmed")
@@ -244,7 +247,11 @@ async fn a_destructive_guard_in_a_script_runs_only_once_the_person_confirms_it()
         said.starts_with("forbidden: the person did not confirm"),
         "{refused}"
     );
-    let events = read_jsonl(&dir.path().join("events.jsonl"));
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter()
+            .any(|e| e["event"] == "destructive_call_confirmed" && e["approved"] == false)
+    })
+    .await;
     assert!(
         events
             .iter()
@@ -325,7 +332,11 @@ async fn a_coding_task_asks_the_person_for_missing_input_and_finishes_with_it() 
         told.contains("the person answered") && told.contains("105"),
         "{told}"
     );
-    let events = read_jsonl(&dir.path().join("events.jsonl"));
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter()
+            .any(|e| e["event"] == "question_answered" && e["answered"] == true)
+    })
+    .await;
     assert!(
         events
             .iter()

@@ -3,7 +3,7 @@
 //! never skips one of rmcp's refusals, and records the end of a call whose
 //! client went away.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -40,19 +40,6 @@ async fn send(url: &str, body: &Value, headers: &[(&'static str, String)]) -> (u
     (status, kind, answer.text().await.expect("body"))
 }
 
-/// events.jsonl records, waiting up to 5 s until `ready` holds for them.
-async fn events_until(server: &HttpServer, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-    let path = server.artifacts.path().join("events.jsonl");
-    let start = Instant::now();
-    loop {
-        let records = read_jsonl(&path);
-        if ready(&records) || start.elapsed() > Duration::from_secs(5) {
-            return records;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-}
-
 fn started(records: &[Value], tool: &str) -> usize {
     records
         .iter()
@@ -83,7 +70,7 @@ async fn a_plain_stateless_guard_call_answers_as_rmcps_service_does() {
         direct["result"]["structuredContent"]["symbol"], "MSFT",
         "{direct}"
     );
-    let records = events_until(&server, |r| {
+    let records = events_until(&server.artifacts.path().join("events.jsonl"), |r| {
         r.iter()
             .filter(|r| r["event"] == "request_finished" && r["tool"] == "get_quote")
             .count()
@@ -150,7 +137,10 @@ async fn the_direct_path_keeps_every_refusal_of_rmcps_service() {
     // None of them ran the guard; a good call still does.
     let (status, _, text) = send(&server.url, &body, &headers("get_quote")).await;
     assert_eq!(status, 200, "{text}");
-    let records = events_until(&server, |r| started(r, "get_quote") >= 1).await;
+    let records = events_until(&server.artifacts.path().join("events.jsonl"), |r| {
+        started(r, "get_quote") >= 1
+    })
+    .await;
     assert_eq!(started(&records, "get_quote"), 1, "{records:?}");
 }
 
@@ -164,7 +154,7 @@ async fn a_client_that_goes_away_cancels_a_direct_call_and_its_end_is_recorded()
     let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (*n, v.as_str())).collect();
     let request = post(&server.url, &body, &headers).timeout(Duration::from_millis(200));
     assert!(request.send().await.is_err(), "the client gave up first");
-    let records = events_until(&server, |r| {
+    let records = events_until(&server.artifacts.path().join("events.jsonl"), |r| {
         r.iter()
             .any(|r| r["event"] == "request_finished" && r["tool"] == "sleep_in_process")
     })

@@ -516,7 +516,13 @@ async fn over_http_each_principal_sees_only_its_own_tasks() {
     let owner: Value =
         serde_json::from_str(&std::fs::read_to_string(owner_path(team.artifacts(), &hers)).unwrap()).unwrap();
     assert_eq!(owner["principal"], "alice");
-    let events = read_jsonl(&team.artifacts().join("events.jsonl"));
+    let events = events_until(&team.artifacts().join("events.jsonl"), |r| {
+        [&hers, &his].iter().all(|task| {
+            r.iter()
+                .any(|e| e["event"] == "task_created" && e["task_id"] == task.as_str())
+        })
+    })
+    .await;
     let created = |task: &str| {
         events
             .iter()
@@ -582,7 +588,10 @@ async fn one_principal_flooding_the_call_slots_does_not_starve_another() {
         message.contains("WARDEN_PRINCIPAL_CALL_SHARE_PERCENT"),
         "{message}"
     );
-    let events = read_jsonl(&team.artifacts().join("events.jsonl"));
+    let events = events_until(&team.artifacts().join("events.jsonl"), |r| {
+        r.iter().filter(|e| e["event"] == "request_rejected").count() >= 5
+    })
+    .await;
     let rejected: Vec<&Value> = events
         .iter()
         .filter(|e| e["event"] == "request_rejected")

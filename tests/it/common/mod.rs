@@ -76,17 +76,9 @@ impl Server {
             .await
     }
 
-    /// events.jsonl records, waiting up to 3 s until `ready` holds for them.
+    /// events.jsonl records, waiting until `ready` holds for them.
     pub async fn events_until(&self, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
-        let path = self.artifacts.path().join("events.jsonl");
-        let start = Instant::now();
-        loop {
-            let records = read_jsonl(&path);
-            if ready(&records) || start.elapsed() > Duration::from_secs(3) {
-                return records;
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        events_until(&self.artifacts.path().join("events.jsonl"), ready).await
     }
 
     /// Pids of live worker processes whose parent is this server.
@@ -120,6 +112,21 @@ pub fn error_code(result: &CallToolResult) -> String {
         .as_str()
         .unwrap_or_default()
         .to_string()
+}
+
+/// The records of the event log at `path`, waiting up to 5 s until `ready`
+/// holds for them: the server hands records to the log's writer in batches
+/// (`events::FLUSH_INTERVAL`), so one may land a few milliseconds after
+/// the answer it describes.
+pub async fn events_until(path: &Path, ready: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let start = Instant::now();
+    loop {
+        let records = read_jsonl(path);
+        if ready(&records) || start.elapsed() > Duration::from_secs(5) {
+            return records;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 pub fn read_jsonl(path: &Path) -> Vec<Value> {

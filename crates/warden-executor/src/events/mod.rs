@@ -1,9 +1,10 @@
 //! `events.jsonl`: one JSON object per line saying what ran.
 //!
 //! The server is the only writer (workers send their events as messages), so
-//! no cross-process locking is needed. Lines go through tracing-appender's
-//! non-blocking writer with a bounded queue in *lossless* mode: when the disk
-//! falls behind, emitters wait rather than drop records or grow memory.
+//! no cross-process locking is needed. Records gather on the emitters' side
+//! (`batch`) and reach tracing-appender's non-blocking writer a batch at a
+//! time, through a bounded queue in *lossless* mode: when the disk falls
+//! behind, emitters wait rather than drop records or grow memory.
 //! Values (arguments, results, prompts, error text) are never written here.
 //!
 //! Every string that goes into a record — names, filenames, reasons, error
@@ -14,6 +15,7 @@
 //! with one `task_events_truncated` record. Both are opened without
 //! following links and created 0600.
 
+mod batch;
 mod rotate;
 
 use std::path::Path;
@@ -21,13 +23,16 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde_json::{Map, Value};
-use tracing_appender::non_blocking::{NonBlocking, NonBlockingBuilder, WorkerGuard};
+use tracing_appender::non_blocking::NonBlockingBuilder;
+
+pub use batch::{EventsGuard, FLUSH_INTERVAL, HANDOFF_BYTES};
 
 use crate::limits::{DEFAULT_TASK_EVENTS_MAX_BYTES, MAX_EVENT_STRING_BYTES};
 
-/// Lines buffered between emitters and the writer thread: 8,192. When full,
+/// Batches queued between the emitters and the writer thread: 64, each
+/// about [`batch::HANDOFF_BYTES`] at most, so about 4 MiB. When full,
 /// emitters block until the writer catches up (nothing is dropped).
-pub const EVENT_QUEUE_LINES: usize = 8192;
+pub const EVENT_QUEUE_BATCHES: usize = 64;
 
 /// Bytes the writer thread gathers before a write: 256 KiB.
 const EVENT_WRITE_BUFFER: usize = 256 * 1024;
@@ -55,7 +60,9 @@ impl Origin {
     /// A new request from a client, with a fresh request id.
     pub fn request(mode: &'static str, tool: &str) -> Self {
         Self {
-            request_id: format!("req_{}", uuid::Uuid::new_v4().simple()),
+            // A counter under a per-process random prefix: unique without
+            // a `getrandom(2)` per request.
+            request_id: next_id("req"),
             mode,
             tool: tool.to_string(),
             task_id: None,
@@ -69,7 +76,7 @@ impl Origin {
 /// artifacts directory) accepts and discards records.
 #[derive(Clone, Default)]
 pub struct Events {
-    writer: Option<Arc<NonBlocking>>,
+    writer: Option<Arc<batch::Batcher>>,
     /// A task's own events.jsonl, written in addition to the global log.
     /// Buffered; flushed by [`Events::flush_task_log`] when the task ends.
     task_log: Option<Arc<std::sync::Mutex<TaskLog>>>,
@@ -148,7 +155,7 @@ impl Events {
     /// is not an error: a warning names it, records are dropped, and the
     /// log opens with the first records once it can be written (at most
     /// one attempt per [`crate::limits::EVENTS_REOPEN_INTERVAL`]).
-    pub fn open(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, WorkerGuard)> {
+    pub fn open(dir: &Path, limits: &crate::limits::Limits) -> std::io::Result<(Self, EventsGuard)> {
         let path = dir.join("events.jsonl");
         let (max_bytes, keep) = (limits.events_max_bytes, limits.events_keep);
         let opened = crate::artifacts::safe_path::create_private_dir_all(dir)
@@ -166,14 +173,15 @@ impl Events {
         };
         let (writer, guard) = NonBlockingBuilder::default()
             .lossy(false)
-            .buffered_lines_limit(EVENT_QUEUE_LINES)
+            .buffered_lines_limit(EVENT_QUEUE_BATCHES)
             .thread_name("warden-events")
-            // The writer thread drains every queued line before it
-            // flushes, so a burst of records becomes one write.
+            // The writer thread drains every queued batch before it
+            // flushes, so a burst of batches becomes one write.
             .finish(file);
+        let (batcher, guard) = batch::Batcher::start(writer, guard)?;
         Ok((
             Self {
-                writer: Some(Arc::new(writer)),
+                writer: Some(batcher),
                 task_log: None,
             },
             guard,
@@ -234,8 +242,7 @@ impl Events {
             log.append(lines);
         }
         if let Some(writer) = &self.writer {
-            let mut writer = (**writer).clone();
-            let _ = std::io::Write::write_all(&mut writer, lines);
+            writer.write(lines);
         }
     }
 }
@@ -247,6 +254,14 @@ pub fn next_id(kind: &str) -> String {
     let mut id = String::with_capacity(32);
     push_id(&mut id, kind, next_counter(1));
     id
+}
+
+/// This process's id, asked of the kernel once (`getpid(2)` per record
+/// was four system calls per HTTP call). Only the server writes records;
+/// its workers send theirs as messages, so no forked child reads it.
+fn pid() -> u32 {
+    static PID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *PID.get_or_init(std::process::id)
 }
 
 /// Reserves `n` consecutive id numbers.
@@ -279,7 +294,7 @@ fn push_common(out: &mut Vec<u8>, origin: &Origin, extra: Option<&Map<String, Va
         ("principal", Value::from(origin.principal.as_str())),
         ("trace_id", trace_id.map_or(Value::Null, Value::from)),
         ("span_id", span_id.map_or(Value::Null, Value::from)),
-        ("pid", Value::from(std::process::id())),
+        ("pid", Value::from(pid())),
         ("node", Value::from(crate::node::name())),
     ];
     for (key, value) in &fields {

@@ -207,20 +207,27 @@ impl RotatingFile {
 }
 
 impl Write for RotatingFile {
-    /// Takes `buf` whole (one or more complete records), rotating first
-    /// when it would not fit in the current file.
+    /// Takes `buf` whole: complete records, often a batch of them. Runs of
+    /// records that fit the current file are appended together; before a
+    /// record that would not fit, the file rotates, so no file passes the
+    /// cap unless one record alone does.
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.written > 0 && self.written + buf.len() as u64 > self.max_bytes {
-            // A failed rotation must not lose the record: keep appending to
-            // the current file and try again on the next write.
-            let _ = self.rotate();
+        let (mut start, mut run) = (0, 0);
+        for record in buf.split_inclusive(|b| *b == b'\n') {
+            let after = self.written + (run + record.len()) as u64;
+            if after > self.max_bytes && (run > 0 || self.written > 0) {
+                self.append(&buf[start..start + run])?;
+                start += run;
+                run = 0;
+                if self.written > 0 {
+                    // A failed rotation must not lose the record: keep
+                    // appending to the current file and try again later.
+                    let _ = self.rotate();
+                }
+            }
+            run += record.len();
         }
-        let Some(file) = self.file() else {
-            // Closed (see the type's docs): the records are dropped.
-            return Ok(buf.len());
-        };
-        file.append(buf)?;
-        self.written += buf.len() as u64;
+        self.append(&buf[start..start + run])?;
         Ok(buf.len())
     }
 
@@ -235,9 +242,46 @@ impl Write for RotatingFile {
     }
 }
 
+impl RotatingFile {
+    /// Appends whole records to the current file, or drops them while it
+    /// is closed (see the type's docs).
+    fn append(&mut self, records: &[u8]) -> std::io::Result<()> {
+        if records.is_empty() {
+            return Ok(());
+        }
+        let Some(file) = self.file() else {
+            return Ok(());
+        };
+        file.append(records)?;
+        self.written += records.len() as u64;
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_batch_of_records_is_split_across_files_at_record_boundaries() {
+        // The event writer gets records a batch at a time: one write of 20 records still
+        // leaves every file within the cap, and a record longer than the cap gets a file alone.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("events.jsonl");
+        let mut log = RotatingFile::open(path.clone(), 100, 10, 16).unwrap();
+        let record = [b'x'; 39].iter().copied().chain([b'\n']).collect::<Vec<u8>>();
+        log.write_all(&record.repeat(5)).unwrap();
+        let long = [b'y'; 150].iter().copied().chain([b'\n']).collect::<Vec<u8>>();
+        log.write_all(&[long.clone(), record.clone()].concat()).unwrap();
+        log.flush().unwrap();
+        let read = |name: &str| std::fs::read(dir.path().join(name)).unwrap();
+        // Oldest first: 2 + 2 + 1 short records, then the long one alone, then the last short.
+        assert_eq!(read("events.jsonl.4"), record.repeat(2));
+        assert_eq!(read("events.jsonl.3"), record.repeat(2));
+        assert_eq!(read("events.jsonl.2"), record);
+        assert_eq!(read("events.jsonl.1"), long);
+        assert_eq!(read("events.jsonl"), record);
+    }
 
     #[test]
     fn rotates_at_the_cap_and_keeps_n_files() {
