@@ -92,8 +92,8 @@ impl Batcher {
         let was_empty = state.pending.is_empty();
         state.pending.extend_from_slice(lines);
         if state.pending.len() >= HANDOFF_BYTES {
-            let gathered = std::mem::take(&mut state.pending);
-            self.hand_off(&gathered);
+            self.hand_off(&state.pending);
+            state.pending.clear();
         } else if was_empty {
             self.wake.notify_one();
         }
@@ -112,9 +112,10 @@ impl Batcher {
                 std::thread::sleep(FLUSH_INTERVAL);
                 state = self.lock();
             }
-            let gathered = std::mem::take(&mut state.pending);
             // Under the lock: an emitter's own hand-off cannot overtake it.
-            self.hand_off(&gathered);
+            // The writer takes a copy, so the buffer keeps its capacity.
+            self.hand_off(&state.pending);
+            state.pending.clear();
             if state.stopped {
                 return;
             }
