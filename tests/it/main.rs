@@ -25,6 +25,7 @@ mod limits;
 mod mcp_tasks;
 mod model_view;
 mod policy;
+mod policy_scopes;
 mod preflight;
 mod receipts;
 mod scenarios;

@@ -179,6 +179,7 @@ impl WardenServer {
             tool: builtin.name().to_string(),
             arguments,
             traceparent: crate::telemetry::traceparent(&origin.trace),
+            scopes: origin.scopes.to_vec(),
         }
         .to_stored();
         let limits = self.executor.limits();
@@ -282,6 +283,7 @@ impl WardenServer {
             .unwrap_or_default();
         let mut origin = Origin::request(builtin.mode(), builtin.name());
         origin.principal = record.owner.clone();
+        origin.scopes = crate::tenant::Scopes::new(request.scopes);
         origin.trace = crate::telemetry::start(
             "mcp.task.run",
             SpanKind::Consumer,
@@ -497,7 +499,13 @@ impl WardenServer {
 
 /// A new rmcp request's origin (see [`new_request_origin`]).
 fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
-    new_request_origin(mode, tool, context.meta.get_traceparent(), principal_of(context))
+    new_request_origin(
+        mode,
+        tool,
+        context.meta.get_traceparent(),
+        principal_of(context),
+        scopes_of(context),
+    )
 }
 
 /// A new request's origin with its `mcp.tool.call` span started, as a
@@ -507,12 +515,14 @@ pub(crate) fn new_request_origin(
     tool: &str,
     traceparent: Option<&str>,
     principal: crate::tenant::Principal,
+    scopes: crate::tenant::Scopes,
 ) -> Origin {
     let parent = traceparent
         .map(crate::telemetry::from_traceparent)
         .unwrap_or_default();
     let mut origin = Origin::request(mode, tool);
     origin.principal = principal;
+    origin.scopes = scopes;
     origin.trace = crate::telemetry::start(
         "mcp.tool.call",
         SpanKind::Server,
@@ -543,6 +553,23 @@ pub(crate) fn principal_of(context: &RequestContext<RoleServer>) -> crate::tenan
     #[cfg(not(feature = "http"))]
     let _ = context;
     crate::tenant::Principal::local()
+}
+
+/// The OAuth scopes the request's token granted, as the HTTP
+/// authentication layer put them in the request's extensions: none over
+/// stdio, without authentication, or with an API token.
+pub(crate) fn scopes_of(context: &RequestContext<RoleServer>) -> crate::tenant::Scopes {
+    #[cfg(feature = "http")]
+    if let Some(scopes) = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::tenant::Scopes>())
+    {
+        return scopes.clone();
+    }
+    #[cfg(not(feature = "http"))]
+    let _ = context;
+    crate::tenant::Scopes::default()
 }
 
 /// The MCP result for a guard call's outcome. An error has no
@@ -714,10 +741,10 @@ impl ServerHandler for WardenServer {
     ) -> Result<ListToolsResult, ErrorData> {
         // Each principal sees only what the policy lets it call.
         let tools = if self.executor.policy().is_some() {
-            let principal = principal_of(&context);
+            let (principal, scopes) = (principal_of(&context), scopes_of(&context));
             self.tools()
                 .iter()
-                .filter(|tool| self.executor.permit(&principal, &tool.name).is_ok())
+                .filter(|tool| self.executor.permit(&principal, &scopes, &tool.name).is_ok())
                 .cloned()
                 .collect()
         } else {
@@ -823,10 +850,11 @@ impl ServerHandler for WardenServer {
         let name = request.name.to_string();
         // The policy: a refused tool answers with the rule, nothing runs
         // (guards are checked again by the executor, on every path).
-        let principal = principal_of(&context);
-        if let Err(error) = self.executor.permit(&principal, &name) {
+        let (principal, scopes) = (principal_of(&context), scopes_of(&context));
+        if let Err(error) = self.executor.permit(&principal, &scopes, &name) {
             let mut origin = Origin::request("direct", &name);
             origin.principal = principal;
+            origin.scopes = scopes;
             self.executor
                 .events()
                 .emit(&origin, "request_rejected", json!({"reason": error.code}));

@@ -40,7 +40,7 @@ use tokio_util::sync::CancellationToken;
 use crate::notices::SessionLevel;
 use crate::notify::Notice;
 use crate::server::WardenServer;
-use crate::tenant::Principal;
+use crate::tenant::{Principal, Scopes};
 
 /// What the direct path needs: the handler and the checks rmcp's service
 /// would make before routing a request.
@@ -79,7 +79,8 @@ pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: N
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
     let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_default();
-    direct.run(call, principal).await
+    let scopes = parts.extensions.get::<Scopes>().cloned().unwrap_or_default();
+    direct.run(call, principal, scopes).await
 }
 
 /// A guard call this path answers.
@@ -152,7 +153,7 @@ impl Direct {
     /// Runs the call: a JSON answer when the guard sends nothing before
     /// returning, else an SSE stream carrying its log messages and then the
     /// answer.
-    async fn run(&self, call: Call, principal: Principal) -> Response {
+    async fn run(&self, call: Call, principal: Principal, scopes: Scopes) -> Response {
         let Call {
             id,
             params,
@@ -164,7 +165,8 @@ impl Direct {
             .arguments
             .map(serde_json::Value::Object)
             .unwrap_or(serde_json::Value::Null);
-        let origin = crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal);
+        let origin =
+            crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal, scopes);
         let cancel = CancellationToken::new();
         let (sink, mut notices) = crate::notices::queue();
         let server = self.server.clone();
