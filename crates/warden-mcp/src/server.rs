@@ -425,10 +425,43 @@ impl WardenServer {
         crate::notices::forwarding(context, name, &self.log_level, call).await
     }
 
-    /// Whether `name` is a registered guard (not a built-in tool).
+    /// A stateless (2026-07-28) call of a guard: its questions, if it
+    /// asks, go back to the client in the answer and its retries bring the
+    /// answers (`input`: the request's `requestState` and
+    /// `inputResponses`; see [`crate::rounds`]).
+    async fn call_guard_stateless(
+        &self,
+        name: &str,
+        arguments: Value,
+        receipt: bool,
+        input: (Option<&str>, Option<&rmcp::model::InputResponses>),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let binding = crate::rounds::Binding::new(&principal_of(context), name, &arguments);
+        let can = crate::rounds::CanAnswer::of(&context.meta);
+        let round = crate::rounds::Round::begin(binding, can, input.0, input.1)?;
+        let origin = request_origin("direct", name, context);
+        let request_id = origin.request_id.clone();
+        let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
+        let call = crate::ask::scope(round.asker(), call);
+        let result = crate::notices::forwarding(context, name, &self.log_level, call).await;
+        Ok(round
+            .finish(result, self.executor.limits().input_state_ttl)
+            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into()))
+    }
+
+    /// Whether the HTTP transport's direct path may answer a stateless
+    /// call of `name`: a registered guard that cannot ask (an isolated
+    /// one), or any guard when the request's client cannot answer
+    /// (`client_answers`: it declared neither elicitation nor sampling).
+    /// A guard that may ask a client that may answer goes through rmcp's
+    /// handler, where multi-round-trip input is served.
     #[cfg(feature = "http")]
-    pub(crate) fn is_guard(&self, name: &str) -> bool {
-        self.executor.registry().get(name).is_some()
+    pub(crate) fn answers_directly(&self, name: &str, client_answers: bool) -> bool {
+        self.executor
+            .registry()
+            .get(name)
+            .is_some_and(|g| !client_answers || g.mode == crate::guard::Mode::Isolated)
     }
 
     /// One direct call of the guard `name` with request events around it,
@@ -536,6 +569,14 @@ pub(crate) fn new_request_origin(
         ],
     );
     origin
+}
+
+/// A `requestState`/`inputResponses` on a call that cannot have asked.
+fn not_a_retry(why: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("requestState, inputResponses: {why}; send the call without them"),
+        None,
+    )
 }
 
 /// Who a request acts for: the principal the HTTP authentication layer put
@@ -860,7 +901,18 @@ impl ServerHandler for WardenServer {
                 .emit(&origin, "request_rejected", json!({"reason": error.code}));
             return Ok(result_of(Err(Failure::new(Status::Failed, error)), &origin.request_id).into());
         }
+        // Multi-round-trip input is a stateless guard call's alone.
+        let stateless = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        let retried = request.request_state.is_some() || request.input_responses.is_some();
         if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
+            if retried {
+                return Err(not_a_retry(&format!(
+                    "'{name}' never answers input_required, so there is no question to answer"
+                )));
+            }
             let builtin = self.builtins[index].as_ref();
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
             if builtin.runs_as_task() {
@@ -886,6 +938,17 @@ impl ServerHandler for WardenServer {
         }
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let receipt = crate::receipts::asked(&context.meta)?;
+        if stateless {
+            let input = (request.request_state.as_deref(), request.input_responses.as_ref());
+            return self
+                .call_guard_stateless(&name, arguments, receipt, input, &context)
+                .await;
+        }
+        if retried {
+            return Err(not_a_retry(
+                "on a session the server asks the client directly; only a 2026-07-28 stateless request is answered input_required",
+            ));
+        }
         Ok(self.call_guard(&name, arguments, receipt, &context).await.into())
     }
 }

@@ -8,7 +8,11 @@
 //! clients send most — `tools/call` of a registered guard, 2026-07-28, no
 //! session, no progress token — is answered here, through the same
 //! [`WardenServer::guard_call`] rmcp's handler uses (same events, span,
-//! limits and result).
+//! limits and result). A call that may ask its client — an in-process or
+//! pure guard called by a client declaring elicitation or sampling — and a
+//! retry answering a question (`inputResponses`) go to rmcp's handler,
+//! which serves multi-round-trip input ([`crate::rounds`]): deciding that
+//! costs this path a look at the request's `_meta` capabilities.
 //!
 //! Everything else goes to rmcp untouched, and so does any request this
 //! path is not sure about: the checks below only ever *accept*, so every
@@ -116,7 +120,8 @@ impl Direct {
     /// whose `_meta` carries exactly the header's protocol revision and the
     /// client capabilities, whose name is the `Mcp-Name` header verbatim,
     /// with nothing that needs rmcp's machinery (a progress token, a
-    /// multi-round-trip input, parameter headers).
+    /// multi-round-trip input or a client that could be asked by a guard
+    /// that may ask, parameter headers).
     fn call_in(&self, bytes: &[u8], headers: &HeaderMap) -> Option<Call> {
         let Ok(ClientJsonRpcMessage::Request(request)) = serde_json::from_slice(bytes) else {
             return None;
@@ -127,6 +132,9 @@ impl Direct {
                 .missing_required_keys(&ProtocolVersion::V_2026_07_28)
                 .is_empty()
             && meta.get_progress_token().is_none();
+        // A guard that may ask, called by a client that may answer, goes
+        // to rmcp's handler, which serves multi-round-trip input.
+        let client_answers = crate::rounds::CanAnswer::of(meta).any();
         let traceparent = meta.get_traceparent().map(str::to_string);
         // A malformed receipt request goes the long way, which names it.
         let receipt = crate::receipts::asked(meta).ok()?;
@@ -138,7 +146,7 @@ impl Direct {
             && call.params.request_state.is_none()
             && single(headers, "mcp-name") == Some(call.params.name.as_ref())
             && !headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
-            && self.server.is_guard(&call.params.name);
+            && self.server.answers_directly(&call.params.name, client_answers);
         if !qualifies {
             return None;
         }
