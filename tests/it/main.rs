@@ -4,6 +4,7 @@
 mod agent;
 mod app_view;
 mod asking;
+mod asking_stateless;
 mod batch;
 mod catalogue;
 mod charts;
