@@ -61,7 +61,11 @@ impl ClientHandler for Person {
 }
 
 /// A stateless (2026-07-28) client of `server` as `person`, with `token`.
-async fn stateless(server: &HttpServer, person: Person, token: Option<&str>) -> RunningService<RoleClient, Person> {
+async fn stateless(
+    server: &HttpServer,
+    person: Person,
+    token: Option<&str>,
+) -> RunningService<RoleClient, Person> {
     let lifecycle = ClientLifecycleMode::Discover {
         preferred_versions: vec![ProtocolVersion::V_2026_07_28],
     };
@@ -79,7 +83,10 @@ fn params(tool: &str) -> CallToolRequestParams {
 }
 
 /// The question key, the question and the state of an input_required answer.
-async fn ask_once<H: ClientHandler>(client: &RunningService<RoleClient, H>, tool: &str) -> (String, Value, String) {
+async fn ask_once<H: ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+) -> (String, Value, String) {
     match client.call_tool_once(params(tool)).await.expect("answered") {
         CallToolResponse::InputRequired(result) => {
             let wire = serde_json::to_value(&result).expect("serializes");
@@ -121,7 +128,10 @@ async fn a_stateless_call_asks_with_input_required_and_the_retry_gets_the_answer
     assert_eq!(key, "q1");
     assert_eq!(question["method"], "elicitation/create", "{question}");
     assert_eq!(question["params"]["message"], "What is your name?", "{question}");
-    assert_eq!(question["params"]["requestedSchema"]["properties"]["name"]["default"], "Ada");
+    assert_eq!(
+        question["params"]["requestedSchema"]["properties"]["name"]["default"],
+        "Ada"
+    );
 
     // rmcp's client drives the rounds: the guard runs again and reads the answer.
     let answered = ada.call_tool(params("ask_name")).await.expect("answered");
@@ -153,13 +163,25 @@ async fn a_request_state_for_another_tool_principal_or_altered_is_refused_naming
     let last = altered.pop().map_or('A', |c| if c == 'A' { 'B' } else { 'A' });
     altered.push(last);
     for (who, answer) in [
-        ("another tool", alice.call_tool_once(retry("ask_model", &state)).await),
-        ("another principal", bob.call_tool_once(retry("ask_name", &state)).await),
+        (
+            "another tool",
+            alice.call_tool_once(retry("ask_model", &state)).await,
+        ),
+        (
+            "another principal",
+            bob.call_tool_once(retry("ask_name", &state)).await,
+        ),
         ("altered", alice.call_tool_once(retry("ask_name", &altered)).await),
     ] {
         let message = refusal(answer);
-        assert!(message.starts_with("requestState: does not verify"), "{who}: {message}");
-        assert!(message.contains("without requestState and inputResponses"), "{who}: {message}");
+        assert!(
+            message.starts_with("requestState: does not verify"),
+            "{who}: {message}"
+        );
+        assert!(
+            message.contains("without requestState and inputResponses"),
+            "{who}: {message}"
+        );
     }
     let missing = alice
         .call_tool_once(params("ask_name").with_request_state(state.clone()))
@@ -167,7 +189,11 @@ async fn a_request_state_for_another_tool_principal_or_altered_is_refused_naming
     assert!(refusal(missing).starts_with("inputResponses.q1: missing"));
 
     // The genuine retry still works.
-    match alice.call_tool_once(retry("ask_name", &state)).await.expect("answered") {
+    match alice
+        .call_tool_once(retry("ask_name", &state))
+        .await
+        .expect("answered")
+    {
         CallToolResponse::Complete(result) => {
             assert_eq!(structured(&result), json!({"action": "accept", "name": "Ada"}))
         }
