@@ -7,18 +7,15 @@
 
 use std::time::{Duration, Instant};
 
-use jsonwebtoken::jwk::{Jwk, JwkSet};
-use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{ClientLifecycleMode, RoleClient, RunningService};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::common::http::{HttpServer, initialize, post};
-use crate::common::{FINANCE, call_args, read_jsonl, workspace_root};
+use crate::common::oauth::{GOOD_KEY, ISSUER, jwks_file};
+use crate::common::{FINANCE, call_args, read_jsonl};
 
-const ISSUER: &str = "https://issuer.test";
-const KID: &str = "http-auth-test";
 const SCOPE: &str = "mcp:tools";
 const ALICE_TOKEN: &str = "alice-3f1d9c27b8e54a60";
 
@@ -35,9 +32,7 @@ impl Authenticated {
         let tokens = config.path().join("tokens");
         let line = format!("# test tokens\nalice {}\n", sha256_hex(ALICE_TOKEN));
         std::fs::write(&tokens, line).expect("tokens file");
-        let jwks = config.path().join("jwks.json");
-        std::fs::write(&jwks, test_jwks()).expect("jwks file");
-        let (tokens, jwks) = (tokens.display().to_string(), jwks.display().to_string());
+        let (tokens, jwks) = (tokens.display().to_string(), jwks_file(config.path()));
         let server = HttpServer::start(
             FINANCE,
             &[
@@ -97,15 +92,11 @@ impl Authenticated {
     /// A JWT for `sub` with the scope and an hour left, signed by the
     /// fixture key `key_file`; `change` overrides claims.
     fn jwt(&self, sub: &str, change: Value, key_file: &str) -> String {
-        let now = jsonwebtoken::get_current_timestamp();
-        let mut claims = json!({"iss": ISSUER, "aud": self.server.url, "sub": sub, "scope": SCOPE,
-            "exp": now + 3600, "iat": now});
+        let mut claims = json!({"sub": sub, "scope": SCOPE});
         for (k, v) in change.as_object().expect("an object") {
             claims[k] = v.clone();
         }
-        let mut header = Header::new(Algorithm::RS256);
-        header.kid = Some(KID.into());
-        encode(&header, &claims, &signing_key(key_file)).expect("signs")
+        crate::common::oauth::jwt(&self.server.url, claims, key_file)
     }
 
     /// Calls the pricing guard through `client` and returns the principal
@@ -134,25 +125,11 @@ impl Authenticated {
     }
 }
 
-const GOOD_KEY: &str = "test-signing-key.pem";
-
 fn sha256_hex(token: &str) -> String {
     Sha256::digest(token.as_bytes())
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-fn signing_key(file: &str) -> EncodingKey {
-    let pem = std::fs::read(workspace_root().join("tests/fixtures/oauth").join(file)).expect("test key");
-    EncodingKey::from_rsa_pem(&pem).expect("an RSA private key")
-}
-
-/// The JWK Set of the test signing key, with [`KID`].
-fn test_jwks() -> String {
-    let mut jwk = Jwk::from_encoding_key(&signing_key(GOOD_KEY), Algorithm::RS256).expect("a JWK");
-    jwk.common.key_id = Some(KID.into());
-    serde_json::to_string(&JwkSet { keys: vec![jwk] }).expect("JSON")
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@
 mod agent;
 mod app_view;
 mod asking;
+mod asking_stateless;
 mod batch;
 mod catalogue;
 mod charts;
@@ -25,6 +26,7 @@ mod limits;
 mod mcp_tasks;
 mod model_view;
 mod policy;
+mod policy_scopes;
 mod preflight;
 mod receipts;
 mod scenarios;

@@ -198,6 +198,18 @@ async fn a_policy_naming_what_does_not_exist_stops_the_server_at_start() {
             "[[rules]]\nprincipals = []\ndeny = [\"*\"]\n",
             "rules[0].principals",
         ),
+        // Scopes as subjects: a rule must name whom it is for, and a scope
+        // must be one (no empty list, no spaces, no wildcard).
+        ("[[rules]]\ndeny = [\"*\"]\n", "rules[0].scopes"),
+        ("[[rules]]\nscopes = []\ndeny = [\"*\"]\n", "rules[0].scopes"),
+        (
+            "[[rules]]\nscopes = [\"quant read\"]\nallow = [\"*\"]\n",
+            "rules[0].scopes",
+        ),
+        (
+            "[[rules]]\nscopes = [\"*\"]\nallow = [\"*\"]\n",
+            "rules[0].scopes",
+        ),
     ] {
         let (_dir, path) = policy_file(policy);
         let output = std::process::Command::new(FINANCE)

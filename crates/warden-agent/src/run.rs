@@ -44,7 +44,7 @@ pub async fn run_coding_task(
 ) -> Result<TaskResult, GuardError> {
     let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
     task.model = Some(config.model_id.clone());
-    let denied = runner.executor.denied_guards(&origin.principal);
+    let denied = runner.executor.denied_guards(origin);
     let system =
         super::prompt::system_prompt(runner.executor.registry(), &denied, config.inline_calls, timeout);
     let saved = runner

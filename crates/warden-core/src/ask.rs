@@ -8,11 +8,19 @@
 //! call on a session (stdio, or Streamable HTTP with a session) and the
 //! executor hands it to the guard's thread, for `in_process` guards and
 //! `pure` guards called directly. Everywhere else — a batch, a script, a
-//! coding task, the CLI, an `isolated` worker, a stateless HTTP request, a
-//! client that did not declare the capability — nobody can answer, and
-//! asking fails at once with [`codes::CANNOT_ASK`]
-//! saying why: never a hang. A question waits at most the guard's own
-//! deadline (the call is answered `timed_out` then, like any call).
+//! coding task, the CLI, an `isolated` worker, a client that did not
+//! declare the capability — nobody can answer, and asking fails at once
+//! with [`codes::CANNOT_ASK`] saying why: never a hang. A question waits at
+//! most the guard's own deadline (the call is answered `timed_out` then,
+//! like any call).
+//!
+//! On a stateless (2026-07-28) request the asker answers at once instead:
+//! from the answers the client sent with its retry, or with
+//! [`codes::INPUT_REQUIRED`] for a question not answered yet, which the
+//! guard returns; the server then answers the call with the question and
+//! runs the guard again, from the start, when the client retries with the
+//! answer (multi-round-trip input). A guard that asks must therefore be
+//! safe to re-run up to its questions and ask them in the same order.
 //!
 //! ```
 //! # use warden_core as warden; // the `warden` facade re-exports these
@@ -118,7 +126,7 @@ fn ask(question: Question) -> Result<Value, GuardError> {
         Some((asker, deadline)) => asker(question, deadline),
         None => Err(GuardError::new(
             codes::CANNOT_ASK,
-            "no client can answer here: a guard can ask only in a direct MCP call on a session (stdio, or HTTP with a session) to an in_process or pure guard, from a client that declares elicitation (or sampling); not in a batch, a script, a coding task, the CLI or an isolated worker",
+            "no client can answer here: a guard can ask only in a direct MCP call (on a session, or a stateless 2026-07-28 request) to an in_process or pure guard, from a client that declares elicitation (or sampling); not in a batch, a script, a coding task, the CLI or an isolated worker",
         )),
     }
 }

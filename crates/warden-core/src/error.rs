@@ -158,6 +158,13 @@ pub mod codes {
     /// client without the capability; the message says which.
     pub const CANNOT_ASK: &str = "cannot_ask";
 
+    /// A guard asked a question on a stateless (2026-07-28) request whose
+    /// client has not answered it yet: the guard should return this error
+    /// as it is (`?`). The call is answered with an `InputRequiredResult`
+    /// carrying the question, and the client's retry runs the guard again
+    /// with the answer (multi-round-trip input, SEP-2322).
+    pub const INPUT_REQUIRED: &str = "input_required";
+
     /// The codes of a request refused before anything ran (status
     /// `rejected`, a `request_rejected` event whose `reason` is the code).
     pub const REFUSALS: &[&str] = &[SERVER_BUSY, PRINCIPAL_BUSY, RATE_LIMITED];

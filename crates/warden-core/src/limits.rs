@@ -183,6 +183,8 @@ pub struct Limits {
     pub http_unproven_connections: usize,
     /// See [`DEFAULT_HTTP_BODY_MIN_RATE`].
     pub http_body_min_rate: u64,
+    /// See [`DEFAULT_INPUT_STATE_TTL`].
+    pub input_state_ttl: Duration,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -236,6 +238,7 @@ impl Default for Limits {
             http_header_timeout: DEFAULT_HTTP_HEADER_TIMEOUT,
             http_unproven_connections: DEFAULT_HTTP_UNPROVEN_CONNECTIONS,
             http_body_min_rate: DEFAULT_HTTP_BODY_MIN_RATE,
+            input_state_ttl: DEFAULT_INPUT_STATE_TTL,
         }
     }
 }
@@ -367,6 +370,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_HTTP_BODY_MIN_RATE", 1, 1 << 30)? {
             self.http_body_min_rate = n;
+        }
+        if let Some(n) = env_number("WARDEN_INPUT_STATE_TTL_SECONDS", 1, 86_400)? {
+            self.input_state_ttl = Duration::from_secs(n);
         }
         Ok(self)
     }
@@ -936,6 +942,29 @@ pub const DEFAULT_HTTP_UNPROVEN_CONNECTIONS: usize = 256;
 /// answered 408 `body_too_slow` and its connection closed, so a client
 /// trickling bytes cannot hold a connection and its request for long.
 pub const DEFAULT_HTTP_BODY_MIN_RATE: u64 = 16 * 1024;
+
+/// How long a stateless call's `requestState` stays valid: 600 s (10 min)
+/// from the `InputRequiredResult` that carried it
+/// (`WARDEN_INPUT_STATE_TTL_SECONDS`, 1–86,400). A retry after it is
+/// refused as an invalid-params error naming `requestState` (call again
+/// without it); the person has this long to answer each question. Does
+/// not bound a question asked on a session, which waits for the call's
+/// deadline.
+pub const DEFAULT_INPUT_STATE_TTL: Duration = Duration::from_secs(600);
+
+/// Questions one guard may ask in one stateless call (multi-round-trip
+/// input, SEP-2322): 8, one round trip each. The ninth question fails in
+/// the guard with `cannot_ask` naming this limit, so a guard that asks in
+/// a loop cannot keep a client retrying forever (rmcp's client gives up
+/// after 10 rounds). Does not bound questions on a session.
+pub const MAX_INPUT_QUESTIONS: usize = 8;
+
+/// The largest `requestState` the server issues or accepts: 65,536 bytes
+/// (64 KiB). It carries the answers given so far (signed, not encrypted),
+/// so answers larger than this together end the call with `cannot_ask`
+/// naming this limit instead of another round; a longer `requestState`
+/// from a client is refused before it is verified.
+pub const MAX_INPUT_STATE_BYTES: usize = 64 * 1024;
 
 /// A session with no request for this long is closed: 300 s (rmcp's own
 /// default). Its client must initialize again. Operators override it with

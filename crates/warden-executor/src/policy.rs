@@ -24,14 +24,28 @@
 //! principals = ["alice", "bob"]            # principal names, or "*" for anyone
 //! allow = ["category:pricing", "run_script", "builtins"]
 //! deny = ["run_coding_task"]
+//!
+//! [[rules]]
+//! name = "quants"
+//! scopes = ["quant:read"]                  # OAuth scopes the token must all hold
+//! allow = ["category:pricing"]
 //! ```
+//!
+//! A rule names its subjects with `principals`, `scopes` or both, and
+//! matches a caller when every subject it names matches: the principal is
+//! one of `principals` (by name: an OAuth token's `sub`, an API token's
+//! name, `local` over stdio), and the caller's access token holds *every*
+//! scope of `scopes` (as `WARDEN_OAUTH_SCOPES` requires every scope; two
+//! rules say "either"). Only OAuth tokens carry scopes: an API token and the
+//! local operator hold none, so a rule with `scopes` never matches them.
 //!
 //! A target is a tool name, `category:<name>` (a guard category), `guards`
 //! (every guard), `builtins` (every built-in tool) or `*`. Names that are
 //! neither a tool nor a category of this app are refused when the server
 //! starts, naming the rule and the field: a typo must not silently allow
-//! or deny nothing. OAuth scopes are not rule subjects yet: a principal is
-//! matched by its name (an OAuth token's `sub`, an API token's name).
+//! or deny nothing. A refusal names the rule that decided and, when an
+//! earlier rule would have allowed the tool to a token with more scopes,
+//! that rule and the scopes missing.
 
 use std::path::Path;
 
@@ -39,6 +53,7 @@ use serde::Deserialize;
 
 use crate::error::{GuardError, codes};
 use crate::registry::{BuiltinTool, Registry};
+use crate::tenant::Scopes;
 
 /// The environment variable naming the policy file.
 pub const POLICY_FILE_VAR: &str = "WARDEN_POLICY_FILE";
@@ -70,7 +85,10 @@ fn allow() -> Effect {
 struct RuleFile {
     #[serde(default)]
     name: Option<String>,
-    principals: Vec<String>,
+    #[serde(default)]
+    principals: Option<Vec<String>>,
+    #[serde(default)]
+    scopes: Option<Vec<String>>,
     #[serde(default)]
     allow: Vec<String>,
     #[serde(default)]
@@ -92,8 +110,10 @@ enum Target {
 struct Rule {
     /// `rule 2 ("analysts")`: how refusals name it.
     label: String,
-    /// `None`: anyone (`*`).
+    /// `None`: anyone (`*`, or no `principals` given).
     principals: Option<Vec<String>>,
+    /// Scopes the caller's token must all hold; empty: no condition.
+    scopes: Vec<String>,
     allow: Vec<Target>,
     deny: Vec<Target>,
 }
@@ -148,20 +168,31 @@ impl Policy {
                 None => format!("rule {}", i + 1),
             };
             let at = |field: &str| format!("{POLICY_FILE_VAR} ({source}): rules[{i}].{field}");
-            if rule.principals.is_empty() {
-                return Err(format!(
-                    "{}: name at least one principal, or \"*\" for anyone",
-                    at("principals")
-                ));
-            }
+            let principals = match rule.principals {
+                Some(principals) if principals.is_empty() => {
+                    return Err(format!(
+                        "{}: name at least one principal, or \"*\" for anyone",
+                        at("principals")
+                    ));
+                }
+                Some(principals) if principals.iter().any(|p| p == "*") => None,
+                Some(principals) => Some(principals),
+                None if rule.scopes.is_none() => {
+                    return Err(format!(
+                        "{} / {}: say whom the rule is for: `principals` (names, or \"*\" for anyone), `scopes` (OAuth scopes the token must all hold), or both",
+                        at("principals"),
+                        at("scopes")
+                    ));
+                }
+                None => None,
+            };
+            let scopes = match rule.scopes {
+                Some(scopes) => checked_scopes(scopes).map_err(|why| format!("{}: {why}", at("scopes")))?,
+                None => Vec::new(),
+            };
             if rule.allow.is_empty() && rule.deny.is_empty() {
                 return Err(format!("{}: give `allow` or `deny` (or both)", at("allow")));
             }
-            let principals = if rule.principals.iter().any(|p| p == "*") {
-                None
-            } else {
-                Some(rule.principals)
-            };
             let targets = |field: &str, names: Vec<String>| -> Result<Vec<Target>, String> {
                 names
                     .into_iter()
@@ -171,6 +202,7 @@ impl Policy {
             rules.push(Rule {
                 label,
                 principals,
+                scopes,
                 allow: targets("allow", rule.allow)?,
                 deny: targets("deny", rule.deny)?,
             });
@@ -182,17 +214,36 @@ impl Policy {
         })
     }
 
-    /// Whether `principal` may call `tool`: `Ok`, or the refusal naming
-    /// the rule (or the default) that decided.
-    pub fn check(&self, principal: &str, tool: Tool<'_>) -> Result<(), GuardError> {
+    /// Whether `principal`, holding `scopes`, may call `tool`: `Ok`, or the
+    /// refusal naming the rule (or the default) that decided.
+    pub fn check(&self, principal: &str, scopes: &Scopes, tool: Tool<'_>) -> Result<(), GuardError> {
+        // The first earlier rule that would have allowed the tool to this
+        // principal with more scopes: a refusal names it and what is missing.
+        let mut near_miss: Option<(&Rule, Vec<&str>)> = None;
         for rule in &self.rules {
             if let Some(principals) = &rule.principals
                 && !principals.iter().any(|p| p == principal)
             {
                 continue;
             }
+            let missing: Vec<&str> = rule
+                .scopes
+                .iter()
+                .map(String::as_str)
+                .filter(|s| !scopes.holds(s))
+                .collect();
+            if !missing.is_empty() {
+                if near_miss.is_none()
+                    && rule.allow.iter().any(|t| t.names(tool))
+                    && !rule.deny.iter().any(|t| t.names(tool))
+                {
+                    near_miss = Some((rule, missing));
+                }
+                continue;
+            }
             if rule.deny.iter().any(|t| t.names(tool)) {
-                return Err(self.refusal(principal, tool, &format!("{} denies it", rule.label)));
+                let why = format!("{} denies it", rule.label);
+                return Err(self.refusal(principal, tool, &why, near_miss));
             }
             if rule.allow.iter().any(|t| t.names(tool)) {
                 return Ok(());
@@ -200,22 +251,39 @@ impl Policy {
         }
         match self.default {
             Effect::Allow => Ok(()),
-            Effect::Deny => {
-                Err(self.refusal(principal, tool, "no rule allows it and the default is \"deny\""))
-            }
+            Effect::Deny => Err(self.refusal(
+                principal,
+                tool,
+                "no rule allows it and the default is \"deny\"",
+                near_miss,
+            )),
         }
     }
 
-    /// Whether `principal` may call `tool`.
-    pub fn allows(&self, principal: &str, tool: Tool<'_>) -> bool {
-        self.check(principal, tool).is_ok()
+    /// Whether `principal`, holding `scopes`, may call `tool`.
+    pub fn allows(&self, principal: &str, scopes: &Scopes, tool: Tool<'_>) -> bool {
+        self.check(principal, scopes, tool).is_ok()
     }
 
-    fn refusal(&self, principal: &str, tool: Tool<'_>, why: &str) -> GuardError {
+    fn refusal(
+        &self,
+        principal: &str,
+        tool: Tool<'_>,
+        why: &str,
+        near_miss: Option<(&Rule, Vec<&str>)>,
+    ) -> GuardError {
+        let hint = match near_miss {
+            Some((rule, missing)) => format!(
+                "; {} would allow it to a token holding the scope(s) {}, which this caller's token lacks",
+                rule.label,
+                missing.join(" ")
+            ),
+            None => String::new(),
+        };
         GuardError::new(
             codes::FORBIDDEN,
             format!(
-                "'{}' may not be called by principal '{principal}': {why} (policy {}); ask the operator to change the policy, or use a tool tools/list shows you",
+                "'{}' may not be called by principal '{principal}': {why}{hint} (policy {}); ask the operator to change the policy, or use a tool tools/list shows you",
                 tool.name, self.source
             ),
         )
@@ -261,9 +329,116 @@ fn target(name: &str, registry: &Registry) -> Result<Target, String> {
     })
 }
 
+/// A rule's `scopes`, checked: at least one, each a scope token (RFC 6749
+/// §3.3, [`Scopes::is_token`]), and no `*` (a token
+/// never holds a wildcard; leave `scopes` out to match any token).
+fn checked_scopes(scopes: Vec<String>) -> Result<Vec<String>, String> {
+    if scopes.is_empty() {
+        return Err("name at least one scope, or leave `scopes` out to match any token".into());
+    }
+    for scope in &scopes {
+        if scope == "*" {
+            return Err(
+                "\"*\" is not a scope: leave `scopes` out to match any token, or name the scopes it must hold"
+                    .into(),
+            );
+        }
+        if !Scopes::is_token(scope) {
+            return Err(format!(
+                "{scope:?} is not a scope: a scope is printable ASCII without spaces, `\"` or `\\`; give each scope as its own string"
+            ));
+        }
+    }
+    Ok(scopes)
+}
+
 fn categories(registry: &Registry) -> Vec<String> {
     let mut all: Vec<String> = registry.iter().map(|g| g.category.clone()).collect();
     all.sort_unstable();
     all.dedup();
     all
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN_SCRIPT: Tool<'static> = Tool {
+        name: "run_script",
+        category: None,
+    };
+
+    fn policy(text: &str) -> Result<Policy, String> {
+        let registry = Registry::new(Vec::new()).expect("an empty registry");
+        Policy::parse(text, "test.toml", &registry)
+    }
+
+    #[test]
+    fn a_scope_rule_matches_only_a_token_holding_every_scope_it_names() {
+        let policy = policy(
+            "default = \"deny\"\n[[rules]]\nname = \"quants\"\nscopes = [\"quant:read\", \"quant:run\"]\nallow = [\"run_script\"]\n",
+        )
+        .expect("valid");
+        let both = Scopes::new(["quant:run", "openid", "quant:read"]);
+        assert!(policy.allows("carol", &both, RUN_SCRIPT));
+        let refusal = policy
+            .check("carol", &Scopes::new(["quant:read"]), RUN_SCRIPT)
+            .expect_err("one scope of two");
+        assert_eq!(refusal.code, codes::FORBIDDEN);
+        assert!(
+            refusal
+                .message
+                .contains("rule 1 (\"quants\") would allow it to a token holding the scope(s) quant:run"),
+            "{}",
+            refusal.message
+        );
+        assert!(
+            !policy.allows("local", &Scopes::default(), RUN_SCRIPT),
+            "no scopes: an API token or the local operator"
+        );
+    }
+
+    #[test]
+    fn principals_and_scopes_must_both_match_when_both_are_named() {
+        let policy = policy(
+            "[[rules]]\nprincipals = [\"alice\"]\nscopes = [\"ops\"]\nallow = [\"run_script\"]\n[[rules]]\nprincipals = [\"*\"]\ndeny = [\"run_script\"]\n",
+        )
+        .expect("valid");
+        let ops = Scopes::new(["ops"]);
+        assert!(policy.allows("alice", &ops, RUN_SCRIPT));
+        assert!(!policy.allows("bob", &ops, RUN_SCRIPT), "another principal");
+        let refusal = policy
+            .check("alice", &Scopes::default(), RUN_SCRIPT)
+            .expect_err("no scope");
+        assert!(
+            refusal
+                .message
+                .contains("rule 2 denies it; rule 1 would allow it"),
+            "{}",
+            refusal.message
+        );
+    }
+
+    #[test]
+    fn a_rule_without_subjects_or_with_bad_scopes_is_refused_naming_the_field() {
+        for (text, field) in [
+            ("[[rules]]\ndeny = [\"*\"]\n", "rules[0].scopes"),
+            ("[[rules]]\nscopes = []\ndeny = [\"*\"]\n", "rules[0].scopes"),
+            (
+                "[[rules]]\nscopes = [\"quant read\"]\ndeny = [\"*\"]\n",
+                "rules[0].scopes",
+            ),
+            ("[[rules]]\nscopes = [\"*\"]\ndeny = [\"*\"]\n", "rules[0].scopes"),
+            (
+                "[[rules]]\nprincipals = []\ndeny = [\"*\"]\n",
+                "rules[0].principals",
+            ),
+        ] {
+            let error = policy(text).expect_err(text);
+            assert!(
+                error.contains(field) && error.contains(POLICY_FILE_VAR),
+                "{text}: {error}"
+            );
+        }
+    }
 }

@@ -7,10 +7,10 @@
 //! anything, so a client that cannot answer gets a clear `cannot_ask`,
 //! never a request it will refuse. A question waits until the call's
 //! deadline at most (and never beyond the server's maximum call timeout):
-//! the guard's thread is free again when its caller is answered. A session on protocol
-//! 2026-07-28 forbids server-to-client requests; rmcp refuses them and the
-//! guard gets that as `cannot_ask` (multi-round-trip input for stateless
-//! requests is not built yet).
+//! the guard's thread is free again when its caller is answered. Stateless
+//! (2026-07-28) requests have no peer to send requests to: their questions
+//! go back in the answer instead ([`crate::rounds`], multi-round-trip
+//! input); the request builders here are shared with it.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,39 +64,63 @@ pub(crate) fn can_elicit(peer: &Peer<RoleServer>) -> bool {
 fn declared(peer: &Peer<RoleServer>, question: &Question) -> Result<(), GuardError> {
     let info = peer.peer_info();
     let capabilities = info.as_ref().map(|i| &i.capabilities);
+    let elicit = capabilities.is_some_and(|c| c.elicitation.is_some());
+    let sample = capabilities.is_some_and(|c| c.sampling.is_some());
+    answerable(question, elicit, sample, "")
+}
+
+/// `Ok` when the client declared the capability `question` needs
+/// (`elicit`, `sample`), else `cannot_ask` saying which (`where_` says
+/// where the client declares it, e.g. " in this request's _meta").
+pub(crate) fn answerable(
+    question: &Question,
+    elicit: bool,
+    sample: bool,
+    where_: &str,
+) -> Result<(), GuardError> {
     let (declared, what) = match question {
-        Question::Elicit { .. } => (
-            capabilities.is_some_and(|c| c.elicitation.is_some()),
-            "elicitation",
-        ),
-        Question::Sample { .. } => (capabilities.is_some_and(|c| c.sampling.is_some()), "sampling"),
+        Question::Elicit { .. } => (elicit, "elicitation"),
+        Question::Sample { .. } => (sample, "sampling"),
     };
     if declared {
         Ok(())
     } else {
         Err(GuardError::new(
             codes::CANNOT_ASK,
-            format!("the client did not declare the {what} capability, so it cannot be asked"),
+            format!("the client did not declare the {what} capability{where_}, so it cannot be asked"),
         ))
     }
+}
+
+/// A form question as `elicitation/create` params (form mode).
+pub(crate) fn elicit_params(
+    message: String,
+    requested_schema: Value,
+) -> Result<ElicitRequestParams, GuardError> {
+    serde_json::from_value(json!({"mode": "form", "message": message, "requestedSchema": requested_schema}))
+        .map_err(|e| bad("requested_schema", e))
+}
+
+/// A completion question as `sampling/createMessage` params.
+#[allow(deprecated)] // sampling: see `send`
+pub(crate) fn sample_params(params: Value) -> Result<CreateMessageRequestParams, GuardError> {
+    serde_json::from_value(params).map_err(|e| bad("params", e))
+}
+
+fn bad(what: &str, e: serde_json::Error) -> GuardError {
+    GuardError::invalid_input(what, format!("not a valid request: {e}"))
 }
 
 async fn send(peer: &Peer<RoleServer>, question: Question) -> Result<Value, GuardError> {
     let refused = |e: rmcp::ServiceError| {
         GuardError::new(codes::CANNOT_ASK, format!("the client could not be asked: {e}"))
     };
-    let bad = |what: &str, e: serde_json::Error| {
-        GuardError::invalid_input(what, format!("not a valid request: {e}"))
-    };
     match question {
         Question::Elicit {
             message,
             requested_schema,
         } => {
-            let params: ElicitRequestParams = serde_json::from_value(
-                json!({"mode": "form", "message": message, "requestedSchema": requested_schema}),
-            )
-            .map_err(|e| bad("requested_schema", e))?;
+            let params = elicit_params(message, requested_schema)?;
             // Sent as rmcp's `create_elicitation` does, without its
             // `elicitation` feature (URL mode, which guards do not use).
             let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
@@ -110,9 +134,7 @@ async fn send(peer: &Peer<RoleServer>, question: Question) -> Result<Value, Guar
             }
         }
         Question::Sample { params } => {
-            #[allow(deprecated)]
-            let params: CreateMessageRequestParams =
-                serde_json::from_value(params).map_err(|e| bad("params", e))?;
+            let params = sample_params(params)?;
             // Deprecated by SEP-2577 for later protocols; the sessions
             // Warden serves (2025-11-25) still have it.
             #[allow(deprecated)]

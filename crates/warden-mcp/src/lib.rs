@@ -25,6 +25,7 @@ pub mod export;
 pub mod notices;
 pub mod receipts;
 pub mod resources;
+mod rounds;
 pub mod serve;
 pub mod server;
 pub mod tasks;

@@ -179,6 +179,7 @@ impl WardenServer {
             tool: builtin.name().to_string(),
             arguments,
             traceparent: crate::telemetry::traceparent(&origin.trace),
+            scopes: origin.scopes.to_vec(),
         }
         .to_stored();
         let limits = self.executor.limits();
@@ -282,6 +283,7 @@ impl WardenServer {
             .unwrap_or_default();
         let mut origin = Origin::request(builtin.mode(), builtin.name());
         origin.principal = record.owner.clone();
+        origin.scopes = crate::tenant::Scopes::new(request.scopes);
         origin.trace = crate::telemetry::start(
             "mcp.task.run",
             SpanKind::Consumer,
@@ -423,10 +425,43 @@ impl WardenServer {
         crate::notices::forwarding(context, name, &self.log_level, call).await
     }
 
-    /// Whether `name` is a registered guard (not a built-in tool).
+    /// A stateless (2026-07-28) call of a guard: its questions, if it
+    /// asks, go back to the client in the answer and its retries bring the
+    /// answers (`input`: the request's `requestState` and
+    /// `inputResponses`; see [`crate::rounds`]).
+    async fn call_guard_stateless(
+        &self,
+        name: &str,
+        arguments: Value,
+        receipt: bool,
+        input: (Option<&str>, Option<&rmcp::model::InputResponses>),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let binding = crate::rounds::Binding::new(&principal_of(context), name, &arguments);
+        let can = crate::rounds::CanAnswer::of(&context.meta);
+        let round = crate::rounds::Round::begin(binding, can, input.0, input.1)?;
+        let origin = request_origin("direct", name, context);
+        let request_id = origin.request_id.clone();
+        let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
+        let call = crate::ask::scope(round.asker(), call);
+        let result = crate::notices::forwarding(context, name, &self.log_level, call).await;
+        Ok(round
+            .finish(result, self.executor.limits().input_state_ttl)
+            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into()))
+    }
+
+    /// Whether the HTTP transport's direct path may answer a stateless
+    /// call of `name`: a registered guard that cannot ask (an isolated
+    /// one), or any guard when the request's client cannot answer
+    /// (`client_answers`: it declared neither elicitation nor sampling).
+    /// A guard that may ask a client that may answer goes through rmcp's
+    /// handler, where multi-round-trip input is served.
     #[cfg(feature = "http")]
-    pub(crate) fn is_guard(&self, name: &str) -> bool {
-        self.executor.registry().get(name).is_some()
+    pub(crate) fn answers_directly(&self, name: &str, client_answers: bool) -> bool {
+        self.executor
+            .registry()
+            .get(name)
+            .is_some_and(|g| !client_answers || g.mode == crate::guard::Mode::Isolated)
     }
 
     /// One direct call of the guard `name` with request events around it,
@@ -497,7 +532,13 @@ impl WardenServer {
 
 /// A new rmcp request's origin (see [`new_request_origin`]).
 fn request_origin(mode: &'static str, tool: &str, context: &RequestContext<RoleServer>) -> Origin {
-    new_request_origin(mode, tool, context.meta.get_traceparent(), principal_of(context))
+    new_request_origin(
+        mode,
+        tool,
+        context.meta.get_traceparent(),
+        principal_of(context),
+        scopes_of(context),
+    )
 }
 
 /// A new request's origin with its `mcp.tool.call` span started, as a
@@ -507,12 +548,14 @@ pub(crate) fn new_request_origin(
     tool: &str,
     traceparent: Option<&str>,
     principal: crate::tenant::Principal,
+    scopes: crate::tenant::Scopes,
 ) -> Origin {
     let parent = traceparent
         .map(crate::telemetry::from_traceparent)
         .unwrap_or_default();
     let mut origin = Origin::request(mode, tool);
     origin.principal = principal;
+    origin.scopes = scopes;
     origin.trace = crate::telemetry::start(
         "mcp.tool.call",
         SpanKind::Server,
@@ -526,6 +569,14 @@ pub(crate) fn new_request_origin(
         ],
     );
     origin
+}
+
+/// A `requestState`/`inputResponses` on a call that cannot have asked.
+fn not_a_retry(why: &str) -> ErrorData {
+    ErrorData::invalid_params(
+        format!("requestState, inputResponses: {why}; send the call without them"),
+        None,
+    )
 }
 
 /// Who a request acts for: the principal the HTTP authentication layer put
@@ -543,6 +594,23 @@ pub(crate) fn principal_of(context: &RequestContext<RoleServer>) -> crate::tenan
     #[cfg(not(feature = "http"))]
     let _ = context;
     crate::tenant::Principal::local()
+}
+
+/// The OAuth scopes the request's token granted, as the HTTP
+/// authentication layer put them in the request's extensions: none over
+/// stdio, without authentication, or with an API token.
+pub(crate) fn scopes_of(context: &RequestContext<RoleServer>) -> crate::tenant::Scopes {
+    #[cfg(feature = "http")]
+    if let Some(scopes) = context
+        .extensions
+        .get::<axum::http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<crate::tenant::Scopes>())
+    {
+        return scopes.clone();
+    }
+    #[cfg(not(feature = "http"))]
+    let _ = context;
+    crate::tenant::Scopes::default()
 }
 
 /// The MCP result for a guard call's outcome. An error has no
@@ -714,10 +782,10 @@ impl ServerHandler for WardenServer {
     ) -> Result<ListToolsResult, ErrorData> {
         // Each principal sees only what the policy lets it call.
         let tools = if self.executor.policy().is_some() {
-            let principal = principal_of(&context);
+            let (principal, scopes) = (principal_of(&context), scopes_of(&context));
             self.tools()
                 .iter()
-                .filter(|tool| self.executor.permit(&principal, &tool.name).is_ok())
+                .filter(|tool| self.executor.permit(&principal, &scopes, &tool.name).is_ok())
                 .cloned()
                 .collect()
         } else {
@@ -823,16 +891,28 @@ impl ServerHandler for WardenServer {
         let name = request.name.to_string();
         // The policy: a refused tool answers with the rule, nothing runs
         // (guards are checked again by the executor, on every path).
-        let principal = principal_of(&context);
-        if let Err(error) = self.executor.permit(&principal, &name) {
+        let (principal, scopes) = (principal_of(&context), scopes_of(&context));
+        if let Err(error) = self.executor.permit(&principal, &scopes, &name) {
             let mut origin = Origin::request("direct", &name);
             origin.principal = principal;
+            origin.scopes = scopes;
             self.executor
                 .events()
                 .emit(&origin, "request_rejected", json!({"reason": error.code}));
             return Ok(result_of(Err(Failure::new(Status::Failed, error)), &origin.request_id).into());
         }
+        // Multi-round-trip input is a stateless guard call's alone.
+        let stateless = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        let retried = request.request_state.is_some() || request.input_responses.is_some();
         if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
+            if retried {
+                return Err(not_a_retry(&format!(
+                    "'{name}' never answers input_required, so there is no question to answer"
+                )));
+            }
             let builtin = self.builtins[index].as_ref();
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
             if builtin.runs_as_task() {
@@ -858,6 +938,17 @@ impl ServerHandler for WardenServer {
         }
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let receipt = crate::receipts::asked(&context.meta)?;
+        if stateless {
+            let input = (request.request_state.as_deref(), request.input_responses.as_ref());
+            return self
+                .call_guard_stateless(&name, arguments, receipt, input, &context)
+                .await;
+        }
+        if retried {
+            return Err(not_a_retry(
+                "on a session the server asks the client directly; only a 2026-07-28 stateless request is answered input_required",
+            ));
+        }
         Ok(self.call_guard(&name, arguments, receipt, &context).await.into())
     }
 }

@@ -61,7 +61,11 @@ pub fn start_claimer(server: crate::server::WardenServer) {
 }
 
 /// What a queued task runs, as its record keeps it: the built-in, its
-/// arguments, and the caller's trace context.
+/// arguments, the caller's trace context, and the OAuth scopes the
+/// request's token granted. The scopes are stored because the task may run
+/// later, on another node, and the policy's scope rules must see what the
+/// request carried; a record without them (queued before they were kept)
+/// runs with none, so scope rules refuse rather than allow.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(crate) struct QueuedRequest {
     #[serde(default)]
@@ -70,6 +74,8 @@ pub(crate) struct QueuedRequest {
     pub arguments: Value,
     #[serde(default)]
     pub traceparent: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
 }
 
 impl QueuedRequest {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod http;
+pub mod oauth;
 pub mod tasks;
 
 use std::path::{Path, PathBuf};

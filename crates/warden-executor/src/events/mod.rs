@@ -52,6 +52,9 @@ pub struct Origin {
     pub task_id: Option<String>,
     /// Who the request acts for (`local` over stdio).
     pub principal: crate::tenant::Principal,
+    /// The OAuth scopes the caller's token granted (none over stdio or
+    /// with an API token); the policy's scope rules read them.
+    pub scopes: crate::tenant::Scopes,
     /// The span records are attributed to (its ids go into every record).
     pub trace: opentelemetry::Context,
 }
@@ -67,6 +70,7 @@ impl Origin {
             tool: tool.to_string(),
             task_id: None,
             principal: crate::tenant::Principal::local(),
+            scopes: crate::tenant::Scopes::default(),
             trace: opentelemetry::Context::new(),
         }
     }

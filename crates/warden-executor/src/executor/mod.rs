@@ -43,7 +43,7 @@ use crate::events::{Events, Origin};
 use crate::guard::{Mode, Resources};
 use crate::limits::Limits;
 use crate::registry::Registry;
-use crate::tenant::Principal;
+use crate::tenant::{Principal, Scopes};
 use crate::worker::{Request, Response};
 
 /// How a call ended, as recorded in events and results.
@@ -195,27 +195,27 @@ impl Executor {
         self.policy.as_ref()
     }
 
-    /// Whether `principal` may call the tool `name` (a guard or a
-    /// built-in): `Ok`, or the policy's refusal naming its rule.
-    pub fn permit(&self, principal: &Principal, name: &str) -> Result<(), GuardError> {
+    /// Whether `principal`, holding `scopes`, may call the tool `name` (a
+    /// guard or a built-in): `Ok`, or the policy's refusal naming its rule.
+    pub fn permit(&self, principal: &Principal, scopes: &Scopes, name: &str) -> Result<(), GuardError> {
         let Some(policy) = &self.policy else {
             return Ok(());
         };
         let category = self.registry.get(name).map(|g| g.category.as_str());
-        policy.check(principal.as_str(), crate::policy::Tool { name, category })
+        policy.check(principal.as_str(), scopes, crate::policy::Tool { name, category })
     }
 
-    /// The guards `principal` may not call, each with the policy's
+    /// The guards `origin`'s caller may not call, each with the policy's
     /// refusal message: a script worker refuses these inline (pure guards
     /// never reach the executor), and a coding task's prompt leaves them out.
-    pub fn denied_guards(&self, principal: &Principal) -> std::collections::BTreeMap<String, String> {
+    pub fn denied_guards(&self, origin: &Origin) -> std::collections::BTreeMap<String, String> {
         if self.policy.is_none() {
             return Default::default();
         }
         self.registry
             .iter()
             .filter_map(|g| {
-                let refusal = self.permit(principal, &g.name).err()?;
+                let refusal = self.permit(&origin.principal, &origin.scopes, &g.name).err()?;
                 Some((g.name.clone(), refusal.message))
             })
             .collect()
@@ -374,7 +374,7 @@ impl Executor {
     /// Looks the guard up and checks the arguments' depth and size.
     fn check(&self, request: &CallRequest<'_>) -> Result<&crate::guard::Guard, Failure> {
         let guard = self.guard(request.guard)?;
-        self.permit(&request.origin.principal, &guard.name)
+        self.permit(&request.origin.principal, &request.origin.scopes, &guard.name)
             .map_err(|error| Failure::new(Status::Failed, error))?;
         arguments::check(&request.arguments, self.limits.max_argument_bytes)?;
         Ok(guard)

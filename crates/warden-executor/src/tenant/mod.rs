@@ -6,9 +6,13 @@
 //! artifacts and resources belong to the principal that created them
 //! (recorded with the task, see [`crate::artifacts::owner`]; lookups go
 //! through [`crate::artifacts::View`]), and per-principal limits are
-//! counted against it ([`limits`]).
+//! counted against it ([`limits`]). Beside it travel the OAuth scopes its
+//! token granted ([`Scopes`]), which only the policy reads.
 
 pub mod limits;
+mod scopes;
+
+pub use scopes::Scopes;
 
 use std::sync::Arc;
 

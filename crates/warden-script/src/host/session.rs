@@ -253,7 +253,7 @@ impl Session {
                 deadline_ms,
                 calls_left: budget.calls_left,
                 inline_left: budget.count_pure.then_some(inline_left),
-                denied: ctx.executor.denied_guards(&ctx.origin.principal),
+                denied: ctx.executor.denied_guards(ctx.origin),
             })?;
             loop {
                 let check = door.next_check(Instant::now(), hard_deadline);

@@ -81,7 +81,7 @@ pub async fn run(
     for (i, call) in input.calls.iter().enumerate() {
         if executor.registry().get(&call.name).is_some() {
             executor
-                .permit(&origin.principal, &call.name)
+                .permit(&origin.principal, &origin.scopes, &call.name)
                 .map_err(|error| error.with_field(format!("calls[{i}].name")))?;
         }
     }

@@ -8,7 +8,11 @@
 //! clients send most — `tools/call` of a registered guard, 2026-07-28, no
 //! session, no progress token — is answered here, through the same
 //! [`WardenServer::guard_call`] rmcp's handler uses (same events, span,
-//! limits and result).
+//! limits and result). A call that may ask its client — an in-process or
+//! pure guard called by a client declaring elicitation or sampling — and a
+//! retry answering a question (`inputResponses`) go to rmcp's handler,
+//! which serves multi-round-trip input ([`crate::rounds`]): deciding that
+//! costs this path a look at the request's `_meta` capabilities.
 //!
 //! Everything else goes to rmcp untouched, and so does any request this
 //! path is not sure about: the checks below only ever *accept*, so every
@@ -40,7 +44,7 @@ use tokio_util::sync::CancellationToken;
 use crate::notices::SessionLevel;
 use crate::notify::Notice;
 use crate::server::WardenServer;
-use crate::tenant::Principal;
+use crate::tenant::{Principal, Scopes};
 
 /// What the direct path needs: the handler and the checks rmcp's service
 /// would make before routing a request.
@@ -79,7 +83,8 @@ pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: N
         return next.run(Request::from_parts(parts, Body::from(bytes))).await;
     };
     let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_default();
-    direct.run(call, principal).await
+    let scopes = parts.extensions.get::<Scopes>().cloned().unwrap_or_default();
+    direct.run(call, principal, scopes).await
 }
 
 /// A guard call this path answers.
@@ -115,7 +120,8 @@ impl Direct {
     /// whose `_meta` carries exactly the header's protocol revision and the
     /// client capabilities, whose name is the `Mcp-Name` header verbatim,
     /// with nothing that needs rmcp's machinery (a progress token, a
-    /// multi-round-trip input, parameter headers).
+    /// multi-round-trip input or a client that could be asked by a guard
+    /// that may ask, parameter headers).
     fn call_in(&self, bytes: &[u8], headers: &HeaderMap) -> Option<Call> {
         let Ok(ClientJsonRpcMessage::Request(request)) = serde_json::from_slice(bytes) else {
             return None;
@@ -126,6 +132,9 @@ impl Direct {
                 .missing_required_keys(&ProtocolVersion::V_2026_07_28)
                 .is_empty()
             && meta.get_progress_token().is_none();
+        // A guard that may ask, called by a client that may answer, goes
+        // to rmcp's handler, which serves multi-round-trip input.
+        let client_answers = crate::rounds::CanAnswer::of(meta).any();
         let traceparent = meta.get_traceparent().map(str::to_string);
         // A malformed receipt request goes the long way, which names it.
         let receipt = crate::receipts::asked(meta).ok()?;
@@ -137,7 +146,7 @@ impl Direct {
             && call.params.request_state.is_none()
             && single(headers, "mcp-name") == Some(call.params.name.as_ref())
             && !headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
-            && self.server.is_guard(&call.params.name);
+            && self.server.answers_directly(&call.params.name, client_answers);
         if !qualifies {
             return None;
         }
@@ -152,7 +161,7 @@ impl Direct {
     /// Runs the call: a JSON answer when the guard sends nothing before
     /// returning, else an SSE stream carrying its log messages and then the
     /// answer.
-    async fn run(&self, call: Call, principal: Principal) -> Response {
+    async fn run(&self, call: Call, principal: Principal, scopes: Scopes) -> Response {
         let Call {
             id,
             params,
@@ -164,7 +173,8 @@ impl Direct {
             .arguments
             .map(serde_json::Value::Object)
             .unwrap_or(serde_json::Value::Null);
-        let origin = crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal);
+        let origin =
+            crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal, scopes);
         let cancel = CancellationToken::new();
         let (sink, mut notices) = crate::notices::queue();
         let server = self.server.clone();

@@ -6,14 +6,15 @@
 //! parent module) puts [`Auth::require`] in front of `/mcp` and merges
 //! [`Auth::public_routes`] (the RFC 9728 metadata) unauthenticated. The
 //! middleware only decides *who* a request acts for: it inserts a
-//! [`Principal`] into the request's extensions, where
-//! `crate::server::principal_of` finds it, or answers 400/401/403
-//! itself. What a principal may see is the tenant layer's business.
+//! [`Principal`] and the token's [`Scopes`] into the request's extensions,
+//! where `crate::server::principal_of` and `scopes_of` find them, or
+//! answers 400/401/403 itself. What a principal may see is the tenant layer's business.
 //!
 //! Order of checks for `Authorization: Bearer T`: the API-token table
 //! first (constant time, any token shape), then, if OAuth is configured
 //! and `T` has the three parts of a JWT, JWT validation. Scopes apply to
-//! JWTs only; an API token stands for its principal with every right.
+//! JWTs only; an API token stands for its principal and grants no scopes
+//! (so a policy rule naming `scopes` never matches it).
 
 mod jwks;
 mod oauth;
@@ -30,7 +31,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::limits::MAX_AUTHORIZATION_BYTES;
-use crate::tenant::Principal;
+use crate::tenant::{Principal, Scopes};
 use oauth::{AUDIENCE_VAR, ISSUER_VAR, OAuth, SCOPES_VAR};
 use reply::Rejection;
 use tokens::{TOKENS_FILE_VAR, TokenTable};
@@ -187,26 +188,28 @@ impl Auth {
         reply::metadata_routes(self)
     }
 
-    /// Middleware in front of `/mcp`: puts the caller's [`Principal`] into
-    /// the request's extensions, or answers 400 (malformed
+    /// Middleware in front of `/mcp`: puts the caller's [`Principal`] and
+    /// [`Scopes`] into the request's extensions, or answers 400 (malformed
     /// `Authorization`), 401 (no or bad credentials) or 403 (a JWT without
     /// a required scope), with `WWW-Authenticate` and a JSON body
     /// `{"code", "message"}`.
     pub(crate) async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
         match auth.authenticate(request.headers()).await {
-            Ok(principal) => {
+            Ok((principal, scopes)) => {
                 request.extensions_mut().insert(principal);
+                request.extensions_mut().insert(scopes);
                 next.run(request).await
             }
             Err(rejection) => reply::reject(&auth, rejection),
         }
     }
 
-    /// The principal the request's bearer token stands for.
-    async fn authenticate(&self, headers: &HeaderMap) -> Result<Principal, Rejection> {
+    /// The principal the request's bearer token stands for, and the scopes
+    /// it grants (an API token grants none).
+    async fn authenticate(&self, headers: &HeaderMap) -> Result<(Principal, Scopes), Rejection> {
         let token = bearer_token(headers)?;
         if let Some(principal) = self.tokens.as_ref().and_then(|t| t.lookup(token)) {
-            return Ok(principal);
+            return Ok((principal, Scopes::default()));
         }
         match &self.oauth {
             Some(oauth) if token.split('.').count() == 3 => {

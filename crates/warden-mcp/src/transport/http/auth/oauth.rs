@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use super::jwks::{Jwks, JwksSource};
 use crate::limits::JWT_LEEWAY;
-use crate::tenant::Principal;
+use crate::tenant::{Principal, Scopes};
 
 pub(super) const ISSUER_VAR: &str = "WARDEN_OAUTH_ISSUER";
 pub(super) const AUDIENCE_VAR: &str = "WARDEN_OAUTH_AUDIENCE";
@@ -98,8 +98,9 @@ impl OAuth {
         }
     }
 
-    /// The principal a valid token acts for (its `sub`).
-    pub(super) async fn validate(&self, token: &str) -> Result<Principal, JwtRejection> {
+    /// The principal a valid token acts for (its `sub`) and the scopes it
+    /// grants (for the policy's scope rules).
+    pub(super) async fn validate(&self, token: &str) -> Result<(Principal, Scopes), JwtRejection> {
         let header = decode_header(token).map_err(|_| {
             invalid(
                 "malformed token",
@@ -156,7 +157,7 @@ impl OAuth {
         if !missing.is_empty() {
             return Err(JwtRejection::MissingScopes(missing));
         }
-        Ok(principal)
+        Ok((principal, Scopes::new(granted)))
     }
 
     fn rejection(&self, kind: &ErrorKind) -> JwtRejection {
@@ -222,10 +223,7 @@ fn granted_scopes(claims: &Claims) -> Vec<&str> {
 pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, BadScope> {
     let mut scopes: Vec<String> = Vec::new();
     for scope in value.split([' ', ',', '\t']).filter(|s| !s.is_empty()) {
-        if !scope
-            .bytes()
-            .all(|b| b == 0x21 || (0x23..=0x5b).contains(&b) || (0x5d..=0x7e).contains(&b))
-        {
+        if !crate::tenant::Scopes::is_token(scope) {
             return Err(BadScope);
         }
         if !scopes.iter().any(|s| s == scope) {

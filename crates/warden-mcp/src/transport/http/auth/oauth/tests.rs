@@ -61,7 +61,7 @@ async fn description(oauth: &OAuth, token: &str) -> &'static str {
 async fn a_valid_token_acts_for_its_sub() {
     let oauth = oauth(&[]);
     assert_eq!(
-        oauth.validate(&sign(&claims())).await.map(|p| p.to_string()),
+        oauth.validate(&sign(&claims())).await.map(|(p, _)| p.to_string()),
         Ok("alice".into())
     );
     // `aud` may be a list that includes this resource.
@@ -178,7 +178,12 @@ async fn every_configured_scope_is_required() {
         Err(JwtRejection::MissingScopes(vec!["mcp:tools".into()]))
     );
     let full = sign(&with(&[("scope", json!("mcp:read openid mcp:tools"))]));
-    assert!(oauth.validate(&full).await.is_ok());
+    let (_, granted) = oauth.validate(&full).await.expect("valid");
+    assert_eq!(
+        granted.to_vec(),
+        vec!["mcp:read", "openid", "mcp:tools"],
+        "every granted scope is kept for the policy"
+    );
     let scp = sign(&with(&[("scp", json!(["mcp:tools", "mcp:read"]))]));
     assert!(oauth.validate(&scp).await.is_ok());
 }

@@ -1,0 +1,394 @@
+//! Multi-round-trip input (SEP-2322): how a guard asks on a stateless
+//! (2026-07-28) request, where the server cannot send the client a request
+//! of its own.
+//!
+//! The guard calls `warden::ask::elicit` or `sample` as on a session. The
+//! [`Round`] in scope answers from what the client already supplied; the
+//! first question it has no answer for is kept, and the guard gets
+//! `input_required` (which it returns). The call is then answered with an
+//! `InputRequiredResult`: the question under the key `q<n>` (the n-th
+//! question of the call) and a `requestState`. The client retries the same
+//! `tools/call` with `inputResponses: {"q<n>": answer}` and that
+//! `requestState`, and the guard runs again **from the start**, its
+//! earlier questions answered from the state, this one from the response.
+//! So a guard that asks must be safe to re-run up to the point where it
+//! asks (no side effects before its questions), and must ask the same
+//! questions in the same order: each answered question is checked against
+//! a digest of the question it answered.
+//!
+//! `requestState` is the only memory between rounds and the client could
+//! send anything back: it is sealed with HMAC-SHA256 (rmcp's
+//! `RequestStateCodec`) under a key drawn at random when the process
+//! first needs it, bound to the caller's principal, the tool and the
+//! SHA-256 of the canonical arguments (so it cannot be replayed for
+//! another call or by another caller), and it expires after
+//! `input_state_ttl`. It holds the answers so far, signed, not encrypted.
+//! A retry must reach the same server process (its key is not shared):
+//! behind a load balancer, stateless clients that are asked need affinity.
+//!
+//! Limits ([`crate::limits`]): [`MAX_INPUT_QUESTIONS`] per call,
+//! [`MAX_INPUT_STATE_BYTES`] per state, `input_state_ttl` per round.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use rmcp::ErrorData;
+#[allow(deprecated)] // sampling's request: see `crate::asking`
+use rmcp::model::CreateMessageRequest;
+use rmcp::model::{
+    CallToolResponse, ElicitRequest, InputRequest, InputRequiredResult, InputResponses, RequestMetaObject,
+    RequestStateCodec, RequestStateError, SealOptions,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ask::{Asker, Elicitation, Question};
+use crate::error::{GuardError, codes};
+use crate::limits::{MAX_INPUT_QUESTIONS, MAX_INPUT_STATE_BYTES};
+use crate::tenant::Principal;
+
+/// The request `_meta` key of a 2026-07-28 client's capabilities.
+const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The questions a stateless request's client declared it can answer, in
+/// the request's own `_meta` capabilities.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct CanAnswer {
+    pub elicit: bool,
+    pub sample: bool,
+}
+
+impl CanAnswer {
+    /// Read from the raw `_meta` (no decoding: the HTTP direct path asks
+    /// this of every call).
+    pub fn of(meta: &RequestMetaObject) -> Self {
+        let capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY);
+        let declared = |name: &str| {
+            capabilities
+                .and_then(|c| c.get(name))
+                .is_some_and(|v| !v.is_null())
+        };
+        Self {
+            elicit: declared("elicitation"),
+            sample: declared("sampling"),
+        }
+    }
+
+    pub fn any(self) -> bool {
+        self.elicit || self.sample
+    }
+}
+
+/// The kind of a question, kept with its digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum Kind {
+    Elicit,
+    Sample,
+}
+
+/// A question as the state remembers it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Asked {
+    kind: Kind,
+    /// SHA-256 of the question's canonical JSON.
+    digest: String,
+}
+
+/// What a sealed `requestState` holds: one entry of `asked` per question
+/// so far, and the answers to all but the last (the one the client
+/// answers next).
+#[derive(Debug, Serialize, Deserialize)]
+struct Sealed {
+    asked: Vec<Asked>,
+    answers: Vec<Value>,
+}
+
+/// The call a state is bound to: it opens only for the same caller, tool
+/// and arguments.
+pub(crate) struct Binding(Vec<u8>);
+
+impl Binding {
+    pub fn new(principal: &Principal, tool: &str, arguments: &Value) -> Self {
+        let digest = crate::receipt::digest(arguments);
+        Self(format!("warden/mrtr/1\n{principal}\n{tool}\n{digest}").into_bytes())
+    }
+}
+
+/// One round of a stateless guard call: the answers the client has given
+/// (from the state and this request's `inputResponses`), and the first
+/// question the guard asked that has none.
+pub(crate) struct Round {
+    binding: Binding,
+    can: CanAnswer,
+    /// `asked[i]` was answered by `answers[i]`.
+    asked: Vec<Asked>,
+    answers: Vec<Value>,
+    /// Written by the guard's thread (through the asker), read when the
+    /// call ends.
+    progress: Mutex<Progress>,
+}
+
+#[derive(Default)]
+struct Progress {
+    /// Questions the guard asked in this run.
+    next: usize,
+    /// The question without an answer, as the client will get it.
+    pending: Option<(Asked, InputRequest)>,
+}
+
+/// A bad `requestState` or `inputResponses`: an invalid-params error
+/// naming the field and the fix.
+fn bad_field(field: &str, why: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("{field}: {why}"), None)
+}
+
+const START_OVER: &str = "call the tool again without requestState and inputResponses to start over";
+
+impl Round {
+    /// The round a request starts: the first (no state, no responses), or
+    /// a retry whose `request_state` opens for `binding` and whose
+    /// `input_responses` answer exactly the question it left open.
+    pub fn begin(
+        binding: Binding,
+        can: CanAnswer,
+        request_state: Option<&str>,
+        input_responses: Option<&InputResponses>,
+    ) -> Result<Arc<Self>, ErrorData> {
+        let (asked, answers) = match (request_state, input_responses) {
+            (None, None) => (Vec::new(), Vec::new()),
+            (None, Some(_)) => {
+                return Err(bad_field(
+                    "requestState",
+                    "missing: inputResponses answer the questions of an input_required result and must come with its requestState",
+                ));
+            }
+            (Some(state), responses) => Self::resume(&binding, state, responses)?,
+        };
+        Ok(Arc::new(Self {
+            binding,
+            can,
+            asked,
+            answers,
+            progress: Mutex::default(),
+        }))
+    }
+
+    /// Opens the state and adds the response to its open question.
+    fn resume(
+        binding: &Binding,
+        state: &str,
+        responses: Option<&InputResponses>,
+    ) -> Result<(Vec<Asked>, Vec<Value>), ErrorData> {
+        if state.len() > MAX_INPUT_STATE_BYTES {
+            return Err(bad_field(
+                "requestState",
+                &format!(
+                    "{} bytes, longer than any this server issues ({MAX_INPUT_STATE_BYTES}, MAX_INPUT_STATE_BYTES); {START_OVER}",
+                    state.len()
+                ),
+            ));
+        }
+        let codec = codec()
+            .ok_or_else(|| bad_field("requestState", &format!("no key to verify it; {START_OVER}")))?;
+        let sealed: Sealed = codec
+            .open_json_with(state, &binding.0)
+            .map_err(|e| bad_field("requestState", &opening_error(&e)))?;
+        let Sealed { asked, mut answers } = sealed;
+        let Some(open) = asked
+            .get(answers.len())
+            .filter(|_| asked.len() == answers.len() + 1)
+        else {
+            return Err(bad_field(
+                "requestState",
+                &format!("it holds no open question; {START_OVER}"),
+            ));
+        };
+        let key = question_key(asked.len());
+        let responses = responses.cloned().unwrap_or_default();
+        if let Some(other) = responses.keys().find(|k| **k != key) {
+            return Err(bad_field(
+                &format!("inputResponses.{other}"),
+                &format!(
+                    "no open question has this key; answer {key}, the question of the input_required result"
+                ),
+            ));
+        }
+        let Some(answer) = responses.get(&key) else {
+            return Err(bad_field(
+                &format!("inputResponses.{key}"),
+                "missing: answer the question of the input_required result",
+            ));
+        };
+        check_answer(open.kind, answer).map_err(|why| bad_field(&format!("inputResponses.{key}"), &why))?;
+        answers.push(answer.clone());
+        Ok((asked, answers))
+    }
+
+    /// The asker a guard of this round asks through (see the module doc).
+    pub fn asker(self: &Arc<Self>) -> Asker {
+        let round = Arc::clone(self);
+        Arc::new(move |question, _deadline| round.ask(question))
+    }
+
+    fn ask(&self, question: Question) -> Result<Value, GuardError> {
+        let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        if progress.pending.is_some() {
+            // The guard went on past an unanswered question: it waits too.
+            return Err(input_required());
+        }
+        let index = progress.next;
+        progress.next += 1;
+        let (asked, request) = input_request(question, self.can)?;
+        if let Some(answer) = self.answers.get(index) {
+            if self.asked.get(index) != Some(&asked) {
+                return Err(GuardError::new(
+                    codes::CANNOT_ASK,
+                    format!(
+                        "question {} differs from the one the client answered (a guard that asks must ask the same questions, in the same order, each time it runs); {START_OVER}",
+                        index + 1
+                    ),
+                ));
+            }
+            return Ok(answer.clone());
+        }
+        if index >= MAX_INPUT_QUESTIONS {
+            return Err(GuardError::new(
+                codes::CANNOT_ASK,
+                format!(
+                    "a guard may ask at most {MAX_INPUT_QUESTIONS} questions in one stateless call (MAX_INPUT_QUESTIONS); ask fewer, or use a session"
+                ),
+            ));
+        }
+        progress.pending = Some((asked, request));
+        Err(input_required())
+    }
+
+    /// The call's answer: its result, or — when the guard asked a question
+    /// the client has not answered — the question and the sealed state,
+    /// whatever the guard returned after. `Err` when the state would be
+    /// larger than [`MAX_INPUT_STATE_BYTES`] (the caller answers it as the
+    /// call's error).
+    pub fn finish(
+        &self,
+        result: rmcp::model::CallToolResult,
+        ttl: Duration,
+    ) -> Result<CallToolResponse, GuardError> {
+        let pending = self
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pending
+            .take();
+        let Some((asked, request)) = pending else {
+            return Ok(result.into());
+        };
+        let mut all = self.asked.clone();
+        all.push(asked);
+        let key = question_key(all.len());
+        let sealed = Sealed {
+            asked: all,
+            answers: self.answers.clone(),
+        };
+        let codec = codec().ok_or_else(|| {
+            GuardError::new(
+                codes::CANNOT_ASK,
+                "no random key for requestState could be drawn, so the client cannot be asked",
+            )
+        })?;
+        let state = codec
+            .seal_json_with(
+                &sealed,
+                &SealOptions::new().associated_data(&self.binding.0).ttl(ttl),
+            )
+            .map_err(|e| GuardError::failed(format!("the requestState could not be sealed: {e}")))?;
+        if state.len() > MAX_INPUT_STATE_BYTES {
+            return Err(GuardError::new(
+                codes::CANNOT_ASK,
+                format!(
+                    "the answers so far need a {} byte requestState, over the {MAX_INPUT_STATE_BYTES} byte limit (MAX_INPUT_STATE_BYTES); ask for shorter answers, or use a session",
+                    state.len()
+                ),
+            ));
+        }
+        let requests = std::iter::once((key, request)).collect();
+        Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
+    }
+}
+
+/// `q1`, `q2`, …: the key of the n-th question of a call.
+fn question_key(n: usize) -> String {
+    format!("q{n}")
+}
+
+fn input_required() -> GuardError {
+    GuardError::new(
+        codes::INPUT_REQUIRED,
+        "the client has not answered this question yet: return this error; the call is answered input_required and the client's retry runs the guard again with the answer",
+    )
+}
+
+/// The question as the client gets it, and as the state remembers it.
+fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequest), GuardError> {
+    crate::asking::answerable(&question, can.elicit, can.sample, " in this request's _meta")?;
+    let (kind, request) = match question {
+        Question::Elicit {
+            message,
+            requested_schema,
+        } => {
+            let params = crate::asking::elicit_params(message, requested_schema)?;
+            (
+                Kind::Elicit,
+                InputRequest::Elicitation(ElicitRequest::new(params)),
+            )
+        }
+        Question::Sample { params } => {
+            let params = crate::asking::sample_params(params)?;
+            #[allow(deprecated)]
+            let request = CreateMessageRequest::new(params);
+            (Kind::Sample, InputRequest::CreateMessage(request))
+        }
+    };
+    let json = serde_json::to_value(&request).map_err(|e| GuardError::failed(e.to_string()))?;
+    let digest = crate::receipt::digest(&json);
+    Ok((Asked { kind, digest }, request))
+}
+
+/// An answer the guard can read: a form's `{action, content}`, or a
+/// completion's result object.
+fn check_answer(kind: Kind, answer: &Value) -> Result<(), String> {
+    match kind {
+        Kind::Elicit => serde_json::from_value::<Elicitation>(answer.clone())
+            .map(drop)
+            .map_err(|e| format!("not an elicitation result ({{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{…}}}}): {e}")),
+        Kind::Sample if answer.is_object() => Ok(()),
+        Kind::Sample => Err("not a sampling result: expected an object with role, content and model".into()),
+    }
+}
+
+fn opening_error(error: &RequestStateError) -> String {
+    match error {
+        RequestStateError::Expired => format!(
+            "expired: answer within the input state lifetime (WARDEN_INPUT_STATE_TTL_SECONDS); {START_OVER}"
+        ),
+        _ => format!(
+            "does not verify for this call ({error}): it was issued for another tool, other arguments or another caller, altered, or issued by another server process; {START_OVER}"
+        ),
+    }
+}
+
+/// The process's sealing key, drawn once from the OS; `None` if the OS
+/// gave no randomness (then nobody can be asked statelessly).
+fn codec() -> Option<&'static RequestStateCodec> {
+    static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
+    CODEC
+        .get_or_init(|| {
+            let mut key = [0u8; 32];
+            getrandom::fill(&mut key).ok()?;
+            RequestStateCodec::try_new(key.to_vec()).ok()
+        })
+        .as_ref()
+}
+
+#[cfg(test)]
+mod tests;

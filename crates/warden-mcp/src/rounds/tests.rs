@@ -1,0 +1,259 @@
+//! Rounds without a transport: what the guard's asker answers, what the
+//! call answers, and every way a retry's state or responses are refused.
+
+use serde_json::json;
+
+use super::*;
+
+fn alice() -> Principal {
+    Principal::new("alice").expect("a name")
+}
+
+fn binding() -> Binding {
+    Binding::new(&alice(), "ask_name", &json!({"question": "Name?"}))
+}
+
+const BOTH: CanAnswer = CanAnswer {
+    elicit: true,
+    sample: true,
+};
+
+const TTL: Duration = Duration::from_secs(60);
+
+fn form(message: &str) -> Question {
+    Question::Elicit {
+        message: message.into(),
+        requested_schema: json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+    }
+}
+
+fn done() -> rmcp::model::CallToolResult {
+    rmcp::model::CallToolResult::structured(json!({"done": true}))
+}
+
+/// Runs one round in which the guard asks `questions` in order, stopping
+/// at the first it has no answer for; returns the answers it got and the
+/// call's answer.
+fn run(round: &Arc<Round>, questions: &[Question]) -> (Vec<Value>, Result<CallToolResponse, GuardError>) {
+    let asker = round.asker();
+    let mut got = Vec::new();
+    for question in questions {
+        match asker(question.clone(), None) {
+            Ok(answer) => got.push(answer),
+            Err(_) => break,
+        }
+    }
+    (got, round.finish(done(), TTL))
+}
+
+/// The key and state of an input_required answer.
+fn asked(response: Result<CallToolResponse, GuardError>) -> (String, String) {
+    match response {
+        Ok(CallToolResponse::InputRequired(result)) => {
+            let requests = result.input_requests.expect("input requests");
+            let key = requests.keys().next().expect("one question").clone();
+            (key, result.request_state.expect("a state"))
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    }
+}
+
+fn responses(key: &str, answer: Value) -> InputResponses {
+    std::iter::once((key.to_string(), answer)).collect()
+}
+
+fn message(error: ErrorData) -> String {
+    error.message.to_string()
+}
+
+#[test]
+fn a_question_goes_back_with_its_state_and_the_retry_answers_it() {
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let (got, response) = run(&first, &[form("Name?"), form("Age?")]);
+    assert!(got.is_empty());
+    let (key, state) = asked(response);
+    assert_eq!(key, "q1");
+
+    let answer = json!({"action": "accept", "content": {"name": "Ada"}});
+    let second = Round::begin(
+        binding(),
+        BOTH,
+        Some(&state),
+        Some(&responses("q1", answer.clone())),
+    )
+    .expect("second round");
+    let (got, response) = run(&second, &[form("Name?"), form("Age?")]);
+    assert_eq!(got, vec![answer.clone()]);
+    let (key, state) = asked(response);
+    assert_eq!(key, "q2", "the next question of the call");
+
+    let declined = json!({"action": "decline"});
+    let third = Round::begin(
+        binding(),
+        BOTH,
+        Some(&state),
+        Some(&responses("q2", declined.clone())),
+    )
+    .expect("third round");
+    let (got, response) = run(&third, &[form("Name?"), form("Age?")]);
+    assert_eq!(got, vec![answer, declined]);
+    assert!(matches!(response, Ok(CallToolResponse::Complete(_))));
+}
+
+#[test]
+fn a_state_opens_only_for_its_caller_tool_and_arguments() {
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let (_, state) = asked(run(&first, &[form("Name?")]).1);
+    let answer = responses("q1", json!({"action": "accept", "content": {}}));
+    let bob = Principal::new("bob").expect("a name");
+    for other in [
+        Binding::new(&bob, "ask_name", &json!({"question": "Name?"})),
+        Binding::new(&alice(), "ask_model", &json!({"question": "Name?"})),
+        Binding::new(&alice(), "ask_name", &json!({"question": "Other?"})),
+    ] {
+        let error = Round::begin(other, BOTH, Some(&state), Some(&answer))
+            .map(drop)
+            .expect_err("refused");
+        assert!(message(error).starts_with("requestState: does not verify"));
+    }
+    let mut tampered = state.clone();
+    tampered.pop();
+    tampered.push(if state.ends_with('A') { 'B' } else { 'A' });
+    let error = Round::begin(binding(), BOTH, Some(&tampered), Some(&answer))
+        .map(drop)
+        .expect_err("refused");
+    assert!(message(error).starts_with("requestState: does not verify"));
+    // The same arguments in another key order are the same call.
+    let reordered = Binding::new(
+        &alice(),
+        "ask_name",
+        &serde_json::from_str(r#"{"question":"Name?"}"#).expect("json"),
+    );
+    assert!(Round::begin(reordered, BOTH, Some(&state), Some(&answer)).is_ok());
+}
+
+#[test]
+fn responses_must_answer_exactly_the_open_question() {
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let (_, state) = asked(run(&first, &[form("Name?")]).1);
+    let cases = [
+        (None, "inputResponses.q1: missing"),
+        (
+            Some(responses("q7", json!({"action": "accept"}))),
+            "inputResponses.q7: no open question",
+        ),
+        (
+            Some(responses("q1", json!({"action": "maybe"}))),
+            "inputResponses.q1: not an elicitation result",
+        ),
+    ];
+    for (given, expected) in cases {
+        let error = Round::begin(binding(), BOTH, Some(&state), given.as_ref())
+            .map(drop)
+            .expect_err(expected);
+        assert!(message(error).starts_with(expected), "{expected}");
+    }
+    let error = Round::begin(binding(), BOTH, None, Some(&responses("q1", json!({}))))
+        .map(drop)
+        .expect_err("no state");
+    assert!(message(error).starts_with("requestState: missing"));
+}
+
+#[test]
+fn a_guard_that_asks_something_else_on_the_retry_is_told_so() {
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let (_, state) = asked(run(&first, &[form("Name?")]).1);
+    let answer = responses("q1", json!({"action": "accept", "content": {}}));
+    let retry = Round::begin(binding(), BOTH, Some(&state), Some(&answer)).expect("retry");
+    let error = retry.asker()(form("Shoe size?"), None).expect_err("another question");
+    assert_eq!(error.code, codes::CANNOT_ASK);
+    assert!(error.message.contains("question 1 differs"), "{}", error.message);
+}
+
+#[test]
+fn a_client_that_did_not_declare_the_capability_is_not_asked() {
+    let round = Round::begin(
+        binding(),
+        CanAnswer {
+            elicit: false,
+            sample: true,
+        },
+        None,
+        None,
+    )
+    .expect("round");
+    let error = round.asker()(form("Name?"), None).expect_err("cannot ask");
+    assert_eq!(error.code, codes::CANNOT_ASK);
+    assert!(
+        error
+            .message
+            .contains("elicitation capability in this request's _meta"),
+        "{}",
+        error.message
+    );
+    assert!(matches!(
+        round.finish(done(), TTL),
+        Ok(CallToolResponse::Complete(_))
+    ));
+}
+
+#[test]
+fn at_most_max_input_questions_are_asked_in_one_call() {
+    let questions: Vec<Question> = (0..=MAX_INPUT_QUESTIONS)
+        .map(|i| form(&format!("Question {i}?")))
+        .collect();
+    let mut state: Option<String> = None;
+    let mut answers: Option<InputResponses> = None;
+    for n in 1..=MAX_INPUT_QUESTIONS {
+        let round = Round::begin(binding(), BOTH, state.as_deref(), answers.as_ref()).expect("round");
+        let (got, response) = run(&round, &questions);
+        assert_eq!(got.len(), n - 1);
+        let (key, sealed) = asked(response);
+        answers = Some(responses(&key, json!({"action": "accept", "content": {}})));
+        state = Some(sealed);
+    }
+    let last = Round::begin(binding(), BOTH, state.as_deref(), answers.as_ref()).expect("last round");
+    let asker = last.asker();
+    for question in &questions[..MAX_INPUT_QUESTIONS] {
+        asker(question.clone(), None).expect("answered");
+    }
+    let error = asker(questions[MAX_INPUT_QUESTIONS].clone(), None).expect_err("one too many");
+    assert_eq!(error.code, codes::CANNOT_ASK);
+    assert!(error.message.contains("MAX_INPUT_QUESTIONS"), "{}", error.message);
+}
+
+#[test]
+fn a_state_over_max_input_state_bytes_is_neither_issued_nor_accepted() {
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let (_, state) = asked(run(&first, &[form("Name?")]).1);
+    let huge = json!({"action": "accept", "content": {"name": "x".repeat(MAX_INPUT_STATE_BYTES)}});
+    let second = Round::begin(binding(), BOTH, Some(&state), Some(&responses("q1", huge))).expect("accepted");
+    let (_, response) = run(&second, &[form("Name?"), form("Age?")]);
+    let error = response.expect_err("the next state is too large");
+    assert_eq!(error.code, codes::CANNOT_ASK);
+    assert!(
+        error.message.contains("MAX_INPUT_STATE_BYTES"),
+        "{}",
+        error.message
+    );
+
+    let long = "A".repeat(MAX_INPUT_STATE_BYTES + 1);
+    let error = Round::begin(binding(), BOTH, Some(&long), Some(&responses("q1", json!({}))))
+        .map(drop)
+        .expect_err("too long");
+    assert!(message(error).contains("MAX_INPUT_STATE_BYTES"));
+}
+
+#[test]
+fn a_state_expires_after_its_lifetime() {
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let asker = first.asker();
+    let _ = asker(form("Name?"), None);
+    let (_, state) = asked(first.finish(done(), Duration::from_millis(1)));
+    std::thread::sleep(Duration::from_millis(20));
+    let answer = responses("q1", json!({"action": "accept", "content": {}}));
+    let error = Round::begin(binding(), BOTH, Some(&state), Some(&answer))
+        .map(drop)
+        .expect_err("expired");
+    assert!(message(error).starts_with("requestState: expired"));
+}
