@@ -692,8 +692,11 @@ pub fn default_guard_threads() -> usize {
     (2 * cores()).clamp(DEFAULT_MAX_GUARD_THREADS, 1024)
 }
 
+/// Asked of the system once: each answer reads `/proc/self/cgroup` and the
+/// cgroup's CPU quota files, and the limits need it more than once at start.
 fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, usize::from))
 }
 // ---- tenants ----
 // Per-principal limits (see `crate::tenant::limits`). They bind every
