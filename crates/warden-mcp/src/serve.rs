@@ -35,9 +35,6 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
 /// arrives; running tasks are then cancelled and recorded.
 pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
-    // Task records open in the background (see `TaskRunner::start_records`):
-    // the first answer never waits for them.
-    tasks.start_records();
     let limits = tasks.executor.limits();
     let transport_limits = crate::transport::TransportLimits {
         max_message_bytes: limits.message_cap(),
@@ -48,10 +45,18 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
     let stdin = tasks.cancel_on_eof(stdin);
     let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
     let server = crate::server::WardenServer::new(tasks.clone(), name, version);
-    crate::tasks::start_claimer(server.clone());
-    server.warm_tools();
-    let service = match server.serve(transport).await {
-        Ok(service) => service,
+    let service = match server.clone().serve(transport).await {
+        Ok(service) => {
+            // Start-up work no initialize answer needs starts once it is
+            // sent, so it never competes with it for a core: the task
+            // records open (`TaskRunner::start_records`; a task tool called
+            // sooner opens them itself, see `Records::open`), queued tasks
+            // are claimed, and the tool list is built.
+            tasks.start_records();
+            crate::tasks::start_claimer(server.clone());
+            server.warm_tools();
+            service
+        }
         // A client that went away before initializing (e.g. one that only
         // sent stateless 2026-07-28 requests such as `server/discover`, all
         // answered) ended the session normally.
