@@ -217,3 +217,53 @@ async fn a_request_state_expires_after_the_input_state_lifetime() {
     let message = refusal(late);
     assert!(message.starts_with("requestState: expired"), "{message}");
 }
+
+/// The retry of a question `first` asked, sent to `second`: its answer.
+async fn retried_elsewhere(
+    first: &HttpServer,
+    second: &HttpServer,
+) -> Result<CallToolResponse, ServiceError> {
+    let asker = stateless(first, Person::Accepts("Ada"), None).await;
+    let (key, _, state) = ask_once(&asker, "ask_name").await;
+    let other = stateless(second, Person::Accepts("Ada"), None).await;
+    other
+        .call_tool_once(
+            params("ask_name")
+                .with_input_responses(accepted(&key, "Ada"))
+                .with_request_state(state),
+        )
+        .await
+}
+
+#[tokio::test]
+async fn nodes_sharing_an_input_state_key_accept_each_others_retries_and_a_bad_key_stops_the_server() {
+    // WARDEN_INPUT_STATE_KEY: a retry may reach another node behind a load balancer.
+    const KEY: &str = "4f1c0e7a9b3d5e6f708192a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7";
+    let shared = [("WARDEN_INPUT_STATE_KEY", KEY)];
+    let (a, b) = (
+        HttpServer::start(TESTBED, &shared).await,
+        HttpServer::start(TESTBED, &shared).await,
+    );
+    match retried_elsewhere(&a, &b).await.expect("answered") {
+        CallToolResponse::Complete(result) => {
+            assert_eq!(structured(&result), json!({"action": "accept", "name": "Ada"}))
+        }
+        other => panic!("expected the result from the other node, got {other:?}"),
+    }
+    // Without a shared key each process seals with its own.
+    let (c, d) = (
+        HttpServer::start(TESTBED, &[]).await,
+        HttpServer::start(TESTBED, &[]).await,
+    );
+    assert!(refusal(retried_elsewhere(&c, &d).await).starts_with("requestState: does not verify"));
+    for bad in ["short", &"zz".repeat(32)] {
+        let refused = HttpServer::start_on(TESTBED, "127.0.0.1:0", &[("WARDEN_INPUT_STATE_KEY", bad)])
+            .await
+            .err()
+            .expect("a malformed key stops the server");
+        assert!(
+            refused.contains("WARDEN_INPUT_STATE_KEY: expected 64 hex digits"),
+            "{refused}"
+        );
+    }
+}

@@ -377,10 +377,47 @@ fn opening_error(error: &RequestStateError) -> String {
     }
 }
 
-/// The process's sealing key, drawn once from the OS; `None` if the OS
-/// gave no randomness (then nobody can be asked statelessly).
+/// The variable naming a sealing key every node of a cluster shares.
+pub const KEY_VARIABLE: &str = "WARDEN_INPUT_STATE_KEY";
+
+static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
+
+/// Reads [`KEY_VARIABLE`] at start (64 hex digits: 32 bytes, e.g. from
+/// `openssl rand -hex 32`). With it every server sharing the key accepts
+/// the `requestState` any of them issued, so a stateless client's retry
+/// may reach another node behind a load balancer; without it each process
+/// draws its own key and a retry must reach the same process. A malformed
+/// value is refused with the fix.
+pub fn configure_key() -> Result<(), String> {
+    let Some(value) = std::env::var_os(KEY_VARIABLE) else {
+        return Ok(());
+    };
+    let key = value
+        .to_str()
+        .and_then(decode_key)
+        .ok_or_else(|| format!("{KEY_VARIABLE}: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"))?;
+    let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| format!("{KEY_VARIABLE}: {e}"))?;
+    // A second call (tests, a second server in one process) keeps the first key.
+    let _ = CODEC.set(Some(codec));
+    Ok(())
+}
+
+fn decode_key(text: &str) -> Option<[u8; 32]> {
+    let text = text.trim();
+    if text.len() != 64 || !text.is_ascii() {
+        return None;
+    }
+    let mut key = [0u8; 32];
+    for (byte, pair) in key.iter_mut().zip(text.as_bytes().chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(key)
+}
+
+/// The sealing key: the shared one ([`configure_key`]) or one drawn once
+/// from the OS; `None` if the OS gave no randomness (then nobody can be
+/// asked statelessly).
 fn codec() -> Option<&'static RequestStateCodec> {
-    static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
     CODEC
         .get_or_init(|| {
             let mut key = [0u8; 32];

@@ -89,6 +89,9 @@ WARDEN_OAUTH_JWKS, or bind a loopback address such as 127.0.0.1:{port}",
     Auth(#[from] auth::AuthConfigError),
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
+    /// `WARDEN_INPUT_STATE_KEY` is malformed (the message names the fix).
+    #[error("{0}")]
+    InputStateKey(String),
 }
 
 /// What a started server tells its caller (the CLI prints it).
@@ -125,6 +128,7 @@ pub async fn serve(
     if !addr.ip().is_loopback() && !auth::configured() {
         return Err(HttpError::Unauthenticated { addr });
     }
+    crate::rounds::configure_key().map_err(HttpError::InputStateKey)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| HttpError::Bind { addr, source })?;
@@ -196,7 +200,10 @@ pub async fn serve(
     let endpoint = tower::ServiceBuilder::new()
         // Outside authentication: a wrong Host is refused whatever the token.
         .layer(from_fn_with_state(host_check, host::check))
-        .option_layer(auth.clone().map(|auth| from_fn_with_state(auth, auth::Auth::require)))
+        .option_layer(
+            auth.clone()
+                .map(|auth| from_fn_with_state(auth, auth::Auth::require)),
+        )
         .layer(from_fn_with_state(
             Arc::new(requests::PrincipalRequests::new(
                 limits.http_requests_per_principal,
