@@ -102,8 +102,13 @@ fn host_name() -> String {
 
 /// This node's name, as records and events carry it.
 pub fn name() -> String {
+    name_ref().to_string()
+}
+
+/// [`name`], borrowed (every event record carries it).
+pub fn name_ref() -> &'static str {
     static NAME: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    NAME.get_or_init(|| Node::this().name()).clone()
+    NAME.get_or_init(|| Node::this().name())
 }
 
 #[cfg(test)]
