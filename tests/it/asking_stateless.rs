@@ -133,6 +133,17 @@ async fn a_stateless_call_asks_with_input_required_and_the_retry_gets_the_answer
         "Ada"
     );
 
+    // The round that ended with the question is recorded as such, not as a failure.
+    let records = crate::common::events_until(&server.artifacts.path().join("events.jsonl"), |r| {
+        r.iter().any(|e| e["event"] == "request_finished")
+    })
+    .await;
+    let finished = records
+        .iter()
+        .find(|e| e["event"] == "request_finished" && e["tool"] == "ask_name")
+        .expect("the first round's request_finished");
+    assert_eq!(finished["status"], "input_required", "{finished}");
+
     // rmcp's client drives the rounds: the guard runs again and reads the answer.
     let answered = ada.call_tool(params("ask_name")).await.expect("answered");
     assert_eq!(structured(&answered), json!({"action": "accept", "name": "Ada"}));

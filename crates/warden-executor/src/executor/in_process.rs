@@ -103,7 +103,14 @@ pub(super) fn invoke_caught(
         )],
     );
     let outcome = crate::error::catch_guard_panic(&guard.name, || guard.invoke(resources, arguments))
-        .map_err(|e| Failure::new(Status::Failed, e));
+        .map_err(|e| {
+            let status = if e.code == codes::INPUT_REQUIRED {
+                Status::InputRequired
+            } else {
+                Status::Failed
+            };
+            Failure::new(status, e)
+        });
     let error_type = outcome.as_ref().err().map(|f| f.error.code.as_str());
     crate::telemetry::end(
         &span,

@@ -55,6 +55,10 @@ pub enum Status {
     TimedOut,
     Cancelled,
     Rejected,
+    /// The guard asked its stateless (2026-07-28) caller a question: the
+    /// call ended with the question, and the caller retries it with the
+    /// answer (multi-round-trip input). Neither a success nor a failure.
+    InputRequired,
 }
 
 impl Status {
@@ -65,6 +69,7 @@ impl Status {
             Status::TimedOut => "timed_out",
             Status::Cancelled => "cancelled",
             Status::Rejected => "rejected",
+            Status::InputRequired => "input_required",
         }
     }
 }

@@ -80,6 +80,8 @@ impl From<Status> for CallStatus {
             Status::TimedOut => Self::TimedOut,
             Status::Cancelled => Self::Cancelled,
             Status::Rejected => Self::Rejected,
+            // A batch has nobody to ask (`cannot_ask`): never reached.
+            Status::InputRequired => Self::Failed,
         }
     }
 }
