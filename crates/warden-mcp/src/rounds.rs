@@ -74,6 +74,7 @@ impl CanAnswer {
         }
     }
 
+    #[cfg(feature = "http")]
     pub fn any(self) -> bool {
         self.elicit || self.sample
     }
@@ -378,6 +379,7 @@ fn opening_error(error: &RequestStateError) -> String {
 }
 
 /// The variable naming a sealing key every node of a cluster shares.
+#[cfg(feature = "http")]
 pub const KEY_VARIABLE: &str = "WARDEN_INPUT_STATE_KEY";
 
 static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
@@ -388,6 +390,7 @@ static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
 /// may reach another node behind a load balancer; without it each process
 /// draws its own key and a retry must reach the same process. A malformed
 /// value is refused with the fix.
+#[cfg(feature = "http")]
 pub fn configure_key() -> Result<(), String> {
     let Some(value) = std::env::var_os(KEY_VARIABLE) else {
         return Ok(());
@@ -402,6 +405,7 @@ pub fn configure_key() -> Result<(), String> {
     Ok(())
 }
 
+#[cfg(feature = "http")]
 fn decode_key(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();
     if text.len() != 64 || !text.is_ascii() {
