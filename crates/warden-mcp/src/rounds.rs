@@ -18,12 +18,13 @@
 //!
 //! `requestState` is the only memory between rounds and the client could
 //! send anything back: it is sealed with HMAC-SHA256 (rmcp's
-//! `RequestStateCodec`) under a key drawn at random when the process
+//! `RequestStateCodec`) under the key every node shares
+//! (`WARDEN_INPUT_STATE_KEY`) or else one drawn at random when the process
 //! first needs it, bound to the caller's principal, the tool and the
 //! SHA-256 of the canonical arguments (so it cannot be replayed for
 //! another call or by another caller), and it expires after
 //! `input_state_ttl`. It holds the answers so far, signed, not encrypted.
-//! A retry must reach the same server process (its key is not shared):
+//! Without a shared key a retry must reach the same server process:
 //! behind a load balancer, stateless clients that are asked need affinity.
 //!
 //! Limits ([`crate::limits`]): [`MAX_INPUT_QUESTIONS`] per call,
