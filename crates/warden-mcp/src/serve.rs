@@ -48,13 +48,17 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
     let service = match server.clone().serve(transport).await {
         Ok(service) => {
             // Start-up work no initialize answer needs starts once it is
-            // sent, so it never competes with it for a core: the task
-            // records open (`TaskRunner::start_records`; a task tool called
-            // sooner opens them itself, see `Records::open`), queued tasks
-            // are claimed, and the tool list is built.
-            tasks.start_records();
-            crate::tasks::start_claimer(server.clone());
-            server.warm_tools();
+            // sent, so it never competes with it for a core. The tool list
+            // comes first (a client's next request is `tools/list`); then
+            // the task records open (`TaskRunner::start_records`; a task
+            // tool called sooner opens them itself, see `Records::open`)
+            // and queued tasks are claimed.
+            let (tasks, server) = (tasks.clone(), server.clone());
+            tokio::spawn(async move {
+                server.warm_tools().await;
+                tasks.start_records();
+                crate::tasks::start_claimer(server);
+            });
             service
         }
         // A client that went away before initializing (e.g. one that only

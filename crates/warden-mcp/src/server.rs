@@ -96,12 +96,14 @@ impl WardenServer {
     }
 
     /// Builds [`WardenServer::tools`] on the blocking pool, off the path
-    /// of the first answer.
-    pub fn warm_tools(&self) {
+    /// of the first answer; done when it is built.
+    pub async fn warm_tools(&self) {
         let server = self.clone();
-        drop(tokio::task::spawn_blocking(move || {
+        // A panic while building is the first `tools/list`'s to report.
+        let _ = tokio::task::spawn_blocking(move || {
             server.tools();
-        }));
+        })
+        .await;
     }
 
     /// The task runner behind the tools.

@@ -151,7 +151,10 @@ pub async fn serve(
     let limits = tasks.executor.limits().clone();
     let server = crate::server::WardenServer::new(tasks.clone(), name, version);
     crate::tasks::start_claimer(server.clone());
-    server.warm_tools();
+    tokio::spawn({
+        let server = server.clone();
+        async move { server.warm_tools().await }
+    });
     let in_flight = Arc::new(drain::InFlight::default());
     let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
         channel_capacity: crate::limits::SESSION_STREAM_EVENTS,
