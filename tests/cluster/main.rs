@@ -26,7 +26,7 @@ use sqlx::Connection;
 
 use common::http::{HttpServer, PRINCIPALS};
 use common::tasks::{cancel_task, client_config, get_task, start_task, wire};
-use common::{FINANCE, read_jsonl, structured};
+use common::{ENDLESS, FINANCE, read_jsonl, structured};
 
 /// One cluster test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -271,7 +271,7 @@ async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_
         ended(&first, &quick, Duration::from_secs(30)).await["status"],
         "completed"
     );
-    let endless = json!({"script": "loop {}", "timeout_seconds": 120});
+    let endless = json!({"script": ENDLESS, "timeout_seconds": 120});
     let mut running = Vec::new();
     for _ in 0..2 {
         running.push(
@@ -350,7 +350,7 @@ async fn a_cancel_sent_to_another_node_stops_the_task() {
     let id = start_task(
         &clients[0],
         "run_script",
-        json!({"script": "loop {}", "timeout_seconds": 120}),
+        json!({"script": ENDLESS, "timeout_seconds": 120}),
         None,
     )
     .await

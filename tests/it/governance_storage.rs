@@ -425,7 +425,7 @@ async fn a_client_that_disconnects_leaves_a_cancelled_record() {
     let peer = client.peer().clone();
     let pending = tokio::spawn(async move {
         let mut arguments = serde_json::Map::new();
-        arguments.insert("script".into(), json!("loop {}"));
+        arguments.insert("script".into(), json!(ENDLESS));
         arguments.insert("timeout_seconds".into(), json!(60));
         peer.call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
             .await
@@ -453,7 +453,7 @@ async fn a_server_stopped_by_sigterm_records_its_running_task_cancelled() {
     // `cancelled` records before it exits.
     let server = Server::start(TESTBED).await;
     let root = server.artifacts.path().to_path_buf();
-    let call = server.try_call("run_script", json!({"script": "loop {}", "timeout_seconds": 60}));
+    let call = server.try_call("run_script", json!({"script": ENDLESS, "timeout_seconds": 60}));
     let stopper = async {
         let dir = first_task(&root).await;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -487,7 +487,7 @@ async fn a_task_left_by_a_killed_server_is_interrupted_after_restart() {
     // `interrupted` (status failed), so list_tasks and get_task_result tell the truth.
     let server = Server::start(TESTBED).await;
     let root = server.artifacts.path().to_path_buf();
-    let call = server.try_call("run_script", json!({"script": "loop {}", "timeout_seconds": 60}));
+    let call = server.try_call("run_script", json!({"script": ENDLESS, "timeout_seconds": 60}));
     let killer = async {
         let dir = first_task(&root).await;
         tokio::time::sleep(Duration::from_millis(300)).await;

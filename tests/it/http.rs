@@ -348,7 +348,7 @@ async fn after_the_grace_a_running_task_is_cancelled_and_recorded() {
         client
             .call_tool(
                 CallToolRequestParams::new("run_script")
-                    .with_arguments(arguments(json!({"script": "loop {}", "timeout_seconds": 120}))),
+                    .with_arguments(arguments(json!({"script": ENDLESS, "timeout_seconds": 120}))),
             )
             .await
     });

@@ -54,7 +54,7 @@ final_answer(#{{task_type: "analysis", summary: "summed", metrics: #{{total: tot
 }
 
 fn endless() -> Value {
-    json!({"script": "loop {}", "timeout_seconds": 30})
+    json!({"script": ENDLESS, "timeout_seconds": 30})
 }
 
 /// A client on a Streamable HTTP session declaring tasks (or not).

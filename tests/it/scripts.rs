@@ -107,7 +107,7 @@ async fn the_threat_suite_is_stopped_with_classified_errors() {
     // Each hostile script ends with its error kind; the server keeps serving.
     let server = Server::start(FINANCE).await;
     let cases = [
-        ("loop {}", 2, "timeout"),
+        (ENDLESS, 2, "timeout"),
         ("fn f(n) { f(n + 1) } f(0)", 10, "limit"),
         (r#"let s = "xx"; loop { s += s; }"#, 10, "limit"),
         ("let a = [1]; loop { a += a; }", 10, "limit"),

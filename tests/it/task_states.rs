@@ -67,7 +67,7 @@ async fn a_queued_task_cancelled_never_runs_and_ends_cancelled() {
     let holder = start_task(
         peer,
         "run_script",
-        json!({"script": "loop {}", "timeout_seconds": 30}),
+        json!({"script": ENDLESS, "timeout_seconds": 30}),
         None,
     )
     .await;
@@ -162,7 +162,7 @@ async fn a_plain_call_cancelled_while_it_waits_for_a_task_slot_never_runs() {
         ],
     )
     .await;
-    let holder = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 2}));
+    let holder = server.call("run_script", json!({"script": ENDLESS, "timeout_seconds": 2}));
     let (holder, ()) = tokio::join!(holder, async {
         tokio::time::sleep(Duration::from_millis(400)).await;
         let waiting = server.call("run_script", json!({"script": WRITES}));

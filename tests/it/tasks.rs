@@ -69,7 +69,7 @@ async fn a_script_reports_progress_for_guard_calls_and_artifacts() {
 async fn cancelling_a_script_kills_its_worker_and_records_cancelled() {
     // A dropped run_script call ends with a cancelled result.json and no worker left.
     let server = Server::start(FINANCE).await;
-    let call = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 60}));
+    let call = server.call("run_script", json!({"script": ENDLESS, "timeout_seconds": 60}));
     assert!(
         tokio::time::timeout(Duration::from_millis(800), call)
             .await
@@ -100,7 +100,7 @@ async fn cancelling_a_script_kills_its_worker_and_records_cancelled() {
 async fn task_slots_are_separate_from_call_slots() {
     // Two long scripts fill the task slots: a third is busy, yet direct calls still run.
     let server = Server::start(FINANCE).await;
-    let long = || server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 3}));
+    let long = || server.call("run_script", json!({"script": ENDLESS, "timeout_seconds": 3}));
     let (first, second, third) = tokio::join!(long(), long(), async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         let busy = server.call("run_script", json!({"script": "1"})).await;
@@ -193,7 +193,7 @@ async fn old_task_directories_are_pruned_beyond_the_retention_limit() {
 async fn the_task_slot_count_is_set_by_warden_max_concurrent_tasks() {
     // With one task slot, a second script is busy while the first runs, and runs once it ended.
     let server = Server::start_with_env(FINANCE, &[("WARDEN_MAX_CONCURRENT_TASKS", "1")]).await;
-    let long = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 2}));
+    let long = server.call("run_script", json!({"script": ENDLESS, "timeout_seconds": 2}));
     let (long, busy) = tokio::join!(long, async {
         tokio::time::sleep(Duration::from_millis(500)).await;
         server.call("run_script", json!({"script": "1"})).await
@@ -223,7 +223,7 @@ async fn a_task_waits_briefly_for_a_slot_instead_of_being_refused() {
         ],
     )
     .await;
-    let long = server.call("run_script", json!({"script": "loop {}", "timeout_seconds": 1}));
+    let long = server.call("run_script", json!({"script": ENDLESS, "timeout_seconds": 1}));
     let (long, waited) = tokio::join!(long, async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let started = std::time::Instant::now();

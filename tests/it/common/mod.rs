@@ -22,6 +22,14 @@ pub const FINANCE: &str = env!("CARGO_BIN_EXE_warden-it-finance");
 /// The example app plus hostile guards (bin/testbed.rs).
 pub const TESTBED: &str = env!("CARGO_BIN_EXE_warden-testbed");
 
+/// A script that runs until its deadline or cancellation, whatever the
+/// machine's speed. `loop {}` does not: it spends Rhai's operation limit
+/// (`SCRIPT_MAX_OPERATIONS`, 500 million) in under two seconds on a fast
+/// core and ends `failed` with a `limit` error. Each turn here is one
+/// native call of about 0.1 ms and a few operations, so the limit is hours
+/// away.
+pub const ENDLESS: &str = r#"loop { "".pad(10000, "x"); }"#;
+
 /// A running server and the client connected to it.
 pub struct Server {
     pub client: RunningService<RoleClient, ()>,
