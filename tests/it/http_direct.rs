@@ -165,3 +165,68 @@ async fn a_client_that_goes_away_cancels_a_direct_call_and_its_end_is_recorded()
         .unwrap_or_else(|| panic!("no end recorded: {records:?}"));
     assert_eq!(finished["status"], "cancelled", "{finished}");
 }
+
+/// The JSON-RPC message of an answer, JSON or a one-event SSE stream.
+fn message_of(kind: &str, text: &str) -> Value {
+    let json = if kind.starts_with("text/event-stream") {
+        text.lines()
+            .filter_map(|line| line.strip_prefix("data: "))
+            .next_back()
+            .unwrap_or_default()
+    } else {
+        text
+    };
+    serde_json::from_str(json).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+#[tokio::test]
+async fn a_client_that_can_answer_is_asked_as_rmcps_service_asks_and_its_retry_completes() {
+    // Most clients declare elicitation: their first call of a guard that
+    // asks is answered by the direct path with the question, as rmcp's
+    // service answers it (each requestState is sealed afresh), and the retry
+    // with the answer opens the direct path's state.
+    let server = HttpServer::start(TESTBED, &[]).await;
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "ask_name", "arguments": {"question": "What is your name?"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}}});
+    let direct = send(&server.url, &body, &headers("ask_name")).await;
+    let mut through_rmcp = headers("ask_name");
+    through_rmcp.push(("accept", "application/json;q=1, text/event-stream;q=0.5".into()));
+    let rmcp = send(&server.url, &body, &through_rmcp).await;
+    assert_eq!(direct.0, 200, "{direct:?}");
+    assert_eq!(rmcp.0, 200, "{rmcp:?}");
+    let mut direct = message_of(&direct.1, &direct.2);
+    let mut rmcp = message_of(&rmcp.1, &rmcp.2);
+    let state = direct["result"]["requestState"].take();
+    assert!(state.is_string(), "no requestState: {direct}");
+    assert!(rmcp["result"]["requestState"].take().is_string(), "{rmcp}");
+    assert_eq!(direct, rmcp);
+    assert_eq!(direct["result"]["resultType"], "input_required", "{direct}");
+    assert_eq!(
+        direct["result"]["inputRequests"]["q1"]["params"]["message"], "What is your name?",
+        "{direct}"
+    );
+
+    let mut retry = body.clone();
+    retry["params"]["requestState"] = state;
+    retry["params"]["inputResponses"] = json!({"q1": {"action": "accept", "content": {"name": "Ada"}}});
+    let (status, kind, text) = send(&server.url, &retry, &headers("ask_name")).await;
+    assert_eq!(status, 200, "{text}");
+    let answer = message_of(&kind, &text);
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"action": "accept", "name": "Ada"}),
+        "{answer}"
+    );
+
+    // A guard that does not ask answers such a client as before.
+    let mut quote = call("get_quote", json!({"symbol": "MSFT"}));
+    quote["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let (status, kind, text) = send(&server.url, &quote, &headers("get_quote")).await;
+    assert_eq!((status, kind.as_str()), (200, "application/json"), "{text}");
+    assert_eq!(
+        message_of(&kind, &text)["result"]["structuredContent"]["symbol"],
+        "MSFT"
+    );
+}

@@ -158,7 +158,7 @@ impl Round {
         input_responses: Option<&InputResponses>,
     ) -> Result<Arc<Self>, ErrorData> {
         let (asked, answers) = match (request_state, input_responses) {
-            (None, None) => (Vec::new(), Vec::new()),
+            (None, None) => return Ok(Self::first(binding, can)),
             (None, Some(_)) => {
                 return Err(bad_field(
                     "requestState",
@@ -174,6 +174,17 @@ impl Round {
             answers,
             progress: Mutex::default(),
         }))
+    }
+
+    /// The first round of a call: nothing asked or answered yet.
+    pub fn first(binding: Binding, can: CanAnswer) -> Arc<Self> {
+        Arc::new(Self {
+            binding,
+            can,
+            asked: Vec::new(),
+            answers: Vec::new(),
+            progress: Mutex::default(),
+        })
     }
 
     /// Opens the state and adds the response to its open question.

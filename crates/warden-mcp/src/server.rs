@@ -447,23 +447,27 @@ impl WardenServer {
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
         let call = crate::ask::scope(round.asker(), call);
         let result = crate::notices::forwarding(context, name, &self.log_level, call).await;
-        Ok(round
+        Ok(self.end_round(&round, result, &request_id))
+    }
+
+    /// The answer of a stateless call whose guard ran under `round`: its
+    /// result, or the question it asked with the sealed state.
+    pub(crate) fn end_round(
+        &self,
+        round: &crate::rounds::Round,
+        result: CallToolResult,
+        request_id: &str,
+    ) -> CallToolResponse {
+        round
             .finish(result, self.executor.limits().input_state_ttl)
-            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into()))
+            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), request_id).into())
     }
 
     /// Whether the HTTP transport's direct path may answer a stateless
-    /// call of `name`: a registered guard that cannot ask (an isolated
-    /// one), or any guard when the request's client cannot answer
-    /// (`client_answers`: it declared neither elicitation nor sampling).
-    /// A guard that may ask a client that may answer goes through rmcp's
-    /// handler, where multi-round-trip input is served.
+    /// call of `name`: a registered guard.
     #[cfg(feature = "http")]
-    pub(crate) fn answers_directly(&self, name: &str, client_answers: bool) -> bool {
-        self.executor
-            .registry()
-            .get(name)
-            .is_some_and(|g| !client_answers || g.mode == crate::guard::Mode::Isolated)
+    pub(crate) fn answers_directly(&self, name: &str) -> bool {
+        self.executor.registry().get(name).is_some()
     }
 
     /// One direct call of the guard `name` with request events around it,

@@ -267,8 +267,11 @@ async fn bench() {
     };
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
 
+    // `--capabilities JSON`: what the client declares (e.g. `{"elicitation": {}}`, as most do).
+    let capabilities: Value =
+        serde_json::from_str(&text_arg("--capabilities", "{}")).expect("--capabilities JSON");
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
+                      "io.modelcontextprotocol/clientCapabilities": capabilities});
     // `--tool NAME --arguments JSON` measures another tool (default: the in-process get_quote).
     let tool: &'static str = Box::leak(text_arg("--tool", "get_quote").into_boxed_str());
     let arguments: Value =

@@ -8,11 +8,14 @@
 //! clients send most — `tools/call` of a registered guard, 2026-07-28, no
 //! session, no progress token — is answered here, through the same
 //! [`WardenServer::guard_call`] rmcp's handler uses (same events, span,
-//! limits and result). A call that may ask its client — an in-process or
-//! pure guard called by a client declaring elicitation or sampling — and a
-//! retry answering a question (`inputResponses`) go to rmcp's handler,
-//! which serves multi-round-trip input ([`crate::rounds`]): deciding that
-//! costs this path a look at the request's `_meta` capabilities.
+//! limits and result). A client that declared elicitation or sampling in
+//! the request's `_meta` gets the first round of multi-round-trip input
+//! here too ([`crate::rounds`]): its guard runs under a [`Round`], so a
+//! question comes back `input_required` with its sealed `requestState`,
+//! exactly as rmcp's handler would answer. Most clients declare those
+//! capabilities, so sending their calls the long way would have made the
+//! slow path the common one. The retry that answers a question
+//! (`requestState`, `inputResponses`) goes to rmcp's handler.
 //!
 //! Everything else goes to rmcp untouched, and so does any request this
 //! path is not sure about: the checks below only ever *accept*, so every
@@ -35,14 +38,15 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, CallToolResult, JsonRpcRequest, JsonRpcResponse,
-    JsonRpcVersion2_0, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
+    CallToolRequest, CallToolRequestParams, JsonRpcRequest, JsonRpcResponse, JsonRpcVersion2_0,
+    ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::notices::SessionLevel;
 use crate::notify::Notice;
+use crate::rounds::{Binding, CanAnswer, Round};
 use crate::server::WardenServer;
 use crate::tenant::{Principal, Scopes};
 
@@ -94,6 +98,8 @@ struct Call {
     traceparent: Option<String>,
     /// `_meta` asked for the call's receipt.
     receipt: bool,
+    /// The questions the client declared it can answer.
+    can: CanAnswer,
 }
 
 impl Direct {
@@ -119,9 +125,8 @@ impl Direct {
     /// The body checks: one `tools/call` request of a registered guard
     /// whose `_meta` carries exactly the header's protocol revision and the
     /// client capabilities, whose name is the `Mcp-Name` header verbatim,
-    /// with nothing that needs rmcp's machinery (a progress token, a
-    /// multi-round-trip input or a client that could be asked by a guard
-    /// that may ask, parameter headers).
+    /// with nothing that needs rmcp's machinery (a progress token, the
+    /// answer to a question, parameter headers).
     fn call_in(&self, bytes: &[u8], headers: &HeaderMap) -> Option<Call> {
         // Parsed as the one request shape this path answers, not as any
         // client message: rmcp's message and request enums buffer the whole
@@ -143,9 +148,7 @@ impl Direct {
                 .missing_required_keys(&ProtocolVersion::V_2026_07_28)
                 .is_empty()
             && meta.get_progress_token().is_none();
-        // A guard that may ask, called by a client that may answer, goes
-        // to rmcp's handler, which serves multi-round-trip input.
-        let client_answers = crate::rounds::CanAnswer::of(meta).any();
+        let can = CanAnswer::of(meta);
         let traceparent = meta.get_traceparent().map(str::to_string);
         // A malformed receipt request goes the long way, which names it.
         let receipt = crate::receipts::asked(meta).ok()?;
@@ -155,7 +158,7 @@ impl Direct {
             && call.params.request_state.is_none()
             && single(headers, "mcp-name") == Some(call.params.name.as_ref())
             && !headers.keys().any(|name| name.as_str().starts_with("mcp-param-"))
-            && self.server.answers_directly(&call.params.name, client_answers);
+            && self.server.answers_directly(&call.params.name);
         if !qualifies {
             return None;
         }
@@ -164,6 +167,7 @@ impl Direct {
             params: call.params,
             traceparent,
             receipt,
+            can,
         })
     }
 
@@ -176,14 +180,21 @@ impl Direct {
             params,
             traceparent,
             receipt,
+            can,
         } = call;
         let name = params.name.to_string();
         let arguments = params
             .arguments
             .map(serde_json::Value::Object)
             .unwrap_or(serde_json::Value::Null);
+        // A client that can answer gets the first round of multi-round-trip
+        // input; one that cannot is told so when its guard asks.
+        let round = can
+            .any()
+            .then(|| Round::first(Binding::new(&principal, &name, &arguments), can));
         let origin =
             crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal, scopes);
+        let request_id = round.as_ref().map(|_| origin.request_id.clone());
         let cancel = CancellationToken::new();
         let (sink, mut notices) = crate::notices::queue();
         let server = self.server.clone();
@@ -191,9 +202,14 @@ impl Direct {
         let guard = name.clone();
         let mut running = RunToEnd {
             call: Some(Box::pin(crate::notify::scope(sink, async move {
-                server
-                    .guard_call(&guard, arguments, origin, call_cancel, receipt)
-                    .await
+                let call = server.guard_call(&guard, arguments, origin, call_cancel, receipt);
+                match (round, request_id) {
+                    (Some(round), Some(request_id)) => {
+                        let result = crate::ask::scope(round.asker(), call).await;
+                        ServerResult::from(server.end_round(&round, result, &request_id))
+                    }
+                    _ => ServerResult::CallToolResult(call.await),
+                }
             }))),
             cancel,
         };
@@ -287,7 +303,7 @@ async fn stream_rest(
 /// and finishes it in the background, so its request events record the
 /// cancellation instead of stopping half-way.
 struct RunToEnd {
-    call: Option<Pin<Box<dyn Future<Output = CallToolResult> + Send>>>,
+    call: Option<Pin<Box<dyn Future<Output = ServerResult> + Send>>>,
     cancel: CancellationToken,
 }
 
@@ -304,11 +320,11 @@ impl Drop for RunToEnd {
     }
 }
 
-fn answer_message(id: RequestId, result: CallToolResult) -> ServerJsonRpcMessage {
+fn answer_message(id: RequestId, result: ServerResult) -> ServerJsonRpcMessage {
     ServerJsonRpcMessage::Response(JsonRpcResponse {
         jsonrpc: JsonRpcVersion2_0,
         id,
-        result: ServerResult::CallToolResult(result),
+        result,
     })
 }
 
