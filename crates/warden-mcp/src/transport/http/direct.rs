@@ -194,7 +194,9 @@ impl Direct {
             .then(|| Round::first(Binding::new(&principal, &name, &arguments), can));
         let origin =
             crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal, scopes);
-        let request_id = round.as_ref().map(|_| origin.request_id.clone());
+        // The request id names the call in the error answered when its
+        // question cannot be sealed.
+        let round = round.map(|round| (round, origin.request_id.clone()));
         let cancel = CancellationToken::new();
         let (sink, mut notices) = crate::notices::queue();
         let server = self.server.clone();
@@ -203,12 +205,12 @@ impl Direct {
         let mut running = RunToEnd {
             call: Some(Box::pin(crate::notify::scope(sink, async move {
                 let call = server.guard_call(&guard, arguments, origin, call_cancel, receipt);
-                match (round, request_id) {
-                    (Some(round), Some(request_id)) => {
+                match round {
+                    Some((round, request_id)) => {
                         let result = crate::ask::scope(round.asker(), call).await;
                         ServerResult::from(server.end_round(&round, result, &request_id))
                     }
-                    _ => ServerResult::CallToolResult(call.await),
+                    None => ServerResult::CallToolResult(call.await),
                 }
             }))),
             cancel,
