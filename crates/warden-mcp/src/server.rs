@@ -445,22 +445,24 @@ impl WardenServer {
         let origin = request_origin("direct", name, context);
         let request_id = origin.request_id.clone();
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
-        let call = crate::ask::scope(round.asker(), call);
-        let result = crate::notices::forwarding(context, name, &self.log_level, call).await;
-        Ok(self.end_round(&round, result, &request_id))
+        let call = self.in_round(round, request_id, call);
+        Ok(crate::notices::forwarding(context, name, &self.log_level, call).await)
     }
 
-    /// The answer of a stateless call whose guard ran under `round`: its
-    /// result, or the question it asked with the sealed state.
-    pub(crate) fn end_round(
+    /// Runs a stateless guard call (`call`, request `request_id`) with
+    /// `round` answering its questions. The answer: its result, or the
+    /// question it asked with the sealed state. Shared by rmcp's handler and
+    /// the HTTP direct path.
+    pub(crate) async fn in_round(
         &self,
-        round: &crate::rounds::Round,
-        result: CallToolResult,
-        request_id: &str,
+        round: Arc<crate::rounds::Round>,
+        request_id: String,
+        call: impl std::future::Future<Output = CallToolResult>,
     ) -> CallToolResponse {
+        let result = crate::ask::scope(round.asker(), call).await;
         round
             .finish(result, self.executor.limits().input_state_ttl)
-            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), request_id).into())
+            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into())
     }
 
     /// Whether the HTTP transport's direct path may answer a stateless

@@ -206,10 +206,7 @@ impl Direct {
             call: Some(Box::pin(crate::notify::scope(sink, async move {
                 let call = server.guard_call(&guard, arguments, origin, call_cancel, receipt);
                 match round {
-                    Some((round, request_id)) => {
-                        let result = crate::ask::scope(round.asker(), call).await;
-                        ServerResult::from(server.end_round(&round, result, &request_id))
-                    }
+                    Some((round, request_id)) => server.in_round(round, request_id, call).await.into(),
                     None => ServerResult::CallToolResult(call.await),
                 }
             }))),
