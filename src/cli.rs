@@ -418,6 +418,8 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
             deadline_cap: None,
             events: None,
             record: None,
+            // The operator at the shell: their own deliberate act.
+            consent: crate::executor::confirm::Consent::Direct,
         })
         .await;
     match outcome {

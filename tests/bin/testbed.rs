@@ -122,11 +122,19 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
 /// nothing). `run_batch` must refuse it unless the app allows it.
 #[derive(Deserialize, JsonSchema)]
 struct WipeInput {
+    /// A note kept with the deletion; sorts before `record`, so a long one
+    /// would push `record` out of a form that showed only a prefix.
+    #[serde(default)]
+    note: Option<String>,
     /// The record to "delete".
     record: String,
+    /// A count, for arguments only exact hashing tells apart.
+    #[serde(default)]
+    count: Option<u64>,
 }
 
 fn wipe_scratch(input: WipeInput) -> Result<String, GuardError> {
+    let _ = (input.note, input.count);
     Ok(format!("wiped {}", input.record))
 }
 

@@ -9,6 +9,7 @@ mod batch;
 mod catalogue;
 mod charts;
 mod common;
+mod confirmation;
 mod docs;
 mod executor;
 mod fake_model;

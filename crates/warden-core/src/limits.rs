@@ -54,6 +54,16 @@ pub const DEFAULT_MAX_TIMEOUT: Duration = Duration::from_secs(300);
 /// diagnostics log (see [`DEFAULT_WORKER_FILE_SIZE`]).
 pub const DEFAULT_MAX_WORKER_RESPONSE: usize = 1024 * 1024;
 
+/// Largest arguments a destructive call's confirmation form shows: 4,096
+/// bytes, as the form lays them out (one `"key": value` line each, JSON
+/// escapes, invisible characters escaped). The person must see every
+/// argument they approve, so a call whose arguments are larger is refused
+/// `forbidden` without asking, naming this limit (and recorded as a
+/// `destructive_call_confirmed` event with action `not_asked_too_large`).
+/// A contract with the person, not a budget: no override. Does not limit
+/// direct calls of destructive guards, which the client's host confirms.
+pub const CONFIRMED_ARGUMENTS_MAX_BYTES: usize = 4_096;
+
 /// Largest `arguments` object accepted for one call: 8,000,000 bytes of JSON.
 /// Larger arguments are rejected with `arguments_too_large` before a worker
 /// starts.

@@ -10,8 +10,16 @@
 //! form makes the hash independent of key order, whitespace and number
 //! spelling (`100.0` and `100` are one number, as in JavaScript): a
 //! client that canonicalizes the same arguments with any RFC 8785
-//! implementation gets the same hash. As RFC 8785 requires, numbers are
-//! IEEE doubles, so integers beyond 2^53 are hashed as the nearest double.
+//! implementation gets the same hash.
+//!
+//! Integers are hashed exactly. RFC 8785 writes every number as an IEEE
+//! double, so it would give `9007199254740993` and `9007199254740992` one
+//! hash although a guard taking an integer gets two different values, and
+//! a receipt (or a person's approval) would vouch for an argument that
+//! was never given. So an integer beyond ±2^53 (the doubles' exact range)
+//! is written as its own decimal digits; every other value is written as
+//! RFC 8785 writes it, so for arguments without such integers the bytes —
+//! and the hash — are exactly RFC 8785's (`docs/receipts.md`).
 //!
 //! The format is documented in `docs/receipts.md`; a new field that
 //! changes what a receipt means changes [`CALL_RECEIPT_FORMAT`].
@@ -102,14 +110,83 @@ impl Provenance {
     }
 }
 
-/// The RFC 8785 canonical JSON of `value`.
+/// The canonical JSON of `value`: RFC 8785's, except that an integer
+/// beyond ±2^53 keeps its exact digits (see the module docs).
 ///
 /// A `Value` holds only finite numbers and valid strings, so the
 /// canonicalizer cannot refuse it; should it ever, the compact
 /// serialization stands in (a receipt then still hashes the same bytes
 /// every time, it only stops matching other implementations).
 pub fn canonical(value: &Value) -> Vec<u8> {
+    if !has_inexact_integer(value) {
+        return jcs(value);
+    }
+    let mut out = Vec::new();
+    write_exact(value, &mut out);
+    out
+}
+
+/// RFC 8785 bytes of `value`.
+fn jcs(value: &Value) -> Vec<u8> {
     serde_json_canonicalizer::to_vec(value).unwrap_or_else(|_| value.to_string().into_bytes())
+}
+
+/// Largest integer magnitude a double holds exactly: 2^53.
+const EXACT_DOUBLE_INTEGER: u64 = 1 << 53;
+
+/// Whether `number` is an integer a double would round.
+fn inexact_integer(number: &serde_json::Number) -> bool {
+    number
+        .as_u64()
+        .map(|n| n > EXACT_DOUBLE_INTEGER)
+        .or_else(|| number.as_i64().map(|n| n.unsigned_abs() > EXACT_DOUBLE_INTEGER))
+        .unwrap_or(false)
+}
+
+/// Whether `value` holds an integer a double would round.
+pub fn has_inexact_integer(value: &Value) -> bool {
+    match value {
+        Value::Number(number) => inexact_integer(number),
+        Value::Array(items) => items.iter().any(has_inexact_integer),
+        Value::Object(map) => map.values().any(has_inexact_integer),
+        _ => false,
+    }
+}
+
+/// RFC 8785's layout (members sorted by their keys' UTF-16 code units, no
+/// whitespace) with inexact integers written exactly; every leaf other
+/// than those is written by the RFC 8785 canonicalizer itself.
+fn write_exact(value: &Value, out: &mut Vec<u8>) {
+    match value {
+        Value::Number(number) if inexact_integer(number) => {
+            out.extend_from_slice(number.to_string().as_bytes())
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_exact(item, out);
+            }
+            out.push(b']');
+        }
+        Value::Object(map) => {
+            let mut members: Vec<(&String, &Value)> = map.iter().collect();
+            members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+            out.push(b'{');
+            for (i, (key, member)) in members.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                out.extend(jcs(&Value::String(key.clone())));
+                out.push(b':');
+                write_exact(member, out);
+            }
+            out.push(b'}');
+        }
+        leaf => out.extend(jcs(leaf)),
+    }
 }
 
 /// `sha256:` and the hex SHA-256 of `value`'s canonical JSON.
@@ -120,7 +197,9 @@ pub fn digest(value: &Value) -> String {
 /// [`digest`] of any serializable value, canonicalized straight from it
 /// (a script value, without building a `Value` first: a script looping
 /// over a pure guard pays for this on every call). `None` when the value
-/// has no JSON form.
+/// has no JSON form. The canonicalizer writes every number as a double:
+/// a caller whose value may hold an integer beyond ±2^53 uses [`digest`]
+/// for it instead, which keeps such integers exact.
 pub fn digest_serialized<T: Serialize>(value: &T) -> Option<String> {
     serde_json_canonicalizer::to_vec(value)
         .ok()
@@ -203,6 +282,25 @@ fn hash_executable() -> std::io::Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integers_beyond_two_to_the_53_are_hashed_exactly() {
+        // 2^53 + 1 and 2^53 are one double but two arguments: two hashes; RFC 8785's bytes everywhere else.
+        let odd = serde_json::json!({"b": [9007199254740993u64, 1.5], "a": "x"});
+        let even = serde_json::json!({"b": [9007199254740992u64, 1.5], "a": "x"});
+        assert_ne!(digest(&odd), digest(&even));
+        assert_eq!(
+            canonical(&odd),
+            br#"{"a":"x","b":[9007199254740993,1.5]}"#.to_vec()
+        );
+        assert_eq!(canonical(&even), jcs(&even));
+        // Members sorted by UTF-16 code units ("z" before "é"), leaves as RFC 8785 writes them.
+        let negative = serde_json::json!({"\u{e9}": -9007199254740993i64, "z": 1e300});
+        assert_eq!(
+            String::from_utf8(canonical(&negative)).expect("utf-8"),
+            "{\"z\":1e+300,\"\u{e9}\":-9007199254740993}"
+        );
+    }
 
     /// RFC 8785 §3.2.2's example: whitespace, number forms and string
     /// escapes.

@@ -501,6 +501,7 @@ impl WardenServer {
                 deadline_cap: None,
                 events: None,
                 record: None,
+                consent: crate::executor::confirm::Consent::Direct,
             })
             .await;
         let (status, error_type) = match &outcome {

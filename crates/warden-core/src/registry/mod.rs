@@ -115,6 +115,10 @@ pub enum RegistryError {
         "guard '{0}' borrows managed resources, which exist only in the server process: register it with .in_process()"
     )]
     ResourcesOutsideServer(String),
+    #[error(
+        "guard '{0}' is pure and annotated destructive: a pure guard runs inline inside scripts, where nobody could confirm its side effect; register it .isolated() or .in_process(), or drop the destructive annotation if it changes nothing"
+    )]
+    PureDestructive(String),
     #[error("guard '{0}' has an input type whose schema is not an object: wrap the arguments in a struct")]
     InputNotObject(String),
     #[error("guard '{0}' has a schema no client can receive: {1}")]
@@ -193,6 +197,10 @@ impl Registry {
             validate_name(&guard.name)?;
             if guard.uses_resources && guard.mode != Mode::InProcess {
                 return Err(RegistryError::ResourcesOutsideServer(guard.name));
+            }
+            // Inline calls never pass the executor's confirmation.
+            if guard.mode == Mode::Pure && guard.hints.destructive {
+                return Err(RegistryError::PureDestructive(guard.name));
             }
             if check_schemas && guard.input_schema().get("type").and_then(|t| t.as_str()) != Some("object") {
                 return Err(RegistryError::InputNotObject(guard.name));
@@ -390,6 +398,17 @@ mod tests {
 
     fn needs_resources(_: &Resources, input: Echo) -> Result<f64, GuardError> {
         Ok(input.x)
+    }
+
+    #[test]
+    fn a_pure_destructive_guard_is_refused_in_either_order() {
+        // Inline calls never reach the executor's confirmation, so pure and destructive cannot be combined.
+        for guard in [guard(echo).pure().destructive(), guard(echo).destructive().pure()] {
+            assert_eq!(
+                Registry::new(vec![guard]).unwrap_err(),
+                RegistryError::PureDestructive("echo".into())
+            );
+        }
     }
 
     #[test]

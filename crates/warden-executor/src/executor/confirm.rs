@@ -1,11 +1,25 @@
-//! Confirmation before a side effect: a guard annotated `destructive`
-//! runs from a script, a coding task or a batch only once the person
-//! behind the client has confirmed that one call — a form naming the guard and its
-//! arguments — and is refused with the reason where nobody can be asked
-//! (a detached MCP task, a client without elicitation, the CLI). Direct
-//! calls are the person's own deliberate act and are not asked again.
-//! Every answer is recorded as a `destructive_call_confirmed` event
-//! (`approved`, the answer's `action`, the arguments' receipt hash).
+//! Confirmation before a side effect, enforced where guards run.
+//!
+//! A guard annotated `destructive` runs only with a [`Consent`] the
+//! executor accepts: the person's own direct call ([`Consent::Direct`]:
+//! an MCP `tools/call` of that guard, or the operator's CLI `call`), an
+//! [`Approval`] of that exact call ([`Consent::Confirmed`]: a form naming
+//! the guard, every argument and their SHA-256, answered yes), or the
+//! operator's standing permission for batches ([`Consent::Operator`],
+//! `App::allow_destructive_in_batch`). Every other path — `verify_receipt`,
+//! `check_backtest`, replay, a detached task — carries [`Consent::None`],
+//! and the executor refuses the call whatever the path forgot to check:
+//! the rule lives in one place, so a new path cannot bypass it.
+//!
+//! An [`Approval`] can only be made here, by the person's answer, and is
+//! bound to the guard and the canonical arguments it was given for: the
+//! executor refuses it for any other call. The form always shows every
+//! argument that will be used; when they do not fit
+//! [`CONFIRMED_ARGUMENTS_MAX_BYTES`] the form is not sent and the call is
+//! refused, naming the limit, so a padded early argument can never push
+//! the one that matters out of sight. Every answer is recorded as a
+//! `destructive_call_confirmed` event (`approved`, the answer's `action`,
+//! `arguments_sha256`).
 
 use serde_json::{Value, json};
 
@@ -13,14 +27,71 @@ use crate::ask::{Asker, Question};
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::guard::Guard;
+use crate::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
 
-/// Characters of the arguments' JSON the form shows at most: 2,000.
-const SHOWN_ARGUMENTS: usize = 2_000;
+/// Why a call of a destructive guard may run; see the module docs. Calls
+/// of other guards need none and carry [`Consent::None`].
+#[derive(Debug, Clone, Default)]
+pub enum Consent {
+    /// Nobody consented: a destructive guard is refused.
+    #[default]
+    None,
+    /// The person's own client called this guard as a tool (a direct MCP
+    /// call, the CLI's `call`): the request itself is the deliberate act,
+    /// and the client's host is the one that asks (the tool carries
+    /// `destructiveHint`).
+    Direct,
+    /// The person confirmed this exact call through a form.
+    Confirmed(Approval),
+    /// The operator allowed destructive guards in `run_batch` without
+    /// asking (`App::allow_destructive_in_batch`).
+    Operator,
+}
 
-/// `Ok` when `guard` may run with `arguments` from a script: it is not
-/// destructive, or the person confirmed this call through `asker` before
-/// `deadline`. Blocks while the person decides (call it off the async
-/// runtime's workers).
+/// The person's yes to one call: the guard and the SHA-256 of the
+/// canonical arguments the form showed. Made only by
+/// [`destructive_call`]; the executor accepts it for that call alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    guard: String,
+    arguments_sha256: String,
+}
+
+/// `Ok` when `guard` may run with `arguments` under `consent`. Called by
+/// the executor for every call, whatever the path.
+pub(crate) fn admits(guard: &Guard, arguments: &Value, consent: &Consent) -> Result<(), GuardError> {
+    if !guard.hints.destructive {
+        return Ok(());
+    }
+    let name = &guard.name;
+    match consent {
+        Consent::Direct | Consent::Operator => Ok(()),
+        Consent::Confirmed(approval)
+            if approval.guard == *name && approval.arguments_sha256 == crate::receipt::digest(arguments) =>
+        {
+            Ok(())
+        }
+        Consent::Confirmed(_) => Err(GuardError::new(
+            codes::FORBIDDEN,
+            format!(
+                "'{name}' is annotated destructive and the person's approval was for another call (different guard or arguments); it did not run"
+            ),
+        )),
+        Consent::None => Err(GuardError::new(
+            codes::FORBIDDEN,
+            format!(
+                "'{name}' is annotated destructive: it runs only as the person's own direct call or once the person confirms it, and this path cannot ask; call it directly instead"
+            ),
+        )),
+    }
+}
+
+/// The [`Consent`] for calling `guard` with `arguments` from a script,
+/// a coding task or a batch: [`Consent::None`] for a guard that is not
+/// destructive; otherwise the person's [`Approval`] through `asker`,
+/// asked before `deadline`. Blocks while the person decides (call it off
+/// the async runtime's workers). `Err` when nobody can be asked, the
+/// arguments are too large to show in full, or the person said no.
 pub fn destructive_call(
     guard: &Guard,
     arguments: &Value,
@@ -28,9 +99,9 @@ pub fn destructive_call(
     events: &Events,
     asker: Option<&Asker>,
     deadline: std::time::Instant,
-) -> Result<(), GuardError> {
+) -> Result<Consent, GuardError> {
     if !guard.hints.destructive {
-        return Ok(());
+        return Ok(Consent::None);
     }
     let name = &guard.name;
     let Some(asker) = asker else {
@@ -41,18 +112,26 @@ pub fn destructive_call(
             ),
         ));
     };
-    let mut shown = arguments.to_string();
-    if shown.len() > SHOWN_ARGUMENTS {
-        let cut = (0..=SHOWN_ARGUMENTS)
-            .rev()
-            .find(|&i| shown.is_char_boundary(i))
-            .unwrap_or(0);
-        shown.truncate(cut);
-        shown.push('…');
+    let arguments_sha256 = crate::receipt::digest(arguments);
+    let shown = shown_arguments(arguments);
+    if shown.len() > CONFIRMED_ARGUMENTS_MAX_BYTES {
+        events.emit(
+            origin,
+            "destructive_call_confirmed",
+            json!({"function": name, "approved": false, "action": "not_asked_too_large",
+                   "arguments_sha256": arguments_sha256}),
+        );
+        return Err(GuardError::new(
+            codes::FORBIDDEN,
+            format!(
+                "the destructive call '{name}' was not run: its arguments are {} bytes as shown, above the {CONFIRMED_ARGUMENTS_MAX_BYTES}-byte limit of a confirmation form (CONFIRMED_ARGUMENTS_MAX_BYTES), and the person must see every argument they approve; pass smaller arguments (e.g. a reference to an artifact instead of its content)",
+                shown.len()
+            ),
+        ));
     }
     let question = Question::Elicit {
         message: format!(
-            "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with these arguments: {shown}. Run it?",
+            "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{shown}\narguments_sha256: {arguments_sha256}\nRun it?",
             if origin.mode == "coding_agent" {
                 "coding task"
             } else {
@@ -77,10 +156,13 @@ pub fn destructive_call(
         origin,
         "destructive_call_confirmed",
         json!({"function": name, "approved": approved, "action": action,
-               "arguments_sha256": crate::receipt::digest(arguments)}),
+               "arguments_sha256": arguments_sha256}),
     );
     match answer {
-        Ok(_) if approved => Ok(()),
+        Ok(_) if approved => Ok(Consent::Confirmed(Approval {
+            guard: name.clone(),
+            arguments_sha256,
+        })),
         Ok(_) => Err(GuardError::new(
             codes::FORBIDDEN,
             format!("the person did not confirm the destructive call '{name}'; it did not run"),
@@ -96,8 +178,8 @@ pub fn destructive_call(
 }
 
 /// [`destructive_call`] from async code: the question waits on a blocking
-/// thread, never on a runtime worker. `Ok` at once for a guard that is not
-/// destructive.
+/// thread, never on a runtime worker. [`Consent::None`] at once for a
+/// guard that is not destructive.
 pub async fn destructive_call_async(
     guard: &Guard,
     arguments: &Value,
@@ -105,9 +187,9 @@ pub async fn destructive_call_async(
     events: &Events,
     asker: Option<Asker>,
     deadline: std::time::Instant,
-) -> Result<(), GuardError> {
+) -> Result<Consent, GuardError> {
     if !guard.hints.destructive {
-        return Ok(());
+        return Ok(Consent::None);
     }
     let (guard, arguments, origin, events) =
         (guard.clone(), arguments.clone(), origin.clone(), events.clone());
@@ -120,4 +202,96 @@ pub async fn destructive_call_async(
             "the confirmation ended abnormally: {e}"
         )))
     })
+}
+
+/// The arguments as the form shows them: one `"key": value` line per
+/// argument in canonical key order, values in JSON (so quotes, newlines
+/// and control characters are escaped), and every character that does
+/// not show on a screen (zero-width, bidirectional overrides, tags, the
+/// soft hyphen, …) escaped as `\u{…}` so nothing the guard receives can
+/// be hidden from the person.
+fn shown_arguments(arguments: &Value) -> String {
+    let text = match arguments {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            let mut lines = String::new();
+            for key in keys {
+                lines.push_str(&Value::from(key.as_str()).to_string());
+                lines.push_str(": ");
+                lines.push_str(&map[key].to_string());
+                lines.push('\n');
+            }
+            lines
+        }
+        other => format!("{other}\n"),
+    };
+    text.chars()
+        .fold(String::with_capacity(text.len()), |mut out, c| {
+            if invisible(c) {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            } else {
+                out.push(c);
+            }
+            out
+        })
+}
+
+/// Characters that take no visible space or reorder what is shown.
+fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::guard::guard;
+
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct Wipe {
+        #[allow(dead_code)]
+        record: String,
+    }
+
+    fn wipe(_: Wipe) -> Result<f64, GuardError> {
+        Ok(1.0)
+    }
+
+    #[test]
+    fn a_destructive_guard_needs_consent_for_exactly_its_call() {
+        // No consent refuses; an approval admits its own call only; direct calls and other guards pass.
+        let destructive = guard(wipe).destructive();
+        let plain = guard(wipe);
+        let ledger = json!({"record": "ledger"});
+        let other = json!({"record": "payroll"});
+        let approval = Consent::Confirmed(Approval {
+            guard: destructive.name.clone(),
+            arguments_sha256: crate::receipt::digest(&ledger),
+        });
+        let refused = admits(&destructive, &ledger, &Consent::None).expect_err("refused");
+        assert_eq!(refused.code, codes::FORBIDDEN);
+        assert!(admits(&destructive, &ledger, &approval).is_ok());
+        let elsewhere = admits(&destructive, &other, &approval).expect_err("another call");
+        assert!(
+            elsewhere.message.contains("approval was for another call"),
+            "{}",
+            elsewhere.message
+        );
+        assert!(admits(&destructive, &other, &Consent::Direct).is_ok());
+        assert!(admits(&plain, &other, &Consent::None).is_ok());
+    }
+
+    #[test]
+    fn every_argument_is_shown_and_invisible_characters_are_escaped() {
+        // The form lists every key on its own line and escapes what a screen would not show.
+        let shown =
+            shown_arguments(&json!({"record": "led\u{202e}ger", "a": "x\ny", "n": 9007199254740993u64}));
+        assert_eq!(
+            shown,
+            "\"a\": \"x\\ny\"\n\"n\": 9007199254740993\n\"record\": \"led\\u{202e}ger\"\n"
+        );
+    }
 }

@@ -365,6 +365,7 @@ mod tests {
             deadline_cap: None,
             events: Some(events),
             record: None,
+            consent: crate::executor::confirm::Consent::None,
         }
     }
 

@@ -8,7 +8,9 @@
 //! the server's threads), begins the call as a [`Call`] (`lifecycle`: its
 //! `function_call_started` / `function_call_finished`, span and permits,
 //! settled exactly once however the call ends), picks the runner for the
-//! guard's mode, and enforces the deadline. Nothing else runs a guard.
+//! guard's mode, and enforces the deadline. It also refuses a destructive
+//! guard that comes without the person's consent (`confirm`), whichever
+//! path sent it. Nothing else runs a guard.
 
 mod admission;
 pub mod arguments;
@@ -120,6 +122,9 @@ pub struct CallRequest<'a> {
     /// miss. A call refused before it began (unknown guard, bad arguments,
     /// no slot) never settles: the caller records that from the `Err`.
     pub record: Option<Record<'a>>,
+    /// Why a destructive guard may run here ([`confirm::Consent`]); the
+    /// executor refuses a destructive guard without one, on every path.
+    pub consent: confirm::Consent,
 }
 
 /// Runs guards. Shared by the server and the CLI.
@@ -382,6 +387,8 @@ impl Executor {
         self.permit(&request.origin.principal, &request.origin.scopes, &guard.name)
             .map_err(|error| Failure::new(Status::Failed, error))?;
         arguments::check(&request.arguments, self.limits.max_argument_bytes)?;
+        confirm::admits(guard, &request.arguments, &request.consent)
+            .map_err(|error| Failure::new(Status::Failed, error))?;
         Ok(guard)
     }
 

@@ -5,7 +5,10 @@
 //! then runs the ready guards one after the other through the executor with
 //! [`Admission::InTask`], so each has its own validation, mode, timeout,
 //! events and, when in-process, guard-thread permit. It runs registered guards only:
-//! built-in tools and script-only functions are never run from here.
+//! built-in tools and script-only functions are never run from here. It
+//! runs read-only guards only: a guard that may change something (not
+//! read-only, destructive) is named in `not_read_only` and never run, since
+//! handing a bundle to every matching guard is not a request to act.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -25,7 +28,8 @@ use crate::executor::{Admission, CallRequest, Status};
 /// {"returns": [...], "turnover": [...], "cost_bps": 5, "periods_per_year": 252, "rf": 0.0001}. Each guard
 /// whose required slots are all present runs with only the slots it accepts (a guard without required slots
 /// runs only when the bundle has a slot it accepts). Returns {passed, ran, failed, skipped {guard: [missing
-/// slots]}, rejected {guard: error}, script_only {function: reason}, unused_slots, results {guard: result}}.
+/// slots]}, rejected {guard: error}, not_read_only [guards the bundle matches that are not read-only: never run here, call them
+/// directly], script_only {function: reason}, unused_slots, results {guard: result}}.
 /// A guard passes when its result has passed=true or, without that key, when it succeeds; `passed` is true
 /// when at least one guard ran, every guard that ran passed, and none rejected its input. The whole run uses
 /// one call slot and ends within the server's maximum timeout.
@@ -79,6 +83,10 @@ impl Builtin for CheckBacktest {
                     report.skipped.insert(guard.name.clone(), lacking);
                     continue;
                 }
+                if !guard.hints.read_only || guard.hints.destructive {
+                    report.not_read_only.push(guard.name.clone());
+                    continue;
+                }
                 let outcome = executor
                     .call(CallRequest {
                         guard: &guard.name,
@@ -89,6 +97,7 @@ impl Builtin for CheckBacktest {
                         deadline_cap: Some(deadline),
                         events: None,
                         record: None,
+                        consent: crate::executor::confirm::Consent::None,
                     })
                     .await;
                 match outcome {
@@ -147,6 +156,8 @@ struct Report {
     failed: Vec<String>,
     skipped: BTreeMap<String, Vec<String>>,
     rejected: BTreeMap<String, GuardError>,
+    /// Guards the bundle could feed that are not read-only: never run here.
+    not_read_only: Vec<String>,
     results: BTreeMap<String, Value>,
 }
 

@@ -7,8 +7,13 @@
 //! is compared. A difference is reported with both hashes and the output
 //! recomputed here; the report names what else differs between the
 //! receipt and this server (app, guard version, build), and a guard
-//! declared `open_world` or not idempotent is named as such, since its
-//! output may differ because the world did.
+//! declared `open_world` is named as such, since its output may differ
+//! because the world did.
+//!
+//! A guard annotated destructive or not idempotent is never recomputed:
+//! running it again would repeat its side effect on the word of a
+//! receipt anyone can write, with nobody asked. The answer is then
+//! `not_recomputable` with the reason, after the arguments are checked.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -22,7 +27,8 @@ use crate::receipt::digest;
 /// Verify a call receipt by recomputing the call here: give the receipt (from a call's _meta["warden/receipt"] or a run_batch call's "receipt") and the arguments the call was made with.
 ///
 /// The arguments must hash to the receipt's arguments_sha256 (else verdict "arguments_differ" and nothing runs); then the guard runs once
-/// and its output's SHA-256 is compared. Returns {verdict: "identical" | "output_differs" | "arguments_differ", guard, arguments_sha256,
+/// and its output's SHA-256 is compared. A guard that is destructive or not idempotent is never run again: verdict "not_recomputable"
+/// with the reason. Returns {verdict: "identical" | "output_differs" | "arguments_differ" | "not_recomputable", reason, guard, arguments_sha256,
 /// output_sha256: {receipt, recomputed}, output (recomputed, when it differs), differences: [what else differs: app, guard_version, build],
 /// nondeterministic (the guard reads the outside world, so a difference may be the world's)}.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -59,6 +65,9 @@ pub struct VerifyReceipt;
 #[derive(Serialize)]
 struct Report {
     verdict: &'static str,
+    /// Why the call was not recomputed (`not_recomputable`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
     guard: String,
     arguments_sha256: Pair,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -133,6 +142,19 @@ impl Builtin for VerifyReceipt {
             if arguments_sha256.receipt != arguments_sha256.recomputed {
                 return Reply::data(&Report {
                     verdict: "arguments_differ",
+                    reason: None,
+                    guard: receipt.guard,
+                    arguments_sha256,
+                    output_sha256: None,
+                    output: None,
+                    differences,
+                    nondeterministic,
+                });
+            }
+            if let Some(reason) = not_recomputable(guard) {
+                return Reply::data(&Report {
+                    verdict: "not_recomputable",
+                    reason: Some(reason),
                     guard: receipt.guard,
                     arguments_sha256,
                     output_sha256: None,
@@ -153,6 +175,9 @@ impl Builtin for VerifyReceipt {
                     deadline_cap: None,
                     events: None,
                     record: None,
+                    // Only guards without side effects get here; a
+                    // destructive one would be refused all the same.
+                    consent: crate::executor::confirm::Consent::None,
                 })
                 .await
                 .map_err(|failure| failure.error)?;
@@ -160,6 +185,7 @@ impl Builtin for VerifyReceipt {
             let identical = recomputed == receipt.output_sha256;
             Reply::data(&Report {
                 verdict: if identical { "identical" } else { "output_differs" },
+                reason: None,
                 guard: receipt.guard,
                 arguments_sha256,
                 output_sha256: Some(Pair {
@@ -172,4 +198,20 @@ impl Builtin for VerifyReceipt {
             })
         })
     }
+}
+
+/// Why `guard` must not be run again to verify a receipt, if it must not.
+fn not_recomputable(guard: &crate::guard::Guard) -> Option<String> {
+    let name = &guard.name;
+    if guard.hints.destructive {
+        return Some(format!(
+            "'{name}' is annotated destructive: recomputing it would repeat its side effect, so its receipts cannot be verified by recomputation; compare the receipt's hashes with your own records instead"
+        ));
+    }
+    if !guard.hints.idempotent {
+        return Some(format!(
+            "'{name}' is not idempotent: calling it again is not the same call, so its receipts cannot be verified by recomputation; compare the receipt's hashes with your own records instead"
+        ));
+    }
+    None
 }

@@ -495,19 +495,23 @@ impl Door {
         arguments: Value,
     ) -> Option<Result<Value, Failure>> {
         let scope = &run.scope;
-        if let Some(registered) = self.executor.registry().get(guard)
-            && let Err(error) = crate::executor::confirm::destructive_call(
+        let consent = match self.executor.registry().get(guard) {
+            Some(registered) => match crate::executor::confirm::destructive_call(
                 registered,
                 &arguments,
                 &scope.origin,
                 &scope.events,
                 scope.asker.as_ref(),
                 scope.deadline.into_std(),
-            )
-        {
-            self.record_refused(guard, &error);
-            return Some(Err(Failure::new(Status::Failed, error)));
-        }
+            ) {
+                Ok(consent) => consent,
+                Err(error) => {
+                    self.record_refused(guard, &error);
+                    return Some(Err(Failure::new(Status::Failed, error)));
+                }
+            },
+            None => crate::executor::confirm::Consent::None,
+        };
         let request = CallRequest {
             guard,
             arguments,
@@ -517,6 +521,7 @@ impl Door {
             deadline_cap: Some(scope.deadline),
             events: Some(&scope.events),
             record: None,
+            consent,
         };
         let arguments_sha256 = crate::receipt::digest(&request.arguments);
         let in_run = InRun {

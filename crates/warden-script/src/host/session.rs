@@ -402,6 +402,7 @@ async fn call_through_executor(
         .unwrap_or("unknown");
     // Hashed before the call, which consumes them.
     let arguments_sha256 = crate::receipt::digest(&arguments);
+    let mut consent = crate::executor::confirm::Consent::None;
     if let Some(registered) = ctx.executor.registry().get(guard) {
         let confirmed = crate::executor::confirm::destructive_call_async(
             registered,
@@ -412,20 +413,23 @@ async fn call_through_executor(
             deadline.into_std(),
         )
         .await;
-        if let Err(error) = confirmed {
-            door.calls
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(&CallRecord {
-                    function: guard,
-                    status: "failed",
-                    error_type: Some(&error.code),
-                    duration_ns: 0,
-                    execution: mode,
-                    arguments_sha256: Some(&arguments_sha256),
-                    output_sha256: None,
-                });
-            return Err(error);
+        match confirmed {
+            Ok(given) => consent = given,
+            Err(error) => {
+                door.calls
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(&CallRecord {
+                        function: guard,
+                        status: "failed",
+                        error_type: Some(&error.code),
+                        duration_ns: 0,
+                        execution: mode,
+                        arguments_sha256: Some(&arguments_sha256),
+                        output_sha256: None,
+                    });
+                return Err(error);
+            }
         }
     }
     let recorded = AtomicBool::new(false);
@@ -456,6 +460,7 @@ async fn call_through_executor(
             deadline_cap: Some(deadline),
             events: Some(ctx.events),
             record: Some(Record(&record)),
+            consent,
         })
         .await;
     let (status, error_type) = super::door::failure_status(&result);

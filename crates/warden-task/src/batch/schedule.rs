@@ -28,6 +28,7 @@ use super::refs::{self, ARTIFACT_KEY, RefError, ref_id};
 use crate::error::{GuardError, codes};
 use crate::events::Origin;
 use crate::executor::arguments::json_size;
+use crate::executor::confirm::Consent;
 use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
 use crate::receipt::CallReceipt;
 
@@ -285,27 +286,32 @@ async fn run_one(
     }: Terms,
 ) -> Outcome {
     let started = StdInstant::now();
-    if let Some(guard) = executor.registry().get(&name)
-        && !executor.limits().allow_destructive_in_batch
-    {
-        let confirmed = crate::executor::confirm::destructive_call_async(
-            guard,
-            &arguments,
-            &origin,
-            executor.events(),
-            asker,
-            deadline.into_std(),
-        )
-        .await;
-        if let Err(error) = confirmed {
-            drop(permit);
-            return Outcome::Ran {
-                result: Err(Failure::new(Status::Failed, error)),
-                duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-                receipt: None,
-            };
+    let consent = match executor.registry().get(&name) {
+        Some(_) if executor.limits().allow_destructive_in_batch => Consent::Operator,
+        Some(guard) => {
+            let confirmed = crate::executor::confirm::destructive_call_async(
+                guard,
+                &arguments,
+                &origin,
+                executor.events(),
+                asker,
+                deadline.into_std(),
+            )
+            .await;
+            match confirmed {
+                Ok(consent) => consent,
+                Err(error) => {
+                    drop(permit);
+                    return Outcome::Ran {
+                        result: Err(Failure::new(Status::Failed, error)),
+                        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+                        receipt: None,
+                    };
+                }
+            }
         }
-    }
+        None => Consent::None,
+    };
     // Hashed before the call, which consumes them (references replaced:
     // what the guard really got).
     let arguments_sha256 = receipts.then(|| crate::receipt::digest(&arguments));
@@ -319,6 +325,7 @@ async fn run_one(
             deadline_cap: Some(deadline),
             events: None,
             record: None,
+            consent,
         })
         .await;
     drop(permit);

@@ -1,0 +1,243 @@
+//! Nothing runs a destructive guard without the person (issue 38, points
+//! 1–4 and 10): `verify_receipt` and `check_backtest` never run one, the
+//! confirmation form shows every argument and their hash or is not sent,
+//! an approval covers the call it was given for, and receipts hash
+//! integers beyond 2^53 exactly.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{
+    CallToolRequestParams, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData,
+};
+use rmcp::service::{RequestContext, RoleClient, RunningService};
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::{Value, json};
+use sha2::Digest as _;
+
+use crate::common::*;
+
+/// A person who approves every form and keeps each form's message.
+#[derive(Clone, Default)]
+struct Approver {
+    forms: Arc<Mutex<Vec<String>>>,
+}
+
+impl Approver {
+    fn forms(&self) -> Vec<String> {
+        self.forms.lock().expect("forms").clone()
+    }
+}
+
+impl ClientHandler for Approver {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = serde_json::from_value(json!({"elicitation": {}})).expect("capabilities");
+        ClientConfig::new(capabilities, rmcp::model::Implementation::new("approver", "1.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.forms.lock().expect("forms").push(message);
+        }
+        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true})))
+    }
+}
+
+/// The testbed over stdio with `person` as its client.
+async fn with_person(person: Approver) -> (RunningService<RoleClient, Approver>, tempfile::TempDir) {
+    let artifacts = tempfile::tempdir().expect("temp dir");
+    let mut command = tokio::process::Command::new(TESTBED);
+    command.env("WARDEN_ARTIFACTS_DIR", artifacts.path());
+    let transport = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn")
+        .0;
+    let client = person.serve(transport).await.expect("initialize");
+    (client, artifacts)
+}
+
+async fn call(client: &RunningService<RoleClient, Approver>, tool: &str, arguments: Value) -> Value {
+    let Value::Object(arguments) = arguments else {
+        panic!("object arguments")
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(arguments))
+        .await
+        .expect("answered");
+    structured(&result)
+}
+
+/// `sha256:` and the hex SHA-256 of `bytes`.
+fn sha256(bytes: &[u8]) -> String {
+    let digest = sha2::Sha256::digest(bytes);
+    format!(
+        "sha256:{}",
+        digest.iter().map(|b| format!("{b:02x}")).collect::<String>()
+    )
+}
+
+/// Whether the events show `guard` starting.
+fn started(events: &[Value], guard: &str) -> bool {
+    events
+        .iter()
+        .any(|e| e["event"] == "function_call_started" && e["function"] == guard)
+}
+
+#[tokio::test]
+async fn verify_receipt_never_recomputes_a_destructive_guard() {
+    // A receipt written by hand for wipe_scratch, with matching arguments: not run, and the verdict says why.
+    let server = Server::start(TESTBED).await;
+    let arguments = json!({"record": "ledger"});
+    let receipt = json!({"guard": "wipe_scratch",
+                         "arguments_sha256": sha256(br#"{"record":"ledger"}"#),
+                         "output_sha256": format!("sha256:{}", "0".repeat(64))});
+    let answer = structured(
+        &server
+            .call(
+                "verify_receipt",
+                json!({"receipt": receipt, "arguments": arguments}),
+            )
+            .await,
+    );
+    assert_eq!(answer["verdict"], "not_recomputable", "{answer}");
+    assert!(
+        answer["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("annotated destructive"),
+        "{answer}"
+    );
+    assert_eq!(
+        answer["arguments_sha256"]["recomputed"],
+        receipt["arguments_sha256"]
+    );
+    // The server goes on serving, and the guard never started.
+    let after = structured(&server.call("add_pure", json!({"a": 1, "b": 2})).await);
+    assert_eq!(after["result"], 3.0, "{after}");
+    let events = server
+        .events_until(|r| {
+            r.iter()
+                .any(|e| e["tool"] == "add_pure" && e["event"] == "request_finished")
+        })
+        .await;
+    assert!(!started(&events, "wipe_scratch"), "wipe_scratch ran");
+}
+
+#[tokio::test]
+async fn check_backtest_runs_only_read_only_guards() {
+    // A bundle whose slot feeds the destructive guard: named in not_read_only, never run.
+    let server = Server::start(TESTBED).await;
+    let answer = structured(
+        &server
+            .call("check_backtest", json!({"slots": {"record": "ledger"}}))
+            .await,
+    );
+    assert_eq!(answer["not_read_only"], json!(["wipe_scratch"]), "{answer}");
+    assert!(answer["results"].get("wipe_scratch").is_none(), "{answer}");
+    assert!(
+        !answer["ran"]
+            .as_array()
+            .is_some_and(|ran| ran.iter().any(|g| g == "wipe_scratch")),
+        "{answer}"
+    );
+    let after = structured(&server.call("add_pure", json!({"a": 1, "b": 2})).await);
+    assert_eq!(after["result"], 3.0, "{after}");
+    let events = server
+        .events_until(|r| {
+            r.iter()
+                .any(|e| e["tool"] == "add_pure" && e["event"] == "request_finished")
+        })
+        .await;
+    assert!(!started(&events, "wipe_scratch"), "wipe_scratch ran");
+}
+
+#[tokio::test]
+async fn the_form_shows_every_argument_and_their_hash_or_is_not_sent() {
+    let person = Approver::default();
+    let (client, dir) = with_person(person.clone()).await;
+    // An early key padded to 1,000 characters: the record still shows, with the hash of all of them.
+    let padded = r#"let pad = ""; for i in 0..100 { pad += "aaaaaaaaaa"; }
+                    wipe_scratch(#{note: pad, record: "ledger-7"}).result"#;
+    let ran = call(
+        &client,
+        "run_script",
+        json!({"script": padded, "timeout_seconds": 20}),
+    )
+    .await;
+    assert_eq!(ran["value"], "wiped ledger-7", "{ran}");
+    let forms = person.forms();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    let canonical = format!(r#"{{"note":"{}","record":"ledger-7"}}"#, "a".repeat(1000));
+    let hash = sha256(canonical.as_bytes());
+    assert!(forms[0].contains("\"record\": \"ledger-7\""), "{}", forms[0]);
+    assert!(forms[0].contains(&"a".repeat(1000)), "the whole note is shown");
+    assert!(forms[0].contains(&hash), "{}", forms[0]);
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter().any(|e| e["event"] == "destructive_call_confirmed")
+    })
+    .await;
+    let confirmed: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["event"] == "destructive_call_confirmed")
+        .collect();
+    assert_eq!(confirmed[0]["arguments_sha256"], hash, "{confirmed:?}");
+
+    // Padded past the form's limit: no form is sent, the call is refused naming the limit, nothing runs.
+    let hidden = r#"let pad = ""; for i in 0..500 { pad += "aaaaaaaaaa"; }
+                    let out = ""; try { out = wipe_scratch(#{note: pad, record: "ledger-9"}).result; }
+                    catch (e) { out = e.code + ": " + e.message; } out"#;
+    let refused = call(
+        &client,
+        "run_script",
+        json!({"script": hidden, "timeout_seconds": 20}),
+    )
+    .await;
+    let said = refused["value"].as_str().unwrap_or_default();
+    assert!(
+        said.starts_with("forbidden:") && said.contains("4096-byte limit"),
+        "{refused}"
+    );
+    assert_eq!(person.forms().len(), 1, "no second form was sent");
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter()
+            .filter(|e| e["event"] == "destructive_call_confirmed")
+            .count()
+            >= 2
+    })
+    .await;
+    let runs = events
+        .iter()
+        .filter(|e| e["event"] == "function_call_started" && e["function"] == "wipe_scratch")
+        .count();
+    assert_eq!(runs, 1, "only the approved call ran");
+}
+
+#[tokio::test]
+async fn approvals_and_receipts_tell_integers_beyond_two_to_the_53_apart() {
+    // 2^53 + 1 and 2^53 are one double: the receipts (and so approvals) still differ.
+    let server = Server::start(TESTBED).await;
+    let receipt_of = |count: u64| {
+        let server = &server;
+        async move {
+            let Value::Object(arguments) = json!({"record": "r", "count": count}) else {
+                panic!("object arguments")
+            };
+            let mut meta = rmcp::model::RequestMetaObject::default();
+            meta.insert("warden/receipt".into(), json!(true));
+            let mut params = CallToolRequestParams::new("wipe_scratch").with_arguments(arguments);
+            params.meta = Some(meta);
+            let result = server.client.call_tool(params).await.expect("answered");
+            let meta = result.meta.as_ref().expect("result _meta");
+            meta.0["warden/receipt"]["arguments_sha256"].clone()
+        }
+    };
+    let odd = receipt_of(9_007_199_254_740_993).await;
+    let even = receipt_of(9_007_199_254_740_992).await;
+    assert!(odd.is_string(), "{odd}");
+    assert_ne!(odd, even);
+    assert_eq!(odd, json!(sha256(br#"{"count":9007199254740993,"record":"r"}"#)));
+}
