@@ -26,6 +26,48 @@ pub const TRACE_EXPORTER_ENV: &str = "WARDEN_TRACE_EXPORTER";
 /// Longest MCP tool name clients accept: 128 characters (MCP 2025-06-18).
 const MAX_MCP_TOOL_NAME: usize = 128;
 
+/// Every managed resource loaded: a factory that failed (a data file
+/// missing from the image, a bad path) leaves its guards answering
+/// `resource_unavailable` while the server otherwise looks healthy.
+pub(crate) fn resources(executor: &Executor) -> Check {
+    let failed = executor.resources().failures();
+    if failed.is_empty() {
+        return Check::pass("resources", "every managed resource loaded");
+    }
+    let named: Vec<String> = failed
+        .iter()
+        .map(|(name, reason)| format!("{name}: {reason}"))
+        .collect();
+    Check::fail(
+        "resources",
+        format!("managed resources failed to load: {}", named.join("; ")),
+        "fix what the reason names (a file path or the setting that names it); guards using these resources fail until then",
+    )
+}
+
+/// The HTTP settings that are set (`WARDEN_PUBLIC_URL`, API tokens or
+/// OAuth, `WARDEN_INPUT_STATE_KEY`), each read as `serve --http` reads them:
+/// a FAIL names the variable `serve --http` would stop on.
+#[cfg(feature = "http")]
+pub(crate) fn http_settings() -> Check {
+    let (checked, problems) = crate::mcp::serve::http_settings();
+    if checked.is_empty() {
+        return Check::skip("http_settings", "no HTTP setting is set");
+    }
+    if problems.is_empty() {
+        return Check::pass("http_settings", format!("valid: {}", checked.join(", ")));
+    }
+    let named: Vec<String> = problems
+        .iter()
+        .map(|(var, problem)| format!("{var}: {problem}"))
+        .collect();
+    Check::fail(
+        "http_settings",
+        named.join("; "),
+        "serve --http would refuse to start: fix the variable named",
+    )
+}
+
 /// The artifacts directory exists (or can be created) and accepts a file.
 pub(crate) fn artifacts(dir: &Path, origin: &str) -> Check {
     let name = "artifacts_dir";

@@ -214,6 +214,18 @@ pub(crate) async fn check_app(
     };
     let mut found = vec![checks::artifacts(artifacts_dir, origin)];
     found.extend(checks::task_store(artifacts_dir).await);
+    #[cfg(feature = "http")]
+    found.push(
+        tokio::task::spawn_blocking(checks::http_settings)
+            .await
+            .unwrap_or_else(|error| {
+                Check::fail(
+                    "http_settings",
+                    format!("the check ended abnormally: {error}"),
+                    "rerun --check",
+                )
+            }),
+    );
     let diag = match diagnostics::create(artifacts_dir) {
         Ok(dir) => dir,
         Err(error) => return no_diagnostics(error),
@@ -222,6 +234,7 @@ pub(crate) async fn check_app(
         Ok(executor) => {
             let registry = executor.registry();
             found.insert(0, checks::registration(registry));
+            found.push(checks::resources(executor));
             found.push(checks::worker(executor, Some(registry.len()), options.timeout).await);
             found.push(script_probe::script_worker(executor, &diag, options.timeout).await);
             Some(registry.names().iter().map(|n| n.to_string()).collect())

@@ -227,3 +227,68 @@ fn bad_flags_are_usage_errors() {
         assert!(run.stdout.is_empty(), "{args:?} printed a report: {}", run.stdout);
     }
 }
+
+#[test]
+fn env_example_copied_as_dotenv_works_as_shipped() {
+    // .env.example as .env: empty values are unset, so the default ./artifacts is used and every check passes.
+    let dir = sandbox();
+    std::fs::copy(workspace_root().join(".env.example"), dir.path().join(".env")).expect("copy .env.example");
+    let run = run_cli(FINANCE, &["--check", "--timeout", "20"], &[], dir.path());
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(status_of(&run.stdout, "artifacts_dir"), "PASS", "{}", run.stdout);
+    assert!(
+        !run.stderr.contains("ignored"),
+        "the template sets only variables .env is read for: {}",
+        run.stderr
+    );
+    assert!(
+        dir.path().join("artifacts").is_dir(),
+        "the default artifacts directory"
+    );
+}
+
+#[test]
+fn check_fails_a_resource_that_did_not_load_and_http_settings_serve_would_refuse() {
+    // A missing quotes file and a malformed tokens file and key: each a FAIL naming what to fix, exit 1.
+    let dir = sandbox();
+    let tokens = dir.path().join("tokens.txt");
+    std::fs::write(&tokens, "alice not-a-hash\n").expect("tokens file");
+    let tokens = tokens.to_str().expect("utf-8").to_string();
+    let (run, _dir) = check(
+        FINANCE,
+        &["--check", "--timeout", "20"],
+        &[
+            ("WARDEN_FINANCE_DATA", "/nonexistent/quotes.csv"),
+            ("WARDEN_API_TOKENS_FILE", tokens.as_str()),
+            ("WARDEN_INPUT_STATE_KEY", "change-me"),
+        ],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(status_of(&run.stdout, "resources"), "FAIL", "{}", run.stdout);
+    assert!(run.stdout.contains("/nonexistent/quotes.csv"), "{}", run.stdout);
+    assert_eq!(status_of(&run.stdout, "http_settings"), "FAIL", "{}", run.stdout);
+    assert!(run.stdout.contains("WARDEN_API_TOKENS_FILE"), "{}", run.stdout);
+    assert!(
+        run.stdout
+            .contains("WARDEN_INPUT_STATE_KEY: expected 64 hex digits"),
+        "{}",
+        run.stdout
+    );
+
+    // Valid settings pass.
+    let good = dir.path().join("good-tokens.txt");
+    std::fs::write(&good, format!("alice {}\n", "ab".repeat(32))).expect("tokens file");
+    let good = good.to_str().expect("utf-8").to_string();
+    let key = "0f".repeat(32);
+    let (run, _dir) = check(
+        FINANCE,
+        &["--check", "--timeout", "20"],
+        &[
+            ("WARDEN_API_TOKENS_FILE", good.as_str()),
+            ("WARDEN_INPUT_STATE_KEY", key.as_str()),
+        ],
+    );
+    assert_eq!(status_of(&run.stdout, "http_settings"), "PASS", "{}", run.stdout);
+    assert_eq!(status_of(&run.stdout, "resources"), "PASS", "{}", run.stdout);
+    assert_eq!(run.code, 0, "{run:?}");
+}

@@ -90,6 +90,18 @@ impl Resources {
         self.failed.insert(id, (name, reason));
     }
 
+    /// The factories that failed at startup: each resource's type name and
+    /// the reason, sorted by name.
+    pub fn failures(&self) -> Vec<(&'static str, &str)> {
+        let mut failed: Vec<(&'static str, &str)> = self
+            .failed
+            .values()
+            .map(|(name, reason)| (*name, reason.as_str()))
+            .collect();
+        failed.sort();
+        failed
+    }
+
     /// The resource of type `T`, or an error naming the type when the app
     /// never registered it.
     pub fn get<T: Any + Send + Sync>(&self) -> Result<&T, GuardError> {

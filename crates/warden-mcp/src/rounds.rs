@@ -417,6 +417,18 @@ pub fn configure_key() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether [`KEY_VARIABLE`], when set, is a key [`configure_key`] takes
+/// (for `--check`; installs nothing).
+#[cfg(feature = "http")]
+pub fn check_key() -> Result<(), String> {
+    match crate::config::var(KEY_VARIABLE) {
+        Some(value) if decode_key(&value).is_none() => Err(format!(
+            "{KEY_VARIABLE}: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"
+        )),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(feature = "http")]
 fn decode_key(text: &str) -> Option<[u8; 32]> {
     let text = text.trim();

@@ -105,6 +105,13 @@ pub async fn stdio_exit_code(tasks: Arc<TaskRunner>, name: &str, version: &str) 
     }
 }
 
+/// The HTTP settings that are set and the problems `serve --http` would
+/// stop on, by variable (see `transport::http::check_settings`).
+#[cfg(feature = "http")]
+pub fn http_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
+    crate::transport::http::check_settings()
+}
+
 /// Serves MCP over HTTP for a command line: prints where it listens and
 /// how the drain ended (stderr), and gives the exit code (0 a clean drain,
 /// 2 it could not start, 1 it failed while serving).

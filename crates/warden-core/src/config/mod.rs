@@ -9,6 +9,10 @@
 //! the process environment wins over the file. The overlay is installed
 //! once, by the CLI (`crate::config::dotenv`) before any setting is read;
 //! without it [`var`] is the process environment.
+//!
+//! An empty value means unset, in the environment and in `.env` alike:
+//! `.env.example` copied as it is (`WARDEN_ARTIFACTS_DIR=`) must leave the
+//! default in force, never configure an empty path.
 
 pub mod dotenv;
 
@@ -45,7 +49,14 @@ fn filtered(values: impl IntoIterator<Item = (String, String)>) -> BTreeMap<Stri
 }
 
 fn lookup(overlay: &BTreeMap<String, String>, name: &str) -> Option<OsString> {
-    std::env::var_os(name).or_else(|| overlay.get(name).map(OsString::from))
+    std::env::var_os(name)
+        .filter(|value| !value.is_empty())
+        .or_else(|| {
+            overlay
+                .get(name)
+                .filter(|value| !value.is_empty())
+                .map(OsString::from)
+        })
 }
 
 /// A setting as text; `None` when unset or not valid UTF-8.
@@ -58,11 +69,11 @@ pub fn var(name: &str) -> Option<String> {
 pub fn vars_with_prefix(prefix: &str) -> BTreeMap<OsString, OsString> {
     let mut found: BTreeMap<OsString, OsString> = overlay()
         .iter()
-        .filter(|(name, _)| name.starts_with(prefix))
+        .filter(|(name, value)| name.starts_with(prefix) && !value.is_empty())
         .map(|(name, value)| (OsString::from(name), OsString::from(value)))
         .collect();
     for (name, value) in std::env::vars_os() {
-        if name.to_str().is_some_and(|n| n.starts_with(prefix)) {
+        if !value.is_empty() && name.to_str().is_some_and(|n| n.starts_with(prefix)) {
             found.insert(name, value);
         }
     }
@@ -105,5 +116,12 @@ mod tests {
         let path = std::env::var_os("PATH");
         let overlay = BTreeMap::from([("PATH".to_string(), "/evil".to_string())]);
         assert_eq!(lookup(&overlay, "PATH"), path);
+    }
+
+    #[test]
+    fn an_empty_value_means_unset() {
+        // `WARDEN_ARTIFACTS_DIR=` as copied from .env.example leaves the default in force.
+        let overlay = filtered([("WARDEN_CONFIG_EMPTY_UNIT_TEST".to_string(), String::new())]);
+        assert_eq!(lookup(&overlay, "WARDEN_CONFIG_EMPTY_UNIT_TEST"), None);
     }
 }

@@ -235,6 +235,12 @@ impl Executor {
         &self.registry
     }
 
+    /// The managed resources in-process guards share (and the ones that
+    /// failed to load, which `--check` and `/readyz` report).
+    pub fn resources(&self) -> &Resources {
+        &self.resources
+    }
+
     pub fn limits(&self) -> &Limits {
         &self.limits
     }

@@ -290,6 +290,43 @@ pub async fn serve(
     })
 }
 
+/// The HTTP settings an operator has set, each read as `serve --http`
+/// reads it at start, without binding a socket: `(variable, problem)` for
+/// every one that would stop the start (`WARDEN_PUBLIC_URL`,
+/// `WARDEN_API_TOKENS_FILE` / `WARDEN_OAUTH_*` — which loads the JWKS, as
+/// the start does —, `WARDEN_INPUT_STATE_KEY`), and the variables checked.
+/// For `--check`: a deployment that `serve --http` would refuse fails there
+/// first, naming the variable.
+pub fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
+    let mut checked = Vec::new();
+    let mut problems = Vec::new();
+    let unspecified = SocketAddr::from(([127, 0, 0, 1], 8080));
+    let mut url = format!("http://{unspecified}{MCP_PATH}");
+    if crate::config::var("WARDEN_PUBLIC_URL").is_some() {
+        checked.push("WARDEN_PUBLIC_URL");
+        match public_url(unspecified) {
+            Ok(public) => url = public,
+            Err(error) => problems.push(("WARDEN_PUBLIC_URL", error.to_string())),
+        }
+    }
+    const AUTH: &str = "WARDEN_API_TOKENS_FILE / WARDEN_OAUTH_*";
+    match auth::Auth::from_env(&url) {
+        Ok(None) => {}
+        Ok(Some(_)) => checked.push(AUTH),
+        Err(error) => {
+            checked.push(AUTH);
+            problems.push((AUTH, error.to_string()));
+        }
+    }
+    if crate::config::var(crate::rounds::KEY_VARIABLE).is_some() {
+        checked.push(crate::rounds::KEY_VARIABLE);
+        if let Err(error) = crate::rounds::check_key() {
+            problems.push((crate::rounds::KEY_VARIABLE, error));
+        }
+    }
+    (checked, problems)
+}
+
 /// The MCP endpoint as clients reach it: `WARDEN_PUBLIC_URL` (behind a
 /// proxy), else `http://<bound address>/mcp`.
 fn public_url(local: SocketAddr) -> Result<String, HttpError> {
