@@ -334,6 +334,21 @@ pub(crate) enum StartError {
     Policy(String),
 }
 
+/// The registry and limits alone, for commands that only describe the
+/// app (`tools`, `--list-tools`): they run no resource factory, open no
+/// event log and create no artifacts directory.
+pub(crate) fn describe(mut app: App) -> Result<(Registry, Limits), StartError> {
+    let mut limits = app.limits.clone().from_env()?;
+    limits.allow_destructive_in_batch |= app.destructive_in_batch;
+    let registry = build_registry(
+        std::mem::take(&mut app.guards),
+        std::mem::take(&mut app.script_functions),
+    )?
+    .with_mcp_items(std::mem::take(&mut app.mcp_items))?
+    .with_app(&app.name, &app.version);
+    Ok((registry, limits))
+}
+
 /// Builds the registry, resources, event log and executor.
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
     let mut limits = app.limits.clone().from_env()?;

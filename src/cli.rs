@@ -324,6 +324,16 @@ fn http_address(flag: Option<std::net::SocketAddr>) -> Result<Option<std::net::S
 }
 
 async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
+    // Commands that read or describe touch nothing on disk.
+    if let Command::Tools { format } = command {
+        return tools(app, format, list_only);
+    }
+    if let Command::Usage { .. } = command
+        && let Err(message) = usage_store_exists(&app)
+    {
+        eprintln!("error: {message}");
+        return ExitCode::from(2);
+    }
     let (runtime, name, version) = match build_runtime(app) {
         Ok(parts) => parts,
         Err(error) => {
@@ -350,27 +360,8 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Tools { format } if list_only => {
-            let _ = format;
-            for guard in runtime.executor.registry().iter() {
-                let summary = guard.description().lines().next().unwrap_or_default();
-                let timeout = runtime.executor.limits().guard_deadline(guard.timeout).as_secs();
-                println!(
-                    "{:<28} {:<10} {:>4}s  {summary}",
-                    guard.tool_name(),
-                    guard.mode().as_str(),
-                    timeout
-                );
-            }
-            ExitCode::SUCCESS
-        }
-        Command::Tools { format } => {
-            let registry = runtime.executor.registry();
-            let tools = crate::mcp::export::all_tools(registry, runtime.executor.limits());
-            let value = crate::mcp::export::export(&tools, format);
-            println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
-            ExitCode::SUCCESS
-        }
+        // Answered above, before the runtime.
+        Command::Tools { .. } => ExitCode::SUCCESS,
         Command::Call {
             batch: Some(file), ..
         } => call_batch_file(&runtime.tasks, &file).await,
@@ -488,6 +479,52 @@ async fn replay(runtime: crate::app::Runtime, task_id: &str) -> ExitCode {
         let identical = report.verdict == "identical";
         (serde_json::to_value(&report).unwrap_or_default(), identical)
     }))
+}
+
+/// `tools` and `--list-tools`: the registry's tools, without a runtime.
+fn tools(app: App, format: ToolFormat, list_only: bool) -> ExitCode {
+    let (registry, limits) = match crate::app::describe(app) {
+        Ok(parts) => parts,
+        Err(error) => {
+            eprintln!("error: {error}");
+            return ExitCode::from(2);
+        }
+    };
+    if list_only {
+        for guard in registry.iter() {
+            let summary = warden_core::catalogue::summary(guard.description());
+            let timeout = limits.guard_deadline(guard.timeout).as_secs();
+            println!(
+                "{:<28} {:<10} {:>4}s  {summary}",
+                guard.tool_name(),
+                guard.mode().as_str(),
+                timeout
+            );
+        }
+        return ExitCode::SUCCESS;
+    }
+    let tools = crate::mcp::export::all_tools(&registry, &limits);
+    let value = crate::mcp::export::export(&tools, format);
+    println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+    ExitCode::SUCCESS
+}
+
+/// `usage` reads the records a server wrote: without a shared store
+/// (`WARDEN_DATABASE_URL`) the embedded one must exist already, or the
+/// report would be an empty store made on the spot in the wrong place.
+fn usage_store_exists(app: &App) -> Result<(), String> {
+    if crate::config::var("WARDEN_DATABASE_URL").is_some() {
+        return Ok(());
+    }
+    let dir = app.resolved_artifacts_dir();
+    let store = dir.join(crate::task::store::sqlite::FILE_NAME);
+    if store.is_file() {
+        return Ok(());
+    }
+    Err(format!(
+        "no task store at {}: `usage` reads the records a server wrote; set WARDEN_ARTIFACTS_DIR to that server's artifacts directory (or WARDEN_DATABASE_URL for a shared store)",
+        store.display()
+    ))
 }
 
 /// `<app> usage`: see [`Command::Usage`].

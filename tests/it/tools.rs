@@ -296,3 +296,70 @@ async fn every_tool_schema_passes_every_target_checker() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+#[test]
+fn built_in_tools_describe_themselves_without_the_example_apps_names() {
+    // A model connected to any app sees built-in tool descriptions that name no guard or slot of one app.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = run_cli(FINANCE, &["tools", "--format", "mcp"], &[], dir.path());
+    assert_eq!(run.code, 0, "{run:?}");
+    let tools: Vec<Value> = serde_json::from_str(&run.stdout).expect("tools JSON");
+    let (builtins, guards): (Vec<&Value>, Vec<&Value>) = tools.iter().partition(|t| {
+        t["_meta"]["warden/builtin"] == true
+            || [
+                "run_script",
+                "run_coding_task",
+                "run_batch",
+                "list_guards",
+                "describe_guard",
+                "bundle_coverage",
+                "check_backtest",
+                "verify_receipt",
+                "replay_task",
+                "read_artifact",
+                "get_task_result",
+                "list_tasks",
+                "list_artifacts",
+            ]
+            .contains(&t["name"].as_str().unwrap_or_default())
+    });
+    assert!(builtins.len() >= 10, "{}", builtins.len());
+    let mut app_words: Vec<String> = guards
+        .iter()
+        .filter_map(|g| g["name"].as_str().map(String::from))
+        .collect();
+    app_words.extend(["sharpe", "turnover", "cost_bps", "spot", "strike"].map(String::from));
+    for tool in builtins {
+        let text = tool.to_string();
+        for word in &app_words {
+            assert!(
+                !text.contains(word.as_str()),
+                "{} mentions {word}: {text}",
+                tool["name"]
+            );
+        }
+    }
+    assert!(
+        !dir.path().join("artifacts").exists(),
+        "listing tools creates no artifacts directory"
+    );
+}
+
+#[test]
+fn list_tools_shows_each_guards_first_sentence_whole() {
+    // --list-tools gives the first sentence of each description, never a line cut mid-sentence.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = run_cli(FINANCE, &["--list-tools"], &[], dir.path());
+    assert_eq!(run.code, 0, "{run:?}");
+    for line in run.stdout.lines() {
+        let summary = line.split("s  ").nth(1).unwrap_or_default().trim();
+        assert!(
+            summary.is_empty() || summary.ends_with(['.', '!', '?', ')']) || !summary.contains(' '),
+            "cut mid-sentence: {line}"
+        );
+    }
+    assert!(
+        !dir.path().join("artifacts").exists(),
+        "--list-tools creates no artifacts directory"
+    );
+}

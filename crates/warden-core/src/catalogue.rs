@@ -59,13 +59,41 @@ pub fn accepts(guard: &Guard, slot: &str) -> bool {
         .is_some_and(|props| props.contains_key(slot))
 }
 
-/// The first non-blank line of a description.
-pub fn summary(description: &str) -> &str {
-    description
+/// The first sentence of a description (the rustdoc convention): the
+/// first paragraph's lines joined with spaces, up to the first `.`, `!` or
+/// `?` that ends a sentence (followed by a space or the paragraph's end).
+/// A sentence wrapped over several lines of a doc comment is whole; a
+/// paragraph without such an ending is whole.
+pub fn summary(description: &str) -> String {
+    let paragraph: Vec<&str> = description
         .lines()
         .map(str::trim)
-        .find(|line| !line.is_empty())
-        .unwrap_or("")
+        .skip_while(|line| line.is_empty())
+        .take_while(|line| !line.is_empty())
+        .collect();
+    let paragraph = paragraph.join(" ");
+    let mut chars = paragraph.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if matches!(c, '.' | '!' | '?')
+            && chars.peek().is_none_or(|(_, next)| next.is_whitespace())
+            && !(c == '.' && abbreviation(&paragraph[..i]))
+        {
+            return paragraph[..i + c.len_utf8()].to_string();
+        }
+    }
+    paragraph
+}
+
+/// Whether the word before a period makes it an abbreviation's ("e.g.",
+/// "i.e.", "etc.", "vs.", a single letter), not a sentence's end.
+fn abbreviation(before: &str) -> bool {
+    let word = before
+        .rsplit(|c: char| c.is_whitespace() || c == '(')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    word.chars().count() == 1
+        || ["e.g", "i.e", "etc", "vs", "cf", "approx", "incl", "resp"].contains(&word.as_str())
 }
 
 /// Slot → guards using it (required or optional), and slot → guards
@@ -236,9 +264,17 @@ mod tests {
     }
 
     #[test]
-    fn summary_is_the_first_non_blank_line() {
-        // list_guards shows one line per guard.
+    fn summary_is_the_first_sentence_even_when_wrapped() {
+        // list_guards shows one sentence per guard, never a line cut mid-sentence.
         assert_eq!(summary("\n  First line.\n\nMore."), "First line.");
+        assert_eq!(
+            summary("Price a European option under\nBlack-Scholes (e.g. 1.5 years). Then more."),
+            "Price a European option under Black-Scholes (e.g. 1.5 years)."
+        );
+        assert_eq!(
+            summary("No ending\nat all\n\nNext paragraph."),
+            "No ending at all"
+        );
         assert_eq!(summary(""), "");
     }
 }

@@ -20,7 +20,7 @@ use crate::error::GuardError;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BundleCoverageInput {
-    /// Slot names you have data for, e.g. ["returns", "turnover", "cost_bps"]; omit for the vocabulary.
+    /// Slot names you have data for, e.g. ["series", "threshold"] (the guards' input field names); omit for the vocabulary.
     #[serde(default)]
     pub slots: Option<Vec<String>>,
 }

@@ -25,7 +25,7 @@ use crate::executor::{Admission, CallRequest, Status};
 /// Run every guard whose required data is in your bundle, and report which passed, failed, were skipped or rejected.
 ///
 /// `slots` maps slot names (the guards' input field names, see bundle_coverage) to values, e.g.
-/// {"returns": [...], "turnover": [...], "cost_bps": 5, "periods_per_year": 252, "rf": 0.0001}. Each guard
+/// {"series": [...], "threshold": 5} (bundle_coverage lists the slot names). Each guard
 /// whose required slots are all present runs with only the slots it accepts (a guard without required slots
 /// runs only when the bundle has a slot it accepts). Returns {passed, ran, failed, skipped {guard: [missing
 /// slots]}, rejected {guard: error}, not_read_only [guards the bundle matches that are not read-only: never run here, call them

@@ -17,7 +17,7 @@ use crate::error::GuardError;
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DescribeGuardInput {
-    /// The guard's name, as list_guards shows it (e.g. "check_cost_curve").
+    /// The guard's name, as list_guards shows it (list_guards gives every name).
     pub name: String,
 }
 

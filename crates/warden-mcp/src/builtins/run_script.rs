@@ -9,7 +9,7 @@ use crate::error::GuardError;
 
 /// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
 ///
-/// Every guard is a function taking an object map, e.g. `price_option_t(#{option_type: "call", spot: 100.0, ...})`,
+/// Every guard is a function taking an object map, e.g. `my_guard(#{x: 1.0, label: "a"})` (list_guards names them),
 /// returning a map. Helpers: `write_artifact(filename, content[, "utf-8"|"base64"])` writes outputs/<filename>
 /// (1 MiB max), `read_written_artifact(filename)`, `to_csv(rows[, columns])`, `print(..)`, charts
 /// `line_chart|bar_chart|scatter_chart(rows, #{x, y, title})` and `heatmap(rows, #{x, y, z, title})`

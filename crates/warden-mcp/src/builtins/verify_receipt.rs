@@ -36,7 +36,7 @@ use crate::receipt::digest;
 pub struct VerifyReceiptInput {
     /// The receipt, as a call returned it (its guard, arguments_sha256 and output_sha256 are required).
     pub receipt: ReceiptToVerify,
-    /// The arguments the call was made with, e.g. {"spot": 100, "strike": 105, ...}.
+    /// The arguments the call was made with, exactly as they were sent, e.g. {"x": 1, "label": "a"}.
     #[serde(default)]
     pub arguments: Map<String, Value>,
 }

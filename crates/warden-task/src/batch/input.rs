@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 /// Run 1-25 guard calls in one request. Calls with no references between them run concurrently; a call using another's result waits for it.
 ///
 /// Any argument value may be a reference, replaced before the call runs:
-/// {"$result": 0, "path": "evidence.sharpe"} is that field of calls[0]'s output ("$result": "r1" also names calls[0], "r2" calls[1], …;
-/// digits in a path index lists, e.g. "rows.0.price"; omit path for the whole output; a scalar output is {"result": value}).
+/// {"$result": 0, "path": "stats.mean"} is that field of calls[0]'s output ("$result": "r1" also names calls[0], "r2" calls[1], …;
+/// digits in a path index lists, e.g. "rows.0.value"; omit path for the whole output; a scalar output is {"result": value}).
 /// {"$artifact": {"task_id": "task_…", "filename": "outputs/data.csv"}, "column": "close"} loads a CSV column of a task file as a list
 /// ("columns": ["a", "b"] or "columns": "all" give {column: [values]}); numbers load as numbers, so report data never passes through you.
 /// Unknown guards, forward or self references and malformed references are refused before anything runs; a destructive guard runs only once the person confirms the call (refused up front when this client cannot be asked).
@@ -27,8 +27,8 @@ pub struct RunBatchInput {
     /// "all" (default): every call's output; "last": only the last call's output (every call's status is still listed).
     #[serde(default, rename = "return")]
     pub return_mode: ReturnMode,
-    /// Keep only these dotted paths of each returned output, e.g. ["evidence.sharpe", "passed"]; the output becomes
-    /// {"evidence.sharpe": …, "passed": …}. References between calls still see full outputs.
+    /// Keep only these dotted paths of each returned output, e.g. ["stats.mean", "passed"]; the output becomes
+    /// {"stats.mean": …, "passed": …}. References between calls still see full outputs.
     #[serde(default)]
     pub select: Vec<String>,
     /// Round numbers with a fractional part in returned outputs to this many significant figures (1-17);
@@ -45,7 +45,7 @@ pub struct RunBatchInput {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BatchCall {
-    /// The guard's name, e.g. "price_option_t".
+    /// The guard's name, as list_guards gives it.
     pub name: String,
     /// The guard's arguments; any value may be a {"$result": …} or {"$artifact": …} reference.
     #[serde(default)]

@@ -70,7 +70,7 @@ pub async fn run(
         if path.is_empty() {
             return Err(GuardError::invalid_input(
                 format!("select[{i}]"),
-                "must not be empty; give a dotted path such as \"evidence.sharpe\"",
+                "must not be empty; give a dotted path such as \"stats.mean\"",
             ));
         }
         refs::check_path(path)

@@ -60,7 +60,7 @@ pub(crate) enum RefError {
     #[error("path must be a dotted string like \"a.b.0\", got {got}")]
     PathNotText { got: Value },
     #[error(
-        "path '{path}' has an empty segment; separate fields with single dots, e.g. \"evidence.sharpe\" or \"rows.0.price\""
+        "path '{path}' has an empty segment; separate fields with single dots, e.g. \"stats.mean\" or \"rows.0.value\""
     )]
     EmptySegment { path: String },
     #[error("no field '{segment}' at {at}; fields there: {fields}")]
