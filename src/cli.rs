@@ -195,6 +195,10 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
     {
         Ok(cli) => cli,
         Err(error) => {
+            if let Some(hint) = missing_feature_hint(&error) {
+                eprintln!("error: {hint}");
+                return Plan::Exit(ExitCode::from(2));
+            }
             let _ = error.print();
             return Plan::Exit(if error.use_stderr() {
                 ExitCode::from(2)
@@ -228,6 +232,20 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         list_only: cli.list_tools,
         check,
     }))
+}
+
+/// The hint for a command this build left out, as `serve --http` gives
+/// one for `http`: `test` exists only with the `testing` feature.
+fn missing_feature_hint(error: &clap::Error) -> Option<&'static str> {
+    if cfg!(feature = "testing") || error.kind() != clap::error::ErrorKind::InvalidSubcommand {
+        return None;
+    }
+    let named = error
+        .get(clap::error::ContextKind::InvalidSubcommand)
+        .is_some_and(|value| value.to_string() == "test");
+    named.then_some(
+        "this binary was built without the `testing` feature, which provides `test` (the MCP scenario runner); rebuild with the warden dependency's features including \"testing\"",
+    )
 }
 
 /// Parses `args` and runs the command on a runtime of its own.

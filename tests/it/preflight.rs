@@ -292,3 +292,13 @@ fn check_fails_a_resource_that_did_not_load_and_http_settings_serve_would_refuse
     assert_eq!(status_of(&run.stdout, "resources"), "PASS", "{}", run.stdout);
     assert_eq!(run.code, 0, "{run:?}");
 }
+
+#[test]
+fn usage_without_a_task_store_names_the_variable_and_creates_nothing() {
+    // `usage` in a directory with no server's records: exit 2 naming WARDEN_ARTIFACTS_DIR, no ./artifacts made.
+    let dir = sandbox();
+    let run = run_cli(FINANCE, &["usage"], &[], dir.path());
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("WARDEN_ARTIFACTS_DIR"), "{}", run.stderr);
+    assert!(!dir.path().join("artifacts").exists(), "nothing was created");
+}

@@ -129,7 +129,15 @@ pub async fn http_exit_code(
         } else {
             "no authentication (loopback only)"
         };
-        eprintln!("{name}: serving MCP at {} ({auth})", listening.url);
+        let bound = format!("http://{}{}", listening.bound, crate::transport::http::MCP_PATH);
+        if bound == listening.url {
+            eprintln!("{name}: serving MCP at {} ({auth})", listening.url);
+        } else {
+            eprintln!(
+                "{name}: serving MCP at {} (public URL; bound to {bound}) ({auth})",
+                listening.url
+            );
+        }
     })
     .await;
     match outcome {

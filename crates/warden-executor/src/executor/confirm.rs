@@ -108,7 +108,7 @@ pub fn destructive_call(
         return Err(GuardError::new(
             codes::FORBIDDEN,
             format!(
-                "'{name}' is annotated destructive: from a script it runs only when the person confirms the call, and nobody can be asked here (a detached task, or a client without elicitation); call it directly instead"
+                "'{name}' is annotated destructive: from a script or batch it runs only once the person confirms the call, and nobody can be asked here: the caller is the command line, a task running detached from its client, or a client that did not declare the elicitation capability; call the guard directly instead, or connect a client that declares elicitation"
             ),
         ));
     };

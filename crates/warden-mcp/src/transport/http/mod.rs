@@ -100,6 +100,9 @@ pub struct Listening {
     /// The MCP endpoint as clients reach it (with the real port when `:0`
     /// was asked for).
     pub(crate) url: String,
+    /// The socket address actually bound: behind a proxy the URL is the
+    /// public one, and an operator still needs to know where the node is.
+    pub(crate) bound: SocketAddr,
     /// Whether requests are authenticated.
     pub(crate) authenticated: bool,
 }
@@ -254,6 +257,7 @@ pub async fn serve(
     let mut serving = tokio::spawn(server.into_future());
     on_listening(&Listening {
         url,
+        bound: local,
         authenticated: auth.is_some(),
     });
 
