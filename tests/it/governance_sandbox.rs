@@ -191,9 +191,16 @@ async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors()
             assert!(name != "SOME_TOKEN" && name != "FOREIGN_DOTENV_PROBE", "{entry}");
         }
     }
+    // Right after the fork the child still holds the descriptors the
+    // zygote received for it, until it has made them its stdio and closed
+    // the rest: wait for that, then a leak would show for the whole call.
+    let settled = eventually(Duration::from_secs(2), || {
+        open_fds(worker).iter().all(|&fd| fd <= 3)
+    })
+    .await;
     let fds = open_fds(worker);
     assert!(
-        fds.iter().all(|&fd| fd <= 3),
+        settled,
         "the worker holds more than stdio and its protocol pipe: {fds:?}"
     );
     let fds = open_fds(zygote);
@@ -398,14 +405,20 @@ async fn guards_the_programs_they_start_and_script_workers_get_only_the_allow_li
     ];
     let result = server.call("misbehave", json!({"how": "env"})).await;
     assert!(!is_error(&result), "{result:?}");
-    let report = structured(&result)["result"].as_str().unwrap_or_default().to_string();
+    let report = structured(&result)["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     for line in ["own:", "child:"] {
         let names = env_names(&report, line);
         for name in passed {
             assert!(names.contains(&name), "{line} {name} missing: {report}");
         }
         for name in kept {
-            assert!(!names.contains(&name), "{line} {name} reached the guard: {report}");
+            assert!(
+                !names.contains(&name),
+                "{line} {name} reached the guard: {report}"
+            );
         }
     }
     // The isolated quote guard reads its data path in the worker.
@@ -423,11 +436,7 @@ async fn guards_the_programs_they_start_and_script_workers_get_only_the_allow_li
             .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
             .await
     });
-    let script_worker = || {
-        live_children(server.pid)
-            .into_iter()
-            .find(|pid| !is_zygote(*pid))
-    };
+    let script_worker = || live_children(server.pid).into_iter().find(|pid| !is_zygote(*pid));
     assert!(
         eventually(Duration::from_secs(10), || script_worker().is_some()).await,
         "no script worker started"
@@ -438,7 +447,10 @@ async fn guards_the_programs_they_start_and_script_workers_get_only_the_allow_li
     assert!(names.contains(&"PATH"), "{env:?}");
     assert!(names.contains(&"WARDEN_FINANCE_DATA"), "{env:?}");
     for name in kept {
-        assert!(!names.contains(&name), "{name} reached the script worker: {env:?}");
+        assert!(
+            !names.contains(&name),
+            "{name} reached the script worker: {env:?}"
+        );
     }
     let result = structured(&run.await.expect("join").expect("answered"));
     assert_eq!(result["status"], "timed_out", "{result}");
@@ -456,7 +468,8 @@ async fn a_secret_named_for_workers_stops_the_start_naming_it() {
     );
     assert_ne!(run.code, 0, "{run:?}");
     assert!(
-        run.stderr.contains("WARDEN_WORKER_ENV: 'WARDEN_INPUT_STATE_KEY' never reaches a worker"),
+        run.stderr
+            .contains("WARDEN_WORKER_ENV: 'WARDEN_INPUT_STATE_KEY' never reaches a worker"),
         "{run:?}"
     );
 }
@@ -469,8 +482,14 @@ async fn a_program_a_guard_starts_cannot_write_to_the_answer_pipe() {
     let server = Server::start(TESTBED).await;
     let result = server.call("misbehave", json!({"how": "fd3"})).await;
     assert!(!is_error(&result), "{result:?}");
-    let report = structured(&result)["result"].as_str().unwrap_or_default().to_string();
-    assert!(report.starts_with("stdout: "), "the answer was forged: {result:?}");
+    let report = structured(&result)["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        report.starts_with("stdout: "),
+        "the answer was forged: {result:?}"
+    );
     assert!(!report.contains("wrote"), "the child wrote to fd 3: {report}");
     let stdout = report
         .strip_prefix("stdout: ")
@@ -478,5 +497,8 @@ async fn a_program_a_guard_starts_cannot_write_to_the_answer_pipe() {
         .unwrap_or_default();
     let fds: Vec<u32> = stdout.split_whitespace().filter_map(|f| f.parse().ok()).collect();
     // `ls` holds its directory as fd 3 itself; the pipe would be another.
-    assert!(fds.iter().all(|&fd| fd <= 3), "the child inherited {fds:?}: {report}");
+    assert!(
+        fds.iter().all(|&fd| fd <= 3),
+        "the child inherited {fds:?}: {report}"
+    );
 }

@@ -159,7 +159,9 @@ async fn killed_workers_and_zygotes_cost_a_task_only_their_own_calls() {
     let first = worker_other_than(None).expect("first worker");
     kill(first);
     assert!(
-        eventually(Duration::from_secs(10), || worker_other_than(Some(first)).is_some()).await,
+        eventually(Duration::from_secs(10), || worker_other_than(Some(first))
+            .is_some())
+        .await,
         "the second call's worker never started"
     );
     let zygote = zygotes(&server)[0];

@@ -80,7 +80,9 @@ static EXTRA_NAMES: RwLock<Vec<String>> = RwLock::new(Vec::new());
 /// (`WARDEN_WORKER_ENV` or `App::worker_variable`) and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum WorkerEnvError {
-    #[error("{setting}: '{name}' is not a variable name; give names of letters, digits and '_', separated by commas")]
+    #[error(
+        "{setting}: '{name}' is not a variable name; give names of letters, digits and '_', separated by commas"
+    )]
     Malformed { setting: &'static str, name: String },
     #[error(
         "{setting}: '{name}' never reaches a worker (Warden's secrets, OTEL_* and LD_* stay in the server: {}); remove it",
@@ -189,7 +191,12 @@ mod tests {
     #[test]
     fn secrets_and_malformed_names_are_refused_naming_who_gave_them() {
         // A denied or malformed name is an error naming it and its source.
-        for secret in ["WARDEN_INPUT_STATE_KEY", "WARDEN_MODEL_API_KEY", "LD_PRELOAD", "OTEL_EXPORTER_OTLP_HEADERS"] {
+        for secret in [
+            "WARDEN_INPUT_STATE_KEY",
+            "WARDEN_MODEL_API_KEY",
+            "LD_PRELOAD",
+            "OTEL_EXPORTER_OTLP_HEADERS",
+        ] {
             let error = checked(WORKER_ENV_VAR, secret).expect_err(secret);
             assert!(matches!(error, WorkerEnvError::Denied { .. }), "{error}");
             assert!(error.to_string().starts_with("WARDEN_WORKER_ENV: '"), "{error}");
@@ -198,6 +205,9 @@ mod tests {
             let error = checked("App::worker_variable", bad).expect_err(bad);
             assert!(matches!(error, WorkerEnvError::Malformed { .. }), "{error}");
         }
-        assert_eq!(checked(WORKER_ENV_VAR, "HTTPS_PROXY").as_deref(), Ok("HTTPS_PROXY"));
+        assert_eq!(
+            checked(WORKER_ENV_VAR, "HTTPS_PROXY").as_deref(),
+            Ok("HTTPS_PROXY")
+        );
     }
 }

@@ -39,7 +39,11 @@ impl HttpServer {
 
     /// Like [`HttpServer::start_on`] on a free port, with `dir` as the
     /// working directory (where the server reads `.env`).
-    pub async fn start_in(binary: &str, dir: &std::path::Path, env: &[(&str, &str)]) -> Result<HttpServer, String> {
+    pub async fn start_in(
+        binary: &str,
+        dir: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Result<HttpServer, String> {
         let mut command = tokio::process::Command::new(binary);
         command.current_dir(dir);
         Self::launch(command, "127.0.0.1:0", env).await

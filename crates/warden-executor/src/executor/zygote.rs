@@ -182,15 +182,26 @@ impl Process {
         }
     }
 
-    /// Whether the zygote process has ended (it may still be a zombie).
-    fn exited(&mut self) -> bool {
-        !matches!(self.child.try_wait(), Ok(None))
+    /// Whether the zygote process has ended. It is left a zombie
+    /// (`WNOWAIT`), so its pid and group stay reserved until [`Self::end`]
+    /// kills the group and reaps it.
+    fn exited(&self) -> bool {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        let Ok(pid) = i32::try_from(self.pid()) else {
+            return false;
+        };
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        matches!(
+            waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags),
+            Ok(status) if status != WaitStatus::StillAlive
+        )
     }
 
-    /// Kills and reaps the zygote (its children die with it).
-    fn end(mut self) {
+    /// Kills and reaps the zygote (its children die with it); how it
+    /// ended, when that could be read.
+    fn end(mut self) -> Option<ExitStatus> {
         release_group(self.pid());
-        let _ = self.child.wait();
+        self.child.wait().ok()
     }
 }
 
@@ -231,7 +242,7 @@ impl Keeper {
         }
         // The server is shutting down: end every zygote and its children.
         for process in self.current.take().into_iter().chain(self.retiring.drain(..)) {
-            process.end();
+            let _ = process.end();
         }
     }
 
@@ -240,7 +251,7 @@ impl Keeper {
     /// (a child it may have forked before dying dies with it, by its
     /// parent-death signal, and was never handed the request).
     fn spawn(&mut self, stdio: &Stdio3, rlimits: Rlimits) -> std::io::Result<u32> {
-        if self.current.as_mut().is_some_and(Process::exited) {
+        if self.current.as_ref().is_some_and(Process::exited) {
             self.bury_current();
         }
         match self.spawn_once(stdio, rlimits) {
@@ -373,22 +384,25 @@ impl Keeper {
         let (drained, kept) = self.retiring.drain(..).partition(|z| z.live == 0);
         self.retiring = kept;
         for zygote in drained {
-            zygote.end();
+            let _ = zygote.end();
         }
     }
 
     /// Ends the current zygote after it failed; says how it ended.
     fn bury_current(&mut self) -> String {
-        let Some(mut zygote) = self.current.take() else {
+        let Some(zygote) = self.current.take() else {
             return String::new();
         };
         let pid = zygote.pid();
         self.owners.retain(|_, owner| *owner != pid);
-        let exited = zygote.child.try_wait().ok().flatten();
-        zygote.end();
-        match exited {
-            Some(status) => format!(" ({})", super::sandbox::Ended::of(Some(status))),
-            None => String::new(),
+        // Asked before the kill, so the status read after it is the
+        // zygote's own end, not the kill's.
+        let exited = zygote.exited();
+        let status = zygote.end();
+        if exited {
+            format!(" ({})", super::sandbox::Ended::of(status))
+        } else {
+            String::new()
         }
     }
 
@@ -400,7 +414,7 @@ impl Keeper {
             return;
         }
         if let Some(at) = self.retiring.iter().position(|z| z.pid() == pid) {
-            self.retiring.swap_remove(at).end();
+            let _ = self.retiring.swap_remove(at).end();
         }
     }
 }
