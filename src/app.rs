@@ -82,6 +82,9 @@ pub struct App {
     /// so that [`App::limits`] may come before or after it.
     destructive_in_batch: bool,
     artifacts_dir: Option<PathBuf>,
+    /// Variables passed to workers beside the fixed allow-list
+    /// ([`App::worker_variable`]).
+    worker_variables: Vec<String>,
     /// Prompts and resources for MCP clients, beside the guards.
     mcp_items: crate::registry::McpItems,
 }
@@ -107,6 +110,7 @@ impl App {
             limits: Limits::default(),
             destructive_in_batch: false,
             artifacts_dir: None,
+            worker_variables: Vec::new(),
             mcp_items: crate::registry::McpItems::default(),
         }
     }
@@ -188,6 +192,18 @@ impl App {
     /// whether it comes before or after [`App::limits`].
     pub fn allow_destructive_in_batch(mut self) -> Self {
         self.destructive_in_batch = true;
+        self
+    }
+
+    /// Passes the variable `name` (from the environment or `.env`) to every
+    /// worker: for a setting the app's isolated guards or script functions
+    /// read themselves (the example passes `WARDEN_FINANCE_DATA`). Workers
+    /// get nothing else of the server's environment but the fixed
+    /// allow-list and the operator's `WARDEN_WORKER_ENV` (see
+    /// `docs/security.md`); a secret of Warden's (`WARDEN_MODEL_*`,
+    /// `WARDEN_INPUT_STATE_KEY`, …), `OTEL_*` or `LD_*` is refused at start.
+    pub fn worker_variable(mut self, name: impl Into<String>) -> Self {
+        self.worker_variables.push(name.into());
         self
     }
 
@@ -321,6 +337,10 @@ pub(crate) enum StartError {
     Limits(#[from] crate::limits::LimitError),
     #[error(transparent)]
     SandboxMode(#[from] crate::script::policy::BadMode),
+    /// `WARDEN_WORKER_ENV` or `App::worker_variable` names a secret or a
+    /// malformed name.
+    #[error(transparent)]
+    WorkerEnv(#[from] warden_sandbox::env::WorkerEnvError),
     #[error(transparent)]
     Registry(#[from] RegistryError),
     #[error("cannot locate this program's binary: {0}")]
@@ -354,6 +374,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let mut limits = app.limits.clone().from_env()?;
     limits.allow_destructive_in_batch |= app.destructive_in_batch;
     crate::script::policy::mode()?;
+    warden_sandbox::env::configure(&app.worker_variables)?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();
     let name = app.name.clone();

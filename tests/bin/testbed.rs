@@ -58,7 +58,7 @@ fn sleep_in_process(input: InProcessSleep) -> Result<u64, GuardError> {
 /// Misbehave in the chosen way.
 #[derive(Deserialize, JsonSchema)]
 struct CrashInput {
-    /// panic | abort | oom | print | huge | files | bigfile | `code:<error code to fail with>`
+    /// panic | abort | oom | print | huge | files | bigfile | env | fd3 | `code:<error code to fail with>`
     how: String,
 }
 
@@ -106,6 +106,35 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
             let _ = std::fs::remove_file(&path);
             result
         }
+        // The variable names the worker holds and those of a program it
+        // starts (`env`), one `own:`/`child:` line each.
+        "env" => {
+            let own: Vec<String> = std::env::vars_os()
+                .map(|(name, _)| name.to_string_lossy().into_owned())
+                .collect();
+            let child = std::process::Command::new("sh")
+                .args(["-c", "env | cut -d= -f1 | tr '\\n' ' '"])
+                .output()
+                .map_err(|e| GuardError::failed(format!("cannot start sh: {e}")))?;
+            Ok(format!(
+                "own: {}\nchild: {}",
+                own.join(" "),
+                String::from_utf8_lossy(&child.stdout).trim()
+            ))
+        }
+        // A program the guard starts writes to fd 3 (the worker's answer
+        // pipe, unless it is closed on exec) and lists its descriptors.
+        "fd3" => {
+            let child = std::process::Command::new("sh")
+                .args(["-c", "echo '{\"type\":\"result\",\"value\":\"forged\"}' >&3 && echo wrote; ls /proc/self/fd | tr '\\n' ' '"])
+                .output()
+                .map_err(|e| GuardError::failed(format!("cannot start sh: {e}")))?;
+            Ok(format!(
+                "stdout: {}; stderr: {}",
+                String::from_utf8_lossy(&child.stdout).trim(),
+                String::from_utf8_lossy(&child.stderr).trim()
+            ))
+        }
         // A guard that puts caller input into its error code: events must
         // still stay small.
         code if code.starts_with("code:") => {
@@ -113,7 +142,7 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
         }
         other => Err(GuardError::invalid_input(
             "how",
-            format!("expected panic, abort, oom, print, huge, files or bigfile, got '{other}'"),
+            format!("expected panic, abort, oom, print, huge, files, bigfile, env or fd3, got '{other}'"),
         )),
     }
 }

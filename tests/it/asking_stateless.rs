@@ -278,3 +278,49 @@ async fn nodes_sharing_an_input_state_key_accept_each_others_retries_and_a_bad_k
         );
     }
 }
+
+#[tokio::test]
+async fn an_input_state_key_in_dotenv_survives_a_restart_and_a_malformed_one_stops_the_start() {
+    // WARDEN_INPUT_STATE_KEY only in the working directory's .env (issue 38,
+    // point 13): a retry sealed before a restart verifies after it, and a
+    // malformed key there stops the server naming the variable.
+    const KEY: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9";
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(dir.path().join(".env"), format!("WARDEN_INPUT_STATE_KEY={KEY}\n")).expect("write .env");
+    let first = HttpServer::start_in(TESTBED, dir.path(), &[])
+        .await
+        .unwrap_or_else(|stderr| panic!("server did not start: {stderr}"));
+    let asker = stateless(&first, Person::Accepts("Ada"), None).await;
+    let (key, _, state) = ask_once(&asker, "ask_name").await;
+    drop(asker);
+    drop(first);
+    let restarted = HttpServer::start_in(TESTBED, dir.path(), &[])
+        .await
+        .unwrap_or_else(|stderr| panic!("server did not restart: {stderr}"));
+    let retrying = stateless(&restarted, Person::Accepts("Ada"), None).await;
+    let answer = retrying
+        .call_tool_once(
+            params("ask_name")
+                .with_input_responses(accepted(&key, "Ada"))
+                .with_request_state(state),
+        )
+        .await
+        .expect("answered");
+    match answer {
+        CallToolResponse::Complete(result) => {
+            assert_eq!(structured(&result), json!({"action": "accept", "name": "Ada"}))
+        }
+        other => panic!("expected the result after the restart, got {other:?}"),
+    }
+
+    let bad = tempfile::tempdir().expect("temp dir");
+    std::fs::write(bad.path().join(".env"), "WARDEN_INPUT_STATE_KEY=not-a-key\n").expect("write .env");
+    let refused = HttpServer::start_in(TESTBED, bad.path(), &[])
+        .await
+        .err()
+        .expect("a malformed key in .env stops the server");
+    assert!(
+        refused.contains("WARDEN_INPUT_STATE_KEY: expected 64 hex digits"),
+        "{refused}"
+    );
+}

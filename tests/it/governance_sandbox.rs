@@ -130,8 +130,9 @@ async fn dotenv_applies_only_warden_and_otel_variables_and_names_the_rest() {
 #[tokio::test]
 async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors() {
     // The server has LD_*, the model key, and a leaked fd 7; .env adds an
-    // allowed and a foreign variable. Its guard worker sees only the
-    // allowlist (plus the allowed .env value, which reaches it through the
+    // allowed variable the operator passes to workers (WARDEN_WORKER_ENV)
+    // and a foreign one. Its guard worker sees only the
+    // allowlist (plus the passed .env value, which reaches it through the
     // configuration, not the server's environment: that is pinned by the
     // unit test agent::dotenv::tests, since /proc/<pid>/environ shows only
     // the exec-time block), holds fds 0-3 only, no-new-privs and no
@@ -139,7 +140,7 @@ async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors()
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::write(
         dir.path().join(".env"),
-        "WARDEN_DOTENV_PROBE=from-dotenv\nFOREIGN_DOTENV_PROBE=x\nLD_AUDIT=/nonexistent.so\n",
+        "WARDEN_DOTENV_PROBE=from-dotenv\nWARDEN_WORKER_ENV=WARDEN_DOTENV_PROBE\nFOREIGN_DOTENV_PROBE=x\nLD_AUDIT=/nonexistent.so\n",
     )
     .expect("write .env");
     let server = start_in(
@@ -190,9 +191,16 @@ async fn workers_start_scrubbed_unprivileged_and_without_inherited_descriptors()
             assert!(name != "SOME_TOKEN" && name != "FOREIGN_DOTENV_PROBE", "{entry}");
         }
     }
+    // Right after the fork the child still holds the descriptors the
+    // zygote received for it, until it has made them its stdio and closed
+    // the rest: wait for that, then a leak would show for the whole call.
+    let settled = eventually(Duration::from_secs(2), || {
+        open_fds(worker).iter().all(|&fd| fd <= 3)
+    })
+    .await;
     let fds = open_fds(worker);
     assert!(
-        fds.iter().all(|&fd| fd <= 3),
+        settled,
         "the worker holds more than stdio and its protocol pipe: {fds:?}"
     );
     let fds = open_fds(zygote);
@@ -347,4 +355,150 @@ async fn an_isolated_guard_reads_arguments_up_to_a_raised_cap() {
         .await;
     assert!(!is_error(&result), "{:?}", structured(&result));
     assert_eq!(structured(&result)["tag"], "big");
+}
+
+/// The names on one `own:` or `child:` line of `misbehave {how: "env"}`.
+fn env_names<'a>(report: &'a str, line: &str) -> Vec<&'a str> {
+    report
+        .lines()
+        .find_map(|l| l.strip_prefix(line))
+        .unwrap_or_else(|| panic!("no '{line}' line in {report}"))
+        .split_whitespace()
+        .collect()
+}
+
+#[tokio::test]
+async fn guards_the_programs_they_start_and_script_workers_get_only_the_allow_list() {
+    // Issue 38, point 14: the input-state key, OAuth settings and any other
+    // WARDEN_* setting (environment or .env) reach no worker and no program
+    // a guard starts; PATH, RUST_BACKTRACE, the app's declared
+    // WARDEN_FINANCE_DATA and the operator's WARDEN_WORKER_ENV names do.
+    const KEY: &str = "0a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f9";
+    let data = crate::common::workspace_root().join("examples/finance/sample_market_data.csv");
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join(".env"),
+        format!(
+            "WARDEN_INPUT_STATE_KEY={KEY}\nWARDEN_FINANCE_DATA={}\nWARDEN_UNLISTED_SETTING=x\nWARDEN_WORKER_ENV=GUARD_PROXY\n",
+            data.display()
+        ),
+    )
+    .expect("write .env");
+    let server = start_in(
+        dir.path(),
+        &[
+            ("WARDEN_OAUTH_ISSUER", "https://issuer.invalid"),
+            ("WARDEN_ALSO_UNLISTED", "y"),
+            ("RUST_BACKTRACE", "1"),
+            ("GUARD_PROXY", "http://proxy.invalid"),
+        ],
+    )
+    .await;
+    let passed = ["PATH", "RUST_BACKTRACE", "WARDEN_FINANCE_DATA", "GUARD_PROXY"];
+    let kept = [
+        "WARDEN_INPUT_STATE_KEY",
+        "WARDEN_OAUTH_ISSUER",
+        "WARDEN_UNLISTED_SETTING",
+        "WARDEN_ALSO_UNLISTED",
+        "WARDEN_WORKER_ENV",
+        "WARDEN_ARTIFACTS_DIR",
+    ];
+    let result = server.call("misbehave", json!({"how": "env"})).await;
+    assert!(!is_error(&result), "{result:?}");
+    let report = structured(&result)["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    for line in ["own:", "child:"] {
+        let names = env_names(&report, line);
+        for name in passed {
+            assert!(names.contains(&name), "{line} {name} missing: {report}");
+        }
+        for name in kept {
+            assert!(
+                !names.contains(&name),
+                "{line} {name} reached the guard: {report}"
+            );
+        }
+    }
+    // The isolated quote guard reads its data path in the worker.
+    let quote = server.call("get_quote_isolated", json!({"symbol": "AAPL"})).await;
+    assert!(!is_error(&quote), "{quote:?}");
+
+    // A script worker, by its /proc environ while it runs.
+    let client = server.client.peer().clone();
+    let run = tokio::spawn(async move {
+        let arguments = json!({"script": crate::common::ENDLESS, "timeout_seconds": 2});
+        let Value::Object(arguments) = arguments else {
+            unreachable!()
+        };
+        client
+            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
+            .await
+    });
+    let script_worker = || live_children(server.pid).into_iter().find(|pid| !is_zygote(*pid));
+    assert!(
+        eventually(Duration::from_secs(10), || script_worker().is_some()).await,
+        "no script worker started"
+    );
+    let worker = script_worker().expect("the script worker");
+    let env = environ(worker);
+    let names: Vec<&str> = env.iter().filter_map(|e| e.split('=').next()).collect();
+    assert!(names.contains(&"PATH"), "{env:?}");
+    assert!(names.contains(&"WARDEN_FINANCE_DATA"), "{env:?}");
+    for name in kept {
+        assert!(
+            !names.contains(&name),
+            "{name} reached the script worker: {env:?}"
+        );
+    }
+    let result = structured(&run.await.expect("join").expect("answered"));
+    assert_eq!(result["status"], "timed_out", "{result}");
+}
+
+#[tokio::test]
+async fn a_secret_named_for_workers_stops_the_start_naming_it() {
+    // Issue 38, point 14: WARDEN_WORKER_ENV may not pass Warden's secrets.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = run_cli(
+        TESTBED,
+        &["--list-tools"],
+        &[("WARDEN_WORKER_ENV", "HTTPS_PROXY,WARDEN_INPUT_STATE_KEY")],
+        dir.path(),
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("WARDEN_WORKER_ENV: 'WARDEN_INPUT_STATE_KEY' never reaches a worker"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_program_a_guard_starts_cannot_write_to_the_answer_pipe() {
+    // Issue 38, point 15: the worker's answer pipe (fd 3) is close-on-exec,
+    // so `sh -c 'echo … >&3'` started by a guard fails and cannot forge the
+    // guard's answer; the guard's own answer arrives.
+    let server = Server::start(TESTBED).await;
+    let result = server.call("misbehave", json!({"how": "fd3"})).await;
+    assert!(!is_error(&result), "{result:?}");
+    let report = structured(&result)["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        report.starts_with("stdout: "),
+        "the answer was forged: {result:?}"
+    );
+    assert!(!report.contains("wrote"), "the child wrote to fd 3: {report}");
+    let stdout = report
+        .strip_prefix("stdout: ")
+        .and_then(|r| r.split(';').next())
+        .unwrap_or_default();
+    let fds: Vec<u32> = stdout.split_whitespace().filter_map(|f| f.parse().ok()).collect();
+    // `ls` holds its directory as fd 3 itself; the pipe would be another.
+    assert!(
+        fds.iter().all(|&fd| fd <= 3),
+        "the child inherited {fds:?}: {report}"
+    );
 }

@@ -86,3 +86,94 @@ async fn a_killed_zygote_fails_only_its_running_call_and_is_replaced() {
     assert_eq!(now.len(), 1, "{now:?}");
     assert_ne!(now[0], zygote);
 }
+
+fn kill(pid: u32) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .expect("kill");
+}
+
+#[tokio::test]
+async fn a_zygote_killed_while_idle_is_replaced_before_the_next_call_whoever_makes_it() {
+    // Issue 38, point 16: SIGKILL the idle zygote, then call at once: a
+    // direct call is served by a new zygote (not worker_spawn_failed), and
+    // so is a script's call after the next zygote is killed the same way.
+    let server = Server::start(TESTBED).await;
+    add(&server, 0.0).await;
+    let first = zygotes(&server)[0];
+    kill(first);
+    let value = add(&server, 1.0).await;
+    assert_eq!(value["result"], json!(2.0), "{value}");
+    let second = zygotes(&server);
+    assert_eq!(second.len(), 1, "{second:?}");
+    assert_ne!(second[0], first, "a new zygote served the call");
+
+    kill(second[0]);
+    let result = server
+        .call(
+            "run_script",
+            json!({"script": "add_isolated(#{a: 2.0, b: 3.0}).result", "timeout_seconds": 20}),
+        )
+        .await;
+    let result = structured(&result);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["value"], json!(5.0), "{result}");
+}
+
+#[tokio::test]
+async fn killed_workers_and_zygotes_cost_a_task_only_their_own_calls() {
+    // Issue 38, point 16: while a script makes isolated calls, its first
+    // call's worker and then the zygote of its second are SIGKILLed from
+    // outside: each is a catchable worker_crashed, the third call and the
+    // task succeed, and the next direct call is served.
+    let server = Server::start(TESTBED).await;
+    let script = r#"
+        let codes = [];
+        for i in 0..3 {
+            try { slow_echo(#{millis: 1500, tag: "t"}); codes.push("ok"); } catch (e) { codes.push(e.code); }
+        }
+        codes
+    "#;
+    let client = server.client.peer().clone();
+    let task = tokio::spawn(async move {
+        let Value::Object(arguments) = json!({"script": script, "timeout_seconds": 30}) else {
+            unreachable!()
+        };
+        client
+            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
+            .await
+    });
+    // The worker of a zygote other than `not`, once one runs.
+    let worker_other_than = |not: Option<u32>| {
+        zygotes(&server)
+            .into_iter()
+            .flat_map(live_children)
+            .find(|pid| Some(*pid) != not)
+    };
+    assert!(
+        eventually(Duration::from_secs(10), || worker_other_than(None).is_some()).await,
+        "the first call's worker never started"
+    );
+    let first = worker_other_than(None).expect("first worker");
+    kill(first);
+    assert!(
+        eventually(Duration::from_secs(10), || worker_other_than(Some(first))
+            .is_some())
+        .await,
+        "the second call's worker never started"
+    );
+    let zygote = zygotes(&server)[0];
+    kill(zygote);
+
+    let result = structured(&task.await.expect("join").expect("answered"));
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(
+        result["value"],
+        json!(["worker_crashed", "worker_crashed", "ok"]),
+        "{result}"
+    );
+    let value = add(&server, 4.0).await;
+    assert_eq!(value["result"], json!(5.0), "{value}");
+}

@@ -397,14 +397,15 @@ pub const KEY_VARIABLE: &str = "WARDEN_INPUT_STATE_KEY";
 static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
 
 /// Reads [`KEY_VARIABLE`] at start (64 hex digits: 32 bytes, e.g. from
-/// `openssl rand -hex 32`). With it every server sharing the key accepts
-/// the `requestState` any of them issued, so a stateless client's retry
-/// may reach another node behind a load balancer; without it each process
-/// draws its own key and a retry must reach the same process. A malformed
-/// value is refused with the fix.
+/// `openssl rand -hex 32`), from the environment or `.env` like every
+/// other setting ([`crate::config`]). With it every server sharing the key
+/// accepts the `requestState` any of them issued, so a stateless client's
+/// retry may reach another node behind a load balancer, or the same node
+/// after a restart; without it each process draws its own key and a retry
+/// must reach the same process. A malformed value is refused with the fix.
 #[cfg(feature = "http")]
 pub fn configure_key() -> Result<(), String> {
-    let Some(value) = std::env::var_os(KEY_VARIABLE) else {
+    let Some(value) = crate::config::var_os(KEY_VARIABLE) else {
         return Ok(());
     };
     let key = value

@@ -3,8 +3,8 @@
 //!
 //! [`process`] is what every worker gets between fork and exec: its own
 //! process group (killed as one), death with the server, rlimits, a
-//! scrubbed environment, no inherited descriptors, no privileges and no
-//! capabilities. [`layers`] is what the script worker applies to itself at
+//! scrubbed environment ([`env`]: an explicit allow-list), no inherited
+//! descriptors, no privileges and no capabilities. [`layers`] is what the script worker applies to itself at
 //! start: a network namespace, a process limit, Landlock and a seccomp
 //! allowlist, each checked against the kernel and reported, never assumed.
 //! [`policy`] is the server's rule (`WARDEN_SANDBOX`) for a missing layer.
@@ -12,6 +12,7 @@
 //! It spawns nothing and runs no guard: the executor and the script host
 //! above it start workers and call [`process::confine`] on them.
 
+pub mod env;
 pub mod layers;
 pub mod policy;
 pub mod process;

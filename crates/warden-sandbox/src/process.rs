@@ -2,7 +2,8 @@
 //!
 //! Each worker gets its own session and process group (so one `killpg` kills
 //! it and anything it started), dies with the server (PDEATHSIG), runs
-//! under rlimits, starts from a scrubbed environment ([`scrub_env`]),
+//! under rlimits, starts from an allow-listed environment
+//! ([`crate::env`], [`scrub_env`]),
 //! inherits no descriptor but its stdio (every other one is marked
 //! close-on-exec), can never gain privileges (`PR_SET_NO_NEW_PRIVS`) and
 //! holds no capability: bounding, ambient, effective, permitted and
@@ -12,7 +13,6 @@
 //! forked child before `exec`.
 
 use std::collections::BTreeSet;
-use std::ffi::OsString;
 use std::io;
 use std::sync::Mutex;
 
@@ -30,46 +30,7 @@ use warden_core::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
 /// up yet, and every script worker, dies by SIGTERM's default action.
 pub const PARENT_DEATH_SIGNAL: Signal = Signal::SIGTERM;
 
-/// Environment variables a worker keeps, by exact name: what a program
-/// needs to find tools, a home, a locale, a time zone and a temp dir.
-pub const WORKER_ENV_NAMES: &[&str] = &[
-    "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TMPDIR",
-];
-
-/// Environment variables a worker keeps, by prefix: locale categories and
-/// Warden's own settings (an app's guards read theirs, e.g.
-/// `WARDEN_FINANCE_DATA`), including values that came from `.env`.
-pub const WORKER_ENV_PREFIXES: &[&str] = &["LC_", "WARDEN_"];
-
-/// Never passed to a worker although [`WORKER_ENV_PREFIXES`] matches: the
-/// model settings, which hold the API key and belong to the server's agent
-/// loop. Nothing else (`LD_*`, `OTEL_*`, proxies, tokens) is ever passed.
-pub const WORKER_ENV_DENIED_PREFIXES: &[&str] = &["WARDEN_MODEL_"];
-
-/// The environment a worker starts with: the allowlist above, from the
-/// server's configuration ([`warden_core::config`]: process environment, then
-/// `.env`).
-pub fn worker_env() -> Vec<(OsString, OsString)> {
-    let mut env: Vec<(OsString, OsString)> = WORKER_ENV_NAMES
-        .iter()
-        .filter_map(|name| std::env::var_os(name).map(|value| (OsString::from(name), value)))
-        .collect();
-    for prefix in WORKER_ENV_PREFIXES {
-        env.extend(warden_core::config::vars_with_prefix(prefix));
-    }
-    env.retain(|(name, _)| {
-        let name = name.to_string_lossy();
-        !WORKER_ENV_DENIED_PREFIXES
-            .iter()
-            .any(|denied| name.starts_with(denied))
-    });
-    env
-}
-
-/// Clears `command`'s environment and sets [`worker_env`].
-pub fn scrub_env(command: &mut tokio::process::Command) {
-    command.env_clear().envs(worker_env());
-}
+pub use crate::env::{scrub_env, worker_env};
 
 /// The rlimits for one worker, fixed before the fork.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -367,29 +328,6 @@ mod tests {
         assert!(!LIVE_GROUPS.lock().map(|g| g.contains(&0)).unwrap_or(true));
         let other = if own == 4_000_000 { 4_000_001 } else { 4_000_000 };
         assert_eq!(killable(other), Some(Pid::from_raw(other as i32)));
-    }
-
-    #[test]
-    fn the_worker_environment_is_an_allowlist() {
-        // No LD_*, no model key, no arbitrary variable; PATH stays.
-        let env = worker_env();
-        let names: Vec<String> = env
-            .iter()
-            .map(|(n, _)| n.to_string_lossy().into_owned())
-            .collect();
-        for name in &names {
-            assert!(!name.starts_with("LD_"), "{name}");
-            assert!(!name.starts_with("WARDEN_MODEL_"), "{name}");
-            assert!(
-                WORKER_ENV_NAMES.contains(&name.as_str())
-                    || WORKER_ENV_PREFIXES.iter().any(|p| name.starts_with(p)),
-                "{name}"
-            );
-        }
-        assert_eq!(
-            names.contains(&"PATH".to_string()),
-            std::env::var_os("PATH").is_some()
-        );
     }
 
     #[tokio::test]

@@ -34,8 +34,27 @@ impl HttpServer {
     /// Like [`HttpServer::start`] on `addr`; `Err(stderr)` when the server
     /// exits instead of listening.
     pub async fn start_on(binary: &str, addr: &str, env: &[(&str, &str)]) -> Result<HttpServer, String> {
-        let artifacts = tempfile::tempdir().expect("temp dir");
+        Self::launch(tokio::process::Command::new(binary), addr, env).await
+    }
+
+    /// Like [`HttpServer::start_on`] on a free port, with `dir` as the
+    /// working directory (where the server reads `.env`).
+    pub async fn start_in(
+        binary: &str,
+        dir: &std::path::Path,
+        env: &[(&str, &str)],
+    ) -> Result<HttpServer, String> {
         let mut command = tokio::process::Command::new(binary);
+        command.current_dir(dir);
+        Self::launch(command, "127.0.0.1:0", env).await
+    }
+
+    async fn launch(
+        mut command: tokio::process::Command,
+        addr: &str,
+        env: &[(&str, &str)],
+    ) -> Result<HttpServer, String> {
+        let artifacts = tempfile::tempdir().expect("temp dir");
         command
             .args(["serve", "--http", addr])
             .env("WARDEN_ARTIFACTS_DIR", artifacts.path())

@@ -7,6 +7,10 @@
 //!
 //! The thread starts the zygote on the first order and replaces it after
 //! [`ZYGOTE_MAX_CHILDREN`] children, or when it stops answering or dies.
+//! A zygote that died while idle (killed from outside, out of memory) is
+//! noticed before the next spawn is sent to it, or when that spawn finds
+//! its socket closed: a new zygote then serves the same call, so a dead
+//! zygote costs only the calls that were running in its children.
 //! A replaced zygote stays until its last child has been reaped: closing
 //! its socket earlier would end it, and with it (by their parent-death
 //! signal) the calls its children are still serving.
@@ -165,18 +169,51 @@ impl Process {
         self.child.id()
     }
 
-    /// One order and its reply; `None` when the zygote did not answer
-    /// (gone, or silent past [`ZYGOTE_ANSWER_TIMEOUT`]).
-    fn ask(&self, order: Order, fds: &[RawFd]) -> Option<Reply> {
-        send_order(self.control.as_raw_fd(), order, fds).ok()?;
-        read_reply(self.control.as_raw_fd()).ok().flatten()
+    /// One order and its reply, or why there was none.
+    fn ask(&self, order: Order, fds: &[RawFd]) -> Result<Reply, Unanswered> {
+        send_order(self.control.as_raw_fd(), order, fds).map_err(|_| Unanswered::Gone)?;
+        match read_reply(self.control.as_raw_fd()) {
+            Ok(Some(reply)) => Ok(reply),
+            // SO_RCVTIMEO expired (EAGAIN is EWOULDBLOCK on Linux).
+            Err(nix::errno::Errno::EAGAIN) => Err(Unanswered::Silent),
+            // The socket closed (a read of 0 bytes decodes to nothing), or
+            // the zygote said something that is not a reply.
+            Ok(None) | Err(_) => Err(Unanswered::Gone),
+        }
     }
 
-    /// Kills and reaps the zygote (its children die with it).
-    fn end(mut self) {
-        release_group(self.pid());
-        let _ = self.child.wait();
+    /// Whether the zygote process has ended. It is left a zombie
+    /// (`WNOWAIT`), so its pid and group stay reserved until [`Self::end`]
+    /// kills the group and reaps it.
+    fn exited(&self) -> bool {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        let Ok(pid) = i32::try_from(self.pid()) else {
+            return false;
+        };
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        matches!(
+            waitid(Id::Pid(nix::unistd::Pid::from_raw(pid)), flags),
+            Ok(status) if status != WaitStatus::StillAlive
+        )
     }
+
+    /// Kills and reaps the zygote (its children die with it); how it
+    /// ended, when that could be read.
+    fn end(mut self) -> Option<ExitStatus> {
+        release_group(self.pid());
+        self.child.wait().ok()
+    }
+}
+
+/// Why a zygote gave no reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unanswered {
+    /// Its socket is closed or it answered nonsense: it died or is dying.
+    /// A spawn it never answered may go to a new zygote.
+    Gone,
+    /// Silent past [`ZYGOTE_ANSWER_TIMEOUT`]: the call has waited long
+    /// enough and fails; the next one starts a new zygote.
+    Silent,
 }
 
 impl Keeper {
@@ -205,11 +242,33 @@ impl Keeper {
         }
         // The server is shutting down: end every zygote and its children.
         for process in self.current.take().into_iter().chain(self.retiring.drain(..)) {
-            process.end();
+            let _ = process.end();
         }
     }
 
+    /// Forks a worker, replacing a zygote found dead, and trying once more
+    /// with a new zygote when the current one died on this very order
+    /// (a child it may have forked before dying dies with it, by its
+    /// parent-death signal, and was never handed the request).
     fn spawn(&mut self, stdio: &Stdio3, rlimits: Rlimits) -> std::io::Result<u32> {
+        if self.current.as_ref().is_some_and(Process::exited) {
+            self.bury_current();
+        }
+        match self.spawn_once(stdio, rlimits) {
+            Err((error, Some(Unanswered::Gone))) => {
+                tracing::warn!("{error}; starting a new one for the same call");
+                self.spawn_once(stdio, rlimits).map_err(|(error, _)| error)
+            }
+            other => other.map_err(|(error, _)| error),
+        }
+    }
+
+    /// One spawn order; on failure, whether the zygote left no answer.
+    fn spawn_once(
+        &mut self,
+        stdio: &Stdio3,
+        rlimits: Rlimits,
+    ) -> Result<u32, (std::io::Error, Option<Unanswered>)> {
         if self
             .current
             .as_ref()
@@ -218,10 +277,10 @@ impl Keeper {
             self.retire_current();
         }
         if self.current.is_none() {
-            self.current = Some(self.start(rlimits)?);
+            self.current = Some(self.start(rlimits).map_err(|e| (e, None))?);
         }
         let Some(zygote) = self.current.as_mut() else {
-            return Err(std::io::Error::other("no worker zygote"));
+            return Err((std::io::Error::other("no worker zygote"), None));
         };
         let fds = [
             stdio.stdin.as_raw_fd(),
@@ -229,7 +288,7 @@ impl Keeper {
             stdio.stderr.as_raw_fd(),
         ];
         match zygote.ask(Order::Spawn(rlimits), &fds) {
-            Some(Reply::Spawned(pid)) => {
+            Ok(Reply::Spawned(pid)) => {
                 zygote.forked += 1;
                 zygote.live += 1;
                 let owner = zygote.pid();
@@ -237,12 +296,14 @@ impl Keeper {
                 track_group(pid);
                 Ok(pid)
             }
-            Some(Reply::Failed(errno)) => Err(std::io::Error::from_raw_os_error(errno)),
-            _ => {
+            Ok(Reply::Failed(errno)) => Err((std::io::Error::from_raw_os_error(errno), None)),
+            // No answer, or a reap's answer to a spawn: this zygote is done.
+            other => {
                 let detail = self.bury_current();
-                Err(std::io::Error::other(format!(
+                let error = std::io::Error::other(format!(
                     "the worker zygote stopped answering{detail}; the next call starts a new one"
-                )))
+                ));
+                Err((error, other.err()))
             }
         }
     }
@@ -256,9 +317,9 @@ impl Keeper {
         let reply = zygote.ask(Order::Reap(pid), &[]);
         zygote.live = zygote.live.saturating_sub(1);
         let status = match reply {
-            Some(Reply::Reaped(raw)) => Some(ExitStatus::from_raw(raw)),
-            Some(_) => None,
-            None => {
+            Ok(Reply::Reaped(raw)) => Some(ExitStatus::from_raw(raw)),
+            Ok(_) => None,
+            Err(_) => {
                 self.bury(owner);
                 return None;
             }
@@ -323,22 +384,25 @@ impl Keeper {
         let (drained, kept) = self.retiring.drain(..).partition(|z| z.live == 0);
         self.retiring = kept;
         for zygote in drained {
-            zygote.end();
+            let _ = zygote.end();
         }
     }
 
     /// Ends the current zygote after it failed; says how it ended.
     fn bury_current(&mut self) -> String {
-        let Some(mut zygote) = self.current.take() else {
+        let Some(zygote) = self.current.take() else {
             return String::new();
         };
         let pid = zygote.pid();
         self.owners.retain(|_, owner| *owner != pid);
-        let exited = zygote.child.try_wait().ok().flatten();
-        zygote.end();
-        match exited {
-            Some(status) => format!(" ({})", super::sandbox::Ended::of(Some(status))),
-            None => String::new(),
+        // Asked before the kill, so the status read after it is the
+        // zygote's own end, not the kill's.
+        let exited = zygote.exited();
+        let status = zygote.end();
+        if exited {
+            format!(" ({})", super::sandbox::Ended::of(status))
+        } else {
+            String::new()
         }
     }
 
@@ -350,7 +414,7 @@ impl Keeper {
             return;
         }
         if let Some(at) = self.retiring.iter().position(|z| z.pid() == pid) {
-            self.retiring.swap_remove(at).end();
+            let _ = self.retiring.swap_remove(at).end();
         }
     }
 }

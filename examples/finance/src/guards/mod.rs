@@ -19,6 +19,8 @@ pub fn app() -> App {
     App::new("warden-finance")
         .version(env!("CARGO_PKG_VERSION"))
         .resource(quotes::load_quote_book)
+        // get_quote_isolated reads the CSV's path in its worker.
+        .worker_variable("WARDEN_FINANCE_DATA")
         .guard(
             guard(domain::options::price_option)
                 .name("price_option_t")
