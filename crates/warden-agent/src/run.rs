@@ -44,6 +44,8 @@ pub async fn run_coding_task(
 ) -> Result<TaskResult, GuardError> {
     let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
     task.model = Some(config.model_id.clone());
+    // Its blocks share the agent's budgets: recorded, so a replay spends the same.
+    task.limits = crate::task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
     let denied = runner.executor.denied_guards(origin);
     let system =
         super::prompt::system_prompt(runner.executor.registry(), &denied, config.inline_calls, timeout);
