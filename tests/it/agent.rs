@@ -461,7 +461,10 @@ async fn token_usage_is_summed_over_model_calls_and_a_task_limit_stops_the_next_
     // The reply without usage is estimated: the request body's bytes / 4
     // and the reply's content bytes / 4, rounded up (docs/scripts.md).
     let sent = model.requests()[1].to_string().len() as u64;
-    let (estimated_in, estimated_out) = (sent.div_ceil(4), "Still thinking, no code yet.".len().div_ceil(4) as u64);
+    let (estimated_in, estimated_out) = (
+        sent.div_ceil(4),
+        "Still thinking, no code yet.".len().div_ceil(4) as u64,
+    );
     assert_eq!(
         result["usage"],
         json!({"model": "scripted", "model_calls": 3, "input_tokens": 250 + estimated_in,
@@ -588,7 +591,11 @@ async fn both_token_limits_bind_replies_without_usage_and_in_the_other_spelling(
             assert_eq!(model.requests().len(), 1, "{case}: no call past the limit");
             let usage = &result["usage"];
             assert_eq!(usage["model_calls"], 1, "{case}: {usage}");
-            assert_eq!(usage["calls_without_usage"], u64::from(estimated), "{case}: {usage}");
+            assert_eq!(
+                usage["calls_without_usage"],
+                u64::from(estimated),
+                "{case}: {usage}"
+            );
             let total = usage["total_tokens"].as_u64().unwrap_or_default();
             if estimated {
                 let sent = model.requests()[0].to_string().len() as u64;
@@ -609,11 +616,26 @@ async fn both_token_limits_bind_replies_without_usage_and_in_the_other_spelling(
 async fn absurd_token_counts_fail_the_call_naming_the_field_and_the_usage_report_still_answers() {
     let thinking = "Let me think.";
     let cases = [
-        (json!({"prompt_tokens": u64::MAX, "completion_tokens": 1}), "usage.prompt_tokens"),
-        (json!({"prompt_tokens": i64::MAX, "completion_tokens": 0}), "usage.prompt_tokens"),
-        (json!({"input_tokens": 0, "output_tokens": i64::MAX}), "usage.output_tokens"),
-        (json!({"input_tokens": -5, "output_tokens": 1}), "usage.input_tokens"),
-        (json!({"prompt_tokens": 3, "completion_tokens": 1.5}), "usage.completion_tokens"),
+        (
+            json!({"prompt_tokens": u64::MAX, "completion_tokens": 1}),
+            "usage.prompt_tokens",
+        ),
+        (
+            json!({"prompt_tokens": i64::MAX, "completion_tokens": 0}),
+            "usage.prompt_tokens",
+        ),
+        (
+            json!({"input_tokens": 0, "output_tokens": i64::MAX}),
+            "usage.output_tokens",
+        ),
+        (
+            json!({"input_tokens": -5, "output_tokens": 1}),
+            "usage.input_tokens",
+        ),
+        (
+            json!({"prompt_tokens": 3, "completion_tokens": 1.5}),
+            "usage.completion_tokens",
+        ),
     ];
     let replies = cases
         .iter()
@@ -626,7 +648,10 @@ async fn absurd_token_counts_fail_the_call_naming_the_field_and_the_usage_report
         let result = task(&server, "delta", 60).await;
         assert_eq!(result["status"], "failed", "{usage}: {result}");
         assert_eq!(result["error"]["kind"], "model", "{usage}: {result}");
-        assert_eq!(result["error"]["model_error"], "bad_response", "{usage}: {result}");
+        assert_eq!(
+            result["error"]["model_error"], "bad_response",
+            "{usage}: {result}"
+        );
         let message = result["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains(field), "{usage}: {message}");
         assert_eq!(model.requests().len(), i + 1, "one call per task");

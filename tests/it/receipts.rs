@@ -407,7 +407,9 @@ async fn a_replay_refuses_a_script_that_differs_from_the_receipt() {
         .path()
         .join(task_id)
         .join("agent_actions/action_001.rhai");
-    let tasks_before = std::fs::read_dir(server.artifacts.path()).expect("artifacts").count();
+    let tasks_before = std::fs::read_dir(server.artifacts.path())
+        .expect("artifacts")
+        .count();
 
     // Only a comment added: the computation would be the same, the script is not.
     let altered = format!("// edited after the run\n{script}");
@@ -424,7 +426,9 @@ async fn a_replay_refuses_a_script_that_differs_from_the_receipt() {
     assert!(report["replay_task_id"].is_null(), "{report}");
     assert_eq!(report["replay_status"], "not_run", "{report}");
     assert_eq!(
-        std::fs::read_dir(server.artifacts.path()).expect("artifacts").count(),
+        std::fs::read_dir(server.artifacts.path())
+            .expect("artifacts")
+            .count(),
         tasks_before,
         "no replay task was created"
     );

@@ -373,7 +373,10 @@ mod tests {
         );
         // Both spellings: the larger count.
         assert_eq!(
-            read(Some(json!({"prompt_tokens": 7, "input_tokens": 9, "completion_tokens": 3}))).ok(),
+            read(Some(
+                json!({"prompt_tokens": 7, "input_tokens": 9, "completion_tokens": 3})
+            ))
+            .ok(),
             Some(counted(9, 3, false))
         );
         // None, null, or one side missing: bytes / 4 rounded up (41 -> 11, 5 -> 2).
@@ -392,12 +395,30 @@ mod tests {
     #[test]
     fn an_absurd_count_is_the_endpoints_error_counted_by_its_estimate() {
         for (usage, field) in [
-            (json!({"prompt_tokens": u64::MAX, "completion_tokens": 1}), "usage.prompt_tokens"),
-            (json!({"prompt_tokens": 1, "completion_tokens": i64::MAX}), "usage.completion_tokens"),
-            (json!({"input_tokens": -1, "output_tokens": 1}), "usage.input_tokens"),
-            (json!({"input_tokens": 1, "output_tokens": 1.5}), "usage.output_tokens"),
-            (json!({"input_tokens": "12", "output_tokens": 1}), "usage.input_tokens"),
-            (json!({"input_tokens": 1, "output_tokens": 10_000_001}), "usage.output_tokens"),
+            (
+                json!({"prompt_tokens": u64::MAX, "completion_tokens": 1}),
+                "usage.prompt_tokens",
+            ),
+            (
+                json!({"prompt_tokens": 1, "completion_tokens": i64::MAX}),
+                "usage.completion_tokens",
+            ),
+            (
+                json!({"input_tokens": -1, "output_tokens": 1}),
+                "usage.input_tokens",
+            ),
+            (
+                json!({"input_tokens": 1, "output_tokens": 1.5}),
+                "usage.output_tokens",
+            ),
+            (
+                json!({"input_tokens": "12", "output_tokens": 1}),
+                "usage.input_tokens",
+            ),
+            (
+                json!({"input_tokens": 1, "output_tokens": 10_000_001}),
+                "usage.output_tokens",
+            ),
             (json!("lots"), "usage ="),
         ] {
             let error = usage_of(&reply(Some(usage.clone())), 41, "12345").expect_err("refused");

@@ -414,7 +414,9 @@ impl Agent<'_> {
         let principal = &self.origin.principal;
         let today = utc_day(now_ms());
         let used = match self.runner.records.usage(Some(principal), &today).await {
-            Ok(rows) => rows.iter().fold(0u64, |sum, r| sum.saturating_add(r.total_tokens)),
+            Ok(rows) => rows
+                .iter()
+                .fold(0u64, |sum, r| sum.saturating_add(r.total_tokens)),
             Err(error) => {
                 let message =
                     format!("cannot check the daily model token limit, so no model call was made: {error}");

@@ -51,8 +51,7 @@ use crate::events::{Events, Origin};
 use crate::executor::sandbox::Rlimits;
 use crate::executor::{Admitted, Executor, Slots};
 use crate::limits::{
-    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
-    SCRIPT_MAX_OUTPUT_BYTES,
+    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, SCRIPT_MAX_OUTPUT_BYTES,
 };
 use crate::script::host::progress::Progress;
 use crate::script::host::session::{Budget, Context, RunEnd, Session, StartError};

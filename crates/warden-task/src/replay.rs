@@ -440,7 +440,9 @@ fn read_bytes(view: View<'_>, task_id: &str, path: &str) -> Result<Vec<u8>, Guar
 fn too_big(task_id: &str, path: &str, size: u64) -> GuardError {
     GuardError::new(
         codes::INVALID_INPUT,
-        format!("{path} of task '{task_id}' is {size} bytes, over the {MAX_REPLAY_READ}-byte replay read limit"),
+        format!(
+            "{path} of task '{task_id}' is {size} bytes, over the {MAX_REPLAY_READ}-byte replay read limit"
+        ),
     )
 }
 

@@ -94,7 +94,9 @@ async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
         calls_without_usage: 1,
     }];
     if rows != expected {
-        return Err(format!("carol's saturated usage: {rows:?}, expected {expected:?}"));
+        return Err(format!(
+            "carol's saturated usage: {rows:?}, expected {expected:?}"
+        ));
     }
     Ok(())
 }
