@@ -80,8 +80,9 @@ enum Command {
         timeout: Option<u64>,
     },
     /// Replay a finished script task from this server's task store (as the replay_task tool does: its
-    /// scripts run again as a new task, never calling the model) and print the comparison as JSON;
-    /// exit 0 when identical, 1 when different or refused.
+    /// scripts run again as a new task under the original's limits, never calling the model) and print
+    /// the comparison as JSON; exit 0 when identical, 1 when different, when a script no longer matches
+    /// the receipt (script_differs: nothing runs) or when refused.
     Replay {
         /// The task's id, e.g. task_… (see list_tasks).
         task_id: String,

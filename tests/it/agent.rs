@@ -458,26 +458,40 @@ async fn token_usage_is_summed_over_model_calls_and_a_task_limit_stops_the_next_
     let server = server_for(&model, &[]).await;
     let result = task(&server, "delta at the money", 60).await;
     assert_eq!(result["status"], "success", "{result}");
+    // The reply without usage is estimated: the request body's bytes / 4
+    // and the reply's content bytes / 4, rounded up (docs/scripts.md).
+    let sent = model.requests()[1].to_string().len() as u64;
+    let (estimated_in, estimated_out) = (
+        sent.div_ceil(4),
+        "Still thinking, no code yet.".len().div_ceil(4) as u64,
+    );
     assert_eq!(
         result["usage"],
-        json!({"model": "scripted", "model_calls": 3, "input_tokens": 250, "output_tokens": 50,
-               "total_tokens": 300, "calls_without_usage": 1}),
+        json!({"model": "scripted", "model_calls": 3, "input_tokens": 250 + estimated_in,
+               "output_tokens": 50 + estimated_out, "total_tokens": 300 + estimated_in + estimated_out,
+               "calls_without_usage": 1}),
         "{result}"
     );
     let events = server
         .events_until(|r| r.iter().filter(|e| e["event"] == "model_call_finished").count() == 3)
         .await;
-    let counted: Vec<(Value, Value)> = events
+    let counted: Vec<(Value, Value, Value)> = events
         .iter()
         .filter(|e| e["event"] == "model_call_finished")
-        .map(|e| (e["input_tokens"].clone(), e["output_tokens"].clone()))
+        .map(|e| {
+            (
+                e["input_tokens"].clone(),
+                e["output_tokens"].clone(),
+                e["usage_estimated"].clone(),
+            )
+        })
         .collect();
     assert_eq!(
         counted,
         [
-            (json!(100), json!(20)),
-            (Value::Null, Value::Null),
-            (json!(150), json!(30))
+            (json!(100), json!(20), json!(false)),
+            (json!(estimated_in), json!(estimated_out), json!(true)),
+            (json!(150), json!(30), json!(false))
         ]
     );
 
@@ -547,5 +561,151 @@ async fn a_daily_token_limit_refuses_the_next_task_and_usage_reports_by_principa
         ),
         (&json!(2), &json!(3), &json!(120), &json!(30), &json!(150)),
         "{report}"
+    );
+}
+
+/// Issue 38, point 11: both token limits bind an endpoint that sends no
+/// `usage`, or spells it `input_tokens` / `output_tokens`. With a limit of
+/// 1 token, the first call reaches it and no second call is made (before,
+/// such replies counted 0 and all 16 model calls were made).
+#[tokio::test]
+async fn both_token_limits_bind_replies_without_usage_and_in_the_other_spelling() {
+    let thinking = "Let me think.";
+    let replies = [
+        (Reply::Content(thinking.into()), true),
+        (
+            Reply::Usage(thinking.into(), json!({"input_tokens": 5, "output_tokens": 2})),
+            false,
+        ),
+    ];
+    for (reply, estimated) in replies {
+        for variable in ["WARDEN_TASK_TOKENS", "WARDEN_PRINCIPAL_DAILY_TOKENS"] {
+            let model = FakeModel::start(vec![reply.clone()]).await;
+            let server = server_for(&model, &[(variable, "1")]).await;
+            let result = task(&server, "delta at the money", 60).await;
+            let case = format!("{variable}, estimated: {estimated}");
+            assert_eq!(result["status"], "failed", "{case}: {result}");
+            assert_eq!(result["error"]["kind"], "limit", "{case}: {result}");
+            let message = result["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(variable), "{case}: {message}");
+            assert_eq!(model.requests().len(), 1, "{case}: no call past the limit");
+            let usage = &result["usage"];
+            assert_eq!(usage["model_calls"], 1, "{case}: {usage}");
+            assert_eq!(
+                usage["calls_without_usage"],
+                u64::from(estimated),
+                "{case}: {usage}"
+            );
+            let total = usage["total_tokens"].as_u64().unwrap_or_default();
+            if estimated {
+                let sent = model.requests()[0].to_string().len() as u64;
+                assert_eq!(total, sent.div_ceil(4) + 4, "{case}: {usage}");
+            } else {
+                assert_eq!(total, 7, "{case}: {usage}");
+            }
+        }
+    }
+}
+
+/// Issue 38, point 12: an absurd count (above 10,000,000, negative,
+/// fractional) is the endpoint's error, named, and counted by its
+/// estimate; two `i64::MAX` replies no longer overflow the task store, so
+/// the `usage` report still answers (before, `u64::MAX` wrapped the sum
+/// and the report failed with an integer overflow).
+#[tokio::test]
+async fn absurd_token_counts_fail_the_call_naming_the_field_and_the_usage_report_still_answers() {
+    let thinking = "Let me think.";
+    let cases = [
+        (
+            json!({"prompt_tokens": u64::MAX, "completion_tokens": 1}),
+            "usage.prompt_tokens",
+        ),
+        (
+            json!({"prompt_tokens": i64::MAX, "completion_tokens": 0}),
+            "usage.prompt_tokens",
+        ),
+        (
+            json!({"input_tokens": 0, "output_tokens": i64::MAX}),
+            "usage.output_tokens",
+        ),
+        (
+            json!({"input_tokens": -5, "output_tokens": 1}),
+            "usage.input_tokens",
+        ),
+        (
+            json!({"prompt_tokens": 3, "completion_tokens": 1.5}),
+            "usage.completion_tokens",
+        ),
+    ];
+    let replies = cases
+        .iter()
+        .map(|(usage, _)| Reply::Usage(thinking.into(), usage.clone()))
+        .collect();
+    let model = FakeModel::start(replies).await;
+    let server = server_for(&model, &[("WARDEN_PRINCIPAL_DAILY_TOKENS", "1000000000000")]).await;
+    let mut estimated_total = 0;
+    for (i, (usage, field)) in cases.iter().enumerate() {
+        let result = task(&server, "delta", 60).await;
+        assert_eq!(result["status"], "failed", "{usage}: {result}");
+        assert_eq!(result["error"]["kind"], "model", "{usage}: {result}");
+        assert_eq!(
+            result["error"]["model_error"], "bad_response",
+            "{usage}: {result}"
+        );
+        let message = result["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{usage}: {message}");
+        assert_eq!(model.requests().len(), i + 1, "one call per task");
+        // Counted by its estimate, never by what it said.
+        let sent = model.requests()[i].to_string().len() as u64;
+        let estimate = sent.div_ceil(4) + thinking.len().div_ceil(4) as u64;
+        assert_eq!(result["usage"]["total_tokens"], estimate, "{usage}: {result}");
+        assert_eq!(result["usage"]["calls_without_usage"], 1, "{usage}: {result}");
+        estimated_total += estimate;
+    }
+    let report = usage_report(
+        FINANCE,
+        &["--days", "1"],
+        &[("WARDEN_ARTIFACTS_DIR", server.artifacts.path().as_os_str())],
+    );
+    let rows = report["rows"].as_array().expect("rows");
+    assert_eq!(rows.len(), 1, "{report}");
+    assert_eq!(rows[0]["tasks"], cases.len(), "{report}");
+    assert_eq!(rows[0]["total_tokens"], estimated_total, "{report}");
+    assert_eq!(rows[0]["calls_without_usage"], cases.len(), "{report}");
+}
+
+/// Issue 38, point 8: a coding task's replay spends the task's own budgets
+/// (recorded in its receipt): with `WARDEN_AGENT_MAX_INLINE_CALLS=4`, the
+/// original's block made 4 of its 10 inline calls, and so does the replay
+/// (before, the replay ran under run_script's rules, made all 10, and
+/// reported `different`).
+#[tokio::test]
+async fn a_coding_tasks_replay_runs_under_its_recorded_budgets() {
+    let block = r#"let made = 0;
+for i in 0..10 {
+  try {
+    implied_volatility(#{option_type: "call", price: 4.0, spot: 100.0, strike: 105, time_to_expiry: 0.5, rate: 0.03});
+    made += 1;
+  } catch (e) {}
+}
+final_answer(#{task_type: "analysis", summary: `made ${made} inline calls`, metrics: #{made: made}})"#;
+    let model = FakeModel::start(vec![code(block)]).await;
+    let server = server_for(&model, &[("WARDEN_AGENT_MAX_INLINE_CALLS", "4")]).await;
+    let result = task(&server, "count", 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    let made = result["metrics"]["made"].as_u64().expect("made");
+    assert!(made < 10, "the inline budget bound the block: {result}");
+    assert_eq!(
+        result["receipt"]["limits"],
+        json!({"timeout_ms": 60_000, "door_calls": 100, "inline_calls": 4}),
+        "{result}"
+    );
+    let task_id = result["task_id"].as_str().expect("task id");
+    let replay = structured(&server.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(replay["verdict"], "identical", "{replay}");
+    assert_eq!(
+        replay["limits"],
+        json!({"timeout_ms": 60_000, "door_calls": 100, "inline_calls": 4}),
+        "{replay}"
     );
 }

@@ -23,6 +23,9 @@ pub enum Reply {
     Slow(Duration, String),
     /// Answer with this message and a `usage` of (prompt, completion) tokens.
     Counted(String, u64, u64),
+    /// Answer with this message and this raw `usage` value (another
+    /// spelling, absurd counts, anything an endpoint may send).
+    Usage(String, Value),
 }
 
 pub struct FakeModel {
@@ -57,12 +60,16 @@ impl FakeModel {
                                 tokio::time::sleep(delay).await;
                                 (text, None)
                             }
-                            Reply::Counted(text, prompt, completion) => (text, Some((prompt, completion))),
+                            Reply::Counted(text, prompt, completion) => (
+                                text,
+                                Some(json!({"prompt_tokens": prompt, "completion_tokens": completion,
+                                            "total_tokens": prompt + completion})),
+                            ),
+                            Reply::Usage(text, usage) => (text, Some(usage)),
                         };
                         let mut body = json!({"model": "scripted-1", "choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]});
-                        if let Some((prompt, completion)) = usage {
-                            body["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion,
-                                                   "total_tokens": prompt + completion});
+                        if let Some(usage) = usage {
+                            body["usage"] = usage;
                         }
                         let body = body.to_string();
                         let response = format!(

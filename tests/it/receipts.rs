@@ -342,3 +342,115 @@ async fn a_replay_refuses_what_it_cannot_replay_and_hides_other_principals_tasks
     );
     assert_eq!(unknown["error"]["code"], "not_found", "{unknown}");
 }
+
+/// Issue 38, point 8: a replay runs under the original task's limits from
+/// its receipt: a task that timed out at 1 s times out at 1 s again
+/// (before, the replay ran under the server's maximum, 300 s).
+#[tokio::test]
+async fn a_replay_runs_under_the_original_tasks_deadline() {
+    let server = Server::start(FINANCE).await;
+    let result = structured(
+        &server
+            .call("run_script", json!({"script": ENDLESS, "timeout_seconds": 1}))
+            .await,
+    );
+    assert_eq!(result["status"], "timed_out", "{result}");
+    assert_eq!(
+        result["receipt"]["limits"],
+        json!({"timeout_ms": 1000, "door_calls": 10_000}),
+        "{result}"
+    );
+    let task_id = result["task_id"].as_str().expect("task id");
+    let started = std::time::Instant::now();
+    let replay = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        server.call("replay_task", json!({"task_id": task_id})),
+    )
+    .await
+    .expect("the replay ends at the original's 1 s deadline, not the server's maximum");
+    let report = structured(&replay);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(report["replay_status"], "timed_out", "{report}");
+    assert_eq!(report["limits_from"], "receipt", "{report}");
+    assert_eq!(report["limits"]["timeout_ms"], 1000, "{report}");
+    assert_eq!(report["verdict"], "identical", "{report}");
+    // The replay task's own receipt records the same limits.
+    let replay_id = report["replay_task_id"].as_str().expect("replay task id");
+    let saved: Value = serde_json::from_slice(
+        &std::fs::read(server.artifacts.path().join(replay_id).join("result.json")).expect("result.json"),
+    )
+    .expect("json");
+    assert_eq!(saved["receipt"]["limits"], result["receipt"]["limits"], "{saved}");
+}
+
+/// Issue 38, point 9: a script changed on disk after the task ran is not
+/// run: the verdict is `script_differs`, naming the file and both hashes
+/// (before, a change to a comment replayed as `identical`, and any change
+/// ran). A removed script is named too, its file hash `null`.
+#[tokio::test]
+async fn a_replay_refuses_a_script_that_differs_from_the_receipt() {
+    let server = Server::start(FINANCE).await;
+    let script = "let x = 41;\nwrite_artifact(\"x.txt\", `${x}`);\nx + 1";
+    let result = structured(
+        &server
+            .call("run_script", json!({"script": script, "timeout_seconds": 30}))
+            .await,
+    );
+    assert_eq!(result["status"], "success", "{result}");
+    let task_id = result["task_id"].as_str().expect("task id");
+    let file = server
+        .artifacts
+        .path()
+        .join(task_id)
+        .join("agent_actions/action_001.rhai");
+    let tasks_before = std::fs::read_dir(server.artifacts.path())
+        .expect("artifacts")
+        .count();
+
+    // Only a comment added: the computation would be the same, the script is not.
+    let altered = format!("// edited after the run\n{script}");
+    std::fs::write(&file, &altered).expect("alter the script");
+    let report = structured(&server.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(report["verdict"], "script_differs", "{report}");
+    assert_eq!(
+        report["first_difference"],
+        json!({"kind": "script", "path": "agent_actions/action_001.rhai",
+               "receipt_sha256": sha256(script.as_bytes()), "file_sha256": sha256(altered.as_bytes())}),
+        "{report}"
+    );
+    assert_eq!(report["differences"], 1, "{report}");
+    assert!(report["replay_task_id"].is_null(), "{report}");
+    assert_eq!(report["replay_status"], "not_run", "{report}");
+    assert_eq!(
+        std::fs::read_dir(server.artifacts.path())
+            .expect("artifacts")
+            .count(),
+        tasks_before,
+        "no replay task was created"
+    );
+
+    // Bytes that are not even text are named, not an error.
+    std::fs::write(&file, b"\xff\xfe not utf-8").expect("alter the script");
+    let report = structured(&server.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(report["verdict"], "script_differs", "{report}");
+    assert_eq!(
+        report["first_difference"]["file_sha256"],
+        sha256(b"\xff\xfe not utf-8"),
+        "{report}"
+    );
+
+    // A removed script: its file hash is null.
+    std::fs::remove_file(&file).expect("remove the script");
+    let report = structured(&server.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(report["verdict"], "script_differs", "{report}");
+    assert!(report["first_difference"]["file_sha256"].is_null(), "{report}");
+
+    // Restored byte for byte, it replays as before.
+    std::fs::write(&file, script).expect("restore the script");
+    let report = structured(&server.call("replay_task", json!({"task_id": task_id})).await);
+    assert_eq!(report["verdict"], "identical", "{report}");
+}

@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::config::ModelConfig;
-use super::model::{Message, complete};
+use super::model::{Completion, Message, Usage, complete};
 use crate::error::{GuardError, TaskError, TaskErrorKind};
 use crate::events::Origin;
 use crate::limits::{
@@ -44,6 +44,8 @@ pub async fn run_coding_task(
 ) -> Result<TaskResult, GuardError> {
     let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
     task.model = Some(config.model_id.clone());
+    // Its blocks share the agent's budgets: recorded, so a replay spends the same.
+    task.limits = crate::task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
     let denied = runner.executor.denied_guards(origin);
     let system =
         super::prompt::system_prompt(runner.executor.registry(), &denied, config.inline_calls, timeout);
@@ -304,22 +306,28 @@ impl Agent<'_> {
             Ok(_) => ("success", None),
             Err(error) => ("failed", Some(error.kind)),
         };
-        let usage = reply.as_ref().ok().and_then(|c| c.usage);
-        if let Ok(completion) = &reply {
-            self.usage.add(usage.map(|u| (u.input_tokens, u.output_tokens)));
+        // What the call is counted as: the reply's usage or its estimate;
+        // a reply refused for an absurd count is counted by its estimate
+        // too (the endpoint did the work). Only a call nothing came back
+        // from counts nothing.
+        let usage = match &reply {
+            Ok(completion) => Some(completion.usage),
+            Err(error) => error.usage,
+        };
+        if let Some(usage) = usage {
+            self.usage
+                .add(usage.input_tokens, usage.output_tokens, usage.estimated);
             self.record_usage(usage).await;
-            let mut attributes = Vec::new();
-            if let Some(usage) = usage {
-                attributes.push(KeyValue::new(
-                    "gen_ai.usage.input_tokens",
-                    usage.input_tokens as i64,
-                ));
-                attributes.push(KeyValue::new(
-                    "gen_ai.usage.output_tokens",
-                    usage.output_tokens as i64,
-                ));
-            }
-            if let Some(model) = &completion.model {
+            // Each count is at most MAX_MODEL_TOKENS_PER_RESPONSE: no i64 overflow.
+            let mut attributes = vec![
+                KeyValue::new("gen_ai.usage.input_tokens", usage.input_tokens as i64),
+                KeyValue::new("gen_ai.usage.output_tokens", usage.output_tokens as i64),
+                KeyValue::new("warden.usage_estimated", usage.estimated),
+            ];
+            if let Ok(Completion {
+                model: Some(model), ..
+            }) = &reply
+            {
                 attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
             }
             crate::telemetry::set_attributes(&span, attributes);
@@ -329,7 +337,8 @@ impl Agent<'_> {
             self.origin,
             "model_call_finished",
             json!({"model_call": n, "streaming": false, "status": status, "error_type": error_type, "duration_ms": duration_ms,
-                   "input_tokens": usage.map(|u| u.input_tokens), "output_tokens": usage.map(|u| u.output_tokens)}),
+                   "input_tokens": usage.map(|u| u.input_tokens), "output_tokens": usage.map(|u| u.output_tokens),
+                   "usage_estimated": usage.map(|u| u.estimated)}),
         );
         note(self.progress, format!("model call {n} {status}")).await;
         reply.map(|completion| completion.text).map_err(|error| {
@@ -405,7 +414,9 @@ impl Agent<'_> {
         let principal = &self.origin.principal;
         let today = utc_day(now_ms());
         let used = match self.runner.records.usage(Some(principal), &today).await {
-            Ok(rows) => rows.iter().map(|r| r.total_tokens).sum::<u64>(),
+            Ok(rows) => rows
+                .iter()
+                .fold(0u64, |sum, r| sum.saturating_add(r.total_tokens)),
             Err(error) => {
                 let message =
                     format!("cannot check the daily model token limit, so no model call was made: {error}");
@@ -425,18 +436,19 @@ impl Agent<'_> {
     }
 
     /// Adds one answered call to the task's usage in the store, for the
-    /// daily limit and the `usage` report. A store that cannot take it
+    /// daily limit and the `usage` report (an estimated one counts in
+    /// `calls_without_usage`). A store that cannot take it
     /// gets a `usage_not_recorded` event instead; the task goes on (the call has happened either way).
-    async fn record_usage(&self, usage: Option<super::model::Usage>) {
+    async fn record_usage(&self, usage: Usage) {
         let entry = UsageEntry {
             task_id: self.task.id.clone(),
             owner: self.origin.principal.clone(),
             day: utc_day(now_ms()),
             model: self.config.model_id.clone(),
             model_calls: 1,
-            input_tokens: usage.map_or(0, |u| u.input_tokens),
-            output_tokens: usage.map_or(0, |u| u.output_tokens),
-            calls_without_usage: u64::from(usage.is_none()),
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            calls_without_usage: u64::from(usage.estimated),
         };
         if let Err(error) = self.runner.records.add_usage(&entry).await {
             self.task.events.emit(

@@ -645,16 +645,19 @@ impl TaskStore for PgStore {
         Ok(())
     }
 
+    /// As SQLite's: counts clamped to `i64::MAX` and added saturating
+    /// (`LEAST(old, MAX - new) + new`, `new` never negative).
     async fn add_usage(&self, entry: &UsageEntry) -> Result<(), StoreError> {
-        let n = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        let n = warden_task::store::usage_column;
         sqlx::query(
             "INSERT INTO usage (task_id, owner, day, model, model_calls, input_tokens, output_tokens, calls_without_usage)
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
              ON CONFLICT (task_id, day) DO UPDATE SET
-               model_calls = usage.model_calls + EXCLUDED.model_calls,
-               input_tokens = usage.input_tokens + EXCLUDED.input_tokens,
-               output_tokens = usage.output_tokens + EXCLUDED.output_tokens,
-               calls_without_usage = usage.calls_without_usage + EXCLUDED.calls_without_usage",
+               model_calls = LEAST(usage.model_calls, 9223372036854775807 - EXCLUDED.model_calls) + EXCLUDED.model_calls,
+               input_tokens = LEAST(usage.input_tokens, 9223372036854775807 - EXCLUDED.input_tokens) + EXCLUDED.input_tokens,
+               output_tokens = LEAST(usage.output_tokens, 9223372036854775807 - EXCLUDED.output_tokens) + EXCLUDED.output_tokens,
+               calls_without_usage = LEAST(usage.calls_without_usage, 9223372036854775807 - EXCLUDED.calls_without_usage)
+                 + EXCLUDED.calls_without_usage",
         )
         .bind(&entry.task_id)
         .bind(clean(entry.owner.as_str()).into_owned())
@@ -670,10 +673,16 @@ impl TaskStore for PgStore {
         Ok(())
     }
 
+    /// As SQLite's: each row floored at 0, the sums (`numeric`, exact)
+    /// capped at `i64::MAX` before the cast to `BIGINT`, which would
+    /// otherwise fail the report with "bigint out of range".
     async fn usage(&self, owner: Option<&Principal>, from_day: &str) -> Result<Vec<UsageRow>, StoreError> {
         let rows = sqlx::query(
-            "SELECT owner, day, COUNT(*)::BIGINT, SUM(model_calls)::BIGINT, SUM(input_tokens)::BIGINT,
-                    SUM(output_tokens)::BIGINT, SUM(calls_without_usage)::BIGINT
+            "SELECT owner, day, COUNT(*)::BIGINT,
+                    LEAST(SUM(GREATEST(model_calls, 0)), 9223372036854775807)::BIGINT,
+                    LEAST(SUM(GREATEST(input_tokens, 0)), 9223372036854775807)::BIGINT,
+                    LEAST(SUM(GREATEST(output_tokens, 0)), 9223372036854775807)::BIGINT,
+                    LEAST(SUM(GREATEST(calls_without_usage, 0)), 9223372036854775807)::BIGINT
              FROM usage WHERE day >= $1 AND ($2::TEXT IS NULL OR owner = $2)
              GROUP BY day, owner ORDER BY day, owner",
         )

@@ -755,9 +755,10 @@ pub const DEFAULT_PRINCIPAL_CALL_SHARE_PERCENT: usize = 50;
 /// calls a script or batch makes count once, as their request.
 pub const DEFAULT_CALLS_PER_MINUTE: u32 = 600;
 
-/// Model tokens (input + output, from the replies' `usage`) one coding task
-/// may use: 0, no limit (`WARDEN_TASK_TOKENS`, 0–1,000,000,000,000). The
-/// size of a call is known only from its reply, so the limit is checked
+/// Model tokens (input + output, from the replies' `usage`, or estimated
+/// from their sizes when a reply has none) one coding task may use: 0, no
+/// limit (`WARDEN_TASK_TOKENS`, 0–1,000,000,000,000). The size of a call
+/// is known only from its reply, so the limit is checked
 /// before each model call: once the task's total has reached it, the next
 /// call is not made and the task ends `failed` (error kind `limit`),
 /// saying the total and the limit. One call may take a task past it.
@@ -772,6 +773,15 @@ pub const DEFAULT_TASK_TOKENS: u64 = 0;
 /// starts at 0. It binds `local` too: it is a cost, not a share. A store
 /// that cannot answer fails the call rather than spend unchecked.
 pub const DEFAULT_PRINCIPAL_DAILY_TOKENS: u64 = 0;
+
+/// Model tokens one reply may report on either side (`usage`'s input or
+/// output count): 10,000,000, ten times the largest context windows
+/// offered today. A reply reporting more, a negative or a fractional
+/// count is the endpoint's error: the model call fails naming the field
+/// and is counted by its size estimate instead, so a wild count can
+/// neither wrap a sum to zero (disabling [`DEFAULT_TASK_TOKENS`] and
+/// [`DEFAULT_PRINCIPAL_DAILY_TOKENS`]) nor overflow the task store's sums.
+pub const MAX_MODEL_TOKENS_PER_RESPONSE: u64 = 10_000_000;
 
 /// Bytes of task directories one principal keeps in the store: 1 GiB
 /// (`WARDEN_PRINCIPAL_ARTIFACT_MB`, 1–1,048,576). A quarter of the store

@@ -51,8 +51,7 @@ use crate::events::{Events, Origin};
 use crate::executor::sandbox::Rlimits;
 use crate::executor::{Admitted, Executor, Slots};
 use crate::limits::{
-    DEFAULT_SCRIPT_DOOR_CALLS, MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES,
-    SCRIPT_MAX_OUTPUT_BYTES,
+    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, SCRIPT_MAX_OUTPUT_BYTES,
 };
 use crate::script::host::progress::Progress;
 use crate::script::host::session::{Budget, Context, RunEnd, Session, StartError};
@@ -116,6 +115,9 @@ pub struct Task {
     pub timeout: Duration,
     /// The model writing its scripts (a coding task), for its receipt.
     pub model: Option<String>,
+    /// The limits its scripts run under, for its receipt (a replay runs
+    /// under them): `run_script`'s unless the runner sets others.
+    pub limits: task_receipt::RunLimits,
     started: std::time::Instant,
 }
 
@@ -291,6 +293,7 @@ impl TaskRunner {
             deadline: Instant::now() + timeout,
             timeout,
             model: None,
+            limits: task_receipt::RunLimits::script(timeout),
             started,
         };
         // A claimed task's record exists; a task a request waits for gets one now.
@@ -423,6 +426,7 @@ impl TaskRunner {
                 &task.dir,
                 self.executor.registry().provenance(),
                 task.model.clone(),
+                task.limits,
                 facts.calls.made,
                 calls_sha256,
             ));
@@ -483,24 +487,28 @@ impl TaskRunner {
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<TaskResult, GuardError> {
-        self.run_scripts(&[script], timeout, origin, cancel, progress)
+        let limits = task_receipt::RunLimits::script(timeout);
+        self.run_scripts(&[script], limits, origin, cancel, progress)
             .await
     }
 
     /// Runs `scripts` one after another in one worker session (one
     /// persistent scope, as a coding task's blocks run) as one task, each
-    /// saved as `agent_actions/action_NNN.rhai`. Stops after a run that
-    /// did not finish or that gave a final answer; the last run's outcome
-    /// is the result. One script is `run_script`; several are a replay.
+    /// saved as `agent_actions/action_NNN.rhai`, under `limits`: the
+    /// task's deadline, and call budgets the scripts spend between them
+    /// (as a coding task's blocks do). Stops after a run that did not
+    /// finish or that gave a final answer; the last run's outcome is the
+    /// result. One script is `run_script`; several are a replay.
     pub async fn run_scripts(
         &self,
         scripts: &[&str],
-        timeout: Duration,
+        limits: task_receipt::RunLimits,
         origin: &mut Origin,
         cancel: CancellationToken,
         progress: Option<&Progress>,
     ) -> Result<TaskResult, GuardError> {
-        let task = self.begin(origin, timeout, &cancel, progress).await?;
+        let mut task = self.begin(origin, limits.timeout(), &cancel, progress).await?;
+        task.limits = limits;
         for (i, script) in scripts.iter().enumerate() {
             let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
             if let Err(error) = self.store.write_task_file(&task.id, &path, script.as_bytes()) {
@@ -514,14 +522,25 @@ impl TaskRunner {
             Ok(mut session) => {
                 let under_task = task.origin_under(origin);
                 let ctx = self.context(&task, &under_task, &cancel, progress);
-                let budget = Budget {
-                    calls_left: DEFAULT_SCRIPT_DOOR_CALLS,
-                    count_pure: false,
-                };
+                let (mut door_calls, mut inline_calls) = (0u64, 0u64);
                 let mut end = RunEnd::Crashed("no script to run".into());
                 for script in scripts {
+                    let budget = Budget {
+                        calls_left: limits.door_calls.saturating_sub(door_calls),
+                        count_pure: limits.inline_calls.is_some(),
+                    };
+                    if let Some(inline) = limits.inline_calls {
+                        session.inline_calls_left = inline.saturating_sub(inline_calls);
+                    }
                     end = session.run(&ctx, script, task.deadline, budget).await;
-                    let go_on = matches!(&end, RunEnd::Finished(outcome) if outcome.final_answer.is_none());
+                    let go_on = match &end {
+                        RunEnd::Finished(outcome) => {
+                            door_calls = door_calls.saturating_add(outcome.door_calls);
+                            inline_calls = inline_calls.saturating_add(outcome.inline_calls);
+                            outcome.final_answer.is_none()
+                        }
+                        _ => false,
+                    };
                     if !go_on {
                         break;
                     }

@@ -14,6 +14,14 @@
 //! final value give both values. A guard that reads the outside world
 //! (`open_world`) or is not idempotent is named in `nondeterministic`: a
 //! difference in its calls may be the world's, not the computation's.
+//!
+//! The replay is the original's run, or nothing: each recorded script is
+//! read once and its SHA-256 compared with the receipt's before anything
+//! runs (a script changed or removed on disk gives the verdict
+//! `script_differs`, naming the file and both hashes, and no task), and
+//! the scripts run under the original task's limits from its receipt (its
+//! deadline and call budgets, the deadline capped by this server's
+//! maximum), never under the server's maximum.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -22,7 +30,7 @@ use crate::artifacts::View;
 use crate::error::{GuardError, codes};
 use crate::registry::Registry;
 use crate::result::TaskResult;
-use crate::task_receipt::{FileHash, TaskReceipt};
+use crate::task_receipt::{FileHash, RunLimits, TaskReceipt};
 
 /// Bytes read from a recorded file at most (a script, function_calls.json,
 /// result.json, a text artifact compared line by line): 64 MiB.
@@ -31,13 +39,21 @@ const MAX_REPLAY_READ: u64 = 64 * 1024 * 1024;
 /// What a replay found.
 #[derive(Debug, Clone, Serialize)]
 pub struct ReplayReport {
-    /// `identical` or `different`.
+    /// `identical`, `different`, or `script_differs` (a recorded script's
+    /// file no longer matches the receipt: nothing ran).
     pub verdict: &'static str,
     pub task_id: String,
-    /// The new task the replay ran as (its files and receipt are there).
+    /// The new task the replay ran as (its files and receipt are there);
+    /// `None` when nothing ran.
     pub replay_task_id: Option<String>,
-    /// How the replay ended.
+    /// How the replay ended (`not_run` when nothing ran).
     pub replay_status: String,
+    /// The limits the replay ran (or would have run) under: the
+    /// original's, the deadline capped by this server's maximum.
+    pub limits: RunLimits,
+    /// `receipt`, or `defaults` for a receipt recorded before limits were
+    /// kept (`run_script`'s, or a coding task's, with the default timeout).
+    pub limits_from: &'static str,
     pub calls: Pair<usize>,
     /// The first difference, in the order: calls, call count and digest,
     /// artifacts, final value.
@@ -67,6 +83,16 @@ impl<T: PartialEq> Pair<T> {
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Difference {
+    /// A recorded script whose file differs from the receipt (verdict
+    /// `script_differs`): nothing was run.
+    Script {
+        /// The script's file, e.g. `agent_actions/action_001.rhai`.
+        path: String,
+        /// The receipt's SHA-256 of it.
+        receipt_sha256: String,
+        /// The SHA-256 of the file as it is now; `None`: it is gone.
+        file_sha256: Option<String>,
+    },
     /// The first recorded call that differs (index from 0).
     Call {
         index: usize,
@@ -102,9 +128,24 @@ pub struct LineDifference {
     pub replay: Option<String>,
 }
 
-/// The recorded scripts of `task_id`, in the order they ran, and its saved
-/// result; refuses a task that ran no script or predates receipts.
-pub fn recorded(view: View<'_>, task_id: &str) -> Result<(Vec<String>, TaskResult), GuardError> {
+/// What a task recorded for its replay.
+#[derive(Debug)]
+pub struct Recorded {
+    /// Its scripts, in the order they ran, each exactly as the receipt
+    /// hashed it (when `altered` is empty).
+    pub scripts: Vec<String>,
+    /// Its saved result (with the receipt).
+    pub result: TaskResult,
+    /// The scripts whose file does not match the receipt's hash (each a
+    /// [`Difference::Script`]): nothing may run then.
+    pub altered: Vec<Difference>,
+}
+
+/// The recorded scripts of `task_id`, in the order they ran, checked
+/// against its receipt, and its saved result; refuses a task that ran no
+/// script or predates receipts. Each script is read once: the text
+/// hashed is the text that runs.
+pub fn recorded(view: View<'_>, task_id: &str) -> Result<Recorded, GuardError> {
     let result = saved_result(view, task_id)?;
     let Some(receipt) = &result.receipt else {
         return Err(GuardError::invalid_input(
@@ -120,12 +161,64 @@ pub fn recorded(view: View<'_>, task_id: &str) -> Result<(Vec<String>, TaskResul
             format!("task '{task_id}' ran no script, so there is nothing to replay"),
         ));
     }
-    let scripts = receipt
-        .scripts
-        .iter()
-        .map(|script| read_text(view, task_id, &script.path))
-        .collect::<Result<Vec<_>, _>>()?;
-    Ok((scripts, result))
+    let mut scripts = Vec::new();
+    let mut altered = Vec::new();
+    for script in &receipt.scripts {
+        let bytes = match read_bytes(view, task_id, &script.path) {
+            Ok(bytes) => Some(bytes),
+            Err(error) if error.code == codes::NOT_FOUND => None,
+            Err(error) => return Err(error),
+        };
+        let file_sha256 = bytes.as_deref().map(|bytes| {
+            let mut hasher = crate::receipt::Hasher::default();
+            hasher.update(bytes);
+            hasher.finish()
+        });
+        match bytes {
+            Some(bytes) if file_sha256.as_deref() == Some(script.sha256.as_str()) => {
+                let text = String::from_utf8(bytes).map_err(|_| {
+                    GuardError::failed(format!(
+                        "{} of task '{task_id}' matches its receipt but is not UTF-8 text",
+                        script.path
+                    ))
+                })?;
+                scripts.push(text);
+            }
+            _ => altered.push(Difference::Script {
+                path: script.path.clone(),
+                receipt_sha256: script.sha256.clone(),
+                file_sha256,
+            }),
+        }
+    }
+    Ok(Recorded {
+        scripts,
+        result,
+        altered,
+    })
+}
+
+/// The limits a replay of a task with `receipt` runs under, and where
+/// they come from: the receipt's, or (a receipt from before they were
+/// kept) `run_script`'s or a coding task's defaults with the default task
+/// timeout; either way the deadline is capped by `max_timeout`, this
+/// server's maximum, which binds every task here.
+pub fn replay_limits(receipt: &TaskReceipt, max_timeout: std::time::Duration) -> (RunLimits, &'static str) {
+    let (mut limits, from) = match receipt.limits {
+        Some(limits) => (limits, "receipt"),
+        None => {
+            let timeout = crate::limits::DEFAULT_TASK_TIMEOUT;
+            let defaults = match receipt.model {
+                Some(_) => RunLimits::coding(timeout, crate::limits::AGENT_MAX_INLINE_CALLS),
+                None => RunLimits::script(timeout),
+            };
+            (defaults, "defaults")
+        }
+    };
+    if limits.timeout() > max_timeout {
+        limits.timeout_ms = RunLimits::script(max_timeout).timeout_ms;
+    }
+    (limits, from)
 }
 
 /// Compares the original task with its replay (see the module doc).
@@ -134,6 +227,7 @@ pub fn compare(
     registry: &Registry,
     original: (&str, &TaskResult),
     replay: (&str, &TaskResult),
+    limits: (RunLimits, &'static str),
 ) -> Result<ReplayReport, GuardError> {
     let (original_id, original_result) = original;
     let (replay_id, replay_result) = replay;
@@ -237,6 +331,8 @@ pub fn compare(
         task_id: original_id.to_string(),
         replay_task_id: Some(replay_id.to_string()),
         replay_status: replay_result.status.as_str().to_string(),
+        limits: limits.0,
+        limits_from: limits.1,
         calls: Pair {
             original: original_receipt.calls,
             replay: replay_receipt.calls,
@@ -258,6 +354,7 @@ fn empty_receipt() -> TaskReceipt {
         calls: 0,
         calls_sha256: String::new(),
         artifacts: Vec::new(),
+        limits: None,
     }
 }
 
@@ -312,6 +409,43 @@ fn first_differing_line(view: View<'_>, tasks: (&str, &str), path: &str) -> Opti
     }
 }
 
+/// A whole file of a task as bytes (any bytes: a script changed on disk
+/// need not be text), read through the owner's view in chunks.
+fn read_bytes(view: View<'_>, task_id: &str, path: &str) -> Result<Vec<u8>, GuardError> {
+    use base64::Engine as _;
+    let mut bytes = Vec::new();
+    let mut offset = 0;
+    loop {
+        let chunk = view.read(
+            task_id,
+            path,
+            offset,
+            crate::limits::MAX_READ_CHUNK_BYTES,
+            crate::artifacts::Encoding::Base64,
+        )?;
+        if chunk.size_bytes > MAX_REPLAY_READ {
+            return Err(too_big(task_id, path, chunk.size_bytes));
+        }
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(chunk.content.as_bytes())
+            .map_err(|e| GuardError::failed(format!("{path} of task '{task_id}': unreadable chunk: {e}")))?;
+        bytes.extend_from_slice(&decoded);
+        match chunk.next_offset {
+            Some(next) => offset = next,
+            None => return Ok(bytes),
+        }
+    }
+}
+
+fn too_big(task_id: &str, path: &str, size: u64) -> GuardError {
+    GuardError::new(
+        codes::INVALID_INPUT,
+        format!(
+            "{path} of task '{task_id}' is {size} bytes, over the {MAX_REPLAY_READ}-byte replay read limit"
+        ),
+    )
+}
+
 /// A whole text file of a task, read through the owner's view in chunks.
 fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardError> {
     let mut text = String::new();
@@ -325,13 +459,7 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
             Default::default(),
         )?;
         if chunk.size_bytes > MAX_REPLAY_READ {
-            return Err(GuardError::new(
-                codes::INVALID_INPUT,
-                format!(
-                    "{path} of task '{task_id}' is {} bytes, over the {MAX_REPLAY_READ}-byte replay read limit",
-                    chunk.size_bytes
-                ),
-            ));
+            return Err(too_big(task_id, path, chunk.size_bytes));
         }
         text.push_str(&chunk.content);
         match chunk.next_offset {
@@ -360,11 +488,31 @@ pub async fn replay(
             format!("task '{task_id}' has not ended; replay it once it has (tasks/get says when)"),
         ));
     }
-    let (scripts, original) = recorded(runner.store.view(&principal), task_id)?;
-    let scripts: Vec<&str> = scripts.iter().map(String::as_str).collect();
-    let timeout = runner.executor.limits().max_timeout;
+    let recorded = recorded(runner.store.view(&principal), task_id)?;
+    let original = recorded.result;
+    let empty = empty_receipt();
+    let receipt = original.receipt.as_ref().unwrap_or(&empty);
+    let limits = replay_limits(receipt, runner.executor.limits().max_timeout);
+    if !recorded.altered.is_empty() {
+        return Ok(ReplayReport {
+            verdict: "script_differs",
+            task_id: task_id.to_string(),
+            replay_task_id: None,
+            replay_status: "not_run".into(),
+            limits: limits.0,
+            limits_from: limits.1,
+            calls: Pair {
+                original: receipt.calls,
+                replay: 0,
+            },
+            differences: recorded.altered.len(),
+            first_difference: recorded.altered.into_iter().next(),
+            nondeterministic: Vec::new(),
+        });
+    }
+    let scripts: Vec<&str> = recorded.scripts.iter().map(String::as_str).collect();
     let replayed = runner
-        .run_scripts(&scripts, timeout, origin, cancel, progress)
+        .run_scripts(&scripts, limits.0, origin, cancel, progress)
         .await?;
     let Some(replay_id) = replayed.task_id.clone() else {
         return Err(GuardError::failed("the replay ran without a task id"));
@@ -374,5 +522,6 @@ pub async fn replay(
         runner.executor.registry(),
         (task_id, &original),
         (&replay_id, &replayed),
+        limits,
     )
 }

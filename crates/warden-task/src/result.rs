@@ -113,8 +113,10 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Value>, 
 }
 
 /// The tokens a coding task's model calls used, summed from each reply's
-/// `usage`. A reply without one is counted in `calls_without_usage`, not
-/// as zero tokens, so a total is never silently low.
+/// `usage`. A reply without one (or with one count only) is counted by
+/// an estimate from its size and in `calls_without_usage`, never as zero
+/// tokens, so a total is never silently low. Sums saturate at `u64::MAX`:
+/// they never wrap to a small number.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenUsage {
     /// The model asked (`WARDEN_MODEL_ID`).
@@ -123,22 +125,22 @@ pub struct TokenUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     pub total_tokens: u64,
-    /// Calls whose reply carried no usage (their tokens are unknown).
+    /// Calls whose reply did not report its usage (or only part of it):
+    /// their tokens are estimated (the request's and reply's bytes / 4,
+    /// rounded up) and included in the totals.
     pub calls_without_usage: u64,
 }
 
 impl TokenUsage {
-    /// Counts one answered model call with the reply's `(input, output)`
-    /// tokens, or as a call without usage.
-    pub fn add(&mut self, usage: Option<(u64, u64)>) {
-        self.model_calls += 1;
-        match usage {
-            Some((input, output)) => {
-                self.input_tokens += input;
-                self.output_tokens += output;
-                self.total_tokens += input + output;
-            }
-            None => self.calls_without_usage += 1,
+    /// Counts one answered model call with its `input` and `output`
+    /// tokens; `estimated` when the reply did not report them.
+    pub fn add(&mut self, input: u64, output: u64, estimated: bool) {
+        self.model_calls = self.model_calls.saturating_add(1);
+        self.input_tokens = self.input_tokens.saturating_add(input);
+        self.output_tokens = self.output_tokens.saturating_add(output);
+        self.total_tokens = self.total_tokens.saturating_add(input.saturating_add(output));
+        if estimated {
+            self.calls_without_usage = self.calls_without_usage.saturating_add(1);
         }
     }
 }

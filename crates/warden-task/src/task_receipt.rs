@@ -46,6 +46,61 @@ pub struct TaskReceipt {
     pub calls_sha256: String,
     /// Every file under `outputs/`, by path.
     pub artifacts: Vec<FileHash>,
+    /// The per-task limits the scripts ran under, so that a replay runs
+    /// under the same ones (absent in receipts recorded before they were
+    /// kept).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<RunLimits>,
+}
+
+/// The per-task limits a task's scripts ran under: its deadline and its
+/// call budgets, shared by all its scripts (a coding task's blocks spend
+/// one budget between them). Kept in the receipt because they change what
+/// a run can do: a script that timed out at 1 s must time out again when
+/// replayed, not run for the server's maximum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLimits {
+    /// The task's timeout from its start, in milliseconds: its deadline.
+    pub timeout_ms: u64,
+    /// Guard calls through the door (isolated and in-process guards; a
+    /// `map_call` counts once) its scripts could make in all.
+    pub door_calls: u64,
+    /// Inline calls (pure guards, script-only functions) its scripts
+    /// could make in all; `None`: not counted (a `run_script`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline_calls: Option<u64>,
+}
+
+impl RunLimits {
+    /// A `run_script` task's: `timeout`, and
+    /// [`crate::limits::DEFAULT_SCRIPT_DOOR_CALLS`] door calls.
+    pub fn script(timeout: std::time::Duration) -> Self {
+        Self {
+            timeout_ms: duration_ms(timeout),
+            door_calls: crate::limits::DEFAULT_SCRIPT_DOOR_CALLS,
+            inline_calls: None,
+        }
+    }
+
+    /// A coding task's: `timeout`,
+    /// [`crate::limits::AGENT_MAX_GUARD_CALLS`] door calls and
+    /// `inline_calls` inline ones (`WARDEN_AGENT_MAX_INLINE_CALLS`).
+    pub fn coding(timeout: std::time::Duration, inline_calls: u64) -> Self {
+        Self {
+            timeout_ms: duration_ms(timeout),
+            door_calls: crate::limits::AGENT_MAX_GUARD_CALLS,
+            inline_calls: Some(inline_calls),
+        }
+    }
+
+    /// The timeout as a duration.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.timeout_ms)
+    }
+}
+
+fn duration_ms(duration: std::time::Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// The receipt of the task in `dir`, whose calls the worker's call log
@@ -54,6 +109,7 @@ pub fn build(
     dir: &Path,
     provenance: Provenance,
     model: Option<String>,
+    limits: RunLimits,
     calls: usize,
     calls_sha256: String,
 ) -> TaskReceipt {
@@ -67,6 +123,7 @@ pub fn build(
         calls,
         calls_sha256,
         artifacts: hash_files(dir, crate::artifacts::OUTPUTS_DIR),
+        limits: Some(limits),
     }
 }
 

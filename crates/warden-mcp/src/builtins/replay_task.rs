@@ -7,10 +7,11 @@ use serde::Deserialize;
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
 use crate::error::GuardError;
 
-/// Replay a finished run_script or run_coding_task task: its recorded script(s) run again in a fresh sandbox as a new task (the model is never called), then the two are compared call by call (hashes of every guard call's arguments and output) and artifact by artifact.
+/// Replay a finished run_script or run_coding_task task: its recorded script(s) run again in a fresh sandbox as a new task under the original task's limits (its timeout and call budgets; the model is never called), then the two are compared call by call (hashes of every guard call's arguments and output) and artifact by artifact. A script whose file no longer matches the receipt's SHA-256 is not run: the verdict is "script_differs".
 ///
-/// Returns {verdict: "identical" | "different", task_id, replay_task_id, replay_status, calls: {original, replay},
-/// first_difference: {kind: "call" | "calls" | "artifact" | "value", ...both hashes or both values}, differences,
+/// Returns {verdict: "identical" | "different" | "script_differs", task_id, replay_task_id, replay_status,
+/// limits: {timeout_ms, door_calls, inline_calls}, limits_from: "receipt" | "defaults", calls: {original, replay},
+/// first_difference: {kind: "script" | "call" | "calls" | "artifact" | "value", ...both hashes or both values}, differences,
 /// nondeterministic: [guards that read the outside world, whose differences may be the world's]}.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

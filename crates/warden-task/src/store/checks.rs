@@ -59,5 +59,44 @@ pub async fn usage_accounting(store: &dyn TaskStore) -> Result<(), String> {
     if hers != expected[1..2] {
         return Err(format!("alice's usage from 2026-12-02: {hers:?}"));
     }
+    saturation(store).await
+}
+
+/// Counts past `i64::MAX` neither fail a write nor the report: they are
+/// stored clamped, added and summed saturating (a sum that overflowed
+/// would fail the `usage` report and the daily limit for everyone).
+async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
+    let huge = [
+        entry("task_d", "carol", "2026-12-09", u64::MAX, 0, 0),
+        entry("task_d", "carol", "2026-12-09", u64::MAX, 0, 0),
+        entry("task_e", "carol", "2026-12-09", 5, i64::MAX as u64, 1),
+    ];
+    for e in &huge {
+        store
+            .add_usage(e)
+            .await
+            .map_err(|e| format!("a huge count was not stored: {e}"))?;
+    }
+    let carol = Principal::new("carol").map_err(|e| e.to_string())?;
+    let rows = store
+        .usage(Some(&carol), "2026-12-09")
+        .await
+        .map_err(|e| format!("the report failed over huge counts: {e}"))?;
+    let max = i64::MAX as u64;
+    let expected = vec![UsageRow {
+        principal: "carol".into(),
+        day: "2026-12-09".into(),
+        tasks: 2,
+        model_calls: 3,
+        input_tokens: max,
+        output_tokens: max,
+        total_tokens: max + max,
+        calls_without_usage: 1,
+    }];
+    if rows != expected {
+        return Err(format!(
+            "carol's saturated usage: {rows:?}, expected {expected:?}"
+        ));
+    }
     Ok(())
 }

@@ -128,8 +128,21 @@ pub struct UsageEntry {
     pub model_calls: u64,
     pub input_tokens: u64,
     pub output_tokens: u64,
-    /// Calls whose reply carried no usage.
+    /// Calls whose reply did not report its usage (their tokens are an
+    /// estimate, included above).
     pub calls_without_usage: u64,
+}
+
+/// The largest value a usage column holds: `i64::MAX`. A count is stored
+/// clamped to it ([`usage_column`]), and the stores' `add_usage` and
+/// `usage` saturate at it rather than overflow (an overflowing SQL sum
+/// would fail the `usage` report and the daily limit's check for every
+/// principal).
+pub const USAGE_COLUMN_MAX: i64 = i64::MAX;
+
+/// A count as a usage column's value, clamped to [`USAGE_COLUMN_MAX`].
+pub fn usage_column(count: u64) -> i64 {
+    i64::try_from(count).unwrap_or(USAGE_COLUMN_MAX)
 }
 
 /// Model tokens of one principal on one UTC day, summed over its tasks.
@@ -167,7 +180,7 @@ impl UsageRow {
             model_calls,
             input_tokens,
             output_tokens,
-            total_tokens: input_tokens + output_tokens,
+            total_tokens: input_tokens.saturating_add(output_tokens),
             calls_without_usage,
         }
     }

@@ -26,7 +26,9 @@ use serde_json::Value;
 
 use self::pool::Pool;
 use super::migrations::{self, Step};
-use super::{Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, UsageEntry, UsageRow};
+use super::{
+    Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, UsageEntry, UsageRow, usage_column,
+};
 use crate::tenant::Principal;
 
 /// The store's file name in the artifacts directory.
@@ -724,6 +726,10 @@ impl TaskStore for SqliteStore {
         self.pool.run(|c| c.query_row("SELECT 1", [], |_| Ok(()))).await
     }
 
+    /// Adds `entry` to its task's row for the day. Counts are stored
+    /// clamped to [`super::USAGE_COLUMN_MAX`] and added saturating (`MIN(old,
+    /// MAX - new) + new`, where `new` is never negative), so no write
+    /// overflows and no row wraps negative.
     async fn add_usage(&self, entry: &UsageEntry) -> Result<(), StoreError> {
         let entry = entry.clone();
         self.pool
@@ -732,33 +738,41 @@ impl TaskStore for SqliteStore {
                     "INSERT INTO usage (task_id, owner, day, model, model_calls, input_tokens, output_tokens, calls_without_usage)
                      VALUES (?, ?, ?, ?, ?, ?, ?, ?)
                      ON CONFLICT (task_id, day) DO UPDATE SET
-                       model_calls = model_calls + excluded.model_calls,
-                       input_tokens = input_tokens + excluded.input_tokens,
-                       output_tokens = output_tokens + excluded.output_tokens,
-                       calls_without_usage = calls_without_usage + excluded.calls_without_usage",
+                       model_calls = MIN(model_calls, 9223372036854775807 - excluded.model_calls) + excluded.model_calls,
+                       input_tokens = MIN(input_tokens, 9223372036854775807 - excluded.input_tokens) + excluded.input_tokens,
+                       output_tokens = MIN(output_tokens, 9223372036854775807 - excluded.output_tokens) + excluded.output_tokens,
+                       calls_without_usage = MIN(calls_without_usage, 9223372036854775807 - excluded.calls_without_usage) + excluded.calls_without_usage",
                 )?
                 .execute(params![
                     entry.task_id,
                     entry.owner.as_str(),
                     entry.day,
                     entry.model,
-                    entry.model_calls as i64,
-                    entry.input_tokens as i64,
-                    entry.output_tokens as i64,
-                    entry.calls_without_usage as i64
+                    usage_column(entry.model_calls),
+                    usage_column(entry.input_tokens),
+                    usage_column(entry.output_tokens),
+                    usage_column(entry.calls_without_usage)
                 ])?;
                 Ok(())
             })
             .await
     }
 
+    /// Sums per principal and day with `TOTAL` (a double, which never
+    /// overflows, exact below 2^53) over each row's value floored at 0,
+    /// cast back to an integer, which saturates at [`super::USAGE_COLUMN_MAX`]:
+    /// `SUM` would fail the whole report with "integer overflow" once one
+    /// principal's rows added past `i64::MAX` (rows written before counts
+    /// were clamped may hold such values, or negative ones).
     async fn usage(&self, owner: Option<&Principal>, from_day: &str) -> Result<Vec<UsageRow>, StoreError> {
         let owner = owner.map(|o| o.as_str().to_owned());
         let from_day = from_day.to_owned();
         self.pool
             .run(move |c| {
                 let mut statement = c.prepare_cached(
-                    "SELECT owner, day, COUNT(*), SUM(model_calls), SUM(input_tokens), SUM(output_tokens), SUM(calls_without_usage)
+                    "SELECT owner, day, COUNT(*), CAST(TOTAL(MAX(model_calls, 0)) AS INTEGER),
+                            CAST(TOTAL(MAX(input_tokens, 0)) AS INTEGER), CAST(TOTAL(MAX(output_tokens, 0)) AS INTEGER),
+                            CAST(TOTAL(MAX(calls_without_usage, 0)) AS INTEGER)
                      FROM usage WHERE day >= ?1 AND (?2 IS NULL OR owner = ?2)
                      GROUP BY day, owner ORDER BY day, owner",
                 )?;
