@@ -181,16 +181,22 @@ fn a_script_that_wrote_a_thousand_files_answers_under_the_bound_with_its_receipt
     assert_eq!(value["artifacts_total"], 1000);
     let marker = marker_of(value, BOUND);
     let receipt_cut = cut(&marker, "/receipt/artifacts");
-    assert_eq!((receipt_cut["kept"].as_u64(), receipt_cut["total"].as_u64()), (Some(100), Some(1000)));
+    assert_eq!(
+        (receipt_cut["kept"].as_u64(), receipt_cut["total"].as_u64()),
+        (Some(100), Some(1000))
+    );
     assert_eq!(value["receipt"]["artifacts"].as_array().map(Vec::len), Some(100));
     let task_id = value["task_id"].as_str().expect("task id").to_string();
     assert_eq!(marker["whole"]["task_id"], task_id.as_str());
     assert_eq!(marker["whole"]["filename"], "result.json");
     assert!(
-        links(&result).iter().any(|uri| uri.ends_with(&format!("{task_id}/result.json"))),
+        links(&result)
+            .iter()
+            .any(|uri| uri.ends_with(&format!("{task_id}/result.json"))),
         "no link to the whole result"
     );
-    let whole: Value = serde_json::from_slice(&server.read_whole(&task_id, "result.json", BOUND)).expect("JSON");
+    let whole: Value =
+        serde_json::from_slice(&server.read_whole(&task_id, "result.json", BOUND)).expect("JSON");
     assert_eq!(whole["receipt"]["artifacts"].as_array().map(Vec::len), Some(1000));
 }
 
@@ -203,19 +209,27 @@ fn a_final_answer_with_six_thousand_metrics_answers_under_the_bound_and_reads_ba
     let value = &result["structuredContent"];
     assert_eq!(value["status"], "success", "{value}");
     let marker = marker_of(value, BOUND);
-    assert!(marker["answer_bytes"].as_u64().unwrap_or(0) > BOUND as u64, "{marker}");
+    assert!(
+        marker["answer_bytes"].as_u64().unwrap_or(0) > BOUND as u64,
+        "{marker}"
+    );
     let metrics_cut = cut(&marker, "/metrics");
     assert_eq!(metrics_cut["total"], 6000);
     let kept = value["metrics"].as_object().map(|m| m.len()).unwrap_or(0);
     assert_eq!(metrics_cut["kept"], kept);
     assert!(kept > 1000, "only {kept} metrics kept");
     let text = result["content"][0]["text"].as_str().expect("a text block");
-    assert!(text.len() < BOUND / 4, "the text repeats the value: {} bytes", text.len());
+    assert!(
+        text.len() < BOUND / 4,
+        "the text repeats the value: {} bytes",
+        text.len()
+    );
     let summary: Value = serde_json::from_str(text).expect("the text is JSON");
     assert_eq!(summary["truncated"], true);
     assert_eq!(summary["truncation"]["whole"], marker["whole"]);
     let task_id = value["task_id"].as_str().expect("task id").to_string();
-    let whole: Value = serde_json::from_slice(&server.read_whole(&task_id, "result.json", BOUND)).expect("JSON");
+    let whole: Value =
+        serde_json::from_slice(&server.read_whole(&task_id, "result.json", BOUND)).expect("JSON");
     assert_eq!(whole["metrics"].as_object().map(|m| m.len()), Some(6000));
     assert_eq!(whole["metrics"]["metric_5999"], 5999.0 * 1.5);
 
@@ -234,7 +248,8 @@ fn a_guard_answer_over_the_bound_is_an_error_pointing_at_its_whole_output() {
     let result = server.call("many_rows", json!({"count": 20_000}), BOUND);
     assert_eq!(result["isError"], true);
     assert!(result.get("structuredContent").is_none());
-    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text")).expect("JSON");
+    let text: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().expect("text")).expect("JSON");
     assert_eq!(text["status"], "success");
     assert_eq!(text["error"]["code"], "answer_too_large");
     let marker = marker_of(&text, BOUND);
@@ -244,7 +259,11 @@ fn a_guard_answer_over_the_bound_is_an_error_pointing_at_its_whole_output() {
         marker["whole"]["filename"].as_str().expect("file").to_string(),
     );
     assert_eq!(filename, "value.json");
-    assert!(links(&result).iter().any(|uri| uri.ends_with(&format!("{task_id}/value.json"))));
+    assert!(
+        links(&result)
+            .iter()
+            .any(|uri| uri.ends_with(&format!("{task_id}/value.json")))
+    );
     let whole: Value = serde_json::from_slice(&server.read_whole(&task_id, &filename, BOUND)).expect("JSON");
     assert_eq!(whole["rows"].as_array().map(Vec::len), Some(20_000));
     assert_eq!(whole["rows"][19_999]["label"], "row number 19999");
@@ -257,8 +276,12 @@ fn a_guard_answer_over_the_bound_is_an_error_pointing_at_its_whole_output() {
 
     let result = server.call("many_rows", json!({"count": 1_500}), BOUND);
     assert_ne!(result["isError"], true);
-    assert_eq!(result["structuredContent"]["rows"].as_array().map(Vec::len), Some(1_500));
-    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().expect("text")).expect("JSON");
+    assert_eq!(
+        result["structuredContent"]["rows"].as_array().map(Vec::len),
+        Some(1_500)
+    );
+    let text: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().expect("text")).expect("JSON");
     assert_eq!(text["truncated"], true);
 }
 
@@ -273,7 +296,8 @@ fn an_operator_lowers_the_bound_and_every_answer_keeps_to_it() {
     let marker = marker_of(value, bound);
     assert_eq!(cut(&marker, "/metrics")["total"], 2000);
     let task_id = value["task_id"].as_str().expect("task id").to_string();
-    let whole: Value = serde_json::from_slice(&server.read_whole(&task_id, "result.json", bound)).expect("JSON");
+    let whole: Value =
+        serde_json::from_slice(&server.read_whole(&task_id, "result.json", bound)).expect("JSON");
     assert_eq!(whole["metrics"].as_object().map(|m| m.len()), Some(2000));
     let rows = server.call("many_rows", json!({"count": 1_000}), bound);
     assert_eq!(rows["isError"], true);

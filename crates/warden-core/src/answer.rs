@@ -179,7 +179,9 @@ fn fit_entries<'a>(
         }
         let share = left.saturating_sub(comma + keys[i]);
         if share >= MIN_SHARE {
-            let fitted = descend(at, key.map(String::as_str), i, |at| fit_at(value, share, at, cuts));
+            let fitted = descend(at, key.map(String::as_str), i, |at| {
+                fit_at(value, share, at, cuts)
+            });
             out.push((*key, fitted));
         }
         break;
@@ -265,7 +267,10 @@ mod tests {
         assert_eq!(fitted["status"], "success");
         let kept = fitted["metrics"].as_object().unwrap();
         assert!(kept.len() > 500, "{}", kept.len());
-        assert!(kept.keys().zip(metrics.keys()).all(|(a, b)| a == b), "a prefix, in order");
+        assert!(
+            kept.keys().zip(metrics.keys()).all(|(a, b)| a == b),
+            "a prefix, in order"
+        );
         assert_eq!(
             cuts,
             vec![Cut {

@@ -219,7 +219,16 @@ pub fn apply(answer: Answer, limit: usize, whole: Result<Whole, String>) -> Call
     // The keys and separators the value and its text add to the shell.
     let mut room = target.saturating_sub(size(&shell) + 64);
     for _ in 0..4 {
-        let candidate = build(&shell, room, structured.as_ref(), &payload, &prior, &marker, fixed_schema, error);
+        let candidate = build(
+            &shell,
+            room,
+            structured.as_ref(),
+            &payload,
+            &prior,
+            &marker,
+            fixed_schema,
+            error,
+        );
         let used = size(&candidate);
         if used <= target {
             return candidate;
@@ -228,11 +237,15 @@ pub fn apply(answer: Answer, limit: usize, whole: Result<Whole, String>) -> Call
     }
     // Estimates missed by more than the retries cover: the marker alone.
     let mut last = shell;
-    last.content.retain(|b| matches!(b, ContentBlock::ResourceLink(_)));
+    last.content
+        .retain(|b| matches!(b, ContentBlock::ResourceLink(_)));
     last.content.truncate(1);
     let mut all = prior;
     all.push(Cut::items("content", 0, payload.len()));
-    last.content.insert(0, ContentBlock::text(marked(Value::Object(Map::new()), &all, &marker).to_string()));
+    last.content.insert(
+        0,
+        ContentBlock::text(marked(Value::Object(Map::new()), &all, &marker).to_string()),
+    );
     last
 }
 
@@ -276,18 +289,29 @@ fn build(
             }
         }
         Some(value) => {
-            let own = if error { room / 2 } else { room.saturating_sub(summary_room) };
+            let own = if error {
+                room / 2
+            } else {
+                room.saturating_sub(summary_room)
+            };
             let value_fitted = fitted(value, own, prior, marker);
             let text = value_fitted.to_string();
             if size(&value_fitted) + text.len() + 16 <= room {
                 front.push(text);
             } else {
-                front.push(summary(value, room.saturating_sub(size(&value_fitted)), prior, marker));
+                front.push(summary(
+                    value,
+                    room.saturating_sub(size(&value_fitted)),
+                    prior,
+                    marker,
+                ));
             }
             out.structured_content = Some(value_fitted);
         }
         None => match payload {
-            [ContentBlock::Text(text)] if serde_json::from_str::<Value>(&text.text).is_ok_and(|v| v.is_object()) => {
+            [ContentBlock::Text(text)]
+                if serde_json::from_str::<Value>(&text.text).is_ok_and(|v| v.is_object()) =>
+            {
                 let value: Value = serde_json::from_str(&text.text).unwrap_or_default();
                 front.push(fitted(&value, room, prior, marker).to_string());
             }
@@ -297,7 +321,9 @@ fn build(
                 let mut all = prior.to_vec();
                 all.append(&mut cuts);
                 let mut blocks = blocks;
-                blocks.push(ContentBlock::text(marked(Value::Object(Map::new()), &all, marker).to_string()));
+                blocks.push(ContentBlock::text(
+                    marked(Value::Object(Map::new()), &all, marker).to_string(),
+                ));
                 blocks.append(&mut out.content);
                 out.content = blocks;
                 return out;

@@ -195,11 +195,24 @@ mod tests {
                 })
                 .to_vec(),
         );
-        let images = images(store.view(&local), &result, result.size(), MAX_INLINE_RESULT_BYTES);
+        let images = images(
+            store.view(&local),
+            &result,
+            result.size(),
+            MAX_INLINE_RESULT_BYTES,
+        );
         assert_eq!(images.len(), 1, "only small.png fits and is a PNG");
         // Another principal's view sees no task, hence no image.
         let alice = crate::tenant::Principal::new("alice").expect("principal");
-        assert!(super::images(store.view(&alice), &result, result.size(), MAX_INLINE_RESULT_BYTES).is_empty());
+        assert!(
+            super::images(
+                store.view(&alice),
+                &result,
+                result.size(),
+                MAX_INLINE_RESULT_BYTES
+            )
+            .is_empty()
+        );
         let ContentBlock::Image(image) = &images[0] else {
             panic!("an image block")
         };

@@ -31,8 +31,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::artifacts::ArtifactStore;
-use crate::error::TaskErrorKind;
 use crate::bound::{Answer, Whole};
+use crate::error::TaskErrorKind;
 use crate::limits::{ANSWER_ENVELOPE_BYTES, MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
 use crate::task::result::{Saved, SavedHead, read_saved};
 use crate::task::store::{State, TaskRecord, iso8601};
@@ -237,7 +237,9 @@ pub(crate) fn detailed(
             })),
         },
         _ => TaskPayload::Completed {
-            result: object(serde_json::to_value(completed(store, principal, record, limit)).unwrap_or_default()),
+            result: object(
+                serde_json::to_value(completed(store, principal, record, limit)).unwrap_or_default(),
+            ),
         },
     };
     DetailedTask::new(task, payload)
@@ -246,7 +248,12 @@ pub(crate) fn detailed(
 /// The call result of an ended task, from its `result.json`; when that
 /// cannot be read, the record's summary and error with a pointer to the
 /// file.
-fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord, limit: usize) -> CallToolResult {
+fn completed(
+    store: &ArtifactStore,
+    principal: &Principal,
+    record: &TaskRecord,
+    limit: usize,
+) -> CallToolResult {
     let saved = match read_saved(store.view(principal), &record.id) {
         Ok(Saved::Whole(text)) => serde_json::from_str::<Value>(&text).ok(),
         _ => None,

@@ -337,7 +337,11 @@ impl TaskResult {
         {
             let total = receipt.artifacts.len();
             receipt.artifacts.truncate(listed);
-            cuts.push(warden_core::answer::Cut::items("/receipt/artifacts", listed, total));
+            cuts.push(warden_core::answer::Cut::items(
+                "/receipt/artifacts",
+                listed,
+                total,
+            ));
         }
         (self.to_json(), cuts)
     }

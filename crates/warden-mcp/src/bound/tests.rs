@@ -13,7 +13,9 @@ fn whole() -> Result<Whole, String> {
 }
 
 fn metrics(n: usize) -> Value {
-    let map: Map<String, Value> = (0..n).map(|i| (format!("metric_{i:05}"), json!(i as f64 * 1.5))).collect();
+    let map: Map<String, Value> = (0..n)
+        .map(|i| (format!("metric_{i:05}"), json!(i as f64 * 1.5)))
+        .collect();
     json!({"status": "success", "summary": "many metrics", "metrics": map})
 }
 
@@ -66,13 +68,24 @@ fn a_guard_value_is_never_cut_it_goes_whole_or_as_an_error() {
 
 #[test]
 fn content_blocks_keep_their_head_and_end_with_a_marker() {
-    let blocks = vec![ContentBlock::text("a".repeat(50_000)), ContentBlock::text("b".repeat(50_000))];
+    let blocks = vec![
+        ContentBlock::text("a".repeat(50_000)),
+        ContentBlock::text("b".repeat(50_000)),
+    ];
     let out = apply(Answer::plain(CallToolResult::success(blocks)), 20_000, whole());
     assert!(size(&out) <= 20_000 - ANSWER_ENVELOPE_BYTES);
-    let texts: Vec<&str> = out.content.iter().filter_map(|b| b.as_text()).map(|t| t.text.as_str()).collect();
+    let texts: Vec<&str> = out
+        .content
+        .iter()
+        .filter_map(|b| b.as_text())
+        .map(|t| t.text.as_str())
+        .collect();
     assert!(texts[0].starts_with("aaa"));
     let marker: Value = serde_json::from_str(texts.last().unwrap()).unwrap();
-    assert_eq!(marker[TRUNCATION_KEY]["cut"][0], json!({"at": "content", "kept": 1, "total": 2, "unit": "items"}));
+    assert_eq!(
+        marker[TRUNCATION_KEY]["cut"][0],
+        json!({"at": "content", "kept": 1, "total": 2, "unit": "items"})
+    );
 }
 
 #[test]
