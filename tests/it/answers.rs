@@ -317,3 +317,37 @@ fn an_answer_bound_outside_its_range_stops_the_start_naming_the_variable() {
     assert_ne!(run.code, 0, "{run:?}");
     assert!(run.stderr.contains("WARDEN_MAX_ANSWER_BYTES"), "{}", run.stderr);
 }
+
+#[test]
+fn a_batch_over_the_bound_keeps_every_call_with_the_head_of_its_output() {
+    // Four calls of 3,000 rows each (about 360 KB): every call keeps its status and the first
+    // rows, each cut names its call, and the kept copy has every row of every call.
+    let mut server = Wire::start(TESTBED, &[]);
+    let calls: Vec<Value> = (0..4)
+        .map(|_| json!({"name": "many_rows", "arguments": {"count": 3_000}}))
+        .collect();
+    let result = server.call("run_batch", json!({"calls": calls}), BOUND);
+    let value = &result["structuredContent"];
+    assert_eq!(value["succeeded"], 4, "{value}");
+    let marker = marker_of(value, BOUND);
+    for i in 0..4 {
+        assert_eq!(value["calls"][i]["status"], "success");
+        assert!(
+            value["calls"][i]["output"]["rows"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty())
+        );
+        assert_eq!(cut(&marker, &format!("/calls/{i}/output/rows"))["total"], 3_000);
+    }
+    let (task_id, filename) = (
+        marker["whole"]["task_id"].as_str().expect("kept").to_string(),
+        marker["whole"]["filename"].as_str().expect("file").to_string(),
+    );
+    let whole: Value = serde_json::from_slice(&server.read_whole(&task_id, &filename, BOUND)).expect("JSON");
+    for i in 0..4 {
+        assert_eq!(
+            whole["calls"][i]["output"]["rows"].as_array().map(Vec::len),
+            Some(3_000)
+        );
+    }
+}
