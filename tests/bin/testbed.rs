@@ -147,6 +147,38 @@ fn misbehave(input: CrashInput) -> Result<String, GuardError> {
     }
 }
 
+/// Return `count` numbered rows (in-process): an answer exactly as large as
+/// asked, for the answer bound (`WARDEN_MAX_ANSWER_BYTES`).
+#[derive(Deserialize, JsonSchema)]
+struct RowsInput {
+    /// How many rows (0 to 100,000; about 40 bytes of JSON each).
+    count: usize,
+}
+
+#[derive(serde::Serialize, JsonSchema)]
+struct Rows {
+    rows: Vec<Row>,
+}
+
+#[derive(serde::Serialize, JsonSchema)]
+struct Row {
+    index: usize,
+    label: String,
+}
+
+fn many_rows(input: RowsInput) -> Result<Rows, GuardError> {
+    if input.count > 100_000 {
+        return Err(GuardError::invalid_input("count", "at most 100,000 rows"));
+    }
+    let rows = (0..input.count)
+        .map(|index| Row {
+            index,
+            label: format!("row number {index}"),
+        })
+        .collect();
+    Ok(Rows { rows })
+}
+
 /// Pretend to delete a named scratch record (annotated destructive; deletes
 /// nothing). `run_batch` must refuse it unless the app allows it.
 #[derive(Deserialize, JsonSchema)]
@@ -264,5 +296,6 @@ fn main() -> std::process::ExitCode {
         )
         .guard(guard(misbehave))
         .guard(guard(wipe_scratch).destructive())
+        .guard(guard(many_rows).in_process())
         .run()
 }

@@ -346,9 +346,17 @@ async fn long_artifact_names_a_full_output_and_a_big_value_still_fit_the_result(
         let v = ""; v.pad(60000, "v");
         v
     "#;
-    let result = run(&server, script, 60).await;
-    let bytes = serde_json::to_vec(&result).expect("json").len();
-    assert!(bytes <= 256 * 1024, "{bytes} bytes");
+    // result.json is that result; the answer is also within the answer bound (100,000 bytes
+    // by default), cut with `truncated: true` and pointing at result.json (tests/it/answers.rs).
+    let answer = run(&server, script, 60).await;
+    let bytes = serde_json::to_vec(&answer).expect("json").len();
+    assert!(bytes <= 100_000, "{bytes} bytes");
+    assert_eq!(answer["truncated"], true);
+    assert_eq!(answer["truncation"]["whole"]["filename"], "result.json");
+    let saved = std::fs::read(task_dir(&server, &answer).join("result.json")).expect("result.json");
+    assert!(saved.len() <= 256 * 1024 + 64 * 1024, "{} bytes", saved.len());
+    let result: Value = serde_json::from_slice(&saved).expect("json");
+    assert!(serde_json::to_vec(&result).expect("json").len() <= 256 * 1024);
     assert_eq!(result["artifacts_total"], 120, "{}", result["summary"]);
     let listed = result["artifacts"].as_array().map(Vec::len).unwrap_or(0);
     assert!(listed > 0 && listed < 100, "{listed} listed");

@@ -2,6 +2,7 @@
 //! over stdio with the rmcp client. The model is never live.
 
 mod agent;
+mod answers;
 mod app_view;
 mod asking;
 mod asking_stateless;

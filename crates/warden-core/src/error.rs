@@ -111,6 +111,11 @@ pub mod codes {
     pub const WORKER_OUT_OF_MEMORY: &str = "worker_out_of_memory";
     /// The worker's answer was larger than the response cap.
     pub const RESPONSE_TOO_LARGE: &str = "response_too_large";
+    /// A guard succeeded but its answer is over the answer bound
+    /// (`WARDEN_MAX_ANSWER_BYTES`) and its output schema leaves no room to
+    /// cut it: the answer is an error pointing at the whole output, kept
+    /// as an artifact. The call ran once; calling again does not help.
+    pub const ANSWER_TOO_LARGE: &str = "answer_too_large";
     /// The arguments were larger than the argument cap.
     pub const ARGUMENTS_TOO_LARGE: &str = "arguments_too_large";
     /// The worker could not be started.
@@ -198,6 +203,7 @@ pub mod codes {
         WORKER_CRASHED,
         WORKER_OUT_OF_MEMORY,
         RESPONSE_TOO_LARGE,
+        ANSWER_TOO_LARGE,
         ARGUMENTS_TOO_LARGE,
         WORKER_SPAWN_FAILED,
         GUARD_PANICKED,

@@ -1,7 +1,8 @@
 //! Warden's core, the bottom of the spine: what an app registers and the
 //! rules every other layer shares.
 //!
-//! [`guard`](mod@guard) (a typed function and its hints), [`registry`] (every guard,
+//! [`guard`](mod@guard) (a typed function and its hints), [`answer`] (fitting
+//! a JSON answer into a byte budget), [`registry`] (every guard,
 //! script function, prompt and resource an app registered, validated once,
 //! with the names Warden reserves), [`schema`] (the JSON Schemas and the
 //! argument checks derived from a guard's types), [`error`] (the guard
@@ -17,6 +18,7 @@
 //! Warden's own crates; an app uses the `warden` facade, which re-exports
 //! what an app author needs.
 
+pub mod answer;
 pub mod ask;
 pub mod catalogue;
 pub mod config;

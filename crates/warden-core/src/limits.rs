@@ -11,7 +11,7 @@
 //! safety on a given machine or team (slots, waits, threads, memory, task
 //! quotas, store retention, log sizes, message and argument caps) are
 //! `Limits` fields with a `WARDEN_*` override. Bounds that are part of a
-//! contract or a format (the 256 KiB result a client receives, name and
+//! contract or a format (the 256 KiB inline task result, name and
 //! depth limits of artifact paths, argument nesting depth, the string cut
 //! in event records) are plain constants: raising them would break the
 //! promise they keep, and lowering them buys nothing an operator needs.
@@ -195,6 +195,8 @@ pub struct Limits {
     pub http_body_min_rate: u64,
     /// See [`DEFAULT_INPUT_STATE_TTL`].
     pub input_state_ttl: Duration,
+    /// See [`DEFAULT_MAX_ANSWER_BYTES`].
+    pub max_answer_bytes: usize,
 }
 
 /// Task directories kept under the artifacts root: 500. Creating a task
@@ -249,6 +251,7 @@ impl Default for Limits {
             http_unproven_connections: DEFAULT_HTTP_UNPROVEN_CONNECTIONS,
             http_body_min_rate: DEFAULT_HTTP_BODY_MIN_RATE,
             input_state_ttl: DEFAULT_INPUT_STATE_TTL,
+            max_answer_bytes: DEFAULT_MAX_ANSWER_BYTES,
         }
     }
 }
@@ -383,6 +386,9 @@ impl Limits {
         }
         if let Some(n) = env_number("WARDEN_INPUT_STATE_TTL_SECONDS", 1, 86_400)? {
             self.input_state_ttl = Duration::from_secs(n);
+        }
+        if let Some(n) = env_number(MAX_ANSWER_BYTES_ENV, MIN_ANSWER_BYTES, MAX_ANSWER_BYTES)? {
+            self.max_answer_bytes = n as usize;
         }
         Ok(self)
     }
@@ -1111,11 +1117,62 @@ pub const REPORT_MAX_SECTIONS: usize = 100;
 /// See [`REPORT_MAX_SECTIONS`].
 pub const REPORT_MAX_TABLE_ROWS: usize = 500;
 
+// ---- the answer bound (issue 38) ----
+// What one `tools/call` (or `tasks/get`) answer may weigh on the wire. The
+// MCP layer bounds every answer in one place (`warden_mcp::bound`); the
+// typed builders cut their own long parts first (a task's receipt hashes,
+// a page of files, a chunk of a file).
+
+/// The largest answer a client receives for one tool call or `tasks/get`:
+/// 100,000 bytes of JSON-RPC response on the wire, structuredContent, text
+/// content and `_meta` together (`WARDEN_MAX_ANSWER_BYTES`, bytes,
+/// 8,192–67,108,864). Why: clients refuse large tool results (Claude Code
+/// refuses one over 25,000 tokens by default), and an answer listing a
+/// thousand artifacts or six thousand metrics is read by nobody whole.
+/// At the limit the answer is cut, never refused: its text stops repeating
+/// structuredContent (it becomes a short JSON summary), images and links
+/// beyond a share are dropped, then the value itself keeps its leading
+/// items within the budget; the cut answer says `truncated: true` with a
+/// `truncation` object (the limit, the whole answer's size, each cut with
+/// its kept and total counts) and points at the whole value, kept as an
+/// artifact: a task's `result.json`, or for any other tool a new task
+/// directory of the caller holding `value.json` (a task record of its own,
+/// kept like any task), with a `resource_link` to it. A guard whose output
+/// schema leaves no room for the marker answers `isError` with
+/// `answer_too_large`, its status `success`, and the same pointer. Does
+/// not bound `resources/read`, `read_artifact`'s own chunk limit, or
+/// protocol errors.
+pub const DEFAULT_MAX_ANSWER_BYTES: usize = 100_000;
+
+/// The variable that overrides [`DEFAULT_MAX_ANSWER_BYTES`].
+pub const MAX_ANSWER_BYTES_ENV: &str = "WARDEN_MAX_ANSWER_BYTES";
+
+/// Smallest answer bound an operator may set: 8,192 bytes, room for the
+/// JSON-RPC envelope, the `truncation` marker with its pointer and a few
+/// KiB of the value. A smaller `WARDEN_MAX_ANSWER_BYTES` is a start-up error.
+pub const MIN_ANSWER_BYTES: u64 = 8_192;
+
+/// Largest answer bound an operator may set: 64 MiB (67,108,864 bytes). A
+/// larger `WARDEN_MAX_ANSWER_BYTES` is a start-up error.
+pub const MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Bytes of the answer bound kept for the JSON-RPC envelope around the
+/// result (`jsonrpc`, the request id, a task's fields in `tasks/get`): 1,024.
+/// The result itself is cut to the bound minus this; a client-chosen request
+/// id longer than this can take the response past the bound.
+pub const ANSWER_ENVELOPE_BYTES: usize = 1_024;
+
+/// Cuts a `truncation` marker lists one by one: 8 (`cut`); more are
+/// counted in `cut_more`. Keeps the marker itself small however many
+/// parts were cut.
+pub const ANSWER_CUTS_LISTED: usize = 8;
+
 /// PNG artifacts a `run_script`/`run_coding_task` result carries as MCP
 /// image content, so a client shows them without another call: at most 8,
 /// in the order of the result's artifact list, and only while the whole
 /// tool result (its JSON twice — structuredContent and the text mirror —
-/// plus the base64 of the images) stays within [`MAX_INLINE_RESULT_BYTES`].
+/// plus the base64 of the images) stays within [`MAX_INLINE_RESULT_BYTES`]
+/// and the answer bound ([`DEFAULT_MAX_ANSWER_BYTES`]), whichever is smaller.
 /// A PNG that does not fit is still a `resource_link` (every artifact is),
 /// to read with `resources/read` or `read_artifact`.
 pub const MAX_RESULT_IMAGES: usize = 8;

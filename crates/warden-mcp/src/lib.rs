@@ -20,6 +20,7 @@ pub(crate) use warden_script as script;
 pub(crate) use warden_task::{self as task, batch};
 
 mod asking;
+pub mod bound;
 pub mod builtins;
 pub mod export;
 pub mod notices;

@@ -20,7 +20,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 
 use crate::artifacts::{Encoding, View, mime_type};
-use crate::limits::{MAX_INLINE_RESULT_BYTES, MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
+use crate::limits::{MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
 use crate::task::TaskResult;
 
 /// Base64 of the 8-byte PNG signature's first 6 bytes: every PNG starts so.
@@ -78,13 +78,15 @@ pub fn links(result: &TaskResult) -> Vec<ContentBlock> {
 /// at most [`MAX_RESULT_IMAGES`], and only while the tool result — the
 /// result JSON twice (structuredContent and its text mirror; `json_bytes`
 /// is its compact size as sent) plus the images' base64 — stays within
-/// [`MAX_INLINE_RESULT_BYTES`]. A PNG that does not fit, or is not really
-/// a PNG, is left to its resource link.
-pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize) -> Vec<ContentBlock> {
+/// `cap` bytes (the smaller of
+/// [`MAX_INLINE_RESULT_BYTES`](crate::limits::MAX_INLINE_RESULT_BYTES) and the answer
+/// bound). A PNG that does not fit, or is not really a PNG, is left to its
+/// resource link.
+pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize, cap: usize) -> Vec<ContentBlock> {
     let (Some(task_id), Some(artifacts)) = (&result.task_id, &result.artifacts) else {
         return Vec::new();
     };
-    let mut budget = MAX_INLINE_RESULT_BYTES.saturating_sub(json_bytes.saturating_mul(2));
+    let mut budget = cap.saturating_sub(json_bytes.saturating_mul(2));
     let mut images = Vec::new();
     for path in artifacts.iter().map(|a| a.path.as_str()) {
         if images.len() == MAX_RESULT_IMAGES || budget == 0 {
@@ -153,6 +155,7 @@ pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData>
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::limits::MAX_INLINE_RESULT_BYTES;
     use crate::task::TaskStatus;
     use crate::task::result::ArtifactRef;
 
@@ -192,11 +195,24 @@ mod tests {
                 })
                 .to_vec(),
         );
-        let images = images(store.view(&local), &result, result.size());
+        let images = images(
+            store.view(&local),
+            &result,
+            result.size(),
+            MAX_INLINE_RESULT_BYTES,
+        );
         assert_eq!(images.len(), 1, "only small.png fits and is a PNG");
         // Another principal's view sees no task, hence no image.
         let alice = crate::tenant::Principal::new("alice").expect("principal");
-        assert!(super::images(store.view(&alice), &result, result.size()).is_empty());
+        assert!(
+            super::images(
+                store.view(&alice),
+                &result,
+                result.size(),
+                MAX_INLINE_RESULT_BYTES
+            )
+            .is_empty()
+        );
         let ContentBlock::Image(image) = &images[0] else {
             panic!("an image block")
         };

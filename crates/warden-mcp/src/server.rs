@@ -1,7 +1,8 @@
 //! The MCP server: rmcp's `ServerHandler` over the registry and executor.
 //!
 //! `tools/list` is the registry in name order; `tools/call` goes through the
-//! executor and comes back as structuredContent (mirrored as text). Errors a
+//! executor and comes back as structuredContent (mirrored as text), within
+//! the answer bound (`crate::bound`, every answer in one place). Errors a
 //! caller can fix are normal results with `isError: true` and a stable code;
 //! a guard's error carries its JSON in the text content only, because
 //! structuredContent must match the guard's `outputSchema` and an error does
@@ -348,20 +349,22 @@ impl WardenServer {
         let (outcome, origin) = self
             .builtin_outcome(builtin, arguments, origin, cancel, progress)
             .await;
-        match outcome {
-            Ok(reply) => reply.into_call_result(self.runtime.store().view(&origin.principal)),
+        let limit = self.executor.limits().max_answer_bytes;
+        let answer = match outcome {
+            Ok(reply) => reply.into_answer(self.runtime.store().view(&origin.principal), limit),
             Err(error) => {
                 let status = if refused(&error) {
                     Status::Rejected
                 } else {
                     Status::Failed
                 };
-                CallToolResult::structured_error(failure_json(
+                crate::bound::Answer::plain(CallToolResult::structured_error(failure_json(
                     &Failure::new(status, error),
                     &origin.request_id,
-                ))
+                )))
             }
-        }
+        };
+        crate::bound::bounded(&self.runtime, &origin, answer).await
     }
 
     /// Runs a built-in tool with request events around it, and returns
@@ -535,7 +538,11 @@ impl WardenServer {
         if let Some(receipt) = &receipt {
             crate::receipts::attach(&mut result, receipt);
         }
-        result
+        // Within the answer bound; a guard's structuredContent must match
+        // its output schema, so it is never cut (see `crate::bound`).
+        let mut answer = crate::bound::Answer::plain(result);
+        answer.fixed_schema = guard.is_some_and(|g| !g.content_output);
+        crate::bound::bounded(&self.runtime, &origin, answer).await
     }
 }
 
@@ -842,6 +849,7 @@ impl ServerHandler for WardenServer {
             self.runtime.store(),
             &principal,
             &record,
+            self.executor.limits().max_answer_bytes,
         )))
     }
 

@@ -31,8 +31,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::artifacts::ArtifactStore;
+use crate::bound::{Answer, Whole};
 use crate::error::TaskErrorKind;
-use crate::limits::TASK_POLL_INTERVAL_MS;
+use crate::limits::{ANSWER_ENVELOPE_BYTES, MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
 use crate::task::result::{Saved, SavedHead, read_saved};
 use crate::task::store::{State, TaskRecord, iso8601};
 use crate::task::{ResultError, TaskResult, TaskStatus};
@@ -217,8 +218,13 @@ fn interrupted(record: &TaskRecord) -> bool {
 
 /// `tasks/get`'s answer for `record`, owned by `principal`: an ended
 /// task carries the result its call would have returned, read from its
-/// `result.json`.
-pub(crate) fn detailed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> DetailedTask {
+/// `result.json`, within the answer bound `limit` (see [`crate::bound`]).
+pub(crate) fn detailed(
+    store: &ArtifactStore,
+    principal: &Principal,
+    record: &TaskRecord,
+    limit: usize,
+) -> DetailedTask {
     let task = handle(record);
     let payload = match task.status {
         McpStatus::Working | McpStatus::InputRequired => TaskPayload::Working,
@@ -231,7 +237,9 @@ pub(crate) fn detailed(store: &ArtifactStore, principal: &Principal, record: &Ta
             })),
         },
         _ => TaskPayload::Completed {
-            result: object(serde_json::to_value(completed(store, principal, record)).unwrap_or_default()),
+            result: object(
+                serde_json::to_value(completed(store, principal, record, limit)).unwrap_or_default(),
+            ),
         },
     };
     DetailedTask::new(task, payload)
@@ -240,7 +248,12 @@ pub(crate) fn detailed(store: &ArtifactStore, principal: &Principal, record: &Ta
 /// The call result of an ended task, from its `result.json`; when that
 /// cannot be read, the record's summary and error with a pointer to the
 /// file.
-fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> CallToolResult {
+fn completed(
+    store: &ArtifactStore,
+    principal: &Principal,
+    record: &TaskRecord,
+    limit: usize,
+) -> CallToolResult {
     let saved = match read_saved(store.view(principal), &record.id) {
         Ok(Saved::Whole(text)) => serde_json::from_str::<Value>(&text).ok(),
         _ => None,
@@ -250,8 +263,16 @@ fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) 
             let success = SavedHead::of(&value).succeeded();
             // Its files, read through the type (a result this version
             // cannot read as one gets no links or images).
-            let typed = TaskResult::deserialize(&value).ok();
-            call_result(store.view(principal), value, success, typed.as_ref())
+            let mut answer = match TaskResult::deserialize(&value) {
+                Ok(typed) => task_answer(store.view(principal), Some(value), typed, success, limit),
+                Err(_) => Answer::plain(if success {
+                    CallToolResult::structured(value)
+                } else {
+                    CallToolResult::structured_error(value)
+                }),
+            };
+            answer.whole = Some(Whole::result_of(&record.id));
+            crate::bound::bounded_kept(answer, limit)
         }
         None => CallToolResult::structured_error(json!({
             "status": record.state.as_str(), "task_id": record.id, "summary": record.summary,
@@ -261,37 +282,50 @@ fn completed(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) 
     }
 }
 
-/// The MCP result of a tool's answer `value`: structured (an error unless
-/// it reports `success`), then, when it is a task's result (`task`, the
-/// typed value `value` is the JSON of), its PNG charts inline (within the
-/// result cap; read through the owner's view, so from the object store on
-/// a node that did not run the task) and a link per artifact.
-pub(crate) fn call_result(
+/// A task result's answer (see [`crate::bound`]): its value structured
+/// (an error unless `success`), with the receipt hashes cut as
+/// [`TaskResult::into_answer`] cuts them (`saved`, the result as
+/// `result.json` holds it, is sent as saved when nothing is cut); then its
+/// PNG charts inline (while the answer stays within the smaller of
+/// [`MAX_INLINE_RESULT_BYTES`] and the answer bound `limit`; read through
+/// the owner's view, so from the object store on a node that did not run
+/// the task) and a link per artifact. Its `result.json` holds the whole.
+pub(crate) fn task_answer(
     store: crate::artifacts::View<'_>,
-    value: Value,
+    saved: Option<Value>,
+    task: TaskResult,
     success: bool,
-    task: Option<&TaskResult>,
-) -> CallToolResult {
-    let (content, links) = match task {
-        Some(task) => {
-            let json_bytes = serde_json::to_vec(&value)
-                .map(|v| v.len())
-                .unwrap_or(usize::MAX / 2);
-            (
-                crate::resources::images(store, task, json_bytes),
-                crate::resources::links(task),
-            )
-        }
-        None => (Vec::new(), Vec::new()),
+    limit: usize,
+) -> Answer {
+    let links = crate::resources::links(&task);
+    let listed = TaskResult {
+        task_id: task.task_id.clone(),
+        artifacts: task.artifacts.clone(),
+        ..TaskResult::bare(task.status)
     };
+    let whole = task.task_id.as_deref().map(Whole::result_of);
+    let status = task.status;
+    let (shown, cuts) = task.into_answer();
+    let value = match saved {
+        Some(saved) if cuts.is_empty() => saved,
+        _ => shown,
+    };
+    let cap = MAX_INLINE_RESULT_BYTES.min(limit.saturating_sub(ANSWER_ENVELOPE_BYTES));
+    let images = crate::resources::images(store, &listed, warden_core::answer::size(&value), cap);
     let mut result = if success {
         CallToolResult::structured(value)
     } else {
         CallToolResult::structured_error(value)
     };
-    result.content.extend(content);
+    result.content.extend(images);
     result.content.extend(links);
-    result
+    Answer {
+        result,
+        whole,
+        cuts,
+        fixed_schema: false,
+        status,
+    }
 }
 
 fn object(value: Value) -> JsonObject {

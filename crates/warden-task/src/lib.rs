@@ -30,6 +30,7 @@ pub(crate) use warden_script as script;
 
 pub mod batch;
 pub mod contract;
+mod kept;
 pub mod records;
 pub mod replay;
 pub mod result;

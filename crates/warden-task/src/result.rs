@@ -324,6 +324,29 @@ impl TaskResult {
     pub fn size(&self) -> usize {
         serde_json::to_vec(self).map(|v| v.len()).unwrap_or(0)
     }
+
+    /// This result as an answer carries it, with what it leaves out: the
+    /// receipt's artifact hashes cut to the first
+    /// [`MAX_RESULT_ARTIFACTS`](crate::limits::MAX_RESULT_ARTIFACTS), as
+    /// `artifacts` lists the first files, so a task that wrote a thousand
+    /// files answers in kilobytes. `result.json` keeps every hash (a
+    /// replay compares them all); the answer's marker points there.
+    pub fn into_answer(mut self) -> (Value, Vec<warden_core::answer::Cut>) {
+        let mut cuts = Vec::new();
+        let listed = crate::limits::MAX_RESULT_ARTIFACTS;
+        if let Some(receipt) = &mut self.receipt
+            && receipt.artifacts.len() > listed
+        {
+            let total = receipt.artifacts.len();
+            receipt.artifacts.truncate(listed);
+            cuts.push(warden_core::answer::Cut::items(
+                "/receipt/artifacts",
+                listed,
+                total,
+            ));
+        }
+        (self.to_json(), cuts)
+    }
 }
 
 /// A task's `result.json` as its owner reads it back, up to `MAX_INLINE_RESULT_BYTES`.

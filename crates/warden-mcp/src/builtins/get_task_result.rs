@@ -97,10 +97,12 @@ impl Builtin for GetTaskResult {
                 return Err(error);
             }
             let task_dir = crate::task::result_dir(&input.task_id);
+            let mut whole_inline = false;
             let answer = match read_saved(store, &input.task_id)? {
                 SavedFile::Whole(text) => {
                     let result: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                     let head = SavedHead::of(&result);
+                    whole_inline = true;
                     Saved {
                         task_id: &input.task_id,
                         task_dir,
@@ -119,7 +121,12 @@ impl Builtin for GetTaskResult {
                     size_bytes: Some(size_bytes),
                 },
             };
-            Reply::data(&answer)
+            let reply = Reply::data(&answer)?;
+            // Cut to the answer bound, it points at the file it came from.
+            Ok(match whole_inline {
+                true => reply.kept_in(&input.task_id, crate::artifacts::RESULT_FILE),
+                false => reply,
+            })
         })
     }
 }

@@ -71,6 +71,11 @@ impl Builtin for ListArtifacts {
                 }
             };
             let offset = input.offset as usize;
+            // A page also ends where its answer, sent twice (structured
+            // and as text), would pass the answer bound: `next_offset`
+            // goes on from there, so nothing is cut.
+            let budget = page_budget(call.ctx.limits().max_answer_bytes);
+            let mut used = 0;
             let page: Vec<File> = files
                 .iter()
                 .skip(offset)
@@ -79,6 +84,11 @@ impl Builtin for ListArtifacts {
                     filename: name,
                     size_bytes: *size,
                     mime_type: crate::artifacts::mime_type(name),
+                })
+                .take_while(|file| {
+                    let first = used == 0;
+                    used += warden_core::answer::size(file) + 1;
+                    first || used <= budget
                 })
                 .collect();
             let next = (offset + page.len() < files.len()).then_some(offset + page.len());
@@ -89,4 +99,11 @@ impl Builtin for ListArtifacts {
             })
         })
     }
+}
+
+/// Bytes of file entries one page may hold under the answer bound
+/// `limit`: half of it (the page is sent twice), less the envelope and
+/// the page's own fields.
+fn page_budget(limit: usize) -> usize {
+    (limit.saturating_sub(crate::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(1_024)
 }

@@ -46,15 +46,24 @@ impl Builtin for ReadArtifact {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: ReadArtifactInput = decode(call.arguments)?;
-            let max = in_range("max_bytes", input.max_bytes, 1, MAX_READ_CHUNK_BYTES as u64)? as usize;
-            let read = call.ctx.store().view(&call.origin.principal).read(
-                &input.task_id,
-                &input.filename,
-                input.offset,
-                max,
-                input.encoding,
-            );
-            match read {
+            let mut max = in_range("max_bytes", input.max_bytes, 1, MAX_READ_CHUNK_BYTES as u64)? as usize;
+            let view = call.ctx.store().view(&call.origin.principal);
+            let read = |max| view.read(&input.task_id, &input.filename, input.offset, max, input.encoding);
+            // The chunk is sent twice (structured and as text) and must
+            // stay within the answer bound: a smaller chunk, with
+            // `next_offset` going on from its end, rather than a cut one.
+            let budget = chunk_budget(call.ctx.limits().max_answer_bytes);
+            let mut read_once = read(max);
+            for _ in 0..8 {
+                let Ok(chunk) = &read_once else { break };
+                let used = warden_core::answer::size(chunk);
+                if used <= budget || max == 1 {
+                    break;
+                }
+                max = (max.saturating_mul(budget) / used).clamp(1, max - 1);
+                read_once = read(max);
+            }
+            match read_once {
                 // The artifact store's own answer, serialised here, at the edge.
                 Ok(chunk) => Reply::data(&chunk),
                 Err(error) => Err(super::explain_missing(
@@ -67,4 +76,10 @@ impl Builtin for ReadArtifact {
             }
         })
     }
+}
+
+/// Bytes one chunk's answer may take under the answer bound `limit`:
+/// half of it (the answer is sent twice), less the envelope.
+fn chunk_budget(limit: usize) -> usize {
+    (limit.saturating_sub(crate::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(256)
 }

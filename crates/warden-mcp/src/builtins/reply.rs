@@ -1,5 +1,5 @@
 //! What a built-in returns, typed, and its one conversion to an MCP
-//! result ([`Reply::into_call_result`]).
+//! answer ([`Reply::into_answer`], which the answer bound then cuts).
 //!
 //! A task's result and a batch's keep their types up to here, so the
 //! server reads how a call ended (status, task type, error kind) from
@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::batch::BatchResult;
+use crate::bound::{Answer, Whole};
 use crate::error::{GuardError, TaskErrorKind};
 use crate::task::{TaskResult, TaskStatus};
 
@@ -21,10 +22,13 @@ pub enum Reply {
     Task(Box<TaskResult>),
     /// A batch run within its request.
     Batch(Box<BatchResult>),
-    /// Any other answer, with the status it reports (`None`: success).
+    /// Any other answer, with the status it reports (`None`: success),
+    /// and the task file that holds its whole value, if one does (see
+    /// [`Reply::kept_in`]).
     Data {
         status: Option<&'static str>,
         body: Value,
+        kept: Option<Whole>,
     },
 }
 
@@ -34,6 +38,7 @@ impl Reply {
         Ok(Self::Data {
             status: None,
             body: to_json(body)?,
+            kept: None,
         })
     }
 
@@ -42,7 +47,21 @@ impl Reply {
         Ok(Self::Data {
             status: Some(status),
             body: to_json(body)?,
+            kept: None,
         })
+    }
+
+    /// This answer, whose whole value `file` of task `task_id` holds
+    /// already (`get_task_result`'s is that task's `result.json`): cut to
+    /// the answer bound, it points there instead of keeping a copy.
+    pub fn kept_in(mut self, task_id: &str, file: &str) -> Self {
+        if let Self::Data { kept, .. } = &mut self {
+            *kept = Some(Whole {
+                task_id: task_id.to_string(),
+                filename: file.to_string(),
+            });
+        }
+        self
     }
 
     /// How the call ended, as request events and spans say it.
@@ -70,17 +89,36 @@ impl Reply {
         }
     }
 
-    /// The MCP result: structured (an error unless its status is
-    /// success), then a task's PNG charts inline and a link per artifact
-    /// (see `tasks::call_result`).
-    pub fn into_call_result(self, store: crate::artifacts::View<'_>) -> CallToolResult {
+    /// The MCP answer, for the answer bound (`crate::bound`): structured
+    /// (an error unless its status is success); a task's with its PNG
+    /// charts inline and a link per artifact (see `tasks::task_answer`),
+    /// its receipt hashes cut as [`TaskResult::into_answer`] cuts them,
+    /// and its `result.json` as where the whole value is.
+    pub fn into_answer(self, store: crate::artifacts::View<'_>, limit: usize) -> Answer {
         let success = self.status() == TaskStatus::Success.as_str();
-        let (body, task) = match self {
-            Self::Task(result) => (result.to_json(), Some(result)),
-            Self::Batch(batch) => (batch.to_json(), None),
-            Self::Data { body, .. } => (body, None),
-        };
-        crate::tasks::call_result(store, body, success, task.as_deref())
+        match self {
+            Self::Task(result) => crate::tasks::task_answer(store, None, *result, success, limit),
+            Self::Batch(batch) => {
+                let status = batch.status;
+                let mut answer = Answer::plain(structured(batch.to_json(), success));
+                answer.status = status;
+                answer
+            }
+            Self::Data { body, kept, .. } => {
+                let mut answer = Answer::plain(structured(body, success));
+                answer.whole = kept;
+                answer
+            }
+        }
+    }
+}
+
+/// A structured result, an error unless `success`.
+fn structured(body: Value, success: bool) -> CallToolResult {
+    if success {
+        CallToolResult::structured(body)
+    } else {
+        CallToolResult::structured_error(body)
     }
 }
 
