@@ -462,7 +462,7 @@ async fn a_secret_named_for_workers_stops_the_start_naming_it() {
     let dir = tempfile::tempdir().expect("temp dir");
     let run = run_cli(
         TESTBED,
-        &["--list-tools"],
+        &["call", "add_pure", r#"{"a": 1, "b": 2}"#],
         &[("WARDEN_WORKER_ENV", "HTTPS_PROXY,WARDEN_INPUT_STATE_KEY")],
         dir.path(),
     );
