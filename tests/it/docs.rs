@@ -669,3 +669,148 @@ fn the_readme_feature_table_is_the_facades_features() {
         "README.md's feature table (left) and Cargo.toml's [features] (right) disagree"
     );
 }
+
+/// Every guide a user reads: the README, docs/*.md and `.env.example`.
+fn guides() -> Vec<(String, String)> {
+    let mut guides = vec![
+        ("README.md".to_string(), read("README.md")),
+        (".env.example".to_string(), read(".env.example")),
+    ];
+    let mut docs: Vec<PathBuf> = std::fs::read_dir(workspace_root().join("docs"))
+        .expect("docs/")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.sort();
+    for path in docs {
+        let text = std::fs::read_to_string(&path).expect("guide");
+        guides.push((path.display().to_string(), text));
+    }
+    guides
+}
+
+#[test]
+fn every_warden_variable_the_guides_name_exists_in_the_code() {
+    // The other direction: a variable a guide names (a renamed or removed setting) must still be read somewhere.
+    let mut sources = String::new();
+    let mut files = Vec::new();
+    for dir in ["crates", "src", "examples", "tests/bin", "scripts", "deploy"] {
+        let root = workspace_root().join(dir);
+        all_files(&root, &mut files);
+    }
+    for file in files {
+        sources.push_str(&std::fs::read_to_string(&file).unwrap_or_default());
+    }
+    let mut stale = Vec::new();
+    for (guide, text) in guides() {
+        for name in warden_names(&text) {
+            // A family written with a wildcard (`WARDEN_MODEL_*`) is a prefix.
+            if !sources.contains(&name) {
+                stale.push(format!("{guide}: {name}"));
+            }
+        }
+    }
+    assert!(stale.is_empty(), "named in a guide but read nowhere: {stale:?}");
+}
+
+fn all_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            if !path.ends_with("target") && !path.ends_with("node_modules") {
+                all_files(&path, out);
+            }
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_cli_table_is_the_cli() {
+    // Every subcommand `--help` lists has a row in the guide's CLI table and every row's command exists; formats match.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let help = crate::common::run_cli(crate::common::FINANCE, &["--help"], &[], dir.path());
+    assert_eq!(help.code, 0, "{help:?}");
+    let guide = read(OPERATING_MD);
+    let table: Vec<&str> = guide
+        .lines()
+        .skip_while(|line| !line.starts_with("| command | what it does |"))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2)
+        .collect();
+    let first_cells: Vec<String> = table
+        .iter()
+        .map(|line| {
+            line.split(" | ")
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("| ")
+                .to_string()
+        })
+        .collect();
+    let commands: Vec<&str> = help
+        .stdout
+        .lines()
+        .skip_while(|line| !line.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|line| line.starts_with("  "))
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != "help")
+        .collect();
+    assert!(commands.len() >= 6, "{}", help.stdout);
+    for command in &commands {
+        assert!(
+            first_cells
+                .iter()
+                .any(|cell| cell.contains(&format!("`{command}"))),
+            "`{command}` (from --help) has no row in the CLI table of {OPERATING_MD}"
+        );
+    }
+    for cell in first_cells.iter().filter(|cell| !cell.starts_with("*(")) {
+        let named = cell
+            .trim_matches(|c| c == '`' || c == '*')
+            .split_whitespace()
+            .next()
+            .unwrap_or_default();
+        let named = named.trim_matches('`');
+        if named.starts_with('-') || named.starts_with('(') || named.is_empty() {
+            assert!(
+                help.stdout.contains(named.split('|').next().unwrap_or(named)),
+                "the flag {named} in the CLI table is not in --help"
+            );
+        } else {
+            assert!(
+                commands.contains(&named),
+                "the CLI table names `{named}`, which --help does not list"
+            );
+        }
+    }
+    let tools = crate::common::run_cli(crate::common::FINANCE, &["tools", "-h"], &[], dir.path());
+    let formats: Vec<String> = tools
+        .stdout
+        .split("possible values: ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .map(|values| values.split(", ").map(str::to_string).collect())
+        .unwrap_or_default();
+    assert!(!formats.is_empty(), "{}", tools.stdout);
+    let row = table
+        .iter()
+        .find(|line| line.starts_with("| `tools --format"))
+        .expect("a tools --format row");
+    let documented: Vec<&str> = row
+        .trim_start_matches("| `tools --format ")
+        .split('`')
+        .next()
+        .unwrap_or_default()
+        .split("\\|")
+        .collect();
+    assert_eq!(
+        documented, formats,
+        "tools --format values in {OPERATING_MD} vs --help"
+    );
+}
