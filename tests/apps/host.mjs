@@ -53,8 +53,9 @@ for s in [80.0, 85.0, 90.0, 95.0, 100.0, 105.0, 110.0, 115.0, 120.0] {
 }
 write_artifact("surface.png", heatmap(grid, #{x: "spot", y: "vol", z: "price", title: "Call price", x_label: "Spot", y_label: "Volatility"}));
 let rows = [];
-for i in 0..${CSV_ROWS} { rows.push(#{i: i, label: "row " + i, y: (i * i) % 97}); }
-write_artifact("rows.csv", to_csv(rows, ["i", "label", "y"]));
+for i in 0..${CSV_ROWS} { rows.push(#{i: i, label: "row " + i, y: (i * i) % 97, noise: 0.1 + 0.2 - 0.3, third: i / 3.0}); }
+write_artifact("rows.csv", to_csv(rows, ["i", "label", "y", "noise", "third"]));
+print("printed by the script");
 final_answer(#{task_type: "analysis", summary: "63 prices on a grid and ${CSV_ROWS} rows", metrics: #{scenarios: grid.len(), rows: rows.len()}})
 `;
 
@@ -167,6 +168,8 @@ async function main() {
       status: document.querySelector("#status").textContent,
       summary: document.querySelector("#summary").textContent,
       calls: [...document.querySelectorAll("#calls tr")].slice(1).map((tr) => tr.children[3].textContent),
+      detail_wraps: [...document.querySelectorAll("#calls tr")].slice(1)
+        .every((tr) => getComputedStyle(tr.children[5]).whiteSpace === "pre-wrap"),
     }));
     await batch.page.close();
     const failingInput = { script: 'let x = 1; throw "no data for 2020"' };
@@ -228,6 +231,7 @@ async function inspect() {
   return {
     status: text("#status"),
     summary: text("#summary"),
+    output: document.querySelector("#output").hidden ? null : text("#output pre"),
     task: text("#task"),
     metrics,
     errors: [...document.querySelectorAll(".error")].filter((e) => !e.hidden).map((e) => e.textContent),
@@ -267,7 +271,9 @@ function judge(checks) {
   expect(image.complete && image.width > 0 && image.variance > 100 && image.colours > 20, "the chart image loaded and is not blank");
   expect(table.rows === SHOWN_ROWS, `the table draws ${SHOWN_ROWS} rows`);
   expect(String(table.note).startsWith(`showing ${SHOWN_ROWS} of ${CSV_ROWS} rows`), "the table says how many rows it shows");
-  expect(JSON.stringify(table.row_7) === JSON.stringify(["7", "row 7", "49"]), "a known cell (row 7, y = 49)");
+  expect(JSON.stringify(table.row_7) === JSON.stringify(["7", "row 7", "49", "0", "2.33333"]),
+    "a known row, numbers for people (row 7: y = 49, rounding noise as 0, 7/3 to six figures)");
+  expect(String(checks.output).includes("printed by the script"), "the script's printed output is shown");
   const sorted = checks.sorted_descending || {};
   expect(sorted.ascending_first === "0" && sorted.descending_first === "96" && sorted.aria_sort === "descending", "sorting by a header click");
   expect((checks.errors || []).length === 0, "the view shows no error");
@@ -281,6 +287,7 @@ function judge(checks) {
   expect(batch.status === "failed" && JSON.stringify(batch.calls) === JSON.stringify(["success", "failed"]),
     "a batch shows each call's status");
   expect(String(batch.summary).includes("1 succeeded, 1 failed"), "a batch's counts are its summary");
+  expect(batch.detail_wraps === true, "a batch's outputs wrap in their cells instead of running off the edge");
   const failed = checks.failed_script || {};
   expect(failed.status === "failed" && String(failed.error).includes("no data for 2020"), "a failed script shows its error");
   return failures;
