@@ -90,6 +90,18 @@ impl Resources {
         self.failed.insert(id, (name, reason));
     }
 
+    /// The resources whose factories failed at startup, by type name, with
+    /// why (what `/readyz` reports), in name order.
+    pub fn failures(&self) -> Vec<(&'static str, &str)> {
+        let mut failures: Vec<(&'static str, &str)> = self
+            .failed
+            .values()
+            .map(|(name, reason)| (*name, reason.as_str()))
+            .collect();
+        failures.sort_unstable();
+        failures
+    }
+
     /// The resource of type `T`, or an error naming the type when the app
     /// never registered it.
     pub fn get<T: Any + Send + Sync>(&self) -> Result<&T, GuardError> {

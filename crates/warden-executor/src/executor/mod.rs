@@ -235,6 +235,11 @@ impl Executor {
         &self.registry
     }
 
+    /// The app's managed resources (and those that failed to load).
+    pub fn resources(&self) -> &Resources {
+        &self.resources
+    }
+
     pub fn limits(&self) -> &Limits {
         &self.limits
     }
