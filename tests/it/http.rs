@@ -272,6 +272,27 @@ async fn a_managed_resource_that_failed_to_load_makes_the_node_not_ready() {
 }
 
 #[tokio::test]
+async fn the_old_examples_placeholder_token_stops_the_server() {
+    // deploy/tokens.txt once shipped a working line for the token "change-me" on a port
+    // published on every interface: a tokens file that still lists it is refused at start.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.txt");
+    std::fs::write(
+        &file,
+        "analyst-1 e2186dbdb1bb4193608605e84f33208765b5693b55edd4f730a719a100eeea6f\n",
+    )
+    .unwrap();
+    let file = file.to_string_lossy().to_string();
+    let refused = HttpServer::start_on(FINANCE, "127.0.0.1:0", &[("WARDEN_API_TOKENS_FILE", &file)]).await;
+    let Err(stderr) = refused else {
+        panic!("served with the example's placeholder token");
+    };
+    assert!(stderr.contains("WARDEN_API_TOKENS_FILE"), "{stderr}");
+    assert!(stderr.contains("placeholder"), "{stderr}");
+    assert!(stderr.contains("openssl rand -hex 32"), "{stderr}");
+}
+
+#[tokio::test]
 async fn sessions_beyond_the_cap_are_refused_with_retry_after() {
     let server = HttpServer::start(FINANCE, &[("WARDEN_HTTP_MAX_SESSIONS", "2")]).await;
     let mut ids = Vec::new();
