@@ -597,7 +597,7 @@ const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
 /// `probe URL`: one HTTP/1.0 GET over std's TCP, so a container image
 /// needs no shell tool (curl, bash's `/dev/tcp`) for its healthcheck.
 /// Exit 0 on a 2xx answer, 1 on any other answer or none in time, 2 for
-/// a URL it cannot probe. The answer's body (the checks of `/readyz`) goes
+/// a URL that is not plain `http://` (a usage error). The answer's body (the checks of `/readyz`) goes
 /// to stdout, so `docker inspect` shows why a node is unhealthy.
 fn probe(url: &str) -> ExitCode {
     use std::io::{Read, Write};
@@ -614,9 +614,11 @@ fn probe(url: &str) -> ExitCode {
     let address = std::net::ToSocketAddrs::to_socket_addrs(&with_port)
         .ok()
         .and_then(|mut addresses| addresses.next());
+    // Unresolvable is "no answer" (1), not a usage error: Docker reads a
+    // healthcheck's 1 as unhealthy and reserves 2.
     let Some(address) = address else {
-        eprintln!("error: probe: '{authority}' is not a reachable host:port");
-        return ExitCode::from(2);
+        eprintln!("probe: {url}: '{authority}' does not resolve to an address");
+        return ExitCode::from(1);
     };
     let answer = (|| -> std::io::Result<String> {
         let mut stream = std::net::TcpStream::connect_timeout(&address, PROBE_TIMEOUT)?;

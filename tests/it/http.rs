@@ -265,6 +265,7 @@ async fn a_managed_resource_that_failed_to_load_makes_the_node_not_ready() {
     let port = closed.local_addr().unwrap().port();
     drop(closed);
     assert_eq!(probe(&format!("http://127.0.0.1:{port}/readyz")).await.0, Some(1));
+    assert_eq!(probe("http://no-such-host.invalid:8080/readyz").await.0, Some(1));
     assert_eq!(
         probe(&format!("https://127.0.0.1:{port}/readyz")).await.0,
         Some(2)
