@@ -99,6 +99,12 @@ enum Command {
     },
     /// Check any Warden server command from the outside: `preflight -- <command> [args…]`.
     Preflight(crate::preflight::PreflightArgs),
+    /// GET an http:// URL, e.g. http://127.0.0.1:8080/readyz, as a container healthcheck: exit 0 on
+    /// a 2xx answer, 1 on any other answer or none within 5 s (the answer is printed either way).
+    Probe {
+        /// The URL to GET (plain http://, as a node is reached on its own loopback).
+        url: String,
+    },
     /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
     #[cfg(feature = "testing")]
     Test(crate::testing::TestArgs),
@@ -223,6 +229,8 @@ fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
         },
         (false, None) => Command::Serve { http: None },
         (false, Some(Command::Preflight(args))) => return Plan::Preflight(args),
+        // Never builds the app: a healthcheck must not load its resources.
+        (false, Some(Command::Probe { url })) => return Plan::Exit(probe(&url)),
         #[cfg(feature = "testing")]
         (false, Some(Command::Test(args))) => return Plan::Test(args),
         (false, Some(command)) => command,
@@ -391,7 +399,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
         Command::Replay { task_id } => replay(runtime, &task_id).await,
         Command::Usage { days, principal } => usage(runtime, days, principal.as_deref()).await,
         // Handled in `main` before any runtime exists (they build their own).
-        Command::Preflight(_) => ExitCode::from(2),
+        Command::Preflight(_) | Command::Probe { .. } => ExitCode::from(2),
         #[cfg(feature = "testing")]
         Command::Test(_) => ExitCode::from(2),
     }
@@ -634,6 +642,74 @@ fn print_result(outcome: Result<(Value, bool), crate::error::GuardError>) -> Exi
         }
         Err(error) => {
             eprintln!("error ({}): {}", error.code, error.message);
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// How long `probe` waits to connect, and for each read of the answer.
+const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// `probe URL`: one HTTP/1.0 GET over std's TCP, so a container image
+/// needs no shell tool (curl, bash's `/dev/tcp`) for its healthcheck.
+/// Exit 0 on a 2xx answer, 1 on any other answer or none in time, 2 for
+/// a URL that is not plain `http://` (a usage error). The answer's body (the checks of `/readyz`) goes
+/// to stdout, so `docker inspect` shows why a node is unhealthy.
+fn probe(url: &str) -> ExitCode {
+    use std::io::{Read, Write};
+    let Some(rest) = url.strip_prefix("http://") else {
+        eprintln!("error: probe takes a plain http:// URL, e.g. http://127.0.0.1:8080/readyz; got '{url}'");
+        return ExitCode::from(2);
+    };
+    let (authority, path) = rest.find('/').map_or((rest, "/"), |at| rest.split_at(at));
+    let with_port = if authority.ends_with(']') || !authority.contains(':') {
+        format!("{authority}:80")
+    } else {
+        authority.to_string()
+    };
+    let address = std::net::ToSocketAddrs::to_socket_addrs(&with_port)
+        .ok()
+        .and_then(|mut addresses| addresses.next());
+    // Unresolvable is "no answer" (1), not a usage error: Docker reads a
+    // healthcheck's 1 as unhealthy and reserves 2.
+    let Some(address) = address else {
+        eprintln!("probe: {url}: '{authority}' does not resolve to an address");
+        return ExitCode::from(1);
+    };
+    let answer = (|| -> std::io::Result<String> {
+        let mut stream = std::net::TcpStream::connect_timeout(&address, PROBE_TIMEOUT)?;
+        stream.set_read_timeout(Some(PROBE_TIMEOUT))?;
+        stream.set_write_timeout(Some(PROBE_TIMEOUT))?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.0\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+        )?;
+        let mut bytes = Vec::new();
+        // An answer is a few hundred bytes; a runaway one is cut, not held.
+        stream.take(1 << 16).read_to_end(&mut bytes)?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    })();
+    let answer = match answer {
+        Ok(answer) => answer,
+        Err(error) => {
+            eprintln!("probe: {url}: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse::<u16>().ok());
+    let body = answer.split_once("\r\n\r\n").map_or("", |(_, body)| body);
+    println!("{}", body.trim_end());
+    match status {
+        Some(200..=299) => ExitCode::SUCCESS,
+        Some(code) => {
+            eprintln!("probe: {url} answered {code}");
+            ExitCode::from(1)
+        }
+        None => {
+            eprintln!("probe: {url} gave no HTTP answer");
             ExitCode::from(1)
         }
     }

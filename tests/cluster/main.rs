@@ -7,6 +7,9 @@
 //! A test binary of its own: cargo runs test binaries one after another,
 //! so these CPU-heavy runs (hundreds of sandboxed workers on three nodes)
 //! never overlap the timing-sensitive tests of `it`.
+//!
+//! `balancer` runs `deploy/nginx.conf` in front of three nodes; it needs
+//! nginx (`scripts/with-nginx`, run by `scripts/test`), not PostgreSQL or S3.
 
 // The shared helpers of `it` hold more than these tests use.
 #![allow(dead_code)]
@@ -15,6 +18,8 @@
 mod common;
 #[path = "../it/fake_model.rs"]
 mod fake_model;
+
+mod balancer;
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};

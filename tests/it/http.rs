@@ -192,7 +192,7 @@ async fn health_answers_and_readiness_checks_the_store() {
     let body: Value = readyz.json().await.unwrap();
     assert_eq!(
         body["checks"],
-        json!({"artifacts": "ok", "task_store": "ok", "worker": "ok"})
+        json!({"artifacts": "ok", "resources": "ok", "task_store": "ok", "worker": "ok"})
     );
 
     // An artifacts directory that cannot take a write: the task store cannot open there.
@@ -214,6 +214,83 @@ async fn health_answers_and_readiness_checks_the_store() {
         .to_string();
     assert!(store.contains("task store"), "{body}");
     assert!(store.contains("WARDEN_ARTIFACTS_DIR"), "{body}");
+}
+
+/// `FINANCE probe URL` (the compose healthcheck): its exit code and stdout.
+async fn probe(url: &str) -> (Option<i32>, String) {
+    let output = tokio::process::Command::new(FINANCE)
+        .args(["probe", url])
+        .output()
+        .await
+        .expect("run probe");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn a_managed_resource_that_failed_to_load_makes_the_node_not_ready() {
+    // The image served get_quote broken (its quotes file missing) while /readyz said
+    // ready: a managed resource that failed to load is a failed check naming it and
+    // why, and the healthcheck (`probe`) exits 1 on it, 0 on a ready node.
+    let missing = "/nonexistent/warden-finance/sample_market_data.csv";
+    let broken = HttpServer::start(FINANCE, &[("WARDEN_FINANCE_DATA", missing)]).await;
+    let readyz = reqwest::get(format!("{}/readyz", broken.base)).await.unwrap();
+    assert_eq!(readyz.status(), 503);
+    let body: Value = readyz.json().await.unwrap();
+    assert_eq!(body["status"], "not_ready", "{body}");
+    let resources = body["checks"]["resources"].as_str().unwrap_or_default();
+    assert!(resources.contains("QuoteBook"), "{body}");
+    assert!(resources.contains(missing), "{body}");
+    assert_eq!(body["checks"]["worker"], "ok", "only the resource fails: {body}");
+    let client = broken.stateless_client(None).await;
+    let result = client
+        .call_tool(
+            CallToolRequestParams::new("get_quote").with_arguments(arguments(json!({"symbol": "AAPL"}))),
+        )
+        .await
+        .unwrap();
+    assert!(is_error(&result), "what readiness warns about: {result:?}");
+
+    let (code, out) = probe(&format!("{}/readyz", broken.base)).await;
+    assert_eq!(code, Some(1), "{out}");
+    assert!(out.contains("QuoteBook"), "the answer is shown: {out}");
+    let ready = HttpServer::start(FINANCE, &[]).await;
+    let (code, out) = probe(&format!("{}/readyz", ready.base)).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("\"ready\""), "{out}");
+    // Nothing listening, and a URL it cannot probe.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    assert_eq!(probe(&format!("http://127.0.0.1:{port}/readyz")).await.0, Some(1));
+    assert_eq!(probe("http://no-such-host.invalid:8080/readyz").await.0, Some(1));
+    assert_eq!(
+        probe(&format!("https://127.0.0.1:{port}/readyz")).await.0,
+        Some(2)
+    );
+}
+
+#[tokio::test]
+async fn the_old_examples_placeholder_token_stops_the_server() {
+    // deploy/tokens.txt once shipped a working line for the token "change-me" on a port
+    // published on every interface: a tokens file that still lists it is refused at start.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("tokens.txt");
+    std::fs::write(
+        &file,
+        "analyst-1 e2186dbdb1bb4193608605e84f33208765b5693b55edd4f730a719a100eeea6f\n",
+    )
+    .unwrap();
+    let file = file.to_string_lossy().to_string();
+    let refused = HttpServer::start_on(FINANCE, "127.0.0.1:0", &[("WARDEN_API_TOKENS_FILE", &file)]).await;
+    let Err(stderr) = refused else {
+        panic!("served with the example's placeholder token");
+    };
+    assert!(stderr.contains("WARDEN_API_TOKENS_FILE"), "{stderr}");
+    assert!(stderr.contains("placeholder"), "{stderr}");
+    assert!(stderr.contains("openssl rand -hex 32"), "{stderr}");
 }
 
 #[tokio::test]

@@ -2,8 +2,10 @@
 //!
 //! `/healthz` says the process is serving HTTP. `/readyz` says it can do
 //! work: the artifacts directory takes a write, the task store answers (and
-//! the object store takes a write, when there is one) and a worker process
-//! starts and answers. That probe spawns a process, so its answer is cached for
+//! the object store takes a write, when there is one), a worker process
+//! starts and answers, and every managed resource loaded at startup (a
+//! guard that borrows one that failed answers every call with the failure,
+//! so such a node is not ready: the check names the resource and why). That probe spawns a process, so its answer is cached for
 //! [`READY_CACHE`] and concurrent probes share one run: a load balancer (or
 //! a flood) polling `/readyz` costs at most one worker start per period.
 //! While the server drains, `/readyz` answers 503 so traffic moves away.
@@ -66,6 +68,23 @@ impl Health {
                 Err(error) => json!(format!("unavailable: {error}")),
             },
         );
+        // Resources load once, at startup: a failed one stays failed until
+        // the process restarts with the cause fixed.
+        let failed = self.tasks.executor.resources().failures();
+        checks.insert(
+            "resources".into(),
+            if failed.is_empty() {
+                json!("ok")
+            } else {
+                json!(
+                    failed
+                        .iter()
+                        .map(|(name, reason)| format!("{name} failed to load: {reason}"))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            },
+        );
         let objects = self.tasks.store.remote().map(|remote| remote.probe());
         if let Some(objects) = &objects {
             checks.insert(
@@ -76,7 +95,11 @@ impl Health {
                 },
             );
         }
-        let ready = artifacts.is_ok() && worker.is_ok() && store.is_ok() && objects.is_none_or(|o| o.is_ok());
+        let ready = artifacts.is_ok()
+            && worker.is_ok()
+            && store.is_ok()
+            && failed.is_empty()
+            && objects.is_none_or(|o| o.is_ok());
         let status = if ready {
             StatusCode::OK
         } else {

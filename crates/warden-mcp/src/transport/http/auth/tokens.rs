@@ -20,6 +20,11 @@ use crate::tenant::Principal;
 /// The variable naming the token file.
 pub(super) const TOKENS_FILE_VAR: &str = "WARDEN_API_TOKENS_FILE";
 
+/// The SHA-256 of "change-me", the token the old `deploy/tokens.txt`
+/// example shipped with a working line: whoever read the example holds it,
+/// so a file that still lists it stops the server.
+const PLACEHOLDER_HASH: &str = "e2186dbdb1bb4193608605e84f33208765b5693b55edd4f730a719a100eeea6f";
+
 /// One line of the file: who, and the SHA-256 of their token.
 struct Entry {
     principal: Principal,
@@ -97,6 +102,15 @@ impl TokenTable {
                         .into(),
                 )
             })?;
+            if parse_hash(PLACEHOLDER_HASH) == Some(hash) {
+                return Err(problem(
+                    number,
+                    "is the example's placeholder token \"change-me\", which anyone who read the example \
+                     can use; make a token (e.g. `openssl rand -hex 32`), give it to the principal and \
+                     write its SHA-256 here (`printf %s \"$TOKEN\" | sha256sum`)"
+                        .into(),
+                ));
+            }
             if let Some((first, _)) = entries.iter().find(|(_, e)| e.hash == hash) {
                 return Err(problem(
                     number,
@@ -172,6 +186,26 @@ mod tests {
 
     fn message(result: Result<TokenTable, AuthConfigError>) -> String {
         result.map(|_| ()).expect_err("a parse error").to_string()
+    }
+
+    #[test]
+    fn the_examples_placeholder_token_is_refused() {
+        // The old deploy/tokens.txt listed the hash of "change-me": that line
+        // stops the server, naming the variable, the line and how to make a token.
+        assert_eq!(sha256_hex("change-me"), PLACEHOLDER_HASH);
+        let text = format!(
+            "alice {}\nanalyst-1 {PLACEHOLDER_HASH}\n",
+            sha256_hex("tok-alice")
+        );
+        let message = message(TokenTable::parse(&text, "tokens.txt"));
+        assert!(
+            message.starts_with("WARDEN_API_TOKENS_FILE tokens.txt line 2:"),
+            "{message}"
+        );
+        assert!(
+            message.contains("placeholder") && message.contains("openssl rand"),
+            "{message}"
+        );
     }
 
     #[test]

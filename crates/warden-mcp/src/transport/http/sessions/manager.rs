@@ -519,6 +519,38 @@ impl rmcp::transport::Transport<RoleServer> for SessionTransport {
     }
 }
 
+/// This node's part of every session id it mints: `WARDEN_NODE_ID` (else
+/// the host name, as in task records), in the characters a session id may
+/// hold and a balancer's pattern can name without escaping: letters,
+/// digits, `-`, `_` and `.`; any other character becomes `_`.
+fn node_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| {
+        crate::node::Node::this()
+            .host
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    })
+}
+
+/// A session id: `NODE.UUID`. A 2025-11-25 session lives on the node that
+/// opened it, and a load balancer sees nothing else that names it on the
+/// requests that follow `initialize`: with the node in the id, a stock
+/// balancer maps the `Mcp-Session-Id` header to the node that holds the
+/// session (`deploy/nginx.conf`; the rule is in docs/operating.md, "Several
+/// nodes"). The node is everything before the last `.` (a UUID has none);
+/// the UUID is random, so the id stays unguessable.
+fn session_id(node: &str, random: uuid::Uuid) -> String {
+    format!("{node}.{random}")
+}
+
 /// An SSE stream's events as rmcp's service reads them.
 pub struct Events(mpsc::Receiver<ServerSseMessage>);
 
@@ -540,7 +572,7 @@ impl SessionManager for Manager {
         let owner = super::OPENER
             .try_with(|opener| opener.principal.clone())
             .unwrap_or_default();
-        let id: SessionId = uuid::Uuid::new_v4().to_string().into();
+        let id: SessionId = session_id(node_prefix(), uuid::Uuid::new_v4()).into();
         let (sender, receiver) = mpsc::channel(self.inner.config.channel_capacity.max(1));
         let session = Arc::new(Session {
             routes: tokio::sync::Mutex::new(Routes::new(&self.inner.config)),
@@ -741,6 +773,24 @@ mod tests {
         super::super::OPENER
             .scope(opener, async { manager.create_session().await.map(|(id, _)| id) })
             .await
+    }
+
+    #[test]
+    fn a_session_id_names_its_node_before_the_last_dot() {
+        // What a balancer's rule relies on: NODE.UUID, the node recoverable
+        // whatever dots it holds, and only characters a session id may hold.
+        let random = uuid::Uuid::new_v4();
+        let id = session_id("node-a.example", random);
+        let (node, rest) = id.rsplit_once('.').expect("a dot");
+        assert_eq!((node, rest), ("node-a.example", random.to_string().as_str()));
+        let prefix = node_prefix();
+        assert!(!prefix.is_empty());
+        assert!(
+            prefix
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')),
+            "{prefix}"
+        );
     }
 
     #[tokio::test]
