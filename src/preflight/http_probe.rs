@@ -101,7 +101,7 @@ impl Probe {
                     Check::fail(
                         &name,
                         format!("/{path} answered {status}: {}", excerpt(&body)),
-                        "see the failing check in the body; /readyz needs a writable artifacts directory and a worker that starts",
+                        "see the failing check in the body; /readyz needs a writable artifacts directory, a worker that starts and every managed resource loaded",
                     )
                 }
             }
