@@ -106,6 +106,67 @@ impl WardenServer {
         .await;
     }
 
+    /// The tools `principal`, holding `scopes`, may call: what its
+    /// `tools/list` shows and its unknown-tool error names.
+    fn visible_tools(&self, principal: &crate::tenant::Principal, scopes: &crate::tenant::Scopes) -> Vec<Tool> {
+        if self.executor.policy().is_none() {
+            return self.tools().to_vec();
+        }
+        self.tools()
+            .iter()
+            .filter(|tool| self.executor.permit(principal, scopes, &tool.name).is_ok())
+            .cloned()
+            .collect()
+    }
+
+    /// The protocol error for a tool `principal` does not know: a name
+    /// never registered, or a guard the policy denies it (the same answer,
+    /// so the two cannot be told apart), naming only what it may call.
+    fn unknown_tool(
+        &self,
+        name: &str,
+        principal: &crate::tenant::Principal,
+        scopes: &crate::tenant::Scopes,
+    ) -> ErrorData {
+        let tools = self.visible_tools(principal, scopes);
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        ErrorData::invalid_params(
+            format!("unknown tool '{name}'; available tools: {}", names.join(", ")),
+            None,
+        )
+    }
+
+    /// `Ok` when the caller may take `route` (a protocol method) to data a
+    /// tool also serves: the route follows that tool's rule in the policy
+    /// (docs/operating.md, "Who may call what"). Else the refusal, naming
+    /// the rule, as a protocol error, and a `request_rejected` event.
+    fn route_permit(
+        &self,
+        context: &RequestContext<RoleServer>,
+        tool: crate::registry::BuiltinTool,
+        route: &str,
+    ) -> Result<(), ErrorData> {
+        let (principal, scopes) = (principal_of(context), scopes_of(context));
+        let Err(error) = self.executor.permit(&principal, &scopes, tool.name()) else {
+            return Ok(());
+        };
+        let mut origin = Origin::request("direct", route);
+        origin.principal = principal;
+        self.executor.events().emit(
+            &origin,
+            "request_rejected",
+            json!({"reason": error.code, "follows": tool.name()}),
+        );
+        Err(ErrorData::invalid_request(
+            format!(
+                "{route} reads what {} does, so it follows its rule: {}",
+                tool.name(),
+                error.message
+            ),
+            Some(json!({"code": error.code, "tool": tool.name()})),
+        ))
+    }
+
     /// The task runner behind the tools.
     pub fn tasks(&self) -> &Arc<TaskRunner> {
         &self.tasks
@@ -297,6 +358,13 @@ impl WardenServer {
                 KeyValue::new("warden.node", self.runtime.records().node().to_string()),
             ],
         );
+        // Judged by the policy in force now, as its owner with the scopes
+        // its request carried: a task queued under an older policy that
+        // now denies its tool ends failed, naming the rule, and never runs.
+        if let Err(error) = self.executor.permit(&origin.principal, &origin.scopes, builtin.name()) {
+            self.refuse_claimed(&record, origin, error).await;
+            return;
+        }
         // Fired by tasks/cancel (or a shutdown) once the task is registered
         // as running here: while it waits for its owner's share, then while
         // it runs.
@@ -334,6 +402,27 @@ impl WardenServer {
             let _ = self.runtime.records().end(&record.id, &ended).await;
             self.tasks.forget_claimed(&record.id);
         }
+    }
+
+    /// Ends a claimed task the policy now refuses: `failed`, error kind
+    /// `forbidden`, the refusal (naming the rule) as its summary, with
+    /// request events saying so. Its slot is released when the caller
+    /// drops it.
+    async fn refuse_claimed(&self, record: &crate::task::store::TaskRecord, mut origin: Origin, error: GuardError) {
+        origin.task_id = Some(record.id.clone());
+        let events = self.executor.events();
+        events.emit(&origin, "request_started", json!({}));
+        events.emit(&origin, "request_rejected", json!({"reason": error.code}));
+        events.emit(
+            &origin,
+            "request_finished",
+            json!({"status": "failed", "task_type": null, "error_type": error.code, "duration_ms": 0.0}),
+        );
+        crate::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
+        let text = format!("the task did not run: {}", error.message);
+        let ended = TaskResult::failure(TaskStatus::Failed, text.clone())
+            .with_error(crate::error::TaskError::new(crate::error::TaskErrorKind::Forbidden, text));
+        let _ = self.runtime.records().end(&record.id, &ended).await;
     }
 
     /// Runs a built-in tool with request events around it.
@@ -470,6 +559,17 @@ impl WardenServer {
     #[cfg(feature = "http")]
     pub(crate) fn answers_directly(&self, name: &str) -> bool {
         self.executor.registry().get(name).is_some()
+    }
+
+    /// Whether the policy lets `principal`, holding `scopes`, call `name`.
+    #[cfg(feature = "http")]
+    pub(crate) fn may_call(
+        &self,
+        principal: &crate::tenant::Principal,
+        scopes: &crate::tenant::Scopes,
+        name: &str,
+    ) -> bool {
+        self.executor.permit(principal, scopes, name).is_ok()
     }
 
     /// One direct call of the guard `name` with request events around it,
@@ -788,17 +888,7 @@ impl ServerHandler for WardenServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        // Each principal sees only what the policy lets it call.
-        let tools = if self.executor.policy().is_some() {
-            let (principal, scopes) = (principal_of(&context), scopes_of(&context));
-            self.tools()
-                .iter()
-                .filter(|tool| self.executor.permit(&principal, &scopes, &tool.name).is_ok())
-                .cloned()
-                .collect()
-        } else {
-            self.tools().to_vec()
-        };
+        let tools = self.visible_tools(&principal_of(&context), &scopes_of(&context));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -819,7 +909,11 @@ impl ServerHandler for WardenServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         // The task view and the app's own resources are the same for every
         // principal (the view holds no data: it reads artifacts through the
-        // host's bridge, as the caller).
+        // host's bridge, as the caller). The view and artifact URIs are
+        // routes to task files: they follow read_artifact's rule.
+        if crate::view::is(&request.uri) || request.uri.starts_with(crate::resources::SCHEME) {
+            self.route_permit(&context, crate::registry::BuiltinTool::ReadArtifact, "resources/read")?;
+        }
         if let Some(view) = crate::view::read(&request.uri) {
             return Ok(view.into());
         }
@@ -835,6 +929,8 @@ impl ServerHandler for WardenServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        // A task's status and result: what get_task_result answers.
+        self.route_permit(&context, crate::registry::BuiltinTool::GetTaskResult, "tasks/get")?;
         let principal = principal_of(&context);
         let record = self.owned_task(&principal, &request.task_id).await?;
         Ok(GetTaskResult::new(crate::tasks::detailed(
@@ -901,6 +997,18 @@ impl ServerHandler for WardenServer {
         // (guards are checked again by the executor, on every path).
         let (principal, scopes) = (principal_of(&context), scopes_of(&context));
         if let Err(error) = self.executor.permit(&principal, &scopes, &name) {
+            // A denied guard does not exist for this caller: the answer
+            // of a name never registered (the operator's log keeps the rule).
+            if self.executor.registry().get(&name).is_some() {
+                let mut origin = Origin::request("direct", &name);
+                origin.principal = principal.clone();
+                self.executor.events().emit(
+                    &origin,
+                    "request_rejected",
+                    json!({"reason": error.code, "hidden": true}),
+                );
+                return Err(self.unknown_tool(&name, &principal, &scopes));
+            }
             let mut origin = Origin::request("direct", &name);
             origin.principal = principal;
             origin.scopes = scopes;
@@ -925,24 +1033,21 @@ impl ServerHandler for WardenServer {
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
             if builtin.runs_as_task() {
                 let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-                if crate::tasks::asks_for_task(&context.meta, declared)? {
+                // A caller the policy refuses get_task_result could never
+                // read the task's result (tasks/get follows that rule): it
+                // gets the plain result, as a client that did not ask.
+                let can_read = self
+                    .executor
+                    .permit(&principal, &scopes, crate::registry::BuiltinTool::GetTaskResult.name())
+                    .is_ok();
+                if crate::tasks::asks_for_task(&context.meta, declared)? && can_read {
                     return self.start_task(index, arguments, &context).await;
                 }
             }
             return Ok(self.call_builtin(builtin, arguments, &context).await.into());
         }
         if self.executor.registry().get(&name).is_none() {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "unknown tool '{name}'; available tools: {}",
-                    self.tools()
-                        .iter()
-                        .map(|t| t.name.as_ref())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None,
-            ));
+            return Err(self.unknown_tool(&name, &principal, &scopes));
         }
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let receipt = crate::receipts::asked(&context.meta)?;
