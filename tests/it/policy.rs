@@ -118,7 +118,10 @@ let greeks = calc_greeks_t(a);
     let door = result["value"][0].as_str().unwrap_or_default();
     assert!(door.contains("Function not found: price_option_t"), "{result}");
     let inline = result["value"][1].as_str().unwrap_or_default();
-    assert!(inline.contains("Function not found: implied_volatility"), "{result}");
+    assert!(
+        inline.contains("Function not found: implied_volatility"),
+        "{result}"
+    );
     assert_eq!(result["value"][2], true, "{result}");
     // The operator's log keeps the refusal.
     let events = server

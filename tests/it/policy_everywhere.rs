@@ -79,7 +79,12 @@ async fn a_denied_guard_is_as_unknown_as_one_that_does_not_exist_on_every_path()
     // tools/call: the unknown-tool protocol error, listing only what local may call.
     for hidden in ["price_option_t", "implied_volatility"] {
         let denied = rpc_error(server.try_call(hidden, option_args()).await.expect_err(hidden));
-        let absent = rpc_error(server.try_call("nope_guard", option_args()).await.expect_err("absent"));
+        let absent = rpc_error(
+            server
+                .try_call("nope_guard", option_args())
+                .await
+                .expect_err("absent"),
+        );
         assert_eq!(denied.0, absent.0, "{denied:?} vs {absent:?}");
         assert_eq!(as_absent(&denied.1, hidden), absent.1);
         names_nothing_hidden(&absent.1, None, &path, "the unknown-tool error");
@@ -87,9 +92,15 @@ async fn a_denied_guard_is_as_unknown_as_one_that_does_not_exist_on_every_path()
 
     // list_guards: no row, and bundle_coverage counts nothing hidden.
     let listed = structured(&server.call("list_guards", json!({})).await);
-    assert!(listed["guards"].as_array().is_some_and(|rows| !rows.is_empty()), "{listed}");
+    assert!(
+        listed["guards"].as_array().is_some_and(|rows| !rows.is_empty()),
+        "{listed}"
+    );
     names_nothing_hidden(&listed.to_string(), None, &path, "list_guards");
-    for arguments in [json!({}), json!({"slots": ["returns", "turnover", "spot", "strike"]})] {
+    for arguments in [
+        json!({}),
+        json!({"slots": ["returns", "turnover", "spot", "strike"]}),
+    ] {
         let coverage = structured(&server.call("bundle_coverage", arguments).await);
         assert!(coverage.is_object(), "{coverage}");
         names_nothing_hidden(&coverage.to_string(), None, &path, "bundle_coverage");
@@ -100,7 +111,10 @@ async fn a_denied_guard_is_as_unknown_as_one_that_does_not_exist_on_every_path()
         let denied = structured(&server.call("describe_guard", json!({"name": hidden})).await);
         let absent = structured(&server.call("describe_guard", json!({"name": "nope_guard"})).await);
         assert_eq!(denied["error"]["code"], "unknown_guard", "{denied}");
-        assert_eq!(as_absent(&denied["error"].to_string(), hidden), absent["error"].to_string());
+        assert_eq!(
+            as_absent(&denied["error"].to_string(), hidden),
+            absent["error"].to_string()
+        );
         names_nothing_hidden(&absent.to_string(), None, &path, "describe_guard");
     }
 
@@ -155,7 +169,10 @@ async fn a_denied_guard_is_as_unknown_as_one_that_does_not_exist_on_every_path()
         message.contains("rule 1 (\"locals price nothing\") of the policy denies it"),
         "{message}"
     );
-    assert!(!message.contains(&path) && !message.contains("policy.toml"), "{message}");
+    assert!(
+        !message.contains(&path) && !message.contains("policy.toml"),
+        "{message}"
+    );
 }
 
 /// A script that calls each name (a door call, an inline pure call) and
@@ -193,23 +210,36 @@ async fn a_script_cannot_tell_a_denied_guard_from_a_missing_one() {
     let absent = run(probe("nope_guard", "nope_guard", "nope_guard")).await;
     assert_eq!(denied["status"], "success", "{denied}");
     let (denied, absent) = (&denied["value"], &absent["value"]);
-    for (i, name) in ["price_option_t", "implied_volatility", "price_option_t"].iter().enumerate() {
+    for (i, name) in ["price_option_t", "implied_volatility", "price_option_t"]
+        .iter()
+        .enumerate()
+    {
         let caught = denied[i].as_str().unwrap_or_default();
-        assert_eq!(as_absent(caught, name), absent[i].as_str().unwrap_or_default(), "{denied}");
+        assert_eq!(
+            as_absent(caught, name),
+            absent[i].as_str().unwrap_or_default(),
+            "{denied}"
+        );
         names_nothing_hidden(caught, Some(name), &path, "a caught error");
     }
 
     // Checked before running: a call outside try is an unknown function, and
     // "did you mean" never suggests a hidden guard.
     let unchecked = run("price_option_t(#{spot: 1.0})".to_string()).await;
-    let message = unchecked["error"]["message"].as_str().unwrap_or_default().to_string();
+    let message = unchecked["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     assert!(
         message.contains("no function named 'price_option_t'"),
         "{unchecked}"
     );
     let typo = run("implied_volatilty(#{spot: 1.0})".to_string()).await;
     let message = typo["error"]["message"].as_str().unwrap_or_default().to_string();
-    assert!(message.contains("no function named 'implied_volatilty'"), "{typo}");
+    assert!(
+        message.contains("no function named 'implied_volatilty'"),
+        "{typo}"
+    );
     names_nothing_hidden(&message, None, &path, "the pre-run check");
     let mapped = run("map_call(\"price_optoin_t\", [#{spot: 1.0}])".to_string()).await;
     names_nothing_hidden(&mapped.to_string(), None, &path, "map_call's check");
@@ -219,7 +249,10 @@ async fn a_script_cannot_tell_a_denied_guard_from_a_missing_one() {
     let task_id = ok["task_id"].as_str().expect("a task id").to_string();
     let snapshot = structured(
         &server
-            .call("read_artifact", json!({"task_id": task_id, "filename": "registry.json"}))
+            .call(
+                "read_artifact",
+                json!({"task_id": task_id, "filename": "registry.json"}),
+            )
             .await,
     );
     let content = snapshot["content"].as_str().unwrap_or_default();
@@ -271,9 +304,14 @@ async fn resources_and_tasks_get_follow_the_rules_of_the_tools_that_read_the_sam
             message.contains("read_artifact") && message.contains("rule 1 (\"write only\")"),
             "{uri}: {message}"
         );
-        assert!(!message.contains(&path) && !message.contains("secret"), "{message}");
+        assert!(
+            !message.contains(&path) && !message.contains("secret"),
+            "{message}"
+        );
     }
-    let error = get_task(peer, &task_id).await.expect_err("tasks/get follows get_task_result");
+    let error = get_task(peer, &task_id)
+        .await
+        .expect_err("tasks/get follows get_task_result");
     let (_, message) = rpc_error(error);
     assert!(
         message.contains("get_task_result") && message.contains("rule 1 (\"write only\")"),

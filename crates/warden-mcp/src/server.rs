@@ -108,7 +108,11 @@ impl WardenServer {
 
     /// The tools `principal`, holding `scopes`, may call: what its
     /// `tools/list` shows and its unknown-tool error names.
-    fn visible_tools(&self, principal: &crate::tenant::Principal, scopes: &crate::tenant::Scopes) -> Vec<Tool> {
+    fn visible_tools(
+        &self,
+        principal: &crate::tenant::Principal,
+        scopes: &crate::tenant::Scopes,
+    ) -> Vec<Tool> {
         if self.executor.policy().is_none() {
             return self.tools().to_vec();
         }
@@ -361,7 +365,10 @@ impl WardenServer {
         // Judged by the policy in force now, as its owner with the scopes
         // its request carried: a task queued under an older policy that
         // now denies its tool ends failed, naming the rule, and never runs.
-        if let Err(error) = self.executor.permit(&origin.principal, &origin.scopes, builtin.name()) {
+        if let Err(error) = self
+            .executor
+            .permit(&origin.principal, &origin.scopes, builtin.name())
+        {
             self.refuse_claimed(&record, origin, error).await;
             return;
         }
@@ -408,7 +415,12 @@ impl WardenServer {
     /// `forbidden`, the refusal (naming the rule) as its summary, with
     /// request events saying so. Its slot is released when the caller
     /// drops it.
-    async fn refuse_claimed(&self, record: &crate::task::store::TaskRecord, mut origin: Origin, error: GuardError) {
+    async fn refuse_claimed(
+        &self,
+        record: &crate::task::store::TaskRecord,
+        mut origin: Origin,
+        error: GuardError,
+    ) {
         origin.task_id = Some(record.id.clone());
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
@@ -420,8 +432,9 @@ impl WardenServer {
         );
         crate::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
         let text = format!("the task did not run: {}", error.message);
-        let ended = TaskResult::failure(TaskStatus::Failed, text.clone())
-            .with_error(crate::error::TaskError::new(crate::error::TaskErrorKind::Forbidden, text));
+        let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
+            crate::error::TaskError::new(crate::error::TaskErrorKind::Forbidden, text),
+        );
         let _ = self.runtime.records().end(&record.id, &ended).await;
     }
 
@@ -912,7 +925,11 @@ impl ServerHandler for WardenServer {
         // host's bridge, as the caller). The view and artifact URIs are
         // routes to task files: they follow read_artifact's rule.
         if crate::view::is(&request.uri) || request.uri.starts_with(crate::resources::SCHEME) {
-            self.route_permit(&context, crate::registry::BuiltinTool::ReadArtifact, "resources/read")?;
+            self.route_permit(
+                &context,
+                crate::registry::BuiltinTool::ReadArtifact,
+                "resources/read",
+            )?;
         }
         if let Some(view) = crate::view::read(&request.uri) {
             return Ok(view.into());
@@ -1038,7 +1055,11 @@ impl ServerHandler for WardenServer {
                 // gets the plain result, as a client that did not ask.
                 let can_read = self
                     .executor
-                    .permit(&principal, &scopes, crate::registry::BuiltinTool::GetTaskResult.name())
+                    .permit(
+                        &principal,
+                        &scopes,
+                        crate::registry::BuiltinTool::GetTaskResult.name(),
+                    )
                     .is_ok();
                 if crate::tasks::asks_for_task(&context.meta, declared)? && can_read {
                     return self.start_task(index, arguments, &context).await;

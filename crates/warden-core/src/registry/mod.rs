@@ -323,7 +323,7 @@ impl Registry {
     }
 
     /// Guards in name order (the order of tools/list).
-    pub fn iter(&self) -> impl Iterator<Item = &Guard> {
+    pub fn iter(&self) -> impl Iterator<Item = &Guard> + Clone {
         self.guards.values()
     }
 

@@ -28,7 +28,10 @@ impl Registry {
     /// The registry as a caller sees it when `hidden` names the guards it
     /// may not know of (an empty set: every guard).
     pub fn visible(&self, hidden: BTreeSet<String>) -> Visible<'_> {
-        Visible { registry: self, hidden }
+        Visible {
+            registry: self,
+            hidden,
+        }
     }
 }
 
@@ -48,7 +51,10 @@ impl<'a> Visible<'a> {
 
     /// The guards this caller sees, in name order.
     pub fn iter(&self) -> impl Iterator<Item = &'a Guard> + Clone + '_ {
-        self.registry.iter().filter(|g| !self.hidden.contains(&g.name))
+        self.registry
+            .guards
+            .values()
+            .filter(|g| !self.hidden.contains(&g.name))
     }
 
     /// Their names, in order.
@@ -78,7 +84,10 @@ impl<'a> Visible<'a> {
     pub fn unknown_guard(&self, name: &str) -> GuardError {
         GuardError::new(
             codes::UNKNOWN_GUARD,
-            format!("no guard named '{name}'; known guards: {}", self.names().join(", ")),
+            format!(
+                "no guard named '{name}'; known guards: {}",
+                self.names().join(", ")
+            ),
         )
     }
 }
@@ -109,10 +118,7 @@ mod tests {
         let hidden = view.unknown_guard("secret");
         let absent = view.unknown_guard("nothing");
         assert_eq!(hidden.code, absent.code);
-        assert_eq!(
-            hidden.message.replace("'secret'", "'nothing'"),
-            absent.message
-        );
+        assert_eq!(hidden.message.replace("'secret'", "'nothing'"), absent.message);
         assert!(!absent.message.contains("secret"), "{}", absent.message);
     }
 }

@@ -406,7 +406,12 @@ impl Executor {
             .registry
             .get(request.guard)
             .filter(|g| self.permit(&origin.principal, &origin.scopes, &g.name).is_ok())
-            .ok_or_else(|| Failure::new(Status::Failed, self.visible_to(origin).unknown_guard(request.guard)))?;
+            .ok_or_else(|| {
+                Failure::new(
+                    Status::Failed,
+                    self.visible_to(origin).unknown_guard(request.guard),
+                )
+            })?;
         arguments::check(&request.arguments, self.limits.max_argument_bytes)?;
         Ok(guard)
     }

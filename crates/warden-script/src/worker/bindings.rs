@@ -253,7 +253,10 @@ pub(super) fn hidden(door: &Shared<Door>, name: &str) -> bool {
 /// one map: what a script gets for a guard hidden from its caller, so the
 /// two cannot be told apart (caught, printed or uncaught).
 pub(super) fn not_found(name: &str, position: Position) -> Box<EvalAltResult> {
-    Box::new(EvalAltResult::ErrorFunctionNotFound(format!("{name} (map)"), position))
+    Box::new(EvalAltResult::ErrorFunctionNotFound(
+        format!("{name} (map)"),
+        position,
+    ))
 }
 
 /// Runs a pure guard inline, on Rhai values, and records the call for the

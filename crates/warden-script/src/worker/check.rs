@@ -255,7 +255,11 @@ impl<'a> Walk<'a> {
             return;
         }
         // The engine has every guard; a hidden one is, for this caller, unknown.
-        let known = self.known.functions.get(name).filter(|_| !self.registry.hides(name));
+        let known = self
+            .known
+            .functions
+            .get(name)
+            .filter(|_| !self.registry.hides(name));
         match known {
             Some(arities) if !arities.contains(&args.len()) => {
                 found.push(Problem::at(position, arity_message(name, arities, args.len())));
