@@ -161,6 +161,32 @@ async fn a_denied_guard_is_as_unknown_as_one_that_does_not_exist_on_every_path()
         absent["error"].to_string()
     );
 
+    // The CLI, as `local`: the same error as for a name never registered.
+    let cli = |tool: &str| {
+        let artifacts = tempfile::tempdir().expect("temp dir");
+        let output = std::process::Command::new(FINANCE)
+            .args(["call", tool, &option_args().to_string()])
+            .env("WARDEN_POLICY_FILE", &path)
+            .env("WARDEN_ARTIFACTS_DIR", artifacts.path())
+            .output()
+            .expect("run the CLI");
+        let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+        let error = stderr
+            .lines()
+            .find(|l| l.starts_with("error"))
+            .unwrap_or_default()
+            .to_string();
+        (output.status.code(), error)
+    };
+    let (denied, absent) = (cli("price_option_t"), cli("nope_guard"));
+    assert_eq!(denied.0, absent.0);
+    assert!(
+        absent.1.starts_with("error: unknown tool 'nope_guard'"),
+        "{absent:?}"
+    );
+    assert_eq!(as_absent(&denied.1, "price_option_t"), absent.1);
+    names_nothing_hidden(&absent.1, None, &path, "the CLI");
+
     // A refused built-in names the rule, never the file.
     let refused = structured(&server.call("run_coding_task", json!({"prompt": "price"})).await);
     assert_eq!(refused["error"]["code"], "forbidden", "{refused}");
