@@ -369,7 +369,7 @@ impl WardenServer {
             .executor
             .permit(&origin.principal, &origin.scopes, builtin.name())
         {
-            self.refuse_claimed(&record, origin, error).await;
+            self.refuse_claimed(&record, origin, error, slot).await;
             return;
         }
         // Fired by tasks/cancel (or a shutdown) once the task is registered
@@ -413,13 +413,13 @@ impl WardenServer {
 
     /// Ends a claimed task the policy now refuses: `failed`, error kind
     /// `forbidden`, the refusal (naming the rule) as its summary, with
-    /// request events saying so. Its slot is released when the caller
-    /// drops it.
+    /// request events saying so; then its `slot` goes to the next queued task.
     async fn refuse_claimed(
         &self,
         record: &crate::task::store::TaskRecord,
         mut origin: Origin,
         error: GuardError,
+        slot: Admitted,
     ) {
         origin.task_id = Some(record.id.clone());
         let events = self.executor.events();
@@ -436,6 +436,8 @@ impl WardenServer {
             crate::error::TaskError::new(crate::error::TaskErrorKind::Forbidden, text),
         );
         let _ = self.runtime.records().end(&record.id, &ended).await;
+        drop(slot);
+        self.tasks.submitted.notify_one();
     }
 
     /// Runs a built-in tool with request events around it.
