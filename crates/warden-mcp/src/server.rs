@@ -36,10 +36,11 @@ use crate::executor::{Admission, Admitted, CallRequest, Executor, Failure, Statu
 use crate::task::store::Enqueued;
 use crate::task::{TaskResult, TaskRunner, TaskStatus};
 use crate::tasks::QueuedRequest;
-
-mod access;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
+
+/// The policy as this layer applies it (visible tools, routes, claims).
+mod access;
 
 /// Instructions sent to clients at initialize.
 const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
