@@ -417,14 +417,17 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
             return ExitCode::from(2);
         }
     };
-    if runtime.executor.registry().get(tool).is_none() {
+    let origin = Origin::request("direct", tool);
+    // The local operator is subject to the policy too: a guard it denies
+    // `local` is unknown here, like a name never registered.
+    let visible = runtime.executor.visible_to(&origin);
+    if visible.get(tool).is_none() {
         eprintln!(
             "error: unknown tool '{tool}'; available: {}",
-            runtime.executor.registry().names().join(", ")
+            visible.names().join(", ")
         );
         return ExitCode::from(2);
     }
-    let origin = Origin::request("direct", tool);
     let outcome = runtime
         .executor
         .call(CallRequest {

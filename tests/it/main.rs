@@ -28,6 +28,7 @@ mod limits;
 mod mcp_tasks;
 mod model_view;
 mod policy;
+mod policy_everywhere;
 mod policy_scopes;
 mod preflight;
 mod receipts;

@@ -1,9 +1,10 @@
-//! Who may call what (issue 29, part 1): `WARDEN_POLICY_FILE` denies a
-//! guard on every path — tools/list, a direct call (over stdio, and over
-//! HTTP's direct path), run_batch, a script's door call (isolated guard)
-//! and its inline call (pure guard) — each refusal naming the rule; other
-//! principals are unaffected; a policy naming what does not exist stops
-//! the server at start with the rule and field.
+//! Who may call what (issue 29, part 1; issue 38): `WARDEN_POLICY_FILE`
+//! denies a guard on every path — tools/list, a direct call (over stdio,
+//! and over HTTP's direct path), run_batch, a script's door call (isolated
+//! guard) and its inline call (pure guard) — where, for the denied caller,
+//! it is a guard that does not exist (the operator's log keeps the rule);
+//! other principals are unaffected; a policy naming what does not exist
+//! stops the server at start with the rule and field.
 
 use std::collections::BTreeSet;
 
@@ -55,7 +56,7 @@ fn option_args() -> Value {
 }
 
 #[tokio::test]
-async fn a_denied_guard_is_hidden_and_refused_on_every_path_naming_the_rule() {
+async fn a_denied_guard_is_hidden_and_unknown_on_every_path() {
     let (_dir, path) = policy_file(POLICY);
     let server = Server::start_with_env(FINANCE, &[("WARDEN_POLICY_FILE", &path)]).await;
     let names = tool_names(&server.client).await;
@@ -68,18 +69,22 @@ async fn a_denied_guard_is_hidden_and_refused_on_every_path_naming_the_rule() {
         "{names:?}"
     );
 
-    // A direct call: refused, naming the rule; nothing ran.
-    let direct = server.call("price_option_t", option_args()).await;
-    assert_eq!(direct.is_error, Some(true));
-    let direct = structured(&direct);
-    assert_eq!(direct["error"]["code"], "forbidden", "{direct}");
-    let message = direct["error"]["message"].as_str().unwrap_or_default();
+    // A direct call: the unknown-tool protocol error; nothing ran.
+    let direct = server
+        .try_call("price_option_t", option_args())
+        .await
+        .expect_err("an unknown tool for this caller");
+    let rmcp::ServiceError::McpError(direct) = direct else {
+        panic!("a protocol error: {direct:?}")
+    };
     assert!(
-        message.contains("rule 2 (\"local prices no options\")"),
-        "{message}"
+        direct.message.starts_with("unknown tool 'price_option_t'")
+            && !direct.message.contains("implied_volatility"),
+        "{}",
+        direct.message
     );
 
-    // A batch: refused before anything runs, naming the call.
+    // A batch: refused before anything runs, naming the call as unknown.
     let batch = structured(
         &server
             .call(
@@ -89,17 +94,18 @@ async fn a_denied_guard_is_hidden_and_refused_on_every_path_naming_the_rule() {
             )
             .await,
     );
-    assert_eq!(batch["error"]["code"], "forbidden", "{batch}");
     assert_eq!(batch["error"]["field"], "calls[1].name", "{batch}");
+    let message = batch["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no guard named 'price_option_t'"), "{batch}");
 
     // A script: the isolated guard (a door call) and the pure guard (inline
-    // in the worker) are catchable refusals; an allowed guard still runs.
+    // in the worker) are functions that do not exist; an allowed guard still runs.
     let script = r#"
 let a = #{option_type: "call", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03};
 let door = "ran";
-try { price_option_t(a); } catch (e) { door = e.code; }
+try { price_option_t(a); } catch (e) { door = `${e}`; }
 let inline = "ran";
-try { implied_volatility(#{option_type: "call", price: 4.0, spot: 100.0, strike: 105, time_to_expiry: 0.5, rate: 0.03}); } catch (e) { inline = e.message; }
+try { implied_volatility(#{option_type: "call", price: 4.0, spot: 100.0, strike: 105, time_to_expiry: 0.5, rate: 0.03}); } catch (e) { inline = `${e}`; }
 let greeks = calc_greeks_t(a);
 [door, inline, greeks.delta > 0.0]
 "#;
@@ -109,10 +115,15 @@ let greeks = calc_greeks_t(a);
             .await,
     );
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(result["value"][0], "forbidden", "{result}");
+    let door = result["value"][0].as_str().unwrap_or_default();
+    assert!(door.contains("Function not found: price_option_t"), "{result}");
     let inline = result["value"][1].as_str().unwrap_or_default();
-    assert!(inline.contains("local prices no options"), "{result}");
+    assert!(
+        inline.contains("Function not found: implied_volatility"),
+        "{result}"
+    );
     assert_eq!(result["value"][2], true, "{result}");
+    // The operator's log keeps the refusal.
     let events = server
         .events_until(|records| records.iter().any(|r| r["event"] == "request_rejected"))
         .await;
@@ -162,18 +173,19 @@ async fn over_http_the_policy_binds_one_principal_and_not_another() {
     let Value::Object(arguments) = option_args() else {
         unreachable!()
     };
+    // Over the direct path too, a denied guard is an unknown tool.
     let refused = bob
         .call_tool(CallToolRequestParams::new("price_option_t").with_arguments(arguments.clone()))
         .await
-        .expect("answered");
-    let refused = structured(&refused);
-    assert_eq!(refused["error"]["code"], "forbidden", "{refused}");
+        .expect_err("an unknown tool for bob");
+    let rmcp::ServiceError::McpError(refused) = refused else {
+        panic!("a protocol error: {refused:?}")
+    };
     assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("no pricing for bob"),
-        "{refused}"
+        refused.message.starts_with("unknown tool 'price_option_t'")
+            && !refused.message.contains("calc_greeks_t"),
+        "{}",
+        refused.message
     );
     let priced = alice
         .call_tool(CallToolRequestParams::new("price_option_t").with_arguments(arguments))
@@ -230,9 +242,9 @@ async fn a_policy_naming_what_does_not_exist_stops_the_server_at_start() {
 #[tokio::test]
 async fn a_coding_task_is_never_offered_a_denied_guard_and_cannot_call_it() {
     use crate::fake_model::{FakeModel, Reply};
-    // The model tries the denied guard anyway; the task's script gets the refusal.
+    // The model tries the denied guard anyway; for the task's script it does not exist.
     let model = FakeModel::start(vec![Reply::Content(
-        "```rhai\nlet e = \"\";\ntry { price_option_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03}); } catch (err) { e = err.code; }\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: `refused: ${e}`, metrics: #{delta: g.delta}})\n```"
+        "```rhai\nlet e = \"\";\ntry { price_option_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03}); } catch (err) { e = err.message; }\nlet g = calc_greeks_t(#{option_type: \"call\", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03});\nfinal_answer(#{task_type: \"analysis\", summary: `refused: ${e}`, metrics: #{delta: g.delta}})\n```"
             .to_string(),
     )])
     .await;
@@ -250,7 +262,10 @@ async fn a_coding_task_is_never_offered_a_denied_guard_and_cannot_call_it() {
             .await,
     );
     assert_eq!(result["status"], "success", "{result}");
-    assert_eq!(result["summary"], "refused: forbidden", "{result}");
+    assert_eq!(
+        result["summary"], "refused: Function not found: price_option_t (map)",
+        "{result}"
+    );
     let system = model.requests()[0]["messages"][0]["content"]
         .as_str()
         .expect("system prompt")

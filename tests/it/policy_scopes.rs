@@ -1,11 +1,12 @@
-//! OAuth scopes as policy rule subjects (issue 29, part 1): over real HTTP
-//! with OAuth, one principal (`carol`) with two tokens — one granting
-//! `quant:read`, one not — so only the scope decides. The token with the
-//! scope sees and calls the pricing guards; the one without is refused
-//! `forbidden` naming the rules on a direct call (the HTTP direct path),
-//! in run_batch and inside run_script (door and inline calls), and
-//! tools/list hides them. A run_script queued as an MCP task runs later
-//! with the scopes its request carried: it would be refused if the task
+//! OAuth scopes as policy rule subjects (issue 29, part 1; issue 38): over
+//! real HTTP with OAuth, one principal (`carol`) with two tokens — one
+//! granting `quant:read`, one not — so only the scope decides. The token
+//! with the scope sees and calls the pricing guards and check_backtest;
+//! for the one without, the pricing guards do not exist (tools/list, a
+//! direct call on the HTTP direct path, run_batch, run_script's door and
+//! inline calls) and the built-in check_backtest is refused `forbidden`
+//! naming the rules. A run_script queued as an MCP task runs later with
+//! the scopes its request carried: its guards would be unknown if the task
 //! lost them between the queue and the claim.
 
 use std::collections::BTreeSet;
@@ -27,12 +28,12 @@ default = "allow"
 [[rules]]
 name = "quants price"
 scopes = ["quant:read"]
-allow = ["category:pricing"]
+allow = ["category:pricing", "check_backtest"]
 
 [[rules]]
 name = "pricing needs quant:read"
 principals = ["*"]
-deny = ["category:pricing"]
+deny = ["category:pricing", "check_backtest"]
 "#;
 
 /// The finance server with OAuth (the test issuer) and [`POLICY`].
@@ -112,21 +113,32 @@ fn option_args() -> Value {
 }
 
 /// A script calling the isolated pricing guard (a door call) and the pure
-/// one (inline in the worker): each a value, or the refusal's code and message.
+/// one (inline in the worker): each a value, or the error's message.
 const SCRIPT: &str = r#"
 let a = #{option_type: "call", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03};
 let door = "";
-try { door = price_option_t(a).result > 0.0; } catch (e) { door = e.code + ": " + e.message; }
+try { door = price_option_t(a).result > 0.0; } catch (e) { door = e.message; }
 let inline = "";
 try { inline = implied_volatility(#{option_type: "call", price: 4.0, spot: 100.0, strike: 105, time_to_expiry: 0.5, rate: 0.03}).volatility > 0.0; } catch (e) { inline = e.message; }
 [door, inline]
 "#;
 
+/// What the script gets without the scope: neither guard exists for it.
+fn unknown_to_the_script(value: &Value) {
+    assert_eq!(
+        value,
+        &json!([
+            "Function not found: price_option_t (map)",
+            "Function not found: implied_volatility (map)"
+        ])
+    );
+}
+
 /// The two rules every refusal here names: the one that denied, and the
 /// one that would have allowed a token with the scope.
 fn names_the_rules(message: &str) {
     assert!(
-        message.contains("rule 2 (\"pricing needs quant:read\") denies it")
+        message.contains("rule 2 (\"pricing needs quant:read\") of the policy denies it")
             && message.contains(
                 "rule 1 (\"quants price\") would allow it to a token holding the scope(s) quant:read"
             ),
@@ -160,7 +172,23 @@ async fn a_scope_rule_admits_the_token_with_the_scope_and_refuses_the_same_princ
     );
     let priced = call(&with, "price_option_t", option_args()).await;
     assert!(priced["result"].as_f64().is_some_and(|p| p > 0.0), "{priced}");
-    let refused = call(&without, "price_option_t", option_args()).await;
+    let Value::Object(arguments) = option_args() else {
+        unreachable!()
+    };
+    let unknown = without
+        .call_tool(CallToolRequestParams::new("price_option_t").with_arguments(arguments))
+        .await
+        .expect_err("an unknown tool without the scope");
+    let rmcp::ServiceError::McpError(unknown) = unknown else {
+        panic!("a protocol error: {unknown:?}")
+    };
+    assert!(
+        unknown.message.starts_with("unknown tool 'price_option_t'"),
+        "{}",
+        unknown.message
+    );
+    // A built-in's refusal names the rules.
+    let refused = call(&without, "check_backtest", json!({"slots": {"spot": 100.0}})).await;
     assert_eq!(refused["error"]["code"], "forbidden", "{refused}");
     names_the_rules(refused["error"]["message"].as_str().unwrap_or_default());
 
@@ -173,9 +201,9 @@ async fn a_scope_rule_admits_the_token_with_the_scope_and_refuses_the_same_princ
                          {"name": "price_option_t", "arguments": option_args()}]}),
     )
     .await;
-    assert_eq!(batch["error"]["code"], "forbidden", "{batch}");
     assert_eq!(batch["error"]["field"], "calls[1].name", "{batch}");
-    names_the_rules(batch["error"]["message"].as_str().unwrap_or_default());
+    let message = batch["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("no guard named 'price_option_t'"), "{batch}");
     let script = call(
         &without,
         "run_script",
@@ -183,10 +211,7 @@ async fn a_scope_rule_admits_the_token_with_the_scope_and_refuses_the_same_princ
     )
     .await;
     assert_eq!(script["status"], "success", "{script}");
-    let door = script["value"][0].as_str().unwrap_or_default();
-    assert!(door.starts_with("forbidden: "), "{script}");
-    names_the_rules(door);
-    names_the_rules(script["value"][1].as_str().unwrap_or_default());
+    unknown_to_the_script(&script["value"]);
 
     let with = scoped.session(&quant).await;
     let script = call(
@@ -222,11 +247,7 @@ async fn a_queued_task_runs_with_the_scopes_its_request_carried() {
         assert_eq!(result["status"], "success", "{last}");
         match expected {
             Some(value) => assert_eq!(result["value"], value, "{last}"),
-            None => {
-                let door = result["value"][0].as_str().unwrap_or_default();
-                assert!(door.starts_with("forbidden: "), "{last}");
-                names_the_rules(door);
-            }
+            None => unknown_to_the_script(&result["value"]),
         }
     }
 }

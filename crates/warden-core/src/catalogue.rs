@@ -13,7 +13,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::guard::Guard;
-use crate::registry::{Registry, ScriptFunction};
+use crate::registry::ScriptFunction;
 
 /// Why a registered guard is callable both ways.
 pub const GUARD_REASON: &str =
@@ -97,11 +97,12 @@ fn abbreviation(before: &str) -> bool {
 }
 
 /// Slot → guards using it (required or optional), and slot → guards
-/// requiring it; both in name order.
-pub fn vocabulary(registry: &Registry) -> (SlotIndex, SlotIndex) {
+/// requiring it; both in name order. Over `guards`: the registry's, or
+/// those one caller sees ([`crate::registry::Visible::iter`]).
+pub fn vocabulary<'a>(guards: impl IntoIterator<Item = &'a Guard>) -> (SlotIndex, SlotIndex) {
     let mut used_by = SlotIndex::new();
     let mut required_by = SlotIndex::new();
-    for guard in registry.iter() {
+    for guard in guards {
         let Slots { required, optional } = slots(guard);
         for slot in &required {
             required_by
@@ -143,9 +144,15 @@ pub struct Coverage {
     pub one_slot_away: SlotIndex,
 }
 
-/// The coverage of `have` over every registered guard.
-pub fn coverage(registry: &Registry, have: &BTreeSet<String>) -> Coverage {
-    let (used_by, _) = vocabulary(registry);
+/// The coverage of `have` over `guards` (every registered guard, or
+/// those one caller sees).
+pub fn coverage<'a, I>(guards: I, have: &BTreeSet<String>) -> Coverage
+where
+    I: IntoIterator<Item = &'a Guard>,
+    I::IntoIter: Clone,
+{
+    let guards = guards.into_iter();
+    let (used_by, _) = vocabulary(guards.clone());
     let mut out = Coverage {
         have: have.iter().cloned().collect(),
         unknown: have
@@ -155,7 +162,7 @@ pub fn coverage(registry: &Registry, have: &BTreeSet<String>) -> Coverage {
             .collect(),
         ..Coverage::default()
     };
-    for guard in registry.iter() {
+    for guard in guards {
         let lacking = missing(guard, have);
         match lacking.as_slice() {
             [] => out.ready.push(guard.name.clone()),
@@ -209,6 +216,7 @@ mod tests {
     use super::*;
     use crate::error::GuardError;
     use crate::guard::guard;
+    use crate::registry::Registry;
 
     /// Needs a and b.
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -246,7 +254,7 @@ mod tests {
         let s = slots(registry.get("ab").unwrap());
         assert_eq!(s.required, vec!["a", "b"]);
         assert_eq!(s.optional, vec!["c"]);
-        let (used_by, required_by) = vocabulary(&registry);
+        let (used_by, required_by) = vocabulary(registry.iter());
         assert_eq!(used_by["a"], vec!["ab", "only_a"]);
         assert_eq!(used_by["c"], vec!["ab"]);
         assert!(!required_by.contains_key("c"));
@@ -256,7 +264,8 @@ mod tests {
     fn coverage_names_missing_slots_and_what_one_more_unlocks() {
         // With only `a`, `ab` misses `b`, and `b` alone would unlock it.
         let have: BTreeSet<String> = ["a".to_string(), "zz".to_string()].into();
-        let c = coverage(&registry(), &have);
+        let registry = registry();
+        let c = coverage(registry.iter(), &have);
         assert_eq!(c.ready, vec!["only_a"]);
         assert_eq!(c.not_ready["ab"], vec!["b"]);
         assert_eq!(c.one_slot_away["b"], vec!["ab"]);

@@ -40,6 +40,9 @@ pub enum TaskErrorKind {
     Interrupted,
     /// The model endpoint failed (coding tasks).
     Model,
+    /// The operator's policy refused the task's tool to its owner when the
+    /// task was to run (a task queued under another policy).
+    Forbidden,
 }
 
 impl TaskErrorKind {
@@ -58,6 +61,7 @@ impl TaskErrorKind {
             Self::Cancelled => "cancelled",
             Self::Interrupted => "interrupted",
             Self::Model => "model",
+            Self::Forbidden => "forbidden",
         }
     }
 }

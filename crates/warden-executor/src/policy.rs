@@ -7,9 +7,13 @@
 //! `run_batch`, `check_backtest`, and guard calls from scripts and coding
 //! tasks (in-process and isolated guards at the executor, inline pure
 //! guards in the script worker, which is told the run's denied guards).
-//! `tools/list` shows each principal only what it may call, and a refusal
-//! names the rule that refused. The local operator (stdio, the CLI) is
-//! subject to the same file as `local`.
+//! `tools/list` shows each principal only what it may call. A guard the
+//! policy denies a caller is, for that caller, a guard that does not exist
+//! (`warden_core::registry::Visible`): never listed, described, counted
+//! or suggested, and called it answers as an unknown name. A built-in,
+//! whose name is public, is refused naming the rule that refused — never
+//! the file's path, which is the operator's business. The local operator
+//! (stdio, the CLI) is subject to the same file as `local`.
 //!
 //! The file is TOML, reviewed like a firewall's rules: the first rule
 //! that matches the caller and names the tool decides (a rule's `deny`
@@ -123,8 +127,6 @@ struct Rule {
 pub struct Policy {
     default: Effect,
     rules: Vec<Rule>,
-    /// Where it was read from, for messages.
-    source: String,
 }
 
 /// A tool as the policy sees it.
@@ -210,7 +212,6 @@ impl Policy {
         Ok(Self {
             default: file.default,
             rules,
-            source: source.to_string(),
         })
     }
 
@@ -242,7 +243,7 @@ impl Policy {
                 continue;
             }
             if rule.deny.iter().any(|t| t.names(tool)) {
-                let why = format!("{} denies it", rule.label);
+                let why = format!("{} of the policy denies it", rule.label);
                 return Err(self.refusal(principal, tool, &why, near_miss));
             }
             if rule.allow.iter().any(|t| t.names(tool)) {
@@ -254,7 +255,7 @@ impl Policy {
             Effect::Deny => Err(self.refusal(
                 principal,
                 tool,
-                "no rule allows it and the default is \"deny\"",
+                "no rule of the policy allows it and its default is \"deny\"",
                 near_miss,
             )),
         }
@@ -265,6 +266,9 @@ impl Policy {
         self.check(principal, scopes, tool).is_ok()
     }
 
+    /// A refusal: the tool, the principal, the rule (or the default) that
+    /// decided and the near miss, if any. Never the file's path: a caller
+    /// has no business knowing where the operator keeps it.
     fn refusal(
         &self,
         principal: &str,
@@ -283,8 +287,8 @@ impl Policy {
         GuardError::new(
             codes::FORBIDDEN,
             format!(
-                "'{}' may not be called by principal '{principal}': {why}{hint} (policy {}); ask the operator to change the policy, or use a tool tools/list shows you",
-                tool.name, self.source
+                "'{}' may not be called by principal '{principal}': {why}{hint}; ask the operator to change the policy, or use a tool tools/list shows you",
+                tool.name
             ),
         )
     }
@@ -393,6 +397,11 @@ mod tests {
             refusal.message
         );
         assert!(
+            !refusal.message.contains("test.toml"),
+            "a refusal never names the file: {}",
+            refusal.message
+        );
+        assert!(
             !policy.allows("local", &Scopes::default(), RUN_SCRIPT),
             "no scopes: an API token or the local operator"
         );
@@ -413,7 +422,7 @@ mod tests {
         assert!(
             refusal
                 .message
-                .contains("rule 2 denies it; rule 1 would allow it"),
+                .contains("rule 2 of the policy denies it; rule 1 would allow it"),
             "{}",
             refusal.message
         );

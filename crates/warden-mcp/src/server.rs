@@ -40,6 +40,9 @@ use crate::tasks::QueuedRequest;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 
+/// The policy as this layer applies it (visible tools, routes, claims).
+mod access;
+
 /// Instructions sent to clients at initialize.
 const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
 Errors come back as results with isError=true, a stable error code and a message naming the field to fix. \
@@ -298,6 +301,16 @@ impl WardenServer {
                 KeyValue::new("warden.node", self.runtime.records().node().to_string()),
             ],
         );
+        // Judged by the policy in force now, as its owner with the scopes
+        // its request carried: a task queued under an older policy that
+        // now denies its tool ends failed, naming the rule, and never runs.
+        if let Err(error) = self
+            .executor
+            .permit(&origin.principal, &origin.scopes, builtin.name())
+        {
+            self.refuse_claimed(&record, origin, error, slot).await;
+            return;
+        }
         // Fired by tasks/cancel (or a shutdown) once the task is registered
         // as running here: while it waits for its owner's share, then while
         // it runs.
@@ -796,17 +809,7 @@ impl ServerHandler for WardenServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        // Each principal sees only what the policy lets it call.
-        let tools = if self.executor.policy().is_some() {
-            let (principal, scopes) = (principal_of(&context), scopes_of(&context));
-            self.tools()
-                .iter()
-                .filter(|tool| self.executor.permit(&principal, &scopes, &tool.name).is_ok())
-                .cloned()
-                .collect()
-        } else {
-            self.tools().to_vec()
-        };
+        let tools = self.visible_tools(&principal_of(&context), &scopes_of(&context));
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -827,7 +830,15 @@ impl ServerHandler for WardenServer {
     ) -> Result<ReadResourceResponse, ErrorData> {
         // The task view and the app's own resources are the same for every
         // principal (the view holds no data: it reads artifacts through the
-        // host's bridge, as the caller).
+        // host's bridge, as the caller). The view and artifact URIs are
+        // routes to task files: they follow read_artifact's rule.
+        if crate::view::is(&request.uri) || request.uri.starts_with(crate::resources::SCHEME) {
+            self.route_permit(
+                &context,
+                crate::registry::BuiltinTool::ReadArtifact,
+                "resources/read",
+            )?;
+        }
         if let Some(view) = crate::view::read(&request.uri) {
             return Ok(view.into());
         }
@@ -843,6 +854,8 @@ impl ServerHandler for WardenServer {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
+        // A task's status and result: what get_task_result answers.
+        self.route_permit(&context, crate::registry::BuiltinTool::GetTaskResult, "tasks/get")?;
         let principal = principal_of(&context);
         let record = self.owned_task(&principal, &request.task_id).await?;
         Ok(GetTaskResult::new(crate::tasks::detailed(
@@ -910,6 +923,18 @@ impl ServerHandler for WardenServer {
         // (guards are checked again by the executor, on every path).
         let (principal, scopes) = (principal_of(&context), scopes_of(&context));
         if let Err(error) = self.executor.permit(&principal, &scopes, &name) {
+            // A denied guard does not exist for this caller: the answer
+            // of a name never registered (the operator's log keeps the rule).
+            if self.executor.registry().get(&name).is_some() {
+                let mut origin = Origin::request("direct", &name);
+                origin.principal = principal.clone();
+                self.executor.events().emit(
+                    &origin,
+                    "request_rejected",
+                    json!({"reason": error.code, "hidden": true}),
+                );
+                return Err(self.unknown_tool(&name, &principal, &scopes));
+            }
             let mut origin = Origin::request("direct", &name);
             origin.principal = principal;
             origin.scopes = scopes;
@@ -934,24 +959,25 @@ impl ServerHandler for WardenServer {
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
             if builtin.runs_as_task() {
                 let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-                if crate::tasks::asks_for_task(&context.meta, declared)? {
+                // A caller the policy refuses get_task_result could never
+                // read the task's result (tasks/get follows that rule): it
+                // gets the plain result, as a client that did not ask.
+                let can_read = self
+                    .executor
+                    .permit(
+                        &principal,
+                        &scopes,
+                        crate::registry::BuiltinTool::GetTaskResult.name(),
+                    )
+                    .is_ok();
+                if crate::tasks::asks_for_task(&context.meta, declared)? && can_read {
                     return self.start_task(index, arguments, &context).await;
                 }
             }
             return Ok(self.call_builtin(builtin, arguments, &context).await.into());
         }
         if self.executor.registry().get(&name).is_none() {
-            return Err(ErrorData::invalid_params(
-                format!(
-                    "unknown tool '{name}'; available tools: {}",
-                    self.tools()
-                        .iter()
-                        .map(|t| t.name.as_ref())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                None,
-            ));
+            return Err(self.unknown_tool(&name, &principal, &scopes));
         }
         let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
         let receipt = crate::receipts::asked(&context.meta)?;

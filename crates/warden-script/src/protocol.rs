@@ -29,8 +29,9 @@ pub enum ToWorker {
         calls_left: u64,
         #[serde(default)]
         inline_left: Option<u64>,
-        /// Guards the caller's policy denies, each with its refusal: the
-        /// worker refuses them inline (see `warden_executor::policy`).
+        /// Guards the caller's policy denies, each with its refusal: for
+        /// this run the worker answers them as functions that do not exist
+        /// (see `warden_executor::policy`).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         denied: std::collections::BTreeMap<String, String>,
     },

@@ -270,7 +270,7 @@ impl TaskRunner {
             "task_created",
             json!({"task_id": id, "detached": detached}),
         );
-        let registry = registry_snapshot(&self.executor).to_string();
+        let registry = registry_snapshot(&self.executor, origin).to_string();
         let trace = crate::telemetry::start(
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
@@ -804,9 +804,11 @@ impl TaskStatus {
     }
 }
 
-/// Names, modes and descriptions of the guards a task could call.
-fn registry_snapshot(executor: &Executor) -> Value {
-    let registry = executor.registry();
+/// Names, modes and descriptions of the guards a task could call: those
+/// its caller may call (the file is the caller's to read; a guard the
+/// policy denies it is not named there either).
+fn registry_snapshot(executor: &Executor, origin: &Origin) -> Value {
+    let registry = executor.visible_to(origin);
     let guards = registry
         .iter()
         .map(|g| json!({"name": g.tool_name(), "mode": g.mode().as_str(), "description": g.description()}));

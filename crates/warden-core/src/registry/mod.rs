@@ -10,6 +10,7 @@
 pub mod app_resources;
 mod builtin_tool;
 pub mod prompts;
+mod visible;
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,9 @@ use crate::registry::prompts::{Prompt, Prompts};
 
 /// The built-in tools: the one list, whose names a guard may not take.
 pub use builtin_tool::BuiltinTool;
+
+/// The registry as one caller sees it (the policy's denied guards hidden).
+pub use visible::Visible;
 
 /// What an app registers for MCP besides tools: prompts and resources.
 #[derive(Debug, Default)]
@@ -315,15 +319,10 @@ impl Registry {
     /// The one "unknown guard" error of every path that looks a guard up
     /// by name (direct calls through the executor, script calls through
     /// the door, a guard worker's request): `unknown_guard`, naming the
-    /// guards that do exist.
+    /// guards that do exist. A caller under a policy gets it from its
+    /// [`Visible`] view instead, which names only the guards it may call.
     pub fn unknown_guard(&self, name: &str) -> crate::error::GuardError {
-        crate::error::GuardError::new(
-            crate::error::codes::UNKNOWN_GUARD,
-            format!(
-                "no guard named '{name}'; known guards: {}",
-                self.names().join(", ")
-            ),
-        )
+        self.visible(Default::default()).unknown_guard(name)
     }
 
     /// The guard called `name`, if registered.
@@ -332,7 +331,7 @@ impl Registry {
     }
 
     /// Guards in name order (the order of tools/list).
-    pub fn iter(&self) -> impl Iterator<Item = &Guard> {
+    pub fn iter(&self) -> impl Iterator<Item = &Guard> + Clone {
         self.guards.values()
     }
 

@@ -231,6 +231,27 @@ impl Executor {
             .collect()
     }
 
+    /// The registry as `principal`, holding `scopes`, sees it: the guards
+    /// the policy denies it are hidden, answered as names that were never
+    /// registered (see [`crate::registry::Visible`]).
+    pub fn visible(&self, principal: &Principal, scopes: &Scopes) -> crate::registry::Visible<'_> {
+        let hidden = match &self.policy {
+            None => Default::default(),
+            Some(_) => self
+                .registry
+                .iter()
+                .filter(|g| self.permit(principal, scopes, &g.name).is_err())
+                .map(|g| g.name.clone())
+                .collect(),
+        };
+        self.registry.visible(hidden)
+    }
+
+    /// [`Executor::visible`] for the caller of `origin`.
+    pub fn visible_to(&self, origin: &Origin) -> crate::registry::Visible<'_> {
+        self.visible(&origin.principal, &origin.scopes)
+    }
+
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
     }
@@ -387,11 +408,21 @@ impl Executor {
         Ok((call, here))
     }
 
-    /// Looks the guard up and checks the arguments' depth and size.
+    /// Looks the guard up and checks the arguments' depth and size. A
+    /// guard the policy denies the caller is, for it, a guard that does not
+    /// exist: the same `unknown_guard` error, naming only what it may call.
     fn check(&self, request: &CallRequest<'_>) -> Result<&crate::guard::Guard, Failure> {
-        let guard = self.guard(request.guard)?;
-        self.permit(&request.origin.principal, &request.origin.scopes, &guard.name)
-            .map_err(|error| Failure::new(Status::Failed, error))?;
+        let origin = request.origin;
+        let guard = self
+            .registry
+            .get(request.guard)
+            .filter(|g| self.permit(&origin.principal, &origin.scopes, &g.name).is_ok())
+            .ok_or_else(|| {
+                Failure::new(
+                    Status::Failed,
+                    self.visible_to(origin).unknown_guard(request.guard),
+                )
+            })?;
         arguments::check(&request.arguments, self.limits.max_argument_bytes)?;
         confirm::admits(guard, &request.arguments, &request.consent)
             .map_err(|error| Failure::new(Status::Failed, error))?;
@@ -412,12 +443,6 @@ impl Executor {
             deadline = deadline.min(cap);
         }
         Call::begin(guard, scope, timeout, deadline, admitted)
-    }
-
-    fn guard(&self, name: &str) -> Result<&crate::guard::Guard, Failure> {
-        self.registry
-            .get(name)
-            .ok_or_else(|| Failure::new(Status::Failed, self.registry.unknown_guard(name)))
     }
 
     /// Admits one direct call for `principal`, or a tool that then runs

@@ -48,9 +48,10 @@ impl Builtin for BundleCoverage {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: BundleCoverageInput = decode(call.arguments)?;
-            let registry = call.ctx.registry();
+            // Counted over the guards this caller may call only.
+            let registry = call.ctx.visible(call.origin);
             let Some(slots) = input.slots else {
-                let (vocabulary, required_by) = vocabulary(registry);
+                let (vocabulary, required_by) = vocabulary(registry.iter());
                 return Reply::data(&Vocabulary {
                     count: vocabulary.len(),
                     vocabulary,
@@ -58,7 +59,7 @@ impl Builtin for BundleCoverage {
                 });
             };
             let have: BTreeSet<String> = slots.into_iter().collect();
-            Reply::data(&coverage(registry, &have))
+            Reply::data(&coverage(registry.iter(), &have))
         })
     }
 }

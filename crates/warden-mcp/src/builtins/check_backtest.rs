@@ -68,7 +68,9 @@ impl Builtin for CheckBacktest {
                 .await
                 .map_err(|failure| failure.error)?;
             let deadline = Instant::now() + executor.limits().max_timeout;
-            let registry = executor.registry();
+            // Only the guards this caller may call: a denied one is neither
+            // run nor named (skipped, rejected, unused_slots).
+            let registry = executor.visible_to(call.origin);
             let have: BTreeSet<String> = input.slots.keys().cloned().collect();
             let mut report = Report::default();
             for guard in registry.iter() {

@@ -36,9 +36,16 @@ impl Runtime {
         }
     }
 
-    /// Guards and script-only functions.
+    /// Guards and script-only functions: every one of them. A tool that
+    /// names guards to its caller reads [`Runtime::visible`] instead.
     pub fn registry(&self) -> &Registry {
         self.executor.registry()
+    }
+
+    /// The registry as `origin`'s caller sees it: the guards the policy
+    /// denies it are, for it, guards that do not exist.
+    pub fn visible(&self, origin: &crate::events::Origin) -> crate::registry::Visible<'_> {
+        self.executor.visible_to(origin)
     }
 
     /// The server's limits.

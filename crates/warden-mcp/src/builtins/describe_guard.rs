@@ -68,7 +68,8 @@ impl Builtin for DescribeGuard {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: DescribeGuardInput = decode(call.arguments)?;
-            let registry = call.ctx.registry();
+            // A denied guard is described exactly as a name never registered.
+            let registry = call.ctx.visible(call.origin);
             if let Some(guard) = registry.get(&input.name) {
                 let hints = guard.hints;
                 let mcp = |schema: &Map<String, Value>| {

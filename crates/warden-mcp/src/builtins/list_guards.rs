@@ -55,7 +55,9 @@ impl Builtin for ListGuards {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: ListGuardsInput = decode(call.arguments)?;
-            let registry = call.ctx.registry();
+            // Only what this caller may call: a denied guard is not listed,
+            // nor is a category only denied guards have.
+            let registry = call.ctx.visible(call.origin);
             let mut rows: Vec<Row> = registry
                 .iter()
                 .map(|g| Row {

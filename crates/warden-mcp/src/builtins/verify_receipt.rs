@@ -108,10 +108,12 @@ impl Builtin for VerifyReceipt {
         Box::pin(async move {
             let input: VerifyReceiptInput = decode(call.arguments)?;
             let receipt = input.receipt;
-            let registry = call.ctx.registry();
-            let Some(guard) = registry.get(&receipt.guard) else {
-                return Err(registry.unknown_guard(&receipt.guard).with_field("receipt.guard"));
+            // A guard the policy denies this caller is unknown to it.
+            let visible = call.ctx.visible(call.origin);
+            let Some(guard) = visible.get(&receipt.guard) else {
+                return Err(visible.unknown_guard(&receipt.guard).with_field("receipt.guard"));
             };
+            let registry = visible.registry();
             let arguments = Value::Object(input.arguments);
             let arguments_sha256 = Pair {
                 recomputed: digest(&arguments),

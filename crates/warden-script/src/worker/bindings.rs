@@ -115,6 +115,9 @@ pub fn register(
             name.as_str(),
             move |ctx: NativeCallContext, arguments: Map| -> RhaiResult {
                 let position = ctx.call_position();
+                if hidden(&door, &guard_name) {
+                    return Err(not_found(&guard_name, position));
+                }
                 if let Some(guard) = &pure {
                     return call_pure(guard, &door, Dynamic::from_map(arguments))
                         .map_err(|e| thrown(e, position));
@@ -239,8 +242,27 @@ fn script_error_code(error: &EvalAltResult) -> String {
     crate::error::codes::GUARD_FAILED.to_string()
 }
 
+/// Whether this run's caller may not know of guard `name` (its policy
+/// denies it; see `warden_core::registry::Visible`). A poisoned door
+/// hides nothing: the call then fails `door_closed`, like any other.
+pub(super) fn hidden(door: &Shared<Door>, name: &str) -> bool {
+    door.lock().is_ok_and(|door| door.denied.contains_key(name))
+}
+
+/// The error Rhai raises for a function that does not exist, called with
+/// one map: what a script gets for a guard hidden from its caller, so the
+/// two cannot be told apart (caught, printed or uncaught).
+pub(super) fn not_found(name: &str, position: Position) -> Box<EvalAltResult> {
+    Box::new(EvalAltResult::ErrorFunctionNotFound(
+        format!("{name} (map)"),
+        position,
+    ))
+}
+
 /// Runs a pure guard inline, on Rhai values, and records the call for the
-/// server's event log (an inline call, budgeted in coding tasks).
+/// server's event log (an inline call, budgeted in coding tasks). Its
+/// callers have already answered a guard hidden from the run's caller as
+/// unknown ([`hidden`]).
 pub(super) fn call_pure(
     guard: &crate::guard::Guard,
     door: &Shared<Door>,
@@ -250,12 +272,6 @@ pub(super) fn call_pure(
         .lock()
         .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
     let name = guard.tool_name();
-    if let Some(refusal) = door.denied.get(name) {
-        let error = GuardError::new(crate::error::codes::FORBIDDEN, refusal.clone());
-        let now = Instant::now();
-        door.record_pure(name, now, now, Some(&error.code), (None, None));
-        return Err(error);
-    }
     door.spend_inline_call()?;
     let started = Instant::now();
     // Receipt hashes, as the server's own calls take them: the JSON the

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use rhai::{AST, ASTNode, Engine, Expr, Position, Scope, Stmt};
 use serde_json::Value;
 
-use crate::registry::Registry;
+use crate::registry::Visible;
 
 /// Reserved-word keys quoted, at most, while looking for more problems.
 const MAX_REPAIRS: usize = 32;
@@ -92,10 +92,12 @@ impl Known {
 /// Compiles `code` as the worker will run it and checks it. `Ok` is the
 /// AST to run; `Err` every problem found (the first parse error stops the
 /// AST checks unless it is a repairable reserved-word key).
+/// `registry` is the run's caller's view: a guard the policy denies it is
+/// judged an unknown function, and never suggested.
 pub fn check(
     engine: &Engine,
     known: &Known,
-    registry: &Registry,
+    registry: &Visible<'_>,
     scope: &Scope,
     earlier: &AST,
     code: &str,
@@ -171,7 +173,7 @@ fn quote_bare_key(source: &str, position: Position) -> Option<(String, String)> 
 /// One pass over a compiled block.
 struct Walk<'a> {
     known: &'a Known,
-    registry: &'a Registry,
+    registry: &'a Visible<'a>,
     /// Functions the script defined (this block and earlier ones) → arities.
     script_fns: BTreeMap<String, BTreeSet<usize>>,
     /// Names that may hold a function pointer: variables and parameters.
@@ -180,7 +182,7 @@ struct Walk<'a> {
 }
 
 impl<'a> Walk<'a> {
-    fn new(known: &'a Known, registry: &'a Registry, scope: &Scope, earlier: &AST, ast: &'a AST) -> Self {
+    fn new(known: &'a Known, registry: &'a Visible<'a>, scope: &Scope, earlier: &AST, ast: &'a AST) -> Self {
         let mut script_fns: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
         let mut variables: BTreeSet<String> = scope.iter_raw().map(|(name, ..)| name.to_string()).collect();
         for function in ast.iter_functions().chain(earlier.iter_functions()) {
@@ -252,7 +254,13 @@ impl<'a> Walk<'a> {
             self.guard_call(name, args, position, found);
             return;
         }
-        match self.known.functions.get(name) {
+        // The engine has every guard; a hidden one is, for this caller, unknown.
+        let known = self
+            .known
+            .functions
+            .get(name)
+            .filter(|_| !self.registry.hides(name));
+        match known {
             Some(arities) if !arities.contains(&args.len()) => {
                 found.push(Problem::at(position, arity_message(name, arities, args.len())));
             }
@@ -375,6 +383,7 @@ impl<'a> Walk<'a> {
             .functions
             .keys()
             .map(String::as_str)
+            .filter(|candidate| !self.registry.hides(candidate))
             .chain(self.script_fns.keys().map(String::as_str));
         match nearest(name, candidates) {
             Some(near) => format!("no function named '{name}': did you mean '{near}'?"),

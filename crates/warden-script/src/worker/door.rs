@@ -69,7 +69,10 @@ pub struct Door {
     /// so a loop of 100,000 inline calls would pay double for hashes no
     /// file keeps; later calls are digested by function and status only.
     receipt_hashes_left: usize,
-    /// Guards this run's caller may not call, with the policy's refusal.
+    /// Guards this run's caller may not call (keys; the values are the
+    /// policy's refusals, which the worker never shows): for this run they
+    /// do not exist — called, listed or suggested, they answer as names
+    /// that were never registered.
     pub denied: std::collections::BTreeMap<String, String>,
 }
 

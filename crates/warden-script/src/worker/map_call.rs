@@ -45,8 +45,15 @@ fn map_call(
     name: &str,
     items: Array,
 ) -> Result<Dynamic, GuardError> {
-    let Some(guard) = registry.get(name) else {
-        return Err(registry.unknown_guard(name));
+    // A guard hidden from the run's caller is as unknown as a name never
+    // registered, and is not among the names the error suggests.
+    let hidden = door
+        .lock()
+        .map(|door| door.denied.keys().cloned().collect())
+        .unwrap_or_default();
+    let visible = registry.visible(hidden);
+    let Some(guard) = visible.get(name) else {
+        return Err(visible.unknown_guard(name));
     };
     if items.len() > MAX_MAP_CALL_ITEMS {
         return Err(GuardError::invalid_input(

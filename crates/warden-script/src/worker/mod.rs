@@ -75,6 +75,8 @@ pub fn main(registry: Registry) -> ExitCode {
         if let Ok(mut deadline) = state.deadline.lock() {
             *deadline = Some(due);
         }
+        // For this run's caller, a guard its policy denies does not exist.
+        let hidden: std::collections::BTreeSet<String> = denied.keys().cloned().collect();
         if let Ok(mut door) = door.lock() {
             door.deadline = Some(due);
             door.calls_left = calls_left;
@@ -87,9 +89,10 @@ pub fn main(registry: Registry) -> ExitCode {
         if let Ok(mut slot) = final_answer.lock() {
             *slot = None;
         }
+        let visible = registry.visible(hidden);
         let checker = Checker {
             known: &known,
-            registry: &registry,
+            registry: &visible,
         };
         let mut outcome = run_once(&engine, &checker, &mut scope, &mut functions, &code);
         if let Ok(mut output) = state.output.lock() {
@@ -113,7 +116,8 @@ pub fn main(registry: Registry) -> ExitCode {
 /// What the pre-run check needs besides the engine.
 struct Checker<'a> {
     known: &'a check::Known,
-    registry: &'a Registry,
+    /// The registry as this run's caller sees it.
+    registry: &'a crate::registry::Visible<'a>,
 }
 
 /// Checks, then runs one piece of code in the persistent scope. Code the

@@ -76,22 +76,16 @@ pub async fn run(
         refs::check_path(path)
             .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
     }
-    // The policy refuses the whole batch before anything runs, naming the
-    // call (the executor would refuse the call itself too).
-    for (i, call) in input.calls.iter().enumerate() {
-        if executor.registry().get(&call.name).is_some() {
-            executor
-                .permit(&origin.principal, &origin.scopes, &call.name)
-                .map_err(|error| error.with_field(format!("calls[{i}].name")))?;
-        }
-    }
     let store = store.view(&origin.principal);
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
     let asker = crate::ask::for_this_task();
     let (calls, tables) = plan::plan(
         input.calls,
-        executor.registry(),
+        // A guard the policy denies the caller is planned as an unknown
+        // name: the whole batch is refused before anything runs (the
+        // executor would refuse the call itself too).
+        &executor.visible_to(origin),
         executor.limits(),
         store,
         asker.is_some(),

@@ -25,7 +25,7 @@ use crate::artifacts::View;
 use crate::error::{GuardError, codes};
 use crate::executor::arguments::json_size;
 use crate::limits::{Limits, MAX_BATCH_CALLS};
-use crate::registry::Registry;
+use crate::registry::Visible;
 
 /// One call ready to be scheduled.
 #[derive(Debug)]
@@ -50,9 +50,11 @@ struct Found {
 /// first offending location).
 /// `confirmable`: the batch's client can be asked to confirm a destructive
 /// call (each is then confirmed when it runs, see `schedule`).
+/// `registry` is the caller's view: a guard the policy denies it is
+/// reported exactly as a name that was never registered.
 pub(crate) fn plan(
     calls: Vec<BatchCall>,
-    registry: &Registry,
+    registry: &Visible<'_>,
     limits: &Limits,
     store: View<'_>,
     confirmable: bool,
@@ -257,7 +259,7 @@ reference to {} of task {} ({size} bytes): split the batch",
 fn check_name(
     index: usize,
     name: &str,
-    registry: &Registry,
+    registry: &Visible<'_>,
     destructive_ok: bool,
     problems: &mut Vec<(String, String)>,
 ) {

@@ -88,6 +88,11 @@ pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: N
     };
     let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_default();
     let scopes = parts.extensions.get::<Scopes>().cloned().unwrap_or_default();
+    // A guard the policy denies this caller is unknown to it: rmcp's
+    // handler gives that answer (the same as for a name never registered).
+    if !direct.server.may_call(&principal, &scopes, &call.params.name) {
+        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
+    }
     direct.run(call, principal, scopes).await
 }
 

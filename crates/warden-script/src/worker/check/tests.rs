@@ -6,6 +6,7 @@ use rhai::{AST, Engine, Map, Scope};
 use super::*;
 use crate::error::GuardError;
 use crate::guard::guard;
+use crate::registry::Registry;
 
 /// Prices an option.
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -35,11 +36,51 @@ fn setup() -> (Engine, Known, Registry) {
 }
 
 fn problems(code: &str) -> Vec<Problem> {
+    problems_hiding(code, &[])
+}
+
+/// The problems of `code` for a caller from whom `hidden` guards are hidden.
+fn problems_hiding(code: &str, hidden: &[&str]) -> Vec<Problem> {
     let (engine, known, registry) = setup();
-    match check(&engine, &known, &registry, &Scope::new(), &AST::empty(), code) {
+    let visible = registry.visible(hidden.iter().map(|h| h.to_string()).collect());
+    match check(&engine, &known, &visible, &Scope::new(), &AST::empty(), code) {
         Ok(_) => Vec::new(),
         Err(problems) => problems,
     }
+}
+
+#[test]
+fn a_hidden_guard_is_an_unknown_function_and_never_suggested() {
+    // The engine has `price`; for a caller it is hidden from, it does not exist.
+    let hidden = problems_hiding(
+        "price(#{spot: 1.0});\nprise(#{});\nmap_call(\"price\", []);",
+        &["price"],
+    );
+    let absent = problems_hiding("nope(#{spot: 1.0});\nprise(#{});\nmap_call(\"nope\", []);", &[]);
+    assert_eq!(hidden.len(), 3, "{hidden:#?}");
+    assert_eq!(
+        hidden[0].message.replace("'price'", "'nope'"),
+        absent[0].message,
+        "{hidden:#?}"
+    );
+    for problem in &hidden {
+        assert!(!problem.message.contains("did you mean 'price'"), "{hidden:#?}");
+    }
+    assert!(
+        hidden[2].message.starts_with("map_call: no guard named 'price'"),
+        "{hidden:#?}"
+    );
+}
+
+#[test]
+fn a_hidden_guard_throws_what_rhai_throws_for_a_missing_function() {
+    // The worker's error for a hidden guard is the engine's own for a name never registered.
+    let engine = Engine::new();
+    let error = engine
+        .eval::<rhai::Dynamic>("let a = 1;\nnope(#{x: 1})")
+        .expect_err("no such function");
+    let ours = crate::worker::bindings::not_found("nope", error.position());
+    assert_eq!(ours.to_string(), error.to_string());
 }
 
 #[test]
@@ -156,16 +197,17 @@ fn variables_of_earlier_blocks_and_their_functions_count_as_known() {
     let earlier = engine.compile("fn helper(a, b) { a + b }").expect("compiles");
     let mut scope = Scope::new();
     scope.push("pricer", rhai::FnPtr::new("helper").expect("fn ptr"));
+    let visible = registry.visible(Default::default());
     let checked = check(
         &engine,
         &known,
-        &registry,
+        &visible,
         &scope,
         &earlier,
         "helper(1, 2) + pricer(1, 2)",
     );
     assert!(checked.is_ok(), "{:?}", checked.err());
-    let wrong = check(&engine, &known, &registry, &scope, &earlier, "helper(1)");
+    let wrong = check(&engine, &known, &visible, &scope, &earlier, "helper(1)");
     let problems = wrong.expect_err("wrong arity");
     assert!(
         problems[0].message.contains("helper takes 2 argument(s), got 1"),
