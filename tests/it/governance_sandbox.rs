@@ -436,7 +436,17 @@ async fn guards_the_programs_they_start_and_script_workers_get_only_the_allow_li
             .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
             .await
     });
-    let script_worker = || live_children(server.pid).into_iter().find(|pid| !is_zygote(*pid));
+    // Only once it has exec'd the worker (a child between fork and exec
+    // still shows the server's own command line and environment).
+    let exec_done = |pid: &u32| {
+        std::fs::read(format!("/proc/{pid}/cmdline"))
+            .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|arg| arg == b"__warden-worker"))
+    };
+    let script_worker = || {
+        live_children(server.pid)
+            .into_iter()
+            .find(|pid| !is_zygote(*pid) && exec_done(pid))
+    };
     assert!(
         eventually(Duration::from_secs(10), || script_worker().is_some()).await,
         "no script worker started"
