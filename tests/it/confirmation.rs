@@ -241,3 +241,55 @@ async fn approvals_and_receipts_tell_integers_beyond_two_to_the_53_apart() {
     assert_ne!(odd, even);
     assert_eq!(odd, json!(sha256(br#"{"count":9007199254740993,"record":"r"}"#)));
 }
+
+#[tokio::test]
+async fn a_refusal_names_why_nobody_can_be_asked() {
+    // The CLI, a client without elicitation and a batch each get the reason that holds for them.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let script = dir.path().join("wipe.rhai");
+    std::fs::write(
+        &script,
+        r#"let out = ""; try { wipe_scratch(#{record: "ledger"}); } catch (e) { out = e.message; } out"#,
+    )
+    .expect("script file");
+    let artifacts = dir.path().join("artifacts");
+    let artifacts = artifacts.to_str().expect("utf-8");
+    let run = run_cli(
+        TESTBED,
+        &["script", script.to_str().expect("utf-8")],
+        &[("WARDEN_ARTIFACTS_DIR", artifacts)],
+        dir.path(),
+    );
+    assert!(run.stdout.contains("started from the command line"), "{run:?}");
+    assert!(!run.stdout.contains("detached"), "{run:?}");
+
+    let server = Server::start(TESTBED).await;
+    let answer = structured(
+        &server
+            .call(
+                "run_script",
+                json!({"script": r#"let out = ""; try { wipe_scratch(#{record: "ledger"}); } catch (e) { out = e.message; } out"#}),
+            )
+            .await,
+    );
+    let said = answer["value"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("did not declare the elicitation capability"),
+        "{answer}"
+    );
+    let batch = structured(
+        &server
+            .call(
+                "run_batch",
+                json!({"calls": [{"name": "wipe_scratch", "arguments": {"record": "ledger"}}]}),
+            )
+            .await,
+    );
+    assert!(
+        batch["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("did not declare the elicitation capability"),
+        "{batch}"
+    );
+}

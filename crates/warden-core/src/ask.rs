@@ -158,6 +158,49 @@ pub fn for_this_task() -> Option<Asker> {
     CALL_ASKER.try_with(Clone::clone).ok()
 }
 
+/// Who can answer a question for the current request: its client's
+/// asker, or why nobody can — so a refusal names what is missing (the
+/// command line, a client without elicitation, a detached task) instead
+/// of guessing.
+#[derive(Clone)]
+pub enum Reach {
+    Asker(Asker),
+    Nobody(&'static str),
+}
+
+impl Reach {
+    /// The current task's: its [`scope`]d asker, else the reason its caller
+    /// set with [`nobody`], else [`COMMAND_LINE`] (no server set either).
+    pub fn here() -> Self {
+        match for_this_task() {
+            Some(asker) => Self::Asker(asker),
+            None => Self::Nobody(NOBODY.try_with(|reason| *reason).unwrap_or(COMMAND_LINE)),
+        }
+    }
+
+    pub fn asker(&self) -> Option<&Asker> {
+        match self {
+            Self::Asker(asker) => Some(asker),
+            Self::Nobody(_) => None,
+        }
+    }
+}
+
+/// Why nobody can be asked outside any server request: the CLI.
+pub const COMMAND_LINE: &str = "it was started from the command line, where nobody can answer a form";
+
+tokio::task_local! {
+    /// Why nobody can be asked in this request, set by the server where it
+    /// sets no asker.
+    static NOBODY: &'static str;
+}
+
+/// Runs `future` stating why nobody can be asked in it (a client without
+/// elicitation, a detached task); [`Reach::here`] reports it.
+pub async fn nobody<F: std::future::Future>(reason: &'static str, future: F) -> F::Output {
+    NOBODY.scope(reason, future).await
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

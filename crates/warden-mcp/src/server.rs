@@ -69,6 +69,17 @@ pub struct WardenServer {
     log_level: crate::notices::SessionLevel,
 }
 
+/// Why nobody can be asked for a client that did not declare elicitation.
+const NO_ELICITATION: &str = "this client did not declare the elicitation capability";
+
+/// Why nobody can be asked on a stateless (2026-07-28) request, although
+/// its client declared elicitation: a script's or batch's confirmation
+/// cannot travel in a multi-round-trip answer yet.
+const STATELESS: &str = "this is a stateless (2026-07-28) request, where a script's or batch's confirmation cannot be carried in a multi-round-trip answer yet; use a 2025-11-25 session, or call the guard directly";
+
+/// Why nobody can be asked in a claimed MCP task.
+const DETACHED: &str = "it runs as a detached MCP task, with no client connected to answer";
+
 impl WardenServer {
     pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
@@ -130,7 +141,10 @@ impl WardenServer {
         ))
     }
 
-    /// Runs a built-in tool for a request that waits for its result.
+    /// Runs a built-in tool for a request that waits for its result. Its
+    /// scripts and batches can ask the person (a destructive call's
+    /// confirmation) only on a session whose client declared elicitation;
+    /// elsewhere the refusal says why ([`NO_ELICITATION`], [`STATELESS`]).
     async fn call_builtin(
         &self,
         builtin: &dyn crate::builtins::Builtin,
@@ -151,8 +165,10 @@ impl WardenServer {
         if crate::asking::can_elicit(&context.peer) {
             let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
             crate::ask::scope(asker, call).await
+        } else if crate::rounds::CanAnswer::of(&context.meta).elicit {
+            crate::ask::nobody(STATELESS, call).await
         } else {
-            call.await
+            crate::ask::nobody(NO_ELICITATION, call).await
         }
     }
 
@@ -324,15 +340,14 @@ impl WardenServer {
             record.id.clone(),
             slot,
         ));
-        let (outcome, _) = self
-            .builtin_outcome(
-                builtin.as_ref(),
-                request.arguments,
-                origin,
-                cancel,
-                Some(progress.clone()),
-            )
-            .await;
+        let run = self.builtin_outcome(
+            builtin.as_ref(),
+            request.arguments,
+            origin,
+            cancel,
+            Some(progress.clone()),
+        );
+        let (outcome, _) = crate::ask::nobody(DETACHED, run).await;
         if progress.take_claim().is_some() {
             // The task never began: its record is still running here.
             let text = match &outcome {

@@ -23,7 +23,7 @@
 
 use serde_json::{Value, json};
 
-use crate::ask::{Asker, Question};
+use crate::ask::{Question, Reach};
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::guard::Guard;
@@ -88,7 +88,7 @@ pub(crate) fn admits(guard: &Guard, arguments: &Value, consent: &Consent) -> Res
 
 /// The [`Consent`] for calling `guard` with `arguments` from a script,
 /// a coding task or a batch: [`Consent::None`] for a guard that is not
-/// destructive; otherwise the person's [`Approval`] through `asker`,
+/// destructive; otherwise the person's [`Approval`] through `reach`,
 /// asked before `deadline`. Blocks while the person decides (call it off
 /// the async runtime's workers). `Err` when nobody can be asked, the
 /// arguments are too large to show in full, or the person said no.
@@ -97,20 +97,23 @@ pub fn destructive_call(
     arguments: &Value,
     origin: &Origin,
     events: &Events,
-    asker: Option<&Asker>,
+    reach: &Reach,
     deadline: std::time::Instant,
 ) -> Result<Consent, GuardError> {
     if !guard.hints.destructive {
         return Ok(Consent::None);
     }
     let name = &guard.name;
-    let Some(asker) = asker else {
-        return Err(GuardError::new(
-            codes::FORBIDDEN,
-            format!(
-                "'{name}' is annotated destructive: from a script or batch it runs only once the person confirms the call, and nobody can be asked here: the caller is the command line, a task running detached from its client, or a client that did not declare the elicitation capability; call the guard directly instead, or connect a client that declares elicitation"
-            ),
-        ));
+    let asker = match reach {
+        Reach::Asker(asker) => asker,
+        Reach::Nobody(why) => {
+            return Err(GuardError::new(
+                codes::FORBIDDEN,
+                format!(
+                    "'{name}' is annotated destructive: from a script or batch it runs only once the person confirms the call, and nobody can be asked here: {why}; call the guard directly instead, or run this from a client that declares elicitation"
+                ),
+            ));
+        }
     };
     let arguments_sha256 = crate::receipt::digest(arguments);
     let shown = shown_arguments(arguments);
@@ -185,7 +188,7 @@ pub async fn destructive_call_async(
     arguments: &Value,
     origin: &Origin,
     events: &Events,
-    asker: Option<Asker>,
+    reach: Reach,
     deadline: std::time::Instant,
 ) -> Result<Consent, GuardError> {
     if !guard.hints.destructive {
@@ -194,7 +197,7 @@ pub async fn destructive_call_async(
     let (guard, arguments, origin, events) =
         (guard.clone(), arguments.clone(), origin.clone(), events.clone());
     tokio::task::spawn_blocking(move || {
-        destructive_call(&guard, &arguments, &origin, &events, asker.as_ref(), deadline)
+        destructive_call(&guard, &arguments, &origin, &events, &reach, deadline)
     })
     .await
     .unwrap_or_else(|e| {

@@ -153,7 +153,7 @@ pub struct RunScope {
     pub progress: bool,
     /// Who confirms a destructive guard's call (the run's client, when it
     /// can be asked); see `warden_executor::executor::confirm`.
-    pub asker: Option<crate::ask::Asker>,
+    pub asker: crate::ask::Reach,
 }
 
 /// A run's scope as the door's calls see it: what they are attributed to,
@@ -501,7 +501,7 @@ impl Door {
                 &arguments,
                 &scope.origin,
                 &scope.events,
-                scope.asker.as_ref(),
+                &scope.asker,
                 scope.deadline.into_std(),
             ) {
                 Ok(consent) => consent,

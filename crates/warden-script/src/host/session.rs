@@ -240,7 +240,7 @@ impl Session {
             deadline,
             progress: ctx.progress.is_some(),
             // The request's client, when this run serves one that can be asked.
-            asker: crate::ask::for_this_task(),
+            asker: crate::ask::Reach::here(),
         });
         // The worker stops itself at `deadline` with a classified timeout;
         // the server kills it if it has not answered shortly after.
@@ -409,7 +409,7 @@ async fn call_through_executor(
             &arguments,
             ctx.origin,
             ctx.events,
-            crate::ask::for_this_task(),
+            crate::ask::Reach::here(),
             deadline.into_std(),
         )
         .await;

@@ -79,7 +79,7 @@ pub async fn run(
     let store = store.view(&origin.principal);
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
-    let asker = crate::ask::for_this_task();
+    let asker = crate::ask::Reach::here();
     let (calls, tables) = plan::plan(
         input.calls,
         // A guard the policy denies the caller is planned as an unknown
@@ -88,7 +88,10 @@ pub async fn run(
         &executor.visible_to(origin),
         executor.limits(),
         store,
-        asker.is_some(),
+        match &asker {
+            crate::ask::Reach::Asker(_) => Ok(()),
+            crate::ask::Reach::Nobody(why) => Err(*why),
+        },
     )?;
     let _slot = executor
         .admit_batch(&origin.principal, &cancel)

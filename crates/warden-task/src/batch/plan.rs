@@ -48,8 +48,9 @@ struct Found {
 /// Checks a whole batch and returns its calls and the artifact tables they
 /// reference, or one error listing every problem found (the field is the
 /// first offending location).
-/// `confirmable`: the batch's client can be asked to confirm a destructive
-/// call (each is then confirmed when it runs, see `schedule`).
+/// `confirmable`: `Ok` when the batch's client can be asked to confirm a
+/// destructive call (each is then confirmed when it runs, see `schedule`),
+/// else why nobody can be asked.
 /// `registry` is the caller's view: a guard the policy denies it is
 /// reported exactly as a name that was never registered.
 pub(crate) fn plan(
@@ -57,7 +58,7 @@ pub(crate) fn plan(
     registry: &Visible<'_>,
     limits: &Limits,
     store: View<'_>,
-    confirmable: bool,
+    confirmable: Result<(), &'static str>,
 ) -> Result<(Vec<Planned>, Tables), GuardError> {
     let count = calls.len();
     if !(1..=MAX_BATCH_CALLS).contains(&count) {
@@ -82,7 +83,11 @@ pub(crate) fn plan(
             index,
             &call.name,
             registry,
-            limits.allow_destructive_in_batch || confirmable,
+            if limits.allow_destructive_in_batch {
+                Ok(())
+            } else {
+                confirmable
+            },
             &mut problems,
         );
         let at = format!("calls[{index}].arguments");
@@ -260,7 +265,7 @@ fn check_name(
     index: usize,
     name: &str,
     registry: &Visible<'_>,
-    destructive_ok: bool,
+    destructive_ok: Result<(), &'static str>,
     problems: &mut Vec<(String, String)>,
 ) {
     let at = format!("calls[{index}].name");
@@ -280,13 +285,14 @@ fn check_name(
                 ),
             ));
         }
-        Some(guard) if guard.hints.destructive && !destructive_ok => {
+        Some(guard) if guard.hints.destructive && destructive_ok.is_err() => {
+            let why = destructive_ok.err().unwrap_or_default();
             problems.push((
                 at,
                 format!(
-                    "'{name}' is annotated destructive: a batch runs it only when the person confirms the call, and this \
-client cannot be asked (no elicitation, or a detached task); call it directly, one deliberate call at a time (the app can \
-allow it with App::allow_destructive_in_batch)"
+                    "'{name}' is annotated destructive: a batch runs it only when the person confirms the call, and nobody \
+can be asked here: {why}; call it directly, one deliberate call at a time (the app can allow it with \
+App::allow_destructive_in_batch)"
                 ),
             ));
         }

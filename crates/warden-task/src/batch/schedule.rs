@@ -56,7 +56,7 @@ pub(super) async fn execute(
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
-    (receipts, asker): (bool, Option<crate::ask::Asker>),
+    (receipts, asker): (bool, crate::ask::Reach),
 ) -> Vec<Outcome> {
     let limits = executor.limits();
     // The batch's workers: taken here, in call order, before a call's
@@ -268,7 +268,7 @@ struct Terms {
     /// Whether each call's receipt is kept.
     receipts: bool,
     /// Who confirms a destructive call (see `crate::executor::confirm`).
-    asker: Option<crate::ask::Asker>,
+    asker: crate::ask::Reach,
 }
 
 /// One call, holding one of the batch's worker permits until it ends.
