@@ -80,6 +80,19 @@ fn sha256(bytes: &[u8]) -> String {
     )
 }
 
+/// The server still answers, and its events show that `wipe_scratch` never started.
+async fn serves_on_without_having_wiped(server: &Server) {
+    let after = structured(&server.call("add_pure", json!({"a": 1, "b": 2})).await);
+    assert_eq!(after["result"], 3.0, "{after}");
+    let events = server
+        .events_until(|r| {
+            r.iter()
+                .any(|e| e["tool"] == "add_pure" && e["event"] == "request_finished")
+        })
+        .await;
+    assert!(!started(&events, "wipe_scratch"), "wipe_scratch ran");
+}
+
 /// Whether the events show `guard` starting.
 fn started(events: &[Value], guard: &str) -> bool {
     events
@@ -116,15 +129,7 @@ async fn verify_receipt_never_recomputes_a_destructive_guard() {
         receipt["arguments_sha256"]
     );
     // The server goes on serving, and the guard never started.
-    let after = structured(&server.call("add_pure", json!({"a": 1, "b": 2})).await);
-    assert_eq!(after["result"], 3.0, "{after}");
-    let events = server
-        .events_until(|r| {
-            r.iter()
-                .any(|e| e["tool"] == "add_pure" && e["event"] == "request_finished")
-        })
-        .await;
-    assert!(!started(&events, "wipe_scratch"), "wipe_scratch ran");
+    serves_on_without_having_wiped(&server).await;
 }
 
 #[tokio::test]
@@ -144,15 +149,7 @@ async fn check_backtest_runs_only_read_only_guards() {
             .is_some_and(|ran| ran.iter().any(|g| g == "wipe_scratch")),
         "{answer}"
     );
-    let after = structured(&server.call("add_pure", json!({"a": 1, "b": 2})).await);
-    assert_eq!(after["result"], 3.0, "{after}");
-    let events = server
-        .events_until(|r| {
-            r.iter()
-                .any(|e| e["tool"] == "add_pure" && e["event"] == "request_finished")
-        })
-        .await;
-    assert!(!started(&events, "wipe_scratch"), "wipe_scratch ran");
+    serves_on_without_having_wiped(&server).await;
 }
 
 #[tokio::test]

@@ -377,7 +377,9 @@ async fn a_replay_runs_under_the_original_tasks_deadline() {
     assert_eq!(report["replay_status"], "timed_out", "{report}");
     assert_eq!(report["limits_from"], "receipt", "{report}");
     assert_eq!(report["limits"]["timeout_ms"], 1000, "{report}");
-    assert_eq!(report["verdict"], "identical", "{report}");
+    // No verdict asserted: both runs time out, but whether the worker
+    // noticed its deadline or was killed first (the summary's wording)
+    // depends on the machine's load.
     // The replay task's own receipt records the same limits.
     let replay_id = report["replay_task_id"].as_str().expect("replay task id");
     let saved: Value = serde_json::from_slice(

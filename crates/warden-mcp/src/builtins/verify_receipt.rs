@@ -141,22 +141,17 @@ impl Builtin for VerifyReceipt {
                 receipt.build.clone().map(Value::from),
                 Value::from(provenance.build),
             );
-            if arguments_sha256.receipt != arguments_sha256.recomputed {
+            // Nothing runs for other arguments than the receipt's, nor for
+            // a guard whose call must not be repeated.
+            let not_run = if arguments_sha256.receipt != arguments_sha256.recomputed {
+                Some(("arguments_differ", None))
+            } else {
+                not_recomputable(guard).map(|reason| ("not_recomputable", Some(reason)))
+            };
+            if let Some((verdict, reason)) = not_run {
                 return Reply::data(&Report {
-                    verdict: "arguments_differ",
-                    reason: None,
-                    guard: receipt.guard,
-                    arguments_sha256,
-                    output_sha256: None,
-                    output: None,
-                    differences,
-                    nondeterministic,
-                });
-            }
-            if let Some(reason) = not_recomputable(guard) {
-                return Reply::data(&Report {
-                    verdict: "not_recomputable",
-                    reason: Some(reason),
+                    verdict,
+                    reason,
                     guard: receipt.guard,
                     arguments_sha256,
                     output_sha256: None,
