@@ -198,9 +198,7 @@ pub fn new_order(input: PlaceOrderInput, placed_at: String) -> Result<PaperOrder
     {
         return Err(DomainError::field(
             "limit_price",
-            format!(
-                "must be a finite price per share > 0, or absent for a market order; got {price}"
-            ),
+            format!("must be a finite price per share > 0, or absent for a market order; got {price}"),
         ));
     }
     Ok(PaperOrder {
@@ -291,8 +289,8 @@ impl Ledger {
             .mode(0o600)
             .open(&self.path)
             .map_err(|e| self.failed("cannot open it", e))?;
-        let file = Flock::lock(file, FlockArg::LockExclusive)
-            .map_err(|(_, e)| self.failed("cannot lock it", e))?;
+        let file =
+            Flock::lock(file, FlockArg::LockExclusive).map_err(|(_, e)| self.failed("cannot lock it", e))?;
         let mut text = String::new();
         (&*file)
             .read_to_string(&mut text)
@@ -319,7 +317,8 @@ impl Ledger {
                 ),
             ));
         }
-        let mut line = serde_json::to_string(&order).map_err(|e| self.failed("cannot encode the order", e))?;
+        let mut line =
+            serde_json::to_string(&order).map_err(|e| self.failed("cannot encode the order", e))?;
         line.push('\n');
         // A last line without its newline (a hand edit) must not swallow this one.
         if !text.is_empty() && !text.ends_with('\n') {
@@ -454,11 +453,35 @@ mod tests {
     fn every_bad_field_is_named() {
         let stamp = || "2026-01-02T03:04:05.000Z".to_string();
         let cases: [(PlaceOrderInput, &str); 7] = [
-            (PlaceOrderInput { symbol: String::new(), ..input("a", 1) }, "symbol"),
-            (PlaceOrderInput { symbol: "TOOLONGSYMBOL1".into(), ..input("a", 1) }, "symbol"),
-            (PlaceOrderInput { symbol: "AA PL".into(), ..input("a", 1) }, "symbol"),
+            (
+                PlaceOrderInput {
+                    symbol: String::new(),
+                    ..input("a", 1)
+                },
+                "symbol",
+            ),
+            (
+                PlaceOrderInput {
+                    symbol: "TOOLONGSYMBOL1".into(),
+                    ..input("a", 1)
+                },
+                "symbol",
+            ),
+            (
+                PlaceOrderInput {
+                    symbol: "AA PL".into(),
+                    ..input("a", 1)
+                },
+                "symbol",
+            ),
             (input("a", 0), "quantity"),
-            (PlaceOrderInput { limit_price: Some(-1.0), ..input("a", 1) }, "limit_price"),
+            (
+                PlaceOrderInput {
+                    limit_price: Some(-1.0),
+                    ..input("a", 1)
+                },
+                "limit_price",
+            ),
             (input("has space", 1), "client_order_id"),
             (input(&"x".repeat(65), 1), "client_order_id"),
         ];
@@ -467,9 +490,15 @@ mod tests {
             assert_eq!(error.field.as_deref(), Some(field), "{error}");
         }
         assert_eq!(
-            new_order(PlaceOrderInput { symbol: "brk.b".into(), ..input(&"x".repeat(64), 1) }, stamp())
-                .unwrap()
-                .symbol,
+            new_order(
+                PlaceOrderInput {
+                    symbol: "brk.b".into(),
+                    ..input(&"x".repeat(64), 1)
+                },
+                stamp()
+            )
+            .unwrap()
+            .symbol,
             "BRK.B"
         );
     }
@@ -484,7 +513,16 @@ mod tests {
             ledger.place(order(&format!("o-{i}"), i)).unwrap();
         }
         ledger
-            .place(new_order(PlaceOrderInput { symbol: "msft".into(), ..input("m-1", 3) }, "t".into()).unwrap())
+            .place(
+                new_order(
+                    PlaceOrderInput {
+                        symbol: "msft".into(),
+                        ..input("m-1", 3)
+                    },
+                    "t".into(),
+                )
+                .unwrap(),
+            )
             .unwrap();
         let newest = ledger
             .list(ListOrdersInput {
@@ -516,7 +554,11 @@ mod tests {
         std::fs::write(&path, text.trim_end()).unwrap();
         ledger.place(order("a-2", 2)).unwrap();
         assert_eq!(lines(&path).len(), 2);
-        std::fs::write(&path, format!("{}not json\n", std::fs::read_to_string(&path).unwrap())).unwrap();
+        std::fs::write(
+            &path,
+            format!("{}not json\n", std::fs::read_to_string(&path).unwrap()),
+        )
+        .unwrap();
         let error = ledger.place(order("a-3", 3)).unwrap_err();
         assert!(error.field.is_none());
         assert!(error.message.contains("line 3"), "{error}");
