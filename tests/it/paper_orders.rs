@@ -16,11 +16,12 @@ use serde_json::{Value, json};
 
 use crate::common::*;
 
-/// A person who approves every form and keeps each form's message (as in
-/// confirmation.rs).
+/// A person who approves every form (or, with `declines`, none) and keeps
+/// each form's message (as in confirmation.rs).
 #[derive(Clone, Default)]
 struct Approver {
     forms: Arc<Mutex<Vec<String>>>,
+    declines: bool,
 }
 
 impl Approver {
@@ -43,8 +44,48 @@ impl ClientHandler for Approver {
         if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
             self.forms.lock().expect("forms").push(message);
         }
+        if self.declines {
+            return Ok(ElicitResult::new(ElicitationAction::Decline));
+        }
         Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true})))
     }
+}
+
+/// The finance server over stdio with an approving person as its client,
+/// its artifacts under `dir` and its ledger at `ledger`.
+async fn with_person(dir: &Path, ledger: &str) -> (RunningService<RoleClient, Approver>, Approver) {
+    with(Approver::default(), dir, ledger).await
+}
+
+/// The finance server over stdio with `person` as its client.
+async fn with(
+    person: Approver,
+    dir: &Path,
+    ledger: &str,
+) -> (RunningService<RoleClient, Approver>, Approver) {
+    let mut command = tokio::process::Command::new(FINANCE);
+    command
+        .env("WARDEN_ARTIFACTS_DIR", dir.join("artifacts"))
+        .env("WARDEN_FINANCE_LEDGER", ledger);
+    let transport = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn")
+        .0;
+    let client = person.clone().serve(transport).await.expect("initialize");
+    (client, person)
+}
+
+/// `run_script` of `script` through `client`; the structured result.
+async fn run_script(client: &RunningService<RoleClient, Approver>, script: &str) -> Value {
+    let Value::Object(arguments) = json!({"script": script, "timeout_seconds": 30}) else {
+        panic!("object arguments")
+    };
+    let result = client
+        .call_tool(CallToolRequestParams::new("run_script").with_arguments(arguments))
+        .await
+        .expect("answered");
+    structured(&result)
 }
 
 /// The ledger's lines, parsed (none when the file is absent).
@@ -269,35 +310,35 @@ async fn a_script_without_anyone_to_confirm_is_refused_and_writes_nothing() {
 }
 
 #[tokio::test]
+async fn a_declined_order_is_refused_and_writes_nothing() {
+    let (dir, path) = temp_ledger();
+    let person = Approver {
+        declines: true,
+        ..Approver::default()
+    };
+    let (client, person) = with(person, dir.path(), &path).await;
+    let script = r#"let out = "";
+        try { out = place_paper_order(#{symbol: "AAPL", side: "sell", quantity: 2, client_order_id: "ord-no"}).order.client_order_id; }
+        catch (e) { out = e.code; }
+        out"#;
+    let ran = run_script(&client, script).await;
+    assert_eq!(ran["value"], "forbidden", "{ran}");
+    assert_eq!(person.forms().len(), 1);
+    assert!(!Path::new(&path).exists(), "nothing written");
+}
+
+#[tokio::test]
 async fn a_script_placing_five_orders_asks_five_times_and_writes_five_lines() {
     // Today every call is asked on its own; a plan approval (issue 40, point 4) will ask once.
     let (dir, path) = temp_ledger();
-    let person = Approver::default();
-    let mut command = tokio::process::Command::new(FINANCE);
-    command
-        .env("WARDEN_ARTIFACTS_DIR", dir.path().join("artifacts"))
-        .env("WARDEN_FINANCE_LEDGER", &path);
-    let transport = rmcp::transport::TokioChildProcess::builder(command)
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("spawn")
-        .0;
-    let client: RunningService<RoleClient, Approver> =
-        person.clone().serve(transport).await.expect("initialize");
+    let (client, person) = with_person(dir.path(), &path).await;
     let script = r#"let placed = [];
         for i in 0..5 {
             let o = place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 10 + i, limit_price: 190.5, client_order_id: `loop-${i}`});
             placed.push(o.order.client_order_id);
         }
         placed"#;
-    let Value::Object(arguments) = json!({"script": script, "timeout_seconds": 30}) else {
-        panic!("object arguments")
-    };
-    let result = client
-        .call_tool(CallToolRequestParams::new("run_script").with_arguments(arguments))
-        .await
-        .expect("answered");
-    let ran = structured(&result);
+    let ran = run_script(&client, script).await;
     assert_eq!(
         ran["value"],
         json!(["loop-0", "loop-1", "loop-2", "loop-3", "loop-4"]),
@@ -317,4 +358,98 @@ async fn a_script_placing_five_orders_asks_five_times_and_writes_five_lines() {
         assert!(form.contains("arguments_sha256: sha256:"), "{form}");
     }
     assert_eq!(lines[4]["client_order_id"], "loop-4");
+}
+
+/// The body of the first fenced block tagged `tag` in `text`.
+fn fenced<'a>(text: &'a str, tag: &str) -> &'a str {
+    let open = format!("```{tag}\n");
+    let start = text
+        .find(&open)
+        .map(|i| i + open.len())
+        .unwrap_or_else(|| panic!("a ```{tag} block"));
+    let end = text[start..].find("\n```").expect("a closing fence");
+    &text[start..start + end]
+}
+
+#[tokio::test]
+async fn the_readme_approval_is_what_runs() {
+    // README.md's "An approval, end to end": its script, the form the person sees, and the ledger line.
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).expect("README.md");
+    let start = readme.find("## An approval, end to end").expect("the section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let (dir, path) = temp_ledger();
+    let (client, person) = with_person(dir.path(), &path).await;
+    let ran = run_script(&client, fenced(section, "rhai")).await;
+    assert_eq!(ran["value"]["duplicate"], false, "{ran}");
+    let forms = person.forms();
+    assert_eq!(forms.len(), 1, "{forms:?}");
+    assert_eq!(
+        forms[0],
+        fenced(section, "text"),
+        "the form as the README shows it"
+    );
+    let lines = ledger(Path::new(&path));
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    let mut shown: Value = serde_json::from_str(fenced(section, "json")).expect("the README's ledger line");
+    let mut written = lines[0].clone();
+    assert!(
+        rfc3339_utc(written["placed_at"].as_str().unwrap_or_default()),
+        "{written}"
+    );
+    shown["placed_at"] = Value::Null;
+    written["placed_at"] = Value::Null;
+    assert_eq!(
+        written, shown,
+        "the ledger line as the README shows it (but its time)"
+    );
+}
+
+#[tokio::test]
+async fn the_two_guards_are_listed_with_their_hints_category_and_summary() {
+    // tools/list: placing is destructive and not read-only, listing is read-only; list_guards: category "orders".
+    let server = Server::start(FINANCE).await;
+    let tools = server.client.list_all_tools().await.expect("tools/list");
+    let tool = |name: &str| {
+        tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} listed"))
+            .clone()
+    };
+    let place = tool("place_paper_order");
+    let hints = place.annotations.as_ref().expect("annotations");
+    assert_eq!(hints.destructive_hint, Some(true));
+    assert_eq!(hints.read_only_hint, Some(false));
+    let schema = Value::Object(place.input_schema.as_ref().clone());
+    assert_eq!(
+        schema["required"],
+        json!(["symbol", "side", "quantity", "client_order_id"]),
+        "{schema}"
+    );
+    let list = tool("list_paper_orders");
+    let hints = list.annotations.as_ref().expect("annotations");
+    assert_eq!(hints.read_only_hint, Some(true));
+    assert_eq!(hints.destructive_hint, Some(false));
+
+    let listed = structured(&server.call("list_guards", json!({})).await);
+    let rows = listed["guards"].as_array().expect("rows");
+    for (name, summary) in [
+        (
+            "place_paper_order",
+            "Place a paper order (simulated: recorded in the paper ledger, never sent to a market).",
+        ),
+        (
+            "list_paper_orders",
+            "List the paper orders recorded in the paper ledger, oldest first and newest last.",
+        ),
+    ] {
+        let row = rows
+            .iter()
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in list_guards"));
+        assert_eq!(row["category"], "orders", "{row}");
+        assert_eq!(row["mode"], "in_process", "{row}");
+        assert_eq!(row["summary"], summary, "{row}");
+    }
 }
