@@ -181,7 +181,12 @@ async fn bundle_coverage_without_slots_is_the_vocabulary() {
     assert_eq!(v["vocabulary"]["kurtosis"], json!(["check_deflated_sharpe"]));
     assert_eq!(
         v["vocabulary"]["symbol"],
-        json!(["get_quote", "get_quote_isolated"])
+        json!([
+            "get_quote",
+            "get_quote_isolated",
+            "list_paper_orders",
+            "place_paper_order"
+        ])
     );
     assert!(v["vocabulary"].get("signal_fn").is_none());
     assert_eq!(v["count"], v["vocabulary"].as_object().unwrap().len());
@@ -199,7 +204,11 @@ async fn bundle_coverage_names_missing_slots_and_what_one_more_would_unlock() {
     .await;
     assert_eq!(c["have"], json!(["retruns", "returns", "rf", "turnover"]));
     assert_eq!(c["unknown"], json!(["retruns"]));
-    assert_eq!(c["ready"], json!(["check_performance", "check_rf_convention"]));
+    // list_paper_orders requires no slot, so every bundle covers it.
+    assert_eq!(
+        c["ready"],
+        json!(["check_performance", "check_rf_convention", "list_paper_orders"])
+    );
     assert_eq!(c["not_ready"]["check_cost_curve"], json!(["cost_bps"]));
     assert_eq!(c["not_ready"]["check_spa"], json!(["models", "benchmark"]));
     assert_eq!(c["one_slot_away"]["cost_bps"], json!(["check_cost_curve"]));

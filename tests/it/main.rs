@@ -27,6 +27,7 @@ mod lifecycle;
 mod limits;
 mod mcp_tasks;
 mod model_view;
+mod paper_orders;
 mod policy;
 mod policy_everywhere;
 mod policy_scopes;

@@ -1,5 +1,6 @@
 //! The warden-finance domain: pure Rust, no MCP or async. It owns option
 //! pricing (`options`, `greeks`, `stats`), the sample quote book (`quotes`),
+//! the paper-order ledger (`paper_orders`),
 //! and the research-integrity guards with their payload conventions
 //! (`payload`) and result shape (`report`). Each guard is a plain
 //! `fn(Input) -> Result<Output, DomainError>`; the app's glue registers them
@@ -15,6 +16,7 @@ pub mod greeks;
 pub mod implied_vol;
 pub mod metrics;
 pub mod options;
+pub mod paper_orders;
 pub mod payload;
 pub mod performance;
 pub mod pit_universe;
@@ -67,6 +69,8 @@ mod tests {
             ("check_brinson", schema::<BrinsonInput>()),
             ("check_pit_universe", schema::<PitUniverseInput>()),
             ("check_survivorship", schema::<SurvivorshipInput>()),
+            ("place_paper_order", schema::<paper_orders::PlaceOrderInput>()),
+            ("list_paper_orders", schema::<paper_orders::ListOrdersInput>()),
         ]
     }
 

@@ -6,8 +6,13 @@
 //! (hidden from the coding agent's prompt: it is the same answer).
 //! Research guards take their catalogue category from
 //! `domain::GUARD_CATEGORIES`; `assert_causal` is script-only (`causal`).
+//! The paper-order guards (`orders`) write and read the paper ledger
+//! in-process; placing one is destructive, so a script or batch places an
+//! order only once the person confirms it. Both are hidden from the coding
+//! agent's prompt, like `get_quote_isolated`, to keep it within budget.
 
 mod causal;
+mod orders;
 mod quotes;
 
 use warden::{App, Guard, guard};
@@ -52,6 +57,27 @@ pub fn app() -> App {
                 .category("market-data")
                 // The same answer as get_quote by another path: for
                 // operators comparing modes, not for the model's prompt.
+                .hidden_from_model(),
+        )
+        // Appends to the paper ledger: the person confirms each call made
+        // from a script or batch. In-process: the ledger's lock and path
+        // live in the server, not in a worker. Both are left out of the
+        // coding agent's prompt, which the example keeps under 20 KB for
+        // small local models (they would add 1.2 KB); clients and scripts
+        // call them as any guard.
+        .guard(
+            guard(orders::place_paper_order)
+                .title("Place a paper order")
+                .in_process()
+                .destructive()
+                .category("orders")
+                .hidden_from_model(),
+        )
+        .guard(
+            guard(orders::list_paper_orders)
+                .title("List paper orders")
+                .in_process()
+                .category("orders")
                 .hidden_from_model(),
         )
         // Research-integrity checks: pure computations, inline in scripts.
