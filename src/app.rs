@@ -357,6 +357,7 @@ pub(crate) enum StartError {
 /// The registry and limits alone, for commands that only describe the
 /// app (`tools`, `--list-tools`): they run no resource factory, open no
 /// event log and create no artifacts directory.
+#[cfg(feature = "cli")]
 pub(crate) fn describe(mut app: App) -> Result<(Registry, Limits), StartError> {
     let mut limits = app.limits.clone().from_env()?;
     limits.allow_destructive_in_batch |= app.destructive_in_batch;
