@@ -21,7 +21,7 @@
 //!    items of long lists and maps, a share of each large entry).
 //!
 //! A cut value says so at its top: `truncated: true` and a `truncation`
-//! object ([`Marker`]): the limit, the whole answer's size, each cut with
+//! object (`Marker`): the limit, the whole answer's size, each cut with
 //! kept and total counts, and `whole`, the task and file holding the whole
 //! value, also sent as a `resource_link`. A value not already in a task's
 //! `result.json` is kept first, as a task of the caller of its own
@@ -42,7 +42,7 @@ use warden_core::answer::{self, Cut, size};
 
 /// The key of the marker a cut value carries at its top: `true`.
 pub const TRUNCATED_KEY: &str = "truncated";
-/// The key of the marker's details ([`Marker`]).
+/// The key of the marker's details (`Marker`).
 pub const TRUNCATION_KEY: &str = "truncation";
 
 /// The least a summary text gets: 1,024 bytes.

@@ -3,7 +3,7 @@
 //!
 //! [`process`] is what every worker gets between fork and exec: its own
 //! process group (killed as one), death with the server, rlimits, a
-//! scrubbed environment ([`env`]: an explicit allow-list), no inherited
+//! scrubbed environment ([`mod@env`]: an explicit allow-list), no inherited
 //! descriptors, no privileges and no capabilities. [`layers`] is what the script worker applies to itself at
 //! start: a network namespace, a process limit, Landlock and a seccomp
 //! allowlist, each checked against the kernel and reported, never assumed.
