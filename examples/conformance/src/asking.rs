@@ -71,7 +71,10 @@ fn test_elicitation_sep1034_defaults(_: NoInput) -> Result<Vec<Content>, GuardEr
 }
 
 /// A form with the five enum shapes of SEP-1330.
-fn test_elicitation_sep1330_enums(_: NoInput) -> Result<Vec<Content>, GuardError> {
+#[derive(Deserialize, JsonSchema)]
+struct EnumsInput {}
+
+fn test_elicitation_sep1330_enums(_: EnumsInput) -> Result<Vec<Content>, GuardError> {
     let schema = json!({
         "type": "object",
         "properties": {
