@@ -506,7 +506,10 @@ async fn preflight_checks_the_shared_database_and_the_bucket() {
 #[tokio::test]
 async fn a_result_read_on_another_node_carries_its_chart_inline() {
     let _one = ONE_AT_A_TIME.lock().await;
-    let cluster = Cluster::start(2, &[]).await;
+    // A bound that takes the ~160 KB of base64 inline: under the default
+    // 100,000-byte answer bound the chart comes as a resource_link instead
+    // (tests/it/answers.rs), and this test is about the bucket's copy.
+    let cluster = Cluster::start(2, &[("WARDEN_MAX_ANSWER_BYTES", "1000000")]).await;
     let clients = [cluster.client(0, "alice").await, cluster.client(1, "alice").await];
     let script = r#"let rows = [#{x: 1.0, y: 2.0}, #{x: 2.0, y: 3.0}, #{x: 3.0, y: 5.0}];
         write_artifact("chart.png", line_chart(rows, #{x: "x", y: "y", title: "t"})); 1"#;
