@@ -4,47 +4,14 @@
 //! an approval covers the call it was given for, and receipts hash
 //! integers beyond 2^53 exactly.
 
-use std::sync::{Arc, Mutex};
-
-use rmcp::model::{
-    CallToolRequestParams, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData,
-};
-use rmcp::service::{RequestContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
+use crate::common::approver::Approver;
 use crate::common::*;
-
-/// A person who approves every form and keeps each form's message.
-#[derive(Clone, Default)]
-struct Approver {
-    forms: Arc<Mutex<Vec<String>>>,
-}
-
-impl Approver {
-    fn forms(&self) -> Vec<String> {
-        self.forms.lock().expect("forms").clone()
-    }
-}
-
-impl ClientHandler for Approver {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities = serde_json::from_value(json!({"elicitation": {}})).expect("capabilities");
-        ClientConfig::new(capabilities, rmcp::model::Implementation::new("approver", "1.0"))
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.forms.lock().expect("forms").push(message);
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true})))
-    }
-}
 
 /// The testbed over stdio with `person` as its client.
 async fn with_person(person: Approver) -> (RunningService<RoleClient, Approver>, tempfile::TempDir) {

@@ -5,51 +5,15 @@
 //! `list_paper_orders` reads the ledger back.
 
 use std::path::Path;
-use std::sync::{Arc, Mutex};
 
-use rmcp::model::{
-    CallToolRequestParams, ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData,
-};
-use rmcp::service::{RequestContext, RoleClient, RunningService};
-use rmcp::{ClientHandler, ServiceExt};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService};
+
+use crate::common::approver::Approver;
 use serde_json::{Value, json};
 
 use crate::common::*;
-
-/// A person who approves every form (or, with `declines`, none) and keeps
-/// each form's message (as in confirmation.rs).
-#[derive(Clone, Default)]
-struct Approver {
-    forms: Arc<Mutex<Vec<String>>>,
-    declines: bool,
-}
-
-impl Approver {
-    fn forms(&self) -> Vec<String> {
-        self.forms.lock().expect("forms").clone()
-    }
-}
-
-impl ClientHandler for Approver {
-    fn get_info(&self) -> ClientConfig {
-        let capabilities = serde_json::from_value(json!({"elicitation": {}})).expect("capabilities");
-        ClientConfig::new(capabilities, rmcp::model::Implementation::new("approver", "1.0"))
-    }
-
-    async fn create_elicitation(
-        &self,
-        request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<ElicitResult, ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
-            self.forms.lock().expect("forms").push(message);
-        }
-        if self.declines {
-            return Ok(ElicitResult::new(ElicitationAction::Decline));
-        }
-        Ok(ElicitResult::new(ElicitationAction::Accept).with_content(json!({"confirm": true})))
-    }
-}
 
 /// The finance server over stdio with an approving person as its client,
 /// its artifacts under `dir` and its ledger at `ledger`.
@@ -312,10 +276,7 @@ async fn a_script_without_anyone_to_confirm_is_refused_and_writes_nothing() {
 #[tokio::test]
 async fn a_declined_order_is_refused_and_writes_nothing() {
     let (dir, path) = temp_ledger();
-    let person = Approver {
-        declines: true,
-        ..Approver::default()
-    };
+    let person = Approver::declining();
     let (client, person) = with(person, dir.path(), &path).await;
     let script = r#"let out = "";
         try { out = place_paper_order(#{symbol: "AAPL", side: "sell", quantity: 2, client_order_id: "ord-no"}).order.client_order_id; }

@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod approver;
 pub mod http;
 pub mod oauth;
 pub mod tasks;
