@@ -165,6 +165,9 @@ pub fn for_this_task() -> Option<Asker> {
 #[derive(Clone)]
 pub enum Reach {
     Asker(Asker),
+    /// A detached task that pauses to ask and resumes with the answer
+    /// (see [`crate::approval`]).
+    Durable(Arc<crate::approval::Book>),
     Nobody(&'static str),
 }
 
@@ -172,16 +175,27 @@ impl Reach {
     /// The current task's: its [`scope`]d asker, else the reason its caller
     /// set with [`nobody`], else [`COMMAND_LINE`] (no server set either).
     pub fn here() -> Self {
-        match for_this_task() {
-            Some(asker) => Self::Asker(asker),
-            None => Self::Nobody(NOBODY.try_with(|reason| *reason).unwrap_or(COMMAND_LINE)),
+        if let Some(asker) = for_this_task() {
+            return Self::Asker(asker);
         }
+        if let Ok(book) = DURABLE.try_with(Clone::clone) {
+            return Self::Durable(book);
+        }
+        Self::Nobody(NOBODY.try_with(|reason| *reason).unwrap_or(COMMAND_LINE))
     }
 
     pub fn asker(&self) -> Option<&Asker> {
         match self {
             Self::Asker(asker) => Some(asker),
-            Self::Nobody(_) => None,
+            Self::Durable(_) | Self::Nobody(_) => None,
+        }
+    }
+
+    /// The book of a run that pauses to ask, if this is one.
+    pub fn book(&self) -> Option<&Arc<crate::approval::Book>> {
+        match self {
+            Self::Durable(book) => Some(book),
+            _ => None,
         }
     }
 }
@@ -193,6 +207,19 @@ tokio::task_local! {
     /// Why nobody can be asked in this request, set by the server where it
     /// sets no asker.
     static NOBODY: &'static str;
+}
+
+tokio::task_local! {
+    /// The approvals of the detached task this request runs, which pauses
+    /// to ask (set by the server around a claimed task).
+    static DURABLE: Arc<crate::approval::Book>;
+}
+
+/// Runs `future` as a detached task that pauses to ask: its destructive
+/// calls are answered from `book`, or stop the run on a question
+/// ([`Reach::Durable`]).
+pub async fn durable<F: std::future::Future>(book: Arc<crate::approval::Book>, future: F) -> F::Output {
+    DURABLE.scope(book, future).await
 }
 
 /// Runs `future` stating why nobody can be asked in it (a client without

@@ -10,6 +10,7 @@
 //! default, in one place), [`config`] (settings from the environment and
 //! `.env`), [`notify`] (progress and log notices from a running guard),
 //! [`ask`] (questions from a running guard to the client's person or model),
+//! [`approval`] (approvals a detached task waits for, and their records),
 //! [`content`] (non-JSON results), [`catalogue`] (the guard catalogue
 //! resource) and [`receipt`] (the hashes that let a result be recomputed).
 //!
@@ -19,6 +20,7 @@
 //! what an app author needs.
 
 pub mod answer;
+pub mod approval;
 pub mod ask;
 pub mod catalogue;
 pub mod config;

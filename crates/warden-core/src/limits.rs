@@ -64,6 +64,15 @@ pub const DEFAULT_MAX_WORKER_RESPONSE: usize = 1024 * 1024;
 /// direct calls of destructive guards, which the client's host confirms.
 pub const CONFIRMED_ARGUMENTS_MAX_BYTES: usize = 4_096;
 
+/// Largest journal a detached task carries while it waits for the person:
+/// 4 MiB of JSON (every guard call before the question, with its reply;
+/// see `warden_script::host::journal`). It lives in the task's record (a
+/// PostgreSQL row for a cluster), so it is bounded like one: a run whose
+/// journal is larger cannot pause and fails naming this limit. No
+/// override: return less from the calls before the question, or write
+/// large data to artifacts.
+pub const MAX_JOURNAL_BYTES: usize = 4 * 1024 * 1024;
+
 /// Largest `arguments` object accepted for one call: 8,000,000 bytes of JSON.
 /// Larger arguments are rejected with `arguments_too_large` before a worker
 /// starts.

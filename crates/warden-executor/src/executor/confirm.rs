@@ -28,6 +28,7 @@ use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::guard::Guard;
 use crate::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
+use warden_core::approval::{Book, Decision, Pending};
 
 /// Why a call of a destructive guard may run; see the module docs. Calls
 /// of other guards need none and carry [`Consent::None`].
@@ -104,17 +105,9 @@ pub fn destructive_call(
         return Ok(Consent::None);
     }
     let name = &guard.name;
-    let asker = match reach {
-        Reach::Asker(asker) => asker,
-        Reach::Nobody(why) => {
-            return Err(GuardError::new(
-                codes::FORBIDDEN,
-                format!(
-                    "'{name}' is annotated destructive: from a script or batch it runs only once the person confirms the call, and nobody can be asked here: {why}; call the guard directly instead, or run this from a client that declares elicitation"
-                ),
-            ));
-        }
-    };
+    if let Reach::Nobody(why) = reach {
+        return Err(nobody_can_answer(name, why));
+    }
     let arguments_sha256 = crate::receipt::digest(arguments);
     let shown = shown_arguments(arguments);
     if shown.len() > CONFIRMED_ARGUMENTS_MAX_BYTES {
@@ -132,20 +125,33 @@ pub fn destructive_call(
             ),
         ));
     }
+    let message = format!(
+        "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{shown}\narguments_sha256: {arguments_sha256}\nRun it?",
+        if origin.mode == "coding_agent" {
+            "coding task"
+        } else {
+            "script"
+        }
+    );
+    let requested_schema = confirm_schema(&format!("Run {name}"));
+    let asker = match reach {
+        Reach::Asker(asker) => asker,
+        Reach::Durable(book) => {
+            return from_book(
+                book,
+                name,
+                arguments_sha256,
+                message,
+                requested_schema,
+                origin,
+                events,
+            );
+        }
+        Reach::Nobody(why) => return Err(nobody_can_answer(name, why)),
+    };
     let question = Question::Elicit {
-        message: format!(
-            "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{shown}\narguments_sha256: {arguments_sha256}\nRun it?",
-            if origin.mode == "coding_agent" {
-                "coding task"
-            } else {
-                "script"
-            }
-        ),
-        requested_schema: json!({
-            "type": "object",
-            "properties": {"confirm": {"type": "boolean", "title": format!("Run {name}"), "default": false}},
-            "required": ["confirm"]
-        }),
+        message,
+        requested_schema,
     };
     let answer = asker(question, Some(deadline));
     let (approved, action) = match &answer {
@@ -177,6 +183,97 @@ pub fn destructive_call(
                 error.message
             ),
         )),
+    }
+}
+
+/// The refusal of a destructive call nobody can confirm, saying why.
+fn nobody_can_answer(name: &str, why: &str) -> GuardError {
+    GuardError::new(
+        codes::FORBIDDEN,
+        format!(
+            "'{name}' is annotated destructive: from a script or batch it runs only once the person confirms the call, and nobody can be asked here: {why}; call the guard directly instead, run this from a client that declares elicitation, or run it as an MCP task, which waits for the answer"
+        ),
+    )
+}
+
+/// The form's schema: one box, unticked unless the person ticks it.
+pub fn confirm_schema(title: &str) -> Value {
+    json!({
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean", "title": title, "default": false}},
+        "required": ["confirm"]
+    })
+}
+
+/// A detached task's destructive call, decided by its [`Book`]: run under
+/// the plan or the person's approval of exactly this call, refused when
+/// declined or not what was approved, or (no answer yet) the question
+/// is set and the run pauses: `input_required`, which the script door
+/// turns into the end of the run (the worker never sees it).
+fn from_book(
+    book: &Book,
+    name: &str,
+    arguments_sha256: String,
+    message: String,
+    requested_schema: Value,
+    origin: &Origin,
+    events: &Events,
+) -> Result<Consent, GuardError> {
+    let approval = Approval {
+        guard: name.to_string(),
+        arguments_sha256: arguments_sha256.clone(),
+    };
+    match book.decide(name, &arguments_sha256) {
+        Decision::Planned => {
+            events.emit(
+                origin,
+                "destructive_call_confirmed",
+                json!({"function": name, "approved": true, "action": "plan",
+                       "arguments_sha256": arguments_sha256}),
+            );
+            Ok(Consent::Confirmed(approval))
+        }
+        Decision::Approved(record) => {
+            events.emit(
+                origin,
+                "destructive_call_confirmed",
+                json!({"function": name, "approved": true, "action": record.action,
+                       "arguments_sha256": arguments_sha256, "approval": record}),
+            );
+            Ok(Consent::Confirmed(approval))
+        }
+        Decision::Declined(why) | Decision::Refused(why) => {
+            events.emit(
+                origin,
+                "destructive_call_confirmed",
+                json!({"function": name, "approved": false, "action": "refused",
+                       "arguments_sha256": arguments_sha256, "reason": why}),
+            );
+            Err(GuardError::new(
+                codes::FORBIDDEN,
+                format!("the destructive call '{name}' did not run: {why}"),
+            ))
+        }
+        Decision::Ask(key) => {
+            events.emit(
+                origin,
+                "destructive_call_waiting",
+                json!({"function": name, "key": key, "arguments_sha256": arguments_sha256}),
+            );
+            book.ask(Pending {
+                key: key.clone(),
+                message,
+                requested_schema,
+                guard: name.to_string(),
+                arguments_sha256: Some(arguments_sha256),
+                plan: Vec::new(),
+                script_sha256: book.script_sha256(),
+            });
+            Err(GuardError::new(
+                codes::INPUT_REQUIRED,
+                format!("'{name}' waits for the person's answer to question '{key}'"),
+            ))
+        }
     }
 }
 

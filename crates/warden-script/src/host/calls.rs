@@ -194,6 +194,58 @@ pub struct CallLog {
     /// SHA-256 over every call's digest line, recorded one by one or only
     /// summarized: the task receipt's `calls_sha256`.
     digest: crate::receipt::Hasher,
+    /// While set, a copy of every record pushed: the records one request
+    /// of a journaled run made (see `super::journal`).
+    tap: Option<Vec<Logged>>,
+}
+
+/// A [`CallRecord`] owned, as a journal keeps it to write it again when
+/// the call is answered from the journal.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Logged {
+    pub function: String,
+    pub status: String,
+    #[serde(default)]
+    pub error_type: Option<String>,
+    pub duration_ns: u64,
+    pub execution: String,
+    #[serde(default)]
+    pub arguments_sha256: Option<String>,
+    #[serde(default)]
+    pub output_sha256: Option<String>,
+}
+
+impl Logged {
+    fn of(record: &CallRecord<'_>) -> Self {
+        Self {
+            function: record.function.to_string(),
+            status: record.status.to_string(),
+            error_type: record.error_type.map(str::to_string),
+            duration_ns: record.duration_ns,
+            execution: record.execution.to_string(),
+            arguments_sha256: record.arguments_sha256.map(str::to_string),
+            output_sha256: record.output_sha256.map(str::to_string),
+        }
+    }
+
+    /// The record to push again (a status or execution this build does
+    /// not know reads as `failed` / `in_process`).
+    pub fn record(&self) -> CallRecord<'_> {
+        const STATUSES: [&str; 5] = ["success", "failed", "timed_out", "cancelled", "rejected"];
+        const EXECUTIONS: [&str; 4] = ["isolated", "in_process", "pure_inline", "script_inline"];
+        let known = |list: &[&'static str], word: &str, default: &'static str| -> &'static str {
+            list.iter().copied().find(|w| *w == word).unwrap_or(default)
+        };
+        CallRecord {
+            function: &self.function,
+            status: known(&STATUSES, &self.status, "failed"),
+            error_type: self.error_type.as_deref(),
+            duration_ns: self.duration_ns,
+            execution: known(&EXECUTIONS, &self.execution, "in_process"),
+            arguments_sha256: self.arguments_sha256.as_deref(),
+            output_sha256: self.output_sha256.as_deref(),
+        }
+    }
 }
 
 impl CallLog {
@@ -230,11 +282,25 @@ impl CallLog {
             summary: Summary::default(),
             scratch: Vec::with_capacity(320),
             digest: Default::default(),
+            tap: None,
         }
+    }
+
+    /// Starts keeping a copy of every record pushed, until [`CallLog::untap`].
+    pub fn tap(&mut self) {
+        self.tap = Some(Vec::new());
+    }
+
+    /// The records pushed since [`CallLog::tap`]; stops keeping copies.
+    pub fn untap(&mut self) -> Vec<Logged> {
+        self.tap.take().unwrap_or_default()
     }
 
     /// Appends one record.
     pub fn push(&mut self, record: &CallRecord<'_>) {
+        if let Some(tap) = self.tap.as_mut() {
+            tap.push(Logged::of(record));
+        }
         let first = self.counts.made == 0;
         self.counts.made += 1;
         if record.status == "success" {

@@ -54,6 +54,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallLog, CallRecord};
+use super::journal::{Journal, Step};
 use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::executor::arguments::{text_depth, too_deep};
@@ -123,6 +124,15 @@ pub enum DoorError {
     LineTooLarge { size: u64, cap: usize },
     #[error("cannot resume the door after a timed-out call: {0}")]
     Resume(#[source] std::io::Error),
+    /// The run stopped on a question for the person (a detached task's
+    /// destructive call with no answer yet): not a failure, see
+    /// `warden_core::approval`.
+    #[error("the run paused for the person's answer")]
+    Paused,
+    /// A resumed run made another call than the journal holds (see
+    /// [`super::journal`]).
+    #[error("{0}")]
+    Diverged(String),
     /// A bug in the door itself, with the panic's message.
     #[error("the door thread panicked: {0}")]
     Panicked(String),
@@ -154,6 +164,16 @@ pub struct RunScope {
     /// Who confirms a destructive guard's call (the run's client, when it
     /// can be asked); see `warden_executor::executor::confirm`.
     pub asker: crate::ask::Reach,
+    /// The run's journal, when it may pause (a detached task): every
+    /// request through the door is answered from it or recorded in it.
+    pub journal: Option<Arc<Mutex<Journal>>>,
+}
+
+impl RunScope {
+    /// Whether the run stopped on a question for the person.
+    fn paused(&self) -> bool {
+        self.asker.book().is_some_and(|book| book.paused())
+    }
 }
 
 /// A run's scope as the door's calls see it: what they are attributed to,
@@ -297,8 +317,17 @@ impl Door {
         }));
     }
 
-    /// Writes one message to the worker.
+    /// Writes one message to the worker. The reply to a journaled
+    /// request is recorded in the run's journal first.
     pub fn reply(&self, message: &ToWorker) -> Result<(), DoorError> {
+        if let ToWorker::GuardReply { result } | ToWorker::MapReply { result } = message {
+            self.journal_answered(result);
+        }
+        self.write(message)
+    }
+
+    /// Writes one message to the worker, as it is.
+    fn write(&self, message: &ToWorker) -> Result<(), DoorError> {
         let mut line = serde_json::to_vec(message).map_err(DoorError::Encode)?;
         line.push(b'\n');
         let mut writer = lock(&self.writer);
@@ -411,6 +440,14 @@ impl Door {
                     return;
                 }
             };
+            let message = match self.through_journal(message) {
+                Journaled::Pass(message) => message,
+                Journaled::Answered => continue,
+                Journaled::Stop(reason) => {
+                    let _ = self.events.send(DoorEvent::Closed(reason));
+                    return;
+                }
+            };
             let event = match message {
                 FromWorker::GuardCall { guard, arguments } if self.runs_here(&guard) => {
                     if self.call_here(generation, guard, arguments) {
@@ -454,10 +491,22 @@ impl Door {
         let Some(outcome) = self.run_one(generation, &run, &guard, arguments) else {
             return false;
         };
+        if run.scope.paused() {
+            return self.pause();
+        }
         self.reply(&ToWorker::GuardReply {
             result: outcome.map_err(|f| f.error),
         })
         .is_ok()
+    }
+
+    /// Ends the run on the question its book holds: the worker gets no
+    /// reply (the session ends it), and the open journal entry goes (the
+    /// call runs on resume). Returns false: this thread stops.
+    fn pause(&self) -> bool {
+        self.abandon_journal_entry();
+        let _ = self.events.send(DoorEvent::Closed(DoorError::Paused));
+        false
     }
 
     /// Runs a `map_call`'s items on this thread, one after another, and
@@ -472,6 +521,9 @@ impl Door {
                 })
                 .is_ok();
         };
+        if let Some(refusal) = unplanned_map(&self.executor, &run.scope.asker, guard) {
+            return self.reply(&ToWorker::MapReply { result: Err(refusal) }).is_ok();
+        }
         let mut results = Vec::with_capacity(items.len());
         for arguments in items {
             let Some(outcome) = self.run_one(generation, &run, guard, arguments) else {
@@ -546,6 +598,86 @@ impl Door {
             }
         };
         Some(in_flight?.call.finish(outcome))
+    }
+
+    /// The journal of the current run, if it keeps one.
+    fn journal(&self) -> Option<Arc<Mutex<Journal>>> {
+        lock(&self.scope)
+            .as_ref()
+            .and_then(|run| run.scope.journal.clone())
+    }
+
+    /// Passes a request through the run's journal (when it keeps one): a
+    /// guard or map call the journal holds is answered from it here; a new
+    /// one is opened there and recorded when answered; a call other than
+    /// the journal's ends the run.
+    fn through_journal(&self, message: FromWorker) -> Journaled {
+        let Some(journal) = self.journal() else {
+            return Journaled::Pass(message);
+        };
+        let (guard, map, arguments_sha256) = match &message {
+            FromWorker::GuardCall { guard, arguments } => (guard, false, crate::receipt::digest(arguments)),
+            FromWorker::MapCall { guard, items } => {
+                (guard, true, crate::receipt::digest(&Value::Array(items.clone())))
+            }
+            _ => return Journaled::Pass(message),
+        };
+        let destructive = self
+            .executor
+            .registry()
+            .get(guard)
+            .is_some_and(|g| g.hints.destructive);
+        let step = lock(&journal).step(guard, map, &arguments_sha256, destructive);
+        match step {
+            Step::Live => {
+                lock(&self.calls).tap();
+                Journaled::Pass(message)
+            }
+            Step::Diverged(reason) => Journaled::Stop(DoorError::Diverged(reason)),
+            Step::Replay(entry) => {
+                {
+                    let mut calls = lock(&self.calls);
+                    for record in &entry.records {
+                        calls.push(&record.record());
+                    }
+                }
+                if entry.destructive {
+                    if let Some(book) = lock(&self.scope)
+                        .as_ref()
+                        .and_then(|run| run.scope.asker.book().cloned())
+                    {
+                        book.replayed(&entry.guard);
+                    }
+                }
+                let reply = if entry.map {
+                    ToWorker::MapReply { result: entry.result }
+                } else {
+                    ToWorker::GuardReply { result: entry.result }
+                };
+                match self.write(&reply) {
+                    Ok(()) => Journaled::Answered,
+                    Err(reason) => Journaled::Stop(reason),
+                }
+            }
+        }
+    }
+
+    /// Records the reply to the open journal entry, if any.
+    fn journal_answered(&self, result: &Result<Value, GuardError>) {
+        let Some(journal) = self.journal() else { return };
+        let mut journal = lock(&journal);
+        if journal.is_open() {
+            let records = lock(&self.calls).untap();
+            journal.answered(result, records);
+        }
+    }
+
+    /// Drops the open journal entry (the run paused on it).
+    pub fn abandon_journal_entry(&self) {
+        if let Some(journal) = self.journal() {
+            lock(&journal).abandon_open();
+            lock(&self.calls).untap();
+        }
     }
 
     /// Records a guard call refused before it started.
@@ -751,6 +883,42 @@ and an artifact holds at most {DEFAULT_MAX_ARTIFACT_BYTES} bytes: write smaller 
         }
         Err(DoorError::LineTooLarge { size, cap })
     }
+}
+
+/// What the journal made of a request.
+enum Journaled {
+    /// Serve it as usual.
+    Pass(FromWorker),
+    /// Answered from the journal.
+    Answered,
+    /// The run ends.
+    Stop(DoorError),
+}
+
+/// The refusal of a `map_call` of a destructive guard that the approved
+/// plan does not cover, in a run that pauses to ask: its items would be
+/// asked one at a time, and a pause between them would leave the earlier
+/// ones run but not journaled.
+pub(crate) fn unplanned_map(
+    executor: &Executor,
+    reach: &crate::ask::Reach,
+    guard: &str,
+) -> Option<GuardError> {
+    let book = reach.book()?;
+    let destructive = executor
+        .registry()
+        .get(guard)
+        .is_some_and(|g| g.hints.destructive);
+    (destructive && !book.planned(guard)).then(|| {
+        GuardError::new(
+            codes::FORBIDDEN,
+            format!(
+                "map_call of the destructive guard '{guard}' in a detached task needs an approved plan: give map_call a literal list \
+                 of items (the person then approves the whole plan before the script runs), or call '{guard}' once per item so \
+                 each call is asked"
+            ),
+        )
+    })
 }
 
 /// Skips the rest of a line the worker is still sending, without keeping

@@ -5,5 +5,7 @@
 
 pub mod calls;
 pub(crate) mod door;
+pub mod journal;
+pub mod plan;
 pub mod progress;
 pub mod session;

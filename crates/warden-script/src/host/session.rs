@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallCounts, CallLog, CallRecord};
 use super::door::{Door, DoorError, DoorEvent, RunScope};
+use super::journal::Journal;
 use crate::artifacts::ArtifactStore;
 use crate::error::GuardError;
 use crate::events::{Events, Origin};
@@ -89,6 +90,9 @@ pub struct Budget {
 #[derive(Debug)]
 pub enum RunEnd {
     Finished(RunOutcome),
+    /// The run stopped on a question for the person (a detached task):
+    /// the worker is gone, and [`Session::carry`] has what resumes it.
+    Paused,
     TimedOut,
     Cancelled,
     Crashed(String),
@@ -115,6 +119,8 @@ pub struct Session {
     /// Inline calls the next run may make when its [`Budget`] counts them;
     /// a coding task sets it before each run (unbounded otherwise).
     pub inline_calls_left: u64,
+    /// The journal of the last run that kept one (a run that may pause).
+    journal: Option<Arc<std::sync::Mutex<Journal>>>,
 }
 
 impl Drop for Session {
@@ -191,6 +197,7 @@ impl Session {
             from_door,
             layers: Layers::default(),
             inline_calls_left: u64::MAX,
+            journal: None,
         };
         match hello {
             Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
@@ -233,14 +240,25 @@ impl Session {
     /// deadline passes or the caller cancels.
     pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
         let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
+        // The request's client, when this run serves one that can be asked.
+        let reach = crate::ask::Reach::here();
+        // A run that may pause keeps a journal, resuming the one it carries.
+        self.journal = None;
+        if let Some(book) = reach.book() {
+            match self.prepare_pausable(ctx, book, code) {
+                Ok(Some(journal)) => self.journal = Some(journal),
+                Ok(None) => return RunEnd::Paused,
+                Err(reason) => return RunEnd::Crashed(reason),
+            }
+        }
         self.door.set_scope(RunScope {
             events: ctx.events.clone(),
             origin: ctx.origin.clone(),
             cancel: ctx.cancel.clone(),
             deadline,
             progress: ctx.progress.is_some(),
-            // The request's client, when this run serves one that can be asked.
-            asker: crate::ask::Reach::here(),
+            asker: reach.clone(),
+            journal: self.journal.clone(),
         });
         // The worker stops itself at `deadline` with a classified timeout;
         // the server kills it if it has not answered shortly after.
@@ -266,7 +284,9 @@ impl Session {
                 };
                 match event {
                     Some(DoorEvent::Done(outcome)) => return Ok(*outcome),
-                    Some(DoorEvent::Request(request)) => answer(ctx, &door, request, deadline).await?,
+                    Some(DoorEvent::Request(request)) => {
+                        answer(ctx, &door, &reach, request, deadline).await?
+                    }
                     Some(DoorEvent::Progress(message)) => super::progress::note(ctx.progress, message).await,
                     Some(DoorEvent::Hello(_)) => {}
                     Some(DoorEvent::Closed(reason)) => return Err(reason),
@@ -278,6 +298,7 @@ impl Session {
         let end = tokio::select! {
             outcome = tokio::time::timeout_at(hard_deadline, served) => match outcome {
                 Ok(Ok(outcome)) => RunEnd::Finished(outcome),
+                Ok(Err(DoorError::Paused)) => RunEnd::Paused,
                 Ok(Err(reason)) => RunEnd::Crashed(reason.to_string()),
                 Err(_) => RunEnd::TimedOut,
             },
@@ -285,7 +306,7 @@ impl Session {
         };
         if !matches!(end, RunEnd::Finished(_)) {
             let status = match end {
-                RunEnd::Cancelled => Status::Cancelled,
+                RunEnd::Cancelled | RunEnd::Paused => Status::Cancelled,
                 RunEnd::TimedOut => Status::TimedOut,
                 _ => Status::Failed,
             };
@@ -305,6 +326,51 @@ impl Session {
             }
         }
         end
+    }
+
+    /// Starts a run that may pause: scans `code` for its plan and, when the
+    /// plan has no answer yet, sets the plan's question (`Ok(None)`: the
+    /// run pauses before it starts); otherwise the journal to run with,
+    /// resuming the one the book carries.
+    fn prepare_pausable(
+        &self,
+        ctx: &Context<'_>,
+        book: &warden_core::approval::Book,
+        code: &str,
+    ) -> Result<Option<Arc<std::sync::Mutex<Journal>>>, String> {
+        let script_sha256 = crate::receipt::sha256_hex(code.as_bytes());
+        let plan = super::plan::scan(code, ctx.executor.registry());
+        if let Some(key) = book.start(&script_sha256, &plan) {
+            ctx.events.emit(
+                ctx.origin,
+                "destructive_call_waiting",
+                json!({"key": key, "plan": plan}),
+            );
+            book.ask(warden_core::approval::Pending {
+                key,
+                message: format!(
+                    "A script wants to make these destructive calls (they change something outside Warden), each with \
+                     arguments it computes as it runs:\n{}Approve the plan? It allows these calls and no more (script {script_sha256}).",
+                    super::plan::describe(&plan)
+                ),
+                requested_schema: crate::executor::confirm::confirm_schema("Approve the plan"),
+                guard: String::new(),
+                arguments_sha256: None,
+                plan,
+                script_sha256,
+            });
+            return Ok(None);
+        }
+        Journal::resuming(&book.journal()).map(|journal| Some(Arc::new(std::sync::Mutex::new(journal))))
+    }
+
+    /// What a paused run carries to its resumption: its journal, within
+    /// `MAX_JOURNAL_BYTES` (empty when it paused before it started).
+    pub fn carry(&self) -> Result<Vec<Value>, String> {
+        match &self.journal {
+            Some(journal) => journal.lock().unwrap_or_else(|p| p.into_inner()).carry(),
+            None => Ok(Vec::new()),
+        }
     }
 
     /// What the worker side produced, for the task result; closes
@@ -342,16 +408,25 @@ impl Session {
 async fn answer(
     ctx: &Context<'_>,
     door: &Door,
+    reach: &crate::ask::Reach,
     request: FromWorker,
     deadline: Instant,
 ) -> Result<(), DoorError> {
     let reply = match request {
-        FromWorker::GuardCall { guard, arguments } => ToWorker::GuardReply {
-            result: call_through_executor(ctx, door, &guard, arguments, deadline).await,
-        },
+        FromWorker::GuardCall { guard, arguments } => {
+            let result = call_through_executor(ctx, door, &guard, arguments, deadline).await;
+            if reach.book().is_some_and(|book| book.paused()) {
+                door.abandon_journal_entry();
+                return Err(DoorError::Paused);
+            }
+            ToWorker::GuardReply { result }
+        }
         // The items run one after another, each a full call; the script
         // gets every outcome in one reply.
         FromWorker::MapCall { guard, items } => {
+            if let Some(refusal) = super::door::unplanned_map(ctx.executor, reach, &guard) {
+                return door.reply(&ToWorker::MapReply { result: Err(refusal) });
+            }
             let mut results = Vec::with_capacity(items.len());
             for arguments in items {
                 let result = call_through_executor(ctx, door, &guard, arguments, deadline).await;

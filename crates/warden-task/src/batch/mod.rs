@@ -77,6 +77,8 @@ pub async fn run(
             .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
     }
     let store = store.view(&origin.principal);
+    /// Why a detached batch's destructive call cannot be confirmed.
+    const BATCH_CANNOT_PAUSE: &str = "it runs as a detached MCP task, and a batch cannot pause to wait for an answer (a detached run_script can)";
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
     let asker = crate::ask::Reach::here();
@@ -91,6 +93,9 @@ pub async fn run(
         match &asker {
             crate::ask::Reach::Asker(_) => Ok(()),
             crate::ask::Reach::Nobody(why) => Err(*why),
+            // A batch has no script to resume from a journal: a detached
+            // batch cannot pause for the person.
+            crate::ask::Reach::Durable(_) => Err(BATCH_CANNOT_PAUSE),
         },
     )?;
     let _slot = executor

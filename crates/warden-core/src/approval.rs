@@ -1,0 +1,370 @@
+//! Approvals that wait: what a detached task carries while the person
+//! decides, and the record of what exactly they approved.
+//!
+//! A detached MCP task has no open request through which to ask. When its
+//! script reaches a destructive guard call it has no answer for, it
+//! *pauses*: the worker ends, and the task's record keeps a [`Carried`]
+//! (the [`Journal`](Carried::journal) of every guard call so far, the
+//! answers given so far, and the question it stopped on) until the person
+//! answers through `tasks/update`. Then the task is queued again, any node
+//! claims it, and the script runs from the top with the journal answering
+//! every recorded call (see `warden_script::host::journal`); the answered
+//! question finds its answer in the [`Book`] and the call runs live, or is
+//! refused when declined.
+//!
+//! Questions are keyed by position, so the same question always gets the
+//! same key on every resume: `plan` for a script's plan (asked before it
+//! runs, see `warden_script::host::plan`), and `call-N` for the N-th
+//! destructive call the plan does not cover. An answer is bound to what it
+//! answered: a `call-N` answer admits only the guard and the SHA-256 of the
+//! canonical arguments it was given for; a plan admits at most its count
+//! of calls of each of its guards, and one more is refused.
+//!
+//! An [`ApprovalRecord`] holds who answered, what (the guard, the
+//! arguments' SHA-256 or the plan, the script's SHA-256, the build) and
+//! when; the task's receipt and the `destructive_call_confirmed` events
+//! carry them.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ask::Action;
+
+/// The key of a script's plan question.
+pub const PLAN_KEY: &str = "plan";
+
+/// How many calls of one guard a plan covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanItem {
+    pub guard: String,
+    /// The most calls the script can make of it, as the scan bounded them.
+    pub max_calls: u64,
+    /// The argument names of its calls, as the script writes them (values
+    /// are computed at run time).
+    #[serde(default)]
+    pub arguments: Vec<String>,
+}
+
+/// The person's answer to one question, and what it was an answer to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalRecord {
+    /// `plan` or `call-N` (see the module docs).
+    pub key: String,
+    /// Who answered: the task's owner (only its owner can answer).
+    pub principal: String,
+    /// The guard of a `call-N` question (empty for a plan).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub guard: String,
+    /// SHA-256 of the call's canonical arguments (a `call-N` question).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_sha256: Option<String>,
+    /// What a plan approves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<PlanItem>,
+    /// SHA-256 of the script that asked.
+    pub script_sha256: String,
+    /// The build that asked ([`crate::receipt::build_id`]).
+    pub build: String,
+    pub action: Action,
+    /// Whether the answer approves: accepted, and the form's box ticked.
+    pub approved: bool,
+    /// The form's values as answered.
+    #[serde(default)]
+    pub content: Map<String, Value>,
+    /// When it was answered, ISO 8601 UTC.
+    pub at: String,
+}
+
+/// A question a paused task waits on: its key and the form to show.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pending {
+    pub key: String,
+    pub message: String,
+    pub requested_schema: Value,
+    /// The guard it asks about (empty for a plan).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub guard: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments_sha256: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plan: Vec<PlanItem>,
+    pub script_sha256: String,
+}
+
+impl Pending {
+    /// The record of `answer` to this question, by `principal`, at `at`.
+    pub fn answered(
+        &self,
+        principal: &str,
+        action: Action,
+        content: Map<String, Value>,
+        at: String,
+    ) -> ApprovalRecord {
+        let approved = action == Action::Accept && content.get("confirm") == Some(&Value::Bool(true));
+        ApprovalRecord {
+            key: self.key.clone(),
+            principal: principal.to_string(),
+            guard: self.guard.clone(),
+            arguments_sha256: self.arguments_sha256.clone(),
+            plan: self.plan.clone(),
+            script_sha256: self.script_sha256.clone(),
+            build: crate::receipt::build_id().to_string(),
+            action,
+            approved,
+            content,
+            at,
+        }
+    }
+}
+
+/// What a paused task carries to its resumption, kept in its record.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Carried {
+    /// The guard calls of the run so far, in order (entries of
+    /// `warden_script::host::journal`, opaque here).
+    #[serde(default)]
+    pub journal: Vec<Value>,
+    /// Every answer so far, in the order given.
+    #[serde(default)]
+    pub answers: Vec<ApprovalRecord>,
+    /// The question the task waits on, if it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Pending>,
+}
+
+/// What the book says of one destructive call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Decision {
+    /// The plan covers it (its count is spent by one).
+    Planned,
+    /// The person approved exactly this call.
+    Approved(ApprovalRecord),
+    /// The person declined this call, or the plan that covers its guard.
+    Declined(String),
+    /// One more call than the approved plan allows, or an answer given for
+    /// another call at this position: refused.
+    Refused(String),
+    /// Nobody answered yet: the run pauses on this question's key.
+    Ask(String),
+}
+
+/// The approvals of one run of a detached task (held behind an `Arc` by
+/// [`crate::ask::Reach::Durable`]): the answers it carries, the plan's
+/// counts left, how many destructive calls it has reached, and the
+/// question it stopped on.
+#[derive(Debug)]
+pub struct Book {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    carried: Carried,
+    script_sha256: String,
+    /// Calls of each planned guard the run may still make.
+    plan_left: BTreeMap<String, u64>,
+    /// Whether the person declined the plan.
+    plan_declined: bool,
+    /// Destructive calls outside the plan reached so far.
+    calls: u64,
+}
+
+impl Book {
+    pub fn new(carried: Carried) -> Arc<Self> {
+        Arc::new(Self {
+            inner: Mutex::new(Inner {
+                carried,
+                script_sha256: String::new(),
+                plan_left: BTreeMap::new(),
+                plan_declined: false,
+                calls: 0,
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Starts a run of the script with SHA-256 `script_sha256` whose scan
+    /// found `plan`: `Some(key)` when the plan must be asked before it runs
+    /// (no answer to it yet); otherwise the plan's answer (if any) is in
+    /// force for the run.
+    pub fn start(&self, script_sha256: &str, plan: &[PlanItem]) -> Option<String> {
+        let mut inner = self.lock();
+        inner.script_sha256 = script_sha256.to_string();
+        inner.calls = 0;
+        inner.plan_left.clear();
+        inner.plan_declined = false;
+        if plan.is_empty() {
+            return None;
+        }
+        let answer = inner.carried.answers.iter().find(|a| a.key == PLAN_KEY).cloned();
+        match answer {
+            Some(answer) if answer.approved && answer.plan == plan => {
+                inner.plan_left = plan.iter().map(|p| (p.guard.clone(), p.max_calls)).collect();
+                None
+            }
+            Some(_) => {
+                inner.plan_declined = true;
+                inner.plan_left = plan.iter().map(|p| (p.guard.clone(), 0)).collect();
+                None
+            }
+            None => Some(PLAN_KEY.to_string()),
+        }
+    }
+
+    /// Whether the run's plan covers `guard` (approved or declined).
+    pub fn planned(&self, guard: &str) -> bool {
+        self.lock().plan_left.contains_key(guard)
+    }
+
+    /// The script's SHA-256 for this run.
+    pub fn script_sha256(&self) -> String {
+        self.lock().script_sha256.clone()
+    }
+
+    /// What to do with the next destructive call, of `guard` with
+    /// arguments hashing to `arguments_sha256`.
+    pub fn decide(&self, guard: &str, arguments_sha256: &str) -> Decision {
+        let mut inner = self.lock();
+        if let Some(left) = inner.plan_left.get_mut(guard) {
+            if *left > 0 {
+                *left -= 1;
+                return Decision::Planned;
+            }
+            return Decision::Refused(if inner.plan_declined {
+                format!("the person declined the plan that covers '{guard}'")
+            } else {
+                format!("the approved plan allows no more calls of '{guard}' (its count is spent)")
+            });
+        }
+        inner.calls += 1;
+        let key = format!("call-{}", inner.calls);
+        match inner.carried.answers.iter().find(|a| a.key == key) {
+            Some(answer)
+                if answer.guard == guard && answer.arguments_sha256.as_deref() == Some(arguments_sha256) =>
+            {
+                if answer.approved {
+                    Decision::Approved(answer.clone())
+                } else {
+                    Decision::Declined(format!(
+                        "the person did not approve this call of '{guard}' ({:?})",
+                        answer.action
+                    ))
+                }
+            }
+            Some(answer) => Decision::Refused(format!(
+                "the answer at this point ({key}) approved '{}' with arguments {}, not this call of '{guard}' with {arguments_sha256}",
+                answer.guard,
+                answer.arguments_sha256.as_deref().unwrap_or("?")
+            )),
+            None => Decision::Ask(key),
+        }
+    }
+
+    /// A destructive call answered from the journal: it counts against
+    /// the plan or takes its `call-N` position, exactly as it did live.
+    pub fn replayed(&self, guard: &str) {
+        let mut inner = self.lock();
+        match inner.plan_left.get_mut(guard) {
+            Some(left) => *left = left.saturating_sub(1),
+            None => inner.calls += 1,
+        }
+    }
+
+    /// Sets the question the run stops on.
+    pub fn ask(&self, pending: Pending) {
+        self.lock().carried.pending = Some(pending);
+    }
+
+    /// Whether the run stopped on a question.
+    pub fn paused(&self) -> bool {
+        self.lock().carried.pending.is_some()
+    }
+
+    /// The answers carried so far (for the receipt).
+    pub fn answers(&self) -> Vec<ApprovalRecord> {
+        self.lock().carried.answers.clone()
+    }
+
+    /// The journal to replay.
+    pub fn journal(&self) -> Vec<Value> {
+        self.lock().carried.journal.clone()
+    }
+
+    /// What to keep for the resumption: the answers, the question, and the
+    /// run's `journal`.
+    pub fn carry(&self, journal: Vec<Value>) -> Carried {
+        let inner = self.lock();
+        Carried {
+            journal,
+            answers: inner.carried.answers.clone(),
+            pending: inner.carried.pending.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answered(key: &str, guard: &str, sha: &str, approved: bool, plan: Vec<PlanItem>) -> ApprovalRecord {
+        ApprovalRecord {
+            key: key.into(),
+            principal: "alice".into(),
+            guard: guard.into(),
+            arguments_sha256: (!sha.is_empty()).then(|| sha.into()),
+            plan,
+            script_sha256: "sha256:s".into(),
+            build: "b".into(),
+            action: if approved { Action::Accept } else { Action::Decline },
+            approved,
+            content: Map::new(),
+            at: "now".into(),
+        }
+    }
+
+    #[test]
+    fn an_answer_admits_only_the_call_it_answered() {
+        // call-1 approved for (order, a): the same call passes, another call at that position is refused, the next asks.
+        let book = Book::new(Carried {
+            answers: vec![answered("call-1", "order", "sha256:a", true, vec![])],
+            ..Carried::default()
+        });
+        assert_eq!(book.start("sha256:s", &[]), None);
+        assert!(matches!(book.decide("order", "sha256:a"), Decision::Approved(_)));
+        assert_eq!(book.decide("order", "sha256:b"), Decision::Ask("call-2".into()));
+        book.start("sha256:s", &[]);
+        assert!(matches!(book.decide("order", "sha256:b"), Decision::Refused(_)));
+    }
+
+    #[test]
+    fn a_plan_allows_its_count_and_not_one_more() {
+        let plan = vec![PlanItem {
+            guard: "order".into(),
+            max_calls: 2,
+            arguments: vec![],
+        }];
+        let book = Book::new(Carried::default());
+        assert_eq!(book.start("sha256:s", &plan), Some(PLAN_KEY.into()));
+        let book = Book::new(Carried {
+            answers: vec![answered(PLAN_KEY, "", "", true, plan.clone())],
+            ..Carried::default()
+        });
+        assert_eq!(book.start("sha256:s", &plan), None);
+        assert_eq!(book.decide("order", "x"), Decision::Planned);
+        book.replayed("order");
+        assert!(matches!(book.decide("order", "y"), Decision::Refused(_)));
+        // A declined plan refuses every call of its guards.
+        let book = Book::new(Carried {
+            answers: vec![answered(PLAN_KEY, "", "", false, plan.clone())],
+            ..Carried::default()
+        });
+        assert_eq!(book.start("sha256:s", &plan), None);
+        assert!(matches!(book.decide("order", "x"), Decision::Refused(m) if m.contains("declined")));
+    }
+}
