@@ -100,6 +100,7 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
             );
         }
         RunEnd::Cancelled => return failed("the check was cancelled".into()),
+        RunEnd::Paused => return failed("the probe script paused for a question it never asks".into()),
         RunEnd::Crashed(reason) => return failed(format!("the script worker failed: {reason}")),
     }
     let missing = layers.missing();

@@ -533,7 +533,68 @@ impl TaskStore for PgStore {
     }
 
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        self.end_from(id, State::Queued, ending).await
+        Ok(self.end_from(id, State::Queued, ending).await? || self.end_from(id, State::Waiting, ending).await?)
+    }
+
+    async fn pause(
+        &self,
+        id: &str,
+        node: &str,
+        resume: &Value,
+        message: &str,
+        at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE tasks SET state = 'input_required', \
+             request = (COALESCE(request, '{}')::jsonb || jsonb_build_object('resume', $1::jsonb))::text, \
+             status_message = $2, node = '', lease_until_ms = 0, updated_ms = $3 \
+             WHERE id = $4 AND state = 'running' AND node = $5",
+        )
+        .bind(resume.to_string())
+        .bind(clean(message).into_owned())
+        .bind(at_ms)
+        .bind(id)
+        .bind(node)
+        .execute(&self.pool)
+        .await
+        .map_err(query)?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn waiting(&self, id: &str) -> Result<Option<(Value, i64)>, StoreError> {
+        let row: Option<(Option<String>, i64)> =
+            sqlx::query_as("SELECT request, updated_ms FROM tasks WHERE id = $1 AND state = 'input_required'")
+                .bind(id)
+                .fetch_optional(&self.pool)
+                .await
+                .map_err(query)?;
+        Ok(row.map(|(request, since)| {
+            let request = request
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or(Value::Null);
+            (request, since)
+        }))
+    }
+
+    /// Queues the answered task again and wakes every node's claimer, as
+    /// enqueueing does.
+    async fn answer(&self, id: &str, since_ms: i64, resume: &Value, at_ms: i64) -> Result<bool, StoreError> {
+        let done: Option<(String,)> = sqlx::query_as(
+            "WITH answered AS (UPDATE tasks SET state = 'queued', \
+             request = (COALESCE(request, '{}')::jsonb || jsonb_build_object('resume', $1::jsonb))::text, \
+             status_message = 'answered; queued to resume', updated_ms = $2 \
+             WHERE id = $3 AND state = 'input_required' AND updated_ms = $4 RETURNING id) \
+             SELECT id FROM answered, pg_notify($5, 'queued')",
+        )
+        .bind(resume.to_string())
+        .bind(at_ms)
+        .bind(id)
+        .bind(since_ms)
+        .bind(CHANNEL)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(query)?;
+        Ok(done.is_some())
     }
 
     async fn note(&self, id: &str, message: &str, at_ms: i64) -> Result<(), StoreError> {

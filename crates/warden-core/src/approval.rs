@@ -158,6 +158,9 @@ pub enum Decision {
 #[derive(Debug)]
 pub struct Book {
     inner: Mutex<Inner>,
+    /// Whether a call with no answer may stop the run on a question;
+    /// `false` for a replay, which has only the answers recorded.
+    can_ask: bool,
 }
 
 #[derive(Debug)]
@@ -174,7 +177,25 @@ struct Inner {
 
 impl Book {
     pub fn new(carried: Carried) -> Arc<Self> {
-        Arc::new(Self {
+        Arc::new(Self::with(carried, true))
+    }
+
+    /// The book of a replay (`replay_task`): the recorded `answers` admit
+    /// exactly the calls they admitted (of idempotent guards only, see
+    /// [`Book::replays`]), and nothing else is asked: a call with no
+    /// recorded answer is refused.
+    pub fn replaying(answers: Vec<ApprovalRecord>) -> Arc<Self> {
+        Arc::new(Self::with(
+            Carried {
+                answers,
+                ..Carried::default()
+            },
+            false,
+        ))
+    }
+
+    fn with(carried: Carried, can_ask: bool) -> Self {
+        Self {
             inner: Mutex::new(Inner {
                 carried,
                 script_sha256: String::new(),
@@ -182,7 +203,15 @@ impl Book {
                 plan_declined: false,
                 calls: 0,
             }),
-        })
+            can_ask,
+        }
+    }
+
+    /// Whether this is a replay's book: a recorded approval then admits a
+    /// guard's call again only when the guard is idempotent (running it
+    /// again changes nothing more).
+    pub fn replays(&self) -> bool {
+        !self.can_ask
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -213,7 +242,8 @@ impl Book {
                 inner.plan_left = plan.iter().map(|p| (p.guard.clone(), 0)).collect();
                 None
             }
-            None => Some(PLAN_KEY.to_string()),
+            None if self.can_ask => Some(PLAN_KEY.to_string()),
+            None => None,
         }
     }
 
@@ -262,7 +292,10 @@ impl Book {
                 answer.guard,
                 answer.arguments_sha256.as_deref().unwrap_or("?")
             )),
-            None => Decision::Ask(key),
+            None if self.can_ask => Decision::Ask(key),
+            None => Decision::Refused(format!(
+                "the replay has no recorded answer for this call of '{guard}' ({key}), and a replay asks nobody"
+            )),
         }
     }
 

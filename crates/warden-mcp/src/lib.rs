@@ -32,3 +32,4 @@ pub mod server;
 pub mod tasks;
 pub mod transport;
 pub mod view;
+mod waiting;

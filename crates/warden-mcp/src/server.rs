@@ -202,6 +202,7 @@ impl WardenServer {
             arguments,
             traceparent: crate::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
+            resume: None,
         }
         .to_stored();
         let limits = self.executor.limits();
@@ -347,7 +348,15 @@ impl WardenServer {
             cancel,
             Some(progress.clone()),
         );
-        let (outcome, _) = crate::ask::nobody(DETACHED, run).await;
+        // A detached run_script waits for the person when it must ask (its
+        // record pauses, see `crate::waiting`); other tools cannot resume
+        // a run, so nobody can be asked there.
+        let (outcome, _) = if builtin.name() == crate::registry::BuiltinTool::RunScript.name() {
+            let book = warden_core::approval::Book::new(request.resume.clone().unwrap_or_default());
+            crate::ask::durable(book, run).await
+        } else {
+            crate::ask::nobody(DETACHED, run).await
+        };
         if progress.take_claim().is_some() {
             // The task never began: its record is still running here.
             let text = match &outcome {
@@ -872,26 +881,52 @@ impl ServerHandler for WardenServer {
         // A task's status and result: what get_task_result answers.
         self.route_permit(&context, crate::registry::BuiltinTool::GetTaskResult, "tasks/get")?;
         let principal = principal_of(&context);
-        let record = self.owned_task(&principal, &request.task_id).await?;
+        let mut record = self.owned_task(&principal, &request.task_id).await?;
+        let mut asked = None;
+        if let Some((_, carried, _)) = crate::waiting::carried(self.runtime.records(), &record).await? {
+            asked = carried.pending.as_ref().map(crate::waiting::input_requests);
+        } else if record.state == crate::task::store::State::Waiting {
+            // Answered (or cancelled) between the two reads: read it again.
+            record = self.owned_task(&principal, &request.task_id).await?;
+        }
         Ok(GetTaskResult::new(crate::tasks::detailed(
             self.runtime.store(),
             &principal,
             &record,
             self.executor.limits().max_answer_bytes,
+            asked,
         )))
     }
 
-    /// Warden's tasks never ask the client for input: responses are
-    /// acknowledged (the extension ignores unknown keys) once the task is
-    /// known to be the caller's.
+    /// Answers the question a waiting task asked (see [`crate::waiting`]):
+    /// the answer is recorded and the task queued to resume, on any node.
+    /// A response to anything but its outstanding question is refused
+    /// (-32602) and changes nothing.
     async fn update_task(
         &self,
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.owned_task(&principal_of(&context), &request.task_id)
-            .await
-            .map(drop)
+        self.route_permit(&context, crate::registry::BuiltinTool::GetTaskResult, "tasks/update")?;
+        let principal = principal_of(&context);
+        let record = self.owned_task(&principal, &request.task_id).await?;
+        crate::waiting::answer(
+            self.runtime.records(),
+            &record,
+            principal.as_str(),
+            &request.input_responses,
+        )
+        .await?;
+        let mut origin = Origin::request("direct", "tasks/update");
+        origin.principal = principal;
+        origin.task_id = Some(record.id.clone());
+        self.executor.events().emit(
+            &origin,
+            "task_answered",
+            json!({"task_id": record.id, "keys": request.input_responses.keys().collect::<Vec<_>>()}),
+        );
+        self.tasks.submitted.notify_one();
+        Ok(())
     }
 
     /// Cancels the task in whatever state it is (see

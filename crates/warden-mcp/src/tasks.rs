@@ -77,6 +77,10 @@ pub(crate) struct QueuedRequest {
     pub traceparent: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scopes: Vec<String>,
+    /// What a task that waited for the person resumes with (set by the
+    /// store when it pauses; see `crate::waiting`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<warden_core::approval::Carried>,
 }
 
 impl QueuedRequest {
@@ -187,6 +191,7 @@ pub(crate) fn store_error(error: crate::task::store::StoreError) -> ErrorData {
 pub(crate) fn handle(record: &TaskRecord) -> Task {
     let status = match record.state {
         State::Queued | State::Running => McpStatus::Working,
+        State::Waiting => McpStatus::InputRequired,
         State::Ended(TaskStatus::Cancelled) => McpStatus::Cancelled,
         State::Ended(_) if interrupted(record) => McpStatus::Failed,
         State::Ended(_) => McpStatus::Completed,
@@ -200,7 +205,7 @@ pub(crate) fn handle(record: &TaskRecord) -> Task {
     .with_ttl_ms(u64::try_from(record.ttl_ms).unwrap_or(0))
     .with_poll_interval_ms(TASK_POLL_INTERVAL_MS);
     task.status_message = match record.state {
-        State::Queued | State::Running => record.status_message.clone(),
+        State::Queued | State::Running | State::Waiting => record.status_message.clone(),
         State::Ended(_) => record.summary.clone(),
     };
     task
@@ -218,16 +223,22 @@ fn interrupted(record: &TaskRecord) -> bool {
 
 /// `tasks/get`'s answer for `record`, owned by `principal`: an ended
 /// task carries the result its call would have returned, read from its
-/// `result.json`, within the answer bound `limit` (see [`crate::bound`]).
+/// `result.json`, within the answer bound `limit` (see [`crate::bound`]);
+/// a waiting one its question (`asked`, see [`crate::waiting`]).
 pub(crate) fn detailed(
     store: &ArtifactStore,
     principal: &Principal,
     record: &TaskRecord,
     limit: usize,
+    asked: Option<rmcp::model::InputRequests>,
 ) -> DetailedTask {
     let task = handle(record);
     let payload = match task.status {
-        McpStatus::Working | McpStatus::InputRequired => TaskPayload::Working,
+        McpStatus::InputRequired => match asked {
+            Some(input_requests) => TaskPayload::InputRequired { input_requests },
+            None => TaskPayload::Working,
+        },
+        McpStatus::Working => TaskPayload::Working,
         McpStatus::Cancelled => TaskPayload::Cancelled,
         McpStatus::Failed => TaskPayload::Failed {
             error: object(json!({

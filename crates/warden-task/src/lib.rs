@@ -510,6 +510,8 @@ impl TaskRunner {
     ) -> Result<TaskResult, GuardError> {
         let mut task = self.begin(origin, limits.timeout(), &cancel, progress).await?;
         task.limits = limits;
+        // A resumed task runs again: it no longer waits.
+        let _ = std::fs::remove_file(task.dir.join(crate::artifacts::WAITING_FILE));
         for (i, script) in scripts.iter().enumerate() {
             let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
             if let Err(error) = self.store.write_task_file(&task.id, &path, script.as_bytes()) {
@@ -519,6 +521,8 @@ impl TaskRunner {
         }
         let origin: &Origin = origin;
         let mut facts = WorkerFacts::default();
+        // What a run that stopped on a question carries (its journal).
+        let mut paused = None;
         let end = match self.start_worker(&task, origin).await {
             Ok(mut session) => {
                 let under_task = task.origin_under(origin);
@@ -546,12 +550,25 @@ impl TaskRunner {
                         break;
                     }
                 }
+                if matches!(end, RunEnd::Paused) {
+                    paused = Some(session.carry());
+                }
                 facts = session.take_facts();
                 facts.exit_status = Some(session.finish().await);
                 end
             }
             Err(reason) => RunEnd::Crashed(reason.to_string()),
         };
+        if let (Some(journal), Some(book)) = (paused, crate::ask::Reach::here().book().cloned()) {
+            match self.pause(&mut task, origin, &book, journal).await {
+                Ok(waiting) => return Err(waiting),
+                Err(reason) => {
+                    let result = TaskResult::failure(TaskStatus::Failed, reason.clone())
+                        .with_error(TaskError::new(TaskErrorKind::Worker, reason));
+                    return Ok(self.finish(task, origin, result, facts).await);
+                }
+            }
+        }
         let result = match end {
             RunEnd::Finished(outcome) => {
                 script_result(outcome, facts.calls.made, facts.calls.ok, task.deadline)
@@ -559,6 +576,59 @@ impl TaskRunner {
             other => abnormal_end(other, task.timeout),
         };
         Ok(self.finish(task, origin, result, facts).await)
+    }
+
+    /// Stops `task` on the question its `book` holds: keeps what resumes it
+    /// (`journal`, the answers so far, the question) in its record, which
+    /// waits `input_required` holding no server and no slot, and in its
+    /// directory (`waiting.json`, to read); returns the answer for the
+    /// request that ran it. `Err` with the reason when it cannot wait (the
+    /// journal is over its limit, the record cannot be written): the task
+    /// then fails with it.
+    async fn pause(
+        &self,
+        task: &mut Task,
+        origin: &Origin,
+        book: &warden_core::approval::Book,
+        journal: Result<Vec<Value>, String>,
+    ) -> Result<GuardError, String> {
+        let carried = book.carry(journal?);
+        let Some(pending) = carried.pending.clone() else {
+            return Err("internal: the run paused with no question".into());
+        };
+        let resume = serde_json::to_value(&carried).map_err(|e| format!("the task's journal cannot be kept: {e}"))?;
+        let _ = self.store.write_task_file(
+            &task.id,
+            crate::artifacts::WAITING_FILE,
+            &serde_json::to_vec_pretty(&resume).unwrap_or_default(),
+        );
+        let message = if pending.guard.is_empty() {
+            format!("input_required: waiting for the person to approve the plan ({})", pending.key)
+        } else {
+            format!(
+                "input_required: waiting for the person to approve '{}' with arguments {} ({})",
+                pending.guard,
+                pending.arguments_sha256.as_deref().unwrap_or("?"),
+                pending.key
+            )
+        };
+        task.events.emit(
+            origin,
+            "task_waiting",
+            json!({"task_id": task.id, "key": pending.key, "guard": pending.guard,
+                   "arguments_sha256": pending.arguments_sha256, "plan": pending.plan,
+                   "journaled_calls": carried.journal.len()}),
+        );
+        match self.records.pause(&task.id, &resume, &message).await {
+            Ok(true) => {}
+            Ok(false) => return Err("the task could not wait for the person: its record is no longer running here".into()),
+            Err(error) => return Err(format!("the task could not wait for the person: {error}")),
+        }
+        // Its record waits: nothing to end when the task is dropped.
+        task.recorded = true;
+        crate::telemetry::end(&task.trace, "input_required", None);
+        task.events.flush_task_log();
+        Ok(GuardError::new(crate::error::codes::INPUT_REQUIRED, message))
     }
 
     /// Runs a batch as a detached task: the same batch as `run_batch`,
@@ -741,6 +811,14 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> TaskResult {
             TaskResult::failure(TaskStatus::Failed, format!("the script worker failed: {reason}"))
                 .with_error(TaskError::new(kind, reason))
         }
+        RunEnd::Paused => TaskResult::failure(
+            TaskStatus::Failed,
+            "the run stopped on a question for the person, and this kind of task cannot wait for the answer",
+        )
+        .with_error(TaskError::new(
+            TaskErrorKind::Worker,
+            "only a detached run_script task waits for the person's answer",
+        )),
         RunEnd::Finished(_) => {
             TaskResult::failure(TaskStatus::Failed, "internal: finished run passed as abnormal")
         }

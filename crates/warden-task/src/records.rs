@@ -266,12 +266,30 @@ impl Records {
         store.claim(&self.node, now_ms(), self.lease_until()).await
     }
 
-    /// Ends a queued task `cancelled` before any server took it; `false`
-    /// if it was not queued.
+    /// Stops task `id`, running here, on a question for the person (see
+    /// [`crate::store::TaskStore::pause`]); `false` if it was not running
+    /// here.
+    pub async fn pause(&self, id: &str, resume: &Value, message: &str) -> Result<bool, StoreError> {
+        self.open().await?.pause(id, &self.node, resume, message, now_ms()).await
+    }
+
+    /// The request a waiting task keeps, and since when it waits.
+    pub async fn waiting(&self, id: &str) -> Result<Option<(Value, i64)>, StoreError> {
+        self.open().await?.waiting(id).await
+    }
+
+    /// Queues a waiting task again with its answered `resume`, if it
+    /// still waits since `since_ms`.
+    pub async fn answer(&self, id: &str, since_ms: i64, resume: &Value) -> Result<bool, StoreError> {
+        self.open().await?.answer(id, since_ms, resume, now_ms()).await
+    }
+
+    /// Ends a queued task `cancelled` before any server took it, or one
+    /// waiting for the person; `false` if it was neither.
     pub async fn cancel_queued(&self, id: &str) -> Result<bool, StoreError> {
         let ending = Ending {
             status: TaskStatus::Cancelled,
-            summary: "cancelled before it started".into(),
+            summary: "cancelled before it started, or while it waited for the person's answer".into(),
             error: None,
             at_ms: now_ms(),
         };

@@ -355,6 +355,7 @@ fn empty_receipt() -> TaskReceipt {
         calls_sha256: String::new(),
         artifacts: Vec::new(),
         limits: None,
+        approvals: Vec::new(),
     }
 }
 
@@ -511,9 +512,14 @@ pub async fn replay(
         });
     }
     let scripts: Vec<&str> = recorded.scripts.iter().map(String::as_str).collect();
-    let replayed = runner
-        .run_scripts(&scripts, limits.0, origin, cancel, progress)
-        .await?;
+    let run = runner.run_scripts(&scripts, limits.0, origin, cancel, progress);
+    // A task that waited for the person replays with the answers it got.
+    let replayed = if receipt.approvals.is_empty() {
+        run.await?
+    } else {
+        let book = warden_core::approval::Book::replaying(receipt.approvals.clone());
+        crate::ask::durable(book, run).await?
+    };
     let Some(replay_id) = replayed.task_id.clone() else {
         return Err(GuardError::failed("the replay ran without a task id"));
     };

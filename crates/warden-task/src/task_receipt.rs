@@ -28,7 +28,7 @@ pub struct FileHash {
 }
 
 /// See the module doc.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskReceipt {
     /// `warden.task-receipt/1`.
     pub format: String,
@@ -51,6 +51,12 @@ pub struct TaskReceipt {
     /// kept).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<RunLimits>,
+    /// The person's answers a detached task waited for, in the order
+    /// given: who, what exactly (the guard and the arguments' SHA-256, or
+    /// the plan), for which script and build, and when (see
+    /// `warden_core::approval`). Absent when nobody was asked that way.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvals: Vec<warden_core::approval::ApprovalRecord>,
 }
 
 /// The per-task limits a task's scripts ran under: its deadline and its
@@ -124,6 +130,11 @@ pub fn build(
         calls_sha256,
         artifacts: hash_files(dir, crate::artifacts::OUTPUTS_DIR),
         limits: Some(limits),
+        // The answers of the detached task this runs in, if it waited.
+        approvals: crate::ask::Reach::here()
+            .book()
+            .map(|book| book.answers())
+            .unwrap_or_default(),
     }
 }
 

@@ -47,6 +47,10 @@ pub use view::View;
 pub const OUTPUTS_DIR: &str = "outputs";
 /// The saved task result.
 pub const RESULT_FILE: &str = "result.json";
+/// What a task waiting for the person keeps in its directory (the
+/// question, the answers so far and the journal): while it is there and no
+/// result is, the task waits rather than having lost its server.
+pub const WAITING_FILE: &str = "waiting.json";
 
 /// The URI prefix of task artifacts as MCP resources (served by
 /// `mcp::resources`; app resources may not use it).
@@ -215,6 +219,20 @@ impl ArtifactStore {
         safe_path::create_private_dir_all(&self.root).map_err(|e| cannot(&e))?;
         let root = safe_path::open_root(&self.root)?;
         let mode = nix::sys::stat::Mode::from_bits_truncate(safe_path::DIR_MODE);
+        // A task that waited for the person and resumes on the node that
+        // ran it finds its directory: it is taken over (same owner only),
+        // and the resumed run writes over what the first run left.
+        if self.root.join(&task_id).is_dir() {
+            let dir = safe_path::open_dir_at(&root, "task_id", &task_id)?;
+            let owner = owner::read_at(&dir).ok().flatten();
+            if owner::principal_of(owner.as_ref()).as_ref() != Some(principal) {
+                return Err(cannot(&format!("the directory of task {task_id} exists and is not this principal's")));
+            }
+            let record = owner::OwnerRecord::new(principal).to_bytes();
+            safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], &record, true)?;
+            let _ = nix::sys::stat::mkdirat(&dir, OUTPUTS_DIR, mode);
+            return Ok(self.register_running(principal, task_id));
+        }
         nix::sys::stat::mkdirat(&root, staging.as_str(), mode).map_err(|e| cannot(&e))?;
         let set_up = || -> Result<(), GuardError> {
             let dir = safe_path::open_dir_at(&root, "task_id", &staging)?;
@@ -230,6 +248,11 @@ impl ArtifactStore {
             let _ = std::fs::remove_dir_all(self.root.join(&staging));
             return Err(error);
         }
+        Ok(self.register_running(principal, task_id))
+    }
+
+    /// Counts task `task_id` of `principal` as running here; its directory.
+    fn register_running(&self, principal: &Principal, task_id: String) -> PathBuf {
         let running = RunningTask {
             principal: principal.clone(),
             usage: Arc::default(),
@@ -237,7 +260,7 @@ impl ArtifactStore {
         };
         lock(&self.running).insert(task_id.clone(), running);
         self.request_prune();
-        Ok(self.root.join(task_id))
+        self.root.join(task_id)
     }
 
     /// The running-bytes counter `principal`'s running tasks share (a new
@@ -354,7 +377,10 @@ impl ArtifactStore {
                 continue;
             };
             let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
-            if nix::sys::stat::fstatat(&dir, RESULT_FILE, at).is_ok() {
+            // Ended, or waiting for the person (no server holds it).
+            if nix::sys::stat::fstatat(&dir, RESULT_FILE, at).is_ok()
+                || nix::sys::stat::fstatat(&dir, WAITING_FILE, at).is_ok()
+            {
                 continue;
             }
             let owner = owner::read_at(&dir).ok().flatten();

@@ -34,6 +34,9 @@ pub enum State {
     Queued,
     /// Its worker is running (or its server died: see [`crate::node`]).
     Running,
+    /// It stopped on a question for the person (MCP `input_required`) and
+    /// holds no server: [`TaskStore::answer`] queues it again.
+    Waiting,
     /// It ended; `result.json` in its directory has the full result.
     Ended(TaskStatus),
 }
@@ -44,6 +47,7 @@ impl State {
         match self {
             Self::Queued => "queued",
             Self::Running => "running",
+            Self::Waiting => "input_required",
             Self::Ended(TaskStatus::Success) => "success",
             Self::Ended(TaskStatus::Failed) => "failed",
             Self::Ended(TaskStatus::TimedOut) => "timed_out",
@@ -56,6 +60,7 @@ impl State {
         Some(match word {
             "queued" => Self::Queued,
             "running" => Self::Running,
+            "input_required" => Self::Waiting,
             "success" => Self::Ended(TaskStatus::Success),
             "failed" => Self::Ended(TaskStatus::Failed),
             "timed_out" => Self::Ended(TaskStatus::TimedOut),
@@ -295,9 +300,32 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     /// `owner`'s newest `limit` records, newest first.
     async fn list(&self, owner: &Principal, limit: usize) -> Result<Vec<TaskRecord>, StoreError>;
 
-    /// Cancels a queued task (no server took it yet); `false` if it was not
-    /// queued.
+    /// Cancels a queued task (no server took it yet) or one waiting for
+    /// the person; `false` if it was neither.
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError>;
+
+    /// Stops a task running on `node` on a question for the person: it
+    /// leaves the server (no node, no lease, no slot) and waits, with
+    /// `resume` (what its resumption carries, the question included) under
+    /// its request's `resume` key and `message` as its status; `false` if
+    /// it was not running on `node`.
+    async fn pause(
+        &self,
+        id: &str,
+        node: &str,
+        resume: &Value,
+        message: &str,
+        at_ms: i64,
+    ) -> Result<bool, StoreError>;
+
+    /// The request a waiting task keeps, and when it started waiting
+    /// (its `updated_ms`); `None` unless it waits.
+    async fn waiting(&self, id: &str) -> Result<Option<(Value, i64)>, StoreError>;
+
+    /// Answers a waiting task: it is queued again with `resume` under its
+    /// request's `resume` key, provided it still waits since `since_ms` (so
+    /// of two answers to one question, the first wins); `false` otherwise.
+    async fn answer(&self, id: &str, since_ms: i64, resume: &Value, at_ms: i64) -> Result<bool, StoreError>;
 
     /// Every running record (to find those whose server died).
     async fn running(&self) -> Result<Vec<TaskRecord>, StoreError>;

@@ -587,7 +587,64 @@ impl TaskStore for SqliteStore {
     }
 
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        self.end_from(id, State::Queued, ending).await
+        Ok(self.end_from(id, State::Queued, ending).await? || self.end_from(id, State::Waiting, ending).await?)
+    }
+
+    async fn pause(
+        &self,
+        id: &str,
+        node: &str,
+        resume: &Value,
+        message: &str,
+        at_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let (id, node, request, message) = (id.to_owned(), node.to_owned(), resume.to_string(), message.to_owned());
+        self.pool
+            .run(move |c| {
+                let done = c
+                    .prepare_cached(
+                        "UPDATE tasks SET state = 'input_required', request = json_set(COALESCE(request, '{}'), '$.resume', json(?)), \
+                         status_message = ?, node = '', lease_until_ms = 0, updated_ms = ? \
+                         WHERE id = ? AND state = 'running' AND node = ?",
+                    )?
+                    .execute(params![request, message, at_ms, id, node])?;
+                Ok(done == 1)
+            })
+            .await
+    }
+
+    async fn waiting(&self, id: &str) -> Result<Option<(Value, i64)>, StoreError> {
+        let id = id.to_owned();
+        let row = self
+            .pool
+            .run(move |c| {
+                c.prepare_cached("SELECT request, updated_ms FROM tasks WHERE id = ? AND state = 'input_required'")?
+                    .query_row([id], |row| Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?)))
+                    .optional()
+            })
+            .await?;
+        Ok(row.map(|(request, since)| {
+            let request = request
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or(Value::Null);
+            (request, since)
+        }))
+    }
+
+    async fn answer(&self, id: &str, since_ms: i64, resume: &Value, at_ms: i64) -> Result<bool, StoreError> {
+        let (id, request) = (id.to_owned(), resume.to_string());
+        self.pool
+            .run(move |c| {
+                let done = c
+                    .prepare_cached(
+                        "UPDATE tasks SET state = 'queued', request = json_set(COALESCE(request, '{}'), '$.resume', json(?)), \
+                         status_message = 'answered; queued to resume', updated_ms = ? \
+                         WHERE id = ? AND state = 'input_required' AND updated_ms = ?",
+                    )?
+                    .execute(params![request, at_ms, id, since_ms])?;
+                Ok(done == 1)
+            })
+            .await
     }
 
     async fn note(&self, id: &str, message: &str, at_ms: i64) -> Result<(), StoreError> {

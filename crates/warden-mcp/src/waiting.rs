@@ -1,0 +1,111 @@
+//! A detached task that waits for the person (MCP Tasks `input_required`):
+//! its question on `tasks/get`, its answer through `tasks/update`.
+//!
+//! When a detached `run_script` task reaches a destructive call (or a plan)
+//! with no answer, its run stops and its record waits, holding no server
+//! and no slot, with what resumes it under its request's `resume` key (see
+//! `warden_core::approval`). `tasks/get` then answers `input_required`
+//! with one `inputRequests` entry: an `elicitation/create` form keyed by
+//! the question's key (`plan` or `call-N`). `tasks/update` with
+//! `inputResponses` for exactly that key answers it, from any node and
+//! also after the node that ran the task restarted: the answer is recorded
+//! (who, what, when) and the task is queued again; whichever node claims
+//! it resumes the script through its journal. A response for any other
+//! key, one that is not a form's answer, or one for a task that does not
+//! wait is refused (-32602) and changes nothing; of two answers to the
+//! same question the first wins.
+
+use rmcp::ErrorData;
+use rmcp::model::{ElicitRequest, InputRequest, InputRequests, InputResponses};
+use serde_json::{Value, json};
+use warden_core::approval::{Carried, Pending};
+
+use crate::ask::Elicitation;
+use crate::task::store::{State, TaskRecord};
+
+/// What a waiting task's record keeps: its resumption, and since when it
+/// waits; `None` when it does not wait (any more).
+pub(crate) async fn carried(
+    records: &crate::task::records::Records,
+    record: &TaskRecord,
+) -> Result<Option<(Value, Carried, i64)>, ErrorData> {
+    if record.state != State::Waiting {
+        return Ok(None);
+    }
+    let Some((request, since)) = records.waiting(&record.id).await.map_err(crate::tasks::store_error)? else {
+        return Ok(None);
+    };
+    let carried = request
+        .get("resume")
+        .cloned()
+        .and_then(|resume| serde_json::from_value::<Carried>(resume).ok())
+        .unwrap_or_default();
+    Ok(Some((request, carried, since)))
+}
+
+/// The `inputRequests` of a waiting task: its one question as a form.
+pub(crate) fn input_requests(pending: &Pending) -> InputRequests {
+    let mut requests = InputRequests::new();
+    if let Ok(params) = crate::asking::elicit_params(pending.message.clone(), pending.requested_schema.clone()) {
+        requests.insert(pending.key.clone(), InputRequest::Elicitation(ElicitRequest::new(params)));
+    }
+    requests
+}
+
+/// Answers the waiting `record` with `responses`, as `principal` (its
+/// owner): records the answer and queues the task again.
+pub(crate) async fn answer(
+    records: &crate::task::records::Records,
+    record: &TaskRecord,
+    principal: &str,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
+    let refuse = |message: String| Err(ErrorData::invalid_params(message, Some(json!({"task_id": record.id}))));
+    let Some((_, mut carried, since)) = carried(records, record).await? else {
+        return refuse(format!(
+            "task '{}' is {}, not waiting for input: there is no question to answer, and nothing changed",
+            record.id,
+            record.state.as_str()
+        ));
+    };
+    let Some(pending) = carried.pending.take() else {
+        return refuse(format!("task '{}' waits with no question; nothing changed", record.id));
+    };
+    if let Some(other) = responses.keys().find(|key| **key != pending.key) {
+        return refuse(format!(
+            "inputResponses names '{other}', which is not an outstanding question of task '{}': answer '{}' only; nothing changed",
+            record.id, pending.key
+        ));
+    }
+    let Some(response) = responses.get(&pending.key) else {
+        return refuse(format!(
+            "inputResponses has no answer to '{}', the question task '{}' waits on; nothing changed",
+            pending.key, record.id
+        ));
+    };
+    let form: Elicitation = serde_json::from_value(response.clone()).map_err(|e| {
+        ErrorData::invalid_params(
+            format!(
+                "inputResponses.{} must be a form's answer {{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{\"confirm\": true|false}}}}: {e}; nothing changed",
+                pending.key
+            ),
+            None,
+        )
+    })?;
+    let at = crate::task::store::iso8601(crate::task::store::now_ms());
+    carried
+        .answers
+        .push(pending.answered(principal, form.action, form.content, at));
+    let resume = serde_json::to_value(&carried).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let queued = records
+        .answer(&record.id, since, &resume)
+        .await
+        .map_err(crate::tasks::store_error)?;
+    if !queued {
+        return refuse(format!(
+            "task '{}' no longer waits on '{}' (it was answered or cancelled meanwhile); nothing changed",
+            record.id, pending.key
+        ));
+    }
+    Ok(())
+}
