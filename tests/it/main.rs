@@ -4,6 +4,7 @@
 mod agent;
 mod answers;
 mod app_view;
+mod approvals;
 mod asking;
 mod asking_stateless;
 mod batch;

@@ -533,7 +533,8 @@ impl TaskStore for PgStore {
     }
 
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        Ok(self.end_from(id, State::Queued, ending).await? || self.end_from(id, State::Waiting, ending).await?)
+        Ok(self.end_from(id, State::Queued, ending).await?
+            || self.end_from(id, State::Waiting, ending).await?)
     }
 
     async fn pause(
@@ -562,12 +563,13 @@ impl TaskStore for PgStore {
     }
 
     async fn waiting(&self, id: &str) -> Result<Option<(Value, i64)>, StoreError> {
-        let row: Option<(Option<String>, i64)> =
-            sqlx::query_as("SELECT request, updated_ms FROM tasks WHERE id = $1 AND state = 'input_required'")
-                .bind(id)
-                .fetch_optional(&self.pool)
-                .await
-                .map_err(query)?;
+        let row: Option<(Option<String>, i64)> = sqlx::query_as(
+            "SELECT request, updated_ms FROM tasks WHERE id = $1 AND state = 'input_required'",
+        )
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(query)?;
         Ok(row.map(|(request, since)| {
             let request = request
                 .and_then(|text| serde_json::from_str(&text).ok())

@@ -410,6 +410,15 @@ impl Guard {
         self.hints.idempotent = false;
         self
     }
+    /// Declares that calling the guard again with the same arguments
+    /// changes nothing more (MCP `idempotentHint`), e.g. an order keyed by
+    /// a client order id. Call it after [`Guard::destructive`], which
+    /// clears it. A replay (`replay_task`) runs a destructive guard again
+    /// with its recorded approval only when it is idempotent.
+    pub fn idempotent(mut self) -> Self {
+        self.hints.idempotent = true;
+        self
+    }
     /// Declares that the guard talks to systems outside the server.
     pub fn open_world(mut self) -> Self {
         self.hints.open_world = true;

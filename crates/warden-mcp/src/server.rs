@@ -907,7 +907,11 @@ impl ServerHandler for WardenServer {
         request: UpdateTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.route_permit(&context, crate::registry::BuiltinTool::GetTaskResult, "tasks/update")?;
+        self.route_permit(
+            &context,
+            crate::registry::BuiltinTool::GetTaskResult,
+            "tasks/update",
+        )?;
         let principal = principal_of(&context);
         let record = self.owned_task(&principal, &request.task_id).await?;
         crate::waiting::answer(

@@ -32,7 +32,11 @@ pub(crate) async fn carried(
     if record.state != State::Waiting {
         return Ok(None);
     }
-    let Some((request, since)) = records.waiting(&record.id).await.map_err(crate::tasks::store_error)? else {
+    let Some((request, since)) = records
+        .waiting(&record.id)
+        .await
+        .map_err(crate::tasks::store_error)?
+    else {
         return Ok(None);
     };
     let carried = request
@@ -46,8 +50,13 @@ pub(crate) async fn carried(
 /// The `inputRequests` of a waiting task: its one question as a form.
 pub(crate) fn input_requests(pending: &Pending) -> InputRequests {
     let mut requests = InputRequests::new();
-    if let Ok(params) = crate::asking::elicit_params(pending.message.clone(), pending.requested_schema.clone()) {
-        requests.insert(pending.key.clone(), InputRequest::Elicitation(ElicitRequest::new(params)));
+    if let Ok(params) =
+        crate::asking::elicit_params(pending.message.clone(), pending.requested_schema.clone())
+    {
+        requests.insert(
+            pending.key.clone(),
+            InputRequest::Elicitation(ElicitRequest::new(params)),
+        );
     }
     requests
 }
@@ -60,7 +69,12 @@ pub(crate) async fn answer(
     principal: &str,
     responses: &InputResponses,
 ) -> Result<(), ErrorData> {
-    let refuse = |message: String| Err(ErrorData::invalid_params(message, Some(json!({"task_id": record.id}))));
+    let refuse = |message: String| {
+        Err(ErrorData::invalid_params(
+            message,
+            Some(json!({"task_id": record.id})),
+        ))
+    };
     let Some((_, mut carried, since)) = carried(records, record).await? else {
         return refuse(format!(
             "task '{}' is {}, not waiting for input: there is no question to answer, and nothing changed",
@@ -69,7 +83,10 @@ pub(crate) async fn answer(
         ));
     };
     let Some(pending) = carried.pending.take() else {
-        return refuse(format!("task '{}' waits with no question; nothing changed", record.id));
+        return refuse(format!(
+            "task '{}' waits with no question; nothing changed",
+            record.id
+        ));
     };
     if let Some(other) = responses.keys().find(|key| **key != pending.key) {
         return refuse(format!(
@@ -96,7 +113,8 @@ pub(crate) async fn answer(
     carried
         .answers
         .push(pending.answered(principal, form.action, form.content, at));
-    let resume = serde_json::to_value(&carried).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let resume =
+        serde_json::to_value(&carried).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     let queued = records
         .answer(&record.id, since, &resume)
         .await

@@ -596,14 +596,18 @@ impl TaskRunner {
         let Some(pending) = carried.pending.clone() else {
             return Err("internal: the run paused with no question".into());
         };
-        let resume = serde_json::to_value(&carried).map_err(|e| format!("the task's journal cannot be kept: {e}"))?;
+        let resume =
+            serde_json::to_value(&carried).map_err(|e| format!("the task's journal cannot be kept: {e}"))?;
         let _ = self.store.write_task_file(
             &task.id,
             crate::artifacts::WAITING_FILE,
             &serde_json::to_vec_pretty(&resume).unwrap_or_default(),
         );
         let message = if pending.guard.is_empty() {
-            format!("input_required: waiting for the person to approve the plan ({})", pending.key)
+            format!(
+                "input_required: waiting for the person to approve the plan ({})",
+                pending.key
+            )
         } else {
             format!(
                 "input_required: waiting for the person to approve '{}' with arguments {} ({})",
@@ -621,7 +625,11 @@ impl TaskRunner {
         );
         match self.records.pause(&task.id, &resume, &message).await {
             Ok(true) => {}
-            Ok(false) => return Err("the task could not wait for the person: its record is no longer running here".into()),
+            Ok(false) => {
+                return Err(
+                    "the task could not wait for the person: its record is no longer running here".into(),
+                );
+            }
             Err(error) => return Err(format!("the task could not wait for the person: {error}")),
         }
         // Its record waits: nothing to end when the task is dropped.

@@ -270,7 +270,10 @@ impl Records {
     /// [`crate::store::TaskStore::pause`]); `false` if it was not running
     /// here.
     pub async fn pause(&self, id: &str, resume: &Value, message: &str) -> Result<bool, StoreError> {
-        self.open().await?.pause(id, &self.node, resume, message, now_ms()).await
+        self.open()
+            .await?
+            .pause(id, &self.node, resume, message, now_ms())
+            .await
     }
 
     /// The request a waiting task keeps, and since when it waits.

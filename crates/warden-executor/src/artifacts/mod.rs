@@ -226,7 +226,9 @@ impl ArtifactStore {
             let dir = safe_path::open_dir_at(&root, "task_id", &task_id)?;
             let owner = owner::read_at(&dir).ok().flatten();
             if owner::principal_of(owner.as_ref()).as_ref() != Some(principal) {
-                return Err(cannot(&format!("the directory of task {task_id} exists and is not this principal's")));
+                return Err(cannot(&format!(
+                    "the directory of task {task_id} exists and is not this principal's"
+                )));
             }
             let record = owner::OwnerRecord::new(principal).to_bytes();
             safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], &record, true)?;

@@ -587,7 +587,8 @@ impl TaskStore for SqliteStore {
     }
 
     async fn cancel_queued(&self, id: &str, ending: &Ending) -> Result<bool, StoreError> {
-        Ok(self.end_from(id, State::Queued, ending).await? || self.end_from(id, State::Waiting, ending).await?)
+        Ok(self.end_from(id, State::Queued, ending).await?
+            || self.end_from(id, State::Waiting, ending).await?)
     }
 
     async fn pause(
@@ -598,7 +599,12 @@ impl TaskStore for SqliteStore {
         message: &str,
         at_ms: i64,
     ) -> Result<bool, StoreError> {
-        let (id, node, request, message) = (id.to_owned(), node.to_owned(), resume.to_string(), message.to_owned());
+        let (id, node, request, message) = (
+            id.to_owned(),
+            node.to_owned(),
+            resume.to_string(),
+            message.to_owned(),
+        );
         self.pool
             .run(move |c| {
                 let done = c
@@ -618,9 +624,13 @@ impl TaskStore for SqliteStore {
         let row = self
             .pool
             .run(move |c| {
-                c.prepare_cached("SELECT request, updated_ms FROM tasks WHERE id = ? AND state = 'input_required'")?
-                    .query_row([id], |row| Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?)))
-                    .optional()
+                c.prepare_cached(
+                    "SELECT request, updated_ms FROM tasks WHERE id = ? AND state = 'input_required'",
+                )?
+                .query_row([id], |row| {
+                    Ok((row.get::<_, Option<String>>(0)?, row.get::<_, i64>(1)?))
+                })
+                .optional()
             })
             .await?;
         Ok(row.map(|(request, since)| {

@@ -70,6 +70,8 @@ pub fn app() -> App {
                 .title("Place a paper order")
                 .in_process()
                 .destructive()
+                // The same client order id places nothing twice.
+                .idempotent()
                 .category("orders")
                 .hidden_from_model(),
         )

@@ -1,0 +1,280 @@
+//! Approvals a team can trust (issue 40): a detached `run_script` task that
+//! reaches a destructive call waits `input_required` with the question in
+//! `tasks/get`, survives SIGKILL and a restart of its server, is answered
+//! through `tasks/update`, and resumes through its journal without running
+//! its earlier calls again; the receipt holds the approval. A declined
+//! question writes nothing; a loop of orders over a literal list is one
+//! plan question; answers to questions nobody asked are refused.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rmcp::model::{TaskStatus, UpdateTaskParams};
+use rmcp::service::{Peer, RoleClient};
+use serde_json::{Value, json};
+
+use crate::common::tasks::*;
+use crate::common::*;
+
+/// Prices (a quote), then places one order limited at that price.
+const PRICE_THEN_ORDER: &str = r#"let q = get_quote(#{symbol: "AAPL"});
+let placed = place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 10, limit_price: q.price, client_order_id: "ord-1"});
+final_answer(#{task_type: "analysis", summary: "ordered", metrics: #{price: q.price, duplicate: placed.duplicate}})"#;
+
+/// Five orders over a literal list: one plan.
+const FIVE_ORDERS: &str = r#"let n = 0;
+for s in ["AAPL", "MSFT", "GOOGL", "AMZN", "NVDA"] {
+    place_paper_order(#{symbol: s, side: "buy", quantity: 1, client_order_id: `plan-${s}`});
+    n += 1;
+}
+final_answer(#{task_type: "analysis", summary: "placed", metrics: #{orders: n}})"#;
+
+fn script(code: &str) -> Value {
+    json!({"script": code, "timeout_seconds": 30})
+}
+
+/// The ledger's lines (none when the file is absent).
+fn ledger(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .map(|text| {
+            text.lines()
+                .map(|l| serde_json::from_str(l).expect("JSON line"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Polls `tasks/get` until the task waits for input or ends; its wire form.
+async fn until_waiting_or_ended(peer: &Peer<RoleClient>, id: &str) -> Value {
+    let start = std::time::Instant::now();
+    loop {
+        let answer = get_task(peer, id).await.expect("tasks/get");
+        let status = answer.task.status();
+        if status == TaskStatus::InputRequired || status.is_terminal() {
+            return wire(&answer);
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "still working: {}",
+            wire(&answer)
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// `tasks/update` with `responses`.
+async fn update(peer: &Peer<RoleClient>, id: &str, responses: Value) -> Result<(), rmcp::ServiceError> {
+    let Value::Object(map) = responses else {
+        panic!("object")
+    };
+    peer.update_task(UpdateTaskParams::new(id, map.into_iter().collect()))
+        .await
+}
+
+fn accept() -> Value {
+    json!({"action": "accept", "content": {"confirm": true}})
+}
+
+/// How many times the task's own event log says `guard` started.
+fn starts_of(artifacts: &Path, id: &str, guard: &str) -> usize {
+    let log = std::fs::read_to_string(artifacts.join(id).join("events.jsonl")).unwrap_or_default();
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["event"] == "function_call_started" && e["function"] == guard)
+        .count()
+}
+
+#[tokio::test]
+async fn a_detached_order_waits_survives_a_restart_and_runs_once_when_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let mut first = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let id = start_task(first.peer(), "run_script", script(PRICE_THEN_ORDER), None)
+        .await
+        .task
+        .task_id;
+
+    let waiting = until_waiting_or_ended(first.peer(), &id).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let question = &waiting["inputRequests"]["call-1"];
+    assert_eq!(question["method"], "elicitation/create", "{waiting}");
+    let message = question["params"]["message"].as_str().expect("message");
+    assert!(message.contains("'place_paper_order'"), "{message}");
+    assert!(message.contains("\"client_order_id\": \"ord-1\""), "{message}");
+    assert!(message.contains("arguments_sha256: sha256:"), "{message}");
+    assert!(
+        ledger(&ledger_path).is_empty(),
+        "nothing placed before the answer"
+    );
+    assert_eq!(starts_of(&artifacts, &id, "get_quote"), 1);
+    // No worker holds the waiting task.
+    assert!(eventually(Duration::from_secs(5), || children_of(first.pid).is_empty()).await);
+
+    // SIGKILL and restart: the same question, still nothing placed.
+    first.kill().await;
+    let second = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let again = until_waiting_or_ended(second.peer(), &id).await;
+    assert_eq!(again["status"], "input_required", "{again}");
+    assert_eq!(again["inputRequests"], waiting["inputRequests"]);
+
+    // An answer to a question nobody asked is refused, and changes nothing.
+    let wrong = update(second.peer(), &id, json!({"call-9": accept()})).await;
+    match wrong {
+        Err(rmcp::ServiceError::McpError(error)) => {
+            assert_eq!(error.code.0, -32602, "{error:?}");
+            assert!(error.message.contains("call-1"), "{}", error.message);
+        }
+        other => panic!("expected -32602, got {other:?}"),
+    }
+    assert_eq!(
+        until_waiting_or_ended(second.peer(), &id).await["status"],
+        "input_required"
+    );
+
+    update(second.peer(), &id, json!({"call-1": accept()}))
+        .await
+        .expect("answered");
+    let ended = poll_until_ended(second.peer(), &id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(result["status"], "success", "{done}");
+    let lines = ledger(&ledger_path);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["client_order_id"], "ord-1");
+    // The quote came from the journal: it ran once, before the pause.
+    assert_eq!(starts_of(&artifacts, &id, "get_quote"), 1);
+    assert_eq!(starts_of(&artifacts, &id, "place_paper_order"), 1);
+
+    // The receipt holds the approval, bound to the order's arguments.
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts.join(&id).join("result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    let approvals = &saved["receipt"]["approvals"];
+    assert_eq!(approvals.as_array().map(Vec::len), Some(1), "{saved}");
+    let approval = &approvals[0];
+    assert_eq!(approval["key"], "call-1");
+    assert_eq!(approval["guard"], "place_paper_order");
+    assert_eq!(approval["approved"], true);
+    assert_eq!(approval["principal"], "local");
+    assert!(
+        approval["script_sha256"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("sha256:"))
+    );
+    assert!(approval["build"].as_str().is_some_and(|s| !s.is_empty()));
+    let calls = std::fs::read_to_string(artifacts.join(&id).join("function_calls.json")).expect("calls");
+    let calls: Value = serde_json::from_str(&calls).expect("JSON");
+    let order = calls
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["function"] == "place_paper_order"))
+        .cloned()
+        .expect("the order's call record");
+    assert_eq!(order["arguments_sha256"], approval["arguments_sha256"], "{calls}");
+    assert_eq!(
+        calls.as_array().map(Vec::len),
+        Some(2),
+        "the quote (journaled) and the order: {calls}"
+    );
+}
+
+#[tokio::test]
+async fn a_declined_order_ends_without_a_ledger_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let server = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let id = start_task(server.peer(), "run_script", script(PRICE_THEN_ORDER), None)
+        .await
+        .task
+        .task_id;
+    assert_eq!(
+        until_waiting_or_ended(server.peer(), &id).await["status"],
+        "input_required"
+    );
+    update(server.peer(), &id, json!({"call-1": {"action": "decline"}}))
+        .await
+        .expect("answered");
+    let ended = poll_until_ended(server.peer(), &id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(result["status"], "failed", "{done}");
+    assert!(result.to_string().contains("did not approve"), "{result}");
+    assert!(ledger(&ledger_path).is_empty());
+    // A second answer to the same question: it no longer waits.
+    let late = update(server.peer(), &id, json!({"call-1": accept()})).await;
+    assert!(matches!(late, Err(rmcp::ServiceError::McpError(e)) if e.code.0 == -32602));
+    assert!(ledger(&ledger_path).is_empty());
+}
+
+#[tokio::test]
+async fn a_loop_of_five_orders_asks_once_and_places_five() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let server = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let id = start_task(server.peer(), "run_script", script(FIVE_ORDERS), None)
+        .await
+        .task
+        .task_id;
+    let waiting = until_waiting_or_ended(server.peer(), &id).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let requests = waiting["inputRequests"].as_object().expect("inputRequests");
+    assert_eq!(requests.keys().collect::<Vec<_>>(), vec!["plan"], "{waiting}");
+    let message = requests["plan"]["params"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("'place_paper_order' at most 5 times"),
+        "{message}"
+    );
+    assert!(message.contains("client_order_id"), "{message}");
+    update(server.peer(), &id, json!({"plan": accept()}))
+        .await
+        .expect("answered");
+    let ended = poll_until_ended(server.peer(), &id, Duration::from_secs(30)).await;
+    // Asked once: no second input_required on the way to the end.
+    assert!(ended.iter().all(|a| a.task.status() != TaskStatus::InputRequired));
+    let done = wire(ended.last().expect("an answer"));
+    assert_eq!(
+        done["result"]["structuredContent"]["metrics"]["orders"], 5,
+        "{done}"
+    );
+    assert_eq!(ledger(&ledger_path).len(), 5);
+}
+
+#[tokio::test]
+async fn a_plan_allows_its_count_and_refuses_one_more() {
+    // The scan bounds the loop at 2; a call through a function pointer is a third: refused.
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let server = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let code = r#"for s in ["AAPL", "MSFT"] { place_paper_order(#{symbol: s, side: "buy", quantity: 1, client_order_id: `p-${s}`}); }
+let f = Fn("place_paper_order");
+let third = "placed";
+try { f.call(#{symbol: "SAP", side: "buy", quantity: 1, client_order_id: "p-SAP"}); } catch (e) { third = e.message; }
+final_answer(#{task_type: "analysis", summary: third, metrics: #{}})"#;
+    let id = start_task(server.peer(), "run_script", script(code), None)
+        .await
+        .task
+        .task_id;
+    let waiting = until_waiting_or_ended(server.peer(), &id).await;
+    assert!(waiting["inputRequests"]["plan"].is_object(), "{waiting}");
+    update(server.peer(), &id, json!({"plan": accept()}))
+        .await
+        .expect("answered");
+    let ended = poll_until_ended(server.peer(), &id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    let summary = done["result"]["structuredContent"]["summary"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(summary.contains("no more calls"), "{done}");
+    assert_eq!(ledger(&ledger_path).len(), 2);
+}
