@@ -541,13 +541,14 @@ impl TaskStore for PgStore {
         &self,
         id: &str,
         node: &str,
+        request: &Value,
         resume: &Value,
         message: &str,
         at_ms: i64,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tasks SET state = 'input_required', \
-             request = (COALESCE(request, '{}')::jsonb || jsonb_build_object('resume', $1::jsonb))::text, \
+             request = (COALESCE(request, $6)::jsonb || jsonb_build_object('resume', $1::jsonb))::text, \
              status_message = $2, node = '', lease_until_ms = 0, updated_ms = $3 \
              WHERE id = $4 AND state = 'running' AND node = $5",
         )
@@ -556,6 +557,7 @@ impl TaskStore for PgStore {
         .bind(at_ms)
         .bind(id)
         .bind(node)
+        .bind(request.to_string())
         .execute(&self.pool)
         .await
         .map_err(query)?;

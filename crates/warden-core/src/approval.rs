@@ -161,6 +161,10 @@ pub struct Book {
     /// Whether a call with no answer may stop the run on a question;
     /// `false` for a replay, which has only the answers recorded.
     can_ask: bool,
+    /// What a task that was not queued (a stateless request's run) runs
+    /// when it resumes: the request a queued task's record already holds
+    /// (`{tool, arguments, …}`), kept with its question.
+    request: Option<Value>,
 }
 
 #[derive(Debug)]
@@ -204,7 +208,28 @@ impl Book {
                 calls: 0,
             }),
             can_ask,
+            request: None,
         }
+    }
+
+    /// The book of a run that was not queued as a task but may pause (a
+    /// stateless request's `run_script`): `request` is what its record
+    /// keeps to resume it (see [`Book::request`]).
+    pub fn for_request(request: Value) -> Arc<Self> {
+        let mut book = Self::with(Carried::default(), true);
+        book.request = Some(request);
+        Arc::new(book)
+    }
+
+    /// What the task's record must hold to resume it when it has no
+    /// request of its own (see [`Book::for_request`]).
+    pub fn request(&self) -> Option<&Value> {
+        self.request.as_ref()
+    }
+
+    /// The question the run stopped on, if it did.
+    pub fn pending(&self) -> Option<Pending> {
+        self.lock().carried.pending.clone()
     }
 
     /// Whether this is a replay's book: a recorded approval then admits a

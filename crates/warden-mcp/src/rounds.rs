@@ -329,6 +329,45 @@ impl Round {
     }
 }
 
+/// What the `requestState` of a stateless `run_script` that stopped on a
+/// question holds: its task, which waits in the store with the journal
+/// and the answers so far (see `crate::waiting`), and the question's key.
+#[derive(Debug, Serialize, Deserialize)]
+pub(crate) struct WaitingTask {
+    pub task_id: String,
+    pub key: String,
+}
+
+impl WaitingTask {
+    /// Sealed for `binding`, valid for `ttl`.
+    pub fn seal(&self, binding: &Binding, ttl: Duration) -> Result<String, GuardError> {
+        let codec = codec().ok_or_else(|| {
+            GuardError::new(
+                codes::CANNOT_ASK,
+                "no random key for requestState could be drawn, so the client cannot be asked",
+            )
+        })?;
+        codec
+            .seal_json_with(self, &SealOptions::new().associated_data(&binding.0).ttl(ttl))
+            .map_err(|e| GuardError::failed(format!("the requestState could not be sealed: {e}")))
+    }
+
+    /// Opened from a retry's `state`, for `binding` only.
+    pub fn open(binding: &Binding, state: &str) -> Result<Self, ErrorData> {
+        if state.len() > MAX_INPUT_STATE_BYTES {
+            return Err(bad_field(
+                "requestState",
+                &format!("longer than any this server issues ({MAX_INPUT_STATE_BYTES}, MAX_INPUT_STATE_BYTES); {START_OVER}"),
+            ));
+        }
+        let codec = codec()
+            .ok_or_else(|| bad_field("requestState", &format!("no key to verify it; {START_OVER}")))?;
+        codec
+            .open_json_with(state, &binding.0)
+            .map_err(|e| bad_field("requestState", &opening_error(&e)))
+    }
+}
+
 /// `q1`, `q2`, …: the key of the n-th question of a call.
 fn question_key(n: usize) -> String {
     format!("q{n}")

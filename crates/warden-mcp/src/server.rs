@@ -42,6 +42,7 @@ use opentelemetry::trace::SpanKind;
 
 /// The policy as this layer applies it (visible tools, routes, claims).
 mod access;
+mod stateless_script;
 
 /// Instructions sent to clients at initialize.
 const INSTRUCTIONS: &str = "Each tool is a typed guard: call it with the arguments its input schema describes. \
@@ -75,7 +76,7 @@ const NO_ELICITATION: &str = "this client did not declare the elicitation capabi
 /// Why nobody can be asked on a stateless (2026-07-28) request, although
 /// its client declared elicitation: a script's or batch's confirmation
 /// cannot travel in a multi-round-trip answer yet.
-const STATELESS: &str = "this is a stateless (2026-07-28) request, where a script's or batch's confirmation cannot be carried in a multi-round-trip answer yet; use a 2025-11-25 session, or call the guard directly";
+const STATELESS: &str = "this is a stateless (2026-07-28) request, where a batch cannot pause for the answer (a run_script can: it answers input_required); call the guard directly, or place the call in a script";
 
 /// Why nobody can be asked in a claimed MCP task.
 const DETACHED: &str = "it runs as a detached MCP task, with no client connected to answer";
@@ -386,6 +387,11 @@ impl WardenServer {
         let (outcome, origin) = self
             .builtin_outcome(builtin, arguments, origin, cancel, progress)
             .await;
+        self.answer_of(outcome, &origin).await
+    }
+
+    /// A built-in's outcome as its call's result, within the answer bound.
+    async fn answer_of(&self, outcome: Result<Reply, GuardError>, origin: &Origin) -> CallToolResult {
         let limit = self.executor.limits().max_answer_bytes;
         let answer = match outcome {
             Ok(reply) => reply.into_answer(self.runtime.store().view(&origin.principal), limit),
@@ -401,7 +407,7 @@ impl WardenServer {
                 )))
             }
         };
-        crate::bound::bounded(&self.runtime, &origin, answer).await
+        crate::bound::bounded(&self.runtime, origin, answer).await
     }
 
     /// Runs a built-in tool with request events around it, and returns
@@ -1004,6 +1010,27 @@ impl ServerHandler for WardenServer {
             .is_some_and(|v| !v.has_initialize());
         let retried = request.request_state.is_some() || request.input_responses.is_some();
         if let Some(index) = self.builtins.iter().position(|b| b.name() == name) {
+            // A stateless run_script whose client takes forms asks the
+            // person through multi-round-trip input (unless it asks for a
+            // task, which waits for tasks/update instead).
+            let script = name == crate::registry::BuiltinTool::RunScript.name();
+            let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+            if stateless
+                && script
+                && crate::rounds::CanAnswer::of(&context.meta).elicit
+                && !crate::tasks::asks_for_task(&context.meta, declared)?
+            {
+                let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+                return self
+                    .run_script_stateless(
+                        index,
+                        arguments,
+                        request.request_state.as_deref(),
+                        request.input_responses.as_ref(),
+                        &context,
+                    )
+                    .await;
+            }
             if retried {
                 return Err(not_a_retry(&format!(
                     "'{name}' never answers input_required, so there is no question to answer"

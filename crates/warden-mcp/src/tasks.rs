@@ -259,7 +259,7 @@ pub(crate) fn detailed(
 /// The call result of an ended task, from its `result.json`; when that
 /// cannot be read, the record's summary and error with a pointer to the
 /// file.
-fn completed(
+pub(crate) fn completed(
     store: &ArtifactStore,
     principal: &Principal,
     record: &TaskRecord,

@@ -623,7 +623,8 @@ impl TaskRunner {
                    "arguments_sha256": pending.arguments_sha256, "plan": pending.plan,
                    "journaled_calls": carried.journal.len()}),
         );
-        match self.records.pause(&task.id, &resume, &message).await {
+        let request = book.request().cloned().unwrap_or_else(|| json!({}));
+        match self.records.pause(&task.id, &request, &resume, &message).await {
             Ok(true) => {}
             Ok(false) => {
                 return Err(

@@ -269,10 +269,16 @@ impl Records {
     /// Stops task `id`, running here, on a question for the person (see
     /// [`crate::store::TaskStore::pause`]); `false` if it was not running
     /// here.
-    pub async fn pause(&self, id: &str, resume: &Value, message: &str) -> Result<bool, StoreError> {
+    pub async fn pause(
+        &self,
+        id: &str,
+        request: &Value,
+        resume: &Value,
+        message: &str,
+    ) -> Result<bool, StoreError> {
         self.open()
             .await?
-            .pause(id, &self.node, resume, message, now_ms())
+            .pause(id, &self.node, request, resume, message, now_ms())
             .await
     }
 

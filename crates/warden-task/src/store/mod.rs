@@ -308,11 +308,13 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     /// leaves the server (no node, no lease, no slot) and waits, with
     /// `resume` (what its resumption carries, the question included) under
     /// its request's `resume` key and `message` as its status; `false` if
-    /// it was not running on `node`.
+    /// it was not running on `node`. A task that was not queued has no
+    /// request: `request` is kept as its request then.
     async fn pause(
         &self,
         id: &str,
         node: &str,
+        request: &Value,
         resume: &Value,
         message: &str,
         at_ms: i64,

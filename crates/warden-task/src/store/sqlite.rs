@@ -595,25 +595,22 @@ impl TaskStore for SqliteStore {
         &self,
         id: &str,
         node: &str,
+        request: &Value,
         resume: &Value,
         message: &str,
         at_ms: i64,
     ) -> Result<bool, StoreError> {
-        let (id, node, request, message) = (
-            id.to_owned(),
-            node.to_owned(),
-            resume.to_string(),
-            message.to_owned(),
-        );
+        let (id, node, message) = (id.to_owned(), node.to_owned(), message.to_owned());
+        let (request, resume) = (request.to_string(), resume.to_string());
         self.pool
             .run(move |c| {
                 let done = c
                     .prepare_cached(
-                        "UPDATE tasks SET state = 'input_required', request = json_set(COALESCE(request, '{}'), '$.resume', json(?)), \
+                        "UPDATE tasks SET state = 'input_required', request = json_set(COALESCE(request, json(?)), '$.resume', json(?)), \
                          status_message = ?, node = '', lease_until_ms = 0, updated_ms = ? \
                          WHERE id = ? AND state = 'running' AND node = ?",
                     )?
-                    .execute(params![request, message, at_ms, id, node])?;
+                    .execute(params![request, resume, message, at_ms, id, node])?;
                 Ok(done == 1)
             })
             .await
