@@ -278,3 +278,88 @@ final_answer(#{task_type: "analysis", summary: third, metrics: #{}})"#;
     assert!(summary.contains("no more calls"), "{done}");
     assert_eq!(ledger(&ledger_path).len(), 2);
 }
+
+// ---- The same flows on a stateless (2026-07-28) request: multi-round-trip input ----
+
+/// A stateless client of `server` answering forms as `person`.
+async fn stateless(
+    server: &crate::common::http::HttpServer,
+    person: crate::common::approver::Approver,
+) -> rmcp::service::RunningService<RoleClient, crate::common::approver::Approver> {
+    let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    server
+        .client_with(person, None, lifecycle)
+        .await
+        .expect("discover over HTTP")
+}
+
+#[tokio::test]
+async fn a_stateless_run_script_asks_with_input_required_and_the_retry_places_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let server = crate::common::http::HttpServer::start(
+        FINANCE,
+        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
+    )
+    .await;
+    let person = crate::common::approver::Approver::default();
+    let client = stateless(&server, person.clone()).await;
+
+    // One round by hand: the question, nothing placed.
+    let first = client
+        .call_tool_once(call_params("run_script", script(PRICE_THEN_ORDER), None))
+        .await
+        .expect("answered");
+    let rmcp::model::CallToolResponse::InputRequired(asked) = first else {
+        panic!("expected input_required, got {first:?}")
+    };
+    let wire = serde_json::to_value(&asked).expect("serializes");
+    let message = wire["inputRequests"]["call-1"]["params"]["message"]
+        .as_str()
+        .expect("call-1");
+    assert!(message.contains("\"client_order_id\": \"ord-1\""), "{message}");
+    assert!(asked.request_state.is_some());
+    assert!(ledger(&ledger_path).is_empty());
+
+    // rmcp's client drives the rounds: the person approves, the retry resumes the script.
+    let done = client
+        .call_tool(call_params("run_script", script(PRICE_THEN_ORDER), None))
+        .await
+        .expect("answered");
+    let result = structured(&done);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(ledger(&ledger_path).len(), 1);
+    assert_eq!(person.forms().len(), 1, "{:?}", person.forms());
+    let approvals = &result["receipt"]["approvals"];
+    assert_eq!(approvals[0]["guard"], "place_paper_order", "{result}");
+
+    // A loop of five: one plan question, five orders (the id repeats nothing: new ids).
+    let five = client
+        .call_tool(call_params("run_script", script(FIVE_ORDERS), None))
+        .await
+        .expect("answered");
+    assert_eq!(structured(&five)["metrics"]["orders"], 5, "{five:?}");
+    assert_eq!(person.forms().len(), 2, "{:?}", person.forms());
+    assert_eq!(ledger(&ledger_path).len(), 6);
+}
+
+#[tokio::test]
+async fn a_stateless_decline_places_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let server = crate::common::http::HttpServer::start(
+        FINANCE,
+        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
+    )
+    .await;
+    let client = stateless(&server, crate::common::approver::Approver::declining()).await;
+    let done = client
+        .call_tool(call_params("run_script", script(PRICE_THEN_ORDER), None))
+        .await
+        .expect("answered");
+    let result = structured(&done);
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(ledger(&ledger_path).is_empty());
+}

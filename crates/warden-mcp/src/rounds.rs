@@ -357,7 +357,9 @@ impl WaitingTask {
         if state.len() > MAX_INPUT_STATE_BYTES {
             return Err(bad_field(
                 "requestState",
-                &format!("longer than any this server issues ({MAX_INPUT_STATE_BYTES}, MAX_INPUT_STATE_BYTES); {START_OVER}"),
+                &format!(
+                    "longer than any this server issues ({MAX_INPUT_STATE_BYTES}, MAX_INPUT_STATE_BYTES); {START_OVER}"
+                ),
             ));
         }
         let codec = codec()

@@ -124,7 +124,9 @@ impl WardenServer {
             }
             if tokio::time::Instant::now() >= latest {
                 return Err(ErrorData::internal_error(
-                    format!("task '{task_id}' was answered but no server resumed it in time; tasks/get follows it"),
+                    format!(
+                        "task '{task_id}' was answered but no server resumed it in time; tasks/get follows it"
+                    ),
                     None,
                 ));
             }
@@ -138,7 +140,12 @@ impl WardenServer {
     }
 
     /// The `input_required` answer for task `task_id` waiting on `pending`.
-    fn ask(&self, task_id: &str, pending: &Pending, binding: &Binding) -> Result<CallToolResponse, ErrorData> {
+    fn ask(
+        &self,
+        task_id: &str,
+        pending: &Pending,
+        binding: &Binding,
+    ) -> Result<CallToolResponse, ErrorData> {
         let waiting = WaitingTask {
             task_id: task_id.to_string(),
             key: pending.key.clone(),
