@@ -635,3 +635,79 @@ async fn a_daily_token_limit_is_summed_over_every_node_and_usage_reads_postgresq
         "{report}"
     );
 }
+
+#[tokio::test]
+async fn a_task_waiting_for_the_person_is_answered_on_another_node_after_its_node_was_killed() {
+    // Issue 40: node 0 runs the task to its question and is killed; node 1
+    // shows the same question, takes the answer and resumes the script from
+    // its journal (the quote is not fetched again): one ledger line.
+    let _one = ONE_AT_A_TIME.lock().await;
+    let ledger_dir = tempfile::tempdir().expect("temp dir");
+    let ledger = ledger_dir.path().join("ledger.jsonl");
+    let mut cluster = Cluster::start(2, &[("WARDEN_FINANCE_LEDGER", ledger.to_str().expect("path"))]).await;
+    let first = cluster.client(0, "alice").await;
+    let script = r#"let q = get_quote(#{symbol: "AAPL"});
+place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 10, limit_price: q.price, client_order_id: "node-ord"});
+final_answer(#{task_type: "analysis", summary: "ordered", metrics: #{price: q.price}})"#;
+    let id = start_task(
+        &first,
+        "run_script",
+        json!({"script": script, "timeout_seconds": 60}),
+        None,
+    )
+    .await
+    .task
+    .task_id;
+    let start = Instant::now();
+    let question = loop {
+        let answer = wire(&get_task(&first, &id).await.expect("tasks/get"));
+        if answer["status"] == "input_required" {
+            break answer["inputRequests"].clone();
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "never asked: {answer}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(
+        question["call-1"]["params"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("node-ord"))
+    );
+    let (state, node) = cluster.records().await.remove(&id).expect("the record");
+    assert_eq!(
+        (state.as_str(), node.as_str()),
+        ("input_required", ""),
+        "held by no node"
+    );
+    let _ = cluster.nodes[0].child.start_kill();
+
+    let other = cluster.client(1, "alice").await;
+    let again = wire(&get_task(&other, &id).await.expect("tasks/get on node 1"));
+    assert_eq!(again["status"], "input_required", "{again}");
+    assert_eq!(again["inputRequests"], question);
+    let responses: rmcp::model::InputResponses = std::iter::once((
+        "call-1".to_string(),
+        json!({"action": "accept", "content": {"confirm": true}}),
+    ))
+    .collect();
+    other
+        .update_task(rmcp::model::UpdateTaskParams::new(id.clone(), responses))
+        .await
+        .expect("tasks/update on node 1");
+    let done = ended(&other, &id, Duration::from_secs(30)).await;
+    assert_eq!(done["result"]["structuredContent"]["status"], "success", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["receipt"]["approvals"][0]["principal"], "alice",
+        "{done}"
+    );
+    let lines = std::fs::read_to_string(&ledger).expect("the ledger");
+    assert_eq!(lines.lines().count(), 1, "{lines}");
+    assert_eq!(cluster.records().await[&id].1, "node-1", "resumed on node 1");
+    // The quote came from the journal on node 1.
+    let log = read_jsonl(&cluster.nodes[1].artifacts.path().join(&id).join("events.jsonl"));
+    let started = |guard: &str| {
+        log.iter()
+            .filter(|e| e["event"] == "function_call_started" && e["function"] == guard)
+            .count()
+    };
+    assert_eq!((started("get_quote"), started("place_paper_order")), (0, 1));
+}

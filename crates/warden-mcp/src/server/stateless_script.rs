@@ -86,10 +86,10 @@ impl WardenServer {
         let book = Book::for_request(request);
         let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
         let (outcome, origin) = crate::ask::durable(book.clone(), run).await;
-        if let (Some(pending), Some(task_id)) = (book.pending(), origin.task_id.as_deref()) {
-            if outcome.is_err() {
-                return self.ask(task_id, &pending, &binding);
-            }
+        if let (Some(pending), Some(task_id)) = (book.pending(), origin.task_id.as_deref())
+            && outcome.is_err()
+        {
+            return self.ask(task_id, &pending, &binding);
         }
         Ok(self.answer_of(outcome, &origin).await.into())
     }

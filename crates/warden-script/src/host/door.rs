@@ -641,13 +641,12 @@ impl Door {
                         calls.push(&record.record());
                     }
                 }
-                if entry.destructive {
-                    if let Some(book) = lock(&self.scope)
+                if entry.destructive
+                    && let Some(book) = lock(&self.scope)
                         .as_ref()
                         .and_then(|run| run.scope.asker.book().cloned())
-                    {
-                        book.replayed(&entry.guard);
-                    }
+                {
+                    book.replayed(&entry.guard);
                 }
                 let reply = if entry.map {
                     ToWorker::MapReply { result: entry.result }

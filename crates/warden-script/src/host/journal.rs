@@ -90,7 +90,7 @@ impl Journal {
     pub fn resuming(carried: &[Value]) -> Result<Self, String> {
         let replay = carried
             .iter()
-            .map(|entry| Entry::deserialize(entry))
+            .map(Entry::deserialize)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("the task's journal cannot be read: {e}"))?;
         Ok(Self {

@@ -115,17 +115,16 @@ fn destructive_call(
             call.args.first().map(map_keys).unwrap_or_default(),
         ));
     }
-    if name == "map_call" {
-        if let Some(Expr::StringConstant(guard, _)) = call.args.first() {
-            if destructive(guard) {
-                let items = call.args.get(1).and_then(literal_len);
-                let keys = match call.args.get(1) {
-                    Some(Expr::Array(items, _)) => items.first().map(map_keys).unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                return Some((guard.to_string(), items, keys));
-            }
-        }
+    if name == "map_call"
+        && let Some(Expr::StringConstant(guard, _)) = call.args.first()
+        && destructive(guard)
+    {
+        let items = call.args.get(1).and_then(literal_len);
+        let keys = match call.args.get(1) {
+            Some(Expr::Array(items, _)) => items.first().map(map_keys).unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        return Some((guard.to_string(), items, keys));
     }
     None
 }
