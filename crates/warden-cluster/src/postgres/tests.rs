@@ -702,3 +702,14 @@ async fn usage_adds_up_per_task_and_day_and_sums_per_principal() {
     db.drop().await;
     checked.expect("usage accounting");
 }
+
+#[tokio::test]
+async fn a_task_waits_for_the_person_and_the_first_answer_queues_it_again() {
+    let _server = SERVER.read().await;
+    let db = Db::new().await;
+    let store = db.open().await;
+    let checked = warden_task::store::checks::waiting_for_the_person(&store).await;
+    store.close().await;
+    db.drop().await;
+    checked.expect("waiting for the person");
+}

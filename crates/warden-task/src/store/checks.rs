@@ -100,3 +100,134 @@ async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
     }
     Ok(())
 }
+
+/// A task waiting for the person: only a task running on the node pauses;
+/// it holds no node or lease and keeps its request with `resume` merged in
+/// (or the given request, when it had none); `waiting` reads it back; the
+/// first answer since it paused queues it again with the new `resume`, a
+/// second (stale) one changes nothing; a claimer then gets the request
+/// with the answer; a waiting task can be cancelled. `Err` says what
+/// differed.
+pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String> {
+    use serde_json::json;
+
+    use super::{Ending, State, TaskRecord};
+    let fail = |what: &'static str| move |e: super::StoreError| format!("{what}: {e}");
+    let owner = Principal::new("alice").map_err(|e| e.to_string())?;
+    let record = |id: &str, state: State, node: &str| TaskRecord {
+        id: id.into(),
+        owner: owner.clone(),
+        tool: "run_script".into(),
+        state,
+        summary: None,
+        status_message: None,
+        error: None,
+        created_ms: 1,
+        updated_ms: 1,
+        ttl_ms: i64::MAX / 4,
+        location: format!("/tmp/{id}"),
+        detached: true,
+        node: node.into(),
+        lease_until_ms: i64::MAX / 4,
+    };
+    let request = json!({"tool": "run_script", "arguments": {"script": "1"}});
+    let queued = record("task_w1", State::Queued, "");
+    store
+        .enqueue(&queued, &request, None, 10)
+        .await
+        .map_err(fail("enqueue"))?;
+    let claimed = store
+        .claim("node-a", 10, i64::MAX / 4)
+        .await
+        .map_err(fail("claim"))?
+        .ok_or("nothing to claim")?;
+    let resume = json!({"journal": [], "answers": [], "pending": {"key": "call-1"}});
+    let unused = json!({"tool": "other"});
+    if store
+        .pause(&claimed.record.id, "node-b", &unused, &resume, "asked", 20)
+        .await
+        .map_err(fail("pause on another node"))?
+    {
+        return Err("a task paused from a node that does not run it".into());
+    }
+    if !store
+        .pause(&claimed.record.id, "node-a", &unused, &resume, "asked", 20)
+        .await
+        .map_err(fail("pause"))?
+    {
+        return Err("the running task did not pause".into());
+    }
+    let got = store.get("task_w1").await.map_err(fail("get"))?.ok_or("gone")?;
+    if got.state != State::Waiting || !got.node.is_empty() || got.status_message.as_deref() != Some("asked") {
+        return Err(format!("the paused record: {got:?}"));
+    }
+    let (kept, since) = store
+        .waiting("task_w1")
+        .await
+        .map_err(fail("waiting"))?
+        .ok_or("not waiting")?;
+    if kept["tool"] != "run_script" || kept["resume"]["pending"]["key"] != "call-1" || since != 20 {
+        return Err(format!("the waiting request: {kept} since {since}"));
+    }
+    let answered = json!({"journal": [], "answers": [{"key": "call-1"}]});
+    if store
+        .answer("task_w1", since + 1, &answered, 30)
+        .await
+        .map_err(fail("stale answer"))?
+    {
+        return Err("an answer to a question asked at another time was taken".into());
+    }
+    if !store
+        .answer("task_w1", since, &answered, 30)
+        .await
+        .map_err(fail("answer"))?
+    {
+        return Err("the answer was not taken".into());
+    }
+    if store
+        .answer("task_w1", since, &answered, 31)
+        .await
+        .map_err(fail("second answer"))?
+    {
+        return Err("a second answer to the same question was taken".into());
+    }
+    let resumed = store
+        .claim("node-b", 40, i64::MAX / 4)
+        .await
+        .map_err(fail("claim again"))?
+        .ok_or("the answered task was not queued")?;
+    if resumed.request["resume"]["answers"][0]["key"] != "call-1" || resumed.request["tool"] != "run_script" {
+        return Err(format!("the resumed request: {}", resumed.request));
+    }
+    // A task that was not queued keeps the given request when it pauses.
+    store
+        .create(&record("task_w2", State::Running, "node-a"))
+        .await
+        .map_err(fail("create"))?;
+    store
+        .pause("task_w2", "node-a", &request, &resume, "asked", 50)
+        .await
+        .map_err(fail("pause a direct task"))?;
+    let (kept, _) = store
+        .waiting("task_w2")
+        .await
+        .map_err(fail("waiting"))?
+        .ok_or("not waiting")?;
+    if kept["arguments"]["script"] != "1" || kept["resume"]["pending"]["key"] != "call-1" {
+        return Err(format!("the direct task's kept request: {kept}"));
+    }
+    let ending = Ending {
+        status: super::TaskStatus::Cancelled,
+        summary: "cancelled".into(),
+        error: None,
+        at_ms: 60,
+    };
+    if !store
+        .cancel_queued("task_w2", &ending)
+        .await
+        .map_err(fail("cancel"))?
+    {
+        return Err("a waiting task could not be cancelled".into());
+    }
+    Ok(())
+}

@@ -341,3 +341,14 @@ async fn usage_adds_up_per_task_and_day_and_sums_per_principal() {
         .await
         .expect("usage accounting");
 }
+
+#[tokio::test]
+async fn a_task_waits_for_the_person_and_the_first_answer_queues_it_again() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (store, _) = SqliteStore::open(&dir.path().join(FILE_NAME))
+        .await
+        .expect("open");
+    crate::store::checks::waiting_for_the_person(&store)
+        .await
+        .expect("waiting for the person");
+}
