@@ -363,3 +363,63 @@ async fn a_stateless_decline_places_nothing() {
     assert_eq!(result["status"], "failed", "{result}");
     assert!(ledger(&ledger_path).is_empty());
 }
+
+// ---- On a 2025-11-25 session, asked live ----
+
+/// The finance server over stdio with `person` as its client.
+async fn live(
+    person: crate::common::approver::Approver,
+    ledger: &Path,
+    artifacts: &Path,
+) -> rmcp::service::RunningService<RoleClient, crate::common::approver::Approver> {
+    use rmcp::ServiceExt;
+    let mut command = tokio::process::Command::new(FINANCE);
+    command
+        .env("WARDEN_ARTIFACTS_DIR", artifacts)
+        .env("WARDEN_FINANCE_LEDGER", ledger);
+    let transport = rmcp::transport::TokioChildProcess::builder(command)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn")
+        .0;
+    person.serve(transport).await.expect("initialize")
+}
+
+#[tokio::test]
+async fn on_a_session_a_loop_of_five_is_one_live_question_and_the_receipt_keeps_every_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let person = crate::common::approver::Approver::default();
+    let client = live(person.clone(), &ledger_path, &dir.path().join("artifacts")).await;
+    let five = client
+        .call_tool(call_params("run_script", script(FIVE_ORDERS), None))
+        .await
+        .expect("answered");
+    let five = structured(&five);
+    assert_eq!(five["metrics"]["orders"], 5, "{five}");
+    assert_eq!(
+        person.forms().len(),
+        1,
+        "one question for the plan: {:?}",
+        person.forms()
+    );
+    assert!(person.forms()[0].contains("'place_paper_order' at most 5 times"));
+    assert_eq!(ledger(&ledger_path).len(), 5);
+    let approvals = &five["receipt"]["approvals"];
+    assert_eq!(approvals[0]["key"], "plan", "{five}");
+    assert_eq!(approvals[0]["plan"][0]["max_calls"], 5, "{five}");
+
+    let one = client
+        .call_tool(call_params("run_script", script(PRICE_THEN_ORDER), None))
+        .await
+        .expect("answered");
+    let one = structured(&one);
+    assert_eq!(one["status"], "success", "{one}");
+    assert_eq!(person.forms().len(), 2);
+    let approval = &one["receipt"]["approvals"][0];
+    assert_eq!(
+        (approval["key"].as_str(), approval["guard"].as_str()),
+        (Some("call-1"), Some("place_paper_order"))
+    );
+    assert_eq!(approval["approved"], true);
+}

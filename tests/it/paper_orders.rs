@@ -289,12 +289,14 @@ async fn a_declined_order_is_refused_and_writes_nothing() {
 }
 
 #[tokio::test]
-async fn a_script_placing_five_orders_asks_five_times_and_writes_five_lines() {
-    // Today every call is asked on its own; a plan approval (issue 40, point 4) will ask once.
+async fn a_script_placing_orders_the_scan_cannot_bound_asks_each_one() {
+    // The loop's bound is a variable, so there is no plan: each call is asked with its
+    // exact arguments (a literal bound is one plan question: tests/it/approvals.rs).
     let (dir, path) = temp_ledger();
     let (client, person) = with_person(dir.path(), &path).await;
     let script = r#"let placed = [];
-        for i in 0..5 {
+        let n = 5;
+        for i in 0..n {
             let o = place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 10 + i, limit_price: 190.5, client_order_id: `loop-${i}`});
             placed.push(o.order.client_order_id);
         }

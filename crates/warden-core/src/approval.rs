@@ -277,6 +277,18 @@ impl Book {
         self.lock().plan_left.contains_key(guard)
     }
 
+    /// Starts a run whose `plan` the person answered live (`approved` or
+    /// not): its guards may be called that many times, or not at all.
+    pub fn start_live(&self, script_sha256: &str, plan: &[PlanItem], approved: bool) {
+        let mut inner = self.lock();
+        inner.script_sha256 = script_sha256.to_string();
+        inner.plan_declined = !approved;
+        inner.plan_left = plan
+            .iter()
+            .map(|p| (p.guard.clone(), if approved { p.max_calls } else { 0 }))
+            .collect();
+    }
+
     /// The script's SHA-256 for this run.
     pub fn script_sha256(&self) -> String {
         self.lock().script_sha256.clone()
@@ -332,6 +344,18 @@ impl Book {
             Some(left) => *left = left.saturating_sub(1),
             None => inner.calls += 1,
         }
+    }
+
+    /// The key of the next destructive call asked live (`call-N`).
+    pub fn next_live_key(&self) -> String {
+        let mut inner = self.lock();
+        inner.calls += 1;
+        format!("call-{}", inner.calls)
+    }
+
+    /// Keeps an answer given live (a session's form), for the receipt.
+    pub fn record(&self, answer: ApprovalRecord) {
+        self.lock().carried.answers.push(answer);
     }
 
     /// Sets the question the run stops on.

@@ -165,6 +165,13 @@ pub fn for_this_task() -> Option<Asker> {
 #[derive(Clone)]
 pub enum Reach {
     Asker(Asker),
+    /// A live asker whose answers a script run keeps in `book`, with the
+    /// plan the person approved once for the run (see
+    /// [`crate::approval`]): its planned calls are not asked again.
+    Recorded {
+        asker: Asker,
+        book: Arc<crate::approval::Book>,
+    },
     /// A detached task that pauses to ask and resumes with the answer
     /// (see [`crate::approval`]).
     Durable(Arc<crate::approval::Book>),
@@ -186,8 +193,16 @@ impl Reach {
 
     pub fn asker(&self) -> Option<&Asker> {
         match self {
-            Self::Asker(asker) => Some(asker),
+            Self::Asker(asker) | Self::Recorded { asker, .. } => Some(asker),
             Self::Durable(_) | Self::Nobody(_) => None,
+        }
+    }
+
+    /// The book that keeps this run's answers, live or waiting.
+    pub fn answers_book(&self) -> Option<&Arc<crate::approval::Book>> {
+        match self {
+            Self::Durable(book) | Self::Recorded { book, .. } => Some(book),
+            _ => None,
         }
     }
 

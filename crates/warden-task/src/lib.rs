@@ -399,7 +399,7 @@ impl TaskRunner {
         mut task: Task,
         origin: &Origin,
         mut result: TaskResult,
-        facts: WorkerFacts,
+        mut facts: WorkerFacts,
     ) -> TaskResult {
         if task.detached && self.running.stopping() && result.status == TaskStatus::Cancelled {
             // Nobody cancelled it: the server stopped under it.
@@ -430,6 +430,7 @@ impl TaskRunner {
                 task.limits,
                 facts.calls.made,
                 calls_sha256,
+                std::mem::take(&mut facts.approvals),
             ));
         }
         self.cap_result(&task.id, &mut result);

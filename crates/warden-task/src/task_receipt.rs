@@ -118,6 +118,7 @@ pub fn build(
     limits: RunLimits,
     calls: usize,
     calls_sha256: String,
+    approvals: Vec<warden_core::approval::ApprovalRecord>,
 ) -> TaskReceipt {
     TaskReceipt {
         format: TASK_RECEIPT_FORMAT.into(),
@@ -130,11 +131,7 @@ pub fn build(
         calls_sha256,
         artifacts: hash_files(dir, crate::artifacts::OUTPUTS_DIR),
         limits: Some(limits),
-        // The answers of the detached task this runs in, if it waited.
-        approvals: crate::ask::Reach::here()
-            .book()
-            .map(|book| book.answers())
-            .unwrap_or_default(),
+        approvals,
     }
 }
 

@@ -136,6 +136,19 @@ pub fn destructive_call(
     let requested_schema = confirm_schema(&format!("Run {name}"));
     let asker = match reach {
         Reach::Asker(asker) => asker,
+        // A guard the run's approved plan covers is not asked again.
+        Reach::Recorded { book, .. } if book.planned(name) => {
+            return from_book(
+                book,
+                name,
+                arguments_sha256,
+                message,
+                requested_schema,
+                origin,
+                events,
+            );
+        }
+        Reach::Recorded { asker, .. } => asker,
         Reach::Durable(book) => {
             return from_book(
                 book,
@@ -150,8 +163,8 @@ pub fn destructive_call(
         Reach::Nobody(why) => return Err(nobody_can_answer(name, why)),
     };
     let question = Question::Elicit {
-        message,
-        requested_schema,
+        message: message.clone(),
+        requested_schema: requested_schema.clone(),
     };
     let answer = asker(question, Some(deadline));
     let (approved, action) = match &answer {
@@ -161,11 +174,39 @@ pub fn destructive_call(
         ),
         Err(error) => (false, json!(error.code)),
     };
+    // A script run keeps the answer for its receipt.
+    let record = match (reach, &answer) {
+        (Reach::Recorded { book, .. }, Ok(given)) => {
+            let pending = Pending {
+                key: book.next_live_key(),
+                message,
+                requested_schema,
+                guard: name.clone(),
+                arguments_sha256: Some(arguments_sha256.clone()),
+                plan: Vec::new(),
+                script_sha256: book.script_sha256(),
+            };
+            let form: crate::ask::Elicitation =
+                serde_json::from_value(given.clone()).unwrap_or(crate::ask::Elicitation {
+                    action: crate::ask::Action::Cancel,
+                    content: Default::default(),
+                });
+            let record = pending.answered(
+                origin.principal.as_str(),
+                form.action,
+                form.content,
+                now_iso8601(),
+            );
+            book.record(record.clone());
+            Some(record)
+        }
+        _ => None,
+    };
     events.emit(
         origin,
         "destructive_call_confirmed",
         json!({"function": name, "approved": approved, "action": action,
-               "arguments_sha256": arguments_sha256}),
+               "arguments_sha256": arguments_sha256, "approval": record}),
     );
     match answer {
         Ok(_) if approved => Ok(Consent::Confirmed(Approval {
@@ -184,6 +225,11 @@ pub fn destructive_call(
             ),
         )),
     }
+}
+
+/// Now, as an approval record dates its answer.
+pub fn now_iso8601() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }
 
 /// The refusal of a destructive call nobody can confirm, saying why.

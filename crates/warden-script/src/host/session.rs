@@ -69,6 +69,8 @@ pub struct WorkerFacts {
     /// The calls' digest for the task receipt (`CallLog::digest`); `None`
     /// when no worker ran.
     pub calls_sha256: Option<String>,
+    /// The person's answers its runs were given, for the task receipt.
+    pub approvals: Vec<warden_core::approval::ApprovalRecord>,
 }
 
 /// How long a worker whose stdin was closed gets to exit before its group
@@ -121,6 +123,9 @@ pub struct Session {
     pub inline_calls_left: u64,
     /// The journal of the last run that kept one (a run that may pause).
     journal: Option<Arc<std::sync::Mutex<Journal>>>,
+    /// The answers of the session's runs: the waiting task's book, or one
+    /// kept for the answers given live.
+    book: Option<Arc<warden_core::approval::Book>>,
 }
 
 impl Drop for Session {
@@ -198,6 +203,7 @@ impl Session {
             layers: Layers::default(),
             inline_calls_left: u64::MAX,
             journal: None,
+            book: None,
         };
         match hello {
             Ok(Some(DoorEvent::Hello(layers))) => session.layers = layers,
@@ -241,15 +247,18 @@ impl Session {
     pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
         let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         // The request's client, when this run serves one that can be asked.
-        let reach = crate::ask::Reach::here();
+        let mut reach = crate::ask::Reach::here();
         // A run that may pause keeps a journal, resuming the one it carries.
         self.journal = None;
         if let Some(book) = reach.book() {
+            self.book = Some(book.clone());
             match self.prepare_pausable(ctx, book, code) {
                 Ok(Some(journal)) => self.journal = Some(journal),
                 Ok(None) => return RunEnd::Paused,
                 Err(reason) => return RunEnd::Crashed(reason),
             }
+        } else if let crate::ask::Reach::Asker(asker) = &reach {
+            reach = self.live_reach(ctx, asker.clone(), code, deadline).await;
         }
         self.door.set_scope(RunScope {
             events: ctx.events.clone(),
@@ -346,22 +355,92 @@ impl Session {
                 "destructive_call_waiting",
                 json!({"key": key, "plan": plan}),
             );
-            book.ask(warden_core::approval::Pending {
-                key,
-                message: format!(
-                    "A script wants to make these destructive calls (they change something outside Warden), each with \
-                     arguments it computes as it runs:\n{}Approve the plan? It allows these calls and no more (script {script_sha256}).",
-                    super::plan::describe(&plan)
-                ),
-                requested_schema: crate::executor::confirm::confirm_schema("Approve the plan"),
-                guard: String::new(),
-                arguments_sha256: None,
-                plan,
-                script_sha256,
-            });
+            let mut pending = plan_question(&plan, &script_sha256);
+            pending.key = key;
+            book.ask(pending);
             return Ok(None);
         }
         Journal::resuming(&book.journal()).map(|journal| Some(Arc::new(std::sync::Mutex::new(journal))))
+    }
+
+    /// The reach of a run whose client is asked live: its answers are kept
+    /// in the session's book (for the receipt), and its plan, when the
+    /// scan finds one, is asked once before the run, so the planned calls
+    /// are not asked one by one.
+    async fn live_reach(
+        &mut self,
+        ctx: &Context<'_>,
+        asker: crate::ask::Asker,
+        code: &str,
+        deadline: Instant,
+    ) -> crate::ask::Reach {
+        let book = self
+            .book
+            .get_or_insert_with(|| warden_core::approval::Book::new(Default::default()))
+            .clone();
+        let script_sha256 = crate::receipt::sha256_hex(code.as_bytes());
+        let registry = ctx.executor.registry();
+        let plan = if registry.iter().any(|g| g.hints.destructive) {
+            super::plan::scan(code, registry)
+        } else {
+            Vec::new()
+        };
+        book.start_live(&script_sha256, &[], true);
+        if !plan.is_empty() {
+            let approved = self
+                .ask_plan_live(ctx, &book, asker.clone(), &plan, &script_sha256, deadline)
+                .await;
+            book.start_live(&script_sha256, &plan, approved);
+        }
+        crate::ask::Reach::Recorded { asker, book }
+    }
+
+    /// Asks the person the plan's question through the client, now; keeps
+    /// the answer in `book`. Whether it approves.
+    async fn ask_plan_live(
+        &self,
+        ctx: &Context<'_>,
+        book: &Arc<warden_core::approval::Book>,
+        asker: crate::ask::Asker,
+        plan: &[warden_core::approval::PlanItem],
+        script_sha256: &str,
+        deadline: Instant,
+    ) -> bool {
+        let pending = plan_question(plan, script_sha256);
+        let question = crate::ask::Question::Elicit {
+            message: pending.message.clone(),
+            requested_schema: pending.requested_schema.clone(),
+        };
+        let due = deadline.into_std();
+        let answer = tokio::task::spawn_blocking(move || asker(question, Some(due)))
+            .await
+            .unwrap_or_else(|e| Err(GuardError::failed(format!("the question ended abnormally: {e}"))));
+        let form = answer
+            .ok()
+            .and_then(|value| serde_json::from_value::<crate::ask::Elicitation>(value).ok())
+            .unwrap_or(crate::ask::Elicitation {
+                action: crate::ask::Action::Cancel,
+                content: Default::default(),
+            });
+        let record = pending.answered(
+            ctx.origin.principal.as_str(),
+            form.action,
+            form.content,
+            crate::executor::confirm::now_iso8601(),
+        );
+        let approved = record.approved;
+        ctx.events.emit(
+            ctx.origin,
+            "destructive_call_confirmed",
+            json!({"plan": plan, "approved": approved, "action": record.action, "approval": record}),
+        );
+        book.record(record);
+        approved
+    }
+
+    /// The answers the session's runs were given, in order (for the receipt).
+    pub fn approvals(&self) -> Vec<warden_core::approval::ApprovalRecord> {
+        self.book.as_ref().map(|book| book.answers()).unwrap_or_default()
     }
 
     /// What a paused run carries to its resumption: its journal, within
@@ -384,6 +463,7 @@ impl Session {
             pid: self.pgid,
             exit_status: None,
             calls_sha256: Some(calls.digest()),
+            approvals: self.approvals(),
         }
     }
 
@@ -404,6 +484,27 @@ impl Session {
     }
 }
 
+/// The plan's question (key `plan`): the guards, how many calls each, and
+/// the argument names their calls write.
+fn plan_question(
+    plan: &[warden_core::approval::PlanItem],
+    script_sha256: &str,
+) -> warden_core::approval::Pending {
+    warden_core::approval::Pending {
+        key: warden_core::approval::PLAN_KEY.to_string(),
+        message: format!(
+            "A script wants to make these destructive calls (they change something outside Warden), each with \
+             arguments it computes as it runs:\n{}Approve the plan? It allows these calls and no more (script {script_sha256}).",
+            super::plan::describe(plan)
+        ),
+        requested_schema: crate::executor::confirm::confirm_schema("Approve the plan"),
+        guard: String::new(),
+        arguments_sha256: None,
+        plan: plan.to_vec(),
+        script_sha256: script_sha256.to_string(),
+    }
+}
+
 /// Answers a request the door thread handed over, through the door.
 async fn answer(
     ctx: &Context<'_>,
@@ -414,7 +515,7 @@ async fn answer(
 ) -> Result<(), DoorError> {
     let reply = match request {
         FromWorker::GuardCall { guard, arguments } => {
-            let result = call_through_executor(ctx, door, &guard, arguments, deadline).await;
+            let result = call_through_executor(ctx, door, reach, &guard, arguments, deadline).await;
             if reach.book().is_some_and(|book| book.paused()) {
                 door.abandon_journal_entry();
                 return Err(DoorError::Paused);
@@ -429,7 +530,7 @@ async fn answer(
             }
             let mut results = Vec::with_capacity(items.len());
             for arguments in items {
-                let result = call_through_executor(ctx, door, &guard, arguments, deadline).await;
+                let result = call_through_executor(ctx, door, reach, &guard, arguments, deadline).await;
                 results.push(crate::protocol::map_item(result));
             }
             ToWorker::MapReply {
@@ -464,6 +565,7 @@ async fn answer(
 async fn call_through_executor(
     ctx: &Context<'_>,
     door: &Door,
+    reach: &crate::ask::Reach,
     guard: &str,
     arguments: Value,
     deadline: Instant,
@@ -484,7 +586,7 @@ async fn call_through_executor(
             &arguments,
             ctx.origin,
             ctx.events,
-            crate::ask::Reach::here(),
+            reach.clone(),
             deadline.into_std(),
         )
         .await;

@@ -91,7 +91,7 @@ pub async fn run(
         executor.limits(),
         store,
         match &asker {
-            crate::ask::Reach::Asker(_) => Ok(()),
+            crate::ask::Reach::Asker(_) | crate::ask::Reach::Recorded { .. } => Ok(()),
             crate::ask::Reach::Nobody(why) => Err(*why),
             // A batch has no script to resume from a journal: a detached
             // batch cannot pause for the person.
