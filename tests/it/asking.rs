@@ -357,3 +357,37 @@ async fn a_coding_task_asks_the_person_for_missing_input_and_finishes_with_it() 
     assert_eq!(result["missing"]["strike"]["type"], "number", "{result}");
     assert_eq!(model.requests().len(), 1);
 }
+
+#[tokio::test]
+async fn a_coding_task_question_may_offer_alternatives_and_the_answer_is_in_the_receipt() {
+    // "The volatility, or an option price to imply it from": the person gives the price only.
+    use crate::fake_model::{FakeModel, GREEKS_ANSWER, Reply};
+    let asks = "```rhai\nfinal_answer(#{task_type: \"needs_input\", summary: \"which volatility?\", missing: #{volatility: #{type: \"number\", or: [\"option_price\"]}, option_price: #{type: \"number\", description: \"a quoted price to imply it from\"}, note: #{type: \"string\", optional: true}}})\n```";
+    let model = FakeModel::start(vec![
+        Reply::Content(asks.into()),
+        Reply::Content(GREEKS_ANSWER.into()),
+    ])
+    .await;
+    let (client, _dir) = stdio_with(Person::Accepts(json!({"option_price": 4.5})), &model.env()).await;
+    let result = call(
+        &client,
+        "run_coding_task",
+        json!({"prompt": "delta", "timeout_seconds": 60}),
+    )
+    .await;
+    assert_eq!(result["status"], "success", "{result}");
+    let told = model.requests()[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default();
+    assert!(told.contains("4.5"), "{told}");
+    let answer = &result["receipt"]["approvals"][0];
+    assert_eq!(answer["key"], "input-1", "{result}");
+    assert_eq!(answer["content"]["option_price"], 4.5, "{result}");
+    assert_eq!(answer["approved"], true, "{result}");
+    assert!(
+        answer["principal"].as_str().is_some_and(|p| !p.is_empty()),
+        "{result}"
+    );
+}

@@ -299,9 +299,9 @@ pub fn answer_rule() -> String {
         "Finish with final_answer(#{{task_type, summary, metrics?, assumptions?}}): metrics (a map) only with \
 {}; assumptions is an array of strings; no other keys; summary non-blank; numbers finite. task_type: \
 analysis (needs a call of a function above, guard or script-only, that returned without error), \
-no_action (only if you made no calls), needs_input (say what is missing, and give it typed as \
-missing: #{{field: #{{type: \"number\", description: \"…\"}}}} (string, number, integer or boolean): the \
-person may be asked and you continue with the answer), unsupported (the functions cannot do it), failed; {} \
+no_action (only if you made no calls), needs_input (say what is missing, typed as \
+missing: #{{field: #{{type: \"number\", description: \"…\"}}}} (string, number, integer or boolean; \
+optional: true; or: [\"field\"] for alternatives): the person may be asked and you continue), unsupported (the functions cannot do it), failed; {} \
 Output printed before final_answer is kept.",
         with_metrics.join(", "),
         status_rule()

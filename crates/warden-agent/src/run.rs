@@ -372,16 +372,13 @@ impl Agent<'_> {
     /// `None` when they declined, did not answer by the deadline, or
     /// nobody can be asked (the task then ends `needs_input`, as before).
     /// Each question and its outcome is an event.
-    async fn ask_person(&self, answer: &contract::Answer) -> Option<String> {
+    async fn ask_person(&mut self, answer: &contract::Answer) -> Option<String> {
         let asker = crate::ask::for_this_task()?;
         let fields: Vec<&String> = answer.missing.keys().collect();
+        let (message, requested_schema) = contract::missing_form(&answer.summary, &answer.missing);
         let question = crate::ask::Question::Elicit {
-            message: format!("The coding task needs more input: {}", answer.summary),
-            requested_schema: json!({
-                "type": "object",
-                "properties": answer.missing,
-                "required": fields,
-            }),
+            message: message.clone(),
+            requested_schema: requested_schema.clone(),
         };
         let deadline = self.task.deadline.into_std();
         let answered = tokio::task::spawn_blocking(move || asker(question, Some(deadline)))
@@ -395,10 +392,26 @@ impl Agent<'_> {
             Ok(reply) => reply["action"].clone(),
             Err(error) => json!(error.code),
         };
+        // Kept for the receipt, as every answer to the task's questions is.
+        let form: crate::ask::Elicitation = answered
+            .as_ref()
+            .ok()
+            .and_then(|reply| serde_json::from_value(reply.clone()).ok())
+            .unwrap_or(crate::ask::Elicitation {
+                action: crate::ask::Action::Cancel,
+                content: Default::default(),
+            });
+        let record = self.session.record_input(
+            &self.origin.principal,
+            message,
+            requested_schema,
+            form,
+            warden_executor::executor::confirm::now_iso8601(),
+        );
         self.task.events.emit(
             self.origin,
             "question_answered",
-            json!({"fields": fields, "action": outcome, "answered": content.is_some()}),
+            json!({"fields": fields, "action": outcome, "answered": content.is_some(), "answer": record}),
         );
         content.map(|c| c.to_string())
     }

@@ -59,7 +59,7 @@ pub enum ContractError {
     #[error("final_answer: only task_type 'needs_input' carries missing, not '{0}'")]
     MissingOutsideNeedsInput(String),
     #[error(
-        "final_answer: missing must map each field to #{{type: \"string\"|\"number\"|\"integer\"|\"boolean\", description: \"…\"}} (at most {MAX_MISSING_FIELDS} fields): {0}"
+        "final_answer: missing must map each field to #{{type: \"string\"|\"number\"|\"integer\"|\"boolean\", description: \"…\", optional: true|false, or: [\"another field\"]}} (at most {MAX_MISSING_FIELDS} fields): {0}"
     )]
     BadMissing(String),
 }
@@ -132,7 +132,11 @@ pub fn check(answer: &Value, calls_made: usize, calls_ok: usize) -> Result<Answe
 }
 
 /// A `needs_input` answer's `missing`, checked: each field's `type` one of
-/// the form types, `description` a string when given, nothing else.
+/// the form types, `description` a string when given, `optional` a
+/// boolean when given (the person may leave it blank), `or` a list of the
+/// other fields that can stand in for it (alternatives: "the volatility,
+/// or an option price to imply it from"; the person gives at least one of
+/// them), nothing else.
 fn questions(missing: &Value) -> Result<Map<String, Value>, ContractError> {
     let bad = |why: String| ContractError::BadMissing(why);
     let Value::Object(fields) = missing else {
@@ -152,9 +156,27 @@ fn questions(missing: &Value) -> Result<Map<String, Value>, ContractError> {
         if spec.get("description").is_some_and(|d| !d.is_string()) {
             return Err(bad(format!("'{name}'.description is not a string")));
         }
+        if spec.get("optional").is_some_and(|o| !o.is_boolean()) {
+            return Err(bad(format!("'{name}'.optional is not true or false")));
+        }
+        if let Some(or) = spec.get("or") {
+            let names = or.as_array().filter(|names| !names.is_empty()).ok_or_else(|| {
+                bad(format!(
+                    "'{name}'.or is not a non-empty list of the other fields it can stand in for"
+                ))
+            })?;
+            for other in names {
+                let other = other.as_str().unwrap_or_default();
+                if other == name || !fields.contains_key(other) {
+                    return Err(bad(format!(
+                        "'{name}'.or names '{other}', which is not another field of missing"
+                    )));
+                }
+            }
+        }
         if let Some(other) = spec
             .keys()
-            .find(|k| !["type", "description"].contains(&k.as_str()))
+            .find(|k| !["type", "description", "optional", "or"].contains(&k.as_str()))
         {
             return Err(bad(format!("'{name}' has the key '{other}'")));
         }
@@ -162,10 +184,87 @@ fn questions(missing: &Value) -> Result<Map<String, Value>, ContractError> {
     Ok(fields.clone())
 }
 
+/// The form that asks a `needs_input` answer's `missing` fields: its
+/// message (the summary, and each group of alternatives) and its schema
+/// (the fields with their type and description; required unless optional
+/// or one of alternatives, which the form cannot express and the message
+/// states).
+pub fn missing_form(summary: &str, missing: &Map<String, Value>) -> (String, Value) {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    for (name, spec) in missing {
+        let mut field = Map::new();
+        for key in ["type", "description"] {
+            if let Some(value) = spec.get(key) {
+                field.insert(key.into(), value.clone());
+            }
+        }
+        properties.insert(name.clone(), Value::Object(field));
+        let optional = spec.get("optional") == Some(&Value::Bool(true));
+        let alternatives: Vec<String> = spec
+            .get("or")
+            .and_then(Value::as_array)
+            .map(|names| {
+                names
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        if alternatives.is_empty() {
+            if !optional {
+                required.push(Value::from(name.as_str()));
+            }
+            continue;
+        }
+        let mut group = alternatives;
+        group.push(name.clone());
+        group.sort();
+        if !groups.contains(&group) {
+            groups.push(group);
+        }
+    }
+    let mut message = format!("The coding task needs more input: {summary}");
+    for group in &groups {
+        let quoted: Vec<String> = group.iter().map(|g| format!("'{g}'")).collect();
+        message.push_str(&format!("\nGive at least one of {}.", quoted.join(" or ")));
+    }
+    let schema = serde_json::json!({"type": "object", "properties": properties, "required": required});
+    (message, schema)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn missing_fields_may_be_optional_or_alternatives_and_the_form_says_so() {
+        let asks = json!({"task_type": "needs_input", "summary": "which volatility?",
+                          "missing": {"volatility": {"type": "number", "or": ["option_price"]},
+                                      "option_price": {"type": "number", "description": "a quoted price to imply it from"},
+                                      "note": {"type": "string", "optional": true},
+                                      "strike": {"type": "number"}}});
+        let answer = check(&asks, 0, 0).expect("valid");
+        let (message, schema) = missing_form(&answer.summary, &answer.missing);
+        assert_eq!(schema["required"], json!(["strike"]));
+        assert!(
+            message.contains("Give at least one of 'option_price' or 'volatility'."),
+            "{message}"
+        );
+        assert!(schema["properties"]["volatility"].get("or").is_none(), "{schema}");
+        for bad in [
+            json!({"a": {"type": "number", "or": ["b"]}}),
+            json!({"a": {"type": "number", "or": ["a"]}}),
+            json!({"a": {"type": "number", "optional": "yes"}}),
+            json!({"a": {"type": "number", "or": []}}),
+        ] {
+            let answer = json!({"task_type": "needs_input", "summary": "x", "missing": bad});
+            assert!(check(&answer, 0, 0).is_err(), "{answer}");
+        }
+    }
 
     #[test]
     fn only_needs_input_carries_typed_missing_fields() {

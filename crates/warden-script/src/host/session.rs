@@ -438,6 +438,46 @@ impl Session {
         approved
     }
 
+    /// Keeps the person's answer to a question the task asked itself (a
+    /// coding task's `needs_input` form) with the session's answers, for
+    /// the receipt: key `input-N`; `approved` means accepted. Returns the
+    /// record.
+    pub fn record_input(
+        &mut self,
+        principal: &warden_executor::tenant::Principal,
+        message: String,
+        requested_schema: Value,
+        form: crate::ask::Elicitation,
+        at: String,
+    ) -> warden_core::approval::ApprovalRecord {
+        let book = self
+            .book
+            .get_or_insert_with(|| warden_core::approval::Book::new(Default::default()))
+            .clone();
+        let key = format!(
+            "input-{}",
+            book.answers()
+                .iter()
+                .filter(|a| a.key.starts_with("input-"))
+                .count()
+                + 1
+        );
+        let pending = warden_core::approval::Pending {
+            key,
+            message,
+            requested_schema,
+            guard: String::new(),
+            arguments_sha256: None,
+            plan: Vec::new(),
+            script_sha256: book.script_sha256(),
+        };
+        let accepted = form.action == crate::ask::Action::Accept;
+        let mut record = pending.answered(principal.as_str(), form.action, form.content, at);
+        record.approved = accepted;
+        book.record(record.clone());
+        record
+    }
+
     /// The answers the session's runs were given, in order (for the receipt).
     pub fn approvals(&self) -> Vec<warden_core::approval::ApprovalRecord> {
         self.book.as_ref().map(|book| book.answers()).unwrap_or_default()
