@@ -191,7 +191,6 @@ fn questions(missing: &Value) -> Result<Map<String, Value>, ContractError> {
 /// states).
 pub fn missing_form(summary: &str, missing: &Map<String, Value>) -> (String, Value) {
     let mut properties = Map::new();
-    let mut required = Vec::new();
     let mut groups: Vec<Vec<String>> = Vec::new();
     for (name, spec) in missing {
         let mut field = Map::new();
@@ -201,7 +200,6 @@ pub fn missing_form(summary: &str, missing: &Map<String, Value>) -> (String, Val
             }
         }
         properties.insert(name.clone(), Value::Object(field));
-        let optional = spec.get("optional") == Some(&Value::Bool(true));
         let alternatives: Vec<String> = spec
             .get("or")
             .and_then(Value::as_array)
@@ -213,19 +211,23 @@ pub fn missing_form(summary: &str, missing: &Map<String, Value>) -> (String, Val
                     .collect()
             })
             .unwrap_or_default();
-        if alternatives.is_empty() {
-            if !optional {
-                required.push(Value::from(name.as_str()));
+        if !alternatives.is_empty() {
+            let mut group = alternatives;
+            group.push(name.clone());
+            group.sort();
+            if !groups.contains(&group) {
+                groups.push(group);
             }
-            continue;
-        }
-        let mut group = alternatives;
-        group.push(name.clone());
-        group.sort();
-        if !groups.contains(&group) {
-            groups.push(group);
         }
     }
+    // Required: neither optional nor one of alternatives (on either side).
+    let required: Vec<Value> = missing
+        .iter()
+        .filter(|(name, spec)| {
+            spec.get("optional") != Some(&Value::Bool(true)) && !groups.iter().any(|g| g.contains(name))
+        })
+        .map(|(name, _)| Value::from(name.as_str()))
+        .collect();
     let mut message = format!("The coding task needs more input: {summary}");
     for group in &groups {
         let quoted: Vec<String> = group.iter().map(|g| format!("'{g}'")).collect();
