@@ -425,7 +425,7 @@ impl TaskStore for PgStore {
             .map_err(query)?;
         let counts = sqlx::query(
             "SELECT (SELECT COUNT(*) FROM tasks WHERE state = 'queued') AS queued, \
-             (SELECT COUNT(*) FROM tasks WHERE owner = $1 AND state IN ('queued', 'running')) AS owned",
+             (SELECT COUNT(*) FROM tasks WHERE owner = $1 AND state IN ('queued', 'running', 'input_required')) AS owned",
         )
         .bind(r.owner.as_str())
         .fetch_one(&mut *tx)

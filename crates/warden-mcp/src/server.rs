@@ -227,7 +227,7 @@ impl WardenServer {
                     GuardError::new(
                         crate::error::codes::PRINCIPAL_BUSY,
                         format!(
-                            "principal busy: '{principal}' already has {owner_cap} task(s) queued or running, its limit: \
+                            "principal busy: '{principal}' already has {owner_cap} task(s) queued, running or waiting for an answer, its limit: \
                              {} running (WARDEN_TASKS_PER_PRINCIPAL) plus {} waiting (WARDEN_TASKS_QUEUED_PER_PRINCIPAL); \
                              retry when one of them ends (list_tasks shows them)",
                             limits.tasks_per_principal, limits.tasks_queued_per_principal

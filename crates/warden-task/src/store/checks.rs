@@ -102,7 +102,8 @@ async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
 }
 
 /// A task waiting for the person: only a task running on the node pauses;
-/// it holds no node or lease and keeps its request with `resume` merged in
+/// it holds no node or lease (but counts against its owner's task limit)
+/// and keeps its request with `resume` merged in
 /// (or the given request, when it had none); `waiting` reads it back; the
 /// first answer since it paused queues it again with the new `resume`, a
 /// second (stale) one changes nothing; a claimer then gets the request
@@ -160,6 +161,16 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
     let got = store.get("task_w1").await.map_err(fail("get"))?.ok_or("gone")?;
     if got.state != State::Waiting || !got.node.is_empty() || got.status_message.as_deref() != Some("asked") {
         return Err(format!("the paused record: {got:?}"));
+    }
+    // A waiting task counts against its owner's limit.
+    let more = store
+        .enqueue(&record("task_w3", State::Queued, ""), &request, Some(1), 10)
+        .await
+        .map_err(fail("enqueue over the owner's limit"))?;
+    if more != super::Enqueued::OwnerAtLimit {
+        return Err(format!(
+            "a waiting task did not count against its owner's limit: {more:?}"
+        ));
     }
     let (kept, since) = store
         .waiting("task_w1")

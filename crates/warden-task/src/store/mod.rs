@@ -333,8 +333,9 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     async fn running(&self) -> Result<Vec<TaskRecord>, StoreError>;
 
     /// Adds a queued task with the request to run, unless its owner
-    /// already has `owner_limit` queued or running tasks (`None`: no
-    /// limit) or `queue_limit` tasks are queued; the check and the insert
+    /// already has `owner_limit` queued, running or waiting tasks (a task
+    /// waiting for the person's answer counts: it may resume any time;
+    /// `None`: no limit) or `queue_limit` tasks are queued; the check and the insert
     /// are one transaction.
     async fn enqueue(
         &self,

@@ -479,7 +479,7 @@ impl TaskStore for SqliteStore {
                         "INSERT INTO tasks (id, owner, tool, state, summary, status_message, error, created_ms, \
                          updated_ms, ttl_ms, expires_ms, location, detached, node, lease_until_ms, request) \
                          SELECT ?, ?, ?, 'queued', NULL, 'queued', NULL, ?, ?, ?, ?, ?, ?, '', 0, ? \
-                         WHERE (? IS NULL OR (SELECT COUNT(*) FROM tasks WHERE owner = ? AND state IN ('queued', 'running')) < ?) \
+                         WHERE (? IS NULL OR (SELECT COUNT(*) FROM tasks WHERE owner = ? AND state IN ('queued', 'running', 'input_required')) < ?) \
                          AND (SELECT COUNT(*) FROM tasks WHERE state = 'queued') < ?",
                     )?
                     .execute(params![
