@@ -423,3 +423,80 @@ async fn on_a_session_a_loop_of_five_is_one_live_question_and_the_receipt_keeps_
     );
     assert_eq!(approval["approved"], true);
 }
+
+// ---- Batches: their destructive calls are known before anything runs: one plan question ----
+
+/// A batch that quotes, then places two orders.
+fn batch_of_orders(prefix: &str) -> Value {
+    json!({"calls": [
+        {"name": "get_quote", "arguments": {"symbol": "AAPL"}},
+        {"name": "place_paper_order", "arguments": {"symbol": "AAPL", "side": "buy", "quantity": 1,
+            "limit_price": {"$result": 0, "path": "price"}, "client_order_id": format!("{prefix}-1")}},
+        {"name": "place_paper_order", "arguments": {"symbol": "MSFT", "side": "buy", "quantity": 2,
+            "client_order_id": format!("{prefix}-2")}}
+    ]})
+}
+
+#[tokio::test]
+async fn a_detached_batch_asks_its_plan_before_anything_runs_and_runs_when_approved() {
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let server = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let id = start_task(server.peer(), "run_batch", batch_of_orders("b"), None)
+        .await
+        .task
+        .task_id;
+    let waiting = until_waiting_or_ended(server.peer(), &id).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    let message = waiting["inputRequests"]["plan"]["params"]["message"]
+        .as_str()
+        .expect("plan");
+    assert!(
+        message.contains("A batch wants") && message.contains("'place_paper_order' at most 2 times"),
+        "{message}"
+    );
+    assert_eq!(
+        starts_of(&artifacts, &id, "get_quote"),
+        0,
+        "nothing ran before the question"
+    );
+    update(server.peer(), &id, json!({"plan": accept()}))
+        .await
+        .expect("answered");
+    let ended = poll_until_ended(server.peer(), &id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    assert_eq!(done["result"]["structuredContent"]["succeeded"], 3, "{done}");
+    assert_eq!(ledger(&ledger_path).len(), 2);
+}
+
+#[tokio::test]
+async fn a_stateless_batch_asks_its_plan_once_and_a_decline_runs_no_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let server = crate::common::http::HttpServer::start(
+        FINANCE,
+        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
+    )
+    .await;
+    let person = crate::common::approver::Approver::default();
+    let client = stateless(&server, person.clone()).await;
+    let done = client
+        .call_tool(call_params("run_batch", batch_of_orders("s"), None))
+        .await
+        .expect("answered");
+    let result = structured(&done);
+    assert_eq!(result["succeeded"], 3, "{result}");
+    assert_eq!(person.forms().len(), 1, "{:?}", person.forms());
+    assert_eq!(ledger(&ledger_path).len(), 2);
+
+    let declines = stateless(&server, crate::common::approver::Approver::declining()).await;
+    let declined = declines
+        .call_tool(call_params("run_batch", batch_of_orders("d"), None))
+        .await
+        .expect("answered");
+    let result = structured(&declined);
+    assert_eq!(result["failed"], 2, "{result}");
+    assert_eq!(ledger(&ledger_path).len(), 2, "no new order");
+}

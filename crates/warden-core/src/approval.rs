@@ -120,6 +120,52 @@ impl Pending {
     }
 }
 
+/// The confirmation form's schema: one box, unticked unless the person
+/// ticks it (`{"confirm": true}` approves).
+pub fn confirm_schema(title: &str) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {"confirm": {"type": "boolean", "title": title, "default": false}},
+        "required": ["confirm"]
+    })
+}
+
+/// A plan as the person reads it: one line per guard.
+pub fn describe(plan: &[PlanItem]) -> String {
+    plan.iter()
+        .map(|item| {
+            let arguments = if item.arguments.is_empty() {
+                String::new()
+            } else {
+                format!(" with arguments {}", item.arguments.join(", "))
+            };
+            let times = match item.max_calls {
+                1 => "once".to_string(),
+                n => format!("at most {n} times"),
+            };
+            format!("- '{}' {times}{arguments}\n", item.guard)
+        })
+        .collect()
+}
+
+/// The plan's question (key [`PLAN_KEY`]) of a `what` ("script", "batch")
+/// whose source hashes to `source_sha256`.
+pub fn plan_question(plan: &[PlanItem], source_sha256: &str, what: &str) -> Pending {
+    Pending {
+        key: PLAN_KEY.to_string(),
+        message: format!(
+            "A {what} wants to make these destructive calls (they change something outside Warden), each with \
+             arguments it computes as it runs:\n{}Approve the plan? It allows these calls and no more ({what} {source_sha256}).",
+            describe(plan)
+        ),
+        requested_schema: confirm_schema("Approve the plan"),
+        guard: String::new(),
+        arguments_sha256: None,
+        plan: plan.to_vec(),
+        script_sha256: source_sha256.to_string(),
+    }
+}
+
 /// What a paused task carries to its resumption, kept in its record.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Carried {
@@ -159,8 +205,11 @@ pub enum Decision {
 pub struct Book {
     inner: Mutex<Inner>,
     /// Whether a call with no answer may stop the run on a question;
-    /// `false` for a replay, which has only the answers recorded.
+    /// `false` for a replay and for a run whose answers came with its
+    /// request (a stateless batch's retry).
     can_ask: bool,
+    /// Whether this is a replay's book (see [`Book::replays`]).
+    replay: bool,
     /// What a task that was not queued (a stateless request's run) runs
     /// when it resumes: the request a queued task's record already holds
     /// (`{tool, arguments, …}`), kept with its question.
@@ -189,13 +238,25 @@ impl Book {
     /// [`Book::replays`]), and nothing else is asked: a call with no
     /// recorded answer is refused.
     pub fn replaying(answers: Vec<ApprovalRecord>) -> Arc<Self> {
-        Arc::new(Self::with(
+        let mut book = Self::answered_with(answers);
+        book.replay = true;
+        Arc::new(book)
+    }
+
+    /// The book of a run whose answers are all given up front (a
+    /// stateless batch's retry): nothing more is asked.
+    pub fn answered(answers: Vec<ApprovalRecord>) -> Arc<Self> {
+        Arc::new(Self::answered_with(answers))
+    }
+
+    fn answered_with(answers: Vec<ApprovalRecord>) -> Self {
+        Self::with(
             Carried {
                 answers,
                 ..Carried::default()
             },
             false,
-        ))
+        )
     }
 
     fn with(carried: Carried, can_ask: bool) -> Self {
@@ -208,6 +269,7 @@ impl Book {
                 calls: 0,
             }),
             can_ask,
+            replay: false,
             request: None,
         }
     }
@@ -236,7 +298,7 @@ impl Book {
     /// guard's call again only when the guard is idempotent (running it
     /// again changes nothing more).
     pub fn replays(&self) -> bool {
-        !self.can_ask
+        self.replay
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -270,6 +332,16 @@ impl Book {
             None if self.can_ask => Some(PLAN_KEY.to_string()),
             None => None,
         }
+    }
+
+    /// The answer to the plan, if the person gave one.
+    pub fn plan_answer(&self) -> Option<ApprovalRecord> {
+        self.lock()
+            .carried
+            .answers
+            .iter()
+            .find(|a| a.key == PLAN_KEY)
+            .cloned()
     }
 
     /// Whether the run's plan covers `guard` (approved or declined).
@@ -331,7 +403,7 @@ impl Book {
             )),
             None if self.can_ask => Decision::Ask(key),
             None => Decision::Refused(format!(
-                "the replay has no recorded answer for this call of '{guard}' ({key}), and a replay asks nobody"
+                "there is no answer for this call of '{guard}' ({key}) and nobody is asked here (a replay, or a run whose answers came with its request)"
             )),
         }
     }

@@ -334,8 +334,13 @@ impl Round {
 /// and the answers so far (see `crate::waiting`), and the question's key.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct WaitingTask {
+    /// Empty for a batch: nothing ran before its question, so no task
+    /// waits; the question itself is in `pending`.
     pub task_id: String,
     pub key: String,
+    /// A batch's plan question, answered by the retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<warden_core::approval::Pending>,
 }
 
 impl WaitingTask {

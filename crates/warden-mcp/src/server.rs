@@ -76,7 +76,7 @@ const NO_ELICITATION: &str = "this client did not declare the elicitation capabi
 /// Why nobody can be asked on a stateless (2026-07-28) request, although
 /// its client declared elicitation: a script's or batch's confirmation
 /// cannot travel in a multi-round-trip answer yet.
-const STATELESS: &str = "this is a stateless (2026-07-28) request, where a batch cannot pause for the answer (a run_script can: it answers input_required); call the guard directly, or place the call in a script";
+const STATELESS: &str = "this is a stateless (2026-07-28) request, where a coding task cannot pause for the answer (run_script and run_batch can: they answer input_required); call the guard directly, or from a script";
 
 /// Why nobody can be asked in a claimed MCP task.
 const DETACHED: &str = "it runs as a detached MCP task, with no client connected to answer";
@@ -349,10 +349,14 @@ impl WardenServer {
             cancel,
             Some(progress.clone()),
         );
-        // A detached run_script waits for the person when it must ask (its
-        // record pauses, see `crate::waiting`); other tools cannot resume
-        // a run, so nobody can be asked there.
-        let (outcome, _) = if builtin.name() == crate::registry::BuiltinTool::RunScript.name() {
+        // A detached run_script or run_batch waits for the person when it
+        // must ask (its record pauses, see `crate::waiting`); a coding task
+        // cannot resume its model's conversation, so nobody is asked there.
+        let resumable = [
+            crate::registry::BuiltinTool::RunScript.name(),
+            crate::registry::BuiltinTool::RunBatch.name(),
+        ];
+        let (outcome, _) = if resumable.contains(&builtin.name()) {
             let book = warden_core::approval::Book::new(request.resume.clone().unwrap_or_default());
             crate::ask::durable(book, run).await
         } else {
@@ -1014,22 +1018,22 @@ impl ServerHandler for WardenServer {
             // person through multi-round-trip input (unless it asks for a
             // task, which waits for tasks/update instead).
             let script = name == crate::registry::BuiltinTool::RunScript.name();
+            let batch = name == crate::registry::BuiltinTool::RunBatch.name();
             let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
             if stateless
-                && script
+                && (script || batch)
                 && crate::rounds::CanAnswer::of(&context.meta).elicit
                 && !crate::tasks::asks_for_task(&context.meta, declared)?
             {
                 let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
-                return self
-                    .run_script_stateless(
-                        index,
-                        arguments,
-                        request.request_state.as_deref(),
-                        request.input_responses.as_ref(),
-                        &context,
-                    )
-                    .await;
+                let (state, responses) = (request.request_state.as_deref(), request.input_responses.as_ref());
+                return if script {
+                    self.run_script_stateless(index, arguments, state, responses, &context)
+                        .await
+                } else {
+                    self.run_batch_stateless(index, arguments, state, responses, &context)
+                        .await
+                };
             }
             if retried {
                 return Err(not_a_retry(&format!(

@@ -88,27 +88,7 @@ pub(crate) async fn answer(
             record.id
         ));
     };
-    if let Some(other) = responses.keys().find(|key| **key != pending.key) {
-        return refuse(format!(
-            "inputResponses names '{other}', which is not an outstanding question of task '{}': answer '{}' only; nothing changed",
-            record.id, pending.key
-        ));
-    }
-    let Some(response) = responses.get(&pending.key) else {
-        return refuse(format!(
-            "inputResponses has no answer to '{}', the question task '{}' waits on; nothing changed",
-            pending.key, record.id
-        ));
-    };
-    let form: Elicitation = serde_json::from_value(response.clone()).map_err(|e| {
-        ErrorData::invalid_params(
-            format!(
-                "inputResponses.{} must be a form's answer {{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{\"confirm\": true|false}}}}: {e}; nothing changed",
-                pending.key
-            ),
-            None,
-        )
-    })?;
+    let form = form_answer(&pending, responses)?;
     let at = crate::task::store::iso8601(crate::task::store::now_ms());
     carried
         .answers
@@ -126,4 +106,31 @@ pub(crate) async fn answer(
         ));
     }
     Ok(())
+}
+
+/// The form's answer `responses` give to `pending`: only its key, and a
+/// form's answer; anything else is refused (-32602) naming the fix.
+pub(crate) fn form_answer(pending: &Pending, responses: &InputResponses) -> Result<Elicitation, ErrorData> {
+    let refuse = |message: String| Err(ErrorData::invalid_params(message, None));
+    if let Some(other) = responses.keys().find(|key| **key != pending.key) {
+        return refuse(format!(
+            "inputResponses names '{other}', which is not an outstanding question: answer '{}' only; nothing changed",
+            pending.key
+        ));
+    }
+    let Some(response) = responses.get(&pending.key) else {
+        return refuse(format!(
+            "inputResponses has no answer to '{}', the outstanding question; nothing changed",
+            pending.key
+        ));
+    };
+    serde_json::from_value(response.clone()).map_err(|e| {
+        ErrorData::invalid_params(
+            format!(
+                "inputResponses.{} must be a form's answer {{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{\"confirm\": true|false}}}}: {e}; nothing changed",
+                pending.key
+            ),
+            None,
+        )
+    })
 }

@@ -653,9 +653,29 @@ impl TaskRunner {
         progress: Option<&Progress>,
     ) -> Result<TaskResult, GuardError> {
         let timeout = self.executor.limits().max_timeout;
-        let task = self.begin(origin, timeout, &cancel, progress).await?;
+        let mut task = self.begin(origin, timeout, &cancel, progress).await?;
         let under_task = task.origin_under(origin);
         let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
+        // A batch that stopped on its plan's question waits for the answer
+        // (nothing ran); the resumed batch runs under the answer.
+        if let Some(book) = crate::ask::Reach::here().book().cloned()
+            && book.paused()
+            && outcome.is_err()
+        {
+            let origin: &Origin = origin;
+            match self.pause(&mut task, origin, &book, Ok(Vec::new())).await {
+                Ok(waiting) => return Err(waiting),
+                Err(reason) => {
+                    let result = TaskResult::failure(TaskStatus::Failed, reason.clone())
+                        .with_error(TaskError::new(TaskErrorKind::Worker, reason));
+                    return Ok(self.finish(task, origin, result, WorkerFacts::default()).await);
+                }
+            }
+        }
+        let approvals = crate::ask::Reach::here()
+            .book()
+            .map(|book| book.answers())
+            .unwrap_or_default();
         let result = match outcome {
             Ok(batch) => {
                 let summary = format!(
@@ -673,7 +693,11 @@ impl TaskRunner {
             )
             .with_error(error),
         };
-        Ok(self.finish(task, origin, result, WorkerFacts::default()).await)
+        let facts = WorkerFacts {
+            approvals,
+            ..WorkerFacts::default()
+        };
+        Ok(self.finish(task, origin, result, facts).await)
     }
 
     /// Sets `artifacts` to `[{name, path}]` of the first

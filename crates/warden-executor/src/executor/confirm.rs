@@ -28,7 +28,7 @@ use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
 use crate::guard::Guard;
 use crate::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
-use warden_core::approval::{Book, Decision, Pending};
+use warden_core::approval::{Book, Decision, Pending, confirm_schema};
 
 /// Why a call of a destructive guard may run; see the module docs. Calls
 /// of other guards need none and carry [`Consent::None`].
@@ -242,15 +242,6 @@ fn nobody_can_answer(name: &str, why: &str) -> GuardError {
     )
 }
 
-/// The form's schema: one box, unticked unless the person ticks it.
-pub fn confirm_schema(title: &str) -> Value {
-    json!({
-        "type": "object",
-        "properties": {"confirm": {"type": "boolean", "title": title, "default": false}},
-        "required": ["confirm"]
-    })
-}
-
 /// A detached task's destructive call, decided by its [`Book`]: run under
 /// the plan or the person's approval of exactly this call, refused when
 /// declined or not what was approved, or (no answer yet) the question
@@ -275,7 +266,7 @@ fn from_book(
                 origin,
                 "destructive_call_confirmed",
                 json!({"function": name, "approved": true, "action": "plan",
-                       "arguments_sha256": arguments_sha256}),
+                       "arguments_sha256": arguments_sha256, "approval": book.plan_answer()}),
             );
             Ok(Consent::Confirmed(approval))
         }

@@ -1,6 +1,12 @@
-//! `run_script` on a stateless (2026-07-28) request whose client declared
-//! elicitation: a destructive call's question goes back as a multi-round-trip
-//! `input_required` result, and the retry resumes the script.
+//! `run_script` and `run_batch` on a stateless (2026-07-28) request whose
+//! client declared elicitation: a destructive call's question goes back as
+//! a multi-round-trip `input_required` result, and the retry resumes.
+//!
+//! A batch's destructive calls are known from the batch itself, so its one
+//! question (the plan: each destructive guard and how many calls) comes
+//! before anything runs; the sealed `requestState` holds that question,
+//! and the retry with the answer runs the batch under it. A script's
+//! questions come as it runs:
 //!
 //! The first round runs the script as a task here, under an approval book
 //! (`warden_core::approval`) that may pause it: when the script reaches a
@@ -33,6 +39,56 @@ use crate::tasks::QueuedRequest;
 const RESUME_POLL: Duration = Duration::from_millis(20);
 
 impl WardenServer {
+    /// A batch, see the module docs. `state` and `responses` are the retry's.
+    pub(super) async fn run_batch_stateless(
+        &self,
+        index: usize,
+        arguments: serde_json::Value,
+        state: Option<&str>,
+        responses: Option<&InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let builtin = self.builtins[index].as_ref();
+        let principal = principal_of(context);
+        let binding = Binding::new(&principal, builtin.name(), &arguments);
+        let book = match (state, responses) {
+            (None, None) => Book::new(Default::default()),
+            (None, Some(_)) => {
+                return Err(ErrorData::invalid_params(
+                    "requestState: missing: inputResponses answer the questions of an input_required result and must come with its requestState",
+                    None,
+                ));
+            }
+            (Some(state), responses) => {
+                let waiting = WaitingTask::open(&binding, state)?;
+                let Some(pending) = waiting.pending else {
+                    return Err(ErrorData::invalid_params(
+                        "requestState: it holds no batch question; call again without requestState and inputResponses to start over",
+                        None,
+                    ));
+                };
+                let responses = responses.cloned().unwrap_or_default();
+                let form = crate::waiting::form_answer(&pending, &responses)?;
+                let at = crate::task::store::iso8601(crate::task::store::now_ms());
+                Book::answered(vec![pending.answered(
+                    principal.as_str(),
+                    form.action,
+                    form.content,
+                    at,
+                )])
+            }
+        };
+        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
+        let (outcome, origin) = crate::ask::durable(book.clone(), run).await;
+        if let Some(pending) = book.pending()
+            && outcome.is_err()
+        {
+            return self.ask("", &pending, &binding);
+        }
+        Ok(self.answer_of(outcome, &origin).await.into())
+    }
+
     /// See the module docs. `state` and `responses` are the retry's.
     pub(super) async fn run_script_stateless(
         &self,
@@ -149,6 +205,7 @@ impl WardenServer {
         let waiting = WaitingTask {
             task_id: task_id.to_string(),
             key: pending.key.clone(),
+            pending: task_id.is_empty().then(|| pending.clone()),
         };
         let state = waiting
             .seal(binding, self.executor.limits().input_state_ttl)

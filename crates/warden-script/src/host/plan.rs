@@ -192,20 +192,6 @@ fn map_keys(expr: &Expr) -> Vec<String> {
     }
 }
 
-/// The plan as the person reads it.
-pub fn describe(plan: &[PlanItem]) -> String {
-    plan.iter()
-        .map(|item| {
-            let arguments = if item.arguments.is_empty() {
-                String::new()
-            } else {
-                format!(" with arguments {}", item.arguments.join(", "))
-            };
-            format!("- '{}' at most {} times{arguments}\n", item.guard, item.max_calls)
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -524,25 +524,12 @@ impl Session {
     }
 }
 
-/// The plan's question (key `plan`): the guards, how many calls each, and
-/// the argument names their calls write.
+/// The plan's question of a script.
 fn plan_question(
     plan: &[warden_core::approval::PlanItem],
     script_sha256: &str,
 ) -> warden_core::approval::Pending {
-    warden_core::approval::Pending {
-        key: warden_core::approval::PLAN_KEY.to_string(),
-        message: format!(
-            "A script wants to make these destructive calls (they change something outside Warden), each with \
-             arguments it computes as it runs:\n{}Approve the plan? It allows these calls and no more (script {script_sha256}).",
-            super::plan::describe(plan)
-        ),
-        requested_schema: crate::executor::confirm::confirm_schema("Approve the plan"),
-        guard: String::new(),
-        arguments_sha256: None,
-        plan: plan.to_vec(),
-        script_sha256: script_sha256.to_string(),
-    }
+    warden_core::approval::plan_question(plan, script_sha256, "script")
 }
 
 /// Answers a request the door thread handed over, through the door.

@@ -51,6 +51,28 @@ use crate::executor::Executor;
 use refs::ref_id;
 use schedule::{Outcome, execute};
 
+/// The batch's destructive calls as a plan: each destructive guard and how
+/// many of the batch's calls name it.
+fn destructive_plan<'a>(
+    executor: &Executor,
+    names: impl Iterator<Item = &'a str>,
+) -> Vec<warden_core::approval::PlanItem> {
+    let mut counts: std::collections::BTreeMap<&str, u64> = std::collections::BTreeMap::new();
+    for name in names {
+        if executor.registry().get(name).is_some_and(|g| g.hints.destructive) {
+            *counts.entry(name).or_default() += 1;
+        }
+    }
+    counts
+        .into_iter()
+        .map(|(guard, max_calls)| warden_core::approval::PlanItem {
+            guard: guard.to_string(),
+            max_calls,
+            arguments: Vec::new(),
+        })
+        .collect()
+}
+
 /// Most significant figures `digits` accepts (an f64 holds about 17).
 const MAX_DIGITS: u64 = 17;
 
@@ -77,8 +99,6 @@ pub async fn run(
             .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
     }
     let store = store.view(&origin.principal);
-    /// Why a detached batch's destructive call cannot be confirmed.
-    const BATCH_CANNOT_PAUSE: &str = "it runs as a detached MCP task, and a batch cannot pause to wait for an answer (a detached run_script can)";
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
     let asker = crate::ask::Reach::here();
@@ -93,11 +113,31 @@ pub async fn run(
         match &asker {
             crate::ask::Reach::Asker(_) | crate::ask::Reach::Recorded { .. } => Ok(()),
             crate::ask::Reach::Nobody(why) => Err(*why),
-            // A batch has no script to resume from a journal: a detached
-            // batch cannot pause for the person.
-            crate::ask::Reach::Durable(_) => Err(BATCH_CANNOT_PAUSE),
+            // Its plan is asked before anything runs (below).
+            crate::ask::Reach::Durable(_) => Ok(()),
         },
     )?;
+    // A batch that can wait for the person (a detached task, a stateless
+    // request) asks once for all its destructive calls, before any runs:
+    // they are known from the batch itself.
+    if let Some(book) = asker.book()
+        && !executor.limits().allow_destructive_in_batch
+    {
+        let plan = destructive_plan(executor, calls.iter().map(|c| c.name.as_str()));
+        if !plan.is_empty() {
+            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+            let source = crate::receipt::digest(&serde_json::json!(names));
+            if let Some(key) = book.start(&source, &plan) {
+                let mut pending = warden_core::approval::plan_question(&plan, &source, "batch");
+                pending.key = key;
+                book.ask(pending);
+                return Err(GuardError::new(
+                    crate::error::codes::INPUT_REQUIRED,
+                    "the batch waits for the person to approve its destructive calls",
+                ));
+            }
+        }
+    }
     let _slot = executor
         .admit_batch(&origin.principal, &cancel)
         .await
