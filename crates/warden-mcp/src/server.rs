@@ -908,7 +908,7 @@ impl ServerHandler for WardenServer {
         )))
     }
 
-    /// Answers the question a waiting task asked (see [`crate::waiting`]):
+    /// Answers the question a waiting task asked (see `crate::waiting`):
     /// the answer is recorded and the task queued to resume, on any node.
     /// A response to anything but its outstanding question is refused
     /// (-32602) and changes nothing.

@@ -224,7 +224,7 @@ fn interrupted(record: &TaskRecord) -> bool {
 /// `tasks/get`'s answer for `record`, owned by `principal`: an ended
 /// task carries the result its call would have returned, read from its
 /// `result.json`, within the answer bound `limit` (see [`crate::bound`]);
-/// a waiting one its question (`asked`, see [`crate::waiting`]).
+/// a waiting one its question (`asked`, see `crate::waiting`).
 pub(crate) fn detailed(
     store: &ArtifactStore,
     principal: &Principal,
