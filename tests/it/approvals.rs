@@ -500,3 +500,72 @@ async fn a_stateless_batch_asks_its_plan_once_and_a_decline_runs_no_order() {
     assert_eq!(result["failed"], 2, "{result}");
     assert_eq!(ledger(&ledger_path).len(), 2, "no new order");
 }
+
+// ---- A coding task's needs_input question on a stateless request ----
+
+/// A person who fills a needs_input form with `values` and keeps each form's message.
+#[derive(Clone)]
+struct Fills(Value, std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Fills {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities = serde_json::from_value(json!({"elicitation": {}})).expect("capabilities");
+        rmcp::model::ClientConfig::new(capabilities, rmcp::model::Implementation::new("fills", "1.0"))
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::model::ErrorData> {
+        if let rmcp::model::ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.1.lock().expect("forms").push(message);
+        }
+        Ok(
+            rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Accept)
+                .with_content(self.0.clone()),
+        )
+    }
+}
+
+#[tokio::test]
+async fn a_stateless_coding_task_shows_its_question_and_the_retry_runs_with_the_answer() {
+    use crate::fake_model::{FakeModel, GREEKS_ANSWER, Reply};
+    let asks = "```rhai\nfinal_answer(#{task_type: \"needs_input\", summary: \"which strike?\", missing: #{strike: #{type: \"number\", description: \"strike price\"}}})\n```";
+    let model = FakeModel::start(vec![
+        Reply::Content(asks.into()),
+        Reply::Content(GREEKS_ANSWER.into()),
+    ])
+    .await;
+    let env: Vec<(&str, String)> = model.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let server = crate::common::http::HttpServer::start(FINANCE, &env).await;
+    let forms = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let lifecycle = rmcp::service::ClientLifecycleMode::Discover {
+        preferred_versions: vec![rmcp::model::ProtocolVersion::V_2026_07_28],
+    };
+    let client = server
+        .client_with(Fills(json!({"strike": 105}), forms.clone()), None, lifecycle)
+        .await
+        .expect("discover");
+    let done = client
+        .call_tool(call_params(
+            "run_coding_task",
+            json!({"prompt": "delta", "timeout_seconds": 60}),
+            None,
+        ))
+        .await
+        .expect("answered");
+    let result = structured(&done);
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["summary"], "delta", "{result}");
+    let shown = forms.lock().expect("forms").clone();
+    assert_eq!(shown.len(), 1, "{shown:?}");
+    assert!(shown[0].contains("which strike?"), "{shown:?}");
+    // The retry's model run was told the answer.
+    let told = model.requests()[1]["messages"].to_string();
+    assert!(
+        told.contains("105") && told.contains("already answered"),
+        "{told}"
+    );
+}

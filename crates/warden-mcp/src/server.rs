@@ -1019,9 +1019,10 @@ impl ServerHandler for WardenServer {
             // task, which waits for tasks/update instead).
             let script = name == crate::registry::BuiltinTool::RunScript.name();
             let batch = name == crate::registry::BuiltinTool::RunBatch.name();
+            let coding = name == crate::registry::BuiltinTool::RunCodingTask.name();
             let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
             if stateless
-                && (script || batch)
+                && (script || batch || coding)
                 && crate::rounds::CanAnswer::of(&context.meta).elicit
                 && !crate::tasks::asks_for_task(&context.meta, declared)?
             {
@@ -1030,8 +1031,11 @@ impl ServerHandler for WardenServer {
                 return if script {
                     self.run_script_stateless(index, arguments, state, responses, &context)
                         .await
-                } else {
+                } else if batch {
                     self.run_batch_stateless(index, arguments, state, responses, &context)
+                        .await
+                } else {
+                    self.run_coding_task_stateless(index, arguments, state, responses, &context)
                         .await
                 };
             }

@@ -2,6 +2,14 @@
 //! client declared elicitation: a destructive call's question goes back as
 //! a multi-round-trip `input_required` result, and the retry resumes.
 //!
+//! A coding task's `needs_input` question is asked the same way: the
+//! first round's task ends `needs_input` and the call is answered
+//! `input_required` with its form; a model's conversation cannot be
+//! resumed, so the retry with the answer runs the coding task again with
+//! the person's answer given in its prompt (declined, the first task's
+//! `needs_input` result is the answer). The answer is a
+//! `question_answered` event either way.
+//!
 //! A batch's destructive calls are known from the batch itself, so its one
 //! question (the plan: each destructive guard and how many calls) comes
 //! before anything runs; the sealed `requestState` holds that question,
@@ -39,6 +47,97 @@ use crate::tasks::QueuedRequest;
 const RESUME_POLL: Duration = Duration::from_millis(20);
 
 impl WardenServer {
+    /// A coding task, see the module docs.
+    pub(super) async fn run_coding_task_stateless(
+        &self,
+        index: usize,
+        mut arguments: serde_json::Value,
+        state: Option<&str>,
+        responses: Option<&InputResponses>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let builtin = self.builtins[index].as_ref();
+        let principal = principal_of(context);
+        let binding = Binding::new(&principal, builtin.name(), &arguments);
+        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        match (state, responses) {
+            (None, None) => {}
+            (None, Some(_)) => {
+                return Err(ErrorData::invalid_params(
+                    "requestState: missing: inputResponses answer the questions of an input_required result and must come with its requestState",
+                    None,
+                ));
+            }
+            (Some(state), responses) => {
+                let waiting = WaitingTask::open(&binding, state)?;
+                let Some(pending) = waiting.pending else {
+                    return Err(ErrorData::invalid_params(
+                        "requestState: it holds no question; call again without requestState and inputResponses to start over",
+                        None,
+                    ));
+                };
+                let form = crate::waiting::form_answer(&pending, &responses.cloned().unwrap_or_default())?;
+                let at = crate::task::store::iso8601(crate::task::store::now_ms());
+                let accepted = form.action == crate::ask::Action::Accept;
+                let given = serde_json::Value::Object(form.content.clone());
+                let mut record = pending.answered(principal.as_str(), form.action, form.content, at);
+                record.approved = accepted;
+                self.executor.events().emit(
+                    &origin,
+                    "question_answered",
+                    serde_json::json!({"task_id": waiting.task_id, "action": record.action,
+                                       "answered": accepted, "answer": record}),
+                );
+                if !accepted {
+                    // The first task's own needs_input result.
+                    let record = self.owned_task(&principal, &waiting.task_id).await?;
+                    let limit = self.executor.limits().max_answer_bytes;
+                    return Ok(
+                        crate::tasks::completed(self.runtime.store(), &principal, &record, limit).into(),
+                    );
+                }
+                if let Some(prompt) = arguments.get_mut("prompt") {
+                    let asked = prompt.as_str().unwrap_or_default().to_string();
+                    *prompt = serde_json::Value::String(format!(
+                        "{asked}\n\nThe person already answered the question \"{}\" with: {given}. Use these values.",
+                        pending.message
+                    ));
+                }
+            }
+        }
+        // Its scripts' destructive calls cannot wait: nobody is asked.
+        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
+        let (outcome, origin) = crate::ask::nobody(super::STATELESS, run).await;
+        if let Ok(crate::builtins::Reply::Task(result)) = &outcome
+            && result.task_type.as_deref() == Some("needs_input")
+            && let (Some(missing), Some(task_id)) = (&result.missing, &result.task_id)
+            && state.is_none()
+        {
+            let (message, requested_schema) =
+                crate::task::contract::missing_form(result.summary.as_deref().unwrap_or_default(), missing);
+            let pending = Pending {
+                key: "input-1".into(),
+                message,
+                requested_schema,
+                guard: String::new(),
+                arguments_sha256: None,
+                plan: Vec::new(),
+                script_sha256: String::new(),
+            };
+            let waiting = WaitingTask {
+                task_id: task_id.clone(),
+                key: pending.key.clone(),
+                pending: Some(pending.clone()),
+            };
+            let sealed = waiting
+                .seal(&binding, self.executor.limits().input_state_ttl)
+                .map_err(|e| ErrorData::internal_error(e.message, None))?;
+            let requests = crate::waiting::input_requests(&pending);
+            return Ok(InputRequiredResult::new(Some(requests), Some(sealed)).into());
+        }
+        Ok(self.answer_of(outcome, &origin).await.into())
+    }
+
     /// A batch, see the module docs. `state` and `responses` are the retry's.
     pub(super) async fn run_batch_stateless(
         &self,
