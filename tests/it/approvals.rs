@@ -569,3 +569,46 @@ async fn a_stateless_coding_task_shows_its_question_and_the_retry_runs_with_the_
         "{told}"
     );
 }
+
+#[tokio::test]
+async fn an_isolated_call_before_the_question_is_answered_from_the_journal_and_a_map_needs_a_plan() {
+    // price_option_t runs in an isolated worker: journaled like an in-process call. A map_call of
+    // the destructive guard over a computed list cannot pause between items: refused, catchable.
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let server = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let code = r#"let p = price_option_t(#{option_type: "call", spot: 100.0, strike: 100.0, time_to_expiry: 0.5, volatility: 0.2, rate: 0.03}).result;
+let items = [];
+for s in ["AAPL", "MSFT"] { items.push(#{symbol: s, side: "buy", quantity: 1, client_order_id: `m-${s}`}); }
+let mapped = "ran";
+try { map_call("place_paper_order", items); } catch (e) { mapped = e.code; }
+place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 1, limit_price: p, client_order_id: "iso-1"});
+final_answer(#{task_type: "analysis", summary: mapped, metrics: #{price: p}})"#;
+    let id = start_task(server.peer(), "run_script", script(code), None)
+        .await
+        .task
+        .task_id;
+    let waiting = until_waiting_or_ended(server.peer(), &id).await;
+    assert!(waiting["inputRequests"]["call-1"].is_object(), "{waiting}");
+    update(server.peer(), &id, json!({"call-1": accept()}))
+        .await
+        .expect("answered");
+    let ended = poll_until_ended(server.peer(), &id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    let result = &done["result"]["structuredContent"];
+    assert_eq!(result["status"], "success", "{done}");
+    assert_eq!(
+        result["summary"], "forbidden",
+        "the unplanned map_call was refused: {done}"
+    );
+    assert_eq!(
+        starts_of(&artifacts, &id, "price_option_t"),
+        1,
+        "the isolated call ran once"
+    );
+    let lines = ledger(&ledger_path);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["client_order_id"], "iso-1");
+}

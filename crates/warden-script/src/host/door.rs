@@ -615,19 +615,32 @@ impl Door {
         let Some(journal) = self.journal() else {
             return Journaled::Pass(message);
         };
-        let (guard, map, arguments_sha256) = match &message {
-            FromWorker::GuardCall { guard, arguments } => (guard, false, crate::receipt::digest(arguments)),
+        let book = lock(&self.scope)
+            .as_ref()
+            .and_then(|run| run.scope.asker.book().cloned());
+        let destructive = |guard: &str| {
+            self.executor
+                .registry()
+                .get(guard)
+                .is_some_and(|g| g.hints.destructive)
+        };
+        // How many of the book's decisions the request takes: one per
+        // destructive call, one per item of a planned destructive map (an
+        // unplanned one is refused before any decision).
+        let (guard, map, arguments_sha256, decisions) = match &message {
+            FromWorker::GuardCall { guard, arguments } => {
+                let decisions = u64::from(destructive(guard));
+                (guard, false, crate::receipt::digest(arguments), decisions)
+            }
             FromWorker::MapCall { guard, items } => {
-                (guard, true, crate::receipt::digest(&Value::Array(items.clone())))
+                let planned = destructive(guard) && book.as_ref().is_some_and(|b| b.planned(guard));
+                let decisions = if planned { items.len() as u64 } else { 0 };
+                let digest = crate::receipt::digest(&Value::Array(items.clone()));
+                (guard, true, digest, decisions)
             }
             _ => return Journaled::Pass(message),
         };
-        let destructive = self
-            .executor
-            .registry()
-            .get(guard)
-            .is_some_and(|g| g.hints.destructive);
-        let step = lock(&journal).step(guard, map, &arguments_sha256, destructive);
+        let step = lock(&journal).step(guard, map, &arguments_sha256, decisions);
         match step {
             Step::Live => {
                 lock(&self.calls).tap();
@@ -641,12 +654,10 @@ impl Door {
                         calls.push(&record.record());
                     }
                 }
-                if entry.destructive
-                    && let Some(book) = lock(&self.scope)
-                        .as_ref()
-                        .and_then(|run| run.scope.asker.book().cloned())
-                {
-                    book.replayed(&entry.guard);
+                if let Some(book) = &book {
+                    for _ in 0..entry.decisions {
+                        book.replayed(&entry.guard);
+                    }
                 }
                 let reply = if entry.map {
                     ToWorker::MapReply { result: entry.result }

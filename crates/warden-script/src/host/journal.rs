@@ -43,10 +43,11 @@ pub struct Entry {
     pub arguments_sha256: String,
     /// The reply the worker got.
     pub result: Result<Value, GuardError>,
-    /// Whether the guard is destructive (a replayed one takes its place
-    /// in the approvals' count).
+    /// How many of the approvals' decisions it took (a destructive call:
+    /// one; a planned destructive map: one per item): replayed, it takes
+    /// them again, so the calls after it keep their keys and plan counts.
     #[serde(default)]
-    pub destructive: bool,
+    pub decisions: u64,
     /// The function_calls.json records it made.
     #[serde(default)]
     pub records: Vec<Logged>,
@@ -101,14 +102,14 @@ impl Journal {
 
     /// The `n`-th request of the run: answered from the journal while it
     /// lasts, else live.
-    pub fn step(&mut self, guard: &str, map: bool, arguments_sha256: &str, destructive: bool) -> Step {
+    pub fn step(&mut self, guard: &str, map: bool, arguments_sha256: &str, decisions: u64) -> Step {
         let Some(entry) = self.replay.get(self.cursor) else {
             self.open = Some(Entry {
                 guard: guard.to_string(),
                 map,
                 arguments_sha256: arguments_sha256.to_string(),
                 result: Ok(Value::Null),
-                destructive,
+                decisions,
                 records: Vec::new(),
             });
             return Step::Live;
@@ -184,31 +185,25 @@ mod tests {
     #[test]
     fn a_resumed_run_is_answered_from_the_journal_then_runs_live() {
         let mut first = Journal::default();
-        assert!(matches!(
-            first.step("price", false, "sha256:a", false),
-            Step::Live
-        ));
+        assert!(matches!(first.step("price", false, "sha256:a", 0), Step::Live));
         first.answered(&Ok(Value::from(4.2)), Vec::new());
         let carried = first.carry().expect("small");
         let mut resumed = Journal::resuming(&carried).expect("readable");
-        match resumed.step("price", false, "sha256:a", false) {
+        match resumed.step("price", false, "sha256:a", 0) {
             Step::Replay(entry) => assert_eq!(entry.result, Ok(Value::from(4.2))),
             _ => panic!("replayed"),
         }
-        assert!(matches!(
-            resumed.step("order", false, "sha256:b", true),
-            Step::Live
-        ));
+        assert!(matches!(resumed.step("order", false, "sha256:b", 1), Step::Live));
         assert_eq!(resumed.progress(), (1, 1));
     }
 
     #[test]
     fn a_different_call_at_a_recorded_position_is_a_divergence_naming_both() {
         let mut first = Journal::default();
-        first.step("price", false, "sha256:a", false);
+        first.step("price", false, "sha256:a", 0);
         first.answered(&Ok(Value::Null), Vec::new());
         let mut resumed = Journal::resuming(&first.carry().expect("small")).expect("readable");
-        match resumed.step("price", false, "sha256:z", false) {
+        match resumed.step("price", false, "sha256:z", 0) {
             Step::Diverged(message) => {
                 assert!(message.contains("guard call 1"), "{message}");
                 assert!(
