@@ -545,11 +545,13 @@ impl TaskStore for PgStore {
         resume: &Value,
         message: &str,
         at_ms: i64,
+        until_ms: Option<i64>,
     ) -> Result<bool, StoreError> {
         let done = sqlx::query(
             "UPDATE tasks SET state = 'input_required', \
              request = (COALESCE(request, $6)::jsonb || jsonb_build_object('resume', $1::jsonb))::text, \
-             status_message = $2, node = '', lease_until_ms = 0, updated_ms = $3 \
+             status_message = $2, node = '', lease_until_ms = 0, updated_ms = $3, \
+             ttl_ms = COALESCE($7::BIGINT - created_ms, ttl_ms), expires_ms = COALESCE($7::BIGINT, expires_ms) \
              WHERE id = $4 AND state = 'running' AND node = $5",
         )
         .bind(resume.to_string())
@@ -558,6 +560,7 @@ impl TaskStore for PgStore {
         .bind(id)
         .bind(node)
         .bind(request.to_string())
+        .bind(until_ms)
         .execute(&self.pool)
         .await
         .map_err(query)?;

@@ -624,8 +624,15 @@ impl TaskRunner {
                    "arguments_sha256": pending.arguments_sha256, "plan": pending.plan,
                    "journaled_calls": carried.journal.len()}),
         );
+        // A task that was not queued (a stateless request's) waits only as
+        // long as its requestState can be answered.
+        let wait = book.request().map(|_| self.executor.limits().input_state_ttl);
         let request = book.request().cloned().unwrap_or_else(|| json!({}));
-        match self.records.pause(&task.id, &request, &resume, &message).await {
+        match self
+            .records
+            .pause(&task.id, &request, &resume, &message, wait)
+            .await
+        {
             Ok(true) => {}
             Ok(false) => {
                 return Err(

@@ -267,18 +267,21 @@ impl Records {
     }
 
     /// Stops task `id`, running here, on a question for the person (see
-    /// [`crate::store::TaskStore::pause`]); `false` if it was not running
-    /// here.
+    /// [`crate::store::TaskStore::pause`]), for at most `wait` when given;
+    /// `false` if it was not running here.
     pub async fn pause(
         &self,
         id: &str,
         request: &Value,
         resume: &Value,
         message: &str,
+        wait: Option<std::time::Duration>,
     ) -> Result<bool, StoreError> {
+        let now = now_ms();
+        let until = wait.map(|wait| now.saturating_add(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX)));
         self.open()
             .await?
-            .pause(id, &self.node, request, resume, message, now_ms())
+            .pause(id, &self.node, request, resume, message, now, until)
             .await
     }
 

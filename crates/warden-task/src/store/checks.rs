@@ -145,14 +145,14 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
     let resume = json!({"journal": [], "answers": [], "pending": {"key": "call-1"}});
     let unused = json!({"tool": "other"});
     if store
-        .pause(&claimed.record.id, "node-b", &unused, &resume, "asked", 20)
+        .pause(&claimed.record.id, "node-b", &unused, &resume, "asked", 20, None)
         .await
         .map_err(fail("pause on another node"))?
     {
         return Err("a task paused from a node that does not run it".into());
     }
     if !store
-        .pause(&claimed.record.id, "node-a", &unused, &resume, "asked", 20)
+        .pause(&claimed.record.id, "node-a", &unused, &resume, "asked", 20, None)
         .await
         .map_err(fail("pause"))?
     {
@@ -216,9 +216,17 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
         .await
         .map_err(fail("create"))?;
     store
-        .pause("task_w2", "node-a", &request, &resume, "asked", 50)
+        .pause("task_w2", "node-a", &request, &resume, "asked", 50, Some(5_000))
         .await
         .map_err(fail("pause a direct task"))?;
+    // It waits only until its question can no longer be answered.
+    let direct = store.get("task_w2").await.map_err(fail("get"))?.ok_or("gone")?;
+    if direct.expires_ms() != 5_000 {
+        return Err(format!(
+            "the direct task expires at {}, not 5000",
+            direct.expires_ms()
+        ));
+    }
     let (kept, _) = store
         .waiting("task_w2")
         .await

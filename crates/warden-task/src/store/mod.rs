@@ -309,7 +309,11 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     /// `resume` (what its resumption carries, the question included) under
     /// its request's `resume` key and `message` as its status; `false` if
     /// it was not running on `node`. A task that was not queued has no
-    /// request: `request` is kept as its request then.
+    /// request: `request` is kept as its request then. With `until_ms`
+    /// (when its question can no longer be answered: a stateless request's
+    /// `requestState` expires) the task expires then, so an abandoned
+    /// question does not hold its owner's task limit.
+    #[allow(clippy::too_many_arguments)]
     async fn pause(
         &self,
         id: &str,
@@ -318,6 +322,7 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
         resume: &Value,
         message: &str,
         at_ms: i64,
+        until_ms: Option<i64>,
     ) -> Result<bool, StoreError>;
 
     /// The request a waiting task keeps, and when it started waiting

@@ -599,6 +599,7 @@ impl TaskStore for SqliteStore {
         resume: &Value,
         message: &str,
         at_ms: i64,
+        until_ms: Option<i64>,
     ) -> Result<bool, StoreError> {
         let (id, node, message) = (id.to_owned(), node.to_owned(), message.to_owned());
         let (request, resume) = (request.to_string(), resume.to_string());
@@ -607,10 +608,11 @@ impl TaskStore for SqliteStore {
                 let done = c
                     .prepare_cached(
                         "UPDATE tasks SET state = 'input_required', request = json_set(COALESCE(request, json(?)), '$.resume', json(?)), \
-                         status_message = ?, node = '', lease_until_ms = 0, updated_ms = ? \
+                         status_message = ?, node = '', lease_until_ms = 0, updated_ms = ?, \
+                         ttl_ms = COALESCE(? - created_ms, ttl_ms), expires_ms = COALESCE(?, expires_ms) \
                          WHERE id = ? AND state = 'running' AND node = ?",
                     )?
-                    .execute(params![request, resume, message, at_ms, id, node])?;
+                    .execute(params![request, resume, message, at_ms, until_ms, until_ms, id, node])?;
                 Ok(done == 1)
             })
             .await
