@@ -268,6 +268,15 @@ fn ask_model(input: AskInput) -> Result<String, GuardError> {
     Ok(answer["content"]["text"].as_str().unwrap_or_default().to_string())
 }
 
+/// Logs one info message, then answers "logged".
+#[derive(Deserialize, JsonSchema)]
+struct LogOnce {}
+
+fn log_once(_: LogOnce) -> Result<String, GuardError> {
+    warden::notify::log(warden::notify::Level::Info, "one info message");
+    Ok("logged".into())
+}
+
 fn main() -> std::process::ExitCode {
     if std::env::var_os(STRAY_STDOUT_ENV).is_some() && std::env::args_os().len() == 1 {
         println!("testbed: hello from main (stray stdout)");
@@ -297,5 +306,8 @@ fn main() -> std::process::ExitCode {
         .guard(guard(misbehave))
         .guard(guard(wipe_scratch).destructive())
         .guard(guard(many_rows).in_process())
+        // Logs once: a stateless request gets the message only when its
+        // `_meta` sets a log level.
+        .guard(guard(log_once).in_process())
         .run()
 }

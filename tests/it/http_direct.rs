@@ -230,3 +230,33 @@ async fn a_client_that_can_answer_is_asked_as_rmcps_service_asks_and_its_retry_c
         "MSFT"
     );
 }
+
+#[tokio::test]
+async fn a_stateless_request_gets_log_messages_only_when_its_meta_sets_a_level() {
+    // SEP-2575: no notifications/message for a request that set no log level; with
+    // `io.modelcontextprotocol/logLevel` the message comes before the answer (SSE).
+    let server = HttpServer::start(TESTBED, &[]).await;
+    let quiet = send(&server.url, &call("log_once", json!({})), &headers("log_once")).await;
+    assert_eq!(
+        (quiet.0, quiet.1.as_str()),
+        (200, "application/json"),
+        "{quiet:?}"
+    );
+    assert!(!quiet.2.contains("notifications/message"), "{quiet:?}");
+    assert_eq!(
+        message_of(&quiet.1, &quiet.2)["result"]["structuredContent"]["result"],
+        "logged"
+    );
+    let mut body = call("log_once", json!({}));
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("info");
+    let told = send(&server.url, &body, &headers("log_once")).await;
+    assert!(told.1.starts_with("text/event-stream"), "{told:?}");
+    assert!(
+        told.2.contains("notifications/message") && told.2.contains("one info message"),
+        "{told:?}"
+    );
+    // Above the message's level: nothing.
+    body["params"]["_meta"]["io.modelcontextprotocol/logLevel"] = json!("error");
+    let above = send(&server.url, &body, &headers("log_once")).await;
+    assert!(!above.2.contains("notifications/message"), "{above:?}");
+}

@@ -48,6 +48,15 @@ impl Clone for SessionLevel {
 }
 
 impl SessionLevel {
+    /// A stateless (2026-07-28) request's threshold: the level its `_meta`
+    /// sets (`io.modelcontextprotocol/logLevel`), or no log messages at
+    /// all when it sets none (SEP-2575: a request that did not ask for
+    /// logs gets none).
+    pub fn of_request(meta: &rmcp::model::RequestMetaObject) -> Self {
+        let rank = meta.log_level().map(rank).unwrap_or(SILENT);
+        Self(Arc::new(AtomicU8::new(rank)))
+    }
+
     /// Sets the threshold (`logging/setLevel`).
     pub fn set(&self, level: LoggingLevel) {
         self.0.store(rank(level), Ordering::Relaxed);
@@ -142,6 +151,9 @@ fn mcp_level(level: Level) -> LoggingLevel {
         Level::Error => LoggingLevel::Error,
     }
 }
+
+/// Above every level: nothing passes.
+const SILENT: u8 = 8;
 
 /// MCP's levels from 0 (debug) to 7 (emergency).
 fn rank(level: LoggingLevel) -> u8 {

@@ -496,7 +496,8 @@ impl WardenServer {
         let request_id = origin.request_id.clone();
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
         let call = self.in_round(round, request_id, call);
-        Ok(crate::notices::forwarding(context, name, &self.log_level, call).await)
+        let level = crate::notices::SessionLevel::of_request(&context.meta);
+        Ok(crate::notices::forwarding(context, name, &level, call).await)
     }
 
     /// Runs a stateless guard call (`call`, request `request_id`) with

@@ -106,10 +106,30 @@ fn completed(answer: ask::Elicitation) -> Result<Vec<Content>, GuardError> {
     ))])
 }
 
+/// Asks the person's name while the call runs: on a stateless request the
+/// question goes back in an `input_required` answer, never as a request of
+/// the server's own on the response stream.
+#[derive(Deserialize, JsonSchema)]
+struct StreamingElicitation {}
+
+fn test_streaming_elicitation(_: StreamingElicitation) -> Result<Vec<Content>, GuardError> {
+    let schema = json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    let answer = ask::elicit("What is your name?", schema)?;
+    Ok(vec![Content::text(format!(
+        "Hello, {}!",
+        answer
+            .content
+            .get("name")
+            .and_then(|n| n.as_str())
+            .unwrap_or("stranger")
+    ))])
+}
+
 /// Registers the asking tools on `app`.
 pub fn register(app: App) -> App {
     app.guard(guard(test_sampling).in_process())
         .guard(guard(test_elicitation).in_process())
         .guard(guard(test_elicitation_sep1034_defaults).in_process())
         .guard(guard(test_elicitation_sep1330_enums).in_process())
+        .guard(guard(test_streaming_elicitation).in_process())
 }

@@ -88,6 +88,16 @@ fn test_tool_with_logging(_: ToolWithLogging) -> Result<Vec<Content>, GuardError
     Ok(vec![Content::text("Tool with logging executed successfully")])
 }
 
+/// Logs one info message, then answers (SEP-2575: a stateless request
+/// gets the message only when its `_meta` sets a log level).
+#[derive(Deserialize, JsonSchema)]
+struct LoggingTool {}
+
+fn test_logging_tool(_: LoggingTool) -> Result<Vec<Content>, GuardError> {
+    notify::log(Level::Info, "Logging tool ran");
+    Ok(vec![Content::text("Logging tool executed")])
+}
+
 /// Reports progress 0, 50 and 100 of 100, about 50 ms apart.
 #[derive(Deserialize, JsonSchema)]
 struct ToolWithProgress {}
@@ -122,6 +132,7 @@ fn main() -> std::process::ExitCode {
         .guard(guard(test_error_handling).pure())
         // One notice path each: a server thread, and a worker process.
         .guard(guard(test_tool_with_logging).in_process())
+        .guard(guard(test_logging_tool).in_process())
         .guard(guard(test_tool_with_progress).isolated());
     fixtures::resources_and_prompts(asking::register(app)).run()
 }

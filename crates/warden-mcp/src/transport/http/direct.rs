@@ -105,6 +105,8 @@ struct Call {
     receipt: bool,
     /// The questions the client declared it can answer.
     can: CanAnswer,
+    /// The log threshold the request's `_meta` set (none: no log messages).
+    level: SessionLevel,
 }
 
 impl Direct {
@@ -157,6 +159,7 @@ impl Direct {
         let traceparent = meta.get_traceparent().map(str::to_string);
         // A malformed receipt request goes the long way, which names it.
         let receipt = crate::receipts::asked(meta).ok()?;
+        let level = SessionLevel::of_request(meta);
         let call = request.request;
         let qualifies = meta_qualifies
             && call.params.input_responses.is_none()
@@ -173,6 +176,7 @@ impl Direct {
             traceparent,
             receipt,
             can,
+            level,
         })
     }
 
@@ -186,6 +190,7 @@ impl Direct {
             traceparent,
             receipt,
             can,
+            level,
         } = call;
         let name = params.name.to_string();
         let arguments = params
@@ -217,8 +222,6 @@ impl Direct {
             }))),
             cancel,
         };
-        // Stateless: every request starts at the default log threshold.
-        let level = SessionLevel::default();
         let first = {
             let Some(call) = running.call.as_mut() else {
                 return StatusCode::INTERNAL_SERVER_ERROR.into_response();
@@ -238,7 +241,24 @@ impl Direct {
         match first {
             Err(result) => {
                 running.call = None;
-                json_answer(answer_message(id, result))
+                // Messages the guard sent just before it returned go out
+                // before the answer, as on the streaming path.
+                let mut sent = Vec::new();
+                while let Ok(notice) = notices.try_recv() {
+                    sent.extend(notice_frame(notice, &name, &level));
+                }
+                let message = answer_message(id, result);
+                if sent.is_empty() {
+                    return json_answer(message);
+                }
+                let (sender, receiver) = mpsc::channel(sent.len() + 1);
+                for frame in sent {
+                    let _ = sender.try_send(frame);
+                }
+                if let Ok(json) = serde_json::to_vec(&message) {
+                    let _ = sender.try_send(sse_frame(&json));
+                }
+                sse_answer(receiver)
             }
             Ok(frame) => {
                 let (sender, receiver) = mpsc::channel(SSE_FRAMES);
