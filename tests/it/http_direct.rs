@@ -260,3 +260,35 @@ async fn a_stateless_request_gets_log_messages_only_when_its_meta_sets_a_level()
     let above = send(&server.url, &body, &headers("log_once")).await;
     assert!(!above.2.contains("notifications/message"), "{above:?}");
 }
+
+#[tokio::test]
+async fn a_call_that_needs_an_undeclared_capability_is_answered_32021_with_http_400() {
+    // SEP-2575: ask_model samples; a request whose _meta declares no sampling gets
+    // MissingRequiredClientCapabilityError naming it, with HTTP 400, on either path.
+    let server = HttpServer::start(TESTBED, &[]).await;
+    for capabilities in [json!({}), json!({"elicitation": {}})] {
+        let mut body = call("ask_model", json!({"question": "Capital of France?"}));
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = capabilities.clone();
+        let mut through_rmcp = headers("ask_model");
+        through_rmcp.push(("accept", "application/json;q=1, text/event-stream;q=0.5".into()));
+        for (path, headers) in [("direct", headers("ask_model")), ("rmcp", through_rmcp)] {
+            let answer = send(&server.url, &body, &headers).await;
+            assert_eq!(answer.0, 400, "{path} {capabilities}: {answer:?}");
+            let message = message_of(&answer.1, &answer.2);
+            assert_eq!(message["error"]["code"], -32021, "{path}: {message}");
+            assert!(
+                message["error"]["data"]["requiredCapabilities"]["sampling"].is_object(),
+                "{path}: {message}"
+            );
+        }
+    }
+    // Declared: asked as usual (input_required), not refused.
+    let mut body = call("ask_model", json!({"question": "Capital of France?"}));
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"sampling": {}});
+    let asked = send(&server.url, &body, &headers("ask_model")).await;
+    assert_eq!(asked.0, 200, "{asked:?}");
+    assert_eq!(
+        message_of(&asked.1, &asked.2)["result"]["resultType"],
+        "input_required"
+    );
+}

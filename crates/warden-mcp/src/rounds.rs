@@ -115,6 +115,14 @@ impl Binding {
         let digest = crate::receipt::digest(arguments);
         Self(format!("warden/mrtr/1\n{principal}\n{tool}\n{digest}").into_bytes())
     }
+
+    /// The binding of a round whose client declared no question it can
+    /// answer: no state is ever sealed for it (every question is refused
+    /// before one could be), so the call's arguments are not hashed.
+    #[cfg(feature = "http")]
+    pub fn unused() -> Self {
+        Self(Vec::new())
+    }
 }
 
 /// One round of a stateless guard call: the answers the client has given
@@ -135,6 +143,9 @@ pub(crate) struct Round {
 struct Progress {
     /// Questions the guard asked in this run.
     next: usize,
+    /// The capability of a question the client did not declare (the
+    /// first such): if the guard then fails, the call needed it.
+    missing: Option<&'static str>,
     /// The question without an answer, as the client will get it.
     pending: Option<(Asked, InputRequest)>,
 }
@@ -252,6 +263,13 @@ impl Round {
         }
         let index = progress.next;
         progress.next += 1;
+        let (capability, declared) = match &question {
+            Question::Elicit { .. } => ("elicitation", self.can.elicit),
+            Question::Sample { .. } => ("sampling", self.can.sample),
+        };
+        if !declared {
+            progress.missing.get_or_insert(capability);
+        }
         let (asked, request) = input_request(question, self.can)?;
         if let Some(answer) = self.answers.get(index) {
             if self.asked.get(index) != Some(&asked) {
@@ -275,6 +293,29 @@ impl Round {
         }
         progress.pending = Some((asked, request));
         Err(input_required())
+    }
+
+    /// The error a call that needed an undeclared client capability is
+    /// answered with (SEP-2575: a server must not rely on a capability the
+    /// client did not declare): `MissingRequiredClientCapabilityError`
+    /// (-32021, HTTP 400) naming it in `requiredCapabilities`, when the
+    /// guard asked a question of that kind, asked nothing answerable
+    /// instead, and failed. A guard that catches the refusal and goes on
+    /// (asking something else, or answering without it) is not refused.
+    pub fn missing_capability(&self, result: &rmcp::model::CallToolResult) -> Option<ErrorData> {
+        let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let capability = progress.missing?;
+        if progress.pending.is_some() || result.is_error != Some(true) {
+            return None;
+        }
+        Some(ErrorData::new(
+            rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY,
+            format!(
+                "this call needs the client's {capability} capability, which the request's _meta \
+                 (io.modelcontextprotocol/clientCapabilities) does not declare; declare it to be asked"
+            ),
+            Some(serde_json::json!({"requiredCapabilities": {capability: {}}})),
+        ))
     }
 
     /// The call's answer: its result, or — when the guard asked a question

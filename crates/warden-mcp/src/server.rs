@@ -497,7 +497,7 @@ impl WardenServer {
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
         let call = self.in_round(round, request_id, call);
         let level = crate::notices::SessionLevel::of_request(&context.meta);
-        Ok(crate::notices::forwarding(context, name, &level, call).await)
+        crate::notices::forwarding(context, name, &level, call).await
     }
 
     /// Runs a stateless guard call (`call`, request `request_id`) with
@@ -509,11 +509,14 @@ impl WardenServer {
         round: Arc<crate::rounds::Round>,
         request_id: String,
         call: impl std::future::Future<Output = CallToolResult>,
-    ) -> CallToolResponse {
+    ) -> Result<CallToolResponse, ErrorData> {
         let result = crate::ask::scope(round.asker(), call).await;
-        round
+        if let Some(error) = round.missing_capability(&result) {
+            return Err(error);
+        }
+        Ok(round
             .finish(result, self.executor.limits().input_state_ttl)
-            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into())
+            .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into()))
     }
 
     /// Whether the HTTP transport's direct path may answer a stateless

@@ -125,6 +125,22 @@ fn test_streaming_elicitation(_: StreamingElicitation) -> Result<Vec<Content>, G
     ))])
 }
 
+/// Needs the client's model (sampling): a request that did not declare
+/// the capability is answered -32021 (`MissingRequiredClientCapabilityError`)
+/// naming it, rather than the server relying on it.
+#[derive(Deserialize, JsonSchema)]
+struct MissingCapability {}
+
+fn test_missing_capability(_: MissingCapability) -> Result<Vec<Content>, GuardError> {
+    let answer = ask::sample(json!({
+        "messages": [{"role": "user", "content": {"type": "text", "text": "Say hello"}}],
+        "maxTokens": 20
+    }))?;
+    Ok(vec![Content::text(
+        answer["content"]["text"].as_str().unwrap_or_default().to_string(),
+    )])
+}
+
 /// Registers the asking tools on `app`.
 pub fn register(app: App) -> App {
     app.guard(guard(test_sampling).in_process())
@@ -132,4 +148,5 @@ pub fn register(app: App) -> App {
         .guard(guard(test_elicitation_sep1034_defaults).in_process())
         .guard(guard(test_elicitation_sep1330_enums).in_process())
         .guard(guard(test_streaming_elicitation).in_process())
+        .guard(guard(test_missing_capability).in_process())
 }

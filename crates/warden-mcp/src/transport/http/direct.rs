@@ -198,15 +198,20 @@ impl Direct {
             .map(serde_json::Value::Object)
             .unwrap_or(serde_json::Value::Null);
         // A client that can answer gets the first round of multi-round-trip
-        // input; one that cannot is told so when its guard asks.
-        let round = can
-            .any()
-            .then(|| Round::first(Binding::new(&principal, &name, &arguments), can));
+        // input; one that cannot is told so when its guard asks (and a call
+        // that needed it is answered -32021), without hashing arguments for
+        // a state that is never sealed.
+        let binding = if can.any() {
+            Binding::new(&principal, &name, &arguments)
+        } else {
+            Binding::unused()
+        };
+        let round = Round::first(binding, can);
         let origin =
             crate::server::new_request_origin("direct", &name, traceparent.as_deref(), principal, scopes);
         // The request id names the call in the error answered when its
         // question cannot be sealed.
-        let round = round.map(|round| (round, origin.request_id.clone()));
+        let request_id = origin.request_id.clone();
         let cancel = CancellationToken::new();
         let (sink, mut notices) = crate::notices::queue();
         let server = self.server.clone();
@@ -215,10 +220,7 @@ impl Direct {
         let mut running = RunToEnd {
             call: Some(Box::pin(crate::notify::scope(sink, async move {
                 let call = server.guard_call(&guard, arguments, origin, call_cancel, receipt);
-                match round {
-                    Some((round, request_id)) => server.in_round(round, request_id, call).await.into(),
-                    None => ServerResult::CallToolResult(call.await),
-                }
+                server.in_round(round, request_id, call).await.map(Into::into)
             }))),
             cancel,
         };
@@ -247,9 +249,10 @@ impl Direct {
                 while let Ok(notice) = notices.try_recv() {
                     sent.extend(notice_frame(notice, &name, &level));
                 }
+                let status = status_of(&result);
                 let message = answer_message(id, result);
                 if sent.is_empty() {
-                    return json_answer(message);
+                    return (status, json_answer(message)).into_response();
                 }
                 let (sender, receiver) = mpsc::channel(sent.len() + 1);
                 for frame in sent {
@@ -327,7 +330,7 @@ async fn stream_rest(
 /// and finishes it in the background, so its request events record the
 /// cancellation instead of stopping half-way.
 struct RunToEnd {
-    call: Option<Pin<Box<dyn Future<Output = ServerResult> + Send>>>,
+    call: Option<Pin<Box<dyn Future<Output = Answered> + Send>>>,
     cancel: CancellationToken,
 }
 
@@ -344,12 +347,30 @@ impl Drop for RunToEnd {
     }
 }
 
-fn answer_message(id: RequestId, result: ServerResult) -> ServerJsonRpcMessage {
-    ServerJsonRpcMessage::Response(JsonRpcResponse {
-        jsonrpc: JsonRpcVersion2_0,
-        id,
-        result,
-    })
+/// What a call ends with: its result, or a JSON-RPC error (a capability
+/// the client did not declare, see `crate::rounds`).
+type Answered = Result<ServerResult, rmcp::ErrorData>;
+
+fn answer_message(id: RequestId, answered: Answered) -> ServerJsonRpcMessage {
+    match answered {
+        Ok(result) => ServerJsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: JsonRpcVersion2_0,
+            id,
+            result,
+        }),
+        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+    }
+}
+
+/// The HTTP status of an answer: 400 for a capability the client did
+/// not declare (SEP-2575), 200 otherwise.
+fn status_of(answered: &Answered) -> StatusCode {
+    match answered {
+        Err(error) if error.code == rmcp::model::ErrorCode::MISSING_REQUIRED_CLIENT_CAPABILITY => {
+            StatusCode::BAD_REQUEST
+        }
+        _ => StatusCode::OK,
+    }
 }
 
 fn json_answer(message: ServerJsonRpcMessage) -> Response {
