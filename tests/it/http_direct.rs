@@ -292,3 +292,27 @@ async fn a_call_that_needs_an_undeclared_capability_is_answered_32021_with_http_
         "input_required"
     );
 }
+
+#[tokio::test]
+async fn subscriptions_listen_is_acknowledged_with_its_subscription_id() {
+    // 2026-07-28: the listen stream opens with an acknowledgement carrying the subscription
+    // id (Warden's lists and resources never change, so nothing follows until it closes).
+    let server = HttpServer::start(TESTBED, &[]).await;
+    let body = json!({"jsonrpc": "2.0", "id": 41, "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": true},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let headers = [
+        ("mcp-protocol-version", "2026-07-28"),
+        ("mcp-method", "subscriptions/listen"),
+    ];
+    let mut answer = post(&server.url, &body, &headers).send().await.expect("answered");
+    assert_eq!(answer.status().as_u16(), 200);
+    let first = tokio::time::timeout(std::time::Duration::from_secs(5), answer.chunk())
+        .await
+        .expect("a first frame in time")
+        .expect("readable")
+        .expect("a frame");
+    let text = String::from_utf8_lossy(&first).to_string();
+    assert!(text.contains("subscriptionId"), "{text}");
+}

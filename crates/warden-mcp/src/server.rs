@@ -842,6 +842,20 @@ impl ServerHandler for WardenServer {
         self.known_resource(&request.uri)
     }
 
+    /// `subscriptions/listen` (2026-07-28): every category the client asks
+    /// for that the server advertises is accepted (rmcp intersects with the
+    /// capabilities and sends the acknowledgement, tagged with the
+    /// subscription id, first). Warden's tool, prompt and resource lists are
+    /// fixed when the server starts and its resources never change once
+    /// readable, so the stream then carries nothing until the client closes
+    /// it (rmcp's default `listen`).
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
