@@ -59,6 +59,34 @@ pub enum Question {
     },
     /// `sampling/createMessage`: its params (`messages`, `maxTokens`, …).
     Sample { params: Value },
+    /// `roots/list`: the client's roots (`{"roots": [{uri, name}, …]}`).
+    ListRoots,
+    /// A question under a key of the guard's choosing: on a stateless
+    /// request, the key of its `inputRequests` entry (and of the client's
+    /// answer); elsewhere the key is not used.
+    Keyed { key: String, question: Box<Question> },
+    /// Several questions at once: on a stateless request they go to the
+    /// client in one `input_required` answer; elsewhere they are asked one
+    /// after another. The answer is an array of their answers, in order.
+    All(Vec<Question>),
+}
+
+impl Question {
+    /// `question` under `key` (see [`Question::Keyed`]).
+    pub fn keyed(key: &str, question: Question) -> Self {
+        Self::Keyed {
+            key: key.to_string(),
+            question: Box::new(question),
+        }
+    }
+
+    /// A form question (see [`Question::Elicit`]).
+    pub fn form(message: &str, requested_schema: Value) -> Self {
+        Self::Elicit {
+            message: message.to_string(),
+            requested_schema,
+        }
+    }
 }
 
 /// How the person answered a form.
@@ -111,6 +139,35 @@ pub fn elicit(message: &str, requested_schema: Value) -> Result<Elicitation, Gua
     })?;
     serde_json::from_value(answer)
         .map_err(|e| GuardError::failed(format!("the client's answer to the form cannot be read: {e}")))
+}
+
+/// [`elicit`] under `key`: on a stateless request the question's key in
+/// `inputRequests` (see [`Question::Keyed`]).
+pub fn elicit_as(key: &str, message: &str, requested_schema: Value) -> Result<Elicitation, GuardError> {
+    let answer = ask(Question::keyed(key, Question::form(message, requested_schema)))?;
+    serde_json::from_value(answer)
+        .map_err(|e| GuardError::failed(format!("the client's answer to the form cannot be read: {e}")))
+}
+
+/// [`sample`] under `key` (see [`Question::Keyed`]).
+pub fn sample_as(key: &str, params: Value) -> Result<Value, GuardError> {
+    ask(Question::keyed(key, Question::Sample { params }))
+}
+
+/// The client's roots (`roots/list`): `{"roots": [{uri, name}, …]}`.
+pub fn list_roots() -> Result<Value, GuardError> {
+    ask(Question::ListRoots)
+}
+
+/// Asks `questions` at once (see [`Question::All`]); their answers, in
+/// order.
+pub fn all(questions: Vec<Question>) -> Result<Vec<Value>, GuardError> {
+    match ask(Question::All(questions))? {
+        Value::Array(answers) => Ok(answers),
+        other => Err(GuardError::failed(format!(
+            "the answers came as {other}, not a list"
+        ))),
+    }
 }
 
 /// Asks the client's model for a completion: `params` are
@@ -253,7 +310,7 @@ mod tests {
             Question::Elicit { message, .. } => {
                 Ok(serde_json::json!({"action": "accept", "content": {"said": message}}))
             }
-            Question::Sample { .. } => Ok(serde_json::json!({"role": "assistant"})),
+            _ => Ok(serde_json::json!({"role": "assistant"})),
         });
         let answer =
             with_asker(Some(asker), None, || elicit("hello", serde_json::json!({}))).expect("answered");

@@ -81,6 +81,16 @@ pub(crate) fn answerable(
     let (declared, what) = match question {
         Question::Elicit { .. } => (elicit, "elicitation"),
         Question::Sample { .. } => (sample, "sampling"),
+        // A session's client answers roots/list without a capability of
+        // its own to declare; a stateless request checks `roots` itself.
+        Question::ListRoots => (true, "roots"),
+        Question::Keyed { question, .. } => return answerable(question, elicit, sample, where_),
+        Question::All(questions) => {
+            for question in questions {
+                answerable(question, elicit, sample, where_)?;
+            }
+            return Ok(());
+        }
     };
     if declared {
         Ok(())
@@ -140,6 +150,20 @@ async fn send(peer: &Peer<RoleServer>, question: Question) -> Result<Value, Guar
             #[allow(deprecated)]
             let result = peer.create_message(params).await.map_err(refused)?;
             serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
+        }
+        Question::ListRoots => {
+            #[allow(deprecated)]
+            let result = peer.list_roots().await.map_err(refused)?;
+            serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
+        }
+        // On a session the key is not used, and questions go one by one.
+        Question::Keyed { question, .. } => Box::pin(send(peer, *question)).await,
+        Question::All(questions) => {
+            let mut answers = Vec::with_capacity(questions.len());
+            for question in questions {
+                answers.push(Box::pin(send(peer, question)).await?);
+            }
+            Ok(Value::Array(answers))
         }
     }
 }

@@ -57,6 +57,7 @@ const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabi
 pub(crate) struct CanAnswer {
     pub elicit: bool,
     pub sample: bool,
+    pub roots: bool,
 }
 
 impl CanAnswer {
@@ -72,12 +73,13 @@ impl CanAnswer {
         Self {
             elicit: declared("elicitation"),
             sample: declared("sampling"),
+            roots: declared("roots"),
         }
     }
 
     #[cfg(feature = "http")]
     pub fn any(self) -> bool {
-        self.elicit || self.sample
+        self.elicit || self.sample || self.roots
     }
 }
 
@@ -87,6 +89,7 @@ impl CanAnswer {
 enum Kind {
     Elicit,
     Sample,
+    Roots,
 }
 
 /// A question as the state remembers it.
@@ -95,11 +98,15 @@ struct Asked {
     kind: Kind,
     /// SHA-256 of the question's canonical JSON.
     digest: String,
+    /// Its key in `inputRequests` / `inputResponses`: the guard's own
+    /// ([`crate::ask::Question::Keyed`]), else `q<n>` for the n-th question.
+    #[serde(default)]
+    key: String,
 }
 
 /// What a sealed `requestState` holds: one entry of `asked` per question
-/// so far, and the answers to all but the last (the one the client
-/// answers next).
+/// so far, and the answers to all but the open ones at its end (those the
+/// client answers next: one, or several asked at once).
 #[derive(Debug, Serialize, Deserialize)]
 struct Sealed {
     asked: Vec<Asked>,
@@ -146,8 +153,8 @@ struct Progress {
     /// The capability of a question the client did not declare (the
     /// first such): if the guard then fails, the call needed it.
     missing: Option<&'static str>,
-    /// The question without an answer, as the client will get it.
-    pending: Option<(Asked, InputRequest)>,
+    /// The questions without an answer, as the client will get them.
+    pending: Vec<(Asked, InputRequest)>,
 }
 
 /// A bad `requestState` or `inputResponses`: an invalid-params error
@@ -219,33 +226,34 @@ impl Round {
             .open_json_with(state, &binding.0)
             .map_err(|e| bad_field("requestState", &opening_error(&e)))?;
         let Sealed { asked, mut answers } = sealed;
-        let Some(open) = asked
-            .get(answers.len())
-            .filter(|_| asked.len() == answers.len() + 1)
-        else {
+        let open = asked.get(answers.len()..).unwrap_or_default();
+        if open.is_empty() {
             return Err(bad_field(
                 "requestState",
                 &format!("it holds no open question; {START_OVER}"),
             ));
-        };
-        let key = question_key(asked.len());
-        let responses = responses.cloned().unwrap_or_default();
-        if let Some(other) = responses.keys().find(|k| **k != key) {
-            return Err(bad_field(
-                &format!("inputResponses.{other}"),
-                &format!(
-                    "no open question has this key; answer {key}, the question of the input_required result"
-                ),
-            ));
         }
-        let Some(answer) = responses.get(&key) else {
-            return Err(bad_field(
-                &format!("inputResponses.{key}"),
-                "missing: answer the question of the input_required result",
-            ));
-        };
-        check_answer(open.kind, answer).map_err(|why| bad_field(&format!("inputResponses.{key}"), &why))?;
-        answers.push(answer.clone());
+        // Every open question must be answered; keys of no open question
+        // are ignored (a client may send more than was asked).
+        let responses = responses.cloned().unwrap_or_default();
+        let mut given = Vec::with_capacity(open.len());
+        for (offset, question) in open.iter().enumerate() {
+            let key = if question.key.is_empty() {
+                question_key(answers.len() + offset + 1)
+            } else {
+                question.key.clone()
+            };
+            let Some(answer) = responses.get(&key) else {
+                return Err(bad_field(
+                    &format!("inputResponses.{key}"),
+                    "missing: answer every question of the input_required result",
+                ));
+            };
+            check_answer(question.kind, answer)
+                .map_err(|why| bad_field(&format!("inputResponses.{key}"), &why))?;
+            given.push(answer.clone());
+        }
+        answers.extend(given);
         Ok((asked, answers))
     }
 
@@ -257,20 +265,49 @@ impl Round {
 
     fn ask(&self, question: Question) -> Result<Value, GuardError> {
         let mut progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
-        if progress.pending.is_some() {
+        if !progress.pending.is_empty() {
             // The guard went on past an unanswered question: it waits too.
             return Err(input_required());
         }
+        let Question::All(questions) = question else {
+            return self.ask_one(&mut progress, question);
+        };
+        // Asked at once: every unanswered one goes to the client together.
+        let mut answers = Vec::with_capacity(questions.len());
+        let mut waiting = false;
+        for question in questions {
+            match self.ask_one(&mut progress, question) {
+                Ok(answer) => answers.push(answer),
+                Err(error) if error.code == codes::INPUT_REQUIRED => waiting = true,
+                Err(error) => return Err(error),
+            }
+        }
+        if waiting {
+            return Err(input_required());
+        }
+        Ok(Value::Array(answers))
+    }
+
+    /// One question: its answer from the client when it has one, else it
+    /// is kept to be asked (`input_required`).
+    fn ask_one(&self, progress: &mut Progress, question: Question) -> Result<Value, GuardError> {
+        let (key, question) = match question {
+            Question::Keyed { key, question } => (Some(key), *question),
+            other => (None, other),
+        };
         let index = progress.next;
         progress.next += 1;
         let (capability, declared) = match &question {
             Question::Elicit { .. } => ("elicitation", self.can.elicit),
             Question::Sample { .. } => ("sampling", self.can.sample),
+            Question::ListRoots => ("roots", self.can.roots),
+            Question::Keyed { .. } | Question::All(_) => ("", true),
         };
         if !declared {
             progress.missing.get_or_insert(capability);
         }
-        let (asked, request) = input_request(question, self.can)?;
+        let (mut asked, request) = input_request(question, self.can)?;
+        asked.key = key.unwrap_or_else(|| question_key(index + 1));
         if let Some(answer) = self.answers.get(index) {
             if self.asked.get(index) != Some(&asked) {
                 return Err(GuardError::new(
@@ -291,7 +328,16 @@ impl Round {
                 ),
             ));
         }
-        progress.pending = Some((asked, request));
+        if progress.pending.iter().any(|(open, _)| open.key == asked.key) {
+            return Err(GuardError::new(
+                codes::CANNOT_ASK,
+                format!(
+                    "two questions asked at once share the key '{}': give each its own",
+                    asked.key
+                ),
+            ));
+        }
+        progress.pending.push((asked, request));
         Err(input_required())
     }
 
@@ -305,7 +351,7 @@ impl Round {
     pub fn missing_capability(&self, result: &rmcp::model::CallToolResult) -> Option<ErrorData> {
         let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         let capability = progress.missing?;
-        if progress.pending.is_some() || result.is_error != Some(true) {
+        if !progress.pending.is_empty() || result.is_error != Some(true) {
             return None;
         }
         Some(ErrorData::new(
@@ -328,18 +374,16 @@ impl Round {
         result: rmcp::model::CallToolResult,
         ttl: Duration,
     ) -> Result<CallToolResponse, GuardError> {
-        let pending = self
-            .progress
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pending
-            .take();
-        let Some((asked, request)) = pending else {
+        let pending = std::mem::take(&mut self.progress.lock().unwrap_or_else(|p| p.into_inner()).pending);
+        if pending.is_empty() {
             return Ok(result.into());
-        };
+        }
         let mut all = self.asked.clone();
-        all.push(asked);
-        let key = question_key(all.len());
+        let mut requests = rmcp::model::InputRequests::new();
+        for (asked, request) in pending {
+            requests.insert(asked.key.clone(), request);
+            all.push(asked);
+        }
         let sealed = Sealed {
             asked: all,
             answers: self.answers.clone(),
@@ -365,7 +409,6 @@ impl Round {
                 ),
             ));
         }
-        let requests = std::iter::once((key, request)).collect();
         Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
     }
 }
@@ -432,6 +475,19 @@ fn input_required() -> GuardError {
 fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequest), GuardError> {
     crate::asking::answerable(&question, can.elicit, can.sample, " in this request's _meta")?;
     let (kind, request) = match question {
+        Question::ListRoots if !can.roots => {
+            return Err(GuardError::new(
+                codes::CANNOT_ASK,
+                "the client did not declare the roots capability in this request's _meta, so it cannot be asked",
+            ));
+        }
+        Question::ListRoots => (Kind::Roots, InputRequest::ListRoots(Default::default())),
+        Question::Keyed { .. } | Question::All(_) => {
+            return Err(GuardError::new(
+                codes::CANNOT_ASK,
+                "a keyed question holds one question, and questions asked at once are not nested: ask them flat",
+            ));
+        }
         Question::Elicit {
             message,
             requested_schema,
@@ -451,7 +507,8 @@ fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequ
     };
     let json = serde_json::to_value(&request).map_err(|e| GuardError::failed(e.to_string()))?;
     let digest = crate::receipt::digest(&json);
-    Ok((Asked { kind, digest }, request))
+    let key = String::new();
+    Ok((Asked { kind, digest, key }, request))
 }
 
 /// An answer the guard can read: a form's `{action, content}`, or a
@@ -463,6 +520,8 @@ fn check_answer(kind: Kind, answer: &Value) -> Result<(), String> {
             .map_err(|e| format!("not an elicitation result ({{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{…}}}}): {e}")),
         Kind::Sample if answer.is_object() => Ok(()),
         Kind::Sample => Err("not a sampling result: expected an object with role, content and model".into()),
+        Kind::Roots if answer.get("roots").is_some_and(Value::is_array) => Ok(()),
+        Kind::Roots => Err("not a roots/list result: expected {\"roots\": [{\"uri\": …}, …]}".into()),
     }
 }
 

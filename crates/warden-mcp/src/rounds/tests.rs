@@ -16,6 +16,7 @@ fn binding() -> Binding {
 const BOTH: CanAnswer = CanAnswer {
     elicit: true,
     sample: true,
+    roots: true,
 };
 
 const TTL: Duration = Duration::from_secs(60);
@@ -138,9 +139,10 @@ fn responses_must_answer_exactly_the_open_question() {
     let (_, state) = asked(run(&first, &[form("Name?")]).1);
     let cases = [
         (None, "inputResponses.q1: missing"),
+        // A key of no open question is ignored; the open one is still missing.
         (
             Some(responses("q7", json!({"action": "accept"}))),
-            "inputResponses.q7: no open question",
+            "inputResponses.q1: missing",
         ),
         (
             Some(responses("q1", json!({"action": "maybe"}))),
@@ -177,6 +179,7 @@ fn a_client_that_did_not_declare_the_capability_is_not_asked() {
         CanAnswer {
             elicit: false,
             sample: true,
+            roots: false,
         },
         None,
         None,
@@ -256,4 +259,54 @@ fn a_state_expires_after_its_lifetime() {
         .map(drop)
         .expect_err("expired");
     assert!(message(error).starts_with("requestState: expired"));
+}
+
+#[test]
+fn questions_asked_at_once_go_out_together_under_their_keys_and_come_back_in_order() {
+    // A guard asks a form, a completion and the roots at once: one round carries all three
+    // under the guard's keys; the retry answers every one, and the guard gets them in order.
+    let questions = || {
+        vec![
+            Question::keyed("user_name", form("Name?")),
+            Question::keyed(
+                "greeting",
+                Question::Sample {
+                    params: json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Hi"}}], "maxTokens": 5}),
+                },
+            ),
+            Question::keyed("client_roots", Question::ListRoots),
+        ]
+    };
+    let first = Round::begin(binding(), BOTH, None, None).expect("first round");
+    let asker = first.asker();
+    let waiting = asker(Question::All(questions()), None).expect_err("asked");
+    assert_eq!(waiting.code, codes::INPUT_REQUIRED);
+    let answer = first
+        .finish(rmcp::model::CallToolResult::success(vec![]), TTL)
+        .expect("sealed");
+    let rmcp::model::CallToolResponse::InputRequired(asked) = answer else {
+        panic!("input_required")
+    };
+    let keys: Vec<&String> = asked.input_requests.as_ref().expect("requests").keys().collect();
+    assert_eq!(keys, ["client_roots", "greeting", "user_name"]);
+    let state = asked.request_state.expect("state");
+    let mut given = InputResponses::new();
+    given.insert(
+        "user_name".into(),
+        json!({"action": "accept", "content": {"name": "Ada"}}),
+    );
+    given.insert(
+        "greeting".into(),
+        json!({"role": "assistant", "content": {"type": "text", "text": "Hello"}, "model": "m"}),
+    );
+    let partial = Round::begin(binding(), BOTH, Some(&state), Some(&given))
+        .map(drop)
+        .expect_err("one missing");
+    assert!(message(partial).starts_with("inputResponses.client_roots: missing"));
+    given.insert("client_roots".into(), json!({"roots": [{"uri": "file:///r"}]}));
+    given.insert("extra".into(), json!(1));
+    let retry = Round::begin(binding(), BOTH, Some(&state), Some(&given)).expect("answered");
+    let answers = retry.asker()(Question::All(questions()), None).expect("answered");
+    assert_eq!(answers[0]["content"]["name"], "Ada");
+    assert_eq!(answers[2]["roots"][0]["uri"], "file:///r");
 }
