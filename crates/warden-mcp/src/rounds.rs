@@ -374,9 +374,18 @@ impl Round {
         result: rmcp::model::CallToolResult,
         ttl: Duration,
     ) -> Result<CallToolResponse, GuardError> {
+        Ok(match self.questions(ttl)? {
+            Some(asked) => asked.into(),
+            None => result.into(),
+        })
+    }
+
+    /// The questions left without an answer, with the sealed state, if
+    /// there are any (any request's answer: a tool call's, a prompt's).
+    pub fn questions(&self, ttl: Duration) -> Result<Option<InputRequiredResult>, GuardError> {
         let pending = std::mem::take(&mut self.progress.lock().unwrap_or_else(|p| p.into_inner()).pending);
         if pending.is_empty() {
-            return Ok(result.into());
+            return Ok(None);
         }
         let mut all = self.asked.clone();
         let mut requests = rmcp::model::InputRequests::new();
@@ -409,7 +418,7 @@ impl Round {
                 ),
             ));
         }
-        Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
+        Ok(Some(InputRequiredResult::new(Some(requests), Some(state))))
     }
 }
 

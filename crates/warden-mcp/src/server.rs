@@ -779,17 +779,51 @@ impl ServerHandler for WardenServer {
         ))
     }
 
+    /// A prompt's messages. A prompt whose render asks (`warden::ask`) is
+    /// asked on a stateless (2026-07-28) request through multi-round-trip
+    /// input, as a guard is: its questions come back `input_required` and
+    /// the retry renders it again with the answers. Elsewhere nobody can
+    /// answer a prompt's question (`cannot_ask`).
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let stateless = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        let shown = request
+            .arguments
+            .clone()
+            .map(Value::Object)
+            .unwrap_or(Value::Null);
         let arguments = crate::registry::prompts::string_arguments(&request.name, request.arguments)?;
-        self.executor
-            .registry()
-            .prompts()
-            .get(&request.name, arguments)
-            .map(Into::into)
+        let prompts = self.executor.registry().prompts();
+        if !stateless {
+            return prompts.get(&request.name, arguments).map(Into::into);
+        }
+        let binding = crate::rounds::Binding::new(
+            &principal_of(&context),
+            &format!("prompt:{}", request.name),
+            &shown,
+        );
+        let round = crate::rounds::Round::begin(
+            binding,
+            crate::rounds::CanAnswer::of(&context.meta),
+            request.request_state.as_deref(),
+            request.input_responses.as_ref(),
+        )?;
+        let rendered = crate::ask::with_asker(Some(round.asker()), None, || {
+            prompts.get(&request.name, arguments)
+        });
+        let asked = round
+            .questions(self.executor.limits().input_state_ttl)
+            .map_err(|e| ErrorData::internal_error(e.message, None))?;
+        match asked {
+            Some(asked) => Ok(GetPromptResponse::InputRequired(asked)),
+            None => rendered.map(Into::into),
+        }
     }
 
     async fn complete(

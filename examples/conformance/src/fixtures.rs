@@ -76,6 +76,26 @@ pub fn resources_and_prompts(app: App) -> App {
         )
         .description("JSON data for one id."),
     )
+    // Asks the person for the context first: on a stateless request the
+    // question comes back input_required, and the retry renders it.
+    .prompt(Prompt::new(
+        "test_input_required_result_prompt",
+        "A prompt that asks the person for its context.",
+        |_| {
+            let schema = serde_json::json!({"type": "object",
+                "properties": {"context": {"type": "string"}}, "required": ["context"]});
+            let answer =
+                warden::ask::elicit_as("user_context", "What context should the prompt use?", schema)?;
+            let context = answer
+                .content
+                .get("context")
+                .and_then(|c| c.as_str())
+                .unwrap_or_default();
+            Ok(vec![PromptMessage::user(Content::text(format!(
+                "Use this context: {context}"
+            )))])
+        },
+    ))
     .prompt(Prompt::new(
         "test_simple_prompt",
         "A prompt without arguments.",
