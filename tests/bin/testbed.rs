@@ -309,5 +309,26 @@ fn main() -> std::process::ExitCode {
         // Logs once: a stateless request gets the message only when its
         // `_meta` sets a log level.
         .guard(guard(log_once).in_process())
+        // A prompt that asks the person first (multi-round-trip input on a
+        // stateless request).
+        .prompt(warden::Prompt::new(
+            "ask_context",
+            "Asks for its context, then uses it.",
+            |_| {
+                let schema = serde_json::json!({"type": "object",
+                "properties": {"context": {"type": "string"}}, "required": ["context"]});
+                let answer =
+                    warden::ask::elicit_as("user_context", "What context should the prompt use?", schema)?;
+                let context = answer
+                    .content
+                    .get("context")
+                    .and_then(|c| c.as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                Ok(vec![warden::PromptMessage::user(warden::Content::text(format!(
+                    "Context: {context}"
+                )))])
+            },
+        ))
         .run()
 }

@@ -316,3 +316,32 @@ async fn subscriptions_listen_is_acknowledged_with_its_subscription_id() {
     let text = String::from_utf8_lossy(&first).to_string();
     assert!(text.contains("subscriptionId"), "{text}");
 }
+
+#[tokio::test]
+async fn a_prompt_that_asks_is_answered_input_required_and_its_retry_renders_it() {
+    let server = HttpServer::start(TESTBED, &[]).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}});
+    let headers = vec![
+        ("mcp-protocol-version", "2026-07-28".to_string()),
+        ("mcp-method", "prompts/get".to_string()),
+        ("mcp-name", "ask_context".to_string()),
+    ];
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "prompts/get",
+                      "params": {"name": "ask_context", "_meta": meta}});
+    let first = send(&server.url, &body, &headers).await;
+    let first = message_of(&first.1, &first.2);
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let question = &first["result"]["inputRequests"]["user_context"];
+    assert_eq!(question["method"], "elicitation/create", "{first}");
+    let state = first["result"]["requestState"].as_str().expect("a requestState");
+    let retry = json!({"jsonrpc": "2.0", "id": 4, "method": "prompts/get", "params": {
+        "name": "ask_context", "_meta": meta, "requestState": state,
+        "inputResponses": {"user_context": {"action": "accept", "content": {"context": "quarterly review"}}}}});
+    let done = send(&server.url, &retry, &headers).await;
+    let done = message_of(&done.1, &done.2);
+    assert_eq!(
+        done["result"]["messages"][0]["content"]["text"], "Context: quarterly review",
+        "{done}"
+    );
+}
