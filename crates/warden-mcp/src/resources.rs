@@ -114,10 +114,11 @@ pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize, cap: usiz
 
 /// `resources/read` for an artifact URI, in the caller's view of the store.
 pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+    // The error names the resource in `data.uri` (SEP-2164).
     let not_ours = || {
         ErrorData::invalid_params(
             format!("unknown resource '{uri}': expected {SCHEME}{{task_id}}/{{path}}"),
-            None,
+            Some(serde_json::json!({"uri": uri})),
         )
     };
     let rest = uri.strip_prefix(SCHEME).ok_or_else(not_ours)?;
@@ -127,7 +128,9 @@ pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData>
         .map_err(|_| not_ours())?;
     let path = percent_decode_str(path).decode_utf8().map_err(|_| not_ours())?;
     let (task_id, path) = (task_id.as_ref(), path.as_ref());
-    let as_params = |e: crate::error::GuardError| ErrorData::invalid_params(e.message, None);
+    let as_params = |e: crate::error::GuardError| {
+        ErrorData::invalid_params(e.message, Some(serde_json::json!({"uri": uri})))
+    };
     let chunk = store
         .read(task_id, path, 0, MAX_READ_CHUNK_BYTES, Encoding::Base64)
         .map_err(as_params)?;

@@ -141,6 +141,8 @@ pub(crate) struct Round {
     /// `asked[i]` was answered by `answers[i]`.
     asked: Vec<Asked>,
     answers: Vec<Value>,
+    /// Answers that came without a `requestState`, by question key.
+    given: InputResponses,
     /// Written by the guard's thread (through the asker), read when the
     /// call ends.
     progress: Mutex<Progress>,
@@ -175,21 +177,32 @@ impl Round {
         request_state: Option<&str>,
         input_responses: Option<&InputResponses>,
     ) -> Result<Arc<Self>, ErrorData> {
-        let (asked, answers) = match (request_state, input_responses) {
+        let (asked, answers, given) = match (request_state, input_responses) {
             (None, None) => return Ok(Self::first(binding, can)),
-            (None, Some(_)) => {
-                return Err(bad_field(
-                    "requestState",
-                    "missing: inputResponses answer the questions of an input_required result and must come with its requestState",
-                ));
+            // Answers without a state (a client that did not echo it):
+            // the guard runs from the start and each of its questions takes
+            // the answer under its own key, checked against its kind.
+            (None, Some(responses)) => {
+                // Every answer (a form's, a completion's, the roots) is an object.
+                if let Some((key, _)) = responses.iter().find(|(_, answer)| !answer.is_object()) {
+                    return Err(bad_field(
+                        &format!("inputResponses.{key}"),
+                        "not an answer: expected the result object of the request it answers",
+                    ));
+                }
+                (Vec::new(), Vec::new(), responses.clone())
             }
-            (Some(state), responses) => Self::resume(&binding, state, responses)?,
+            (Some(state), responses) => {
+                let (asked, answers) = Self::resume(&binding, state, responses)?;
+                (asked, answers, InputResponses::new())
+            }
         };
         Ok(Arc::new(Self {
             binding,
             can,
             asked,
             answers,
+            given,
             progress: Mutex::default(),
         }))
     }
@@ -201,6 +214,7 @@ impl Round {
             can,
             asked: Vec::new(),
             answers: Vec::new(),
+            given: InputResponses::new(),
             progress: Mutex::default(),
         })
     }
@@ -243,11 +257,10 @@ impl Round {
             } else {
                 question.key.clone()
             };
+            // An open question left unanswered is asked again (the guard
+            // re-runs and asks it; SEP-2322 recommends re-requesting).
             let Some(answer) = responses.get(&key) else {
-                return Err(bad_field(
-                    &format!("inputResponses.{key}"),
-                    "missing: answer every question of the input_required result",
-                ));
+                break;
             };
             check_answer(question.kind, answer)
                 .map_err(|why| bad_field(&format!("inputResponses.{key}"), &why))?;
@@ -318,6 +331,14 @@ impl Round {
                     ),
                 ));
             }
+            return Ok(answer.clone());
+        }
+        if self.asked.is_empty()
+            && let Some(answer) = self.given.get(&asked.key)
+        {
+            check_answer(asked.kind, answer).map_err(|why| {
+                GuardError::new(codes::CANNOT_ASK, format!("inputResponses.{}: {why}", asked.key))
+            })?;
             return Ok(answer.clone());
         }
         if index >= MAX_INPUT_QUESTIONS {

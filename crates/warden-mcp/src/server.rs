@@ -138,7 +138,7 @@ impl WardenServer {
         }
         Err(ErrorData::invalid_params(
             format!("unknown resource '{uri}': see resources/list and resources/templates/list"),
-            None,
+            Some(json!({"uri": uri})),
         ))
     }
 

@@ -134,31 +134,33 @@ fn a_state_opens_only_for_its_caller_tool_and_arguments() {
 }
 
 #[test]
-fn responses_must_answer_exactly_the_open_question() {
+fn an_unanswered_question_is_asked_again_and_a_malformed_answer_is_refused() {
+    // SEP-2322: a retry that leaves the open question unanswered (no responses, or only keys
+    // of no open question) gets it again; an answer of the wrong kind is refused naming it.
     let first = Round::begin(binding(), BOTH, None, None).expect("first round");
     let (_, state) = asked(run(&first, &[form("Name?")]).1);
-    let cases = [
-        (None, "inputResponses.q1: missing"),
-        // A key of no open question is ignored; the open one is still missing.
-        (
-            Some(responses("q7", json!({"action": "accept"}))),
-            "inputResponses.q1: missing",
-        ),
-        (
-            Some(responses("q1", json!({"action": "maybe"}))),
-            "inputResponses.q1: not an elicitation result",
-        ),
-    ];
-    for (given, expected) in cases {
-        let error = Round::begin(binding(), BOTH, Some(&state), given.as_ref())
-            .map(drop)
-            .expect_err(expected);
-        assert!(message(error).starts_with(expected), "{expected}");
+    for given in [None, Some(responses("q7", json!({"action": "accept"})))] {
+        let again = Round::begin(binding(), BOTH, Some(&state), given.as_ref()).expect("re-asked");
+        let (key, _) = asked(run(&again, &[form("Name?")]).1);
+        assert_eq!(key, "q1");
     }
-    let error = Round::begin(binding(), BOTH, None, Some(&responses("q1", json!({}))))
+    let malformed = responses("q1", json!({"action": "maybe"}));
+    let error = Round::begin(binding(), BOTH, Some(&state), Some(&malformed))
         .map(drop)
-        .expect_err("no state");
-    assert!(message(error).starts_with("requestState: missing"));
+        .expect_err("malformed");
+    assert!(message(error).starts_with("inputResponses.q1: not an elicitation result"));
+}
+
+#[test]
+fn answers_without_a_state_answer_the_questions_under_their_keys() {
+    // A client that did not echo the requestState: each question takes the answer under its
+    // own key (checked against its kind); extra keys are ignored.
+    let mut given = responses("q1", json!({"action": "accept", "content": {"name": "Ada"}}));
+    given.insert("extra".into(), json!(1));
+    let round = Round::begin(binding(), BOTH, None, Some(&given)).expect("a round");
+    let (got, response) = run(&round, &[form("Name?")]);
+    assert_eq!(got[0]["content"]["name"], "Ada");
+    assert!(matches!(response, Ok(CallToolResponse::Complete(_))));
 }
 
 #[test]
@@ -299,10 +301,17 @@ fn questions_asked_at_once_go_out_together_under_their_keys_and_come_back_in_ord
         "greeting".into(),
         json!({"role": "assistant", "content": {"type": "text", "text": "Hello"}, "model": "m"}),
     );
-    let partial = Round::begin(binding(), BOTH, Some(&state), Some(&given))
-        .map(drop)
-        .expect_err("one missing");
-    assert!(message(partial).starts_with("inputResponses.client_roots: missing"));
+    // One left unanswered: asked again, the others kept.
+    let partial = Round::begin(binding(), BOTH, Some(&state), Some(&given)).expect("re-asked");
+    assert!(partial.asker()(Question::All(questions()), None).is_err());
+    let again = partial
+        .finish(rmcp::model::CallToolResult::success(vec![]), TTL)
+        .expect("sealed");
+    let rmcp::model::CallToolResponse::InputRequired(again) = again else {
+        panic!("input_required")
+    };
+    let open: Vec<&String> = again.input_requests.as_ref().expect("requests").keys().collect();
+    assert_eq!(open, ["client_roots"]);
     given.insert("client_roots".into(), json!({"roots": [{"uri": "file:///r"}]}));
     given.insert("extra".into(), json!(1));
     let retry = Round::begin(binding(), BOTH, Some(&state), Some(&given)).expect("answered");
