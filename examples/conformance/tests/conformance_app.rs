@@ -246,7 +246,8 @@ async fn prompts_resources_templates_and_completion_answer_from_the_app() {
     // App-registered prompts, static resources and templates are served as registered; bad input names the fix.
     let (client, _, _dir) = start().await;
     let prompts = client.list_all_prompts().await.expect("prompts/list");
-    assert_eq!(prompts.len(), 4);
+    // The suite's four, and the one that asks (input-required-result-non-tool-request).
+    assert_eq!(prompts.len(), 5);
     let mut get = GetPromptRequestParams::new("test_prompt_with_arguments");
     get.arguments = serde_json::from_value(json!({"arg1": "one", "arg2": "two"})).ok();
     let prompt = client.get_prompt(get).await.expect("prompts/get");
@@ -361,10 +362,12 @@ async fn a_stateless_http_call_of_a_guard_that_logs_streams_its_messages_then_th
             break line[at..].split_whitespace().next().expect("url").to_string();
         }
     };
+    // The request asks for log messages (SEP-2575: without a level it gets none).
     let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
         "name": "test_tool_with_logging", "arguments": {},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+                  "io.modelcontextprotocol/clientCapabilities": {},
+                  "io.modelcontextprotocol/logLevel": "info"}}});
     let answer = reqwest::Client::new()
         .post(&url)
         .header("content-type", "application/json")
