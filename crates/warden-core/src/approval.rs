@@ -96,6 +96,9 @@ pub struct Pending {
 
 impl Pending {
     /// The record of `answer` to this question, by `principal`, at `at`.
+    /// Only the form's own fields are kept: whatever else an answer
+    /// carries is not what the person was asked, and would only grow the
+    /// task's record and receipt.
     pub fn answered(
         &self,
         principal: &str,
@@ -103,6 +106,11 @@ impl Pending {
         content: Map<String, Value>,
         at: String,
     ) -> ApprovalRecord {
+        let asked = self.requested_schema.get("properties").and_then(Value::as_object);
+        let content: Map<String, Value> = content
+            .into_iter()
+            .filter(|(key, _)| asked.is_some_and(|fields| fields.contains_key(key)))
+            .collect();
         let approved = action == Action::Accept && content.get("confirm") == Some(&Value::Bool(true));
         ApprovalRecord {
             key: self.key.clone(),
@@ -494,6 +502,25 @@ mod tests {
         assert_eq!(book.decide("order", "sha256:b"), Decision::Ask("call-2".into()));
         book.start("sha256:s", &[]);
         assert!(matches!(book.decide("order", "sha256:b"), Decision::Refused(_)));
+    }
+
+    #[test]
+    fn an_answer_keeps_only_the_fields_its_form_asked() {
+        let pending = Pending {
+            key: "call-1".into(),
+            message: "Run it?".into(),
+            requested_schema: confirm_schema("Run"),
+            guard: "order".into(),
+            arguments_sha256: Some("sha256:a".into()),
+            plan: Vec::new(),
+            script_sha256: "sha256:s".into(),
+        };
+        let mut content = Map::new();
+        content.insert("confirm".into(), Value::Bool(true));
+        content.insert("padding".into(), Value::String("x".repeat(1000)));
+        let record = pending.answered("alice", Action::Accept, content, "now".into());
+        assert!(record.approved);
+        assert_eq!(record.content.keys().collect::<Vec<_>>(), ["confirm"]);
     }
 
     #[test]
