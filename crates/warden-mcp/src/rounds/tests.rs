@@ -154,13 +154,19 @@ fn an_unanswered_question_is_asked_again_and_a_malformed_answer_is_refused() {
 #[test]
 fn answers_without_a_state_answer_the_questions_under_their_keys() {
     // A client that did not echo the requestState: each question takes the answer under its
-    // own key (checked against its kind); extra keys are ignored.
+    // own key (checked against its kind); extra keys are ignored; an answer that is no result
+    // object at all is refused up front, naming its key.
     let mut given = responses("q1", json!({"action": "accept", "content": {"name": "Ada"}}));
-    given.insert("extra".into(), json!(1));
+    given.insert("extra".into(), json!({"unasked": true}));
     let round = Round::begin(binding(), BOTH, None, Some(&given)).expect("a round");
     let (got, response) = run(&round, &[form("Name?")]);
     assert_eq!(got[0]["content"]["name"], "Ada");
     assert!(matches!(response, Ok(CallToolResponse::Complete(_))));
+    let number = responses("q1", json!(42));
+    let error = Round::begin(binding(), BOTH, None, Some(&number))
+        .map(drop)
+        .expect_err("refused");
+    assert!(message(error).starts_with("inputResponses.q1: not an answer"));
 }
 
 #[test]
