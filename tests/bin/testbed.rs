@@ -268,6 +268,18 @@ fn ask_model(input: AskInput) -> Result<String, GuardError> {
     Ok(answer["content"]["text"].as_str().unwrap_or_default().to_string())
 }
 
+/// Sends the person to a (pretend) broker login page: URL-mode elicitation.
+#[derive(Deserialize, JsonSchema)]
+struct BrokerLogin {}
+
+fn broker_login(_: BrokerLogin) -> Result<String, GuardError> {
+    let answer = warden::ask::elicit_url(
+        "Log in to your broker to continue",
+        "https://broker.example/login",
+    )?;
+    Ok(format!("{:?}", answer.action).to_lowercase())
+}
+
 /// Logs one info message, then answers "logged".
 #[derive(Deserialize, JsonSchema)]
 struct LogOnce {}
@@ -309,6 +321,7 @@ fn main() -> std::process::ExitCode {
         // Logs once: a stateless request gets the message only when its
         // `_meta` sets a log level.
         .guard(guard(log_once).in_process())
+        .guard(guard(broker_login).in_process())
         // A prompt that asks the person first (multi-round-trip input on a
         // stateless request).
         .prompt(warden::Prompt::new(

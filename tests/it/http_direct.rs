@@ -345,3 +345,36 @@ async fn a_prompt_that_asks_is_answered_input_required_and_its_retry_renders_it(
         "{done}"
     );
 }
+
+#[tokio::test]
+async fn a_guard_sends_the_person_to_a_url_only_when_the_client_declared_url_elicitation() {
+    // URL-mode elicitation: the question carries the URL, never a form; the retry's answer
+    // says whether the person went. A client that declared only form elicitation gets -32021.
+    let server = HttpServer::start(TESTBED, &[]).await;
+    let mut body = call("broker_login", json!({}));
+    body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {"url": {}}});
+    let first = send(&server.url, &body, &headers("broker_login")).await;
+    let first = message_of(&first.1, &first.2);
+    let (key, question) = first["result"]["inputRequests"]
+        .as_object()
+        .and_then(|r| r.iter().next())
+        .map(|(k, q)| (k.clone(), q.clone()))
+        .expect("a question");
+    assert_eq!(question["params"]["mode"], "url", "{first}");
+    assert_eq!(
+        question["params"]["url"], "https://broker.example/login",
+        "{first}"
+    );
+    body["params"]["requestState"] = first["result"]["requestState"].clone();
+    body["params"]["inputResponses"] = json!({key: {"action": "accept"}});
+    let done = send(&server.url, &body, &headers("broker_login")).await;
+    let done = message_of(&done.1, &done.2);
+    assert_eq!(done["result"]["structuredContent"]["result"], "accept", "{done}");
+
+    let mut forms_only = call("broker_login", json!({}));
+    forms_only["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let refused = send(&server.url, &forms_only, &headers("broker_login")).await;
+    assert_eq!(refused.0, 400, "{refused:?}");
+    assert_eq!(message_of(&refused.1, &refused.2)["error"]["code"], -32021);
+}

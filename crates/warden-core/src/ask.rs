@@ -61,6 +61,15 @@ pub enum Question {
     Sample { params: Value },
     /// `roots/list`: the client's roots (`{"roots": [{uri, name}, …]}`).
     ListRoots,
+    /// `elicitation/create` in URL mode: the client sends the person to
+    /// `url` (a login or payment page whose data must not pass through
+    /// the client), and answers only whether they went (`accept`,
+    /// `decline`, `cancel`). `elicitation_id` names the request.
+    Url {
+        message: String,
+        url: String,
+        elicitation_id: String,
+    },
     /// A question under a key of the guard's choosing: on a stateless
     /// request, the key of its `inputRequests` entry (and of the client's
     /// answer); elsewhere the key is not used.
@@ -147,6 +156,30 @@ pub fn elicit_as(key: &str, message: &str, requested_schema: Value) -> Result<El
     let answer = ask(Question::keyed(key, Question::form(message, requested_schema)))?;
     serde_json::from_value(answer)
         .map_err(|e| GuardError::failed(format!("the client's answer to the form cannot be read: {e}")))
+}
+
+/// Sends the person to `url` (URL-mode elicitation): for what must not pass
+/// through the client, such as a broker login. The answer says only
+/// whether they accepted; the page itself reports what they did, to the
+/// app, out of band. Needs a client that declared URL elicitation.
+pub fn elicit_url(message: &str, url: &str) -> Result<Elicitation, GuardError> {
+    // The same request on every run of the guard (a stateless retry
+    // checks it): the id is derived from the URL.
+    let elicitation_id = crate::receipt::sha256_hex(url.as_bytes())
+        .trim_start_matches("sha256:")
+        .chars()
+        .take(32)
+        .collect();
+    let answer = ask(Question::Url {
+        message: message.to_string(),
+        url: url.to_string(),
+        elicitation_id,
+    })?;
+    serde_json::from_value(answer).map_err(|e| {
+        GuardError::failed(format!(
+            "the client's answer to the URL request cannot be read: {e}"
+        ))
+    })
 }
 
 /// [`sample`] under `key` (see [`Question::Keyed`]).

@@ -65,8 +65,9 @@ fn declared(peer: &Peer<RoleServer>, question: &Question) -> Result<(), GuardErr
     let info = peer.peer_info();
     let capabilities = info.as_ref().map(|i| &i.capabilities);
     let elicit = capabilities.is_some_and(|c| c.elicitation.is_some());
+    let url = capabilities.is_some_and(|c| c.elicitation.as_ref().is_some_and(|e| e.url.is_some()));
     let sample = capabilities.is_some_and(|c| c.sampling.is_some());
-    answerable(question, elicit, sample, "")
+    answerable(question, (elicit, url), sample, "")
 }
 
 /// `Ok` when the client declared the capability `question` needs
@@ -74,20 +75,21 @@ fn declared(peer: &Peer<RoleServer>, question: &Question) -> Result<(), GuardErr
 /// where the client declares it, e.g. " in this request's _meta").
 pub(crate) fn answerable(
     question: &Question,
-    elicit: bool,
+    (elicit, url): (bool, bool),
     sample: bool,
     where_: &str,
 ) -> Result<(), GuardError> {
     let (declared, what) = match question {
         Question::Elicit { .. } => (elicit, "elicitation"),
+        Question::Url { .. } => (url, "URL-mode elicitation (elicitation.url)"),
         Question::Sample { .. } => (sample, "sampling"),
         // A session's client answers roots/list without a capability of
         // its own to declare; a stateless request checks `roots` itself.
         Question::ListRoots => (true, "roots"),
-        Question::Keyed { question, .. } => return answerable(question, elicit, sample, where_),
+        Question::Keyed { question, .. } => return answerable(question, (elicit, url), sample, where_),
         Question::All(questions) => {
             for question in questions {
-                answerable(question, elicit, sample, where_)?;
+                answerable(question, (elicit, url), sample, where_)?;
             }
             return Ok(());
         }
@@ -99,6 +101,16 @@ pub(crate) fn answerable(
             codes::CANNOT_ASK,
             format!("the client did not declare the {what} capability{where_}, so it cannot be asked"),
         ))
+    }
+}
+
+/// A URL-mode question as `elicitation/create` params.
+pub(crate) fn url_params(message: String, url: String, elicitation_id: String) -> ElicitRequestParams {
+    ElicitRequestParams::UrlElicitationParams {
+        meta: None,
+        message,
+        url,
+        elicitation_id,
     }
 }
 
@@ -150,6 +162,22 @@ async fn send(peer: &Peer<RoleServer>, question: Question) -> Result<Value, Guar
             #[allow(deprecated)]
             let result = peer.create_message(params).await.map_err(refused)?;
             serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
+        }
+        Question::Url {
+            message,
+            url,
+            elicitation_id,
+        } => {
+            let request =
+                ServerRequest::ElicitRequest(ElicitRequest::new(url_params(message, url, elicitation_id)));
+            match peer.send_request(request).await.map_err(refused)? {
+                ClientResult::ElicitResult(result) => {
+                    serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
+                }
+                other => Err(GuardError::failed(format!(
+                    "the client answered the URL request with {other:?}"
+                ))),
+            }
         }
         Question::ListRoots => {
             #[allow(deprecated)]

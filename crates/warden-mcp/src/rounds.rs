@@ -56,6 +56,8 @@ const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabi
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CanAnswer {
     pub elicit: bool,
+    /// URL-mode elicitation (`elicitation.url`).
+    pub url: bool,
     pub sample: bool,
     pub roots: bool,
 }
@@ -70,8 +72,13 @@ impl CanAnswer {
                 .and_then(|c| c.get(name))
                 .is_some_and(|v| !v.is_null())
         };
+        let url = capabilities
+            .and_then(|c| c.get("elicitation"))
+            .and_then(|e| e.get("url"))
+            .is_some_and(|v| !v.is_null());
         Self {
             elicit: declared("elicitation"),
+            url,
             sample: declared("sampling"),
             roots: declared("roots"),
         }
@@ -312,6 +319,7 @@ impl Round {
         progress.next += 1;
         let (capability, declared) = match &question {
             Question::Elicit { .. } => ("elicitation", self.can.elicit),
+            Question::Url { .. } => ("elicitation", self.can.url),
             Question::Sample { .. } => ("sampling", self.can.sample),
             Question::ListRoots => ("roots", self.can.roots),
             Question::Keyed { .. } | Question::All(_) => ("", true),
@@ -503,7 +511,12 @@ fn input_required() -> GuardError {
 
 /// The question as the client gets it, and as the state remembers it.
 fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequest), GuardError> {
-    crate::asking::answerable(&question, can.elicit, can.sample, " in this request's _meta")?;
+    crate::asking::answerable(
+        &question,
+        (can.elicit, can.url),
+        can.sample,
+        " in this request's _meta",
+    )?;
     let (kind, request) = match question {
         Question::ListRoots if !can.roots => {
             return Err(GuardError::new(
@@ -512,6 +525,18 @@ fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequ
             ));
         }
         Question::ListRoots => (Kind::Roots, InputRequest::ListRoots(Default::default())),
+        Question::Url {
+            message,
+            url,
+            elicitation_id,
+        } => (
+            Kind::Elicit,
+            InputRequest::Elicitation(ElicitRequest::new(crate::asking::url_params(
+                message,
+                url,
+                elicitation_id,
+            ))),
+        ),
         Question::Keyed { .. } | Question::All(_) => {
             return Err(GuardError::new(
                 codes::CANNOT_ASK,

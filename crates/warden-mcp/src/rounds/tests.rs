@@ -15,6 +15,7 @@ fn binding() -> Binding {
 
 const BOTH: CanAnswer = CanAnswer {
     elicit: true,
+    url: true,
     sample: true,
     roots: true,
 };
@@ -186,6 +187,7 @@ fn a_client_that_did_not_declare_the_capability_is_not_asked() {
         binding(),
         CanAnswer {
             elicit: false,
+            url: false,
             sample: true,
             roots: false,
         },
