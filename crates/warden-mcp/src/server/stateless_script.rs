@@ -60,49 +60,29 @@ impl WardenServer {
         let principal = principal_of(context);
         let binding = Binding::new(&principal, builtin.name(), &arguments);
         let origin = request_origin(builtin.mode(), builtin.name(), context);
-        match (state, responses) {
-            (None, None) => {}
-            (None, Some(_)) => {
-                return Err(ErrorData::invalid_params(
-                    "requestState: missing: inputResponses answer the questions of an input_required result and must come with its requestState",
-                    None,
-                ));
+        if let Some(waiting) = opened(&binding, state, responses)? {
+            let (pending, mut record) = answered(&waiting, "question", &principal, responses)?;
+            let accepted = record.action == crate::ask::Action::Accept;
+            let given = serde_json::Value::Object(record.content.clone());
+            record.approved = accepted;
+            self.executor.events().emit(
+                &origin,
+                "question_answered",
+                serde_json::json!({"task_id": waiting.task_id, "action": record.action,
+                                   "answered": accepted, "answer": record}),
+            );
+            if !accepted {
+                // The first task's own needs_input result.
+                let record = self.owned_task(&principal, &waiting.task_id).await?;
+                let limit = self.executor.limits().max_answer_bytes;
+                return Ok(crate::tasks::completed(self.runtime.store(), &principal, &record, limit).into());
             }
-            (Some(state), responses) => {
-                let waiting = WaitingTask::open(&binding, state)?;
-                let Some(pending) = waiting.pending else {
-                    return Err(ErrorData::invalid_params(
-                        "requestState: it holds no question; call again without requestState and inputResponses to start over",
-                        None,
-                    ));
-                };
-                let form = crate::waiting::form_answer(&pending, &responses.cloned().unwrap_or_default())?;
-                let at = crate::task::store::iso8601(crate::task::store::now_ms());
-                let accepted = form.action == crate::ask::Action::Accept;
-                let given = serde_json::Value::Object(form.content.clone());
-                let mut record = pending.answered(principal.as_str(), form.action, form.content, at);
-                record.approved = accepted;
-                self.executor.events().emit(
-                    &origin,
-                    "question_answered",
-                    serde_json::json!({"task_id": waiting.task_id, "action": record.action,
-                                       "answered": accepted, "answer": record}),
-                );
-                if !accepted {
-                    // The first task's own needs_input result.
-                    let record = self.owned_task(&principal, &waiting.task_id).await?;
-                    let limit = self.executor.limits().max_answer_bytes;
-                    return Ok(
-                        crate::tasks::completed(self.runtime.store(), &principal, &record, limit).into(),
-                    );
-                }
-                if let Some(prompt) = arguments.get_mut("prompt") {
-                    let asked = prompt.as_str().unwrap_or_default().to_string();
-                    *prompt = serde_json::Value::String(format!(
-                        "{asked}\n\nThe person already answered the question \"{}\" with: {given}. Use these values.",
-                        pending.message
-                    ));
-                }
+            if let Some(prompt) = arguments.get_mut("prompt") {
+                let asked = prompt.as_str().unwrap_or_default().to_string();
+                *prompt = serde_json::Value::String(format!(
+                    "{asked}\n\nThe person already answered the question \"{}\" with: {given}. Use these values.",
+                    pending.message
+                ));
             }
         }
         // Its scripts' destructive calls cannot wait: nobody is asked.
@@ -124,16 +104,7 @@ impl WardenServer {
                 plan: Vec::new(),
                 script_sha256: String::new(),
             };
-            let waiting = WaitingTask {
-                task_id: task_id.clone(),
-                key: pending.key.clone(),
-                pending: Some(pending.clone()),
-            };
-            let sealed = waiting
-                .seal(&binding, self.executor.limits().input_state_ttl)
-                .map_err(|e| ErrorData::internal_error(e.message, None))?;
-            let requests = crate::waiting::input_requests(&pending);
-            return Ok(InputRequiredResult::new(Some(requests), Some(sealed)).into());
+            return self.ask(task_id, &pending, &binding, Carry::Question);
         }
         Ok(self.answer_of(outcome, &origin).await.into())
     }
@@ -150,32 +121,11 @@ impl WardenServer {
         let builtin = self.builtins[index].as_ref();
         let principal = principal_of(context);
         let binding = Binding::new(&principal, builtin.name(), &arguments);
-        let book = match (state, responses) {
-            (None, None) => Book::new(Default::default()),
-            (None, Some(_)) => {
-                return Err(ErrorData::invalid_params(
-                    "requestState: missing: inputResponses answer the questions of an input_required result and must come with its requestState",
-                    None,
-                ));
-            }
-            (Some(state), responses) => {
-                let waiting = WaitingTask::open(&binding, state)?;
-                let Some(pending) = waiting.pending else {
-                    return Err(ErrorData::invalid_params(
-                        "requestState: it holds no batch question; call again without requestState and inputResponses to start over",
-                        None,
-                    ));
-                };
-                let responses = responses.cloned().unwrap_or_default();
-                let form = crate::waiting::form_answer(&pending, &responses)?;
-                let at = crate::task::store::iso8601(crate::task::store::now_ms());
-                Book::answered(vec![pending.answered(
-                    principal.as_str(),
-                    form.action,
-                    form.content,
-                    at,
-                )])
-            }
+        let book = match opened(&binding, state, responses)? {
+            None => Book::new(Default::default()),
+            Some(waiting) => Book::answered(vec![
+                answered(&waiting, "batch question", &principal, responses)?.1,
+            ]),
         };
         let origin = request_origin(builtin.mode(), builtin.name(), context);
         let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
@@ -183,7 +133,7 @@ impl WardenServer {
         if let Some(pending) = book.pending()
             && outcome.is_err()
         {
-            return self.ask("", &pending, &binding);
+            return self.ask("", &pending, &binding, Carry::Question);
         }
         Ok(self.answer_of(outcome, &origin).await.into())
     }
@@ -200,17 +150,7 @@ impl WardenServer {
         let builtin = self.builtins[index].as_ref();
         let principal = principal_of(context);
         let binding = Binding::new(&principal, builtin.name(), &arguments);
-        let state = match (state, responses) {
-            (None, None) => None,
-            (None, Some(_)) => {
-                return Err(ErrorData::invalid_params(
-                    "requestState: missing: inputResponses answer the questions of an input_required result and must come with its requestState",
-                    None,
-                ));
-            }
-            (Some(state), _) => Some(WaitingTask::open(&binding, state)?),
-        };
-        let Some(waiting) = state else {
+        let Some(waiting) = opened(&binding, state, responses)? else {
             return self.first_round(index, arguments, binding, context).await;
         };
         let record = self.owned_task(&principal, &waiting.task_id).await?;
@@ -244,7 +184,7 @@ impl WardenServer {
         if let (Some(pending), Some(task_id)) = (book.pending(), origin.task_id.as_deref())
             && outcome.is_err()
         {
-            return self.ask(task_id, &pending, &binding);
+            return self.ask(task_id, &pending, &binding, Carry::TaskOnly);
         }
         Ok(self.answer_of(outcome, &origin).await.into())
     }
@@ -272,7 +212,7 @@ impl WardenServer {
                 State::Waiting => {
                     let carried = crate::waiting::carried(self.runtime.records(), &record).await?;
                     if let Some(pending) = carried.and_then(|(_, carried, _)| carried.pending) {
-                        return self.ask(task_id, &pending, binding);
+                        return self.ask(task_id, &pending, binding, Carry::TaskOnly);
                     }
                 }
                 State::Queued | State::Running => {}
@@ -294,17 +234,20 @@ impl WardenServer {
         }
     }
 
-    /// The `input_required` answer for task `task_id` waiting on `pending`.
+    /// The `input_required` answer for task `task_id` (empty: none waits)
+    /// asking `pending`; the sealed state carries the question itself when
+    /// `carry` says so (no task record keeps it).
     fn ask(
         &self,
         task_id: &str,
         pending: &Pending,
         binding: &Binding,
+        carry: Carry,
     ) -> Result<CallToolResponse, ErrorData> {
         let waiting = WaitingTask {
             task_id: task_id.to_string(),
             key: pending.key.clone(),
-            pending: task_id.is_empty().then(|| pending.clone()),
+            pending: (carry == Carry::Question).then(|| pending.clone()),
         };
         let state = waiting
             .seal(binding, self.executor.limits().input_state_ttl)
@@ -312,4 +255,53 @@ impl WardenServer {
         let requests = crate::waiting::input_requests(pending);
         Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
     }
+}
+
+/// What a sealed `requestState` holds besides the task id.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Carry {
+    /// Only the task: its record keeps the question (a waiting script).
+    TaskOnly,
+    /// The question too (a batch's plan, a coding task's `needs_input`).
+    Question,
+}
+
+/// A retry's sealed state, opened for `binding`: `None` on a first call;
+/// answers without a state are refused naming the fix.
+fn opened(
+    binding: &Binding,
+    state: Option<&str>,
+    responses: Option<&InputResponses>,
+) -> Result<Option<WaitingTask>, ErrorData> {
+    match (state, responses) {
+        (None, None) => Ok(None),
+        (None, Some(_)) => Err(ErrorData::invalid_params(
+            "requestState: missing: inputResponses answer the questions of an input_required result and must come with its requestState",
+            None,
+        )),
+        (Some(state), _) => WaitingTask::open(binding, state).map(Some),
+    }
+}
+
+/// The question a state carries and the record of `responses`' answer to
+/// it, by `principal`; `what` names the question in the refusal of a state
+/// that carries none.
+fn answered(
+    waiting: &WaitingTask,
+    what: &str,
+    principal: &crate::tenant::Principal,
+    responses: Option<&InputResponses>,
+) -> Result<(Pending, warden_core::approval::ApprovalRecord), ErrorData> {
+    let Some(pending) = waiting.pending.clone() else {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "requestState: it holds no {what}; call again without requestState and inputResponses to start over"
+            ),
+            None,
+        ));
+    };
+    let form = crate::waiting::form_answer(&pending, &responses.cloned().unwrap_or_default())?;
+    let at = crate::task::store::iso8601(crate::task::store::now_ms());
+    let record = pending.answered(principal.as_str(), form.action, form.content, at);
+    Ok((pending, record))
 }
