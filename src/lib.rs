@@ -59,7 +59,7 @@ pub use tenant::Principal;
 pub use warden_cluster as cluster;
 pub use warden_core::{
     Body, Content, Embedded, Guard, GuardError, GuardFn, Hints, Limits, Mode, Prompt, PromptArgument,
-    PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource,
+    PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource, TaskSupport,
     TemplateVariables,
 };
 

@@ -585,19 +585,29 @@ impl TaskStore for PgStore {
 
     /// Queues the answered task again and wakes every node's claimer, as
     /// enqueueing does.
-    async fn answer(&self, id: &str, since_ms: i64, resume: &Value, at_ms: i64) -> Result<bool, StoreError> {
+    async fn answer(
+        &self,
+        id: &str,
+        since_ms: i64,
+        resume: &Value,
+        at_ms: i64,
+        queue: bool,
+    ) -> Result<bool, StoreError> {
+        // A partial answer keeps the task waiting and wakes nobody.
         let done: Option<(String,)> = sqlx::query_as(
-            "WITH answered AS (UPDATE tasks SET state = 'queued', \
+            "WITH answered AS (UPDATE tasks SET state = CASE WHEN $6 THEN 'queued' ELSE 'input_required' END, \
              request = (COALESCE(request, '{}')::jsonb || jsonb_build_object('resume', $1::jsonb))::text, \
-             status_message = 'answered; queued to resume', updated_ms = $2 \
+             status_message = CASE WHEN $6 THEN 'answered; queued to resume' ELSE status_message END, \
+             updated_ms = $2 \
              WHERE id = $3 AND state = 'input_required' AND updated_ms = $4 RETURNING id) \
-             SELECT id FROM answered, pg_notify($5, 'queued')",
+             SELECT id FROM answered, pg_notify($5, CASE WHEN $6 THEN 'queued' ELSE 'answered' END)",
         )
         .bind(resume.to_string())
         .bind(at_ms)
         .bind(id)
         .bind(since_ms)
         .bind(CHANNEL)
+        .bind(queue)
         .fetch_optional(&self.pool)
         .await
         .map_err(query)?;

@@ -187,6 +187,14 @@ pub struct Carried {
     /// The question the task waits on, if it waits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Pending>,
+    /// A guard task's answers so far, by question key (`warden::ask`'s
+    /// keys): the guard runs again from the start with them.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub responses: Map<String, Value>,
+    /// A guard task's questions still open, by key, as the client gets
+    /// them (`inputRequests` entries, opaque here); answered keys leave.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub asked: Map<String, Value>,
 }
 
 /// What the book says of one destructive call.
@@ -466,6 +474,7 @@ impl Book {
             journal,
             answers: inner.carried.answers.clone(),
             pending: inner.carried.pending.clone(),
+            ..Carried::default()
         }
     }
 }

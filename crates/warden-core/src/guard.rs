@@ -48,6 +48,18 @@ impl Mode {
 /// The category of a guard that did not set one with [`Guard::category`].
 pub const DEFAULT_CATEGORY: &str = "general";
 
+/// Whether a guard's calls run as MCP tasks ([`Guard::task_support`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSupport {
+    /// Always a plain call (the default).
+    #[default]
+    Forbidden,
+    /// A task when the client asks for one; a plain call otherwise.
+    Optional,
+    /// Always a task: a client without the Tasks extension is refused.
+    Required,
+}
+
 /// MCP tool annotations. Guards check or compute, so the defaults are
 /// read-only, idempotent, not destructive and closed-world; a guard that
 /// writes or reaches outside must say so.
@@ -223,6 +235,9 @@ pub struct Guard {
     /// The guard's own version for receipts ([`Guard::version`]); the
     /// app's version stands for it when unset.
     pub version: Option<String>,
+    /// Whether a call may (or must) run as an MCP task
+    /// ([`Guard::task_support`]).
+    pub task_support: TaskSupport,
     pub run: ErasedFn,
     pub run_inline: ScriptFn,
 }
@@ -354,6 +369,7 @@ where
         uses_resources: F::USES_RESOURCES,
         content_output: TypeId::of::<O>() == TypeId::of::<Vec<crate::Content>>(),
         hidden_from_model: false,
+        task_support: TaskSupport::Forbidden,
         version: None,
         run,
         run_inline,
@@ -431,6 +447,23 @@ impl Guard {
     /// `list_guards`, and scripts (and `map_call`) can still call it.
     pub fn hidden_from_model(mut self) -> Self {
         self.hidden_from_model = true;
+        self
+    }
+
+    /// Lets calls of the guard run as MCP tasks (the Tasks extension,
+    /// SEP-2663): for long work a client should poll rather than wait on.
+    /// A call from a client that declared the extension and asked for a
+    /// task (or, on 2026-07-28, declared it in the request) is answered at
+    /// once with a task handle; the call runs on whichever server claims
+    /// it, `tasks/get` shows it working, then the very result a plain call
+    /// returns. Its questions (`warden::ask`) wait in the task's record
+    /// (`input_required`) for `tasks/update`, and the guard then runs
+    /// again from the start with every answer so far, so it must be safe
+    /// to re-run up to its questions, as on a stateless request.
+    /// [`TaskSupport::Required`] refuses clients without the extension
+    /// (-32021) instead of running the call while they wait.
+    pub fn task_support(mut self, support: TaskSupport) -> Self {
+        self.task_support = support;
         self
     }
 

@@ -37,7 +37,7 @@ pub mod schema;
 // re-exports it.
 pub use content::{Body, Content, Embedded};
 pub use error::GuardError;
-pub use guard::{Guard, GuardFn, Hints, Mode, Resources, guard};
+pub use guard::{Guard, GuardFn, Hints, Mode, Resources, TaskSupport, guard};
 pub use limits::Limits;
 pub use registry::ScriptFunction;
 pub use registry::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};

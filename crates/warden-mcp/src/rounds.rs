@@ -130,10 +130,10 @@ impl Binding {
         Self(format!("warden/mrtr/1\n{principal}\n{tool}\n{digest}").into_bytes())
     }
 
-    /// The binding of a round whose client declared no question it can
-    /// answer: no state is ever sealed for it (every question is refused
-    /// before one could be), so the call's arguments are not hashed.
-    #[cfg(feature = "http")]
+    /// The binding of a round that never seals a state: one whose client
+    /// declared no question it can answer (every question is refused
+    /// before one could be), or a guard task's (its record keeps the
+    /// answers), so the call's arguments are not hashed.
     pub fn unused() -> Self {
         Self(Vec::new())
     }
@@ -212,6 +212,35 @@ impl Round {
             given,
             progress: Mutex::default(),
         }))
+    }
+
+    /// The round of a guard task's run (see `crate::guard_tasks`): every
+    /// question is answered from `responses`, the answers so far by key,
+    /// or kept for [`Round::take_requests`]; any kind may be asked (the
+    /// client answers through `tasks/update`).
+    pub fn for_task(responses: &serde_json::Map<String, Value>) -> Arc<Self> {
+        Arc::new(Self {
+            binding: Binding::unused(),
+            can: CanAnswer {
+                elicit: true,
+                url: true,
+                sample: true,
+                roots: true,
+            },
+            asked: Vec::new(),
+            answers: Vec::new(),
+            given: responses.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+            progress: Mutex::default(),
+        })
+    }
+
+    /// The questions asked without an answer, by key, taken (a guard
+    /// task's: they go into its record rather than a sealed state).
+    pub fn take_requests(&self) -> rmcp::model::InputRequests {
+        std::mem::take(&mut self.progress.lock().unwrap_or_else(|p| p.into_inner()).pending)
+            .into_iter()
+            .map(|(asked, request)| (asked.key, request))
+            .collect()
     }
 
     /// The first round of a call: nothing asked or answered yet.
@@ -568,6 +597,21 @@ fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequ
 
 /// An answer the guard can read: a form's `{action, content}`, or a
 /// completion's result object.
+/// Whether `response` answers `request`, an `inputRequests` entry as a
+/// guard task's record keeps it; the error says what was expected.
+pub(crate) fn check_response(request: &Value, response: &Value) -> Result<(), String> {
+    let kind = match serde_json::from_value::<InputRequest>(request.clone()) {
+        Ok(InputRequest::Elicitation(_)) => Kind::Elicit,
+        #[allow(deprecated)]
+        Ok(InputRequest::CreateMessage(_)) => Kind::Sample,
+        Ok(InputRequest::ListRoots(_)) => Kind::Roots,
+        _ => {
+            return Err("its question can no longer be read; cancel the task and call the tool again".into());
+        }
+    };
+    check_answer(kind, response)
+}
+
 fn check_answer(kind: Kind, answer: &Value) -> Result<(), String> {
     match kind {
         Kind::Elicit => serde_json::from_value::<Elicitation>(answer.clone())

@@ -42,6 +42,7 @@ use opentelemetry::trace::SpanKind;
 
 /// The policy as this layer applies it (visible tools, routes, claims).
 mod access;
+mod guard_task;
 mod stateless_script;
 
 /// Instructions sent to clients at initialize.
@@ -178,20 +179,24 @@ impl WardenServer {
     /// within milliseconds) claims and runs it ([`WardenServer::run_claimed`]).
     /// A call that could only fail (bad arguments, no model), a principal
     /// at its task limit or a full queue is answered now with its error.
-    async fn start_task(
+    /// `tool` is a built-in that runs as a task (`index` given, its
+    /// arguments checked now) or a guard with task support.
+    pub(crate) async fn start_task(
         &self,
-        index: usize,
+        tool: &str,
+        index: Option<usize>,
         arguments: Value,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let requested = crate::tasks::requested_ttl(&context.meta)?;
-        let builtin = self.builtins[index].as_ref();
-        let origin = request_origin(builtin.mode(), builtin.name(), context);
+        let builtin = index.map(|index| self.builtins[index].as_ref());
+        let mode = builtin.map_or("direct", |builtin| builtin.mode());
+        let origin = request_origin(mode, tool, context);
         let principal = origin.principal.clone();
         let refused = |error: GuardError| -> Result<CallToolResponse, ErrorData> {
             Ok(self.refuse(&origin, error).into())
         };
-        if let Err(error) = builtin.check(&self.runtime, &arguments) {
+        if let Some(Err(error)) = builtin.map(|builtin| builtin.check(&self.runtime, &arguments)) {
             return refused(error);
         }
         if let Err(failure) = self.executor.take_rate(&principal) {
@@ -199,7 +204,7 @@ impl WardenServer {
         }
         let id = crate::artifacts::new_task_id();
         let request = QueuedRequest {
-            tool: builtin.name().to_string(),
+            tool: tool.to_string(),
             arguments,
             traceparent: crate::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
@@ -217,7 +222,7 @@ impl WardenServer {
         let records = self.runtime.records();
         let ttl = records.ttl_ms(requested);
         let queued = records
-            .submit(&id, &principal, builtin.name(), ttl, &request, owner_limit)
+            .submit(&id, &principal, tool, ttl, &request, owner_limit)
             .await
             .map_err(crate::tasks::store_error)?;
         match queued {
@@ -288,6 +293,14 @@ impl WardenServer {
         let record = claimed.record;
         let request = QueuedRequest::of(&claimed.request);
         let tool = request.tool.as_str();
+        let guard_task = self
+            .executor
+            .registry()
+            .get(tool)
+            .is_some_and(|guard| guard.task_support != warden_core::TaskSupport::Forbidden);
+        if guard_task {
+            return self.run_claimed_guard(record, request, slot).await;
+        }
         let Some(builtin) = self
             .builtins
             .iter()
@@ -520,10 +533,14 @@ impl WardenServer {
     }
 
     /// Whether the HTTP transport's direct path may answer a stateless
-    /// call of `name`: a registered guard.
+    /// call of `name`: a registered guard that never runs as a task.
     #[cfg(feature = "http")]
     pub(crate) fn answers_directly(&self, name: &str) -> bool {
-        self.executor.registry().get(name).is_some()
+        // A guard with task support may become a task: rmcp's handler decides.
+        self.executor
+            .registry()
+            .get(name)
+            .is_some_and(|guard| guard.task_support == warden_core::TaskSupport::Forbidden)
     }
 
     /// One direct call of the guard `name` with request events around it,
@@ -539,6 +556,21 @@ impl WardenServer {
         cancel: CancellationToken,
         receipt: bool,
     ) -> CallToolResult {
+        self.guard_answer(name, arguments, origin, cancel, receipt)
+            .await
+            .0
+    }
+
+    /// [`WardenServer::guard_call`], with the error of a call that failed
+    /// (a guard task tells a tool error from a protocol one by it).
+    pub(crate) async fn guard_answer(
+        &self,
+        name: &str,
+        arguments: Value,
+        origin: Origin,
+        cancel: CancellationToken,
+        receipt: bool,
+    ) -> (CallToolResult, Option<GuardError>) {
         let events = self.executor.events();
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
@@ -562,6 +594,7 @@ impl WardenServer {
             Ok(_) => (Status::Success, None),
             Err(failure) => (failure.status, Some(failure.error.code.clone())),
         };
+        let failed = outcome.as_ref().err().map(|failure| failure.error.clone());
         if status == Status::Rejected {
             events.emit(&origin, "request_rejected", json!({"reason": error_type}));
         }
@@ -593,7 +626,10 @@ impl WardenServer {
         // its output schema, so it is never cut (see `crate::bound`).
         let mut answer = crate::bound::Answer::plain(result);
         answer.fixed_schema = guard.is_some_and(|g| !g.content_output);
-        crate::bound::bounded(&self.runtime, &origin, answer).await
+        (
+            crate::bound::bounded(&self.runtime, &origin, answer).await,
+            failed,
+        )
     }
 }
 
@@ -946,7 +982,7 @@ impl ServerHandler for WardenServer {
         let mut record = self.owned_task(&principal, &request.task_id).await?;
         let mut asked = None;
         if let Some((_, carried, _)) = crate::waiting::carried(self.runtime.records(), &record).await? {
-            asked = carried.pending.as_ref().map(crate::waiting::input_requests);
+            asked = crate::waiting::input_requests(&carried);
         } else if record.state == crate::task::store::State::Waiting {
             // Answered (or cancelled) between the two reads: read it again.
             record = self.owned_task(&principal, &request.task_id).await?;
@@ -998,9 +1034,11 @@ impl ServerHandler for WardenServer {
     /// Cancels the task in whatever state it is (see
     /// [`TaskRunner::cancel`]): a queued one ends `cancelled` and never
     /// runs; a running one (here or on another server) has its worker
-    /// killed and ends `cancelled`. An ended task is refused with an error
-    /// naming how it ended, its record unchanged; so is one that ended
-    /// between the lookup and the cancel.
+    /// killed and ends `cancelled`. An ended task keeps its record: a
+    /// 2026-07-28 request gets the same empty acknowledgement (SEP-2663:
+    /// cancelling is idempotent, -32602 is for unknown ids only), a
+    /// 2025-11-25 session an error naming how it ended (that revision's
+    /// rule); so does one that ended between the lookup and the cancel.
     async fn cancel_task(
         &self,
         request: CancelTaskParams,
@@ -1008,8 +1046,19 @@ impl ServerHandler for WardenServer {
     ) -> Result<(), ErrorData> {
         let principal = principal_of(&context);
         let record = self.owned_task(&principal, &request.task_id).await?;
+        let idempotent = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        let already_ended = |record: &crate::task::store::TaskRecord| {
+            if idempotent {
+                Ok(())
+            } else {
+                Err(crate::tasks::already_ended(record))
+            }
+        };
         if matches!(record.state, crate::task::store::State::Ended(_)) {
-            return Err(crate::tasks::already_ended(&record));
+            return already_ended(&record);
         }
         let cancelled = self
             .tasks
@@ -1019,7 +1068,7 @@ impl ServerHandler for WardenServer {
         if !cancelled {
             let now = self.owned_task(&principal, &record.id).await?;
             if matches!(now.state, crate::task::store::State::Ended(_)) {
-                return Err(crate::tasks::already_ended(&now));
+                return already_ended(&now);
             }
         }
         Ok(())
@@ -1112,7 +1161,7 @@ impl ServerHandler for WardenServer {
                     )
                     .is_ok();
                 if crate::tasks::asks_for_task(&context.meta, declared)? && can_read {
-                    return self.start_task(index, arguments, &context).await;
+                    return self.start_task(&name, Some(index), arguments, &context).await;
                 }
             }
             return Ok(self.call_builtin(builtin, arguments, &context).await.into());
@@ -1120,7 +1169,11 @@ impl ServerHandler for WardenServer {
         if self.executor.registry().get(&name).is_none() {
             return Err(self.unknown_tool(&name, &principal, &scopes));
         }
-        let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
+        let mut arguments = request.arguments.map(Value::Object);
+        if let Some(answer) = self.guard_task(&name, &mut arguments, &context).await {
+            return answer;
+        }
+        let arguments = arguments.unwrap_or(Value::Null);
         let receipt = crate::receipts::asked(&context.meta)?;
         if stateless {
             let input = (request.request_state.as_deref(), request.input_responses.as_ref());

@@ -193,7 +193,7 @@ pub(crate) fn handle(record: &TaskRecord) -> Task {
         State::Queued | State::Running => McpStatus::Working,
         State::Waiting => McpStatus::InputRequired,
         State::Ended(TaskStatus::Cancelled) => McpStatus::Cancelled,
-        State::Ended(_) if interrupted(record) => McpStatus::Failed,
+        State::Ended(_) if protocol_failure(record) => McpStatus::Failed,
         State::Ended(_) => McpStatus::Completed,
     };
     let mut task = Task::new(
@@ -211,14 +211,17 @@ pub(crate) fn handle(record: &TaskRecord) -> Task {
     task
 }
 
-/// Whether the task ended because its server went away.
-fn interrupted(record: &TaskRecord) -> bool {
-    record
+/// Whether the task ended on a failure of the server's rather than of
+/// its work (SEP-2663 `failed`): its server went away, or its worker died
+/// (a guard that panicked included). A tool error ends `completed`, its
+/// result an error.
+fn protocol_failure(record: &TaskRecord) -> bool {
+    let kind = record
         .error
         .as_ref()
         .map(ResultError::from_stored)
-        .and_then(|error| error.kind())
-        == Some(TaskErrorKind::Interrupted)
+        .and_then(|error| error.kind());
+    matches!(kind, Some(TaskErrorKind::Interrupted | TaskErrorKind::Worker))
 }
 
 /// `tasks/get`'s answer for `record`, owned by `principal`: an ended
@@ -271,6 +274,14 @@ pub(crate) fn completed(
     };
     match saved {
         Some(value) => {
+            // A guard task: the answer its plain call returns.
+            let answer = TaskResult::deserialize(&value)
+                .ok()
+                .and_then(|typed| typed.answer)
+                .and_then(|answer| serde_json::from_value::<CallToolResult>(answer).ok());
+            if let Some(answer) = answer {
+                return answer;
+            }
             let success = SavedHead::of(&value).succeeded();
             // Its files, read through the type (a result this version
             // cannot read as one gets no links or images).

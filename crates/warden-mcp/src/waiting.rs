@@ -47,8 +47,21 @@ pub(crate) async fn carried(
     Ok(Some((request, carried, since)))
 }
 
-/// The `inputRequests` of a waiting task: its one question as a form.
-pub(crate) fn input_requests(pending: &Pending) -> InputRequests {
+/// The `inputRequests` of a waiting task: a guard task's open questions,
+/// or a script's one question as a form.
+pub(crate) fn input_requests(carried: &Carried) -> Option<InputRequests> {
+    if !carried.asked.is_empty() {
+        let open = carried
+            .asked
+            .iter()
+            .filter_map(|(key, request)| Some((key.clone(), serde_json::from_value(request.clone()).ok()?)));
+        return Some(open.collect());
+    }
+    carried.pending.as_ref().map(form_request)
+}
+
+/// An approval's question as a form.
+pub(crate) fn form_request(pending: &Pending) -> InputRequests {
     let mut requests = InputRequests::new();
     if let Ok(params) =
         crate::asking::elicit_params(pending.message.clone(), pending.requested_schema.clone())
@@ -82,6 +95,9 @@ pub(crate) async fn answer(
             record.state.as_str()
         ));
     };
+    if !carried.asked.is_empty() {
+        return answer_guard(records, record, carried, since, responses).await;
+    }
     let Some(pending) = carried.pending.take() else {
         return refuse(format!(
             "task '{}' waits with no question; nothing changed",
@@ -96,13 +112,62 @@ pub(crate) async fn answer(
     let resume =
         serde_json::to_value(&carried).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
     let queued = records
-        .answer(&record.id, since, &resume)
+        .answer(&record.id, since, &resume, true)
         .await
         .map_err(crate::tasks::store_error)?;
     if !queued {
         return refuse(format!(
             "task '{}' no longer waits on '{}' (it was answered or cancelled meanwhile); nothing changed",
             record.id, pending.key
+        ));
+    }
+    Ok(())
+}
+
+/// Answers some or all of a waiting guard task's open questions: each
+/// response to an open question is checked against its kind and kept;
+/// keys of no open question are ignored (SEP-2322: a client may send more
+/// than was asked). Once none is open the task is queued to run again with
+/// every answer; until then it keeps waiting on the rest.
+async fn answer_guard(
+    records: &crate::task::records::Records,
+    record: &TaskRecord,
+    mut carried: Carried,
+    since: i64,
+    responses: &InputResponses,
+) -> Result<(), ErrorData> {
+    let mut answered = 0;
+    for (key, response) in responses {
+        let Some(request) = carried.asked.get(key) else {
+            continue;
+        };
+        crate::rounds::check_response(request, response).map_err(|why| {
+            ErrorData::invalid_params(
+                format!("inputResponses.{key}: {why}; nothing changed"),
+                Some(json!({"task_id": record.id})),
+            )
+        })?;
+        carried.asked.remove(key);
+        carried.responses.insert(key.clone(), response.clone());
+        answered += 1;
+    }
+    if answered == 0 {
+        return Ok(());
+    }
+    let queue = carried.asked.is_empty();
+    let resume =
+        serde_json::to_value(&carried).map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    let taken = records
+        .answer(&record.id, since, &resume, queue)
+        .await
+        .map_err(crate::tasks::store_error)?;
+    if !taken {
+        return Err(ErrorData::invalid_params(
+            format!(
+                "task '{}' changed while you answered (answered, cancelled or resumed meanwhile); read it with tasks/get and answer again",
+                record.id
+            ),
+            Some(json!({"task_id": record.id})),
         ));
     }
     Ok(())

@@ -29,6 +29,7 @@ pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, t
 pub(crate) use warden_script as script;
 
 pub mod batch;
+mod claimed_call;
 pub mod contract;
 mod kept;
 pub mod records;

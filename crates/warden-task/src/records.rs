@@ -290,10 +290,20 @@ impl Records {
         self.open().await?.waiting(id).await
     }
 
-    /// Queues a waiting task again with its answered `resume`, if it
-    /// still waits since `since_ms`.
-    pub async fn answer(&self, id: &str, since_ms: i64, resume: &Value) -> Result<bool, StoreError> {
-        self.open().await?.answer(id, since_ms, resume, now_ms()).await
+    /// Answers a waiting task with its answered `resume`, if it still
+    /// waits since `since_ms`: queued again when `queue`, else (a partial
+    /// answer) still waiting (see [`crate::store::TaskStore::answer`]).
+    pub async fn answer(
+        &self,
+        id: &str,
+        since_ms: i64,
+        resume: &Value,
+        queue: bool,
+    ) -> Result<bool, StoreError> {
+        self.open()
+            .await?
+            .answer(id, since_ms, resume, now_ms(), queue)
+            .await
     }
 
     /// Ends a queued task `cancelled` before any server took it, or one

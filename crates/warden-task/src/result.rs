@@ -102,6 +102,12 @@ pub struct TaskResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub receipt: Option<crate::task_receipt::TaskReceipt>,
 
+    /// A guard call run as an MCP task: the answer a plain call returns
+    /// (MCP's `CallToolResult`, as the protocol layer wrote it), which
+    /// `tasks/get` inlines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer: Option<Value>,
+
     /// A batch run as a task: its calls and counts.
     #[serde(flatten, default, skip_serializing_if = "Option::is_none")]
     pub batch: Option<BatchCounts>,
@@ -252,6 +258,7 @@ impl TaskResult {
             missing: None,
             usage: None,
             receipt: None,
+            answer: None,
             batch: None,
         }
     }

@@ -13,6 +13,7 @@
 mod asking;
 mod fixtures;
 mod rounds;
+mod tasks;
 
 use std::time::Duration;
 
@@ -135,5 +136,5 @@ fn main() -> std::process::ExitCode {
         .guard(guard(test_tool_with_logging).in_process())
         .guard(guard(test_logging_tool).in_process())
         .guard(guard(test_tool_with_progress).isolated());
-    fixtures::resources_and_prompts(rounds::register(asking::register(app))).run()
+    fixtures::resources_and_prompts(tasks::register(rounds::register(asking::register(app)))).run()
 }

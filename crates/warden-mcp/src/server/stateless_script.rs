@@ -252,7 +252,7 @@ impl WardenServer {
         let state = waiting
             .seal(binding, self.executor.limits().input_state_ttl)
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
-        let requests = crate::waiting::input_requests(pending);
+        let requests = crate::waiting::form_request(pending);
         Ok(InputRequiredResult::new(Some(requests), Some(state)).into())
     }
 }

@@ -180,23 +180,40 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
     if kept["tool"] != "run_script" || kept["resume"]["pending"]["key"] != "call-1" || since != 20 {
         return Err(format!("the waiting request: {kept} since {since}"));
     }
+    // A partial answer keeps it waiting, from a new time on.
+    let partial = json!({"responses": {"a": {"action": "accept"}}, "asked": {"b": {}}});
+    if !store
+        .answer("task_w1", since, &partial, 25, false)
+        .await
+        .map_err(fail("partial answer"))?
+    {
+        return Err("the partial answer was not taken".into());
+    }
+    let (kept, since) = store
+        .waiting("task_w1")
+        .await
+        .map_err(fail("waiting after a partial answer"))?
+        .ok_or("a partial answer ended the wait")?;
+    if since != 25 || kept["resume"]["asked"]["b"] != json!({}) {
+        return Err(format!("after a partial answer: {kept} since {since}"));
+    }
     let answered = json!({"journal": [], "answers": [{"key": "call-1"}]});
     if store
-        .answer("task_w1", since + 1, &answered, 30)
+        .answer("task_w1", 20, &answered, 30, true)
         .await
         .map_err(fail("stale answer"))?
     {
         return Err("an answer to a question asked at another time was taken".into());
     }
     if !store
-        .answer("task_w1", since, &answered, 30)
+        .answer("task_w1", since, &answered, 30, true)
         .await
         .map_err(fail("answer"))?
     {
         return Err("the answer was not taken".into());
     }
     if store
-        .answer("task_w1", since, &answered, 31)
+        .answer("task_w1", since, &answered, 31, true)
         .await
         .map_err(fail("second answer"))?
     {

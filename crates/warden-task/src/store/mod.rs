@@ -329,10 +329,20 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     /// (its `updated_ms`); `None` unless it waits.
     async fn waiting(&self, id: &str) -> Result<Option<(Value, i64)>, StoreError>;
 
-    /// Answers a waiting task: it is queued again with `resume` under its
-    /// request's `resume` key, provided it still waits since `since_ms` (so
-    /// of two answers to one question, the first wins); `false` otherwise.
-    async fn answer(&self, id: &str, since_ms: i64, resume: &Value, at_ms: i64) -> Result<bool, StoreError>;
+    /// Answers a waiting task, provided it still waits since `since_ms`
+    /// (so of two answers to one question, the first wins); `false`
+    /// otherwise. `resume` goes under its request's `resume` key; with
+    /// `queue` the task is queued again, without it (a partial answer:
+    /// other questions stay open) it keeps waiting, its `updated_ms` now
+    /// `at_ms`.
+    async fn answer(
+        &self,
+        id: &str,
+        since_ms: i64,
+        resume: &Value,
+        at_ms: i64,
+        queue: bool,
+    ) -> Result<bool, StoreError>;
 
     /// Every running record (to find those whose server died).
     async fn running(&self) -> Result<Vec<TaskRecord>, StoreError>;

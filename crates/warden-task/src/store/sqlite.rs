@@ -640,17 +640,26 @@ impl TaskStore for SqliteStore {
         }))
     }
 
-    async fn answer(&self, id: &str, since_ms: i64, resume: &Value, at_ms: i64) -> Result<bool, StoreError> {
+    async fn answer(
+        &self,
+        id: &str,
+        since_ms: i64,
+        resume: &Value,
+        at_ms: i64,
+        queue: bool,
+    ) -> Result<bool, StoreError> {
         let (id, request) = (id.to_owned(), resume.to_string());
         self.pool
             .run(move |c| {
                 let done = c
                     .prepare_cached(
-                        "UPDATE tasks SET state = 'queued', request = json_set(COALESCE(request, '{}'), '$.resume', json(?)), \
-                         status_message = 'answered; queued to resume', updated_ms = ? \
+                        "UPDATE tasks SET state = CASE WHEN ? THEN 'queued' ELSE 'input_required' END, \
+                         request = json_set(COALESCE(request, '{}'), '$.resume', json(?)), \
+                         status_message = CASE WHEN ? THEN 'answered; queued to resume' ELSE status_message END, \
+                         updated_ms = ? \
                          WHERE id = ? AND state = 'input_required' AND updated_ms = ?",
                     )?
-                    .execute(params![request, at_ms, id, since_ms])?;
+                    .execute(params![queue, request, queue, at_ms, id, since_ms])?;
                 Ok(done == 1)
             })
             .await
