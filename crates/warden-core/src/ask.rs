@@ -78,6 +78,10 @@ pub enum Question {
     /// client in one `input_required` answer; elsewhere they are asked one
     /// after another. The answer is an array of their answers, in order.
     All(Vec<Question>),
+    /// Not a question: the point where the call becomes an MCP task
+    /// ([`detach`]). Answered `null` wherever the call already is one, or
+    /// never will be.
+    Detach,
 }
 
 impl Question {
@@ -208,6 +212,22 @@ pub fn all(questions: Vec<Question>) -> Result<Vec<Value>, GuardError> {
 /// its result (`role`, `content`, `model`, `stopReason`).
 pub fn sample(params: Value) -> Result<Value, GuardError> {
     ask(Question::Sample { params })
+}
+
+/// Marks where a call of a guard registered with `Guard::task_support`
+/// and `Guard::asks_before_task` becomes an MCP task: its questions before
+/// this point are asked in the request itself (multi-round-trip input on a
+/// stateless request), and here the request is answered with the task's
+/// handle; the task then runs the guard again from the start, every
+/// question answered from the request's rounds, and this returns `Ok`.
+/// The guard must return the error this gives in the request (`?`), as
+/// it returns `input_required`. Anywhere else (a plain call, the task
+/// itself, a guard without task support) it returns `Ok` at once.
+pub fn detach() -> Result<(), GuardError> {
+    match ASKER.with(|a| a.borrow().clone()) {
+        Some((asker, deadline)) => asker(Question::Detach, deadline).map(drop),
+        None => Ok(()),
+    }
 }
 
 fn ask(question: Question) -> Result<Value, GuardError> {

@@ -174,6 +174,12 @@ pub mod codes {
     /// with the answer (multi-round-trip input, SEP-2322).
     pub const INPUT_REQUIRED: &str = "input_required";
 
+    /// A guard registered to ask before its task (`Guard::asks_before_task`)
+    /// reached `warden::ask::detach` in the request: the guard should
+    /// return this error as it is (`?`); the call is answered with the
+    /// task's handle and the task runs the guard again.
+    pub const DETACHING: &str = "detaching";
+
     /// The codes of a request refused before anything ran (status
     /// `rejected`, a `request_rejected` event whose `reason` is the code).
     pub const REFUSALS: &[&str] = &[SERVER_BUSY, PRINCIPAL_BUSY, RATE_LIMITED];

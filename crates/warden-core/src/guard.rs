@@ -238,6 +238,9 @@ pub struct Guard {
     /// Whether a call may (or must) run as an MCP task
     /// ([`Guard::task_support`]).
     pub task_support: TaskSupport,
+    /// Its questions before `warden::ask::detach` are asked in the request
+    /// ([`Guard::asks_before_task`]).
+    pub asks_before_task: bool,
     pub run: ErasedFn,
     pub run_inline: ScriptFn,
 }
@@ -370,6 +373,7 @@ where
         content_output: TypeId::of::<O>() == TypeId::of::<Vec<crate::Content>>(),
         hidden_from_model: false,
         task_support: TaskSupport::Forbidden,
+        asks_before_task: false,
         version: None,
         run,
         run_inline,
@@ -464,6 +468,19 @@ impl Guard {
     /// (-32021) instead of running the call while they wait.
     pub fn task_support(mut self, support: TaskSupport) -> Self {
         self.task_support = support;
+        self
+    }
+
+    /// For a guard with task support that gathers input, then works long:
+    /// on a stateless (2026-07-28) request its call runs in the request
+    /// until it reaches `warden::ask::detach`, its questions asked through
+    /// multi-round-trip input as for a plain call; the request that
+    /// reaches `detach` is answered with the task's handle, and the task
+    /// runs the guard again with those answers (SEP-2663's multi-round-trip
+    /// to task composition). Elsewhere the task starts before the guard
+    /// runs and its questions wait in the task.
+    pub fn asks_before_task(mut self) -> Self {
+        self.asks_before_task = true;
         self
     }
 

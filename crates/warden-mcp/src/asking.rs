@@ -86,6 +86,7 @@ pub(crate) fn answerable(
         // A session's client answers roots/list without a capability of
         // its own to declare; a stateless request checks `roots` itself.
         Question::ListRoots => (true, "roots"),
+        Question::Detach => return Ok(()),
         Question::Keyed { question, .. } => return answerable(question, (elicit, url), sample, where_),
         Question::All(questions) => {
             for question in questions {
@@ -184,6 +185,8 @@ async fn send(peer: &Peer<RoleServer>, question: Question) -> Result<Value, Guar
             let result = peer.list_roots().await.map_err(refused)?;
             serde_json::to_value(result).map_err(|e| GuardError::failed(e.to_string()))
         }
+        // A session's call is a task already, or never one.
+        Question::Detach => Ok(Value::Null),
         // On a session the key is not used, and questions go one by one.
         Question::Keyed { question, .. } => Box::pin(send(peer, *question)).await,
         Question::All(questions) => {

@@ -159,6 +159,12 @@ pub(crate) struct Round {
 struct Progress {
     /// Questions the guard asked in this run.
     next: usize,
+    /// The request runs a guard up to where its task starts
+    /// (`warden::ask::detach`); elsewhere detaching is a no-op.
+    detaching: bool,
+    /// The guard reached `warden::ask::detach` with every question so far
+    /// answered: its task starts.
+    detached: bool,
     /// The capability of a question the client did not declare (the
     /// first such): if the guard then fails, the call needed it.
     missing: Option<&'static str>,
@@ -232,6 +238,35 @@ impl Round {
             given: responses.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
             progress: Mutex::default(),
         })
+    }
+
+    /// This request's round runs the guard up to where its task starts
+    /// (see [`Round::detached`]).
+    pub fn detaching(&self) {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner()).detaching = true;
+    }
+
+    /// Whether the guard reached `warden::ask::detach` with nothing left
+    /// to ask: its call becomes a task.
+    pub fn detached(&self) -> bool {
+        let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        progress.detached && progress.pending.is_empty()
+    }
+
+    /// Every answer this round holds, by question key: a task started
+    /// from it answers the same questions with them.
+    pub fn answers_by_key(&self) -> serde_json::Map<String, Value> {
+        let mut answers: serde_json::Map<String, Value> =
+            self.given.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        for (index, (asked, answer)) in self.asked.iter().zip(&self.answers).enumerate() {
+            let key = if asked.key.is_empty() {
+                question_key(index + 1)
+            } else {
+                asked.key.clone()
+            };
+            answers.insert(key, answer.clone());
+        }
+        answers
     }
 
     /// The questions asked without an answer, by key, taken (a guard
@@ -318,6 +353,16 @@ impl Round {
             // The guard went on past an unanswered question: it waits too.
             return Err(input_required());
         }
+        if question == Question::Detach {
+            if !progress.detaching {
+                return Ok(Value::Null);
+            }
+            progress.detached = true;
+            return Err(GuardError::new(
+                codes::DETACHING,
+                "the call continues as an MCP task: return this error as it is",
+            ));
+        }
         let Question::All(questions) = question else {
             return self.ask_one(&mut progress, question);
         };
@@ -351,7 +396,7 @@ impl Round {
             Question::Url { .. } => ("elicitation", self.can.url),
             Question::Sample { .. } => ("sampling", self.can.sample),
             Question::ListRoots => ("roots", self.can.roots),
-            Question::Keyed { .. } | Question::All(_) => ("", true),
+            Question::Keyed { .. } | Question::All(_) | Question::Detach => ("", true),
         };
         if !declared {
             progress.missing.get_or_insert(capability);
@@ -566,10 +611,10 @@ fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequ
                 elicitation_id,
             ))),
         ),
-        Question::Keyed { .. } | Question::All(_) => {
+        Question::Keyed { .. } | Question::All(_) | Question::Detach => {
             return Err(GuardError::new(
                 codes::CANNOT_ASK,
-                "a keyed question holds one question, and questions asked at once are not nested: ask them flat",
+                "a keyed question holds one question, questions asked at once are not nested, and detach is asked alone: ask them flat",
             ));
         }
         Question::Elicit {

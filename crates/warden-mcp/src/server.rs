@@ -181,11 +181,14 @@ impl WardenServer {
     /// at its task limit or a full queue is answered now with its error.
     /// `tool` is a built-in that runs as a task (`index` given, its
     /// arguments checked now) or a guard with task support.
+    /// `resume`: what the task starts with (a guard task's answers
+    /// gathered in the request).
     pub(crate) async fn start_task(
         &self,
         tool: &str,
         index: Option<usize>,
         arguments: Value,
+        resume: Option<warden_core::approval::Carried>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let requested = crate::tasks::requested_ttl(&context.meta)?;
@@ -208,7 +211,7 @@ impl WardenServer {
             arguments,
             traceparent: crate::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
-            resume: None,
+            resume,
         }
         .to_stored();
         let limits = self.executor.limits();
@@ -1161,7 +1164,9 @@ impl ServerHandler for WardenServer {
                     )
                     .is_ok();
                 if crate::tasks::asks_for_task(&context.meta, declared)? && can_read {
-                    return self.start_task(&name, Some(index), arguments, &context).await;
+                    return self
+                        .start_task(&name, Some(index), arguments, None, &context)
+                        .await;
                 }
             }
             return Ok(self.call_builtin(builtin, arguments, &context).await.into());
@@ -1170,7 +1175,8 @@ impl ServerHandler for WardenServer {
             return Err(self.unknown_tool(&name, &principal, &scopes));
         }
         let mut arguments = request.arguments.map(Value::Object);
-        if let Some(answer) = self.guard_task(&name, &mut arguments, &context).await {
+        let input = (request.request_state.as_deref(), request.input_responses.as_ref());
+        if let Some(answer) = self.guard_task(&name, &mut arguments, input, &context).await {
             return answer;
         }
         let arguments = arguments.unwrap_or(Value::Null);

@@ -98,6 +98,21 @@ fn multi_input(_: NoInput) -> Result<Vec<Content>, GuardError> {
     ))])
 }
 
+/// Asks the person's name (key `user_name`) in the request, then goes on
+/// as a task (`ask::detach`) that greets them.
+fn test_tool_with_task(_: NoInput) -> Result<Vec<Content>, GuardError> {
+    let name_form =
+        json!({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]});
+    let answer = ask::elicit_as("user_name", "What is your name?", name_form)?;
+    ask::detach()?;
+    let name = answer
+        .content
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    Ok(vec![Content::text(format!("Hello, {name}, from a task!"))])
+}
+
 pub fn register(app: App) -> App {
     app.guard(guard(greet).pure())
         .guard(
@@ -116,6 +131,12 @@ pub fn register(app: App) -> App {
             guard(confirm_delete)
                 .in_process()
                 .task_support(TaskSupport::Optional),
+        )
+        .guard(
+            guard(test_tool_with_task)
+                .in_process()
+                .task_support(TaskSupport::Required)
+                .asks_before_task(),
         )
         .guard(
             guard(multi_input)

@@ -43,7 +43,10 @@ impl StdioServer {
             .env("WARDEN_ARTIFACTS_DIR", artifacts)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            // A server that dies says why in the test's output (a panic
+            // prints whatever the log level); its warnings stay quiet.
+            .stderr(Stdio::inherit())
+            .env("RUST_LOG", "error")
             .kill_on_drop(false);
         for (key, value) in env {
             command.env(key, value);

@@ -60,13 +60,16 @@ const PROTOCOL_FAILURES: &[&str] = &[
 impl WardenServer {
     /// The answer to a call of guard `name` when it runs as a task: `None`
     /// when it is a plain call (see the module docs).
+    /// `input`: the request's `requestState` and `inputResponses`.
     pub(super) async fn guard_task(
         &self,
         name: &str,
         arguments: &mut Option<Value>,
+        input: (Option<&str>, Option<&rmcp::model::InputResponses>),
         context: &RequestContext<RoleServer>,
     ) -> Option<Result<CallToolResponse, ErrorData>> {
-        let support = self.executor.registry().get(name)?.task_support;
+        let guard = self.executor.registry().get(name)?;
+        let (support, asks_first) = (guard.task_support, guard.asks_before_task);
         if support == TaskSupport::Forbidden {
             return None;
         }
@@ -102,7 +105,61 @@ impl WardenServer {
             });
         }
         let arguments = arguments.take().unwrap_or(Value::Null);
-        Some(self.start_task(name, None, arguments, context).await)
+        let stateless = context
+            .meta
+            .protocol_version()
+            .is_some_and(|v| !v.has_initialize());
+        if asks_first && stateless {
+            return Some(self.ask_before_task(name, arguments, input, context).await);
+        }
+        Some(self.start_task(name, None, arguments, None, context).await)
+    }
+
+    /// A stateless call of a guard that asks before its task
+    /// (`Guard::asks_before_task`): runs it in the request with this
+    /// round's answers. Reaching `warden::ask::detach` with nothing left
+    /// to ask starts the task with those answers; a question without an
+    /// answer is asked (multi-round-trip input); a guard that ends without
+    /// detaching answers as a plain call.
+    async fn ask_before_task(
+        &self,
+        name: &str,
+        arguments: Value,
+        input: (Option<&str>, Option<&rmcp::model::InputResponses>),
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let binding = crate::rounds::Binding::new(&super::principal_of(context), name, &arguments);
+        let can = crate::rounds::CanAnswer::of(&context.meta);
+        let round = crate::rounds::Round::begin(binding, can, input.0, input.1)?;
+        round.detaching();
+        let origin = super::request_origin("direct", name, context);
+        let request_id = origin.request_id.clone();
+        let call = self.guard_call(name, arguments.clone(), origin, context.ct.clone(), false);
+        let result = crate::ask::scope(round.asker(), call).await;
+        if round.detached() {
+            let resume = warden_core::approval::Carried {
+                responses: round.answers_by_key(),
+                ..Default::default()
+            };
+            return self
+                .start_task(name, None, arguments, Some(resume), context)
+                .await;
+        }
+        if let Some(error) = round.missing_capability(&result) {
+            return Err(error);
+        }
+        Ok(round
+            .finish(result, self.executor.limits().input_state_ttl)
+            .unwrap_or_else(|error| {
+                super::result_of(
+                    Err(crate::executor::Failure::new(
+                        crate::executor::Status::Failed,
+                        error,
+                    )),
+                    &request_id,
+                )
+                .into()
+            }))
     }
 
     /// Runs claimed guard task `record` (see the module docs), holding
