@@ -3,17 +3,20 @@
 //!
 //! A client that declares the extension and asks for a task when it calls
 //! one of the tools that run as tasks (`run_script`, `run_coding_task`,
-//! `run_batch`) is answered at once with a task handle whose id is the Warden task id; the work
+//! `run_batch`, and guards with task support: see `server/guard_task.rs`)
+//! is answered at once with a task handle whose id is the Warden task id; the work
 //! goes on detached from the request (and from the client's connection)
 //! and its record in the task store says how it stands. `tasks/get` reads
 //! that record: `working` with the latest progress note, then `completed`
 //! with the very result a plain call would have returned (a task that
 //! failed is a completed call with `isError`), `cancelled`, or `failed`
-//! when its server died under it (`interrupted`). `tasks/cancel` is defined
+//! when the failure was the server's: it died under the task
+//! (`interrupted`) or the task's worker died. `tasks/cancel` is defined
 //! for every state: a queued task never runs and ends `cancelled`; a
 //! running one (or one waiting for its principal's share of the task
 //! slots) is stopped, its worker killed, and ends `cancelled`; an ended
-//! one is refused with an error naming its status, the record unchanged.
+//! one keeps its record (acknowledged on 2026-07-28, refused naming its
+//! status on a 2025-11-25 session).
 //! Another principal's task id is unknown, exactly like an id that never
 //! existed.
 //!

@@ -14,6 +14,12 @@
 //! key, one that is not a form's answer, or one for a task that does not
 //! wait is refused (-32602) and changes nothing; of two answers to the
 //! same question the first wins.
+//!
+//! A guard task (`server/guard_task.rs`) waits with every question its
+//! guard asked (`Carried::asked`) and is answered in part or whole: each
+//! answer to an open question moves into `Carried::responses`, keys of no
+//! open question are ignored (as on a stateless retry), and the task is
+//! queued again once none is open.
 
 use rmcp::ErrorData;
 use rmcp::model::{ElicitRequest, InputRequest, InputRequests, InputResponses};
