@@ -357,7 +357,11 @@ async fn the_prompt_states_budgets_defaults_conditions_outputs_and_the_task_type
     )])
     .await;
     let server = server_for(&model, &[]).await;
-    let result = task(&server, "forecast the weather", 60).await;
+    // The request names the guards whose signatures are checked below: the prompt shows
+    // those the request's words match first (the others may be in the index only).
+    let request = "forecast the weather, not a deflated sharpe check, an SPA bootstrap, a cost curve \
+                   grid, a downside performance review or a rate convention";
+    let result = task(&server, request, 60).await;
     // The rule the prompt states is the rule applied.
     assert_eq!(result["status"], "failed", "{result}");
     assert_eq!(result["task_type"], "unsupported");
@@ -385,7 +389,17 @@ async fn the_prompt_states_budgets_defaults_conditions_outputs_and_the_task_type
         assert!(system.contains(expected), "missing {expected:?} in:\n{system}");
     }
     assert!(!system.contains("evidence: any"), "untyped evidence left");
-    assert!(system.len() < 20_000, "prompt grew to {} bytes", system.len());
+    // AGENT_MAX_PROMPT_BYTES; every guard the model may call is in the index.
+    assert!(system.len() <= 12_000, "prompt grew to {} bytes", system.len());
+    for name in [
+        "price_option_t",
+        "implied_volatility",
+        "get_quote",
+        "check_brinson",
+    ] {
+        assert!(system.contains(name), "{name} is not in the index");
+    }
+    assert!(system.contains("search_guards(\"a few words\")"), "{system}");
 }
 
 #[tokio::test]
@@ -708,4 +722,64 @@ final_answer(#{task_type: "analysis", summary: `made ${made} inline calls`, metr
         json!({"timeout_ms": 60_000, "door_calls": 100, "inline_calls": 4}),
         "{replay}"
     );
+}
+
+#[tokio::test]
+async fn a_guard_left_out_of_the_prompt_is_found_by_searching() {
+    // The request fills the prompt with other guards; the model finds implied_volatility with
+    // search_guards (ranked first, with its signature), then calls it.
+    let model = FakeModel::start(vec![
+        code("let hits = search_guards(\"implied volatility\");\nprint(hits[0].signature);\nhits.map(|h| h.name)"),
+        code(
+            "let iv = implied_volatility(#{option_type: \"call\", price: 10.45, spot: 100.0, strike: 100.0, time_to_expiry: 1.0, rate: 0.05});\nfinal_answer(#{task_type: \"analysis\", summary: `iv ${fmt_pct(iv.volatility, 1)}`, metrics: #{iv: iv.volatility}})",
+        ),
+    ])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let request = "review the deflated sharpe, the SPA test, the cost curve, brinson attribution, \
+                   survivorship, the point-in-time universe and the performance of my backtest";
+    let result = task(&server, request, 60).await;
+    let system = system_prompt_seen(&model);
+    assert!(system.contains("implied_volatility"), "not in the index");
+    assert!(
+        !system.contains("- implied_volatility(#{"),
+        "the test needs a prompt without its signature"
+    );
+    let first = model.requests()[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(first.contains("printed:\nimplied_volatility(#{"), "{first}");
+    assert!(first.contains("value: [\"implied_volatility\""), "{first}");
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["summary"], "iv 20.0%", "{result}");
+}
+
+#[tokio::test]
+async fn a_second_code_block_in_one_reply_is_reported_not_dropped() {
+    // Two blocks in one reply: the first runs, and the next observation says the second did not.
+    let model = FakeModel::start(vec![
+        Reply::Content(
+            "Step one:\n```rhai\nlet x = 41;\nx\n```\nand then:\n```rhai\nfinal_answer(#{task_type: \"no_action\", summary: \"never run\"})\n```".into(),
+        ),
+        code("final_answer(#{task_type: \"no_action\", summary: `x is ${x}`})"),
+    ])
+    .await;
+    let server = server_for(&model, &[]).await;
+    let result = task(&server, "count", 60).await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(result["summary"], "x is 41", "{result}");
+    let observed = model.requests()[1]["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        observed.starts_with("Note: your reply had 2 code blocks; only the first ran"),
+        "{observed}"
+    );
+    assert!(observed.contains("value: 41"), "{observed}");
 }

@@ -108,6 +108,41 @@ async fn list_guards_shows_category_summary_slots_and_the_script_only_function()
 }
 
 #[tokio::test]
+async fn search_guards_ranks_by_meaning_and_bounds_its_answer() {
+    // "implied volatility" finds implied_volatility first, with its signature and one sentence;
+    // the limit is 1 to 25 and a query of stop words alone is refused naming the field.
+    let server = Server::start(FINANCE).await;
+    let found = ok(&server, "search_guards", json!({"query": "implied volatility"})).await;
+    let hits = found["hits"].as_array().expect("hits");
+    assert_eq!(hits[0]["name"], "implied_volatility", "{found}");
+    let signature = hits[0]["signature"].as_str().unwrap_or_default();
+    assert!(signature.starts_with("implied_volatility(#{"), "{signature}");
+    assert!(signature.contains("price: number"), "{signature}");
+    assert!(
+        !hits[0]["doc"].as_str().unwrap_or_default().contains('\n'),
+        "{found}"
+    );
+    let costs = ok(
+        &server,
+        "search_guards",
+        json!({"query": "transaction costs", "limit": 1}),
+    )
+    .await;
+    assert_eq!(costs["hits"][0]["name"], "check_cost_curve", "{costs}");
+    assert_eq!(costs["hits"].as_array().map(Vec::len), Some(1));
+    for bad in [
+        json!({"query": "the of"}),
+        json!({"query": "vol", "limit": 26}),
+        json!({"query": "vol", "limit": 0}),
+    ] {
+        let answer = server.call("search_guards", bad.clone()).await;
+        assert!(is_error(&answer), "{bad}");
+        let text = structured(&answer).to_string();
+        assert!(text.contains("query") || text.contains("limit"), "{text}");
+    }
+}
+
+#[tokio::test]
 async fn describe_guard_gives_schemas_conventions_mode_and_timeout() {
     // One guard's full picture; an unknown name is an error listing the known ones.
     let server = Server::start(FINANCE).await;

@@ -97,6 +97,12 @@ async fn a_denied_guard_is_as_unknown_as_one_that_does_not_exist_on_every_path()
         "{listed}"
     );
     names_nothing_hidden(&listed.to_string(), None, &path, "list_guards");
+    // search_guards: a denied guard is never found, even by its own name.
+    for query in ["implied volatility", "price option"] {
+        let found = structured(&server.call("search_guards", json!({"query": query})).await);
+        assert!(found["hits"].is_array(), "{found}");
+        names_nothing_hidden(&found.to_string(), None, &path, "search_guards");
+    }
     for arguments in [
         json!({}),
         json!({"slots": ["returns", "turnover", "spot", "strike"]}),

@@ -90,6 +90,31 @@ async fn a_scenario_script_writes_a_csv_that_read_artifact_returns() {
 }
 
 #[tokio::test]
+async fn fmt_and_search_guards_are_script_functions() {
+    // Numbers for people, and guards found by meaning, inside a script.
+    let server = Server::start(FINANCE).await;
+    let result = run(
+        &server,
+        r#"[fmt(55.00000000000001, 2), fmt_pct(0.55, 1), search_guards("implied volatility", 1)[0].name]"#,
+        10,
+    )
+    .await;
+    assert_eq!(result["status"], "success", "{result}");
+    assert_eq!(
+        result["value"],
+        json!(["55.00", "55.0%", "implied_volatility"]),
+        "{result}"
+    );
+    let bad = run(
+        &server,
+        r#"let r = ""; try { fmt(1.0, 40) } catch (e) { r = e.code; } r"#,
+        10,
+    )
+    .await;
+    assert_eq!(bad["value"], "invalid_input", "{bad}");
+}
+
+#[tokio::test]
 async fn guard_errors_are_catchable_with_their_code() {
     // catch (e) sees e.code and e.message of a guard error.
     let server = Server::start(FINANCE).await;

@@ -1,15 +1,31 @@
 //! Pulling the Rhai code out of a model reply.
 
-/// The first fenced code block (```rhai, ```rust, ```js or bare ```), or
-/// `None` when the reply has no block.
-pub fn code_block(reply: &str) -> Option<String> {
-    let start = reply.find("```")?;
-    let after_fence = &reply[start + 3..];
-    let body_start = after_fence.find('\n')? + 1;
-    let body = &after_fence[body_start..];
-    let end = body.find("```")?;
-    let code = body[..end].trim();
-    (!code.is_empty()).then(|| code.to_string())
+/// Fence languages taken as code (a bare fence too); a block fenced as
+/// anything else (```text, ```json: output the model quotes) is prose.
+const CODE_LANGUAGES: &[&str] = &["rhai", "rust", "rs", "js", "javascript"];
+
+/// The fenced code blocks of a reply (```rhai, ```rust, ```js or bare
+/// ```), in order; an unterminated block is none.
+pub fn code_blocks(reply: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut rest = reply;
+    while let Some(start) = rest.find("```") {
+        let after_fence = &rest[start + 3..];
+        let Some(line_end) = after_fence.find('\n') else {
+            break;
+        };
+        let language = after_fence[..line_end].trim().to_ascii_lowercase();
+        let body = &after_fence[line_end + 1..];
+        let Some(end) = body.find("```") else {
+            break;
+        };
+        let code = body[..end].trim();
+        if (language.is_empty() || CODE_LANGUAGES.contains(&language.as_str())) && !code.is_empty() {
+            blocks.push(code.to_string());
+        }
+        rest = &body[end + 3..];
+    }
+    blocks
 }
 
 #[cfg(test)]
@@ -17,14 +33,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn takes_the_first_fenced_block_with_or_without_a_language() {
-        // Prose around the block is ignored; an unterminated block is no block.
+    fn takes_every_code_block_in_order_and_skips_quoted_output() {
+        // Prose around the blocks is ignored; an unterminated block is no block.
         assert_eq!(
-            code_block("Plan:\n```rhai\nlet x = 1;\n```\nmore").as_deref(),
-            Some("let x = 1;")
+            code_blocks("Plan:\n```rhai\nlet x = 1;\n```\nmore"),
+            ["let x = 1;"]
         );
-        assert_eq!(code_block("```\nx\n```").as_deref(), Some("x"));
-        assert_eq!(code_block("no code here"), None);
-        assert_eq!(code_block("```rhai\nunterminated"), None);
+        assert_eq!(code_blocks("```\nx\n```"), ["x"]);
+        assert!(code_blocks("no code here").is_empty());
+        assert!(code_blocks("```rhai\nunterminated").is_empty());
+        assert_eq!(
+            code_blocks("```rhai\na\n```\nthen\n```text\nout\n```\n```rhai\nb\n```"),
+            ["a", "b"]
+        );
     }
 }

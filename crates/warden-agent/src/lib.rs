@@ -4,7 +4,7 @@
 //! [`run`] drives the loop; [`model`] talks to an OpenAI-compatible
 //! endpoint configured by [`config`] (optionally from a `.env` file);
 //! [`prompt`] builds the system prompt from the registry, rendering each
-//! guard with [`signature`]; [`extract`] finds
+//! guard with `warden_core::signature`; [`extract`] finds
 //! the code in a reply. The model client runs in the server, never in the
 //! sandbox.
 
@@ -19,4 +19,3 @@ pub mod extract;
 pub mod model;
 pub mod prompt;
 pub mod run;
-pub mod signature;

@@ -8,14 +8,14 @@
 
 use serde_json::json;
 
-use super::signature::{Renderer, shared_types};
 use crate::guard::Mode;
 use crate::limits::{
-    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
-    AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
+    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_PROMPT_BYTES,
+    AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
 };
 use crate::registry::Registry;
 use crate::task::contract::{self, TASK_TYPES};
+use warden_core::signature::{Renderer, shared_types};
 
 const RULES: &str = r#"You are a careful quantitative analyst. You answer by writing Rhai scripts that call the
 functions below, which run in a sandbox. Reply with exactly ONE fenced code block per message:
@@ -47,6 +47,9 @@ Rules:
   report(#{title: "...", answer: #{summary, metrics, assumptions}, sections: [#{heading, text},
     #{heading, table: rows, columns?: ["a"]}, #{heading, chart}]})  // writes report.html, returns its path
 - Math prelude (exact to ~1e-15, no budget): erf(x) erfc(x) norm_pdf(x) norm_cdf(x) norm_inv(p).
+- Numbers for people: fmt(x, digits) -> "55.00", fmt_pct(x, digits) -> "55.0%" (x = 0.55). Use them
+  in summaries and printed text, never raw floats like 55.00000000000001.
+- for x in arr { x.k = ... } changes a COPY of each item: write for i in 0..arr.len() { arr[i].k = ... }.
 - There is no file system, network, eval or import.
 "#;
 
@@ -188,8 +191,10 @@ pub const RESERVED_WORDS: &[&str] = &[
     "yield",
 ];
 
-/// The whole system prompt for `registry`; `inline_calls` is the inline
-/// budget the task enforces.
+/// The whole system prompt for `registry`, within
+/// [`AGENT_MAX_PROMPT_BYTES`]; `inline_calls` is the inline budget the
+/// task enforces, `request` the task's own prompt (its words choose which
+/// guards are shown with their full signatures: see the limit's docs).
 /// `denied` are the guards the caller's policy refuses: left out, so the
 /// model never plans with a function it cannot call.
 pub fn system_prompt(
@@ -197,29 +202,92 @@ pub fn system_prompt(
     denied: &std::collections::BTreeMap<String, String>,
     inline_calls: u64,
     timeout: std::time::Duration,
+    request: &str,
 ) -> String {
     let mut text = RULES.replace("{MAP_ITEMS}", &MAX_MAP_CALL_ITEMS.to_string());
     text.push_str(&format!("- {}\n", builtins_line()));
     text.push_str(&format!("- {}\n", reserved_line()));
     text.push_str(&format!("- {}\n", answer_rule()));
     text.push_str(&format!("- {}\n", budget_line(inline_calls, timeout)));
-    let offered = || {
-        registry
-            .for_model()
-            .filter(|g| !denied.contains_key(g.tool_name()))
-    };
-    let mut renderer = Renderer::new(shared_types(offered()));
-    let mut functions = String::new();
-    for guard in offered() {
-        let mut described = renderer.describe(guard);
-        if guard.mode() == Mode::Pure
-            && let Some(end) = described.find('\n')
-        {
-            described.insert_str(end, " [inline]");
-        }
-        functions.push_str(&described);
-        functions.push('\n');
+    let offered: Vec<&crate::guard::Guard> = registry
+        .for_model()
+        .filter(|g| !denied.contains_key(g.tool_name()))
+        .collect();
+    let index = guard_index(&offered);
+    let mut script_only = String::new();
+    for function in registry.script_functions() {
+        let doc = warden_core::signature::indent(function.description);
+        script_only.push_str(&format!("- {}\n{doc}\n", function.signature));
     }
+    if !script_only.is_empty() {
+        script_only.insert_str(0, "\nScript-only functions [inline] (call them directly):\n");
+    }
+    // What the signatures may take: the bound less everything else, and
+    // the headings and notes the signatures bring with them.
+    const HEADING: &str = "\nFunctions for this task (search_guards finds the others):\n";
+    let fixed = text.len() + index.len() + script_only.len() + HEADING.len();
+    let mut room = AGENT_MAX_PROMPT_BYTES.saturating_sub(fixed);
+    let mut renderer = Renderer::new(shared_types(offered.iter().copied()));
+    // Each shown guard's brief and whole form, and whether it is whole.
+    let mut shown: Vec<(String, String, bool)> = Vec::new();
+    let ranked = by_relevance(&offered, request);
+    let mut show_brief =
+        |guard: &crate::guard::Guard, room: &mut usize, shown: &mut Vec<(String, String, bool)>| {
+            let mut trial = renderer.clone();
+            let whole = with_mode(guard, renderer.clone().describe(guard));
+            let brief = with_mode(guard, trial.describe_brief(guard));
+            let cost = brief.len() + notes(&trial).len() - notes(&renderer).len();
+            if cost <= *room {
+                *room -= cost;
+                renderer = trial;
+                shown.push((brief, whole, false));
+            }
+        };
+    // The guards the request's words match, briefly, best first; then as
+    // many of them whole as fit; then the others briefly while they fit;
+    // the rest are in the index alone.
+    for (guard, _) in ranked.iter().filter(|(_, relevant)| *relevant) {
+        show_brief(guard, &mut room, &mut shown);
+    }
+    for (brief, whole, is_whole) in &mut shown {
+        let extra = whole.len().saturating_sub(brief.len());
+        if extra <= room {
+            room -= extra;
+            *is_whole = true;
+        }
+    }
+    for (guard, _) in ranked.iter().filter(|(_, relevant)| !*relevant) {
+        show_brief(guard, &mut room, &mut shown);
+    }
+    let functions: String = shown
+        .into_iter()
+        .map(|(brief, whole, is_whole)| if is_whole { whole } else { brief })
+        .collect();
+    text.push_str(&notes(&renderer));
+    text.push_str(&index);
+    if !functions.is_empty() {
+        text.push_str(HEADING);
+        text.push_str(&functions);
+    }
+    text.push_str(&script_only);
+    text
+}
+
+/// A rendered guard marked `[inline]` when it is pure, ending in a blank line.
+fn with_mode(guard: &crate::guard::Guard, mut described: String) -> String {
+    if guard.mode() == Mode::Pure
+        && let Some(end) = described.find('\n')
+    {
+        described.insert_str(end, " [inline]");
+    }
+    described.push('\n');
+    described
+}
+
+/// The lines that explain what the shown signatures use: `number*`, and
+/// each shared output type by name.
+fn notes(renderer: &Renderer) -> String {
+    let mut text = String::new();
     if !renderer.specials.is_empty() {
         let specials: Vec<&str> = renderer.specials.iter().map(String::as_str).collect();
         text.push_str(&format!(
@@ -230,17 +298,48 @@ pub fn system_prompt(
     for (name, spelled) in &renderer.used {
         text.push_str(&format!("- {name} = {spelled}\n"));
     }
-    text.push_str("\nFunctions:\n");
-    text.push_str(&functions);
-    let mut script_only = registry.script_functions().peekable();
-    if script_only.peek().is_some() {
-        text.push_str("\nScript-only functions [inline] (call them directly):\n");
-        for function in script_only {
-            let doc = super::signature::indent(function.description);
-            text.push_str(&format!("- {}\n{doc}\n", function.signature));
-        }
+    text
+}
+
+/// Every guard the model may call, by category, and how to see one's
+/// signature.
+fn guard_index(offered: &[&crate::guard::Guard]) -> String {
+    let mut by_category: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for guard in offered {
+        by_category
+            .entry(guard.category.as_str())
+            .or_default()
+            .push(guard.tool_name());
+    }
+    let mut text = String::from(
+        "\nGuards by category. Not all are shown in full below: search_guards(\"a few words\") returns \
+matching guards with their signatures, e.g. for g in search_guards(\"implied volatility\") { print(g.signature) }; \
+search before you guess a name or its arguments.\n",
+    );
+    for (category, names) in by_category {
+        text.push_str(&format!("  {category}: {}\n", names.join(", ")));
     }
     text
+}
+
+/// `offered` in the order their signatures are worth showing, each with
+/// whether the request's words match it: those that match, best first,
+/// then the rest as registered.
+fn by_relevance<'a>(
+    offered: &[&'a crate::guard::Guard],
+    request: &str,
+) -> Vec<(&'a crate::guard::Guard, bool)> {
+    let words = warden_core::search::words(warden_core::search::cut(request));
+    let mut ranked: Vec<(f64, usize, &crate::guard::Guard)> = offered
+        .iter()
+        .enumerate()
+        .map(|(at, guard)| (warden_core::search::score(guard, &words), at, *guard))
+        .collect();
+    ranked.sort_by(|(a, at_a, _), (b, at_b, _)| b.total_cmp(a).then(at_a.cmp(at_b)));
+    ranked
+        .into_iter()
+        .map(|(score, _, guard)| (guard, score > 0.0))
+        .collect()
 }
 
 /// The built-ins, one group per line.

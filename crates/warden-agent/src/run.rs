@@ -47,8 +47,13 @@ pub async fn run_coding_task(
     // Its blocks share the agent's budgets: recorded, so a replay spends the same.
     task.limits = crate::task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
     let denied = runner.executor.denied_guards(origin);
-    let system =
-        super::prompt::system_prompt(runner.executor.registry(), &denied, config.inline_calls, timeout);
+    let system = super::prompt::system_prompt(
+        runner.executor.registry(),
+        &denied,
+        config.inline_calls,
+        timeout,
+        prompt,
+    );
     let saved = runner
         .store
         .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())
@@ -95,6 +100,7 @@ pub async fn run_coding_task(
                     model: config.model_id.clone(),
                     ..TokenUsage::default()
                 },
+                unrun_blocks: 0,
             };
             let mut result = agent.drive().await;
             result.usage = Some(agent.usage.clone());
@@ -140,6 +146,9 @@ struct Agent<'a> {
     inline_calls: u64,
     /// The model's token usage so far.
     usage: TokenUsage,
+    /// Code blocks of the last reply after its first, which did not run:
+    /// the next observation says so.
+    unrun_blocks: usize,
 }
 
 impl Agent<'_> {
@@ -161,7 +170,11 @@ impl Agent<'_> {
                 Err(result) => return result,
             };
             self.messages.push(Message::assistant(reply.clone()));
-            let Some(code) = super::extract::code_block(&reply) else {
+            // One block runs per reply; more are never dropped silently:
+            // the model is told they did not run.
+            let mut blocks = super::extract::code_blocks(&reply).into_iter();
+            let skipped = blocks.len().saturating_sub(1);
+            let Some(code) = blocks.next() else {
                 last_problem = "the model replied without a code block".into();
                 self.observe(
                     "Observation: your reply had no ```rhai code block. Reply with exactly one code block; finish with final_answer(#{...})."
@@ -169,6 +182,7 @@ impl Agent<'_> {
                 );
                 continue;
             };
+            self.unrun_blocks = skipped;
             let step = self.actions + 1;
             let code_file = format!("agent_actions/action_{step:03}.rhai");
             let _ = self
@@ -475,6 +489,17 @@ impl Agent<'_> {
     /// Sends an observation with what is left of the budgets, so the
     /// model can plan its remaining steps.
     fn observe(&mut self, mut text: String) {
+        if self.unrun_blocks > 0 {
+            text.insert_str(
+                0,
+                &format!(
+                    "Note: your reply had {} code blocks; only the first ran (one block per reply). \
+                     Send the rest in your next reply if it is still needed.\n",
+                    self.unrun_blocks + 1
+                ),
+            );
+            self.unrun_blocks = 0;
+        }
         text.push('\n');
         text.push_str(&super::prompt::budget_left(
             self.actions,

@@ -32,6 +32,8 @@ pub mod notify;
 pub mod receipt;
 pub mod registry;
 pub mod schema;
+pub mod search;
+pub mod signature;
 
 // What an app author registers, at the root as the `warden` facade
 // re-exports it.

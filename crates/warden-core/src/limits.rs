@@ -582,6 +582,15 @@ pub const AGENT_PLANNING_INTERVAL: usize = 3;
 /// cut with a note).
 pub const AGENT_MAX_OBSERVATION_BYTES: usize = 8 * 1024;
 
+/// The coding task's system prompt: at most 12,000 bytes. It is sent with
+/// every model call, so its size is paid on every step. The rules, the
+/// guard index by category and the script-only functions always fit; the
+/// full signatures of the guards the task's request most likely needs
+/// (`warden_core::search` over the request) fill the rest, and the model
+/// finds any other with `search_guards`. A registry whose fixed part alone
+/// is larger sends that part, over the bound, and no signatures.
+pub const AGENT_MAX_PROMPT_BYTES: usize = 12_000;
+
 // ---- transport ----
 
 /// Largest JSON-RPC message (one stdin line) the server reads: 9,048,576

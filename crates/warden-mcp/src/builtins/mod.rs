@@ -25,6 +25,7 @@ pub(crate) mod run_batch;
 #[cfg(feature = "agent")]
 mod run_coding_task;
 mod run_script;
+mod search_guards;
 mod verify_receipt;
 
 pub use context::Runtime;
@@ -115,6 +116,7 @@ fn builtin(tool: BuiltinTool) -> Option<Box<dyn Builtin>> {
         BuiltinTool::ListArtifacts => Box::new(list_artifacts::ListArtifacts),
         BuiltinTool::ReadArtifact => Box::new(read_artifact::ReadArtifact),
         BuiltinTool::ListGuards => Box::new(list_guards::ListGuards),
+        BuiltinTool::SearchGuards => Box::new(search_guards::SearchGuards),
         BuiltinTool::DescribeGuard => Box::new(describe_guard::DescribeGuard),
         BuiltinTool::BundleCoverage => Box::new(bundle_coverage::BundleCoverage),
         BuiltinTool::CheckBacktest => Box::new(check_backtest::CheckBacktest),

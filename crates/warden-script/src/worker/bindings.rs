@@ -31,6 +31,7 @@ pub(crate) const HELPERS: &[&str] = &[
     "write_artifact",
     "read_written_artifact",
     "map_call",
+    "search_guards",
 ];
 
 /// Value thrown to stop the script once final_answer has been recorded.
@@ -144,6 +145,7 @@ pub fn register(
     super::charts::register(engine, thrown);
     super::map_call::register(engine, registry.clone(), door.clone());
     super::prelude::register(engine);
+    register_search(engine, registry.clone(), door.clone());
     register_artifacts(engine, door);
     engine.register_fn(
         "final_answer",
@@ -173,6 +175,43 @@ pub fn register(
             super::csv::to_csv(&rows, Some(&columns))
                 .map(Into::into)
                 .map_err(|e| thrown(e, ctx.call_position()))
+        },
+    );
+}
+
+/// `search_guards(query)` and `search_guards(query, limit)`: the guards
+/// the model may use that match `query`, best first, each a map of name,
+/// category, signature, doc and score (`warden_core::search`; at most
+/// `MAX_SEARCH_HITS`). A guard the caller's policy denies, or one kept
+/// from the model, is never found. It runs nothing and costs no call.
+fn register_search(engine: &mut Engine, registry: Arc<Registry>, door: Shared<Door>) {
+    use warden_core::search::{DEFAULT_SEARCH_HITS, MAX_SEARCH_HITS};
+    let search = move |query: &str, limit: usize, position: Position| -> RhaiResult {
+        let guards = registry.for_model().filter(|g| !hidden(&door, &g.name));
+        let hits = warden_core::search::search(guards, query, limit);
+        to_rhai(
+            serde_json::to_value(hits).map_err(|e| thrown(GuardError::failed(e.to_string()), position))?,
+            position,
+        )
+    };
+    let search_limited = search.clone();
+    engine.register_fn("search_guards", move |ctx: NativeCallContext, query: &str| {
+        search(query, DEFAULT_SEARCH_HITS, ctx.call_position())
+    });
+    engine.register_fn(
+        "search_guards",
+        move |ctx: NativeCallContext, query: &str, limit: i64| -> RhaiResult {
+            let position = ctx.call_position();
+            match usize::try_from(limit) {
+                Ok(limit) if (1..=MAX_SEARCH_HITS).contains(&limit) => search_limited(query, limit, position),
+                _ => Err(thrown(
+                    GuardError::invalid_input(
+                        "limit",
+                        format!("search_guards takes a limit from 1 to {MAX_SEARCH_HITS}, got {limit}"),
+                    ),
+                    position,
+                )),
+            }
         },
     );
 }

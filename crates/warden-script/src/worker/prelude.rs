@@ -1,5 +1,5 @@
 //! The script-only math prelude: `erf`, `erfc`, `norm_pdf`, `norm_cdf`,
-//! `norm_inv`.
+//! `norm_inv`, and `fmt` / `fmt_pct` for numbers people read.
 //!
 //! Rhai's standard package has `exp`, `ln`, `sqrt` and friends but no
 //! normal distribution, so a model pricing an option in a script would
@@ -18,7 +18,13 @@ use crate::error::GuardError;
 /// The names this module registers: a guard may not take one of these
 /// (`crate::registry::RESERVED_SCRIPT_NAMES`, whose test reads this).
 #[cfg(test)]
-pub(crate) const PRELUDE: [&str; 5] = ["erf", "erfc", "norm_pdf", "norm_cdf", "norm_inv"];
+pub(crate) const PRELUDE: [&str; 7] = [
+    "erf", "erfc", "norm_pdf", "norm_cdf", "norm_inv", "fmt", "fmt_pct",
+];
+
+/// Most digits `fmt` / `fmt_pct` print after the point: past 12 a float's
+/// noise shows (`55.00000000000001`), which is what they exist to hide.
+pub const MAX_FMT_DIGITS: i64 = 12;
 
 /// The error function.
 pub fn erf(x: f64) -> f64 {
@@ -112,6 +118,34 @@ pub fn register(engine: &mut Engine) {
     engine.register_fn("norm_cdf", norm_cdf);
     engine.register_fn("norm_cdf", |x: i64| norm_cdf(x as f64));
     engine.register_fn("norm_inv", checked_inv);
+    engine.register_fn("fmt", |x: f64, digits: i64| fixed(x, digits, 1.0, ""));
+    engine.register_fn("fmt", |x: i64, digits: i64| fixed(x as f64, digits, 1.0, ""));
+    engine.register_fn("fmt_pct", |x: f64, digits: i64| fixed(x, digits, 100.0, "%"));
+    engine.register_fn("fmt_pct", |x: i64, digits: i64| {
+        fixed(x as f64, digits, 100.0, "%")
+    });
+}
+
+/// `x × scale` with `digits` after the point, then `suffix`: `fmt(x, d)`
+/// is `fixed(x, d, 1, "")`, `fmt_pct(0.55, 1)` is `"55.0%"`. Digits
+/// outside 0 to [`MAX_FMT_DIGITS`] are a catchable `invalid_input`.
+fn fixed(x: f64, digits: i64, scale: f64, suffix: &str) -> Result<String, Box<EvalAltResult>> {
+    let Some(digits) = usize::try_from(digits)
+        .ok()
+        .filter(|d| *d as i64 <= MAX_FMT_DIGITS)
+    else {
+        let error = GuardError::invalid_input(
+            "digits",
+            format!("fmt and fmt_pct take 0 to {MAX_FMT_DIGITS} digits after the point, got {digits}"),
+        );
+        return Err(super::bindings::thrown(error, Position::NONE));
+    };
+    let text = format!("{:.*}{suffix}", digits, x * scale);
+    // "-0.00" reads as a sign the number does not have.
+    Ok(match text.strip_prefix('-') {
+        Some(rest) if rest.chars().all(|c| matches!(c, '0' | '.' | '%')) => rest.to_string(),
+        _ => text,
+    })
 }
 
 /// `norm_inv` for scripts: outside (0, 1) a catchable `invalid_input`.
@@ -141,6 +175,25 @@ mod tests {
             error <= 1e-12,
             "got {got:e}, want {want:e} (relative error {error:e})"
         );
+    }
+
+    #[test]
+    fn fmt_prints_numbers_for_people_and_bounds_its_digits() {
+        // Through the engine, as a script calls them: float noise gone, a percent form, no "-0.00".
+        let mut engine = Engine::new();
+        register(&mut engine);
+        let eval = |code: &str| engine.eval::<String>(code);
+        assert_eq!(eval("fmt(55.00000000000001, 2)").unwrap(), "55.00");
+        assert_eq!(eval("fmt(3, 1)").unwrap(), "3.0");
+        assert_eq!(eval("fmt(2.5, 0)").unwrap(), "2");
+        assert_eq!(eval("fmt_pct(0.5500000000000001, 1)").unwrap(), "55.0%");
+        assert_eq!(eval("fmt(-0.0001, 2)").unwrap(), "0.00");
+        assert_eq!(eval("fmt(-1.5, 1)").unwrap(), "-1.5");
+        for bad in ["fmt(1.0, -1)", "fmt(1.0, 13)", "fmt_pct(1, 99)"] {
+            let error = eval(bad).expect_err(bad).to_string();
+            assert!(error.contains("0 to 12 digits"), "{bad}: {error}");
+        }
+        assert_eq!(eval("fmt(1.0, 12)").unwrap(), "1.000000000000");
     }
 
     #[test]

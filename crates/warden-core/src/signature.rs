@@ -1,5 +1,6 @@
 //! A guard's schemas rendered as the compact Rhai signature the coding-task
-//! prompt shows. Only `prompt` calls this; it reads schemas, never edits them.
+//! prompt shows, and `search_guards` answers with ([`crate::search`]). It
+//! reads schemas, never edits them.
 //!
 //! - Arguments: `name: type`, `name?: type` when optional, `= default` when
 //!   the schema has a `default` (serde defaults carry one).
@@ -35,8 +36,8 @@ pub const HINT: &str = "x-hint";
 const TYPED_DEPTH: usize = 2;
 
 /// Renders signatures, remembering what `number*` and shared names stood for.
-#[derive(Debug, Default)]
-pub(super) struct Renderer {
+#[derive(Debug, Clone, Default)]
+pub struct Renderer {
     /// Non-number alternatives seen in `number*` unions (`null`, `"Infinity"`, …).
     pub specials: BTreeSet<String>,
     /// Output `$defs` names shown by name ([`shared_types`]).
@@ -47,7 +48,7 @@ pub(super) struct Renderer {
 
 /// The output object types (`$defs` names) that at least two guards define:
 /// the prompt names them instead of repeating them.
-pub(super) fn shared_types<'a>(guards: impl Iterator<Item = &'a Guard>) -> BTreeSet<String> {
+pub fn shared_types<'a>(guards: impl Iterator<Item = &'a Guard>) -> BTreeSet<String> {
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for guard in guards {
         for (name, def) in defs_of(guard.output_schema()) {
@@ -73,6 +74,20 @@ impl Renderer {
 
     /// `- name(#{args}) -> #{outputs}`, the conditional requirements, then the doc text.
     pub fn describe(&mut self, guard: &Guard) -> String {
+        let head = self.head(guard);
+        format!("{head}{}", indent(guard.description()))
+    }
+
+    /// [`Renderer::describe`] with the doc text cut to its first sentence
+    /// (`crate::catalogue::summary`): the signature and its conditions
+    /// whole, for a guard worth listing but not worth its whole doc.
+    pub fn describe_brief(&mut self, guard: &Guard) -> String {
+        let head = self.head(guard);
+        format!("{head}  {}\n", crate::catalogue::summary(guard.description()))
+    }
+
+    /// The signature line and the conditional requirements under it.
+    fn head(&mut self, guard: &Guard) -> String {
         let input = guard.input_schema();
         let defs = defs_of(input);
         let required = required_of(input);
@@ -99,9 +114,8 @@ impl Renderer {
         }
         let output = guard.output_schema();
         let returns = self.output_type(&Value::Object(output.clone()), &defs_of(output), 0);
-        let doc = indent(guard.description());
         format!(
-            "- {}(#{{{}}}) -> {returns}\n{conditions}{doc}",
+            "- {}(#{{{}}}) -> {returns}\n{conditions}",
             guard.tool_name(),
             arguments.join(", ")
         )
@@ -234,7 +248,7 @@ impl Renderer {
 
 /// A doc text indented two spaces under its signature; blank lines stay
 /// empty (indenting them costs every prompt bytes and says nothing).
-pub(super) fn indent(doc: &str) -> String {
+pub fn indent(doc: &str) -> String {
     doc.lines()
         .map(|l| {
             if l.trim().is_empty() {
