@@ -64,12 +64,19 @@ async fn three_hundred_pure_calls_in_one_task_succeed_and_spend_no_door_calls() 
 async fn the_door_budget_of_100_calls_is_enforced_for_server_calls() {
     // 150 in-process get_quote calls in one step: the 101st fails with budget_exhausted.
     let model = FakeModel::start(vec![code(
-        "let n = 0; let e = \"\";\nfor i in 0..150 { try { get_quote(#{symbol: \"AAPL\"}); n += 1; } catch (err) { e = err.code; } }\nfinal_answer(#{task_type: \"analysis\", summary: `${n} ok, then ${e}`})",
+        "let n = 0; let e = \"\"; let m = \"\";\nfor i in 0..150 { try { get_quote(#{symbol: \"AAPL\"}); n += 1; } catch (err) { e = err.code; m = err.message; } }\nlet mapped = \"\";\ntry { map_call(\"get_quote\", [#{symbol: \"AAPL\"}]); } catch (err) { mapped = err.code; }\nprint(m);\nfinal_answer(#{task_type: \"analysis\", summary: `${n} ok, then ${e}; map_call: ${mapped}`})",
     )])
     .await;
     let server = server_for(&model, &[]).await;
     let result = task(&server, "many calls").await;
-    assert_eq!(result["summary"], "100 ok, then budget_exhausted", "{result}");
+    // map_call is refused too, so the message never recommends it: it says to finish.
+    assert_eq!(
+        result["summary"], "100 ok, then budget_exhausted; map_call: budget_exhausted",
+        "{result}"
+    );
+    let printed = result["output"].as_str().unwrap_or_default();
+    assert!(printed.contains("finish with final_answer"), "{printed}");
+    assert!(!printed.contains("pass many argument maps"), "{printed}");
 }
 
 #[tokio::test]

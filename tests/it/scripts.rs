@@ -115,6 +115,24 @@ async fn fmt_and_search_guards_are_script_functions() {
 }
 
 #[tokio::test]
+async fn report_labels_say_what_they_count_against_and_from_where() {
+    // Drawdown positions count from 1 and say of how many; the minimum track record names SR₀.
+    let server = Server::start(FINANCE).await;
+    let script = r#"let r = [0.01, 0.02, -0.05, -0.01, 0.03, 0.01];
+let p = check_performance(#{returns: r, periods_per_year: 252.0});
+let d = check_deflated_sharpe(#{returns: [0.01, -0.004, 0.006, 0.002, -0.001, 0.007, 0.003, -0.002], n_trials: 10, trials_sharpe_variance: 0.01});
+[p.evidence.drawdown_peak, p.evidence.drawdown_trough, d.evidence.table]"#;
+    let result = run(&server, script, 10).await;
+    assert_eq!(result["status"], "success", "{result}");
+    // The equity peaks after the 2nd return and bottoms after the 4th.
+    assert_eq!(result["value"][0], "#2 of 6", "{result}");
+    assert_eq!(result["value"][1], "#4 of 6", "{result}");
+    let table = result["value"][2].as_str().unwrap_or_default();
+    assert!(table.contains("min track record vs SR₀ (obs)"), "{table}");
+    assert!(table.contains("min track record vs 0 (obs)"), "{table}");
+}
+
+#[tokio::test]
 async fn guard_errors_are_catchable_with_their_code() {
     // catch (e) sees e.code and e.message of a guard error.
     let server = Server::start(FINANCE).await;

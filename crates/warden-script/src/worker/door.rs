@@ -106,9 +106,10 @@ impl Door {
     /// Spends one door call, or says the budget is spent.
     pub fn spend_door_call(&mut self) -> Result<(), GuardError> {
         if self.calls_left == 0 {
+            // No call is left, map_call's included: the only way on is to finish.
             return Err(budget_exhausted(
-                "this task used all its guard calls through the door; pass many argument maps to one \
-map_call(name, [...]), or finish with final_answer",
+                "this task used all its guard calls through the door, and no other can be made (a map_call \
+is one too): finish with final_answer from the results you have",
             ));
         }
         self.calls_left -= 1;

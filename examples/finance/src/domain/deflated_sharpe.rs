@@ -178,7 +178,9 @@ pub struct DeflatedSharpeEvidence {
     pub dsr: f64,
     /// Pass level.
     pub threshold: f64,
-    /// Observations needed for PSR(SR₀) >= threshold.
+    /// Observations needed for PSR(SR₀) >= threshold: measured against
+    /// SR₀, the selection-adjusted benchmark (the expected best of the
+    /// trials), not against 0.
     pub min_track_record_length: F64OrInf,
     /// SR_b as given; null without a benchmark.
     pub benchmark_sharpe: F64OrInf,
@@ -362,7 +364,8 @@ pub fn check_deflated_sharpe(
         ("expected max SR₀", sr0, 4),
         ("PSR(0)", psr(0.0), 4),
         ("DSR = PSR(SR₀)", dsr, 4),
-        ("min track record (obs)", min_trl.ceil(), 0),
+        ("min track record vs SR₀ (obs)", min_trl.ceil(), 0),
+        ("min track record vs 0 (obs)", min_trl_against(0.0).ceil(), 0),
     ] {
         tb.row(vec![k.to_owned(), fmt_num(x, dp)]);
     }

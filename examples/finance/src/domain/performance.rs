@@ -64,9 +64,11 @@ pub struct PerformanceEvidence {
     pub downside_deviation: F64OrInf,
     /// Worst fall from a running peak (<= 0).
     pub max_drawdown: F64OrInf,
-    /// Label of the peak before the worst trough ("start" = V₀).
+    /// The peak before the worst trough: its index label, else its
+    /// position `#k of n` counted from 1 (the equity after the k-th return);
+    /// "start" = V₀, before any return.
     pub drawdown_peak: String,
-    /// Label of the worst trough ("none" without a drawdown).
+    /// The worst trough, labelled as the peak; "none" without a drawdown.
     pub drawdown_trough: String,
     /// Arithmetic mean return per period.
     pub mean_return: F64OrInf,

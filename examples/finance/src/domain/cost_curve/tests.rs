@@ -93,7 +93,7 @@ fn payload_problems_are_refused_by_field() {
     let e = check_cost_curve(input(json!([0.01, null]), json!([0.1, 0.1]), 1.0)).unwrap_err();
     assert!(
         e.to_string()
-            .starts_with("returns: value at #1 is null (missing)")
+            .starts_with("returns: value at #2 of 2 is null (missing)")
     );
     let e = check_cost_curve(input(json!([0.01, 0.0]), json!([0.1, -0.1]), 1.0)).unwrap_err();
     assert!(e.to_string().contains("cannot be negative"));

@@ -134,12 +134,14 @@ impl Series {
         self.values.is_empty()
     }
 
-    /// The label of position `i`: the index entry, or `#i`.
+    /// The label of position `i` (0-based): the index entry, or, without
+    /// an index, `#k of n` counted from 1 (`#1 of 250` is the first value),
+    /// so a reader never has to guess how positions count.
     pub fn label(&self, i: usize) -> String {
         self.index
             .as_ref()
             .and_then(|ix| ix.get(i).cloned())
-            .unwrap_or_else(|| format!("#{i}"))
+            .unwrap_or_else(|| format!("#{} of {}", i + 1, self.values.len()))
     }
 
     /// The values, refusing the first missing (`null`) or infinite one.

@@ -16,7 +16,8 @@ fn bare_list_and_object_forms_decode_alike() {
     let a = series(&json!([0.01, -0.02, 0.0]), "returns").unwrap();
     let b = series(&json!({"values": [0.01, -0.02, 0.0]}), "returns").unwrap();
     assert_eq!(a.values, b.values);
-    assert_eq!(a.label(1), "#1");
+    // Without an index, positions count from 1 and say of how many.
+    assert_eq!(a.label(1), "#2 of 3");
     let c = series(
         &json!({"index": ["2024-01-02", "2024-01-03"], "values": [1, 2], "name": "r", "freq": null}),
         "returns",
@@ -34,7 +35,10 @@ fn null_is_missing_and_infinity_is_a_string() {
     assert_eq!(s.values[2], f64::INFINITY);
     assert_eq!(s.values[3], f64::NEG_INFINITY);
     let e = s.finite("returns").unwrap_err().to_string();
-    assert!(e.starts_with("returns: value at #1 is null (missing)"), "{e}");
+    assert!(
+        e.starts_with("returns: value at #2 of 4 is null (missing)"),
+        "{e}"
+    );
 }
 
 #[test]
