@@ -352,6 +352,11 @@ pub(crate) enum StartError {
     /// (the message names the rule and field).
     #[error("{0}")]
     Policy(String),
+    /// A model setting (`WARDEN_MODEL_*`, `WARDEN_AGENT_*`) is set to what
+    /// `run_coding_task` would refuse (the message names the variable).
+    #[cfg(feature = "agent")]
+    #[error(transparent)]
+    Model(#[from] warden_agent::config::ModelConfigError),
 }
 
 /// The registry and limits alone, for commands that only describe the
@@ -375,6 +380,9 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let mut limits = app.limits.clone().from_env()?;
     limits.allow_destructive_in_batch |= app.destructive_in_batch;
     crate::script::policy::mode()?;
+    // A bad model setting stops the start, not the first coding task.
+    #[cfg(feature = "agent")]
+    warden_agent::config::ModelConfig::check_env()?;
     warden_sandbox::env::configure(&app.worker_variables)?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();

@@ -305,9 +305,19 @@ pub(crate) async fn worker(executor: &Executor, expected_guards: Option<usize>, 
     }
 }
 
-/// Model settings for `run_coding_task`; never contacts the model.
+/// Model settings for `run_coding_task`; never contacts the model. A
+/// setting that is set wrong fails, naming it, whether or not the model
+/// is required (the server would not start with it).
 pub(crate) fn agent(require_agent: bool) -> Check {
     let name = "agent";
+    #[cfg(feature = "agent")]
+    if let Err(error) = warden_agent::config::ModelConfig::check_env() {
+        return Check::fail(
+            name,
+            error.to_string(),
+            "fix the variable it names (docs/operating.md lists the model settings), or unset it for its default",
+        );
+    }
     let missing: Vec<&str> = MODEL_ENV
         .iter()
         .copied()
@@ -326,14 +336,6 @@ pub(crate) fn agent(require_agent: bool) -> Check {
     }
     let base = crate::config::var("WARDEN_MODEL_API_BASE").unwrap_or_default();
     let model = crate::config::var("WARDEN_MODEL_ID").unwrap_or_default();
-    if !(base.starts_with("https://") || base.starts_with("http://")) {
-        return Check::warn_or_fail(
-            require_agent,
-            name,
-            format!("WARDEN_MODEL_API_BASE is '{base}', not an http(s) URL"),
-            "set WARDEN_MODEL_API_BASE to the API root, e.g. https://api.example.com/v1",
-        );
-    }
     Check::pass(
         name,
         format!("model '{model}' at {base} (key set; no request sent)"),

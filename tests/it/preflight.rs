@@ -209,6 +209,33 @@ fn model_and_telemetry_configuration_are_checked_without_contacting_anything() {
 }
 
 #[test]
+fn a_bad_model_setting_stops_the_start_and_fails_the_check_naming_it() {
+    // Checked when the server starts and by --check, model configured or not: never first
+    // found by a run_coding_task.
+    for (variable, value) in [
+        ("WARDEN_MODEL_TIMEOUT_SECONDS", "900"),
+        ("WARDEN_AGENT_MAX_INLINE_CALLS", "0"),
+        ("WARDEN_MODEL_API_BASE", "api.example.com/v1"),
+    ] {
+        let (run, _dir) = check(FINANCE, &["--check"], &[(variable, value)]);
+        assert_eq!(run.code, 1, "{variable}: {run:?}");
+        assert_eq!(
+            status_of(&run.stdout, "agent"),
+            "FAIL",
+            "{variable}: {}",
+            run.stdout
+        );
+        assert!(run.stdout.contains(variable), "{variable}: {}", run.stdout);
+        let (started, _dir) = check(FINANCE, &[], &[(variable, value)]);
+        assert_ne!(started.code, 0, "{variable}: the server started: {started:?}");
+        assert!(started.stderr.contains(variable), "{variable}: {started:?}");
+    }
+    // In range, it passes.
+    let (run, _dir) = check(FINANCE, &["--check"], &[("WARDEN_MODEL_TIMEOUT_SECONDS", "600")]);
+    assert_eq!(status_of(&run.stdout, "agent"), "WARN", "{}", run.stdout);
+}
+
+#[test]
 fn bad_flags_are_usage_errors() {
     // Out-of-range timeouts, flags without --check, and a preflight without a command exit 2.
     for args in [

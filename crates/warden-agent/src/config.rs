@@ -39,6 +39,10 @@ pub enum ModelConfigError {
     NotConfigured(Vec<&'static str>),
     #[error("WARDEN_MODEL_TIMEOUT_SECONDS: expected an integer from 1 to {max}, got '{raw}'")]
     BadTimeout { raw: String, max: u64 },
+    #[error(
+        "WARDEN_MODEL_API_BASE: expected the API root as an http(s) URL, e.g. https://api.example.com/v1, got '{0}'"
+    )]
+    BadBase(String),
     /// A coding-task budget override out of range (the message names it).
     #[error("{0}")]
     BadBudget(String),
@@ -48,19 +52,22 @@ fn unset_list(names: &[&str]) -> String {
     format!("{} unset", names.join(", "))
 }
 
-impl ModelConfig {
-    /// Reads `WARDEN_MODEL_API_KEY`, `WARDEN_MODEL_API_BASE`,
-    /// `WARDEN_MODEL_ID` and `WARDEN_MODEL_TIMEOUT_SECONDS`. The error names
-    /// what is missing and how to fix it.
-    pub fn from_env() -> Result<Self, ModelConfigError> {
-        let get = |name: &str| warden_core::config::var(name).filter(|v| !v.trim().is_empty());
-        let missing: Vec<&'static str> = ["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"]
-            .into_iter()
-            .filter(|n| get(n).is_none())
-            .collect();
-        if !missing.is_empty() {
-            return Err(ModelConfigError::NotConfigured(missing));
-        }
+/// A setting's value, unless unset or blank.
+fn get(name: &str) -> Option<String> {
+    warden_core::config::var(name).filter(|v| !v.trim().is_empty())
+}
+
+/// The settings a model needs and those with defaults, each checked.
+struct Settings {
+    call_timeout: Duration,
+    inline_calls: u64,
+    api_base: Option<String>,
+}
+
+impl Settings {
+    /// Every model setting that is set, checked; the first bad one is the
+    /// error, naming its variable.
+    fn read() -> Result<Self, ModelConfigError> {
         let call_timeout = match get("WARDEN_MODEL_TIMEOUT_SECONDS") {
             None => DEFAULT_MODEL_CALL_TIMEOUT,
             Some(raw) => match raw.trim().parse::<u64>() {
@@ -74,15 +81,48 @@ impl ModelConfig {
             },
         };
         let inline_calls = agent_inline_calls().map_err(|e| ModelConfigError::BadBudget(e.to_string()))?;
+        let api_base = match get("WARDEN_MODEL_API_BASE") {
+            Some(base) if !(base.starts_with("https://") || base.starts_with("http://")) => {
+                return Err(ModelConfigError::BadBase(base));
+            }
+            base => base.map(|b| b.trim_end_matches('/').to_string()),
+        };
         Ok(Self {
-            api_key: get("WARDEN_MODEL_API_KEY").unwrap_or_default(),
-            api_base: get("WARDEN_MODEL_API_BASE")
-                .unwrap_or_default()
-                .trim_end_matches('/')
-                .to_string(),
-            model_id: get("WARDEN_MODEL_ID").unwrap_or_default(),
             call_timeout,
             inline_calls,
+            api_base,
         })
+    }
+}
+
+impl ModelConfig {
+    /// Reads `WARDEN_MODEL_API_KEY`, `WARDEN_MODEL_API_BASE`,
+    /// `WARDEN_MODEL_ID` and `WARDEN_MODEL_TIMEOUT_SECONDS`. The error names
+    /// what is missing and how to fix it.
+    pub fn from_env() -> Result<Self, ModelConfigError> {
+        let missing: Vec<&'static str> = ["WARDEN_MODEL_API_KEY", "WARDEN_MODEL_API_BASE", "WARDEN_MODEL_ID"]
+            .into_iter()
+            .filter(|n| get(n).is_none())
+            .collect();
+        if !missing.is_empty() {
+            return Err(ModelConfigError::NotConfigured(missing));
+        }
+        let settings = Settings::read()?;
+        Ok(Self {
+            api_key: get("WARDEN_MODEL_API_KEY").unwrap_or_default(),
+            api_base: settings.api_base.unwrap_or_default(),
+            model_id: get("WARDEN_MODEL_ID").unwrap_or_default(),
+            call_timeout: settings.call_timeout,
+            inline_calls: settings.inline_calls,
+        })
+    }
+
+    /// Checks every model setting that is set, whether or not a model is
+    /// configured: a server refuses to start on a bad one and `--check`
+    /// fails on it, each naming the variable, rather than the first
+    /// `run_coding_task` finding it. A model left unconfigured is not an
+    /// error here (the other tools work without one).
+    pub fn check_env() -> Result<(), ModelConfigError> {
+        Settings::read().map(drop)
     }
 }
