@@ -29,8 +29,9 @@ pub(super) fn lost_writes(ast: &AST, source: &str) -> Vec<Problem> {
                 let items = Items::of(&flow.expr, flow.body.position(), source);
                 let mut writes = Vec::new();
                 block_writes(flow.body.statements(), name, &mut writes);
-                for (lhs, at) in writes {
-                    found.push(Problem::at(at, message(name, &items, lhs, at, source)));
+                for (lhs, op) in writes {
+                    let text = message(name, &items, lhs, op, source);
+                    found.push(Problem::at(lhs.start_position(), text));
                 }
             }
         }
@@ -89,7 +90,8 @@ fn is_properties(expr: &Expr) -> bool {
     }
 }
 
-/// The message for one lost write to `var`, whose target is `lhs`.
+/// The message for one lost write to `var`, whose target is `lhs` and
+/// whose operator (`=`, `+=`, …) is at `at`.
 fn message(var: &str, items: &Items, lhs: &Expr, at: Position, source: &str) -> String {
     let target = between(source, lhs.start_position(), at)
         .map(str::trim)

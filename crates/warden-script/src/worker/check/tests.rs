@@ -235,6 +235,8 @@ for r in rows { r[0] = 9; }"#,
         .map(|p| format!("{:?}: {}", p.line, p.message))
         .collect();
     assert_eq!(found.len(), 6, "{text:#?}");
+    // Each at the start of what was written to.
+    assert_eq!(found[0].column, Some(5), "{text:#?}");
     for (problem, (line, target, fix)) in found.iter().zip([
         (3, "c.x", "cells[i].x = …"),
         (4, "c[\"x\"]", "cells[i][\"x\"] = …"),
