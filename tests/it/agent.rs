@@ -114,8 +114,8 @@ async fn the_issue_scenario_runs_end_to_end_through_mcp() {
 async fn a_failing_step_is_repaired_in_the_next_with_variables_kept() {
     // Step 1 defines a variable then fails; step 2 uses the variable and finishes.
     let model = FakeModel::start(vec![
-        // A map built at run time: the check cannot judge it, so the step runs and fails.
-        code("let strike = 100.0;\nlet a = #{option_type: \"call\"};\na.spot = \"oops\";\nprice_option_t(a)"),
+        // A map built at run time (a computed key): the check cannot judge it, so the step runs and fails.
+        code("let strike = 100.0;\nlet a = #{option_type: \"call\"};\nlet key = \"spot\";\na[key] = \"oops\";\nprice_option_t(a)"),
         code(
             "let p = price_option_t(#{option_type: \"call\", spot: 100.0, strike: strike, time_to_expiry: 1.0, volatility: 0.2, rate: 0.05});\nfinal_answer(#{task_type: \"analysis\", summary: \"fixed\", metrics: #{price: p.result}})",
         ),

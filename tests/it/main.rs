@@ -32,6 +32,7 @@ mod paper_orders;
 mod policy;
 mod policy_everywhere;
 mod policy_scopes;
+mod precheck;
 mod preflight;
 mod receipts;
 mod scenarios;

@@ -15,6 +15,12 @@
 //! composes other schemas. Nor does it judge calls inside `try` / `catch`:
 //! a script may call a guard wrongly on purpose there, to see its error.
 //! It never runs code and never touches the door.
+//!
+//! Two mistakes that do not fail at all are caught too: a write to a `for`
+//! loop's variable, which changes a copy and is lost ([`copies`]), and a
+//! map held in a variable and passed to a guard, whose keys are followed
+//! through straight-line code ([`held`]). A name the model reaches for by
+//! meaning (`norm_ppf`, `vol`) is answered from [`ALIASES`] before spelling.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,6 +47,46 @@ const ENGINE_KEYWORDS: &[&str] = &[
     "is_shared",
     "is_def_var",
     "is_def_fn",
+];
+
+/// Names a model reaches for by meaning → the name it means, looked up
+/// (lower-cased) before spelling, which would turn `norm_ppf` into
+/// `norm_pdf`, the density, where the quantile was meant. One table for
+/// both unknown functions and a guard's unknown argument names; a meant
+/// name is suggested only where it exists (a function this caller can
+/// call, an argument the guard takes), so an entry for a helper an app
+/// does not register (`mean`, `stdev`) says nothing there.
+const ALIASES: &[(&str, &str)] = &[
+    ("ppf", "norm_inv"),
+    ("norm_ppf", "norm_inv"),
+    ("quantile", "norm_inv"),
+    ("norm_quantile", "norm_inv"),
+    ("inverse_cdf", "norm_inv"),
+    ("inv_cdf", "norm_inv"),
+    ("norm_inv_cdf", "norm_inv"),
+    ("qnorm", "norm_inv"),
+    ("norminv", "norm_inv"),
+    ("normsinv", "norm_inv"),
+    ("cdf", "norm_cdf"),
+    ("pnorm", "norm_cdf"),
+    ("normsdist", "norm_cdf"),
+    ("pdf", "norm_pdf"),
+    ("dnorm", "norm_pdf"),
+    ("avg", "mean"),
+    ("average", "mean"),
+    ("std", "stdev"),
+    ("stddev", "stdev"),
+    ("standard_deviation", "stdev"),
+    ("vol", "volatility"),
+    ("sigma", "volatility"),
+    ("iv", "volatility"),
+    ("r", "rate"),
+    ("risk_free_rate", "rate"),
+    ("interest_rate", "rate"),
+    ("k", "strike"),
+    ("expiry", "time_to_expiry"),
+    ("maturity", "time_to_expiry"),
+    ("ticker", "symbol"),
 ];
 
 /// One problem: where, and what to do.
@@ -129,7 +175,7 @@ pub fn check(
         }
     };
     if let Some(ast) = &ast {
-        Walk::new(known, registry, scope, earlier, ast).run(&mut problems);
+        Walk::new(known, registry, scope, earlier, ast).run(&source, &mut problems);
     }
     match ast {
         Some(ast) if problems.is_empty() => Ok(ast),
@@ -140,15 +186,7 @@ pub fn check(
 /// When the parse error at `position` sits on `word:` right after `#{`
 /// or `,`, the source with that key quoted.
 fn quote_bare_key(source: &str, position: Position) -> Option<(String, String)> {
-    // Rhai counts both from 1; a 0 (an end-of-input position) is no key.
-    let line = position.line()?.checked_sub(1)?;
-    let column = position.position()?.checked_sub(1)?;
-    let start: usize = source
-        .split_inclusive('\n')
-        .take(line)
-        .map(str::len)
-        .sum::<usize>()
-        + source.lines().nth(line)?.char_indices().nth(column)?.0;
+    let start = offset(source, position)?;
     let rest = &source[start..];
     let word: String = rest
         .chars()
@@ -168,6 +206,22 @@ fn quote_bare_key(source: &str, position: Position) -> Option<(String, String)> 
     repaired.push('"');
     repaired.push_str(&source[start + word.len()..]);
     Some((word, repaired))
+}
+
+/// The byte offset in `source` of `position`; `None` for an
+/// end-of-input or missing position.
+fn offset(source: &str, position: Position) -> Option<usize> {
+    // Rhai counts both from 1; a 0 (an end-of-input position) is no place.
+    let line = position.line()?.checked_sub(1)?;
+    let column = position.position()?.checked_sub(1)?;
+    Some(
+        source
+            .split_inclusive('\n')
+            .take(line)
+            .map(str::len)
+            .sum::<usize>()
+            + source.lines().nth(line)?.char_indices().nth(column)?.0,
+    )
 }
 
 /// One pass over a compiled block.
@@ -207,7 +261,8 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn run(&self, problems: &mut Vec<Problem>) {
+    /// Every problem of the block; `source` is the text it was compiled from.
+    fn run(&self, source: &str, problems: &mut Vec<Problem>) {
         let mut found = Vec::new();
         self.ast.walk(&mut |path: &[ASTNode]| {
             let call = match path.last() {
@@ -228,6 +283,10 @@ impl<'a> Walk<'a> {
             }
             true
         });
+        self.held_maps(&mut found);
+        found.extend(copies::lost_writes(self.ast, source));
+        // In reading order; problems without a place last.
+        found.sort_by_key(|p| (p.line.is_none(), p.line, p.column));
         let extra = found.len().saturating_sub(MAX_PROBLEMS);
         found.truncate(MAX_PROBLEMS);
         problems.extend(found);
@@ -286,7 +345,7 @@ impl<'a> Walk<'a> {
             return;
         }
         if let Some((keys, position)) = literal_keys(&args[0]) {
-            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let keys: Vec<(&str, Position)> = keys.iter().map(|k| (k.as_str(), position)).collect();
             found.extend(self.arguments(name, &keys, position, ""));
         }
     }
@@ -314,16 +373,23 @@ impl<'a> Walk<'a> {
         };
         for (index, item) in items.into_iter().enumerate() {
             if let Some((keys, position)) = item {
-                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let keys: Vec<(&str, Position)> = keys.iter().map(|k| (k.as_str(), position)).collect();
                 found.extend(self.arguments(name, &keys, position, &format!("map_call item {index}: ")));
             }
         }
     }
 
-    /// Unknown and missing required argument names of a literal map
-    /// passed to guard `name`. Says nothing when the schema is composed
-    /// (`allOf`/`anyOf`/`oneOf`) or accepts any key.
-    fn arguments(&self, name: &str, keys: &[&str], position: Position, prefix: &str) -> Vec<Problem> {
+    /// Unknown and missing required argument names of a map passed to
+    /// guard `name`: each unknown key reported where it was written, the
+    /// missing ones at `position`. Says nothing when the schema is
+    /// composed (`allOf`/`anyOf`/`oneOf`) or accepts any key.
+    fn arguments(
+        &self,
+        name: &str,
+        keys: &[(&str, Position)],
+        position: Position,
+        prefix: &str,
+    ) -> Vec<Problem> {
         let Some(guard) = self.registry.get(name) else {
             return Vec::new();
         };
@@ -342,14 +408,14 @@ impl<'a> Walk<'a> {
         }
         let names: Vec<&str> = properties.keys().map(String::as_str).collect();
         let mut problems = Vec::new();
-        for key in keys {
+        for (key, at) in keys {
             if !properties.contains_key(*key) {
-                let hint = match nearest(key, names.iter().copied()) {
+                let hint = match suggest(key, &names) {
                     Some(near) => format!("did you mean '{near}'? "),
                     None => String::new(),
                 };
                 problems.push(Problem::at(
-                    position,
+                    *at,
                     format!(
                         "{prefix}{name} has no argument '{key}': {hint}its arguments are {}",
                         names.join(", ")
@@ -363,7 +429,7 @@ impl<'a> Walk<'a> {
             .into_iter()
             .flatten()
             .filter_map(Value::as_str)
-            .filter(|required| !keys.contains(required))
+            .filter(|required| !keys.iter().any(|(key, _)| key == required))
             .collect();
         if !missing.is_empty() {
             problems.push(Problem::at(
@@ -378,14 +444,15 @@ impl<'a> Walk<'a> {
     }
 
     fn unknown(&self, name: &str) -> String {
-        let candidates = self
+        let candidates: Vec<&str> = self
             .known
             .functions
             .keys()
             .map(String::as_str)
             .filter(|candidate| !self.registry.hides(candidate))
-            .chain(self.script_fns.keys().map(String::as_str));
-        match nearest(name, candidates) {
+            .chain(self.script_fns.keys().map(String::as_str))
+            .collect();
+        match suggest(name, &candidates) {
             Some(near) => format!("no function named '{name}': did you mean '{near}'?"),
             None => format!(
                 "no function named '{name}': the functions that exist are listed in your instructions"
@@ -394,7 +461,8 @@ impl<'a> Walk<'a> {
     }
 
     fn unknown_guard(&self, name: &str) -> String {
-        match nearest(name, self.registry.names().into_iter()) {
+        let names: Vec<&str> = self.registry.names().into_iter().collect();
+        match suggest(name, &names) {
             Some(near) => format!("no guard named '{name}': did you mean '{near}'?"),
             None => format!("no guard named '{name}'"),
         }
@@ -414,6 +482,23 @@ fn literal_keys(expr: &Expr) -> Option<(Vec<String>, Position)> {
     }
 }
 
+/// The keys of a map literal, each where it was written (all at the
+/// map when the optimizer folded it into a constant).
+fn literal_key_places(expr: &Expr) -> Option<Vec<(String, Position)>> {
+    match expr {
+        Expr::Map(map, _) => Some(
+            map.0
+                .iter()
+                .map(|(key, _)| (key.name.to_string(), key.pos))
+                .collect(),
+        ),
+        _ => {
+            let (keys, position) = literal_keys(expr)?;
+            Some(keys.into_iter().map(|key| (key, position)).collect())
+        }
+    }
+}
+
 fn constant_keys(value: &rhai::Dynamic, position: Position) -> Option<(Vec<String>, Position)> {
     let map = value.read_lock::<rhai::Map>()?;
     Some((map.keys().map(|key| key.to_string()).collect(), position))
@@ -422,6 +507,17 @@ fn constant_keys(value: &rhai::Dynamic, position: Position) -> Option<(Vec<Strin
 fn arity_message(name: &str, arities: &BTreeSet<usize>, got: usize) -> String {
     let takes: Vec<String> = arities.iter().map(usize::to_string).collect();
     format!("{name} takes {} argument(s), got {got}", takes.join(" or "))
+}
+
+/// What `word` most likely means among `candidates`: its alias in
+/// [`ALIASES`] when that is a candidate, else the nearest by spelling.
+fn suggest<'n>(word: &str, candidates: &[&'n str]) -> Option<&'n str> {
+    let lower = word.to_lowercase();
+    ALIASES
+        .iter()
+        .filter(|(alias, _)| *alias == lower)
+        .find_map(|(_, meant)| candidates.iter().copied().find(|c| c == meant && *c != word))
+        .or_else(|| nearest(word, candidates.iter().copied()))
 }
 
 /// The candidate closest to `word` by edit distance, if close enough to
@@ -458,6 +554,18 @@ fn is_identifier(name: &str) -> bool {
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
+
+/// The variable a target or chain starts from: `c` of `c.a[0].b`.
+fn root(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Variable(x, ..) => Some(x.1.as_str()),
+        Expr::Dot(x, ..) | Expr::Index(x, ..) => root(&x.lhs),
+        _ => None,
+    }
+}
+
+mod copies;
+mod held;
 
 #[cfg(test)]
 mod tests;

@@ -172,12 +172,12 @@ fn map_call_items_are_checked_like_calls() {
 
 #[test]
 fn what_the_check_cannot_know_it_does_not_judge() {
-    // Maps built at run time, function pointers, closures, script fns, calls inside try and the prelude pass.
+    // Maps built at run time (computed keys), function pointers, closures, script fns, calls inside try and the prelude pass.
     let found = problems(
         r#"
 fn double(x) { x * 2.0 }
 let args = #{spot: 1.0};
-args.strike = 1.0;
+for k in ["strike", "volatility"] { args[k] = 1.0; }
 let p = price(args);
 let f = Fn("double");
 let g = |x| x + 1.0;
@@ -213,4 +213,227 @@ fn variables_of_earlier_blocks_and_their_functions_count_as_known() {
         problems[0].message.contains("helper takes 2 argument(s), got 1"),
         "{problems:#?}"
     );
+}
+
+#[test]
+fn a_write_to_a_loop_variable_is_flagged_with_the_index_loop_that_keeps_it() {
+    // Field, index, compound, plain and deep writes to a copy, inside try too: each flagged at its line.
+    let found = problems(
+        r#"let cells = [#{x: 1, a: #{b: 2}}];
+for c in cells {
+    c.x = 1;
+    c["x"] = 2;
+    c.x += 3;
+    c.a.b = 4;
+    try { c = #{x: 5}; } catch { }
+}
+let rows = [[1, 2]];
+for r in rows { r[0] = 9; }"#,
+    );
+    let text: Vec<String> = found
+        .iter()
+        .map(|p| format!("{:?}: {}", p.line, p.message))
+        .collect();
+    assert_eq!(found.len(), 6, "{text:#?}");
+    // Each at the start of what was written to.
+    assert_eq!(found[0].column, Some(5), "{text:#?}");
+    for (problem, (line, target, fix)) in found.iter().zip([
+        (3, "c.x", "cells[i].x = …"),
+        (4, "c[\"x\"]", "cells[i][\"x\"] = …"),
+        (5, "c.x", "cells[i].x += …"),
+        (6, "c.a.b", "cells[i].a.b = …"),
+        (7, "c", "cells[i] = …"),
+        (10, "r[0]", "rows[i][0] = …"),
+    ]) {
+        assert_eq!(problem.line, Some(line), "{text:#?}");
+        let list = if line == 10 { "rows" } else { "cells" };
+        let var = if line == 10 { "r" } else { "c" };
+        assert!(
+            problem.message.starts_with(&format!(
+                "'{var}' is a copy of each item of '{list}': assigning to {target} changes the copy, not {list}"
+            )) && problem
+                .message
+                .contains(&format!("write: for i in 0..{list}.len() {{ {fix} }}")),
+            "{text:#?}"
+        );
+    }
+}
+
+#[test]
+fn loop_copies_are_found_in_nested_loops_and_functions_and_name_a_free_index() {
+    // The inner loop's variable against its own list; a loop in a fn; the index avoids the loop's names.
+    let found = problems(
+        r#"fn bump(book) {
+    for i in book.rows { i.n += 1; }
+    book
+}
+let grid = [[#{v: 1}]];
+for row in grid {
+    for cell in row { cell.v = 0; }
+}"#,
+    );
+    let text: Vec<String> = found
+        .iter()
+        .map(|p| format!("{:?}: {}", p.line, p.message))
+        .collect();
+    assert_eq!(found.len(), 2, "{text:#?}");
+    assert!(
+        found[0].line == Some(2)
+            && found[0]
+                .message
+                .starts_with("'i' is a copy of each item of 'book.rows'")
+            && found[0]
+                .message
+                .contains("write: for j in 0..book.rows.len() { book.rows[j].n += … }"),
+        "{text:#?}"
+    );
+    assert!(
+        found[1].line == Some(7)
+            && found[1]
+                .message
+                .starts_with("'cell' is a copy of each item of 'row'")
+            && found[1]
+                .message
+                .contains("for i in 0..row.len() { row[i].v = … }"),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn what_is_not_a_lost_write_to_a_loop_variable_is_not_flagged() {
+    // A shadowing let, other variables, method calls, an index loop, and a copy that is kept (pushed).
+    let found = problems(
+        r#"let cells = [#{x: 1}];
+let out = [];
+let total = 0;
+for c in cells { let c = c; c.x = 1; out.push(c); }
+for c in cells { total += c.x; let n = c.keys().len(); print(n); }
+for i in 0..cells.len() { cells[i].x = 2; }
+for c in cells { c.x = 3; out.push(c); }
+for (c, i) in cells { c.x = 4; cells[i] = c; }
+for c in cells { let d = c; d.x = 5; out.push(d); }"#,
+    );
+    assert!(found.is_empty(), "{found:#?}");
+}
+
+#[test]
+fn a_map_held_in_a_variable_is_checked_at_the_guard_it_reaches() {
+    // A wrong key is reported where it was written; a key added by m.k = … or m["k"] = … counts.
+    let found = problems(
+        r#"let m = #{spot: 1.0, strike: 1.0, vol: 0.2};
+m["volatility"] = 0.2;
+let p = price(m);
+let n = #{spot: 1.0};
+n.strike = 1.0;
+n.volatility = 0.2;
+let q = price(n);
+let o = #{spot: 1.0};
+price(o);
+let s = p + q;
+let w = #{spot: s, strike: 1.0,
+          volatilty: 0.2};
+price(w);"#,
+    );
+    let text: Vec<String> = found
+        .iter()
+        .map(|p| format!("{:?}: {}", p.line, p.message))
+        .collect();
+    assert_eq!(found.len(), 4, "{text:#?}");
+    assert_eq!(
+        text[0],
+        "Some(1): map 'm' (passed at line 3): price has no argument 'vol': did you mean 'volatility'? \
+its arguments are rate, spot, strike, volatility"
+    );
+    assert!(
+        text[1].starts_with(
+            "Some(9): map 'o' (passed at line 9): price is missing required argument(s) strike, volatility"
+        ),
+        "{text:#?}"
+    );
+    // A map with a computed value is kept as written: the wrong key is reported on its own line.
+    assert!(
+        text[2].starts_with("Some(12): map 'w' (passed at line 13): price has no argument 'volatilty'"),
+        "{text:#?}"
+    );
+    assert!(
+        text[3].starts_with(
+            "Some(13): map 'w' (passed at line 13): price is missing required argument(s) volatility"
+        ),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn a_held_map_changed_in_ways_the_check_cannot_follow_is_not_judged() {
+    // Reassigned, passed to a function, a method called on it, a computed key, a branch, a loop, a try.
+    let found = problems(
+        r#"let a = #{spot: 1.0, vol: 0.2};
+a = price_inputs();
+price(a);
+let b = #{spot: 1.0};
+fill(b);
+price(b);
+let c = #{spot: 1.0};
+c.mixin(#{strike: 1.0, volatility: 0.2});
+price(c);
+let d = #{spot: 1.0};
+let key = "strike";
+d[key] = 1.0;
+price(d);
+let e = #{spot: 1.0};
+if key == "strike" { e.strike = 1.0; e.volatility = 0.2; }
+price(e);
+let f = #{spot: 1.0};
+for k in ["strike", "volatility"] { f[k] = 1.0; }
+price(f);
+let g = #{spot: 1.0, vol: 0.2};
+try { price(g); } catch (err) { print(err); }
+let h = #{spot: 1.0};
+h.extra.x = 1.0;
+price(h);"#,
+    );
+    // Only the unknown helpers are reported, not the maps.
+    let text: Vec<&str> = found.iter().map(|p| p.message.as_str()).collect();
+    assert!(
+        text.iter().all(|t| t.starts_with("no function named")),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn a_name_meant_by_meaning_is_suggested_before_one_close_in_spelling() {
+    // norm_ppf is the quantile (norm_inv), not the density (norm_pdf); vol is volatility; aliases absent from the engine say nothing.
+    let found = problems(
+        "let z = norm_ppf(0.95);\nlet q = quantile(0.5);\nlet p = price(#{spot: 1.0, strike: 1.0, sigma: 0.2});\nlet a = avg([1]);",
+    );
+    let text: Vec<&str> = found.iter().map(|p| p.message.as_str()).collect();
+    assert_eq!(
+        text[0], "no function named 'norm_ppf': did you mean 'norm_inv'?",
+        "{text:#?}"
+    );
+    assert_eq!(
+        text[1], "no function named 'quantile': did you mean 'norm_inv'?",
+        "{text:#?}"
+    );
+    assert!(
+        text[2].starts_with("price has no argument 'sigma': did you mean 'volatility'?"),
+        "{text:#?}"
+    );
+    assert!(
+        text.iter()
+            .all(|t| !t.contains("'mean'") && !t.contains("norm_pdf")),
+        "{text:#?}"
+    );
+}
+
+#[test]
+fn the_alias_table_is_short_and_each_alias_appears_once() {
+    // One place, at most 30 entries, no alias meaning two things, none meaning itself.
+    assert!(ALIASES.len() <= 30);
+    let mut seen = std::collections::BTreeSet::new();
+    for (alias, meant) in ALIASES {
+        assert!(seen.insert(*alias), "{alias} twice");
+        assert_ne!(alias, meant);
+        assert_eq!(alias.to_lowercase(), *alias);
+    }
 }
