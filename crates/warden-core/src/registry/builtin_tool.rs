@@ -81,7 +81,7 @@ mod tests {
     fn all_lists_each_variant_once() {
         // ALL is complete and has no repeat: the match below has no wildcard,
         // so a new variant fails to compile here until it is counted.
-        let mut seen = [0usize; 13];
+        let mut seen = [0usize; 14];
         for tool in BuiltinTool::ALL {
             let slot = match tool {
                 BuiltinTool::RunCodingTask => 0,
@@ -97,10 +97,11 @@ mod tests {
                 BuiltinTool::CheckBacktest => 10,
                 BuiltinTool::VerifyReceipt => 11,
                 BuiltinTool::ReplayTask => 12,
+                BuiltinTool::SearchGuards => 13,
             };
             seen[slot] += 1;
         }
-        assert_eq!(seen, [1; 13]);
+        assert_eq!(seen, [1; 14]);
     }
 
     #[test]
