@@ -356,7 +356,7 @@ pub(crate) enum StartError {
     /// `run_coding_task` would refuse (the message names the variable).
     #[cfg(feature = "agent")]
     #[error(transparent)]
-    Model(#[from] warden_agent::config::ModelConfigError),
+    Model(#[from] warden_agent::ModelConfigError),
 }
 
 /// The registry and limits alone, for commands that only describe the
@@ -382,7 +382,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     crate::script::policy::mode()?;
     // A bad model setting stops the start, not the first coding task.
     #[cfg(feature = "agent")]
-    warden_agent::config::ModelConfig::check_env()?;
+    warden_agent::ModelConfig::check_env()?;
     warden_sandbox::env::configure(&app.worker_variables)?;
     let artifacts_dir = app.resolved_artifacts_dir();
     let resources = app.build_resources();

@@ -311,7 +311,7 @@ pub(crate) async fn worker(executor: &Executor, expected_guards: Option<usize>, 
 pub(crate) fn agent(require_agent: bool) -> Check {
     let name = "agent";
     #[cfg(feature = "agent")]
-    if let Err(error) = warden_agent::config::ModelConfig::check_env() {
+    if let Err(error) = warden_agent::ModelConfig::check_env() {
         return Check::fail(
             name,
             error.to_string(),

@@ -437,7 +437,7 @@ async fn a_task_whose_server_was_killed_is_failed_interrupted_after_restart() {
         eventually(Duration::from_secs(10), || !children_of(pid).is_empty()).await,
         "no script worker started"
     );
-    let workers = children_of(pid);
+    let workers: Vec<Seen> = children_of(pid).into_iter().filter_map(Seen::now).collect();
     let running = get_task(first.peer(), &id).await.expect("tasks/get");
     assert!(has_status(&running, TaskStatus::Working), "{}", wire(&running));
     first.kill().await;
@@ -457,10 +457,7 @@ async fn a_task_whose_server_was_killed_is_failed_interrupted_after_restart() {
 
     // Whatever the kill left behind must not spin on for the rest of the run.
     for worker in workers {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(worker as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        worker.kill();
     }
 }
 

@@ -213,15 +213,16 @@ async fn run_script_gets_the_same_check_and_says_the_script_did_not_run() {
 }
 
 #[tokio::test]
-async fn the_prompt_hides_guards_the_app_hid_and_lists_what_exists_within_20_kb() {
-    // get_quote_isolated is hidden from the prompt but still callable; built-ins, reserved words,
-    // the prelude, map_call and every budget with its number are stated.
+async fn the_prompt_hides_guards_the_app_hid_and_lists_what_exists_within_12_kb() {
+    // get_quote_isolated is hidden from the prompt (and from search_guards) but still callable;
+    // built-ins, reserved words, the prelude, map_call and every budget with its number are
+    // stated; the guards the request names are shown with their signatures and docs.
     let model = FakeModel::start(vec![code(
         "let q = get_quote_isolated(#{symbol: \"MSFT\"});\nfinal_answer(#{task_type: \"analysis\", summary: q.symbol})",
     )])
     .await;
     let server = server_for(&model, &[]).await;
-    let result = task(&server, "quote MSFT").await;
+    let result = task(&server, "quote MSFT and check a deflated sharpe").await;
     assert_eq!(result["status"], "success", "{result}");
     let system = model.requests()[0]["messages"][0]["content"]
         .as_str()
@@ -231,7 +232,7 @@ async fn the_prompt_hides_guards_the_app_hid_and_lists_what_exists_within_20_kb(
     assert!(!system.contains("get_quote_isolated"), "hidden guard listed");
     for expected in [
         "- get_quote(#{",
-        "- implied_volatility(#{",
+        "implied_volatility",
         "[inline]",
         "Reserved words",
         " call ",
@@ -247,7 +248,7 @@ async fn the_prompt_hides_guards_the_app_hid_and_lists_what_exists_within_20_kb(
     ] {
         assert!(system.contains(expected), "missing {expected:?} in:\n{system}");
     }
-    assert!(system.len() < 20_000, "prompt grew to {} bytes", system.len());
+    assert!(system.len() <= 12_000, "prompt grew to {} bytes", system.len());
 }
 
 #[tokio::test]

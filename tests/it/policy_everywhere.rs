@@ -391,13 +391,10 @@ async fn a_task_queued_while_allowed_is_judged_by_the_policy_in_force_when_it_is
     .task
     .task_id;
     let pid = first.pid;
-    let workers = children_of(pid);
+    let workers: Vec<Seen> = children_of(pid).into_iter().filter_map(Seen::now).collect();
     first.kill().await;
     for worker in workers {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(worker as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
+        worker.kill();
     }
 
     let (_policy, path) = policy_file(NO_SCRIPTS);

@@ -6,7 +6,7 @@ const CODE_LANGUAGES: &[&str] = &["rhai", "rust", "rs", "js", "javascript"];
 
 /// The fenced code blocks of a reply (```rhai, ```rust, ```js or bare
 /// ```), in order; an unterminated block is none.
-pub fn code_blocks(reply: &str) -> Vec<String> {
+pub(crate) fn code_blocks(reply: &str) -> Vec<String> {
     let mut blocks = Vec::new();
     let mut rest = reply;
     while let Some(start) = rest.find("```") {

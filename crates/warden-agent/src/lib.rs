@@ -1,21 +1,21 @@
 //! Warden's coding agent: the model loop behind `run_coding_task`. Apps
 //! use the `warden` facade (feature `agent`).
 //!
-//! [`run`] drives the loop; [`model`] talks to an OpenAI-compatible
-//! endpoint configured by [`config`] (optionally from a `.env` file);
-//! [`prompt`] builds the system prompt from the registry, rendering each
-//! guard with `warden_core::signature`; [`extract`] finds
-//! the code in a reply. The model client runs in the server, never in the
-//! sandbox.
+//! [`run_coding_task`] is the API: it drives the loop (`run`) against an
+//! OpenAI-compatible endpoint (`model`) configured by [`ModelConfig`]
+//! (from the environment or a `.env` file; [`ModelConfig::check_env`]
+//! checks every setting when the server starts). Inside: `prompt` builds
+//! the system prompt from the registry, rendering each guard with
+//! `warden_core::signature`; `extract` finds the code in a reply. The
+//! model client runs in the server, never in the sandbox.
 
-// The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{ask, error, guard, limits, registry};
-pub(crate) use warden_executor::{events, telemetry};
-pub(crate) use warden_script as script;
-pub(crate) use warden_task as task;
+#![warn(unreachable_pub)]
 
-pub mod config;
-pub mod extract;
-pub mod model;
-pub mod prompt;
-pub mod run;
+mod config;
+mod extract;
+mod model;
+mod prompt;
+mod run;
+
+pub use config::{ModelConfig, ModelConfigError};
+pub use run::run_coding_task;

@@ -15,29 +15,29 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::config::ModelConfig;
-use crate::limits::MAX_MODEL_TOKENS_PER_RESPONSE;
+use warden_core::limits::MAX_MODEL_TOKENS_PER_RESPONSE;
 
 /// One chat message.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct Message {
+pub(crate) struct Message {
     pub role: &'static str,
     pub content: String,
 }
 
 impl Message {
-    pub fn system(content: impl Into<String>) -> Self {
+    pub(crate) fn system(content: impl Into<String>) -> Self {
         Self {
             role: "system",
             content: content.into(),
         }
     }
-    pub fn user(content: impl Into<String>) -> Self {
+    pub(crate) fn user(content: impl Into<String>) -> Self {
         Self {
             role: "user",
             content: content.into(),
         }
     }
-    pub fn assistant(content: impl Into<String>) -> Self {
+    pub(crate) fn assistant(content: impl Into<String>) -> Self {
         Self {
             role: "assistant",
             content: content.into(),
@@ -48,7 +48,7 @@ impl Message {
 /// Why a model call failed, with a stable `kind` for events.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("{message}")]
-pub struct ModelError {
+pub(crate) struct ModelError {
     /// timeout | connection | http_status | bad_response
     pub kind: &'static str,
     pub message: String,
@@ -71,7 +71,7 @@ impl ModelError {
 
 /// A model's reply: its text, and what it cost.
 #[derive(Debug, Clone)]
-pub struct Completion {
+pub(crate) struct Completion {
     pub text: String,
     /// What the call is counted as: the reply's `usage`, or an estimate
     /// where the reply carried none (see [`Usage::estimated`]); never 0
@@ -86,7 +86,7 @@ pub struct Completion {
 /// `output_tokens`), each count checked against
 /// [`MAX_MODEL_TOKENS_PER_RESPONSE`]; a count the reply lacks is estimated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Usage {
+pub(crate) struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
     /// At least one of the two counts is an estimate
@@ -97,7 +97,7 @@ pub struct Usage {
 /// Bytes per token of the estimate used when a reply carries no count: 4
 /// (a common rule of thumb for English text and code; JSON punctuation in
 /// the request makes it count high, which is the side a limit should err on).
-pub const ESTIMATED_BYTES_PER_TOKEN: u64 = 4;
+pub(crate) const ESTIMATED_BYTES_PER_TOKEN: u64 = 4;
 
 /// The estimated tokens of `bytes` bytes: `bytes / 4` rounded up
 /// ([`ESTIMATED_BYTES_PER_TOKEN`]). A reply without `usage` is counted
@@ -105,12 +105,12 @@ pub const ESTIMATED_BYTES_PER_TOKEN: u64 = 4;
 /// temperature) as its input and the reply's message content's bytes as
 /// its output, so both token limits still bind an endpoint that does not
 /// report usage (docs/scripts.md, "Token usage and its limits").
-pub fn estimate_tokens(bytes: usize) -> u64 {
+pub(crate) fn estimate_tokens(bytes: usize) -> u64 {
     (bytes as u64).div_ceil(ESTIMATED_BYTES_PER_TOKEN)
 }
 
 /// Sends `messages` and returns the reply, within `timeout`.
-pub async fn complete(
+pub(crate) async fn complete(
     config: &ModelConfig,
     messages: &[Message],
     timeout: Duration,

@@ -8,14 +8,14 @@
 
 use serde_json::json;
 
-use crate::guard::Mode;
-use crate::limits::{
+use warden_core::guard::Mode;
+use warden_core::limits::{
     AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_PROMPT_BYTES,
     AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
 };
-use crate::registry::Registry;
-use crate::task::contract::{self, TASK_TYPES};
+use warden_core::registry::Registry;
 use warden_core::signature::{Renderer, shared_types};
+use warden_task::contract::{self, TASK_TYPES};
 
 const RULES: &str = r#"You are a careful quantitative analyst. You answer by writing Rhai scripts that call the
 functions below, which run in a sandbox. Reply with exactly ONE fenced code block per message:
@@ -56,7 +56,7 @@ Rules:
 /// Built-in functions of the engine a model may rely on, by group, with a
 /// note on syntax: the names come from Rhai's standard package (a test
 /// checks each exists in the worker's engine).
-pub const BUILTINS: &[(&str, &[&str], &str)] = &[
+pub(crate) const BUILTINS: &[(&str, &[&str], &str)] = &[
     (
         "math",
         &[
@@ -127,7 +127,7 @@ pub const BUILTINS: &[(&str, &[&str], &str)] = &[
 ];
 
 /// Words Rhai reserves: never variable names or bare map keys.
-pub const RESERVED_WORDS: &[&str] = &[
+pub(crate) const RESERVED_WORDS: &[&str] = &[
     "Fn",
     "as",
     "async",
@@ -197,7 +197,7 @@ pub const RESERVED_WORDS: &[&str] = &[
 /// guards are shown with their full signatures: see the limit's docs).
 /// `denied` are the guards the caller's policy refuses: left out, so the
 /// model never plans with a function it cannot call.
-pub fn system_prompt(
+pub(crate) fn system_prompt(
     registry: &Registry,
     denied: &std::collections::BTreeMap<String, String>,
     inline_calls: u64,
@@ -209,7 +209,7 @@ pub fn system_prompt(
     text.push_str(&format!("- {}\n", reserved_line()));
     text.push_str(&format!("- {}\n", answer_rule()));
     text.push_str(&format!("- {}\n", budget_line(inline_calls, timeout)));
-    let offered: Vec<&crate::guard::Guard> = registry
+    let offered: Vec<&warden_core::guard::Guard> = registry
         .for_model()
         .filter(|g| !denied.contains_key(g.tool_name()))
         .collect();
@@ -232,7 +232,7 @@ pub fn system_prompt(
     let mut shown: Vec<(String, String, bool)> = Vec::new();
     let ranked = by_relevance(&offered, request);
     let mut show_brief =
-        |guard: &crate::guard::Guard, room: &mut usize, shown: &mut Vec<(String, String, bool)>| {
+        |guard: &warden_core::guard::Guard, room: &mut usize, shown: &mut Vec<(String, String, bool)>| {
             let mut trial = renderer.clone();
             let whole = with_mode(guard, renderer.clone().describe(guard));
             let brief = with_mode(guard, trial.describe_brief(guard));
@@ -274,7 +274,7 @@ pub fn system_prompt(
 }
 
 /// A rendered guard marked `[inline]` when it is pure, ending in a blank line.
-fn with_mode(guard: &crate::guard::Guard, mut described: String) -> String {
+fn with_mode(guard: &warden_core::guard::Guard, mut described: String) -> String {
     if guard.mode() == Mode::Pure
         && let Some(end) = described.find('\n')
     {
@@ -303,7 +303,7 @@ fn notes(renderer: &Renderer) -> String {
 
 /// Every guard the model may call, by category, and how to see one's
 /// signature.
-fn guard_index(offered: &[&crate::guard::Guard]) -> String {
+fn guard_index(offered: &[&warden_core::guard::Guard]) -> String {
     let mut by_category: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
     for guard in offered {
         by_category
@@ -322,23 +322,23 @@ search before you guess a name or its arguments.\n",
     text
 }
 
+/// A guard is the request's when its score is at least this share of the
+/// best guard's: a word most guards share ("check") makes the others
+/// match a little, not relevant.
+const RELEVANT_SHARE: f64 = 0.25;
+
 /// `offered` in the order their signatures are worth showing, each with
-/// whether the request's words match it: those that match, best first,
-/// then the rest as registered.
+/// whether it is the request's: by score (`warden_core::search::rank`),
+/// then as registered.
 fn by_relevance<'a>(
-    offered: &[&'a crate::guard::Guard],
+    offered: &[&'a warden_core::guard::Guard],
     request: &str,
-) -> Vec<(&'a crate::guard::Guard, bool)> {
-    let words = warden_core::search::words(warden_core::search::cut(request));
-    let mut ranked: Vec<(f64, usize, &crate::guard::Guard)> = offered
-        .iter()
-        .enumerate()
-        .map(|(at, guard)| (warden_core::search::score(guard, &words), at, *guard))
-        .collect();
-    ranked.sort_by(|(a, at_a, _), (b, at_b, _)| b.total_cmp(a).then(at_a.cmp(at_b)));
+) -> Vec<(&'a warden_core::guard::Guard, bool)> {
+    let ranked = warden_core::search::rank(offered, request);
+    let best = ranked.first().map_or(0.0, |(score, _)| *score);
     ranked
         .into_iter()
-        .map(|(score, _, guard)| (guard, score > 0.0))
+        .map(|(score, guard)| (guard, score > 0.0 && score >= best * RELEVANT_SHARE))
         .collect()
 }
 
@@ -360,7 +360,12 @@ fn reserved_line() -> String {
 }
 
 /// What is left of the budgets after a step, for the step's observation.
-pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64, inline_left: u64) -> String {
+pub(crate) fn budget_left(
+    steps_used: usize,
+    model_calls_used: usize,
+    calls_used: u64,
+    inline_left: u64,
+) -> String {
     format!(
         "Left: {} steps, {} replies, {} server calls, {} inline calls.",
         AGENT_MAX_STEPS.saturating_sub(steps_used),
@@ -372,7 +377,7 @@ pub fn budget_left(steps_used: usize, model_calls_used: usize, calls_used: u64, 
 
 /// The budgets, from `limits` (and the inline budget the task enforces):
 /// what a task may spend before it ends.
-pub fn budget_line(inline_calls: u64, timeout: std::time::Duration) -> String {
+pub(crate) fn budget_line(inline_calls: u64, timeout: std::time::Duration) -> String {
     format!(
         "Budgets: {AGENT_MAX_STEPS} steps (a step is a code block that ran), {AGENT_MAX_MODEL_CALLS} \
 replies, {AGENT_MAX_GUARD_CALLS} server calls (failed ones count; a map_call is 1), {inline_calls} \
@@ -386,7 +391,7 @@ steps you are told how many are used.",
 
 /// How to finish, and which keys each `task_type` takes, asked of the
 /// contract itself so the prompt cannot drift from it.
-pub fn answer_rule() -> String {
+pub(crate) fn answer_rule() -> String {
     let mut with_metrics = Vec::new();
     for task_type in TASK_TYPES {
         let probe = json!({"task_type": task_type, "summary": "-", "metrics": {"m": 1}, "assumptions": []});
@@ -408,13 +413,13 @@ Output printed before final_answer is kept.",
 }
 /// How `task_type` maps to the task's status, asked of the contract itself
 /// so the prompt cannot drift from it.
-pub fn status_rule() -> String {
+pub(crate) fn status_rule() -> String {
     let (mut success, mut failed) = (Vec::new(), Vec::new());
     for task_type in TASK_TYPES {
         // One successful call and none made: every type's own preconditions hold.
         let probe = json!({"task_type": task_type, "summary": "-"});
         match contract::check(&probe, 0, 1).map(|answer| answer.status) {
-            Ok(crate::task::TaskStatus::Success) => success.push(*task_type),
+            Ok(warden_task::TaskStatus::Success) => success.push(*task_type),
             Ok(_) => failed.push(*task_type),
             Err(_) => {}
         }
@@ -433,7 +438,7 @@ mod tests {
     #[test]
     fn the_rules_list_the_chart_helpers() {
         // Pins the prompt to the chart helpers a script really has.
-        for name in crate::script::worker::charts::HELPERS {
+        for name in warden_script::worker::charts::HELPERS {
             assert!(
                 RULES.contains(&format!("{name}(")),
                 "{name} missing from the prompt"
@@ -488,14 +493,14 @@ mod tests {
     fn the_budget_line_quotes_the_limits() {
         // Pins the numbers in the budget line to the limits module and the inline budget given.
         let line = budget_line(
-            crate::limits::AGENT_MAX_INLINE_CALLS,
+            warden_core::limits::AGENT_MAX_INLINE_CALLS,
             std::time::Duration::from_secs(77),
         );
         for n in [
             AGENT_MAX_STEPS as u64,
             AGENT_MAX_MODEL_CALLS as u64,
             AGENT_MAX_GUARD_CALLS,
-            crate::limits::AGENT_MAX_INLINE_CALLS,
+            warden_core::limits::AGENT_MAX_INLINE_CALLS,
             77,
             (AGENT_MAX_OBSERVATION_BYTES / 1024) as u64,
         ] {
@@ -508,7 +513,7 @@ mod tests {
     #[test]
     fn every_builtin_the_prompt_names_exists_in_the_script_engine() {
         // Pins the built-ins list to the worker's real engine: a name the engine lacks fails here.
-        let engine = crate::script::worker::engine::build(&Default::default());
+        let engine = warden_script::worker::engine::build(&Default::default());
         let signatures = engine.gen_fn_signatures(true).join("\n");
         for (group, names, _) in BUILTINS {
             for name in *names {
@@ -523,7 +528,7 @@ mod tests {
     #[test]
     fn every_reserved_word_fails_as_a_bare_map_key_and_works_quoted() {
         // Pins the reserved list: each word really breaks `#{word: 1}`, and quoting fixes it.
-        let engine = crate::script::worker::engine::build(&Default::default());
+        let engine = warden_script::worker::engine::build(&Default::default());
         let bare_ok: Vec<&str> = RESERVED_WORDS
             .iter()
             .copied()

@@ -17,17 +17,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::ModelConfig;
 use super::model::{Completion, Message, Usage, complete};
-use crate::error::{GuardError, TaskError, TaskErrorKind};
-use crate::events::Origin;
-use crate::limits::{
+use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_core::limits::{
     AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
     AGENT_PLANNING_INTERVAL,
 };
-use crate::script::host::progress::{Progress, note};
-use crate::script::host::session::{Budget, RunEnd, Session};
-use crate::script::protocol::RunOutcome;
-use crate::task::store::{UsageEntry, now_ms, utc_day};
-use crate::task::{
+use warden_executor::events::Origin;
+use warden_script::host::progress::{Progress, note};
+use warden_script::host::session::{Budget, RunEnd, Session};
+use warden_script::protocol::RunOutcome;
+use warden_task::store::{UsageEntry, now_ms, utc_day};
+use warden_task::{
     ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
     abnormal_end, contract,
 };
@@ -45,7 +45,7 @@ pub async fn run_coding_task(
     let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
     task.model = Some(config.model_id.clone());
     // Its blocks share the agent's budgets: recorded, so a replay spends the same.
-    task.limits = crate::task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
+    task.limits = warden_task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
     let denied = runner.executor.denied_guards(origin);
     let system = super::prompt::system_prompt(
         runner.executor.registry(),
@@ -75,7 +75,7 @@ pub async fn run_coding_task(
     let mut facts = WorkerFacts::default();
     let mut actions = 0usize;
     let mut agent_origin = task.origin_under(origin);
-    agent_origin.trace = crate::telemetry::start(
+    agent_origin.trace = warden_executor::telemetry::start(
         "agent.run",
         SpanKind::Internal,
         &task.trace,
@@ -114,7 +114,7 @@ pub async fn run_coding_task(
             format!("the script worker failed to start: {reason}"),
         ),
     };
-    crate::telemetry::end(
+    warden_executor::telemetry::end(
         &agent_origin.trace,
         result.status.as_str(),
         result.error_kind().map(TaskErrorKind::as_str),
@@ -302,7 +302,7 @@ impl Agent<'_> {
         let remaining = self.task.deadline.saturating_duration_since(Instant::now());
         let timeout = self.config.call_timeout.min(remaining);
         let started = std::time::Instant::now();
-        let span = crate::telemetry::start(
+        let span = warden_executor::telemetry::start(
             "model.generate",
             SpanKind::Client,
             &self.origin.trace,
@@ -344,9 +344,9 @@ impl Agent<'_> {
             {
                 attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
             }
-            crate::telemetry::set_attributes(&span, attributes);
+            warden_executor::telemetry::set_attributes(&span, attributes);
         }
-        crate::telemetry::end(&span, status, error_type);
+        warden_executor::telemetry::end(&span, status, error_type);
         events.emit(
             self.origin,
             "model_call_finished",
@@ -387,10 +387,10 @@ impl Agent<'_> {
     /// nobody can be asked (the task then ends `needs_input`, as before).
     /// Each question and its outcome is an event.
     async fn ask_person(&mut self, answer: &contract::Answer) -> Option<String> {
-        let asker = crate::ask::for_this_task()?;
+        let asker = warden_core::ask::for_this_task()?;
         let fields: Vec<&String> = answer.missing.keys().collect();
         let (message, requested_schema) = contract::missing_form(&answer.summary, &answer.missing);
-        let question = crate::ask::Question::Elicit {
+        let question = warden_core::ask::Question::Elicit {
             message: message.clone(),
             requested_schema: requested_schema.clone(),
         };
@@ -407,12 +407,12 @@ impl Agent<'_> {
             Err(error) => json!(error.code),
         };
         // Kept for the receipt, as every answer to the task's questions is.
-        let form: crate::ask::Elicitation = answered
+        let form: warden_core::ask::Elicitation = answered
             .as_ref()
             .ok()
             .and_then(|reply| serde_json::from_value(reply.clone()).ok())
-            .unwrap_or(crate::ask::Elicitation {
-                action: crate::ask::Action::Cancel,
+            .unwrap_or(warden_core::ask::Elicitation {
+                action: warden_core::ask::Action::Cancel,
                 content: Default::default(),
             });
         let record = self.session.record_input(

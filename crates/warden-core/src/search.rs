@@ -7,7 +7,8 @@
 //! words ([`NAME_WEIGHT`]), title ([`TITLE_WEIGHT`]), category
 //! ([`CATEGORY_WEIGHT`]), argument names ([`ARGUMENT_WEIGHT`]); a word of
 //! its description adds [`DOC_WEIGHT`] on top. A word that only begins a
-//! field's word (`vol` of `volatility`) counts half. Two query words that
+//! field's word (`vol` of `volatility`) counts half, and a word that many
+//! guards match counts less than a rare one (see [`rank`]). Two query words that
 //! follow each other in the name add [`PHRASE_BONUS`], and a query that
 //! spells the whole name adds [`EXACT_NAME_BONUS`]: "implied volatility"
 //! finds `implied_volatility` first. Ranking is deterministic (score, then
@@ -81,19 +82,44 @@ pub fn words(text: &str) -> Vec<String> {
 /// The guards among `guards` that match `query`, best first, at most
 /// `limit` (capped at [`MAX_SEARCH_HITS`]).
 pub fn search<'a>(guards: impl Iterator<Item = &'a Guard>, query: &str, limit: usize) -> Vec<Hit> {
-    let query = words(cut(query));
-    if query.is_empty() {
-        return Vec::new();
-    }
-    let mut scored: Vec<(f64, &Guard)> = guards
-        .map(|guard| (score(guard, &query), guard))
-        .filter(|(score, _)| *score > 0.0)
-        .collect();
-    scored.sort_by(|(a, ga), (b, gb)| b.total_cmp(a).then_with(|| ga.tool_name().cmp(gb.tool_name())));
-    scored
+    let guards: Vec<&Guard> = guards.collect();
+    rank(&guards, query)
         .into_iter()
+        .filter(|(score, _)| *score > 0.0)
         .take(limit.min(MAX_SEARCH_HITS))
         .map(|(score, guard)| hit(guard, score))
+        .collect()
+}
+
+/// Every guard of `guards` with its score for `query`, best first (ties in
+/// the order given). A query word counts more the fewer guards it
+/// matches: its weight is scaled by ln(1 + n / m), n guards of which m
+/// match it, so "check" (in most of an app's names) ranks below "quote"
+/// (in one).
+pub fn rank<'a>(guards: &[&'a Guard], query: &str) -> Vec<(f64, &'a Guard)> {
+    let query = words(cut(query));
+    let fields: Vec<Fields> = guards.iter().map(|guard| Fields::of(guard)).collect();
+    let rarity: Vec<f64> = query
+        .iter()
+        .map(|word| {
+            let matching = fields.iter().filter(|f| f.matches(word) > 0.0).count();
+            if matching == 0 {
+                0.0
+            } else {
+                (1.0 + guards.len() as f64 / matching as f64).ln()
+            }
+        })
+        .collect();
+    let mut ranked: Vec<(f64, usize, &Guard)> = guards
+        .iter()
+        .zip(&fields)
+        .enumerate()
+        .map(|(at, (guard, fields))| (fields.score(&query, &rarity), at, *guard))
+        .collect();
+    ranked.sort_by(|(a, at_a, _), (b, at_b, _)| b.total_cmp(a).then(at_a.cmp(at_b)));
+    ranked
+        .into_iter()
+        .map(|(score, _, guard)| (score, guard))
         .collect()
 }
 
@@ -107,46 +133,67 @@ pub fn cut(query: &str) -> &str {
     &query[..end]
 }
 
-/// How well `guard` matches the query words (0: not at all).
-pub fn score(guard: &Guard, query: &[String]) -> f64 {
-    let name = words(guard.tool_name());
-    let title = guard.title.as_deref().map(words).unwrap_or_default();
-    let category = words(&guard.category);
-    let arguments: Vec<String> = guard
-        .input_schema()
-        .get("properties")
-        .and_then(Value::as_object)
-        .map(|properties| properties.keys().flat_map(|key| words(key)).collect())
-        .unwrap_or_default();
-    let doc: BTreeSet<String> = words(guard.description()).into_iter().collect();
-    let mut total = 0.0;
-    for word in query {
+/// A guard's words, by field.
+struct Fields {
+    name: Vec<String>,
+    title: Vec<String>,
+    category: Vec<String>,
+    arguments: Vec<String>,
+    doc: BTreeSet<String>,
+}
+
+impl Fields {
+    fn of(guard: &Guard) -> Self {
+        Self {
+            name: words(guard.tool_name()),
+            title: guard.title.as_deref().map(words).unwrap_or_default(),
+            category: words(&guard.category),
+            arguments: guard
+                .input_schema()
+                .get("properties")
+                .and_then(Value::as_object)
+                .map(|properties| properties.keys().flat_map(|key| words(key)).collect())
+                .unwrap_or_default(),
+            doc: words(guard.description()).into_iter().collect(),
+        }
+    }
+
+    /// The best field's weighted match of `word`, plus the description's.
+    fn matches(&self, word: &str) -> f64 {
         let best = [
-            (NAME_WEIGHT, &name),
-            (TITLE_WEIGHT, &title),
-            (CATEGORY_WEIGHT, &category),
-            (ARGUMENT_WEIGHT, &arguments),
+            (NAME_WEIGHT, &self.name),
+            (TITLE_WEIGHT, &self.title),
+            (CATEGORY_WEIGHT, &self.category),
+            (ARGUMENT_WEIGHT, &self.arguments),
         ]
         .into_iter()
         .map(|(weight, field)| weight * matches(word, field))
         .fold(0.0, f64::max);
-        total += best;
-        if doc.contains(word) {
-            total += DOC_WEIGHT;
+        best + if self.doc.contains(word) { DOC_WEIGHT } else { 0.0 }
+    }
+
+    /// How well the guard matches the query words (0: not at all), each
+    /// word's match scaled by its `rarity`.
+    fn score(&self, query: &[String], rarity: &[f64]) -> f64 {
+        let total: f64 = query
+            .iter()
+            .zip(rarity)
+            .map(|(word, rarity)| self.matches(word) * rarity)
+            .sum();
+        if total == 0.0 {
+            return 0.0;
         }
-    }
-    if total == 0.0 {
-        return 0.0;
-    }
-    total += PHRASE_BONUS
-        * query
+        let pairs = query
             .windows(2)
-            .filter(|pair| name.windows(2).any(|named| named == *pair))
-            .count() as f64;
-    if *query == name {
-        total += EXACT_NAME_BONUS;
+            .filter(|pair| self.name.windows(2).any(|named| named == *pair))
+            .count();
+        let exact = if *query == self.name {
+            EXACT_NAME_BONUS
+        } else {
+            0.0
+        };
+        total + PHRASE_BONUS * pairs as f64 + exact
     }
-    total
 }
 
 /// 1 when `field` has `word`, 0.5 when one of its words begins with it

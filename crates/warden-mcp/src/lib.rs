@@ -10,8 +10,6 @@
 //! executor, a script through a task, and a model through the agent.
 
 // The lower crates' modules at the paths this crate's modules use.
-#[cfg(feature = "agent")]
-pub(crate) use warden_agent as agent;
 #[cfg(feature = "http")]
 pub(crate) use warden_core::config;
 pub(crate) use warden_core::{ask, catalogue, error, guard, limits, notify, receipt, registry, schema};

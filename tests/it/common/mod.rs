@@ -162,6 +162,44 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     found
 }
 
+/// A process as a test saw it: its pid and its start time (clock ticks
+/// since boot, field 22 of `/proc/<pid>/stat`). A pid is given to a new
+/// process once its own is gone (`pid_max` is 32,768 on this machine and
+/// a run starts thousands of workers), so a test that kills a process it
+/// saw a while ago must first check it is still that one: a bare
+/// `kill(pid)` once killed another test's server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub pid: u32,
+    started: u64,
+}
+
+impl Seen {
+    /// `pid` as it is now; `None` when no process has it.
+    pub fn now(pid: u32) -> Option<Seen> {
+        started_at(pid).map(|started| Seen { pid, started })
+    }
+
+    /// SIGKILLs the process if it is still the one seen (never a process
+    /// that took its pid since).
+    pub fn kill(&self) {
+        if started_at(self.pid) == Some(self.started) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// The start time of process `pid` (field 22 of its stat line, counted
+/// after the command name, which may hold spaces and parentheses).
+fn started_at(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(19)?.parse().ok()
+}
+
 /// Whether `pid` is a worker zygote (by its command line).
 pub fn is_zygote(pid: u32) -> bool {
     std::fs::read(format!("/proc/{pid}/cmdline"))

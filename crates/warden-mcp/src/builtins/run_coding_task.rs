@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
-use crate::agent::config::ModelConfig;
 use crate::error::GuardError;
+use warden_agent::ModelConfig;
 
 /// Ask the server's model to solve a task by writing Rhai scripts that call the registered guards.
 ///
@@ -66,7 +66,7 @@ impl Builtin for RunCodingTask {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let (input, timeout, config) = prepare(call.ctx, call.arguments)?;
-            crate::agent::run::run_coding_task(
+            warden_agent::run_coding_task(
                 call.ctx.tasks(),
                 &config,
                 &input.prompt,
