@@ -13,12 +13,6 @@
 //! the agent, below the facade: it depends on the core, the executor and
 //! the task crate, never on the facade or the MCP layer.
 
-// The lower crates' modules at the paths this crate's modules use (`crate::limits`, …).
-#[allow(unused_imports)]
-pub(crate) use warden_core::{config, error, limits};
-#[allow(unused_imports)]
-pub(crate) use warden_executor::{artifacts, tenant};
-
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "s3")]

@@ -29,7 +29,7 @@
 //! AWS_ENDPOINT_URL / credentials")`; a lookup never answers from part of
 //! a read. Nothing here panics.
 //!
-//! Callers are synchronous ([`View`](crate::artifacts::View), the runner, retention): every
+//! Callers are synchronous ([`View`](warden_executor::artifacts::View), the runner, retention): every
 //! request runs on one process-wide runtime of this module's own
 //! (`warden-s3`, never dropped, holding the HTTP connection pool) and the
 //! caller waits for its answer — inside `block_in_place` when it is on a
@@ -50,16 +50,16 @@ use object_store::{
     ObjectStoreExt, PutOptions, PutPayload, RetryConfig,
 };
 
-#[cfg(doc)]
-use crate::artifacts::ArtifactStore;
-use crate::artifacts::{
-    ChunkAnswer, Encoding, OUTPUTS_DIR, RESULT_FILE, RemoteCopy, chunk, owner, safe_path,
-};
-use crate::error::GuardError;
-use crate::limits::{
+use warden_core::error::GuardError;
+use warden_core::limits::{
     OBJECT_STORE_CONNECT_TIMEOUT, OBJECT_STORE_REQUEST_TIMEOUT, OBJECT_STORE_RETRIES, OBJECT_STORE_UPLOADS,
 };
-use crate::tenant::Principal;
+#[cfg(doc)]
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::artifacts::{
+    ChunkAnswer, Encoding, OUTPUTS_DIR, RESULT_FILE, RemoteCopy, chunk, owner, safe_path,
+};
+use warden_executor::tenant::Principal;
 
 /// The variable naming the object store; unset (or empty), task files stay
 /// in the local artifacts directory only.
@@ -93,7 +93,7 @@ impl Remote {
     /// A malformed value is an error naming the variable and the fix, for
     /// the server to refuse to start with.
     pub fn from_env() -> Result<Option<Self>, GuardError> {
-        let Some(value) = crate::config::var_os(STORE_VAR) else {
+        let Some(value) = warden_core::config::var_os(STORE_VAR) else {
             return Ok(None);
         };
         let value = value
@@ -301,7 +301,7 @@ impl RemoteCopy for Remote {
             .try_clone()
             .map_err(|e| GuardError::failed(format!("cannot list task '{task_id}' for its upload: {e}")))?;
         let mut found = Vec::new();
-        crate::artifacts::walk(listing, "", 0, &mut found);
+        warden_executor::artifacts::walk(listing, "", 0, &mut found);
         // A name a read refuses (the server's temporary files) is not sent.
         let mut names: Vec<String> = found
             .into_iter()
@@ -326,7 +326,7 @@ impl RemoteCopy for Remote {
                     let options = PutOptions {
                         attributes: Attributes::from_iter([(
                             Attribute::ContentType,
-                            crate::artifacts::mime_type(&name),
+                            warden_executor::artifacts::mime_type(&name),
                         )]),
                         ..PutOptions::default()
                     };
@@ -403,7 +403,7 @@ impl RemoteCopy for Remote {
             )));
         }
         let chunk = chunk::chunk_of(bytes, size, offset, encoding)?;
-        Ok(crate::artifacts::chunk_answer(
+        Ok(warden_executor::artifacts::chunk_answer(
             task_id, filename, offset, encoding, chunk,
         ))
     }

@@ -17,9 +17,6 @@
 //! so the four are one layer; scripts, tasks and MCP sit above it and reach
 //! a guard only through [`executor::Executor`].
 
-// The core's modules at the paths this crate's modules use (`crate::limits`, …).
-pub(crate) use warden_core::{ask, config, error, guard, limits, notify, receipt, registry};
-
 pub mod artifacts;
 pub mod events;
 pub mod executor;

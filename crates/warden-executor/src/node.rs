@@ -90,7 +90,7 @@ pub fn alive(name: &str) -> bool {
 fn host_name() -> String {
     static HOST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     HOST.get_or_init(|| {
-        crate::config::var("WARDEN_NODE_ID")
+        warden_core::config::var("WARDEN_NODE_ID")
             .filter(|id| !id.trim().is_empty())
             .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
             .map(|name| name.trim().replace('/', "_"))

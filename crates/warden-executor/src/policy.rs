@@ -55,9 +55,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::error::{GuardError, codes};
-use crate::registry::{BuiltinTool, Registry};
 use crate::tenant::Scopes;
+use warden_core::error::{GuardError, codes};
+use warden_core::registry::{BuiltinTool, Registry};
 
 /// The environment variable naming the policy file.
 pub const POLICY_FILE_VAR: &str = "WARDEN_POLICY_FILE";
@@ -147,7 +147,7 @@ impl Policy {
     /// Reads [`POLICY_FILE_VAR`]'s file, if the variable is set, checked
     /// against `registry`.
     pub fn from_env(registry: &Registry) -> Result<Option<Self>, String> {
-        let Some(path) = crate::config::var(POLICY_FILE_VAR) else {
+        let Some(path) = warden_core::config::var(POLICY_FILE_VAR) else {
             return Ok(None);
         };
         Self::read(Path::new(&path), registry).map(Some)

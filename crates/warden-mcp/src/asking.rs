@@ -22,8 +22,8 @@ use rmcp::model::{ClientResult, ElicitRequest, ElicitRequestParams, ServerReques
 use rmcp::service::Peer;
 use serde_json::{Value, json};
 
-use crate::ask::{Asker, Question};
-use crate::error::{GuardError, codes};
+use warden_core::ask::{Asker, Question};
+use warden_core::error::{GuardError, codes};
 
 /// An asker sending questions to `peer`.
 pub(crate) fn asker(peer: Peer<RoleServer>, timeout: Duration) -> Asker {

@@ -1,6 +1,6 @@
 //! The answer bound: every `tools/call` answer (and every task result
 //! `tasks/get` carries) fits `Limits::max_answer_bytes`
-//! ([`crate::limits::DEFAULT_MAX_ANSWER_BYTES`], `WARDEN_MAX_ANSWER_BYTES`) on the wire:
+//! ([`warden_core::limits::DEFAULT_MAX_ANSWER_BYTES`], `WARDEN_MAX_ANSWER_BYTES`) on the wire:
 //! structuredContent, text content and `_meta` together, with
 //! [`ANSWER_ENVELOPE_BYTES`] of it left for the JSON-RPC envelope.
 //!
@@ -35,10 +35,10 @@ use rmcp::model::{CallToolResult, ContentBlock, Resource};
 use serde_json::{Map, Value, json};
 
 use crate::builtins::Runtime;
-use crate::events::Origin;
-use crate::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
-use crate::task::TaskStatus;
 use warden_core::answer::{self, Cut, size};
+use warden_core::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
+use warden_executor::events::Origin;
+use warden_task::TaskStatus;
 
 /// The key of the marker a cut value carries at its top: `true`.
 pub const TRUNCATED_KEY: &str = "truncated";
@@ -63,7 +63,7 @@ impl Whole {
     pub fn result_of(task_id: &str) -> Self {
         Self {
             task_id: task_id.to_string(),
-            filename: crate::artifacts::RESULT_FILE.to_string(),
+            filename: warden_executor::artifacts::RESULT_FILE.to_string(),
         }
     }
 
@@ -134,7 +134,7 @@ pub async fn bounded(runtime: &Runtime, origin: &Origin, mut answer: Answer) -> 
             .await
             .map(|task_id| Whole {
                 task_id,
-                filename: crate::task::VALUE_FILE.to_string(),
+                filename: warden_task::VALUE_FILE.to_string(),
             })
             .map_err(|error| error.message),
     };
@@ -281,7 +281,7 @@ fn build(
                 );
                 let wrapped = json!({
                     "status": "success",
-                    "error": {"code": crate::error::codes::ANSWER_TOO_LARGE, "message": message},
+                    "error": {"code": warden_core::error::codes::ANSWER_TOO_LARGE, "message": message},
                     "output": value,
                 });
                 front.push(fitted(&wrapped, room, prior, marker).to_string());

@@ -2,7 +2,7 @@
 //! the same registry: MCP `tools/list`, Anthropic, OpenAI Responses and
 //! OpenAI Chat Completions, Gemini.
 //!
-//! Every schema leaves through [`crate::schema::portable`]: self-contained,
+//! Every schema leaves through [`warden_core::schema::portable`]: self-contained,
 //! string enums, and only the keywords the receiving target accepts.
 
 use std::sync::Arc;
@@ -12,11 +12,11 @@ use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use serde_json::Value;
 use serde_json::json;
 
-use crate::guard::Guard;
-use crate::registry::Registry;
+use warden_core::guard::Guard;
+use warden_core::registry::Registry;
 #[cfg(feature = "cli")]
-use crate::schema::portable::has_open_map;
-use crate::schema::portable::{Target, portable};
+use warden_core::schema::portable::has_open_map;
+use warden_core::schema::portable::{Target, portable};
 
 #[cfg(feature = "cli")]
 /// Output formats of `tools --format`.
@@ -109,7 +109,7 @@ fn entry(tool: &Tool, format: ToolFormat) -> Value {
 }
 
 /// Registry order tools, for `tools/list` and the exports.
-pub fn mcp_tools(registry: &Registry, limits: &crate::limits::Limits) -> Vec<Tool> {
+pub fn mcp_tools(registry: &Registry, limits: &warden_core::limits::Limits) -> Vec<Tool> {
     registry
         .iter()
         .map(|guard| mcp_tool(guard, limits.guard_deadline(guard.timeout).as_secs()))
@@ -118,7 +118,7 @@ pub fn mcp_tools(registry: &Registry, limits: &crate::limits::Limits) -> Vec<Too
 
 /// Guards and built-in tools, in name order, with their schemas as derived
 /// (not yet portable: see [`for_mcp`] and [`export`]).
-pub fn all_tools(registry: &Registry, limits: &crate::limits::Limits) -> Vec<Tool> {
+pub fn all_tools(registry: &Registry, limits: &warden_core::limits::Limits) -> Vec<Tool> {
     let mut tools = mcp_tools(registry, limits);
     tools.extend(crate::builtins::all().iter().map(|b| b.tool()));
     tools.sort_by(|a, b| a.name.cmp(&b.name));

@@ -9,14 +9,6 @@
 //! The top of the spine: everything here reaches a guard through the
 //! executor, a script through a task, and a model through the agent.
 
-// The lower crates' modules at the paths this crate's modules use.
-#[cfg(feature = "http")]
-pub(crate) use warden_core::config;
-pub(crate) use warden_core::{ask, catalogue, error, guard, limits, notify, receipt, registry, schema};
-pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, tenant};
-pub(crate) use warden_script as script;
-pub(crate) use warden_task::{self as task, batch};
-
 mod asking;
 pub mod bound;
 pub mod builtins;

@@ -1,4 +1,4 @@
-//! A direct guard call's progress and log messages ([`crate::notify`]),
+//! A direct guard call's progress and log messages ([`warden_core::notify`]),
 //! forwarded to the MCP client while the call runs.
 //!
 //! The server puts a bounded queue's sender in scope around the executor
@@ -24,8 +24,8 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 
-use crate::limits::MAX_QUEUED_NOTICES;
-use crate::notify::{Level, Notice, Sink};
+use warden_core::limits::MAX_QUEUED_NOTICES;
+use warden_core::notify::{Level, Notice, Sink};
 
 /// One session's `logging/setLevel` threshold.
 ///
@@ -96,7 +96,7 @@ pub(crate) async fn forwarding<F: Future>(
             }
         }
     };
-    let call = crate::notify::scope(sink, call);
+    let call = warden_core::notify::scope(sink, call);
     tokio::pin!(call);
     let output = loop {
         tokio::select! {

@@ -10,7 +10,7 @@ use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, MetaObject, RequestMetaObject};
 use serde_json::Value;
 
-use crate::receipt::CallReceipt;
+use warden_core::receipt::CallReceipt;
 
 /// The `_meta` key a client asks for a receipt with, and the result's
 /// `_meta` key it comes back under.

@@ -19,15 +19,15 @@ use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_enco
 use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 
-use crate::artifacts::{Encoding, View, mime_type};
-use crate::limits::{MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
-use crate::task::TaskResult;
+use warden_core::limits::{MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
+use warden_executor::artifacts::{Encoding, View, mime_type};
+use warden_task::TaskResult;
 
 /// Base64 of the 8-byte PNG signature's first 6 bytes: every PNG starts so.
 const PNG_BASE64_START: &str = "iVBORw0K";
 
 /// URI prefix of task artifacts.
-pub const SCHEME: &str = crate::artifacts::URI_SCHEME;
+pub const SCHEME: &str = warden_executor::artifacts::URI_SCHEME;
 
 /// Escaped in each part of an artifact URI: controls, space and the
 /// characters RFC 3986 reserves for other parts of a URI (`/` is kept: it
@@ -79,7 +79,7 @@ pub fn links(result: &TaskResult) -> Vec<ContentBlock> {
 /// result JSON twice (structuredContent and its text mirror; `json_bytes`
 /// is its compact size as sent) plus the images' base64 — stays within
 /// `cap` bytes (the smaller of
-/// [`MAX_INLINE_RESULT_BYTES`](crate::limits::MAX_INLINE_RESULT_BYTES) and the answer
+/// [`MAX_INLINE_RESULT_BYTES`](warden_core::limits::MAX_INLINE_RESULT_BYTES) and the answer
 /// bound). A PNG that does not fit, or is not really a PNG, is left to its
 /// resource link.
 pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize, cap: usize) -> Vec<ContentBlock> {
@@ -128,7 +128,7 @@ pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData>
         .map_err(|_| not_ours())?;
     let path = percent_decode_str(path).decode_utf8().map_err(|_| not_ours())?;
     let (task_id, path) = (task_id.as_ref(), path.as_ref());
-    let as_params = |e: crate::error::GuardError| {
+    let as_params = |e: warden_core::error::GuardError| {
         ErrorData::invalid_params(e.message, Some(serde_json::json!({"uri": uri})))
     };
     let chunk = store
@@ -158,9 +158,9 @@ pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::limits::MAX_INLINE_RESULT_BYTES;
-    use crate::task::TaskStatus;
-    use crate::task::result::ArtifactRef;
+    use warden_core::limits::MAX_INLINE_RESULT_BYTES;
+    use warden_task::TaskStatus;
+    use warden_task::result::ArtifactRef;
 
     /// A file that starts like a PNG, `size` bytes long.
     fn fake_png(size: usize) -> Vec<u8> {
@@ -173,8 +173,8 @@ mod tests {
     fn chart_images_travel_inline_only_while_they_fit_the_result_cap() {
         // A small PNG becomes image content; one past the cap and a non-PNG stay links only.
         let root = tempfile::tempdir().expect("temp dir");
-        let store = crate::artifacts::ArtifactStore::new(root.path(), 10);
-        let local = crate::tenant::Principal::local();
+        let store = warden_executor::artifacts::ArtifactStore::new(root.path(), 10);
+        let local = warden_executor::tenant::Principal::local();
         let (task_id, _) = store.create_task(&local).expect("task");
         let cap = 1 << 20;
         store
@@ -206,7 +206,7 @@ mod tests {
         );
         assert_eq!(images.len(), 1, "only small.png fits and is a PNG");
         // Another principal's view sees no task, hence no image.
-        let alice = crate::tenant::Principal::new("alice").expect("principal");
+        let alice = warden_executor::tenant::Principal::new("alice").expect("principal");
         assert!(
             super::images(
                 store.view(&alice),

@@ -27,7 +27,7 @@
 //! Without a shared key a retry must reach the same server process:
 //! behind a load balancer, stateless clients that are asked need affinity.
 //!
-//! Limits ([`crate::limits`]): [`MAX_INPUT_QUESTIONS`] per call,
+//! Limits ([`warden_core::limits`]): [`MAX_INPUT_QUESTIONS`] per call,
 //! [`MAX_INPUT_STATE_BYTES`] per state, `input_state_ttl` per round.
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,10 +43,10 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ask::{Asker, Elicitation, Question};
-use crate::error::{GuardError, codes};
-use crate::limits::{MAX_INPUT_QUESTIONS, MAX_INPUT_STATE_BYTES};
-use crate::tenant::Principal;
+use warden_core::ask::{Asker, Elicitation, Question};
+use warden_core::error::{GuardError, codes};
+use warden_core::limits::{MAX_INPUT_QUESTIONS, MAX_INPUT_STATE_BYTES};
+use warden_executor::tenant::Principal;
 
 /// The request `_meta` key of a 2026-07-28 client's capabilities.
 const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -106,7 +106,7 @@ struct Asked {
     /// SHA-256 of the question's canonical JSON.
     digest: String,
     /// Its key in `inputRequests` / `inputResponses`: the guard's own
-    /// ([`crate::ask::Question::Keyed`]), else `q<n>` for the n-th question.
+    /// ([`warden_core::ask::Question::Keyed`]), else `q<n>` for the n-th question.
     #[serde(default)]
     key: String,
 }
@@ -126,7 +126,7 @@ pub(crate) struct Binding(Vec<u8>);
 
 impl Binding {
     pub fn new(principal: &Principal, tool: &str, arguments: &Value) -> Self {
-        let digest = crate::receipt::digest(arguments);
+        let digest = warden_core::receipt::digest(arguments);
         Self(format!("warden/mrtr/1\n{principal}\n{tool}\n{digest}").into_bytes())
     }
 
@@ -635,7 +635,7 @@ fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequ
         }
     };
     let json = serde_json::to_value(&request).map_err(|e| GuardError::failed(e.to_string()))?;
-    let digest = crate::receipt::digest(&json);
+    let digest = warden_core::receipt::digest(&json);
     let key = String::new();
     Ok((Asked { kind, digest, key }, request))
 }
@@ -688,14 +688,14 @@ static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
 
 /// Reads [`KEY_VARIABLE`] at start (64 hex digits: 32 bytes, e.g. from
 /// `openssl rand -hex 32`), from the environment or `.env` like every
-/// other setting ([`crate::config`]). With it every server sharing the key
+/// other setting ([`warden_core::config`]). With it every server sharing the key
 /// accepts the `requestState` any of them issued, so a stateless client's
 /// retry may reach another node behind a load balancer, or the same node
 /// after a restart; without it each process draws its own key and a retry
 /// must reach the same process. A malformed value is refused with the fix.
 #[cfg(feature = "http")]
 pub fn configure_key() -> Result<(), String> {
-    let Some(value) = crate::config::var_os(KEY_VARIABLE) else {
+    let Some(value) = warden_core::config::var_os(KEY_VARIABLE) else {
         return Ok(());
     };
     let key = value
@@ -712,7 +712,7 @@ pub fn configure_key() -> Result<(), String> {
 /// (for `--check`; installs nothing).
 #[cfg(feature = "http")]
 pub fn check_key() -> Result<(), String> {
-    match crate::config::var(KEY_VARIABLE) {
+    match warden_core::config::var(KEY_VARIABLE) {
         Some(value) if decode_key(&value).is_none() => Err(format!(
             "{KEY_VARIABLE}: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"
         )),

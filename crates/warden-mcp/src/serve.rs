@@ -8,7 +8,7 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
-use crate::task::TaskRunner;
+use warden_task::TaskRunner;
 
 /// Why an MCP session on stdio ended badly.
 #[derive(Debug, thiserror::Error)]
@@ -65,7 +65,7 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
         // sent stateless 2026-07-28 requests such as `server/discover`, all
         // answered) ended the session normally.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+            tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
             return Ok(());
         }
         Err(error) => return Err(ServeError::Initialize(error.to_string())),
@@ -85,7 +85,7 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
     };
     // Task records: running tasks are cancelled and recorded `cancelled`
     // before the process exits.
-    tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
     tasks.close_records().await;
     ended
 }

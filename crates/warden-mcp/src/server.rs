@@ -31,14 +31,14 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::builtins::{Reply, Runtime};
-use crate::error::GuardError;
-use crate::events::Origin;
-use crate::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
-use crate::task::store::Enqueued;
-use crate::task::{TaskResult, TaskRunner, TaskStatus};
 use crate::tasks::QueuedRequest;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
+use warden_core::error::GuardError;
+use warden_executor::events::Origin;
+use warden_executor::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
+use warden_task::store::Enqueued;
+use warden_task::{TaskResult, TaskRunner, TaskStatus};
 
 /// The policy as this layer applies it (visible tools, routes, claims).
 mod access;
@@ -155,7 +155,7 @@ impl WardenServer {
     ) -> CallToolResult {
         let origin = request_origin(builtin.mode(), builtin.name(), context);
         let progress = context.meta.get_progress_token().map(|token| {
-            Arc::new(crate::script::host::progress::Progress::new(
+            Arc::new(warden_script::host::progress::Progress::new(
                 context.peer.clone(),
                 token,
             ))
@@ -166,11 +166,11 @@ impl WardenServer {
         // client that takes forms, so only then is an asker in scope.
         if crate::asking::can_elicit(&context.peer) {
             let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
-            crate::ask::scope(asker, call).await
+            warden_core::ask::scope(asker, call).await
         } else if crate::rounds::CanAnswer::of(&context.meta).elicit {
-            crate::ask::nobody(STATELESS, call).await
+            warden_core::ask::nobody(STATELESS, call).await
         } else {
-            crate::ask::nobody(NO_ELICITATION, call).await
+            warden_core::ask::nobody(NO_ELICITATION, call).await
         }
     }
 
@@ -205,11 +205,11 @@ impl WardenServer {
         if let Err(failure) = self.executor.take_rate(&principal) {
             return refused(failure.error);
         }
-        let id = crate::artifacts::new_task_id();
+        let id = warden_executor::artifacts::new_task_id();
         let request = QueuedRequest {
             tool: tool.to_string(),
             arguments,
-            traceparent: crate::telemetry::traceparent(&origin.trace),
+            traceparent: warden_executor::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
             resume,
         }
@@ -221,7 +221,7 @@ impl WardenServer {
         let owner_cap = limits
             .tasks_per_principal
             .saturating_add(limits.tasks_queued_per_principal);
-        let owner_limit = crate::tenant::limits::bound(&principal).then_some(owner_cap as u64);
+        let owner_limit = warden_executor::tenant::limits::bound(&principal).then_some(owner_cap as u64);
         let records = self.runtime.records();
         let ttl = records.ttl_ms(requested);
         let queued = records
@@ -233,7 +233,7 @@ impl WardenServer {
             Enqueued::OwnerAtLimit => {
                 return refused(
                     GuardError::new(
-                        crate::error::codes::PRINCIPAL_BUSY,
+                        warden_core::error::codes::PRINCIPAL_BUSY,
                         format!(
                             "principal busy: '{principal}' already has {owner_cap} task(s) queued, running or waiting for an answer, its limit: \
                              {} running (WARDEN_TASKS_PER_PRINCIPAL) plus {} waiting (WARDEN_TASKS_QUEUED_PER_PRINCIPAL); \
@@ -246,7 +246,7 @@ impl WardenServer {
             }
             Enqueued::QueueFull => {
                 return refused(GuardError::new(
-                    crate::error::codes::SERVER_BUSY,
+                    warden_core::error::codes::SERVER_BUSY,
                     format!(
                         "Server busy; retry later ({} tasks already wait for a task slot, WARDEN_TASK_QUEUE)",
                         limits.task_queue
@@ -262,7 +262,7 @@ impl WardenServer {
             "task_queued",
             json!({"task_id": id, "ttl_ms": ttl}),
         );
-        crate::telemetry::end(&origin.trace, "queued", None);
+        warden_executor::telemetry::end(&origin.trace, "queued", None);
         let record = records
             .get(&principal, &id)
             .await
@@ -281,7 +281,7 @@ impl WardenServer {
             "request_finished",
             json!({"status": "rejected", "task_type": null, "error_type": error.code, "duration_ms": 0.0}),
         );
-        crate::telemetry::end(&origin.trace, "rejected", Some(error.code.as_str()));
+        warden_executor::telemetry::end(&origin.trace, "rejected", Some(error.code.as_str()));
         CallToolResult::structured_error(failure_json(
             &Failure::new(Status::Rejected, error),
             &origin.request_id,
@@ -292,7 +292,7 @@ impl WardenServer {
     /// built-in it names, with its arguments, as its owner, detached. A
     /// call that ended before its task began (its arguments no longer
     /// valid) ends the record with that error.
-    pub(crate) async fn run_claimed(&self, claimed: crate::task::store::Claimed, slot: Admitted) {
+    pub(crate) async fn run_claimed(&self, claimed: warden_task::store::Claimed, slot: Admitted) {
         let record = claimed.record;
         let request = QueuedRequest::of(&claimed.request);
         let tool = request.tool.as_str();
@@ -319,12 +319,12 @@ impl WardenServer {
         let parent = request
             .traceparent
             .as_deref()
-            .map(crate::telemetry::from_traceparent)
+            .map(warden_executor::telemetry::from_traceparent)
             .unwrap_or_default();
         let mut origin = Origin::request(builtin.mode(), builtin.name());
         origin.principal = record.owner.clone();
-        origin.scopes = crate::tenant::Scopes::new(request.scopes);
-        origin.trace = crate::telemetry::start(
+        origin.scopes = warden_executor::tenant::Scopes::new(request.scopes);
+        origin.trace = warden_executor::telemetry::start(
             "mcp.task.run",
             SpanKind::Consumer,
             &parent,
@@ -350,10 +350,10 @@ impl WardenServer {
         // it runs.
         let cancel = CancellationToken::new();
         let Some(slot) = self.tasks.seat_claimed(&record, slot, &cancel).await else {
-            crate::telemetry::end(&origin.trace, "cancelled", None);
+            warden_executor::telemetry::end(&origin.trace, "cancelled", None);
             return;
         };
-        let progress = Arc::new(crate::script::host::progress::Progress::for_claimed(
+        let progress = Arc::new(warden_script::host::progress::Progress::for_claimed(
             self.runtime.records().clone(),
             record.id.clone(),
             slot,
@@ -369,14 +369,14 @@ impl WardenServer {
         // must ask (its record pauses, see `crate::waiting`); a coding task
         // cannot resume its model's conversation, so nobody is asked there.
         let resumable = [
-            crate::registry::BuiltinTool::RunScript.name(),
-            crate::registry::BuiltinTool::RunBatch.name(),
+            warden_core::registry::BuiltinTool::RunScript.name(),
+            warden_core::registry::BuiltinTool::RunBatch.name(),
         ];
         let (outcome, _) = if resumable.contains(&builtin.name()) {
             let book = warden_core::approval::Book::new(request.resume.clone().unwrap_or_default());
-            crate::ask::durable(book, run).await
+            warden_core::ask::durable(book, run).await
         } else {
-            crate::ask::nobody(DETACHED, run).await
+            warden_core::ask::nobody(DETACHED, run).await
         };
         if progress.take_claim().is_some() {
             // The task never began: its record is still running here.
@@ -388,7 +388,7 @@ impl WardenServer {
             .unwrap_or("the call ended before its task began")
             .to_string();
             let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
-                crate::error::TaskError::new(crate::error::TaskErrorKind::Storage, text),
+                warden_core::error::TaskError::new(warden_core::error::TaskErrorKind::Storage, text),
             );
             let _ = self.runtime.records().end(&record.id, &ended).await;
             self.tasks.forget_claimed(&record.id);
@@ -402,7 +402,7 @@ impl WardenServer {
         arguments: Value,
         origin: Origin,
         cancel: CancellationToken,
-        progress: Option<Arc<crate::script::host::progress::Progress>>,
+        progress: Option<Arc<warden_script::host::progress::Progress>>,
     ) -> CallToolResult {
         let (outcome, origin) = self
             .builtin_outcome(builtin, arguments, origin, cancel, progress)
@@ -440,7 +440,7 @@ impl WardenServer {
         arguments: Value,
         mut origin: Origin,
         cancel: CancellationToken,
-        progress: Option<Arc<crate::script::host::progress::Progress>>,
+        progress: Option<Arc<warden_script::host::progress::Progress>>,
     ) -> (Result<Reply, GuardError>, Origin) {
         let events = self.executor.events().clone();
         events.emit(&origin, "request_started", json!({}));
@@ -458,7 +458,7 @@ impl WardenServer {
             Ok(reply) => (
                 reply.status(),
                 reply.task_type(),
-                reply.error_kind().map(crate::error::TaskErrorKind::as_str),
+                reply.error_kind().map(warden_core::error::TaskErrorKind::as_str),
             ),
             Err(error) if refused(error) => ("rejected", None, Some(error.code.as_str())),
             Err(error) => ("failed", None, Some(error.code.as_str())),
@@ -472,7 +472,7 @@ impl WardenServer {
             json!({"status": status, "task_type": task_type, "error_type": error_type,
                    "duration_ms": started.elapsed().as_secs_f64() * 1000.0}),
         );
-        crate::telemetry::end(&origin.trace, status, error_type);
+        warden_executor::telemetry::end(&origin.trace, status, error_type);
         (outcome, origin)
     }
 
@@ -489,7 +489,7 @@ impl WardenServer {
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
         // The guard may ask this call's client (`warden::ask`).
         let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
-        let call = crate::ask::scope(asker, call);
+        let call = warden_core::ask::scope(asker, call);
         crate::notices::forwarding(context, name, &self.log_level, call).await
     }
 
@@ -526,7 +526,7 @@ impl WardenServer {
         request_id: String,
         call: impl std::future::Future<Output = CallToolResult>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let result = crate::ask::scope(round.asker(), call).await;
+        let result = warden_core::ask::scope(round.asker(), call).await;
         if let Some(error) = round.missing_capability(&result) {
             return Err(error);
         }
@@ -549,7 +549,7 @@ impl WardenServer {
     /// One direct call of the guard `name` with request events around it,
     /// whichever path carried the request (rmcp's handler, or the HTTP
     /// transport's direct path for stateless calls). The caller scopes a
-    /// notice sink around it ([`crate::notify::scope`]) to receive the
+    /// notice sink around it ([`warden_core::notify::scope`]) to receive the
     /// guard's progress and log messages.
     pub(crate) async fn guard_call(
         &self,
@@ -578,7 +578,7 @@ impl WardenServer {
         events.emit(&origin, "request_started", json!({}));
         let started = Instant::now();
         // Hashed before the call, which consumes them.
-        let arguments_sha256 = receipt.then(|| crate::receipt::digest(&arguments));
+        let arguments_sha256 = receipt.then(|| warden_core::receipt::digest(&arguments));
         let outcome = self
             .executor
             .call(CallRequest {
@@ -590,7 +590,7 @@ impl WardenServer {
                 deadline_cap: None,
                 events: None,
                 record: None,
-                consent: crate::executor::confirm::Consent::Direct,
+                consent: warden_executor::executor::confirm::Consent::Direct,
             })
             .await;
         let (status, error_type) = match &outcome {
@@ -611,7 +611,7 @@ impl WardenServer {
                 "duration_ms": started.elapsed().as_secs_f64() * 1000.0,
             }),
         );
-        crate::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
+        warden_executor::telemetry::end(&origin.trace, status.as_str(), error_type.as_deref());
         let registry = self.executor.registry();
         let guard = registry.get(name);
         let receipt = match (&outcome, arguments_sha256) {
@@ -653,16 +653,16 @@ pub(crate) fn new_request_origin(
     mode: &'static str,
     tool: &str,
     traceparent: Option<&str>,
-    principal: crate::tenant::Principal,
-    scopes: crate::tenant::Scopes,
+    principal: warden_executor::tenant::Principal,
+    scopes: warden_executor::tenant::Scopes,
 ) -> Origin {
     let parent = traceparent
-        .map(crate::telemetry::from_traceparent)
+        .map(warden_executor::telemetry::from_traceparent)
         .unwrap_or_default();
     let mut origin = Origin::request(mode, tool);
     origin.principal = principal;
     origin.scopes = scopes;
-    origin.trace = crate::telemetry::start(
+    origin.trace = warden_executor::telemetry::start(
         "mcp.tool.call",
         SpanKind::Server,
         &parent,
@@ -671,7 +671,7 @@ pub(crate) fn new_request_origin(
             KeyValue::new("warden.mode", mode),
             KeyValue::new("warden.request_id", origin.request_id.clone()),
             KeyValue::new("warden.principal", origin.principal.to_string()),
-            KeyValue::new("warden.node", crate::node::name()),
+            KeyValue::new("warden.node", warden_executor::node::name()),
         ],
     );
     origin
@@ -688,35 +688,35 @@ fn not_a_retry(why: &str) -> ErrorData {
 /// Who a request acts for: the principal the HTTP authentication layer put
 /// in the request's extensions, or `local` (stdio, or HTTP without
 /// authentication on loopback).
-pub(crate) fn principal_of(context: &RequestContext<RoleServer>) -> crate::tenant::Principal {
+pub(crate) fn principal_of(context: &RequestContext<RoleServer>) -> warden_executor::tenant::Principal {
     #[cfg(feature = "http")]
     if let Some(principal) = context
         .extensions
         .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<crate::tenant::Principal>())
+        .and_then(|parts| parts.extensions.get::<warden_executor::tenant::Principal>())
     {
         return principal.clone();
     }
     #[cfg(not(feature = "http"))]
     let _ = context;
-    crate::tenant::Principal::local()
+    warden_executor::tenant::Principal::local()
 }
 
 /// The OAuth scopes the request's token granted, as the HTTP
 /// authentication layer put them in the request's extensions: none over
 /// stdio, without authentication, or with an API token.
-pub(crate) fn scopes_of(context: &RequestContext<RoleServer>) -> crate::tenant::Scopes {
+pub(crate) fn scopes_of(context: &RequestContext<RoleServer>) -> warden_executor::tenant::Scopes {
     #[cfg(feature = "http")]
     if let Some(scopes) = context
         .extensions
         .get::<axum::http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<crate::tenant::Scopes>())
+        .and_then(|parts| parts.extensions.get::<warden_executor::tenant::Scopes>())
     {
         return scopes.clone();
     }
     #[cfg(not(feature = "http"))]
     let _ = context;
-    crate::tenant::Scopes::default()
+    warden_executor::tenant::Scopes::default()
 }
 
 /// The MCP result for a guard call's outcome. An error has no
@@ -752,7 +752,7 @@ fn content_result(value: Value) -> CallToolResult {
 
 /// Whether a built-in's error refused the request (nothing ran).
 fn refused(error: &GuardError) -> bool {
-    crate::error::codes::REFUSALS.contains(&error.code.as_str())
+    warden_core::error::codes::REFUSALS.contains(&error.code.as_str())
 }
 
 /// `{status, error, request_id}` for a failed call.
@@ -768,9 +768,9 @@ impl WardenServer {
     /// `principal`'s record of task `id`, or the unknown-task error.
     async fn owned_task(
         &self,
-        principal: &crate::tenant::Principal,
+        principal: &warden_executor::tenant::Principal,
         id: &str,
-    ) -> Result<crate::task::store::TaskRecord, ErrorData> {
+    ) -> Result<warden_task::store::TaskRecord, ErrorData> {
         self.runtime
             .records()
             .get(principal, id)
@@ -788,7 +788,7 @@ impl ServerHandler for WardenServer {
             .enable_resources_subscribe()
             .enable_tasks()
             .build();
-        // Guards' log messages (`crate::notify::log`), for 2025-11-25
+        // Guards' log messages (`warden_core::notify::log`), for 2025-11-25
         // clients; MCP logging is deprecated for 2026-07-28 (SEP-2577).
         capabilities.logging = Some(Default::default());
         // MCP Apps (SEP-1865): the task view `crate::view` serves; hosts
@@ -837,7 +837,7 @@ impl ServerHandler for WardenServer {
             .clone()
             .map(Value::Object)
             .unwrap_or(Value::Null);
-        let arguments = crate::registry::prompts::string_arguments(&request.name, request.arguments)?;
+        let arguments = warden_core::registry::prompts::string_arguments(&request.name, request.arguments)?;
         let prompts = self.executor.registry().prompts();
         if !stateless {
             return prompts.get(&request.name, arguments).map(Into::into);
@@ -853,7 +853,7 @@ impl ServerHandler for WardenServer {
             request.request_state.as_deref(),
             request.input_responses.as_ref(),
         )?;
-        let rendered = crate::ask::with_asker(Some(round.asker()), None, || {
+        let rendered = warden_core::ask::with_asker(Some(round.asker()), None, || {
             prompts.get(&request.name, arguments)
         });
         let asked = round
@@ -870,7 +870,7 @@ impl ServerHandler for WardenServer {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        Ok(crate::registry::prompts::complete(
+        Ok(warden_core::registry::prompts::complete(
             self.executor.registry().prompts(),
             &request,
         ))
@@ -897,7 +897,7 @@ impl ServerHandler for WardenServer {
     }
 
     /// Accepted for every resource Warden serves; none of them changes
-    /// once readable (see [`crate::registry::app_resources`]), so no update
+    /// once readable (see [`warden_core::registry::app_resources`]), so no update
     /// notification is ever due.
     async fn subscribe(
         &self,
@@ -960,7 +960,7 @@ impl ServerHandler for WardenServer {
         if crate::view::is(&request.uri) || request.uri.starts_with(crate::resources::SCHEME) {
             self.route_permit(
                 &context,
-                crate::registry::BuiltinTool::ReadArtifact,
+                warden_core::registry::BuiltinTool::ReadArtifact,
                 "resources/read",
             )?;
         }
@@ -980,13 +980,17 @@ impl ServerHandler for WardenServer {
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, ErrorData> {
         // A task's status and result: what get_task_result answers.
-        self.route_permit(&context, crate::registry::BuiltinTool::GetTaskResult, "tasks/get")?;
+        self.route_permit(
+            &context,
+            warden_core::registry::BuiltinTool::GetTaskResult,
+            "tasks/get",
+        )?;
         let principal = principal_of(&context);
         let mut record = self.owned_task(&principal, &request.task_id).await?;
         let mut asked = None;
         if let Some((_, carried, _)) = crate::waiting::carried(self.runtime.records(), &record).await? {
             asked = crate::waiting::input_requests(&carried);
-        } else if record.state == crate::task::store::State::Waiting {
+        } else if record.state == warden_task::store::State::Waiting {
             // Answered (or cancelled) between the two reads: read it again.
             record = self.owned_task(&principal, &request.task_id).await?;
         }
@@ -1010,7 +1014,7 @@ impl ServerHandler for WardenServer {
     ) -> Result<(), ErrorData> {
         self.route_permit(
             &context,
-            crate::registry::BuiltinTool::GetTaskResult,
+            warden_core::registry::BuiltinTool::GetTaskResult,
             "tasks/update",
         )?;
         let principal = principal_of(&context);
@@ -1053,14 +1057,14 @@ impl ServerHandler for WardenServer {
             .meta
             .protocol_version()
             .is_some_and(|v| !v.has_initialize());
-        let already_ended = |record: &crate::task::store::TaskRecord| {
+        let already_ended = |record: &warden_task::store::TaskRecord| {
             if idempotent {
                 Ok(())
             } else {
                 Err(crate::tasks::already_ended(record))
             }
         };
-        if matches!(record.state, crate::task::store::State::Ended(_)) {
+        if matches!(record.state, warden_task::store::State::Ended(_)) {
             return already_ended(&record);
         }
         let cancelled = self
@@ -1070,7 +1074,7 @@ impl ServerHandler for WardenServer {
             .map_err(crate::tasks::store_error)?;
         if !cancelled {
             let now = self.owned_task(&principal, &record.id).await?;
-            if matches!(now.state, crate::task::store::State::Ended(_)) {
+            if matches!(now.state, warden_task::store::State::Ended(_)) {
                 return already_ended(&now);
             }
         }
@@ -1121,9 +1125,9 @@ impl ServerHandler for WardenServer {
             // A stateless run_script whose client takes forms asks the
             // person through multi-round-trip input (unless it asks for a
             // task, which waits for tasks/update instead).
-            let script = name == crate::registry::BuiltinTool::RunScript.name();
-            let batch = name == crate::registry::BuiltinTool::RunBatch.name();
-            let coding = name == crate::registry::BuiltinTool::RunCodingTask.name();
+            let script = name == warden_core::registry::BuiltinTool::RunScript.name();
+            let batch = name == warden_core::registry::BuiltinTool::RunBatch.name();
+            let coding = name == warden_core::registry::BuiltinTool::RunCodingTask.name();
             let declared = context.client_capabilities().is_some_and(|c| c.supports_tasks());
             if stateless
                 && (script || batch || coding)
@@ -1160,7 +1164,7 @@ impl ServerHandler for WardenServer {
                     .permit(
                         &principal,
                         &scopes,
-                        crate::registry::BuiltinTool::GetTaskResult.name(),
+                        warden_core::registry::BuiltinTool::GetTaskResult.name(),
                     )
                     .is_ok();
                 if crate::tasks::asks_for_task(&context.meta, declared)? && can_read {

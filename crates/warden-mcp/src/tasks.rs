@@ -26,21 +26,21 @@
 //!
 //! The client may ask for a shorter retention than the default with the
 //! request `_meta` key [`TTL_META_KEY`] (milliseconds; see
-//! [`crate::task::records`]): the extension itself has no such field.
+//! [`warden_task::records`]): the extension itself has no such field.
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, DetailedTask, JsonObject, Task, TaskPayload, TaskStatus as McpStatus};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::artifacts::ArtifactStore;
 use crate::bound::{Answer, Whole};
-use crate::error::TaskErrorKind;
-use crate::limits::{ANSWER_ENVELOPE_BYTES, MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
-use crate::task::result::{Saved, SavedHead, read_saved};
-use crate::task::store::{State, TaskRecord, iso8601};
-use crate::task::{ResultError, TaskResult, TaskStatus};
-use crate::tenant::Principal;
+use warden_core::error::TaskErrorKind;
+use warden_core::limits::{ANSWER_ENVELOPE_BYTES, MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::tenant::Principal;
+use warden_task::result::{Saved, SavedHead, read_saved};
+use warden_task::store::{State, TaskRecord, iso8601};
+use warden_task::{ResultError, TaskResult, TaskStatus};
 
 /// Claims queued tasks into this server's free task slots and runs each
 /// on its own, for as long as the server runs: woken when a task is
@@ -186,7 +186,7 @@ pub(crate) fn unknown_task(id: &str) -> ErrorData {
 }
 
 /// A store failure, as a protocol error.
-pub(crate) fn store_error(error: crate::task::store::StoreError) -> ErrorData {
+pub(crate) fn store_error(error: warden_task::store::StoreError) -> ErrorData {
     ErrorData::internal_error(error.to_string(), None)
 }
 
@@ -316,7 +316,7 @@ pub(crate) fn completed(
 /// the owner's view, so from the object store on a node that did not run
 /// the task) and a link per artifact. Its `result.json` holds the whole.
 pub(crate) fn task_answer(
-    store: crate::artifacts::View<'_>,
+    store: warden_executor::artifacts::View<'_>,
     saved: Option<Value>,
     task: TaskResult,
     success: bool,

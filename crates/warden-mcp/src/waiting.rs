@@ -26,13 +26,13 @@ use rmcp::model::{ElicitRequest, InputRequest, InputRequests, InputResponses};
 use serde_json::{Value, json};
 use warden_core::approval::{Carried, Pending};
 
-use crate::ask::Elicitation;
-use crate::task::store::{State, TaskRecord};
+use warden_core::ask::Elicitation;
+use warden_task::store::{State, TaskRecord};
 
 /// What a waiting task's record keeps: its resumption, and since when it
 /// waits; `None` when it does not wait (any more).
 pub(crate) async fn carried(
-    records: &crate::task::records::Records,
+    records: &warden_task::records::Records,
     record: &TaskRecord,
 ) -> Result<Option<(Value, Carried, i64)>, ErrorData> {
     if record.state != State::Waiting {
@@ -83,7 +83,7 @@ pub(crate) fn form_request(pending: &Pending) -> InputRequests {
 /// Answers the waiting `record` with `responses`, as `principal` (its
 /// owner): records the answer and queues the task again.
 pub(crate) async fn answer(
-    records: &crate::task::records::Records,
+    records: &warden_task::records::Records,
     record: &TaskRecord,
     principal: &str,
     responses: &InputResponses,
@@ -111,7 +111,7 @@ pub(crate) async fn answer(
         ));
     };
     let form = form_answer(&pending, responses)?;
-    let at = crate::task::store::iso8601(crate::task::store::now_ms());
+    let at = warden_task::store::iso8601(warden_task::store::now_ms());
     carried
         .answers
         .push(pending.answered(principal, form.action, form.content, at));
@@ -136,7 +136,7 @@ pub(crate) async fn answer(
 /// than was asked). Once none is open the task is queued to run again with
 /// every answer; until then it keeps waiting on the rest.
 async fn answer_guard(
-    records: &crate::task::records::Records,
+    records: &warden_task::records::Records,
     record: &TaskRecord,
     mut carried: Carried,
     since: i64,

@@ -8,10 +8,6 @@
 //! `warden-executor` crate below: a script reaches a guard no other way).
 //! [`protocol`] is the one wire format between the two.
 
-// The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{ask, error, guard, limits, receipt, registry};
-pub(crate) use warden_executor::{artifacts, events, executor, telemetry};
-
 pub mod host;
 pub use warden_sandbox::policy;
 pub mod protocol;
@@ -50,8 +46,8 @@ mod reserved_names {
             .chain(&prelude)
         {
             assert!(
-                crate::registry::RESERVED_SCRIPT_NAMES.contains(helper),
-                "script helper {helper} is not in crate::registry::RESERVED_SCRIPT_NAMES"
+                warden_core::registry::RESERVED_SCRIPT_NAMES.contains(helper),
+                "script helper {helper} is not in warden_core::registry::RESERVED_SCRIPT_NAMES"
             );
         }
     }

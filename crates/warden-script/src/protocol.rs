@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// Server → worker.
 #[derive(Debug, Serialize, Deserialize)]
@@ -60,7 +60,7 @@ pub enum FromWorker {
     },
     /// `map_call(guard, items)`: one call of `guard` per item, in order,
     /// answered with one [`ToWorker::MapReply`]. At most
-    /// [`crate::limits::MAX_MAP_CALL_ITEMS`] items.
+    /// [`warden_core::limits::MAX_MAP_CALL_ITEMS`] items.
     MapCall {
         guard: String,
         items: Vec<Value>,
@@ -96,7 +96,7 @@ pub struct PureBatch<'a> {
 }
 
 /// One inline pure call: the event log's record type, sent as is.
-pub use crate::events::PureCall;
+pub use warden_executor::events::PureCall;
 
 /// How one script run ended.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -134,4 +134,4 @@ pub fn map_item(result: Result<Value, GuardError>) -> Value {
 }
 
 /// A classified script error with its position (the task's error record).
-pub use crate::error::TaskError as ScriptError;
+pub use warden_core::error::TaskError as ScriptError;

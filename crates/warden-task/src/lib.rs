@@ -23,11 +23,6 @@
 //! draining). When there is an object store, a finished task's files are
 //! copied there before its record ends, so any node can answer for it.
 
-// The lower crates' modules at the paths this crate's modules use.
-pub(crate) use warden_core::{ask, config, error, limits, receipt, registry, schema};
-pub(crate) use warden_executor::{artifacts, events, executor, node, telemetry, tenant};
-pub(crate) use warden_script as script;
-
 pub mod batch;
 mod claimed_call;
 pub mod contract;
@@ -47,26 +42,26 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::artifacts::{ArtifactStore, OUTPUTS_DIR};
-use crate::error::{GuardError, TaskError, TaskErrorKind};
-use crate::events::{Events, Origin};
-use crate::executor::sandbox::Rlimits;
-use crate::executor::{Admitted, Executor, Slots};
-use crate::limits::{
-    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, SCRIPT_MAX_OUTPUT_BYTES,
-};
-use crate::script::host::progress::Progress;
-use crate::script::host::session::{Budget, Context, RunEnd, Session, StartError};
-use crate::script::protocol::RunOutcome;
 use records::Records;
 use running::Running;
+use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_core::limits::{
+    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, SCRIPT_MAX_OUTPUT_BYTES,
+};
+use warden_executor::artifacts::{ArtifactStore, OUTPUTS_DIR};
+use warden_executor::events::{Events, Origin};
+use warden_executor::executor::sandbox::Rlimits;
+use warden_executor::executor::{Admitted, Executor, Slots};
+use warden_script::host::progress::Progress;
+use warden_script::host::session::{Budget, Context, RunEnd, Session, StartError};
+use warden_script::protocol::RunOutcome;
 
 #[cfg(feature = "agent")]
 pub use result::ModelFailure;
 pub use result::{ArtifactRef, ResultError, TaskResult, TokenUsage};
 
-pub use crate::script::host::calls::FUNCTION_CALLS_FILE;
-pub use crate::script::host::session::WorkerFacts;
+pub use warden_script::host::calls::FUNCTION_CALLS_FILE;
+pub use warden_script::host::session::WorkerFacts;
 
 /// Runs tasks, and serves them (the queue, leases, cancellation: see
 /// `service`). Built-ins reach it through
@@ -76,7 +71,7 @@ pub struct TaskRunner {
     pub store: ArtifactStore,
     exe: std::path::PathBuf,
     /// Task slots: one permit per running task, taken (after a bounded
-    /// wait, see [`crate::executor::Slots`]) before its directory is
+    /// wait, see [`warden_executor::executor::Slots`]) before its directory is
     /// created and released when the task's [`Task`] is dropped. A bound
     /// principal holds at most `tasks_per_principal` of them at once,
     /// direct tasks and tasks claimed from the queue alike (see
@@ -170,7 +165,7 @@ impl Task {
         let _ = self.store.write_result(&self.id, &bytes);
         let _ = self.records.end(&self.id, &result).await;
         self.recorded = true;
-        crate::telemetry::end(&self.trace, "failed", Some("storage"));
+        warden_executor::telemetry::end(&self.trace, "failed", Some("storage"));
     }
 
     /// `origin` with this task's span as the parent of what happens next.
@@ -234,7 +229,7 @@ impl TaskRunner {
     ) -> Result<Task, GuardError> {
         self.start_heartbeat();
         // Its receipt names the build: hashed while the task runs.
-        crate::receipt::prefetch_build_id();
+        warden_core::receipt::prefetch_build_id();
         // A claimed MCP task: its id, record (running here) and slot exist
         // already; its rate was counted when it was queued.
         let claim = progress.and_then(Progress::take_claim);
@@ -272,13 +267,13 @@ impl TaskRunner {
             json!({"task_id": id, "detached": detached}),
         );
         let registry = registry_snapshot(&self.executor, origin).to_string();
-        let trace = crate::telemetry::start(
+        let trace = warden_executor::telemetry::start(
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
             &origin.trace,
             vec![
                 opentelemetry::KeyValue::new("warden.task_id", id.clone()),
-                opentelemetry::KeyValue::new("warden.node", crate::node::name()),
+                opentelemetry::KeyValue::new("warden.node", warden_executor::node::name()),
             ],
         );
         let task = Task {
@@ -342,7 +337,7 @@ impl TaskRunner {
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, StartError> {
-        let mode = crate::script::policy::mode()?;
+        let mode = warden_script::policy::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -363,10 +358,10 @@ impl TaskRunner {
             task.events.emit(
                 origin,
                 "sandbox_degraded",
-                json!({"task_id": task.id, "missing": missing, "strict": mode == crate::script::policy::Mode::Strict}),
+                json!({"task_id": task.id, "missing": missing, "strict": mode == warden_script::policy::Mode::Strict}),
             );
         }
-        match crate::script::policy::refusal(mode, &session.layers) {
+        match warden_script::policy::refusal(mode, &session.layers) {
             Some(reason) => Err(StartError::Refused(reason)),
             None => Ok(session),
         }
@@ -476,7 +471,7 @@ impl TaskRunner {
         }
         task.recorded = true;
         let kind = result.error_kind().map(TaskErrorKind::as_str);
-        crate::telemetry::end(&task.trace, result.status.as_str(), kind);
+        warden_executor::telemetry::end(&task.trace, result.status.as_str(), kind);
         task.events.flush_task_log();
         result
     }
@@ -513,7 +508,7 @@ impl TaskRunner {
         let mut task = self.begin(origin, limits.timeout(), &cancel, progress).await?;
         task.limits = limits;
         // A resumed task runs again: it no longer waits.
-        let _ = std::fs::remove_file(task.dir.join(crate::artifacts::WAITING_FILE));
+        let _ = std::fs::remove_file(task.dir.join(warden_executor::artifacts::WAITING_FILE));
         for (i, script) in scripts.iter().enumerate() {
             let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
             if let Err(error) = self.store.write_task_file(&task.id, &path, script.as_bytes()) {
@@ -561,7 +556,7 @@ impl TaskRunner {
             }
             Err(reason) => RunEnd::Crashed(reason.to_string()),
         };
-        if let (Some(journal), Some(book)) = (paused, crate::ask::Reach::here().book().cloned()) {
+        if let (Some(journal), Some(book)) = (paused, warden_core::ask::Reach::here().book().cloned()) {
             match self.pause(&mut task, origin, &book, journal).await {
                 Ok(waiting) => return Err(waiting),
                 Err(reason) => {
@@ -602,7 +597,7 @@ impl TaskRunner {
             serde_json::to_value(&carried).map_err(|e| format!("the task's journal cannot be kept: {e}"))?;
         let _ = self.store.write_task_file(
             &task.id,
-            crate::artifacts::WAITING_FILE,
+            warden_executor::artifacts::WAITING_FILE,
             &serde_json::to_vec_pretty(&resume).unwrap_or_default(),
         );
         let message = if pending.guard.is_empty() {
@@ -644,9 +639,12 @@ impl TaskRunner {
         }
         // Its record waits: nothing to end when the task is dropped.
         task.recorded = true;
-        crate::telemetry::end(&task.trace, "input_required", None);
+        warden_executor::telemetry::end(&task.trace, "input_required", None);
         task.events.flush_task_log();
-        Ok(GuardError::new(crate::error::codes::INPUT_REQUIRED, message))
+        Ok(GuardError::new(
+            warden_core::error::codes::INPUT_REQUIRED,
+            message,
+        ))
     }
 
     /// Runs a batch as a detached task: the same batch as `run_batch`,
@@ -666,7 +664,7 @@ impl TaskRunner {
         let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
         // A batch that stopped on its plan's question waits for the answer
         // (nothing ran); the resumed batch runs under the answer.
-        if let Some(book) = crate::ask::Reach::here().book().cloned()
+        if let Some(book) = warden_core::ask::Reach::here().book().cloned()
             && book.paused()
             && outcome.is_err()
         {
@@ -680,7 +678,7 @@ impl TaskRunner {
                 }
             }
         }
-        let approvals = crate::ask::Reach::here()
+        let approvals = warden_core::ask::Reach::here()
             .book()
             .map(|book| book.answers())
             .unwrap_or_default();

@@ -6,7 +6,7 @@
 //! touch it) or in the background at server start ([`Records::open`]); a
 //! store that cannot open is the error of each task tool, naming its path
 //! and the fix, never a dead server. Opening also settles what a
-//! dead server left: a running record whose server is gone ([`crate::node`]) takes
+//! dead server left: a running record whose server is gone ([`warden_executor::node`]) takes
 //! the result its directory holds, or is ended `failed`/`interrupted`. A
 //! new store imports the ended tasks of the directories already there, so
 //! upgrading (or moving a damaged store aside) loses no history.
@@ -36,7 +36,7 @@
 //! Retention: a task is kept `ttl` after its creation (the client may ask
 //! for less, never more than `WARDEN_TASKS_MAX_AGE_HOURS`); then its record
 //! and its directory go together, record first. Expiry runs on access (at
-//! most once per [`crate::limits::TASK_SWEEP_MIN_INTERVAL`]) and on a timer
+//! most once per [`warden_core::limits::TASK_SWEEP_MIN_INTERVAL`]) and on a timer
 //! while serving; directories removed by the artifact store's own budgets
 //! lose their records at the next access.
 
@@ -52,11 +52,11 @@ use super::store::{
     Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, now_ms,
 };
 use super::{TaskResult, TaskStatus};
-use crate::artifacts::ArtifactStore;
-use crate::error::{TaskError, TaskErrorKind};
-use crate::limits::TASK_SWEEP_MIN_INTERVAL;
-use crate::node;
-use crate::tenant::Principal;
+use warden_core::error::{TaskError, TaskErrorKind};
+use warden_core::limits::TASK_SWEEP_MIN_INTERVAL;
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::node;
+use warden_executor::tenant::Principal;
 
 /// The records of the tasks under one artifacts directory.
 pub struct Records {
@@ -83,7 +83,7 @@ pub struct Records {
     /// Bounded by the tasks that end while the store is unwritable: no
     /// new task starts then (its record cannot be created), so at most
     /// the task slots' worth, each result capped at
-    /// [`crate::limits::MAX_INLINE_RESULT_BYTES`].
+    /// [`warden_core::limits::MAX_INLINE_RESULT_BYTES`].
     pending: Mutex<HashMap<String, Pending>>,
 }
 
@@ -102,7 +102,7 @@ impl std::fmt::Debug for Records {
 }
 
 impl Records {
-    pub fn new(artifacts: ArtifactStore, limits: &crate::limits::Limits) -> Self {
+    pub fn new(artifacts: ArtifactStore, limits: &warden_core::limits::Limits) -> Self {
         Self {
             artifacts,
             store: OnceCell::new(),
@@ -183,7 +183,7 @@ impl Records {
             .map(|ms| {
                 i64::try_from(ms)
                     .unwrap_or(i64::MAX)
-                    .clamp(crate::limits::MIN_TASK_TTL_MS, max)
+                    .clamp(warden_core::limits::MIN_TASK_TTL_MS, max)
             })
             .unwrap_or(max)
     }
@@ -318,7 +318,7 @@ impl Records {
         self.open().await?.cancel_queued(id, &ending).await
     }
 
-    /// One beat of the store chores (see [`crate::limits::TASK_HEARTBEAT`]):
+    /// One beat of the store chores (see [`warden_core::limits::TASK_HEARTBEAT`]):
     /// renews this server's leases when a third of the lease has passed
     /// (returning the tasks it no longer holds, to be stopped), ends the
     /// tasks whose lease ran out anywhere, and returns the tasks here
@@ -575,7 +575,7 @@ impl Records {
 }
 
 #[async_trait::async_trait]
-impl crate::script::host::progress::TaskNotes for Records {
+impl warden_script::host::progress::TaskNotes for Records {
     /// Sets a running task's status message; best effort.
     async fn note(&self, id: &str, message: &str) {
         if let Ok(store) = self.open().await {
@@ -590,7 +590,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// `WARDEN_DATABASE_URL`, when set to something.
 pub fn database_url() -> Option<String> {
-    crate::config::var("WARDEN_DATABASE_URL").filter(|url| !url.trim().is_empty())
+    warden_core::config::var("WARDEN_DATABASE_URL").filter(|url| !url.trim().is_empty())
 }
 
 /// The shared task store `url` names (PostgreSQL), opened by `opener`;

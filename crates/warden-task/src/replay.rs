@@ -26,11 +26,11 @@
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::artifacts::View;
-use crate::error::{GuardError, codes};
-use crate::registry::Registry;
 use crate::result::TaskResult;
 use crate::task_receipt::{FileHash, RunLimits, TaskReceipt};
+use warden_core::error::{GuardError, codes};
+use warden_core::registry::Registry;
+use warden_executor::artifacts::View;
 
 /// Bytes read from a recorded file at most (a script, function_calls.json,
 /// result.json, a text artifact compared line by line): 64 MiB.
@@ -170,7 +170,7 @@ pub fn recorded(view: View<'_>, task_id: &str) -> Result<Recorded, GuardError> {
             Err(error) => return Err(error),
         };
         let file_sha256 = bytes.as_deref().map(|bytes| {
-            let mut hasher = crate::receipt::Hasher::default();
+            let mut hasher = warden_core::receipt::Hasher::default();
             hasher.update(bytes);
             hasher.finish()
         });
@@ -207,9 +207,9 @@ pub fn replay_limits(receipt: &TaskReceipt, max_timeout: std::time::Duration) ->
     let (mut limits, from) = match receipt.limits {
         Some(limits) => (limits, "receipt"),
         None => {
-            let timeout = crate::limits::DEFAULT_TASK_TIMEOUT;
+            let timeout = warden_core::limits::DEFAULT_TASK_TIMEOUT;
             let defaults = match receipt.model {
-                Some(_) => RunLimits::coding(timeout, crate::limits::AGENT_MAX_INLINE_CALLS),
+                Some(_) => RunLimits::coding(timeout, warden_core::limits::AGENT_MAX_INLINE_CALLS),
                 None => RunLimits::script(timeout),
             };
             (defaults, "defaults")
@@ -361,7 +361,7 @@ fn empty_receipt() -> TaskReceipt {
 
 /// The task's saved result.json.
 fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError> {
-    let text = read_text(view, task_id, crate::artifacts::RESULT_FILE)?;
+    let text = read_text(view, task_id, warden_executor::artifacts::RESULT_FILE)?;
     serde_json::from_str(&text).map_err(|e| {
         GuardError::failed(format!(
             "task '{task_id}': its result.json cannot be read back: {e}"
@@ -372,7 +372,7 @@ fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError>
 /// The per-call records of function_calls.json (its closing summary, if
 /// any, left out).
 fn recorded_calls(view: View<'_>, task_id: &str) -> Result<Vec<serde_json::Map<String, Value>>, GuardError> {
-    let text = read_text(view, task_id, crate::script::host::calls::FUNCTION_CALLS_FILE)?;
+    let text = read_text(view, task_id, warden_script::host::calls::FUNCTION_CALLS_FILE)?;
     let records: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
         GuardError::failed(format!(
             "task '{task_id}': its function_calls.json cannot be read: {e}"
@@ -421,8 +421,8 @@ fn read_bytes(view: View<'_>, task_id: &str, path: &str) -> Result<Vec<u8>, Guar
             task_id,
             path,
             offset,
-            crate::limits::MAX_READ_CHUNK_BYTES,
-            crate::artifacts::Encoding::Base64,
+            warden_core::limits::MAX_READ_CHUNK_BYTES,
+            warden_executor::artifacts::Encoding::Base64,
         )?;
         if chunk.size_bytes > MAX_REPLAY_READ {
             return Err(too_big(task_id, path, chunk.size_bytes));
@@ -456,7 +456,7 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
             task_id,
             path,
             offset,
-            crate::limits::MAX_READ_CHUNK_BYTES,
+            warden_core::limits::MAX_READ_CHUNK_BYTES,
             Default::default(),
         )?;
         if chunk.size_bytes > MAX_REPLAY_READ {
@@ -475,13 +475,13 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
 pub async fn replay(
     runner: &crate::TaskRunner,
     task_id: &str,
-    origin: &mut crate::events::Origin,
+    origin: &mut warden_executor::events::Origin,
     cancel: tokio_util::sync::CancellationToken,
-    progress: Option<&crate::script::host::progress::Progress>,
+    progress: Option<&warden_script::host::progress::Progress>,
 ) -> Result<ReplayReport, GuardError> {
     let principal = origin.principal.clone();
     let Some(record) = runner.records.get(&principal, task_id).await? else {
-        return Err(crate::artifacts::no_task(task_id));
+        return Err(warden_executor::artifacts::no_task(task_id));
     };
     if !matches!(record.state, crate::store::State::Ended(_)) {
         return Err(GuardError::invalid_input(
@@ -518,7 +518,7 @@ pub async fn replay(
         run.await?
     } else {
         let book = warden_core::approval::Book::replaying(receipt.approvals.clone());
-        crate::ask::durable(book, run).await?
+        warden_core::ask::durable(book, run).await?
     };
     let Some(replay_id) = replayed.task_id.clone() else {
         return Err(GuardError::failed("the replay ran without a task id"));

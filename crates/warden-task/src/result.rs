@@ -14,8 +14,8 @@ use serde_json::{Map, Value};
 
 use super::TaskStatus;
 use crate::batch::{BatchCounts, BatchResult};
-use crate::error::{GuardError, TaskError, TaskErrorKind};
-use crate::script::protocol::Layers;
+use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_script::protocol::Layers;
 
 /// One task result (see the module docs). Fields are grouped by who sets
 /// them: the ending, the task's identity (set by
@@ -334,13 +334,13 @@ impl TaskResult {
 
     /// This result as an answer carries it, with what it leaves out: the
     /// receipt's artifact hashes cut to the first
-    /// [`MAX_RESULT_ARTIFACTS`](crate::limits::MAX_RESULT_ARTIFACTS), as
+    /// [`MAX_RESULT_ARTIFACTS`](warden_core::limits::MAX_RESULT_ARTIFACTS), as
     /// `artifacts` lists the first files, so a task that wrote a thousand
     /// files answers in kilobytes. `result.json` keeps every hash (a
     /// replay compares them all); the answer's marker points there.
     pub fn into_answer(mut self) -> (Value, Vec<warden_core::answer::Cut>) {
         let mut cuts = Vec::new();
-        let listed = crate::limits::MAX_RESULT_ARTIFACTS;
+        let listed = warden_core::limits::MAX_RESULT_ARTIFACTS;
         if let Some(receipt) = &mut self.receipt
             && receipt.artifacts.len() > listed
         {
@@ -366,14 +366,14 @@ pub enum Saved {
 
 /// Reads task `task_id`'s `result.json` through the owner's `view`.
 pub fn read_saved(
-    view: crate::artifacts::View<'_>,
+    view: warden_executor::artifacts::View<'_>,
     task_id: &str,
-) -> Result<Saved, crate::error::GuardError> {
+) -> Result<Saved, warden_core::error::GuardError> {
     let chunk = view.read(
         task_id,
-        crate::artifacts::RESULT_FILE,
+        warden_executor::artifacts::RESULT_FILE,
         0,
-        crate::limits::MAX_INLINE_RESULT_BYTES,
+        warden_core::limits::MAX_INLINE_RESULT_BYTES,
         Default::default(),
     )?;
     Ok(match chunk.next_offset {

@@ -14,7 +14,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::receipt::{AppIdentity, Hasher, Provenance, TASK_RECEIPT_FORMAT, WARDEN_VERSION};
+use warden_core::receipt::{AppIdentity, Hasher, Provenance, TASK_RECEIPT_FORMAT, WARDEN_VERSION};
 
 /// Where a task keeps the scripts it ran, one file per run.
 pub const SCRIPTS_DIR: &str = "agent_actions";
@@ -79,22 +79,22 @@ pub struct RunLimits {
 
 impl RunLimits {
     /// A `run_script` task's: `timeout`, and
-    /// [`crate::limits::DEFAULT_SCRIPT_DOOR_CALLS`] door calls.
+    /// [`warden_core::limits::DEFAULT_SCRIPT_DOOR_CALLS`] door calls.
     pub fn script(timeout: std::time::Duration) -> Self {
         Self {
             timeout_ms: duration_ms(timeout),
-            door_calls: crate::limits::DEFAULT_SCRIPT_DOOR_CALLS,
+            door_calls: warden_core::limits::DEFAULT_SCRIPT_DOOR_CALLS,
             inline_calls: None,
         }
     }
 
     /// A coding task's: `timeout`,
-    /// [`crate::limits::AGENT_MAX_GUARD_CALLS`] door calls and
+    /// [`warden_core::limits::AGENT_MAX_GUARD_CALLS`] door calls and
     /// `inline_calls` inline ones (`WARDEN_AGENT_MAX_INLINE_CALLS`).
     pub fn coding(timeout: std::time::Duration, inline_calls: u64) -> Self {
         Self {
             timeout_ms: duration_ms(timeout),
-            door_calls: crate::limits::AGENT_MAX_GUARD_CALLS,
+            door_calls: warden_core::limits::AGENT_MAX_GUARD_CALLS,
             inline_calls: Some(inline_calls),
         }
     }
@@ -129,7 +129,7 @@ pub fn build(
         model,
         calls,
         calls_sha256,
-        artifacts: hash_files(dir, crate::artifacts::OUTPUTS_DIR),
+        artifacts: hash_files(dir, warden_executor::artifacts::OUTPUTS_DIR),
         limits: Some(limits),
         approvals,
     }

@@ -12,7 +12,7 @@ use std::io::{Read, Seek, SeekFrom};
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// How a chunk's bytes are returned.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

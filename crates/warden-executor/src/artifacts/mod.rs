@@ -34,14 +34,14 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 
-use crate::error::GuardError;
-use crate::limits::Limits;
 use crate::tenant::Principal;
 pub use chunk::{ChunkAnswer, Encoding};
 use quota::{Quota, Usage};
 pub use remote::RemoteCopy;
 use retention::{Entry, Policy, Pruner};
 pub use view::View;
+use warden_core::error::GuardError;
+use warden_core::limits::Limits;
 
 /// Task directory layout.
 pub const OUTPUTS_DIR: &str = "outputs";
@@ -54,7 +54,7 @@ pub const WAITING_FILE: &str = "waiting.json";
 
 /// The URI prefix of task artifacts as MCP resources (served by
 /// `mcp::resources`; app resources may not use it).
-pub const URI_SCHEME: &str = crate::registry::ARTIFACT_URI_SCHEME;
+pub const URI_SCHEME: &str = warden_core::registry::ARTIFACT_URI_SCHEME;
 
 /// Prefix of a task directory being set up: it gets its `task_…` name only
 /// once its owner record is written, so no listing ever shows a task
@@ -399,8 +399,8 @@ impl ArtifactStore {
                 "status": "failed", "task_type": "failed", "task_id": id,
                 "summary": "interrupted: the server running this task stopped before it finished",
                 "metrics": {}, "assumptions": [],
-                "error": crate::error::TaskError::new(
-                    crate::error::TaskErrorKind::Interrupted,
+                "error": warden_core::error::TaskError::new(
+                    warden_core::error::TaskErrorKind::Interrupted,
                     "the server process that ran this task is gone",
                 ),
                 "owner": owner,
@@ -478,7 +478,7 @@ impl ArtifactStore {
     pub fn ensure_result(&self, task_id: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = match self.open_task(task_id) {
             Ok(dir) => dir,
-            Err(error) if error.code == crate::error::codes::GUARD_FAILED => return Err(error),
+            Err(error) if error.code == warden_core::error::codes::GUARD_FAILED => return Err(error),
             Err(_) => return Ok(()),
         };
         let at = nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW;
@@ -499,7 +499,7 @@ impl ArtifactStore {
     ) -> Result<u64, GuardError> {
         if bytes.len() > cap {
             return Err(GuardError::new(
-                crate::error::codes::ARTIFACT_TOO_LARGE,
+                warden_core::error::codes::ARTIFACT_TOO_LARGE,
                 format!(
                     "filename: '{filename}' is {} bytes; the limit is {cap} bytes per file",
                     bytes.len()
@@ -590,7 +590,7 @@ impl ArtifactStore {
             task_id,
             RESULT_FILE,
             0,
-            crate::limits::MAX_INLINE_RESULT_BYTES,
+            warden_core::limits::MAX_INLINE_RESULT_BYTES,
             Encoding::Utf8,
         )
         .ok()
@@ -628,7 +628,7 @@ pub fn new_task_id() -> String {
 /// whether someone else's task exists.
 pub fn no_task(task_id: &str) -> GuardError {
     GuardError::new(
-        crate::error::codes::NOT_FOUND,
+        warden_core::error::codes::NOT_FOUND,
         format!("task_id: no task '{task_id}'; call list_tasks to see existing tasks"),
     )
 }
@@ -676,7 +676,7 @@ impl retention::Pass for ArtifactStore {
     }
 }
 
-/// Lists regular files under `dir`, at most [`crate::limits::MAX_ARTIFACT_DEPTH`]
+/// Lists regular files under `dir`, at most [`warden_core::limits::MAX_ARTIFACT_DEPTH`]
 /// + 1 levels down (deeper trees were not written by the server).
 ///
 /// Public for [`RemoteCopy`] implementations, which upload what it lists.
@@ -701,7 +701,7 @@ pub fn walk(dir: OwnedFd, prefix: &str, depth: usize, found: &mut Vec<(String, u
             found.push((format!("{prefix}{name}"), stat.st_size as u64));
         }
     }
-    if depth > crate::limits::MAX_ARTIFACT_DEPTH {
+    if depth > warden_core::limits::MAX_ARTIFACT_DEPTH {
         return;
     }
     for name in subdirs {

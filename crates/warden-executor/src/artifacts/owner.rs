@@ -92,7 +92,7 @@ pub(crate) fn read_at<Fd: AsFd>(dir: &Fd) -> Result<Option<OwnerRecord>, ()> {
         Ok(file) => serde_json::from_reader(file.take(OWNER_READ_BYTES))
             .map(Some)
             .map_err(drop),
-        Err(error) if error.code == crate::error::codes::NOT_FOUND => Ok(None),
+        Err(error) if error.code == warden_core::error::codes::NOT_FOUND => Ok(None),
         Err(_) => Err(()),
     }
 }

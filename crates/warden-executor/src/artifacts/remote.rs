@@ -20,8 +20,8 @@
 use std::os::fd::OwnedFd;
 
 use super::{ChunkAnswer, Encoding};
-use crate::error::GuardError;
 use crate::tenant::Principal;
+use warden_core::error::GuardError;
 
 /// A copy of finished tasks' files that every node reads. Object-safe:
 /// the store holds it as `Arc<dyn RemoteCopy>`.

@@ -19,7 +19,7 @@ use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{Mode, SFlag, fstatat};
 use nix::unistd::{UnlinkatFlags, unlinkat};
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// Mode of every file the store creates.
 pub const FILE_MODE: u32 = 0o600;
@@ -158,7 +158,7 @@ pub fn io_error(field: &str, what: &str, e: nix::Error) -> GuardError {
             format!("'{what}' is a symbolic link or not a directory; links are refused"),
         ),
         nix::Error::ENOENT => GuardError::new(
-            crate::error::codes::NOT_FOUND,
+            warden_core::error::codes::NOT_FOUND,
             format!("{field}: '{what}' does not exist"),
         ),
         other => GuardError::failed(format!("{field}: cannot open '{what}': {other}")),

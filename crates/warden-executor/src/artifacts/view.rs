@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{ArtifactStore, ChunkAnswer, Encoding, RemoteCopy, no_task, owner, read_at, walk};
-use crate::error::GuardError;
 use crate::tenant::Principal;
+use warden_core::error::GuardError;
 
 /// Where a task of this principal was found.
 enum Place {
@@ -79,7 +79,7 @@ impl View<'_> {
     /// `error`, when that is because the directory (or the whole artifacts
     /// directory) does not exist and there is a store; else `error`.
     fn locate_remote(&self, task_id: &str, error: GuardError) -> Result<Place, GuardError> {
-        let absent = error.code == crate::error::codes::NOT_FOUND || !self.store.root.exists();
+        let absent = error.code == warden_core::error::codes::NOT_FOUND || !self.store.root.exists();
         match &self.store.remote {
             Some(remote) if absent => {
                 if remote.owner(task_id)?.as_ref() != Some(self.principal) {
@@ -146,7 +146,7 @@ impl View<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::codes;
+    use warden_core::error::codes;
 
     fn principal(name: &str) -> Principal {
         Principal::new(name).expect("principal name")

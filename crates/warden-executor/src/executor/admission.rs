@@ -29,9 +29,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Failure, Status};
-use crate::error::{GuardError, codes};
 use crate::tenant::Principal;
 use crate::tenant::limits::{Gates, bound};
+use warden_core::error::{GuardError, codes};
 
 /// Slots of one kind and their wait queue.
 pub struct Slots {

@@ -23,12 +23,12 @@
 
 use serde_json::{Value, json};
 
-use crate::ask::{Question, Reach};
-use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
-use crate::guard::Guard;
-use crate::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
 use warden_core::approval::{Book, Decision, Pending, confirm_schema};
+use warden_core::ask::{Question, Reach};
+use warden_core::error::{GuardError, codes};
+use warden_core::guard::Guard;
+use warden_core::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
 
 /// Why a call of a destructive guard may run; see the module docs. Calls
 /// of other guards need none and carry [`Consent::None`].
@@ -68,7 +68,8 @@ pub(crate) fn admits(guard: &Guard, arguments: &Value, consent: &Consent) -> Res
     match consent {
         Consent::Direct | Consent::Operator => Ok(()),
         Consent::Confirmed(approval)
-            if approval.guard == *name && approval.arguments_sha256 == crate::receipt::digest(arguments) =>
+            if approval.guard == *name
+                && approval.arguments_sha256 == warden_core::receipt::digest(arguments) =>
         {
             Ok(())
         }
@@ -108,7 +109,7 @@ pub fn destructive_call(
     if let Reach::Nobody(why) = reach {
         return Err(nobody_can_answer(name, why));
     }
-    let arguments_sha256 = crate::receipt::digest(arguments);
+    let arguments_sha256 = warden_core::receipt::digest(arguments);
     let shown = shown_arguments(arguments);
     if shown.len() > CONFIRMED_ARGUMENTS_MAX_BYTES {
         events.emit(
@@ -186,9 +187,9 @@ pub fn destructive_call(
                 plan: Vec::new(),
                 script_sha256: book.script_sha256(),
             };
-            let form: crate::ask::Elicitation =
-                serde_json::from_value(given.clone()).unwrap_or(crate::ask::Elicitation {
-                    action: crate::ask::Action::Cancel,
+            let form: warden_core::ask::Elicitation =
+                serde_json::from_value(given.clone()).unwrap_or(warden_core::ask::Elicitation {
+                    action: warden_core::ask::Action::Cancel,
                     content: Default::default(),
                 });
             let record = pending.answered(
@@ -385,7 +386,7 @@ fn invisible(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::guard::guard;
+    use warden_core::guard::guard;
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct Wipe {
@@ -406,7 +407,7 @@ mod tests {
         let other = json!({"record": "payroll"});
         let approval = Consent::Confirmed(Approval {
             guard: destructive.name.clone(),
-            arguments_sha256: crate::receipt::digest(&ledger),
+            arguments_sha256: warden_core::receipt::digest(&ledger),
         });
         let refused = admits(&destructive, &ledger, &Consent::None).expect_err("refused");
         assert_eq!(refused.code, codes::FORBIDDEN);

@@ -17,8 +17,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::threads::{GuardThreads, Held};
 use super::{Failure, Status};
-use crate::error::{GuardError, codes};
-use crate::guard::{Guard, Resources};
+use warden_core::error::{GuardError, codes};
+use warden_core::guard::{Guard, Resources};
 
 /// Runs `guard` on a guard thread under `held`, answering by `deadline` at
 /// the latest.
@@ -32,19 +32,21 @@ pub(super) async fn run(
     cancel: &CancellationToken,
 ) -> Result<Value, Failure> {
     // The guard's progress and log messages go to the MCP request that
-    // scoped a sink around this call (`crate::notify`), if any.
-    let notices = crate::notify::for_this_task();
-    // Likewise its questions (`crate::ask`): answered by that request's
+    // scoped a sink around this call (`warden_core::notify`), if any.
+    let notices = warden_core::notify::for_this_task();
+    // Likewise its questions (`warden_core::ask`): answered by that request's
     // client, or refused at once where there is none.
-    let asker = crate::ask::for_this_task();
+    let asker = warden_core::ask::for_this_task();
     let (sender, receiver) = oneshot::channel();
     let name = guard.name.clone();
     let due = deadline.into_std();
     threads.spawn(
         held.clone(),
         Box::new(move || {
-            let outcome = crate::ask::with_asker(asker, Some(due), || {
-                crate::notify::with_sink(notices, || invoke_caught(&guard, &resources, &parent, arguments))
+            let outcome = warden_core::ask::with_asker(asker, Some(due), || {
+                warden_core::notify::with_sink(notices, || {
+                    invoke_caught(&guard, &resources, &parent, arguments)
+                })
             });
             let _ = sender.send(outcome);
         }),
@@ -102,7 +104,7 @@ pub(super) fn invoke_caught(
             guard.name.clone(),
         )],
     );
-    let outcome = crate::error::catch_guard_panic(&guard.name, || guard.invoke(resources, arguments))
+    let outcome = warden_core::error::catch_guard_panic(&guard.name, || guard.invoke(resources, arguments))
         .map_err(|e| {
             let status = if e.code == codes::INPUT_REQUIRED {
                 Status::InputRequired

@@ -22,10 +22,10 @@ use tokio_util::sync::CancellationToken;
 use super::sandbox::{Rlimits, release_group};
 use super::zygote::{Stdio3, Zygote};
 use super::{Failure, Status};
-use crate::error::{GuardError, codes};
 use crate::worker::Request;
 use crate::worker::Response;
 use crate::worker::protocol::Interim;
+use warden_core::error::{GuardError, codes};
 
 /// How to start workers: which binary and where their logs go.
 #[derive(Debug, Clone)]
@@ -68,7 +68,7 @@ impl WorkerLauncher {
     /// Starts workers from `exe` (re-executed once, as the zygote), with
     /// diagnostics logs in `diagnostics_dir`, answers capped at
     /// `max_response` bytes and requests at `max_request` (the argument cap
-    /// plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`]).
+    /// plus [`warden_core::limits::WORKER_REQUEST_ENVELOPE_BYTES`]).
     pub fn new(exe: PathBuf, diagnostics_dir: PathBuf, max_response: usize, max_request: usize) -> Self {
         Self {
             zygote: Zygote::new(exe, max_request),
@@ -115,8 +115,8 @@ impl WorkerLauncher {
             )
         })?;
         // The guard's progress and log messages go to the MCP request that
-        // scoped a sink around this call (`crate::notify`), if any.
-        let notices = crate::notify::for_this_task();
+        // scoped a sink around this call (`warden_core::notify`), if any.
+        let notices = warden_core::notify::for_this_task();
         let exchange = exchange(to_worker, from_worker, request, self.max_response, notices);
         let outcome = tokio::select! {
             outcome = tokio::time::timeout_at(deadline, exchange) => outcome,
@@ -212,7 +212,7 @@ async fn exchange(
     stdout: impl AsyncRead + Unpin,
     request: &Request,
     cap: usize,
-    notices: Option<crate::notify::Sink>,
+    notices: Option<warden_core::notify::Sink>,
 ) -> Exchange {
     let mut line = serde_json::to_vec(request).unwrap_or_default();
     line.push(b'\n');

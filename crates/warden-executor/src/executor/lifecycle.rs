@@ -32,9 +32,9 @@ use tokio::time::Instant;
 use super::admission::Admitted;
 use super::threads::Held;
 use super::{Failure, Status};
-use crate::error::codes;
 use crate::events::{Events, Origin};
-use crate::guard::{Guard, Resources};
+use warden_core::error::codes;
+use warden_core::guard::{Guard, Resources};
 
 /// Who a begun call's records are about and where they go, for as long as
 /// the call is open. A trait, not a struct, so that a call borrowed from its
@@ -305,11 +305,11 @@ mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
 
     use super::*;
-    use crate::error::GuardError;
     use crate::executor::{Admission, CallRequest, Executor, WorkerLauncher};
-    use crate::guard::guard;
-    use crate::limits::Limits;
-    use crate::registry::Registry;
+    use warden_core::error::GuardError;
+    use warden_core::guard::guard;
+    use warden_core::limits::Limits;
+    use warden_core::registry::Registry;
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct Nothing {}

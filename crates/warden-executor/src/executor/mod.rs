@@ -40,13 +40,13 @@ pub use lifecycle::{Call, CallScope, Here, Record, Settled};
 use sandbox::Rlimits;
 use threads::{GuardThreads, Held};
 
-use crate::error::{GuardError, codes};
 use crate::events::{Events, Origin};
-use crate::guard::{Mode, Resources};
-use crate::limits::Limits;
-use crate::registry::Registry;
 use crate::tenant::{Principal, Scopes};
 use crate::worker::{Request, Response};
+use warden_core::error::{GuardError, codes};
+use warden_core::guard::{Mode, Resources};
+use warden_core::limits::Limits;
+use warden_core::registry::Registry;
 
 /// How a call ended, as recorded in events and results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -233,8 +233,8 @@ impl Executor {
 
     /// The registry as `principal`, holding `scopes`, sees it: the guards
     /// the policy denies it are hidden, answered as names that were never
-    /// registered (see [`crate::registry::Visible`]).
-    pub fn visible(&self, principal: &Principal, scopes: &Scopes) -> crate::registry::Visible<'_> {
+    /// registered (see [`warden_core::registry::Visible`]).
+    pub fn visible(&self, principal: &Principal, scopes: &Scopes) -> warden_core::registry::Visible<'_> {
         let hidden = match &self.policy {
             None => Default::default(),
             Some(_) => self
@@ -248,7 +248,7 @@ impl Executor {
     }
 
     /// [`Executor::visible`] for the caller of `origin`.
-    pub fn visible_to(&self, origin: &Origin) -> crate::registry::Visible<'_> {
+    pub fn visible_to(&self, origin: &Origin) -> warden_core::registry::Visible<'_> {
         self.visible(&origin.principal, &origin.scopes)
     }
 
@@ -287,7 +287,7 @@ impl Executor {
     /// begins it.
     async fn begin<'s>(
         &'s self,
-        guard: &crate::guard::Guard,
+        guard: &warden_core::guard::Guard,
         request: &CallRequest<'s>,
     ) -> Result<Call<Borrowed<'s>>, Failure> {
         let slot = match request.admission {
@@ -318,7 +318,7 @@ impl Executor {
     /// caller settles the call.
     async fn execute<S: CallScope>(
         &self,
-        guard: &crate::guard::Guard,
+        guard: &warden_core::guard::Guard,
         call: &Call<S>,
         arguments: Value,
         cancel: &CancellationToken,
@@ -341,7 +341,7 @@ impl Executor {
     /// Runs a begun call in a fresh worker process.
     async fn isolated<S: CallScope>(
         &self,
-        guard: &crate::guard::Guard,
+        guard: &warden_core::guard::Guard,
         call: &Call<S>,
         arguments: Value,
         cancel: &CancellationToken,
@@ -411,7 +411,7 @@ impl Executor {
     /// Looks the guard up and checks the arguments' depth and size. A
     /// guard the policy denies the caller is, for it, a guard that does not
     /// exist: the same `unknown_guard` error, naming only what it may call.
-    fn check(&self, request: &CallRequest<'_>) -> Result<&crate::guard::Guard, Failure> {
+    fn check(&self, request: &CallRequest<'_>) -> Result<&warden_core::guard::Guard, Failure> {
         let origin = request.origin;
         let guard = self
             .registry
@@ -432,7 +432,7 @@ impl Executor {
     /// Fixes an admitted call's deadline and begins it under `scope`.
     fn start<S: CallScope>(
         &self,
-        guard: &crate::guard::Guard,
+        guard: &warden_core::guard::Guard,
         request: &CallRequest<'_>,
         scope: S,
         admitted: (Option<Admitted>, Option<Held>),

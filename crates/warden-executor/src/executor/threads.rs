@@ -38,7 +38,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Failure, Status};
-use crate::error::{GuardError, codes};
+use warden_core::error::{GuardError, codes};
 
 /// The guard-thread budget and the pool that runs `Executor::call`'s
 /// in-process functions.

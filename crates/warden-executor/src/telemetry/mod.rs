@@ -78,7 +78,7 @@ pub fn init() -> TelemetryGuard {
     }
     #[cfg(not(feature = "telemetry"))]
     {
-        if crate::config::var("WARDEN_TRACE_EXPORTER").is_some_and(|v| !v.is_empty() && v != "none") {
+        if warden_core::config::var("WARDEN_TRACE_EXPORTER").is_some_and(|v| !v.is_empty() && v != "none") {
             tracing::warn!(
                 "WARDEN_TRACE_EXPORTER is set but this binary was built without the `telemetry` feature; spans are not recorded"
             );

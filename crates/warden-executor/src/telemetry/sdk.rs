@@ -56,12 +56,12 @@ pub enum ExporterError {
 
 /// Installs the server's provider per `WARDEN_TRACE_EXPORTER`.
 pub fn install_server() -> Result<Option<SdkTracerProvider>, ExporterError> {
-    let choice = crate::config::var("WARDEN_TRACE_EXPORTER").unwrap_or_default();
+    let choice = warden_core::config::var("WARDEN_TRACE_EXPORTER").unwrap_or_default();
     let processor: Arc<dyn SpanProcessor> = match choice.trim() {
         "" | "none" => return Ok(None),
         "console" => Arc::new(JsonLines::new(Box::new(std::io::stderr()))),
         "file" => {
-            let path = crate::config::var("WARDEN_TRACE_FILE").ok_or(ExporterError::NoTraceFile)?;
+            let path = warden_core::config::var("WARDEN_TRACE_FILE").ok_or(ExporterError::NoTraceFile)?;
             let file = match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
                 Ok(file) => file,
                 Err(error) => return Err(ExporterError::TraceFile { path, error }),
@@ -88,7 +88,7 @@ fn otlp() -> Result<Arc<dyn SpanProcessor>, ExporterError> {
     let from_dotenv = |name: &str| {
         std::env::var_os(name)
             .is_none()
-            .then(|| crate::config::var(name))
+            .then(|| warden_core::config::var(name))
             .flatten()
     };
     let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http();

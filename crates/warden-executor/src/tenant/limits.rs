@@ -22,7 +22,7 @@ use std::time::Instant;
 use tokio::sync::Semaphore;
 
 use super::Principal;
-use crate::error::{GuardError, codes};
+use warden_core::error::{GuardError, codes};
 
 /// Whether per-principal limits apply to `principal`: every principal but
 /// `local` (see the module docs).

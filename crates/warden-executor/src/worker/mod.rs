@@ -17,13 +17,13 @@ use std::sync::{Arc, Mutex};
 
 pub use protocol::{MAX_REQUEST_ARG, Request, Response, WORKER_ARG};
 
-use crate::guard::Resources;
-use crate::registry::Registry;
+use warden_core::guard::Resources;
+use warden_core::registry::Registry;
 
 /// Largest request line a worker reads when the server does not say
 /// ([`MAX_REQUEST_ARG`]): the default argument cap plus the envelope.
 const DEFAULT_MAX_REQUEST_LINE: usize =
-    crate::limits::DEFAULT_MAX_ARGUMENT_BYTES + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES;
+    warden_core::limits::DEFAULT_MAX_ARGUMENT_BYTES + warden_core::limits::WORKER_REQUEST_ENVELOPE_BYTES;
 
 /// The largest request line a guard worker must read: this many bytes
 /// after `max_request_line(args)`, from the worker's arguments.
@@ -69,7 +69,7 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
             guard,
             arguments,
             traceparent,
-        }) => crate::notify::with_sink(Some(notice_sink(protocol_out.clone())), || {
+        }) => warden_core::notify::with_sink(Some(notice_sink(protocol_out.clone())), || {
             traced_guard(registry, &guard, arguments, traceparent.as_deref())
         }),
         Err(error) => {
@@ -152,7 +152,7 @@ pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::
         };
     };
     let resources = Resources::default();
-    match crate::error::catch_guard_panic(name, || guard.invoke(&resources, arguments)) {
+    match warden_core::error::catch_guard_panic(name, || guard.invoke(&resources, arguments)) {
         Ok(value) => Response::Result {
             value,
             spans: Vec::new(),
@@ -204,7 +204,7 @@ fn write_line(out: &mut std::fs::File, message: &impl serde::Serialize) -> std::
 /// the protocol descriptor, ahead of the response (best effort, like every
 /// notice: a failed write loses the message, not the call). No second
 /// descriptor: the worker holds only stdio and its protocol pipe.
-fn notice_sink(protocol_out: Arc<Mutex<std::fs::File>>) -> crate::notify::Sink {
+fn notice_sink(protocol_out: Arc<Mutex<std::fs::File>>) -> warden_core::notify::Sink {
     Arc::new(move |notice| {
         if let Ok(mut out) = protocol_out.lock() {
             let _ = write_line(&mut out, &protocol::Interim::Notice { notice });

@@ -7,7 +7,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// What a worker receives when the server dies without killing it; the
 /// guard worker turns it into a SIGKILL of its process group
@@ -40,13 +40,13 @@ pub enum Request {
 }
 
 /// A line a guard worker may write before its [`Response`]: a progress
-/// or log message from the running guard ([`crate::notify`]), which the
+/// or log message from the running guard ([`warden_core::notify`]), which the
 /// server forwards to the caller while the call runs (or ignores when no
 /// one asked).
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Interim {
-    Notice { notice: crate::notify::Notice },
+    Notice { notice: warden_core::notify::Notice },
 }
 
 /// What a guard worker answers.

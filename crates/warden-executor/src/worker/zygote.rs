@@ -19,7 +19,7 @@
 //!
 //! What a fork keeps that an `exec` redraws is the address-space layout:
 //! the server replaces the zygote after
-//! [`crate::limits::ZYGOTE_MAX_CHILDREN`] children.
+//! [`warden_core::limits::ZYGOTE_MAX_CHILDREN`] children.
 //!
 //! The zygote reaps a child only when the server asks, after it killed the
 //! child's group: until then the zombie holds the pid and group id, so the
@@ -39,7 +39,7 @@ use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid};
 use warden_sandbox::process::Rlimits;
 
-use crate::registry::Registry;
+use warden_core::registry::Registry;
 
 /// The worker's second argument that makes it a zygote rather than a
 /// one-call worker.

@@ -1,5 +1,5 @@
 //! `bundle_coverage`: which guards a bundle of data can run, and what is
-//! missing. Read-only over the slot vocabulary in [`crate::catalogue`].
+//! missing. Read-only over the slot vocabulary in [`warden_core::catalogue`].
 
 use std::collections::BTreeSet;
 
@@ -7,8 +7,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::catalogue::{SlotIndex, coverage, vocabulary};
-use crate::error::GuardError;
+use warden_core::catalogue::{SlotIndex, coverage, vocabulary};
+use warden_core::error::GuardError;
 
 /// Which guards can run on the data you have: give the slot names you hold, get back what is ready and what is missing.
 ///

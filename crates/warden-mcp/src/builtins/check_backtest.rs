@@ -1,6 +1,6 @@
 //! `check_backtest`: run every guard a bundle of data can feed, in one call.
 //!
-//! The bundle's keys are slots (see [`crate::catalogue`]). The tool takes one
+//! The bundle's keys are slots (see [`warden_core::catalogue`]). The tool takes one
 //! call slot, like a direct call (waiting for one the same bounded time),
 //! then runs the ready guards one after the other through the executor with
 //! [`Admission::InTask`], so each has its own validation, mode, timeout,
@@ -18,9 +18,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::catalogue::{accepts, missing};
-use crate::error::GuardError;
-use crate::executor::{Admission, CallRequest, Status};
+use warden_core::catalogue::{accepts, missing};
+use warden_core::error::GuardError;
+use warden_executor::executor::{Admission, CallRequest, Status};
 
 /// Run every guard whose required data is in your bundle, and report which passed, failed, were skipped or rejected.
 ///
@@ -99,7 +99,7 @@ impl Builtin for CheckBacktest {
                         deadline_cap: Some(deadline),
                         events: None,
                         record: None,
-                        consent: crate::executor::confirm::Consent::None,
+                        consent: warden_executor::executor::confirm::Consent::None,
                     })
                     .await;
                 match outcome {

@@ -9,12 +9,12 @@
 
 use std::sync::Arc;
 
-use crate::artifacts::ArtifactStore;
-use crate::executor::Executor;
-use crate::limits::Limits;
-use crate::registry::Registry;
-use crate::task::TaskRunner;
-use crate::task::records::Records;
+use warden_core::limits::Limits;
+use warden_core::registry::Registry;
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::executor::Executor;
+use warden_task::TaskRunner;
+use warden_task::records::Records;
 
 /// What built-ins run against (see the module docs).
 #[derive(Clone)]
@@ -44,7 +44,7 @@ impl Runtime {
 
     /// The registry as `origin`'s caller sees it: the guards the policy
     /// denies it are, for it, guards that do not exist.
-    pub fn visible(&self, origin: &crate::events::Origin) -> crate::registry::Visible<'_> {
+    pub fn visible(&self, origin: &warden_executor::events::Origin) -> warden_core::registry::Visible<'_> {
         self.executor.visible_to(origin)
     }
 

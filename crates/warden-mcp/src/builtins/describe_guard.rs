@@ -1,14 +1,14 @@
 //! `describe_guard`: everything the registry knows about one guard.
 //!
-//! Read-only over the registry (see [`crate::catalogue`]); it runs nothing.
+//! Read-only over the registry (see [`warden_core::catalogue`]); it runs nothing.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::catalogue::{guard_entry, script_entry};
-use crate::error::GuardError;
+use warden_core::catalogue::{guard_entry, script_entry};
+use warden_core::error::GuardError;
 
 /// Describe one guard: input and output schema, slots, execution mode, timeout, annotations, and its full description with the units and conventions it expects.
 ///
@@ -73,7 +73,7 @@ impl Builtin for DescribeGuard {
             if let Some(guard) = registry.get(&input.name) {
                 let hints = guard.hints;
                 let mcp = |schema: &Map<String, Value>| {
-                    crate::export::portable_or_raw(schema, crate::schema::portable::Target::Mcp)
+                    crate::export::portable_or_raw(schema, warden_core::schema::portable::Target::Mcp)
                 };
                 return Reply::data(&GuardDescription {
                     row: guard_entry(guard),
@@ -99,7 +99,7 @@ impl Builtin for DescribeGuard {
             known.extend(registry.script_functions().map(|f| f.name));
             known.sort_unstable();
             Err(GuardError::new(
-                crate::error::codes::UNKNOWN_GUARD,
+                warden_core::error::codes::UNKNOWN_GUARD,
                 format!(
                     "name: no guard named '{}'; use one list_guards shows: {}",
                     input.name,

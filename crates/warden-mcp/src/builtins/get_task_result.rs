@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::error::GuardError;
-use crate::task::result::{Saved as SavedFile, SavedHead, read_saved};
+use warden_core::error::GuardError;
+use warden_task::result::{Saved as SavedFile, SavedHead, read_saved};
 
 /// Get a task's saved result.json (inline up to 256 KiB; larger results are read with read_artifact).
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -61,10 +61,10 @@ impl Builtin for GetTaskResult {
             let principal = &call.origin.principal;
             // The record decides whether the task exists for this caller.
             let Some(record) = call.ctx.records().get(principal, &input.task_id).await? else {
-                return Err(crate::artifacts::no_task(&input.task_id));
+                return Err(warden_executor::artifacts::no_task(&input.task_id));
             };
             let status = record.state.as_str();
-            if !matches!(record.state, crate::task::store::State::Ended(_)) {
+            if !matches!(record.state, warden_task::store::State::Ended(_)) {
                 return Reply::with_status(
                     status,
                     &NoResult {
@@ -81,7 +81,7 @@ impl Builtin for GetTaskResult {
             // Answers not_found for a task whose directory is gone, except a
             // cancelled one: a task cancelled before it started never had one.
             if let Err(error) = store.task_dir(&input.task_id) {
-                if record.state == crate::task::store::State::Ended(crate::task::TaskStatus::Cancelled) {
+                if record.state == warden_task::store::State::Ended(warden_task::TaskStatus::Cancelled) {
                     return Reply::with_status(
                         status,
                         &NoResult {
@@ -96,7 +96,7 @@ impl Builtin for GetTaskResult {
                 }
                 return Err(error);
             }
-            let task_dir = crate::task::result_dir(&input.task_id);
+            let task_dir = warden_task::result_dir(&input.task_id);
             let mut whole_inline = false;
             let answer = match read_saved(store, &input.task_id)? {
                 SavedFile::Whole(text) => {
@@ -124,7 +124,7 @@ impl Builtin for GetTaskResult {
             let reply = Reply::data(&answer)?;
             // Cut to the answer bound, it points at the file it came from.
             Ok(match whole_inline {
-                true => reply.kept_in(&input.task_id, crate::artifacts::RESULT_FILE),
+                true => reply.kept_in(&input.task_id, warden_executor::artifacts::RESULT_FILE),
                 false => reply,
             })
         })

@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// List the files of a task directory (outputs/, result.json, actions, logs) with sizes and MIME types.
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -83,7 +83,7 @@ impl Builtin for ListArtifacts {
                 .map(|(name, size)| File {
                     filename: name,
                     size_bytes: *size,
-                    mime_type: crate::artifacts::mime_type(name),
+                    mime_type: warden_executor::artifacts::mime_type(name),
                 })
                 .take_while(|file| {
                     let first = used == 0;
@@ -105,5 +105,5 @@ impl Builtin for ListArtifacts {
 /// `limit`: half of it (the page is sent twice), less the envelope and
 /// the page's own fields.
 fn page_budget(limit: usize) -> usize {
-    (limit.saturating_sub(crate::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(1_024)
+    (limit.saturating_sub(warden_core::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(1_024)
 }

@@ -1,14 +1,14 @@
 //! `list_guards`: the catalogue, one row per guard and script-only function.
 //!
-//! Read-only over the registry (see [`crate::catalogue`]); it runs nothing.
+//! Read-only over the registry (see [`warden_core::catalogue`]); it runs nothing.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::catalogue::{guard_entry, script_entry};
-use crate::error::GuardError;
+use warden_core::catalogue::{guard_entry, script_entry};
+use warden_core::error::GuardError;
 
 /// List every guard with its category, a one-line summary, the data slots it needs, and how it runs.
 ///

@@ -4,9 +4,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
-use crate::error::GuardError;
-use crate::task::ResultError;
-use crate::task::store::iso8601;
+use warden_core::error::GuardError;
+use warden_task::ResultError;
+use warden_task::store::iso8601;
 
 /// List your recent tasks (run_script, coding tasks and batches run as tasks), newest first, with tool, status, summary and creation time.
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -40,9 +40,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::GuardError;
-use crate::events::Origin;
-use crate::registry::BuiltinTool;
+use warden_core::error::GuardError;
+use warden_core::registry::BuiltinTool;
+use warden_executor::events::Origin;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -56,7 +56,7 @@ pub struct Call<'a> {
     /// Fired when the client cancels the request.
     pub cancel: CancellationToken,
     /// Progress sink when the client sent a progressToken.
-    pub progress: Option<Arc<crate::script::host::progress::Progress>>,
+    pub progress: Option<Arc<warden_script::host::progress::Progress>>,
 }
 
 /// A tool the server provides itself.
@@ -128,7 +128,7 @@ fn builtin(tool: BuiltinTool) -> Option<Box<dyn Builtin>> {
 /// The MCP tool for a built-in with input type `T`; `title` is the human
 /// name clients show.
 pub(crate) fn tool<T: schemars::JsonSchema>(name: &'static str, title: &str, read_only: bool) -> Tool {
-    let (schema, description) = crate::schema::input_schema::<T>();
+    let (schema, description) = warden_core::schema::input_schema::<T>();
     let mut tool = Tool::new(name, description, Arc::new(schema));
     tool.title = Some(title.into());
     tool.with_annotations(
@@ -141,44 +141,44 @@ pub(crate) fn tool<T: schemars::JsonSchema>(name: &'static str, title: &str, rea
 }
 
 pub(crate) fn decode<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
-    crate::schema::decode_arguments(arguments)
+    warden_core::schema::decode_arguments(arguments)
 }
 
 /// A task's timeout: `timeout_seconds` (1 to the server maximum) or the
 /// default task timeout, clamped to that maximum.
 pub fn task_timeout(
-    limits: &crate::limits::Limits,
+    limits: &warden_core::limits::Limits,
     seconds: Option<u64>,
 ) -> Result<std::time::Duration, GuardError> {
     let max = limits.max_timeout.as_secs();
     let seconds = match seconds {
         Some(s) => in_range("timeout_seconds", s, 1, max)?,
-        None => crate::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
+        None => warden_core::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
     };
     Ok(std::time::Duration::from_secs(seconds))
 }
 
-pub(crate) use crate::schema::in_range;
+pub(crate) use warden_core::schema::in_range;
 
 /// `error`, or, when it is "no task" for a task of the caller that has
 /// not ended and runs on another node (its files reach the object store
 /// when it ends), an error saying so.
 pub(crate) async fn explain_missing(
-    records: &crate::task::records::Records,
-    principal: &crate::tenant::Principal,
+    records: &warden_task::records::Records,
+    principal: &warden_executor::tenant::Principal,
     task_id: &str,
     error: GuardError,
 ) -> GuardError {
-    if error.code != crate::error::codes::NOT_FOUND {
+    if error.code != warden_core::error::codes::NOT_FOUND {
         return error;
     }
     match records.get(principal, task_id).await {
         Ok(Some(record))
-            if !matches!(record.state, crate::task::store::State::Ended(_))
+            if !matches!(record.state, warden_task::store::State::Ended(_))
                 && record.node != records.node() =>
         {
             GuardError::new(
-                crate::error::codes::NOT_FOUND,
+                warden_core::error::codes::NOT_FOUND,
                 format!(
                     "task_id: task '{task_id}' has not ended; it runs on node {}, and its files reach the other nodes when it ends: read them there, or after it ends (tasks/get says when)",
                     record.node

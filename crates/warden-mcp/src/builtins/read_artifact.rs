@@ -4,9 +4,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
-use crate::artifacts::Encoding;
-use crate::error::GuardError;
-use crate::limits::MAX_READ_CHUNK_BYTES;
+use warden_core::error::GuardError;
+use warden_core::limits::MAX_READ_CHUNK_BYTES;
+use warden_executor::artifacts::Encoding;
 
 /// Read one chunk of a task file by byte offset. Follow next_offset until it is null.
 ///
@@ -81,5 +81,5 @@ impl Builtin for ReadArtifact {
 /// Bytes one chunk's answer may take under the answer bound `limit`:
 /// half of it (the answer is sent twice), less the envelope.
 fn chunk_budget(limit: usize) -> usize {
-    (limit.saturating_sub(crate::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(256)
+    (limit.saturating_sub(warden_core::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(256)
 }

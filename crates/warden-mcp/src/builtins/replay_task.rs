@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// Replay a finished run_script or run_coding_task task: its recorded script(s) run again in a fresh sandbox as a new task under the original task's limits (its timeout and call budgets; the model is never called), then the two are compared call by call (hashes of every guard call's arguments and output) and artifact by artifact. A script whose file no longer matches the receipt's SHA-256 is not run: the verdict is "script_differs".
 ///
@@ -35,7 +35,7 @@ impl Builtin for ReplayTask {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: ReplayTaskInput = decode(call.arguments)?;
-            let report = crate::task::replay::replay(
+            let report = warden_task::replay::replay(
                 call.ctx.tasks(),
                 &input.task_id,
                 call.origin,

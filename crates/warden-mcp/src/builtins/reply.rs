@@ -10,10 +10,10 @@ use rmcp::model::CallToolResult;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::batch::BatchResult;
 use crate::bound::{Answer, Whole};
-use crate::error::{GuardError, TaskErrorKind};
-use crate::task::{TaskResult, TaskStatus};
+use warden_core::error::{GuardError, TaskErrorKind};
+use warden_task::batch::BatchResult;
+use warden_task::{TaskResult, TaskStatus};
 
 /// A built-in's structured answer (see the module docs).
 #[derive(Debug, Clone)]
@@ -94,7 +94,7 @@ impl Reply {
     /// charts inline and a link per artifact (see `tasks::task_answer`),
     /// its receipt hashes cut as [`TaskResult::into_answer`] cuts them,
     /// and its `result.json` as where the whole value is.
-    pub fn into_answer(self, store: crate::artifacts::View<'_>, limit: usize) -> Answer {
+    pub fn into_answer(self, store: warden_executor::artifacts::View<'_>, limit: usize) -> Answer {
         let success = self.status() == TaskStatus::Success.as_str();
         match self {
             Self::Task(result) => crate::tasks::task_answer(store, None, *result, success, limit),
@@ -142,7 +142,7 @@ fn to_json(body: &impl Serialize) -> Result<Value, GuardError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::TaskError;
+    use warden_core::error::TaskError;
 
     #[test]
     fn the_request_events_read_how_a_call_ended_from_the_typed_reply() {

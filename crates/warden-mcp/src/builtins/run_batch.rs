@@ -1,10 +1,10 @@
-//! `run_batch`: up to 25 guard calls in one request (see [`crate::batch`]).
+//! `run_batch`: up to 25 guard calls in one request (see [`warden_task::batch`]).
 
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, tool};
-use crate::batch::RunBatchInput;
-use crate::error::GuardError;
+use warden_core::error::GuardError;
+use warden_task::batch::RunBatchInput;
 
 pub struct RunBatch;
 
@@ -41,7 +41,7 @@ impl Builtin for RunBatch {
                     .await
                     .map(Reply::from);
             }
-            crate::batch::run(
+            warden_task::batch::run(
                 call.ctx.executor(),
                 call.ctx.store(),
                 input,

@@ -5,8 +5,8 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
-use crate::error::GuardError;
 use warden_agent::ModelConfig;
+use warden_core::error::GuardError;
 
 /// Ask the server's model to solve a task by writing Rhai scripts that call the registered guards.
 ///
@@ -38,7 +38,7 @@ fn prepare(
     }
     let timeout = task_timeout(ctx.limits(), input.timeout_seconds)?;
     let config = ModelConfig::from_env()
-        .map_err(|e| GuardError::new(crate::error::codes::MODEL_NOT_CONFIGURED, e.to_string()))?;
+        .map_err(|e| GuardError::new(warden_core::error::codes::MODEL_NOT_CONFIGURED, e.to_string()))?;
     Ok((input, timeout, config))
 }
 

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
 ///

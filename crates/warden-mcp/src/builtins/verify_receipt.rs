@@ -20,9 +20,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
-use crate::error::GuardError;
-use crate::executor::{Admission, CallRequest};
-use crate::receipt::digest;
+use warden_core::error::GuardError;
+use warden_core::receipt::digest;
+use warden_executor::executor::{Admission, CallRequest};
 
 /// Verify a call receipt by recomputing the call here: give the receipt (from a call's _meta["warden/receipt"] or a run_batch call's "receipt") and the arguments the call was made with.
 ///
@@ -174,7 +174,7 @@ impl Builtin for VerifyReceipt {
                     record: None,
                     // Only guards without side effects get here; a
                     // destructive one would be refused all the same.
-                    consent: crate::executor::confirm::Consent::None,
+                    consent: warden_executor::executor::confirm::Consent::None,
                 })
                 .await
                 .map_err(|failure| failure.error)?;
@@ -198,7 +198,7 @@ impl Builtin for VerifyReceipt {
 }
 
 /// Why `guard` must not be run again to verify a receipt, if it must not.
-fn not_recomputable(guard: &crate::guard::Guard) -> Option<String> {
+fn not_recomputable(guard: &warden_core::guard::Guard) -> Option<String> {
     let name = &guard.name;
     if guard.hints.destructive {
         return Some(format!(

@@ -1,5 +1,5 @@
 //! Who may reach what, as the MCP layer applies the operator's policy
-//! (`crate::executor::policy`): the tools a caller sees and the answer for
+//! (`warden_executor::executor::policy`): the tools a caller sees and the answer for
 //! one it does not know (a denied guard answers as a name never
 //! registered), the protocol routes that follow a tool's rule
 //! (`resources/read` → `read_artifact`, `tasks/get` → `get_task_result`),
@@ -12,18 +12,18 @@ use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
 use super::{WardenServer, principal_of, scopes_of};
-use crate::error::GuardError;
-use crate::events::Origin;
-use crate::executor::Admitted;
-use crate::task::{TaskResult, TaskStatus};
+use warden_core::error::GuardError;
+use warden_executor::events::Origin;
+use warden_executor::executor::Admitted;
+use warden_task::{TaskResult, TaskStatus};
 
 impl WardenServer {
     /// The tools `principal`, holding `scopes`, may call: what its
     /// `tools/list` shows and its unknown-tool error names.
     pub(super) fn visible_tools(
         &self,
-        principal: &crate::tenant::Principal,
-        scopes: &crate::tenant::Scopes,
+        principal: &warden_executor::tenant::Principal,
+        scopes: &warden_executor::tenant::Scopes,
     ) -> Vec<Tool> {
         if self.executor.policy().is_none() {
             return self.tools().to_vec();
@@ -41,8 +41,8 @@ impl WardenServer {
     pub(super) fn unknown_tool(
         &self,
         name: &str,
-        principal: &crate::tenant::Principal,
-        scopes: &crate::tenant::Scopes,
+        principal: &warden_executor::tenant::Principal,
+        scopes: &warden_executor::tenant::Scopes,
     ) -> ErrorData {
         let tools = self.visible_tools(principal, scopes);
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -59,7 +59,7 @@ impl WardenServer {
     pub(super) fn route_permit(
         &self,
         context: &RequestContext<RoleServer>,
-        tool: crate::registry::BuiltinTool,
+        tool: warden_core::registry::BuiltinTool,
         route: &str,
     ) -> Result<(), ErrorData> {
         let (principal, scopes) = (principal_of(context), scopes_of(context));
@@ -88,7 +88,7 @@ impl WardenServer {
     /// request events saying so; then its `slot` goes to the next queued task.
     pub(super) async fn refuse_claimed(
         &self,
-        record: &crate::task::store::TaskRecord,
+        record: &warden_task::store::TaskRecord,
         mut origin: Origin,
         error: GuardError,
         slot: Admitted,
@@ -102,10 +102,10 @@ impl WardenServer {
             "request_finished",
             json!({"status": "failed", "task_type": null, "error_type": error.code, "duration_ms": 0.0}),
         );
-        crate::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
+        warden_executor::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
         let text = format!("the task did not run: {}", error.message);
         let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
-            crate::error::TaskError::new(crate::error::TaskErrorKind::Forbidden, text),
+            warden_core::error::TaskError::new(warden_core::error::TaskErrorKind::Forbidden, text),
         );
         let _ = self.runtime.records().end(&record.id, &ended).await;
         drop(slot);
@@ -116,8 +116,8 @@ impl WardenServer {
     #[cfg(feature = "http")]
     pub(crate) fn may_call(
         &self,
-        principal: &crate::tenant::Principal,
-        scopes: &crate::tenant::Scopes,
+        principal: &warden_executor::tenant::Principal,
+        scopes: &warden_executor::tenant::Scopes,
         name: &str,
     ) -> bool {
         self.executor.permit(principal, scopes, name).is_ok()

@@ -40,11 +40,11 @@ use tokio_util::sync::CancellationToken;
 use warden_core::TaskSupport;
 
 use super::WardenServer;
-use crate::error::{GuardError, TaskError, TaskErrorKind, codes};
-use crate::events::Origin;
-use crate::executor::Admitted;
-use crate::task::{TaskResult, TaskStatus};
 use crate::tasks::QueuedRequest;
+use warden_core::error::{GuardError, TaskError, TaskErrorKind, codes};
+use warden_executor::events::Origin;
+use warden_executor::executor::Admitted;
+use warden_task::{TaskResult, TaskStatus};
 
 /// The extension's id, as a client declares it.
 const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
@@ -90,7 +90,7 @@ impl WardenServer {
             .permit(
                 &principal,
                 &scopes,
-                crate::registry::BuiltinTool::GetTaskResult.name(),
+                warden_core::registry::BuiltinTool::GetTaskResult.name(),
             )
             .is_ok();
         if !can_read {
@@ -135,7 +135,7 @@ impl WardenServer {
         let origin = super::request_origin("direct", name, context);
         let request_id = origin.request_id.clone();
         let call = self.guard_call(name, arguments.clone(), origin, context.ct.clone(), false);
-        let result = crate::ask::scope(round.asker(), call).await;
+        let result = warden_core::ask::scope(round.asker(), call).await;
         if round.detached() {
             let resume = warden_core::approval::Carried {
                 responses: round.answers_by_key(),
@@ -152,8 +152,8 @@ impl WardenServer {
             .finish(result, self.executor.limits().input_state_ttl)
             .unwrap_or_else(|error| {
                 super::result_of(
-                    Err(crate::executor::Failure::new(
-                        crate::executor::Status::Failed,
+                    Err(warden_executor::executor::Failure::new(
+                        warden_executor::executor::Status::Failed,
                         error,
                     )),
                     &request_id,
@@ -166,7 +166,7 @@ impl WardenServer {
     /// `slot`.
     pub(super) async fn run_claimed_guard(
         &self,
-        record: crate::task::store::TaskRecord,
+        record: warden_task::store::TaskRecord,
         request: QueuedRequest,
         slot: Admitted,
     ) {
@@ -174,13 +174,13 @@ impl WardenServer {
         let parent = request
             .traceparent
             .as_deref()
-            .map(crate::telemetry::from_traceparent)
+            .map(warden_executor::telemetry::from_traceparent)
             .unwrap_or_default();
         let mut origin = Origin::request("direct", &tool);
         origin.principal = record.owner.clone();
-        origin.scopes = crate::tenant::Scopes::new(request.scopes.clone());
+        origin.scopes = warden_executor::tenant::Scopes::new(request.scopes.clone());
         origin.task_id = Some(record.id.clone());
-        origin.trace = crate::telemetry::start(
+        origin.trace = warden_executor::telemetry::start(
             "mcp.task.run",
             SpanKind::Consumer,
             &parent,
@@ -197,14 +197,14 @@ impl WardenServer {
         }
         let cancel = CancellationToken::new();
         let Some(slot) = self.tasks.seat_claimed(&record, slot, &cancel).await else {
-            crate::telemetry::end(&origin.trace, "cancelled", None);
+            warden_executor::telemetry::end(&origin.trace, "cancelled", None);
             return;
         };
         self.tasks.hold_claimed(&record.id, &cancel);
         let mut carried = request.resume.clone().unwrap_or_default();
         let round = crate::rounds::Round::for_task(&carried.responses);
         let call = self.guard_answer(&tool, request.arguments, origin.clone(), cancel.clone(), false);
-        let (result, error) = crate::ask::scope(round.asker(), call).await;
+        let (result, error) = warden_core::ask::scope(round.asker(), call).await;
         drop(slot);
         self.tasks.submitted.notify_one();
         let open = round.take_requests();
@@ -226,7 +226,7 @@ impl WardenServer {
                     "task_waiting",
                     json!({"task_id": record.id, "keys": keys}),
                 );
-                crate::telemetry::end(&origin.trace, "input_required", None);
+                warden_executor::telemetry::end(&origin.trace, "input_required", None);
                 return;
             }
         }
@@ -234,7 +234,7 @@ impl WardenServer {
         let status = ended.status;
         self.tasks.end_claimed(&record.owner, &record.id, ended).await;
         let code = error.as_ref().map(|error| error.code.as_str());
-        crate::telemetry::end(&origin.trace, status.as_str(), code);
+        warden_executor::telemetry::end(&origin.trace, status.as_str(), code);
     }
 }
 

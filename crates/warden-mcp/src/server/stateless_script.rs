@@ -40,8 +40,8 @@ use warden_core::approval::{Book, Pending};
 
 use super::{WardenServer, principal_of, request_origin};
 use crate::rounds::{Binding, WaitingTask};
-use crate::task::store::State;
 use crate::tasks::QueuedRequest;
+use warden_task::store::State;
 
 /// How often a retry looks whether the task it answered has ended: 20 ms.
 const RESUME_POLL: Duration = Duration::from_millis(20);
@@ -62,7 +62,7 @@ impl WardenServer {
         let origin = request_origin(builtin.mode(), builtin.name(), context);
         if let Some(waiting) = opened(&binding, state, responses)? {
             let (pending, mut record) = answered(&waiting, "question", &principal, responses)?;
-            let accepted = record.action == crate::ask::Action::Accept;
+            let accepted = record.action == warden_core::ask::Action::Accept;
             let given = serde_json::Value::Object(record.content.clone());
             record.approved = accepted;
             self.executor.events().emit(
@@ -87,14 +87,14 @@ impl WardenServer {
         }
         // Its scripts' destructive calls cannot wait: nobody is asked.
         let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
-        let (outcome, origin) = crate::ask::nobody(super::STATELESS, run).await;
+        let (outcome, origin) = warden_core::ask::nobody(super::STATELESS, run).await;
         if let Ok(crate::builtins::Reply::Task(result)) = &outcome
             && result.task_type.as_deref() == Some("needs_input")
             && let (Some(missing), Some(task_id)) = (&result.missing, &result.task_id)
             && state.is_none()
         {
             let (message, requested_schema) =
-                crate::task::contract::missing_form(result.summary.as_deref().unwrap_or_default(), missing);
+                warden_task::contract::missing_form(result.summary.as_deref().unwrap_or_default(), missing);
             let pending = Pending {
                 key: "input-1".into(),
                 message,
@@ -129,7 +129,7 @@ impl WardenServer {
         };
         let origin = request_origin(builtin.mode(), builtin.name(), context);
         let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
-        let (outcome, origin) = crate::ask::durable(book.clone(), run).await;
+        let (outcome, origin) = warden_core::ask::durable(book.clone(), run).await;
         if let Some(pending) = book.pending()
             && outcome.is_err()
         {
@@ -173,14 +173,14 @@ impl WardenServer {
         let request = QueuedRequest {
             tool: builtin.name().to_string(),
             arguments: arguments.clone(),
-            traceparent: crate::telemetry::traceparent(&origin.trace),
+            traceparent: warden_executor::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
             resume: None,
         }
         .to_stored();
         let book = Book::for_request(request);
         let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
-        let (outcome, origin) = crate::ask::durable(book.clone(), run).await;
+        let (outcome, origin) = warden_core::ask::durable(book.clone(), run).await;
         if let (Some(pending), Some(task_id)) = (book.pending(), origin.task_id.as_deref())
             && outcome.is_err()
         {
@@ -192,7 +192,7 @@ impl WardenServer {
     /// Waits for the answered task to end or ask again.
     async fn resumed(
         &self,
-        principal: &crate::tenant::Principal,
+        principal: &warden_executor::tenant::Principal,
         task_id: &str,
         binding: &Binding,
         context: &RequestContext<RoleServer>,
@@ -289,7 +289,7 @@ fn opened(
 fn answered(
     waiting: &WaitingTask,
     what: &str,
-    principal: &crate::tenant::Principal,
+    principal: &warden_executor::tenant::Principal,
     responses: Option<&InputResponses>,
 ) -> Result<(Pending, warden_core::approval::ApprovalRecord), ErrorData> {
     let Some(pending) = waiting.pending.clone() else {
@@ -301,7 +301,7 @@ fn answered(
         ));
     };
     let form = crate::waiting::form_answer(&pending, &responses.cloned().unwrap_or_default())?;
-    let at = crate::task::store::iso8601(crate::task::store::now_ms());
+    let at = warden_task::store::iso8601(warden_task::store::now_ms());
     let record = pending.answered(principal.as_str(), form.action, form.content, at);
     Ok((pending, record))
 }

@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use crate::limits::DEFAULT_CALLS_RECORDED;
+use warden_core::limits::DEFAULT_CALLS_RECORDED;
 
 /// Every guard call of a task, in its directory.
 pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
@@ -193,7 +193,7 @@ pub struct CallLog {
     scratch: Vec<u8>,
     /// SHA-256 over every call's digest line, recorded one by one or only
     /// summarized: the task receipt's `calls_sha256`.
-    digest: crate::receipt::Hasher,
+    digest: warden_core::receipt::Hasher,
     /// While set, a copy of every record pushed: the records one request
     /// of a journaled run made (see `super::journal`).
     tap: Option<Vec<Logged>>,
@@ -260,8 +260,8 @@ impl CallLog {
         let temp = path
             .parent()
             .unwrap_or(Path::new("."))
-            .join(crate::artifacts::safe_path::temporary_name());
-        let opened = crate::artifacts::safe_path::create_private(&temp).and_then(|file| {
+            .join(warden_executor::artifacts::safe_path::temporary_name());
+        let opened = warden_executor::artifacts::safe_path::create_private(&temp).and_then(|file| {
             let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
             file.write_all(b"[").map(|()| file)
         });
@@ -378,7 +378,7 @@ impl CallLog {
         }]);
         let mut text = serde_json::to_vec_pretty(&record).unwrap_or_default();
         text.push(b'\n');
-        let whole = crate::artifacts::safe_path::create_private(&self.temp)
+        let whole = warden_executor::artifacts::safe_path::create_private(&self.temp)
             .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_all()))
             .and_then(|()| std::fs::rename(&self.temp, &self.path));
         if whole.is_err() {

@@ -55,17 +55,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallLog, CallRecord};
 use super::journal::{Journal, Step};
-use crate::error::{GuardError, codes};
-use crate::events::{Events, Origin};
-use crate::executor::arguments::{text_depth, too_deep};
-use crate::executor::{
-    Admission, Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
-};
-use crate::guard::Mode;
-use crate::limits::{
+use crate::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
+use warden_core::error::{GuardError, codes};
+use warden_core::guard::Mode;
+use warden_core::limits::{
     DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap,
 };
-use crate::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
+use warden_executor::events::{Events, Origin};
+use warden_executor::executor::arguments::{text_depth, too_deep};
+use warden_executor::executor::{
+    Admission, Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
+};
 
 /// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
 /// pure calls is ~60 KiB).
@@ -163,7 +163,7 @@ pub struct RunScope {
     pub progress: bool,
     /// Who confirms a destructive guard's call (the run's client, when it
     /// can be asked); see `warden_executor::executor::confirm`.
-    pub asker: crate::ask::Reach,
+    pub asker: warden_core::ask::Reach,
     /// The run's journal, when it may pause (a detached task): every
     /// request through the door is answered from it or recorded in it.
     pub journal: Option<Arc<Mutex<Journal>>>,
@@ -205,7 +205,7 @@ impl CallScope for InRun {
     /// Records the settled call for function_calls.json and, when the
     /// client asked for progress, notes it.
     fn settled(&self, settled: &Settled<'_>) {
-        let output_sha256 = settled.output.map(crate::receipt::digest);
+        let output_sha256 = settled.output.map(warden_core::receipt::digest);
         lock(&self.run.calls).push(&CallRecord {
             function: settled.function,
             status: settled.status.as_str(),
@@ -410,7 +410,7 @@ impl Door {
                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| door.serve(generation)));
                 if let Err(payload) = served {
                     let _ = door.events.send(DoorEvent::Closed(DoorError::Panicked(
-                        crate::error::panic_message(&payload),
+                        warden_core::error::panic_message(&payload),
                     )));
                 }
             })
@@ -548,7 +548,7 @@ impl Door {
     ) -> Option<Result<Value, Failure>> {
         let scope = &run.scope;
         let consent = match self.executor.registry().get(guard) {
-            Some(registered) => match crate::executor::confirm::destructive_call(
+            Some(registered) => match warden_executor::executor::confirm::destructive_call(
                 registered,
                 &arguments,
                 &scope.origin,
@@ -562,7 +562,7 @@ impl Door {
                     return Some(Err(Failure::new(Status::Failed, error)));
                 }
             },
-            None => crate::executor::confirm::Consent::None,
+            None => warden_executor::executor::confirm::Consent::None,
         };
         let request = CallRequest {
             guard,
@@ -575,7 +575,7 @@ impl Door {
             record: None,
             consent,
         };
-        let arguments_sha256 = crate::receipt::digest(&request.arguments);
+        let arguments_sha256 = warden_core::receipt::digest(&request.arguments);
         let in_run = InRun {
             run: run.clone(),
             arguments_sha256,
@@ -630,12 +630,12 @@ impl Door {
         let (guard, map, arguments_sha256, decisions) = match &message {
             FromWorker::GuardCall { guard, arguments } => {
                 let decisions = u64::from(destructive(guard));
-                (guard, false, crate::receipt::digest(arguments), decisions)
+                (guard, false, warden_core::receipt::digest(arguments), decisions)
             }
             FromWorker::MapCall { guard, items } => {
                 let planned = destructive(guard) && book.as_ref().is_some_and(|b| b.planned(guard));
                 let decisions = if planned { items.len() as u64 } else { 0 };
-                let digest = crate::receipt::digest(&Value::Array(items.clone()));
+                let digest = warden_core::receipt::digest(&Value::Array(items.clone()));
                 (guard, true, digest, decisions)
             }
             _ => return Journaled::Pass(message),
@@ -741,15 +741,18 @@ impl Door {
                 "pure_inline"
             }
         };
-        let mut lines = crate::events::pure_call_records(&scope.origin, one_by_one, &mode_of);
+        let mut lines = warden_executor::events::pure_call_records(&scope.origin, one_by_one, &mode_of);
         if !summarized.is_empty() {
-            lines.extend(crate::events::pure_calls_summary(&scope.origin, summarized));
+            lines.extend(warden_executor::events::pure_calls_summary(
+                &scope.origin,
+                summarized,
+            ));
         }
         scope.events.write_raw(&lines);
-        if crate::telemetry::recording() {
+        if warden_executor::telemetry::recording() {
             for call in calls {
                 let start = std::time::UNIX_EPOCH + Duration::from_nanos(call.started_unix_ns);
-                crate::telemetry::record_finished(
+                warden_executor::telemetry::record_finished(
                     "function.call",
                     &scope.origin.trace,
                     start,
@@ -877,7 +880,7 @@ pass fewer items per map_call (split the list)"
         }
         if line.starts_with(WRITE_ARTIFACT_PREFIX) {
             let error = GuardError::new(
-                crate::error::codes::ARTIFACT_TOO_LARGE,
+                warden_core::error::codes::ARTIFACT_TOO_LARGE,
                 format!(
                     "write_artifact sent a {size}-byte message; a script's messages are capped at {cap} bytes \
 and an artifact holds at most {DEFAULT_MAX_ARTIFACT_BYTES} bytes: write smaller files"
@@ -911,7 +914,7 @@ enum Journaled {
 /// ones run but not journaled.
 pub(crate) fn unplanned_map(
     executor: &Executor,
-    reach: &crate::ask::Reach,
+    reach: &warden_core::ask::Reach,
     guard: &str,
 ) -> Option<GuardError> {
     let book = reach.book()?;

@@ -26,9 +26,9 @@ use std::collections::BTreeMap;
 
 use rhai::{ASTNode, Engine, Expr, OptimizationLevel, Stmt};
 
-use crate::limits::SCRIPT_MAX_EXPR_DEPTHS;
-use crate::registry::Registry;
 use warden_core::approval::PlanItem;
+use warden_core::limits::SCRIPT_MAX_EXPR_DEPTHS;
+use warden_core::registry::Registry;
 
 /// A loop count the scan treats as unbounded: 1,000,000 (no person
 /// approves "at most 10^9 orders" knowingly).
@@ -195,8 +195,8 @@ fn map_keys(expr: &Expr) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::GuardError;
-    use crate::guard::guard;
+    use warden_core::error::GuardError;
+    use warden_core::guard::guard;
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
     struct Order {

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 
-use crate::executor::Admitted;
+use warden_executor::executor::Admitted;
 
 /// Where a detached task's notes go: its record (`task::records`
 /// implements it; this module does not depend on the task layer above it).

@@ -23,13 +23,13 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{CallCounts, CallLog, CallRecord};
 use super::door::{Door, DoorError, DoorEvent, RunScope};
 use super::journal::Journal;
-use crate::artifacts::ArtifactStore;
-use crate::error::GuardError;
-use crate::events::{Events, Origin};
-use crate::executor::sandbox::{Rlimits, confine, release_group, track_group};
-use crate::executor::{Admission, CallRequest, Executor, Record, Settled, Status};
-use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
+use warden_core::error::GuardError;
+use warden_core::limits::DEFAULT_MAX_ARTIFACT_BYTES;
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::events::{Events, Origin};
+use warden_executor::executor::sandbox::{Rlimits, confine, release_group, track_group};
+use warden_executor::executor::{Admission, CallRequest, Executor, Record, Settled, Status};
 use warden_executor::worker::WORKER_ARG;
 
 /// Why a script worker could not be started (or refused to run).
@@ -160,7 +160,7 @@ impl Session {
         deadline: Instant,
     ) -> Result<Self, StartError> {
         let log_path = &task_dir.join("worker_stderr.log");
-        let log = crate::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
+        let log = warden_executor::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
@@ -173,7 +173,7 @@ impl Session {
             .stdout(Stdio::from(worker_stdout))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
-        crate::executor::sandbox::scrub_env(&mut command);
+        warden_executor::executor::sandbox::scrub_env(&mut command);
         confine(&mut command, rlimits);
         let spawned = command.spawn();
         // The child's ends must close here, or the door never sees EOF.
@@ -247,7 +247,7 @@ impl Session {
     pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
         let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         // The request's client, when this run serves one that can be asked.
-        let mut reach = crate::ask::Reach::here();
+        let mut reach = warden_core::ask::Reach::here();
         // A run that may pause keeps a journal, resuming the one it carries.
         self.journal = None;
         if let Some(book) = reach.book() {
@@ -257,7 +257,7 @@ impl Session {
                 Ok(None) => return RunEnd::Paused,
                 Err(reason) => return RunEnd::Crashed(reason),
             }
-        } else if let crate::ask::Reach::Asker(asker) = &reach {
+        } else if let warden_core::ask::Reach::Asker(asker) = &reach {
             reach = self.live_reach(ctx, asker.clone(), code, deadline).await;
         }
         self.door.set_scope(RunScope {
@@ -271,7 +271,7 @@ impl Session {
         });
         // The worker stops itself at `deadline` with a classified timeout;
         // the server kills it if it has not answered shortly after.
-        let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
+        let hard_deadline = deadline + warden_core::limits::SCRIPT_KILL_GRACE;
         let door = self.door.clone();
         let inline_left = self.inline_calls_left;
         let served = async {
@@ -347,7 +347,7 @@ impl Session {
         book: &warden_core::approval::Book,
         code: &str,
     ) -> Result<Option<Arc<std::sync::Mutex<Journal>>>, String> {
-        let script_sha256 = crate::receipt::sha256_hex(code.as_bytes());
+        let script_sha256 = warden_core::receipt::sha256_hex(code.as_bytes());
         let plan = super::plan::scan(code, ctx.executor.registry());
         if let Some(key) = book.start(&script_sha256, &plan) {
             ctx.events.emit(
@@ -370,15 +370,15 @@ impl Session {
     async fn live_reach(
         &mut self,
         ctx: &Context<'_>,
-        asker: crate::ask::Asker,
+        asker: warden_core::ask::Asker,
         code: &str,
         deadline: Instant,
-    ) -> crate::ask::Reach {
+    ) -> warden_core::ask::Reach {
         let book = self
             .book
             .get_or_insert_with(|| warden_core::approval::Book::new(Default::default()))
             .clone();
-        let script_sha256 = crate::receipt::sha256_hex(code.as_bytes());
+        let script_sha256 = warden_core::receipt::sha256_hex(code.as_bytes());
         let registry = ctx.executor.registry();
         let plan = if registry.iter().any(|g| g.hints.destructive) {
             super::plan::scan(code, registry)
@@ -392,7 +392,7 @@ impl Session {
                 .await;
             book.start_live(&script_sha256, &plan, approved);
         }
-        crate::ask::Reach::Recorded { asker, book }
+        warden_core::ask::Reach::Recorded { asker, book }
     }
 
     /// Asks the person the plan's question through the client, now; keeps
@@ -401,13 +401,13 @@ impl Session {
         &self,
         ctx: &Context<'_>,
         book: &Arc<warden_core::approval::Book>,
-        asker: crate::ask::Asker,
+        asker: warden_core::ask::Asker,
         plan: &[warden_core::approval::PlanItem],
         script_sha256: &str,
         deadline: Instant,
     ) -> bool {
         let pending = plan_question(plan, script_sha256);
-        let question = crate::ask::Question::Elicit {
+        let question = warden_core::ask::Question::Elicit {
             message: pending.message.clone(),
             requested_schema: pending.requested_schema.clone(),
         };
@@ -417,16 +417,16 @@ impl Session {
             .unwrap_or_else(|e| Err(GuardError::failed(format!("the question ended abnormally: {e}"))));
         let form = answer
             .ok()
-            .and_then(|value| serde_json::from_value::<crate::ask::Elicitation>(value).ok())
-            .unwrap_or(crate::ask::Elicitation {
-                action: crate::ask::Action::Cancel,
+            .and_then(|value| serde_json::from_value::<warden_core::ask::Elicitation>(value).ok())
+            .unwrap_or(warden_core::ask::Elicitation {
+                action: warden_core::ask::Action::Cancel,
                 content: Default::default(),
             });
         let record = pending.answered(
             ctx.origin.principal.as_str(),
             form.action,
             form.content,
-            crate::executor::confirm::now_iso8601(),
+            warden_executor::executor::confirm::now_iso8601(),
         );
         let approved = record.approved;
         ctx.events.emit(
@@ -447,7 +447,7 @@ impl Session {
         principal: &warden_executor::tenant::Principal,
         message: String,
         requested_schema: Value,
-        form: crate::ask::Elicitation,
+        form: warden_core::ask::Elicitation,
         at: String,
     ) -> warden_core::approval::ApprovalRecord {
         let book = self
@@ -471,7 +471,7 @@ impl Session {
             plan: Vec::new(),
             script_sha256: book.script_sha256(),
         };
-        let accepted = form.action == crate::ask::Action::Accept;
+        let accepted = form.action == warden_core::ask::Action::Accept;
         let mut record = pending.answered(principal.as_str(), form.action, form.content, at);
         record.approved = accepted;
         book.record(record.clone());
@@ -536,7 +536,7 @@ fn plan_question(
 async fn answer(
     ctx: &Context<'_>,
     door: &Door,
-    reach: &crate::ask::Reach,
+    reach: &warden_core::ask::Reach,
     request: FromWorker,
     deadline: Instant,
 ) -> Result<(), DoorError> {
@@ -592,7 +592,7 @@ async fn answer(
 async fn call_through_executor(
     ctx: &Context<'_>,
     door: &Door,
-    reach: &crate::ask::Reach,
+    reach: &warden_core::ask::Reach,
     guard: &str,
     arguments: Value,
     deadline: Instant,
@@ -605,10 +605,10 @@ async fn call_through_executor(
         .map(|g| g.mode().as_str())
         .unwrap_or("unknown");
     // Hashed before the call, which consumes them.
-    let arguments_sha256 = crate::receipt::digest(&arguments);
-    let mut consent = crate::executor::confirm::Consent::None;
+    let arguments_sha256 = warden_core::receipt::digest(&arguments);
+    let mut consent = warden_executor::executor::confirm::Consent::None;
     if let Some(registered) = ctx.executor.registry().get(guard) {
-        let confirmed = crate::executor::confirm::destructive_call_async(
+        let confirmed = warden_executor::executor::confirm::destructive_call_async(
             registered,
             &arguments,
             ctx.origin,
@@ -639,7 +639,7 @@ async fn call_through_executor(
     let recorded = AtomicBool::new(false);
     let record = |settled: &Settled<'_>| {
         recorded.store(true, Ordering::Relaxed);
-        let output_sha256 = settled.output.map(crate::receipt::digest);
+        let output_sha256 = settled.output.map(warden_core::receipt::digest);
         door.calls
             .lock()
             .unwrap_or_else(|p| p.into_inner())
@@ -718,5 +718,5 @@ fn write_artifact(
 }
 
 fn describe(status: Option<std::process::ExitStatus>) -> String {
-    crate::executor::sandbox::Ended::of(status).to_string()
+    warden_executor::executor::sandbox::Ended::of(status).to_string()
 }

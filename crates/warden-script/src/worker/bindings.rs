@@ -17,13 +17,13 @@ use serde_json::Value;
 
 use super::charts::Chart;
 use super::door::Door;
-use crate::error::GuardError;
-use crate::guard::{Mode, Resources};
 use crate::protocol::FromWorker;
-use crate::registry::Registry;
+use warden_core::error::GuardError;
+use warden_core::guard::{Mode, Resources};
+use warden_core::registry::Registry;
 
 /// Every helper a script gets besides the guards, by name: a guard may not
-/// take one of these names (`crate::registry::RESERVED_SCRIPT_NAMES`).
+/// take one of these names (`warden_core::registry::RESERVED_SCRIPT_NAMES`).
 #[cfg(test)]
 pub(crate) const HELPERS: &[&str] = &[
     "final_answer",
@@ -52,7 +52,7 @@ pub(super) fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult
 }
 
 /// A script value as JSON, refused (`invalid_arguments`, catchable) when
-/// it is nested deeper than [`crate::limits::MAX_ARGUMENT_DEPTH`]: the
+/// it is nested deeper than [`warden_core::limits::MAX_ARGUMENT_DEPTH`]: the
 /// conversion below recurses once per level, so a map built thousands of
 /// levels deep would overflow the worker's stack and kill the task instead
 /// of raising an error the script can handle.
@@ -60,18 +60,18 @@ pub(super) fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
     check_depth(value)?;
     rhai::serde::from_dynamic::<Value>(value).map_err(|e| {
         GuardError::new(
-            crate::error::codes::INVALID_ARGUMENTS,
+            warden_core::error::codes::INVALID_ARGUMENTS,
             format!("value is not representable as JSON: {e}"),
         )
     })
 }
 
-/// Refuses a value nested deeper than [`crate::limits::MAX_ARGUMENT_DEPTH`].
+/// Refuses a value nested deeper than [`warden_core::limits::MAX_ARGUMENT_DEPTH`].
 pub(super) fn check_depth(value: &Dynamic) -> Result<(), GuardError> {
-    let limit = crate::limits::MAX_ARGUMENT_DEPTH;
+    let limit = warden_core::limits::MAX_ARGUMENT_DEPTH;
     if deeper_than(value, limit, 1) {
         return Err(GuardError::new(
-            crate::error::codes::INVALID_ARGUMENTS,
+            warden_core::error::codes::INVALID_ARGUMENTS,
             format!(
                 "the value is nested more than {limit} levels deep; the limit is {limit} levels: \
 pass flatter data (e.g. a list of flat maps)"
@@ -244,7 +244,10 @@ fn register_recorded(engine: &mut Engine, name: &'static str, private: String, d
                 let position = ctx.call_position();
                 door.lock()
                     .map_err(|_| {
-                        GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned")
+                        GuardError::new(
+                            warden_core::error::codes::DOOR_CLOSED,
+                            "worker door lock poisoned",
+                        )
                     })
                     .and_then(|mut door| door.spend_inline_call())
                     .map_err(|e| thrown(e, position))?;
@@ -278,7 +281,7 @@ fn script_error_code(error: &EvalAltResult) -> String {
     {
         return code.to_string();
     }
-    crate::error::codes::GUARD_FAILED.to_string()
+    warden_core::error::codes::GUARD_FAILED.to_string()
 }
 
 /// Whether this run's caller may not know of guard `name` (its policy
@@ -303,13 +306,16 @@ pub(super) fn not_found(name: &str, position: Position) -> Box<EvalAltResult> {
 /// callers have already answered a guard hidden from the run's caller as
 /// unknown ([`hidden`]).
 pub(super) fn call_pure(
-    guard: &crate::guard::Guard,
+    guard: &warden_core::guard::Guard,
     door: &Shared<Door>,
     arguments: Dynamic,
 ) -> Result<Dynamic, GuardError> {
-    let mut door = door
-        .lock()
-        .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
+    let mut door = door.lock().map_err(|_| {
+        GuardError::new(
+            warden_core::error::codes::DOOR_CLOSED,
+            "worker door lock poisoned",
+        )
+    })?;
     let name = guard.tool_name();
     door.spend_inline_call()?;
     let started = Instant::now();
@@ -318,7 +324,7 @@ pub(super) fn call_pure(
     let hash = door.hash_next_call();
     let arguments_sha256 = hash.then(|| dynamic_digest(&arguments)).flatten();
     let outcome =
-        crate::error::catch_guard_panic(name, || guard.invoke_inline(&Resources::default(), arguments));
+        warden_core::error::catch_guard_panic(name, || guard.invoke_inline(&Resources::default(), arguments));
     let ended = Instant::now();
     let output_sha256 = outcome.as_ref().ok().filter(|_| hash).and_then(dynamic_digest);
     let error = outcome.as_ref().err().map(|e| e.code.as_str());
@@ -333,15 +339,17 @@ pub(super) fn call_pure(
 }
 
 /// The receipt digest of a script value: the same bytes as its JSON
-/// form's ([`crate::receipt::digest`]), canonicalized straight from the
+/// form's ([`warden_core::receipt::digest`]), canonicalized straight from the
 /// value; `None` for a value JSON cannot hold (a function pointer). A
 /// value holding an integer beyond ±2^53 goes through its JSON form, where
 /// the digest keeps such integers exact.
 fn dynamic_digest(value: &Dynamic) -> Option<String> {
     if has_inexact_integer(value) {
-        return to_json(value).ok().map(|json| crate::receipt::digest(&json));
+        return to_json(value)
+            .ok()
+            .map(|json| warden_core::receipt::digest(&json));
     }
-    crate::receipt::digest_serialized(value)
+    warden_core::receipt::digest_serialized(value)
 }
 
 /// Whether `value` holds an integer a double would round (beyond ±2^53).
@@ -369,9 +377,12 @@ fn call_guard(
     if registry.get(name).is_none() {
         return Err(registry.unknown_guard(name));
     }
-    let mut door = door
-        .lock()
-        .map_err(|_| GuardError::new(crate::error::codes::DOOR_CLOSED, "worker door lock poisoned"))?;
+    let mut door = door.lock().map_err(|_| {
+        GuardError::new(
+            warden_core::error::codes::DOOR_CLOSED,
+            "worker door lock poisoned",
+        )
+    })?;
     door.spend_door_call()?;
     door.request(&FromWorker::GuardCall {
         guard: name.to_string(),

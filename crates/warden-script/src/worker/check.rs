@@ -17,17 +17,17 @@
 //! It never runs code and never touches the door.
 //!
 //! Two mistakes that do not fail at all are caught too: a write to a `for`
-//! loop's variable, which changes a copy and is lost ([`copies`]), and a
+//! loop's variable, which changes a copy and is lost (`copies`), and a
 //! map held in a variable and passed to a guard, whose keys are followed
-//! through straight-line code ([`held`]). A name the model reaches for by
-//! meaning (`norm_ppf`, `vol`) is answered from [`ALIASES`] before spelling.
+//! through straight-line code (`held`). A name the model reaches for by
+//! meaning (`norm_ppf`, `vol`) is answered from `ALIASES` before spelling.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use rhai::{AST, ASTNode, Engine, Expr, Position, Scope, Stmt};
 use serde_json::Value;
 
-use crate::registry::Visible;
+use warden_core::registry::Visible;
 
 /// Reserved-word keys quoted, at most, while looking for more problems.
 const MAX_REPAIRS: usize = 32;

@@ -5,7 +5,7 @@
 
 use rhai::{Array, Dynamic};
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 pub fn to_csv(rows: &Array, columns: Option<&[String]>) -> Result<String, GuardError> {
     let columns: Vec<String> = match columns {

@@ -10,9 +10,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
-use crate::error::GuardError;
-use crate::limits::DEFAULT_CALLS_RECORDED;
 use crate::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
+use warden_core::error::GuardError;
+use warden_core::limits::DEFAULT_CALLS_RECORDED;
 
 /// Pure calls buffered before a flush: 1,024.
 const PURE_BATCH: usize = 1024;
@@ -238,13 +238,13 @@ do more per call, or finish with final_answer",
     pub fn request(&mut self, message: &FromWorker) -> Result<Value, GuardError> {
         if self.deadline.is_some_and(|due| Instant::now() >= due) {
             return Err(GuardError::new(
-                crate::error::codes::TIMED_OUT,
+                warden_core::error::codes::TIMED_OUT,
                 "the task deadline has passed; the script is being stopped",
             ));
         }
         let broken = |e: std::io::Error| {
             GuardError::new(
-                crate::error::codes::DOOR_CLOSED,
+                warden_core::error::codes::DOOR_CLOSED,
                 format!("server pipe failed: {e}"),
             )
         };
@@ -254,11 +254,11 @@ do more per call, or finish with final_answer",
             | Some(ToWorker::ArtifactReply { result })
             | Some(ToWorker::MapReply { result }) => result,
             Some(ToWorker::Run { .. }) => Err(GuardError::new(
-                crate::error::codes::DOOR_PROTOCOL,
+                warden_core::error::codes::DOOR_PROTOCOL,
                 "unexpected run message",
             )),
             None => Err(GuardError::new(
-                crate::error::codes::DOOR_CLOSED,
+                warden_core::error::codes::DOOR_CLOSED,
                 "server closed the pipe",
             )),
         }
@@ -266,7 +266,7 @@ do more per call, or finish with final_answer",
 }
 
 fn budget_exhausted(message: &str) -> GuardError {
-    GuardError::new(crate::error::codes::BUDGET_EXHAUSTED, message)
+    GuardError::new(warden_core::error::codes::BUDGET_EXHAUSTED, message)
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@
 use rhai::{EvalAltResult, Position};
 
 use super::engine::DEADLINE_MARK;
-use crate::error::TaskErrorKind as Kind;
 use crate::protocol::ScriptError;
+use warden_core::error::TaskErrorKind as Kind;
 
 fn position(pos: Position) -> (Option<usize>, Option<usize>) {
     (pos.line(), pos.position())
@@ -46,7 +46,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             Kind::Limit,
             format!(
                 "too many operations (limit {}): loop less or do the work in a guard",
-                crate::limits::SCRIPT_MAX_OPERATIONS
+                warden_core::limits::SCRIPT_MAX_OPERATIONS
             ),
             *pos,
         ),
@@ -54,7 +54,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             Kind::Limit,
             format!(
                 "call depth exceeded (limit {}): recursion too deep",
-                crate::limits::SCRIPT_MAX_CALL_LEVELS
+                warden_core::limits::SCRIPT_MAX_CALL_LEVELS
             ),
             *pos,
         ),
@@ -67,7 +67,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             Kind::Limit,
             format!(
                 "too many variables (limit {})",
-                crate::limits::SCRIPT_MAX_VARIABLES
+                warden_core::limits::SCRIPT_MAX_VARIABLES
             ),
             *pos,
         ),

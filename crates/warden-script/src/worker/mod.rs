@@ -28,7 +28,7 @@ use self::door::Door;
 use self::engine::{EngineState, Output, build};
 use self::errors::eval_error;
 use super::protocol::{FromWorker, RunOutcome, ToWorker};
-use crate::registry::Registry;
+use warden_core::registry::Registry;
 
 pub fn main(registry: Registry) -> ExitCode {
     // Before the layers: the seccomp filter allows no new descriptor.
@@ -117,7 +117,7 @@ pub fn main(registry: Registry) -> ExitCode {
 struct Checker<'a> {
     known: &'a check::Known,
     /// The registry as this run's caller sees it.
-    registry: &'a crate::registry::Visible<'a>,
+    registry: &'a warden_core::registry::Visible<'a>,
 }
 
 /// Checks, then runs one piece of code in the persistent scope. Code the
@@ -155,7 +155,7 @@ fn run_once(
             },
             Err(error) => RunOutcome {
                 error: Some(super::protocol::ScriptError::new(
-                    crate::error::TaskErrorKind::Limit,
+                    warden_core::error::TaskErrorKind::Limit,
                     format!("the script's value cannot be returned: {}", error.message),
                 )),
                 ..RunOutcome::default()
@@ -184,7 +184,7 @@ fn refused(problems: &[check::Problem]) -> super::protocol::ScriptError {
     }
     let first = problems.first();
     super::protocol::ScriptError {
-        kind: crate::error::TaskErrorKind::Parse,
+        kind: warden_core::error::TaskErrorKind::Parse,
         message,
         line: first.and_then(|p| p.line),
         column: first.and_then(|p| p.column),

@@ -13,10 +13,10 @@
 
 use rhai::{Engine, EvalAltResult, Position};
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// The names this module registers: a guard may not take one of these
-/// (`crate::registry::RESERVED_SCRIPT_NAMES`, whose test reads this).
+/// (`warden_core::registry::RESERVED_SCRIPT_NAMES`, whose test reads this).
 #[cfg(test)]
 pub(crate) const PRELUDE: [&str; 7] = [
     "erf", "erfc", "norm_pdf", "norm_cdf", "norm_inv", "fmt", "fmt_pct",

@@ -27,7 +27,7 @@ use std::io::Read;
 use serde_json::{Map, Number, Value};
 
 use super::refs::ARTIFACT_KEY;
-use crate::artifacts::{Encoding, View, safe_path};
+use warden_executor::artifacts::{Encoding, View, safe_path};
 
 /// Which columns a reference loads.
 #[derive(Debug, Clone, PartialEq)]
@@ -288,7 +288,7 @@ impl<'a> Loader<'a> {
         let filename = &reference.filename;
         let dir = match self.store.open_task(&reference.task_id) {
             Ok(dir) => dir,
-            Err(error) if error.code == crate::error::codes::NOT_FOUND => {
+            Err(error) if error.code == warden_core::error::codes::NOT_FOUND => {
                 // The copy answers (same ownership rule) or the error stands.
                 return match self.store.files(&reference.task_id) {
                     Ok(_) => Ok(Opened::Elsewhere),
@@ -319,7 +319,7 @@ impl<'a> Loader<'a> {
                     &reference.task_id,
                     &reference.filename,
                     offset,
-                    crate::limits::MAX_READ_CHUNK_BYTES,
+                    warden_core::limits::MAX_READ_CHUNK_BYTES,
                     Encoding::Utf8,
                 )
                 .map_err(|e| ArtifactError::Store(e.message))?;

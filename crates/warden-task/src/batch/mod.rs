@@ -3,7 +3,7 @@
 //! A batch is planned first (`plan`): names, destructive guards, reference
 //! shapes and `$artifact` columns are checked for every call, and the files
 //! `$artifact` references stand for (in the caller's own tasks only: see
-//! [`crate::artifacts::View`]) are sized against the argument cap
+//! [`warden_executor::artifacts::View`]) are sized against the argument cap
 //! before any is read, so a refused batch has run (and loaded) nothing. It is
 //! then admitted as ONE request: it takes one call slot with
 //! [`Executor::admit_batch`] (waiting for one like a direct call, and
@@ -44,12 +44,12 @@ use std::time::Instant as StdInstant;
 use tokio_util::sync::CancellationToken;
 
 use crate::TaskStatus;
-use crate::artifacts::ArtifactStore;
-use crate::error::GuardError;
-use crate::events::Origin;
-use crate::executor::Executor;
 use refs::ref_id;
 use schedule::{Outcome, execute};
+use warden_core::error::GuardError;
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::events::Origin;
+use warden_executor::executor::Executor;
 
 /// The batch's destructive calls as a plan: each destructive guard and how
 /// many of the batch's calls name it.
@@ -86,7 +86,7 @@ pub async fn run(
 ) -> Result<BatchResult, GuardError> {
     let started = StdInstant::now();
     if let Some(digits) = input.digits {
-        crate::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
+        warden_core::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
     }
     for (i, path) in input.select.iter().enumerate() {
         if path.is_empty() {
@@ -101,7 +101,7 @@ pub async fn run(
     let store = store.view(&origin.principal);
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
-    let asker = crate::ask::Reach::here();
+    let asker = warden_core::ask::Reach::here();
     let (calls, tables) = plan::plan(
         input.calls,
         // A guard the policy denies the caller is planned as an unknown
@@ -111,10 +111,10 @@ pub async fn run(
         executor.limits(),
         store,
         match &asker {
-            crate::ask::Reach::Asker(_) | crate::ask::Reach::Recorded { .. } => Ok(()),
-            crate::ask::Reach::Nobody(why) => Err(*why),
+            warden_core::ask::Reach::Asker(_) | warden_core::ask::Reach::Recorded { .. } => Ok(()),
+            warden_core::ask::Reach::Nobody(why) => Err(*why),
             // Its plan is asked before anything runs (below).
-            crate::ask::Reach::Durable(_) => Ok(()),
+            warden_core::ask::Reach::Durable(_) => Ok(()),
         },
     )?;
     // A batch that can wait for the person (a detached task, a stateless
@@ -126,13 +126,13 @@ pub async fn run(
         let plan = destructive_plan(executor, calls.iter().map(|c| c.name.as_str()));
         if !plan.is_empty() {
             let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-            let source = crate::receipt::digest(&serde_json::json!(names));
+            let source = warden_core::receipt::digest(&serde_json::json!(names));
             if let Some(key) = book.start(&source, &plan) {
                 let mut pending = warden_core::approval::plan_question(&plan, &source, "batch");
                 pending.key = key;
                 book.ask(pending);
                 return Err(GuardError::new(
-                    crate::error::codes::INPUT_REQUIRED,
+                    warden_core::error::codes::INPUT_REQUIRED,
                     "the batch waits for the person to approve its destructive calls",
                 ));
             }

@@ -21,11 +21,11 @@ use serde_json::Value;
 use super::BatchCall;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, ARTIFACT_KEY, RESULT_KEY};
-use crate::artifacts::View;
-use crate::error::{GuardError, codes};
-use crate::executor::arguments::json_size;
-use crate::limits::{Limits, MAX_BATCH_CALLS};
-use crate::registry::Visible;
+use warden_core::error::{GuardError, codes};
+use warden_core::limits::{Limits, MAX_BATCH_CALLS};
+use warden_core::registry::Visible;
+use warden_executor::artifacts::View;
+use warden_executor::executor::arguments::json_size;
 
 /// One call ready to be scheduled.
 #[derive(Debug)]
@@ -271,7 +271,7 @@ fn check_name(
     let at = format!("calls[{index}].name");
     match registry.get(name) {
         None => {
-            let builtin = crate::registry::BuiltinTool::from_name(name).is_some();
+            let builtin = warden_core::registry::BuiltinTool::from_name(name).is_some();
             problems.push((
                 at,
                 format!(

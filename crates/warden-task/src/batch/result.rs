@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::TaskStatus;
-use crate::error::GuardError;
-use crate::executor::Status;
+use warden_core::error::GuardError;
+use warden_executor::executor::Status;
 
 /// A batch's result: how it went as a whole, and every call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,7 +56,7 @@ pub struct CallResult {
     /// Its receipt (`receipt: true`, a successful call): hashes of the
     /// full output, before `select` and `digits` shaped what is returned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub receipt: Option<crate::receipt::CallReceipt>,
+    pub receipt: Option<warden_core::receipt::CallReceipt>,
 }
 
 /// How one call of a batch ended: a call's [`Status`], or skipped.

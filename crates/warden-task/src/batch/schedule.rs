@@ -25,12 +25,12 @@ use tokio_util::sync::CancellationToken;
 use super::artifact::{self, ArtifactError, Tables};
 use super::plan::Planned;
 use super::refs::{self, ARTIFACT_KEY, RefError, ref_id};
-use crate::error::{GuardError, codes};
-use crate::events::Origin;
-use crate::executor::arguments::json_size;
-use crate::executor::confirm::Consent;
-use crate::executor::{Admission, CallRequest, Executor, Failure, Status};
-use crate::receipt::CallReceipt;
+use warden_core::error::{GuardError, codes};
+use warden_core::receipt::CallReceipt;
+use warden_executor::events::Origin;
+use warden_executor::executor::arguments::json_size;
+use warden_executor::executor::confirm::Consent;
+use warden_executor::executor::{Admission, CallRequest, Executor, Failure, Status};
 
 /// How one call of a batch ended.
 #[derive(Debug)]
@@ -56,7 +56,7 @@ pub(super) async fn execute(
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
-    (receipts, asker): (bool, crate::ask::Reach),
+    (receipts, asker): (bool, warden_core::ask::Reach),
 ) -> Vec<Outcome> {
     let limits = executor.limits();
     // The batch's workers: taken here, in call order, before a call's
@@ -267,8 +267,8 @@ struct Terms {
     deadline: Instant,
     /// Whether each call's receipt is kept.
     receipts: bool,
-    /// Who confirms a destructive call (see `crate::executor::confirm`).
-    asker: crate::ask::Reach,
+    /// Who confirms a destructive call (see `warden_executor::executor::confirm`).
+    asker: warden_core::ask::Reach,
 }
 
 /// One call, holding one of the batch's worker permits until it ends.
@@ -289,7 +289,7 @@ async fn run_one(
     let consent = match executor.registry().get(&name) {
         Some(_) if executor.limits().allow_destructive_in_batch => Consent::Operator,
         Some(guard) => {
-            let confirmed = crate::executor::confirm::destructive_call_async(
+            let confirmed = warden_executor::executor::confirm::destructive_call_async(
                 guard,
                 &arguments,
                 &origin,
@@ -314,7 +314,7 @@ async fn run_one(
     };
     // Hashed before the call, which consumes them (references replaced:
     // what the guard really got).
-    let arguments_sha256 = receipts.then(|| crate::receipt::digest(&arguments));
+    let arguments_sha256 = receipts.then(|| warden_core::receipt::digest(&arguments));
     let result = executor
         .call(CallRequest {
             guard: &name,

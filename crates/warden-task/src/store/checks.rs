@@ -3,7 +3,7 @@
 //! `warden-cluster`): one definition of "the same", not two copies.
 
 use super::{TaskStore, UsageEntry, UsageRow};
-use crate::tenant::Principal;
+use warden_executor::tenant::Principal;
 
 fn entry(task: &str, owner: &str, day: &str, input: u64, output: u64, unknown: u64) -> UsageEntry {
     UsageEntry {

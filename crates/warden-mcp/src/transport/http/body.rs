@@ -57,7 +57,7 @@ pub async fn paced(State(pace): State<Arc<BodyPace>>, request: Request, next: Ne
         Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
         Err(Unread::TooLarge) => refusal(
             StatusCode::PAYLOAD_TOO_LARGE,
-            crate::error::codes::ARGUMENTS_TOO_LARGE,
+            warden_core::error::codes::ARGUMENTS_TOO_LARGE,
             format!(
                 "the request body exceeds {} bytes (WARDEN_MAX_MESSAGE_BYTES); send less, or write large \
                  inputs as artifacts",
@@ -67,7 +67,7 @@ pub async fn paced(State(pace): State<Arc<BodyPace>>, request: Request, next: Ne
         Err(Unread::Broken) => StatusCode::BAD_REQUEST.into_response(),
         Err(Unread::TooSlow) => refusal(
             StatusCode::REQUEST_TIMEOUT,
-            crate::error::codes::BODY_TOO_SLOW,
+            warden_core::error::codes::BODY_TOO_SLOW,
             format!(
                 "the request body arrived slower than {} bytes a second after {} s \
                  (WARDEN_HTTP_BODY_MIN_RATE); send the body at once",

@@ -45,10 +45,10 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::notices::SessionLevel;
-use crate::notify::Notice;
 use crate::rounds::{Binding, CanAnswer, Round};
 use crate::server::WardenServer;
-use crate::tenant::{Principal, Scopes};
+use warden_core::notify::Notice;
+use warden_executor::tenant::{Principal, Scopes};
 
 /// What the direct path needs: the handler and the checks rmcp's service
 /// would make before routing a request.
@@ -218,7 +218,7 @@ impl Direct {
         let call_cancel = cancel.clone();
         let guard = name.clone();
         let mut running = RunToEnd {
-            call: Some(Box::pin(crate::notify::scope(sink, async move {
+            call: Some(Box::pin(warden_core::notify::scope(sink, async move {
                 let call = server.guard_call(&guard, arguments, origin, call_cancel, receipt);
                 server.in_round(round, request_id, call).await.map(Into::into)
             }))),

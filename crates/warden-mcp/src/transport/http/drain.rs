@@ -114,7 +114,7 @@ pub async fn refuse_new_work(
     }
     super::refusal::refuse(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
-        crate::error::codes::DRAINING,
+        warden_core::error::codes::DRAINING,
         "this server is shutting down (SIGTERM) and takes no new work; retry on another node or after its \
          restart",
         Some("5"),

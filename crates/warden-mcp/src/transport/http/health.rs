@@ -19,8 +19,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use crate::limits::READY_CACHE;
-use crate::task::TaskRunner;
+use warden_core::limits::READY_CACHE;
+use warden_task::TaskRunner;
 
 /// What `/readyz` needs.
 pub struct Health {
@@ -139,7 +139,7 @@ pub async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Json<Valu
 pub async fn elsewhere(uri: axum::http::Uri) -> axum::response::Response {
     super::refusal::refuse(
         StatusCode::NOT_FOUND,
-        crate::error::codes::NOT_FOUND,
+        warden_core::error::codes::NOT_FOUND,
         &format!(
             "nothing is served at {}; the MCP endpoint is {}",
             uri.path(),

@@ -47,7 +47,7 @@ pub async fn check(State(hosts): State<Arc<Hosts>>, request: Request, next: Next
     tracing::debug!(host = ?request.headers().get(header::HOST), "refused a request with a Host this server does not answer");
     super::refusal::refuse(
         StatusCode::FORBIDDEN,
-        crate::error::codes::FORBIDDEN_HOST,
+        warden_core::error::codes::FORBIDDEN_HOST,
         "this Host is not served (DNS-rebinding protection); reach the server by its loopback address or \
          WARDEN_PUBLIC_URL's host",
         None,

@@ -13,7 +13,7 @@
 //! Both protocol revisions are served by the same endpoint: 2025-11-25
 //! (sessions, SSE streams carrying progress) and 2026-07-28 (stateless
 //! requests, `server/discover`); rmcp routes each request by the revision
-//! it names. The caller's [`crate::tenant::Principal`] travels in the
+//! it names. The caller's [`warden_executor::tenant::Principal`] travels in the
 //! request's extensions to the handler (`mcp::server::principal_of`).
 //!
 //! Without authentication the server only binds a loopback address: on any
@@ -51,7 +51,7 @@ use axum::routing::get;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use crate::task::TaskRunner;
+use warden_task::TaskRunner;
 
 /// The period of keep-alive comments on quiet SSE streams (rmcp's default,
 /// stated once so the direct path uses the same).
@@ -145,7 +145,7 @@ pub async fn serve(
     }
     let allowlist = Arc::new(origin::Allowlist::new(
         &url,
-        crate::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
+        warden_core::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
     )?);
     // Task records open in the background (see `TaskRunner::start_records`);
     // `/readyz` reports a store that cannot open.
@@ -160,10 +160,10 @@ pub async fn serve(
     });
     let in_flight = Arc::new(drain::InFlight::default());
     let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
-        channel_capacity: crate::limits::SESSION_STREAM_EVENTS,
+        channel_capacity: warden_core::limits::SESSION_STREAM_EVENTS,
         keep_alive: limits.http_session_idle,
         sse_retry: SSE_RETRY,
-        completed_ttl: crate::limits::SESSION_RESUME_WINDOW,
+        completed_ttl: warden_core::limits::SESSION_RESUME_WINDOW,
         max_sessions: limits.http_max_sessions.max(1),
         sessions_per_principal: limits.http_sessions_per_principal.max(1),
     });
@@ -265,7 +265,7 @@ pub async fn serve(
         ended = &mut serving => {
             // The server stopped by itself: an accept-loop failure.
             close_sessions.cancel();
-            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+            tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
             return match ended {
                 Ok(Err(error)) => Err(HttpError::Serve(error)),
                 _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
@@ -283,7 +283,7 @@ pub async fn serve(
     tasks.drain(grace_end).await;
     // Then cut: cancel tasks (they record `cancelled`; MCP tasks
     // `interrupted`), close sessions.
-    let tasks_left = tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
+    let tasks_left = tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
     tasks.close_records().await;
     stop_accepting.cancel();
     close_sessions.cancel();
@@ -306,7 +306,7 @@ pub fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
     let mut problems = Vec::new();
     let unspecified = SocketAddr::from(([127, 0, 0, 1], 8080));
     let mut url = format!("http://{unspecified}{MCP_PATH}");
-    if crate::config::var("WARDEN_PUBLIC_URL").is_some() {
+    if warden_core::config::var("WARDEN_PUBLIC_URL").is_some() {
         checked.push("WARDEN_PUBLIC_URL");
         match public_url(unspecified) {
             Ok(public) => url = public,
@@ -322,7 +322,7 @@ pub fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
             problems.push((AUTH, error.to_string()));
         }
     }
-    if crate::config::var(crate::rounds::KEY_VARIABLE).is_some() {
+    if warden_core::config::var(crate::rounds::KEY_VARIABLE).is_some() {
         checked.push(crate::rounds::KEY_VARIABLE);
         if let Err(error) = crate::rounds::check_key() {
             problems.push((crate::rounds::KEY_VARIABLE, error));
@@ -334,7 +334,7 @@ pub fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
 /// The MCP endpoint as clients reach it: `WARDEN_PUBLIC_URL` (behind a
 /// proxy), else `http://<bound address>/mcp`.
 fn public_url(local: SocketAddr) -> Result<String, HttpError> {
-    match crate::config::var("WARDEN_PUBLIC_URL").filter(|url| !url.trim().is_empty()) {
+    match warden_core::config::var("WARDEN_PUBLIC_URL").filter(|url| !url.trim().is_empty()) {
         Some(url) => {
             let url = url.trim().trim_end_matches('/').to_string();
             let valid = url

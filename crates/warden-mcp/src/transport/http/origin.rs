@@ -129,7 +129,7 @@ pub async fn check(State(allowlist): State<Arc<Allowlist>>, request: Request, ne
             return (
                 StatusCode::FORBIDDEN,
                 axum::Json(serde_json::json!({
-                    "error": crate::error::codes::FORBIDDEN_ORIGIN,
+                    "error": warden_core::error::codes::FORBIDDEN_ORIGIN,
                     "message": "this Origin may not call the server (DNS-rebinding protection); \
                 an operator allows it with WARDEN_ALLOWED_ORIGINS",
                 })),

@@ -1,7 +1,7 @@
 //! The one shape of the transport's own refusals (sessions, requests in
 //! progress, slow bodies, draining, a wrong `Host`, a stray path):
 //! `{"error": code, "message": …}` with a stable code of
-//! [`crate::error::codes`] and a message naming the limit or the fix, and
+//! [`warden_core::error::codes`] and a message naming the limit or the fix, and
 //! `Retry-After` when waiting helps. The authentication layer answers in its
 //! own RFC 6750 shape (`auth::reply`).
 

@@ -23,7 +23,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::listener::Busy;
-use crate::tenant::Principal;
+use warden_executor::tenant::Principal;
 
 /// How long a refused client is told to wait: streams and calls end at
 /// their own pace, so a short hint.
@@ -103,13 +103,13 @@ pub async fn limit(
         .get::<Principal>()
         .cloned()
         .unwrap_or_default();
-    if !crate::tenant::limits::bound(&principal) {
+    if !warden_executor::tenant::limits::bound(&principal) {
         return next.run(request).await;
     }
     let Some(counted) = requests.enter(&principal) else {
         return super::refusal::refuse(
             StatusCode::TOO_MANY_REQUESTS,
-            crate::error::codes::TOO_MANY_REQUESTS,
+            warden_core::error::codes::TOO_MANY_REQUESTS,
             &format!(
                 "this principal has {} requests in progress, open SSE streams included \
                  (WARDEN_HTTP_REQUESTS_PER_PRINCIPAL); close a stream or wait for a call to end, then retry",

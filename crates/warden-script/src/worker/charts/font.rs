@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 use plotters::style::{FontStyle, register_font};
 
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// The family every chart text uses.
 pub const FAMILY: &str = "sans-serif";

@@ -8,7 +8,7 @@
 //! door like any other artifact, so it counts against the task's artifact
 //! limits and the server stays the only writer. `report(...)` builds one
 //! self-contained HTML page ([`report`]) and writes it as `report.html`.
-//! Bindings live in `super::bindings`; limits in `crate::limits` (charts).
+//! Bindings live in `super::bindings`; limits in `warden_core::limits` (charts).
 
 mod font;
 pub mod render;
@@ -20,8 +20,8 @@ mod tests;
 use base64::Engine as _;
 use rhai::{Array, Engine, EvalAltResult, Map, NativeCallContext};
 
-use crate::error::GuardError;
 pub use spec::{Chart, Kind};
+use warden_core::error::GuardError;
 
 /// Script names of the chart helpers (reserved: no guard may take them;
 /// tests tie this list to the prompt and to the reserved names).

@@ -12,7 +12,7 @@ use plotters::prelude::*;
 
 use super::font::{self, FAMILY};
 use super::spec::{Chart, Data, Kind, Series, short};
-use crate::error::GuardError;
+use warden_core::error::GuardError;
 
 /// Series colours, in order (Tableau 10 and two more; 12 = the series limit).
 const PALETTE: [(u8, u8, u8); 12] = [

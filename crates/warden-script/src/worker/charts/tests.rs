@@ -5,8 +5,8 @@ use rhai::{Array, Dynamic, Map};
 
 use super::spec::{Kind, build};
 use super::{render, report};
-use crate::error::GuardError;
-use crate::limits::{CHART_MAX_HEATMAP_CELLS, CHART_MAX_POINTS, CHART_MAX_SIDE_PX};
+use warden_core::error::GuardError;
+use warden_core::limits::{CHART_MAX_HEATMAP_CELLS, CHART_MAX_POINTS, CHART_MAX_SIDE_PX};
 
 fn map(pairs: &[(&str, Dynamic)]) -> Map {
     pairs.iter().map(|(k, v)| ((*k).into(), v.clone())).collect()
@@ -266,7 +266,10 @@ fn a_report_escapes_script_text_and_embeds_charts_inline() {
 fn every_chart_helper_is_a_reserved_script_name() {
     // No guard may be registered as line_chart & co.: scripts could not call it.
     for name in super::HELPERS {
-        assert!(crate::registry::RESERVED_SCRIPT_NAMES.contains(&name), "{name}");
+        assert!(
+            warden_core::registry::RESERVED_SCRIPT_NAMES.contains(&name),
+            "{name}"
+        );
     }
 }
 

@@ -4,9 +4,9 @@
 use rhai::{AST, Engine, Map, Scope};
 
 use super::*;
-use crate::error::GuardError;
-use crate::guard::guard;
-use crate::registry::Registry;
+use warden_core::error::GuardError;
+use warden_core::guard::guard;
+use warden_core::registry::Registry;
 
 /// Prices an option.
 #[derive(serde::Deserialize, schemars::JsonSchema)]

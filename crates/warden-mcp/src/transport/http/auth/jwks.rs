@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 
-use crate::limits::{JWKS_FETCH_TIMEOUT, JWKS_MAX_AGE, JWKS_MAX_BYTES, JWKS_MIN_REFRESH_INTERVAL};
+use warden_core::limits::{JWKS_FETCH_TIMEOUT, JWKS_MAX_AGE, JWKS_MAX_BYTES, JWKS_MIN_REFRESH_INTERVAL};
 
 /// The variable naming the key set.
 pub(super) const JWKS_VAR: &str = "WARDEN_OAUTH_JWKS";
@@ -586,14 +586,21 @@ mod tests {
                     }
                 }
                 let request = String::from_utf8_lossy(&head).to_string();
+                // Each answer closes its connection, and says so: a client
+                // that reused it for the redirect would meet a reset.
                 let reply = if request.starts_with("GET /away") {
-                    "HTTP/1.1 302 Found\r\nLocation: http://203.0.113.9/jwks\r\nContent-Length: 0\r\n\r\n"
+                    "HTTP/1.1 302 Found\r\nLocation: http://203.0.113.9/jwks\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                         .to_string()
                 } else if request.starts_with("GET /near") {
-                    format!("HTTP/1.1 301 Moved\r\nLocation: {target}\r\nContent-Length: 0\r\n\r\n")
+                    format!(
+                        "HTTP/1.1 301 Moved\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    )
                 } else {
                     let body = "{\"keys\": []}";
-                    format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}", body.len())
+                    format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    )
                 };
                 let _ = stream.write_all(reply.as_bytes());
             }

@@ -30,11 +30,11 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::limits::MAX_AUTHORIZATION_BYTES;
-use crate::tenant::{Principal, Scopes};
 use oauth::{AUDIENCE_VAR, ISSUER_VAR, OAuth, SCOPES_VAR};
 use reply::Rejection;
 use tokens::{TOKENS_FILE_VAR, TokenTable};
+use warden_core::limits::MAX_AUTHORIZATION_BYTES;
+use warden_executor::tenant::{Principal, Scopes};
 
 /// Why the authentication settings cannot be used. Each message names the
 /// variable and what to set it to; none repeats a secret.
@@ -121,7 +121,7 @@ impl Resource {
 pub fn configured() -> bool {
     [TOKENS_FILE_VAR, ISSUER_VAR]
         .iter()
-        .any(|name| crate::config::var(name).is_some_and(|v| !v.trim().is_empty()))
+        .any(|name| warden_core::config::var(name).is_some_and(|v| !v.trim().is_empty()))
 }
 
 /// The configured authentication: API tokens, OAuth, or both.
@@ -150,7 +150,7 @@ impl Auth {
     /// reads the token file and loads the JWKS (a URL within
     /// `JWKS_FETCH_TIMEOUT`).
     pub fn from_env(resource: &str) -> Result<Option<Self>, AuthConfigError> {
-        Self::from_lookup(resource, crate::config::var)
+        Self::from_lookup(resource, warden_core::config::var)
     }
 
     fn from_lookup(

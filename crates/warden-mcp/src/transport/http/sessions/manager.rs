@@ -51,7 +51,7 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::tenant::Principal;
+use warden_executor::tenant::Principal;
 
 /// Where a session's streams stand; see the module docs.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ pub struct SessionConfig {
     pub(crate) completed_ttl: Duration,
     /// Sessions open at once, whoever opened them.
     pub(crate) max_sessions: usize,
-    /// Sessions one bound principal ([`crate::tenant::limits::bound`]) may
+    /// Sessions one bound principal ([`warden_executor::tenant::limits::bound`]) may
     /// hold at once.
     pub(crate) sessions_per_principal: usize,
 }
@@ -265,7 +265,7 @@ impl Routes {
     /// `MAX_SESSION_SHADOW_STREAMS`; the oldest goes first.
     fn shadow(&mut self) -> mpsc::Receiver<ServerSseMessage> {
         self.shadows.retain(|shadow| !shadow.is_closed());
-        if self.shadows.len() >= crate::limits::MAX_SESSION_SHADOW_STREAMS {
+        if self.shadows.len() >= warden_core::limits::MAX_SESSION_SHADOW_STREAMS {
             self.shadows.remove(0);
         }
         let (sender, receiver) = mpsc::channel(1);
@@ -296,7 +296,7 @@ impl Routes {
             .collect();
         let excess = completed
             .len()
-            .saturating_sub(crate::limits::MAX_SESSION_RESUMABLE_STREAMS);
+            .saturating_sub(warden_core::limits::MAX_SESSION_RESUMABLE_STREAMS);
         if excess > 0 {
             completed.sort_unstable();
             for (_, id) in completed.into_iter().take(excess) {
@@ -411,7 +411,7 @@ impl Manager {
             return Some(super::Refusal::Server(config.max_sessions));
         }
         let held = || sessions.values().filter(|entry| &entry.owner == owner).count();
-        if crate::tenant::limits::bound(owner) && held() >= config.sessions_per_principal {
+        if warden_executor::tenant::limits::bound(owner) && held() >= config.sessions_per_principal {
             return Some(super::Refusal::Principal(config.sessions_per_principal));
         }
         None
@@ -526,7 +526,7 @@ impl rmcp::transport::Transport<RoleServer> for SessionTransport {
 fn node_prefix() -> &'static str {
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PREFIX.get_or_init(|| {
-        crate::node::Node::this()
+        warden_executor::node::Node::this()
             .host
             .chars()
             .map(|c| {
@@ -764,7 +764,7 @@ mod tests {
 
     /// Opens a session as `who` would through the bounds middleware.
     async fn open_as(manager: &Manager, who: &str) -> Result<SessionId, SessionError> {
-        let principal = if who == crate::tenant::LOCAL {
+        let principal = if who == warden_executor::tenant::LOCAL {
             Principal::local()
         } else {
             Principal::new(who).expect("principal")
@@ -805,10 +805,10 @@ mod tests {
             Err(SessionError::Refused(super::super::Refusal::Principal(2)))
         ));
         assert!(open_as(&manager, "bob").await.is_ok());
-        assert!(open_as(&manager, crate::tenant::LOCAL).await.is_ok());
-        assert!(open_as(&manager, crate::tenant::LOCAL).await.is_ok());
+        assert!(open_as(&manager, warden_executor::tenant::LOCAL).await.is_ok());
+        assert!(open_as(&manager, warden_executor::tenant::LOCAL).await.is_ok());
         assert!(matches!(
-            open_as(&manager, crate::tenant::LOCAL).await,
+            open_as(&manager, warden_executor::tenant::LOCAL).await,
             Err(SessionError::Refused(super::super::Refusal::Server(5)))
         ));
         // Closing one of alice's gives her (and the server) room again.
@@ -851,14 +851,14 @@ mod tests {
         // MAX_SESSION_RESUMABLE_STREAMS bounds what a client that asks and hangs up in a loop
         // makes the session hold; the newest answers stay resumable.
         let mut routes = Routes::new(&config());
-        let asked = crate::limits::MAX_SESSION_RESUMABLE_STREAMS as i64 + 6;
+        let asked = warden_core::limits::MAX_SESSION_RESUMABLE_STREAMS as i64 + 6;
         for id in 0..asked {
             asked_and_gone(&mut routes, id);
             routes.route(answer(id)).await;
         }
         assert_eq!(
             routes.requests.len(),
-            crate::limits::MAX_SESSION_RESUMABLE_STREAMS
+            warden_core::limits::MAX_SESSION_RESUMABLE_STREAMS
         );
         assert!(!routes.requests.contains_key(&0), "the oldest went first");
         let newest = (asked - 1) as u64;

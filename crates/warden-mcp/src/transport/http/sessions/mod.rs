@@ -23,7 +23,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use crate::tenant::Principal;
+use warden_executor::tenant::Principal;
 
 /// The session header of the 2025 revisions.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -100,7 +100,7 @@ pub async fn guard(State(sessions): State<Arc<Sessions>>, request: Request, next
     {
         return super::refusal::refuse(
             StatusCode::NOT_FOUND,
-            crate::error::codes::NOT_FOUND,
+            warden_core::error::codes::NOT_FOUND,
             "session not found; initialize a new session",
             None,
         );
@@ -158,7 +158,7 @@ async fn is_initialize(request: Request) -> (Request, bool) {
 fn refusal_response(refusal: Refusal) -> Response {
     super::refusal::refuse(
         StatusCode::SERVICE_UNAVAILABLE,
-        crate::error::codes::TOO_MANY_SESSIONS,
+        warden_core::error::codes::TOO_MANY_SESSIONS,
         &refusal.to_string(),
         Some(RETRY_AFTER_SECONDS),
     )
