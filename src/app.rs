@@ -336,7 +336,7 @@ pub(crate) enum StartError {
     #[error(transparent)]
     Limits(#[from] crate::limits::LimitError),
     #[error(transparent)]
-    SandboxMode(#[from] crate::script::policy::BadMode),
+    SandboxMode(#[from] warden_sandbox::policy::BadMode),
     /// `WARDEN_WORKER_ENV` or `App::worker_variable` names a secret or a
     /// malformed name.
     #[error(transparent)]
@@ -379,7 +379,7 @@ pub(crate) fn describe(mut app: App) -> Result<(Registry, Limits), StartError> {
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
     let mut limits = app.limits.clone().from_env()?;
     limits.allow_destructive_in_batch |= app.destructive_in_batch;
-    crate::script::policy::mode()?;
+    warden_sandbox::policy::mode()?;
     // A bad model setting stops the start, not the first coding task.
     #[cfg(feature = "agent")]
     warden_agent::ModelConfig::check_env()?;

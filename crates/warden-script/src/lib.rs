@@ -9,7 +9,6 @@
 //! [`protocol`] is the one wire format between the two.
 
 pub mod host;
-pub use warden_sandbox::policy;
 pub mod protocol;
 pub mod worker;
 

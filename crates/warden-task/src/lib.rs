@@ -337,7 +337,7 @@ impl TaskRunner {
     /// `sandbox_degraded` event and a `tracing` warning at every start;
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, StartError> {
-        let mode = warden_script::policy::mode()?;
+        let mode = warden_sandbox::policy::mode()?;
         let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
@@ -358,10 +358,10 @@ impl TaskRunner {
             task.events.emit(
                 origin,
                 "sandbox_degraded",
-                json!({"task_id": task.id, "missing": missing, "strict": mode == warden_script::policy::Mode::Strict}),
+                json!({"task_id": task.id, "missing": missing, "strict": mode == warden_sandbox::policy::Mode::Strict}),
             );
         }
-        match warden_script::policy::refusal(mode, &session.layers) {
+        match warden_sandbox::policy::refusal(mode, &session.layers) {
             Some(reason) => Err(StartError::Refused(reason)),
             None => Ok(session),
         }

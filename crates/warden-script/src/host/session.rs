@@ -52,7 +52,7 @@ pub enum StartError {
     #[error("script worker did not start before the deadline")]
     Deadline,
     #[error(transparent)]
-    Policy(#[from] crate::policy::BadMode),
+    Policy(#[from] warden_sandbox::policy::BadMode),
     /// `WARDEN_SANDBOX=strict` and a layer is missing.
     #[error("{0}")]
     Refused(String),
