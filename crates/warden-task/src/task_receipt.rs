@@ -55,6 +55,11 @@ pub struct TaskReceipt {
     /// given: who, what exactly (the guard and the arguments' SHA-256, or
     /// the plan), for which script and build, and when (see
     /// `warden_core::approval`). Absent when nobody was asked that way.
+    /// Bounded by the calls it could make: one record per destructive call
+    /// (or plan) answered, so at most [`RunLimits::door_calls`] (10,000 for
+    /// a `run_script`, 100 for a coding task) plus its plan; a task that
+    /// waited carries them in its journal, within
+    /// [`warden_core::limits::MAX_JOURNAL_BYTES`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<warden_core::approval::ApprovalRecord>,
 }
