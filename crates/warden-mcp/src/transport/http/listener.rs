@@ -270,3 +270,37 @@ impl AsyncWrite for LimitedStream {
         self.stream.is_write_vectored()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn every_accepted_socket_sends_at_once() {
+        // TCP_NODELAY on each accepted connection: a small answer is not held back by
+        // Nagle's algorithm waiting for the client's delayed ACK (a Rust MCP server measured
+        // 382 calls/s without it and 71,687 with it).
+        let inner = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = inner.local_addr().expect("addr");
+        let bounds = ConnectionBounds {
+            max: 4,
+            unproven_max: 4,
+            idle: Duration::from_secs(5),
+            header_timeout: Duration::from_secs(5),
+        };
+        let mut listener = LimitedListener::new(inner, bounds);
+        for _ in 0..2 {
+            let client = TcpStream::connect(addr).await.expect("connect");
+            let (accepted, from) = axum::serve::Listener::accept(&mut listener).await;
+            assert_eq!(from, client.local_addr().expect("client addr"));
+            assert!(
+                accepted.stream.nodelay().expect("read TCP_NODELAY"),
+                "Nagle left on"
+            );
+            assert!(
+                !client.nodelay().expect("client"),
+                "the probe must tell the two apart"
+            );
+        }
+    }
+}
