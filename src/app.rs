@@ -350,8 +350,8 @@ pub(crate) enum StartError {
     ArtifactStore(String),
     /// `WARDEN_POLICY_FILE` cannot be read or names what is not there
     /// (the message names the rule and field).
-    #[error("{0}")]
-    Policy(String),
+    #[error(transparent)]
+    Policy(#[from] warden_executor::policy::PolicyError),
     /// A model setting (`WARDEN_MODEL_*`, `WARDEN_AGENT_*`) is set to what
     /// `run_coding_task` would refuse (the message names the variable).
     #[cfg(feature = "agent")]
@@ -394,7 +394,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     )?
     .with_mcp_items(std::mem::take(&mut app.mcp_items))?
     .with_app(&name, &version);
-    let policy = warden_executor::policy::Policy::from_env(&registry).map_err(StartError::Policy)?;
+    let policy = warden_executor::policy::Policy::from_env(&registry)?;
     let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {

@@ -143,10 +143,28 @@ impl Tool<'_> {
     }
 }
 
+/// Why a policy file cannot be used: the message names the file (or
+/// [`POLICY_FILE_VAR`]), the rule and the field, and says what to fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyError(String);
+
+impl From<String> for PolicyError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for PolicyError {
+    fn from(message: &str) -> Self {
+        Self(message.to_string())
+    }
+}
+
 impl Policy {
     /// Reads [`POLICY_FILE_VAR`]'s file, if the variable is set, checked
     /// against `registry`.
-    pub fn from_env(registry: &Registry) -> Result<Option<Self>, String> {
+    pub fn from_env(registry: &Registry) -> Result<Option<Self>, PolicyError> {
         let Some(path) = warden_core::config::var(POLICY_FILE_VAR) else {
             return Ok(None);
         };
@@ -154,14 +172,14 @@ impl Policy {
     }
 
     /// Reads and checks the policy file at `path`.
-    pub fn read(path: &Path, registry: &Registry) -> Result<Self, String> {
+    pub fn read(path: &Path, registry: &Registry) -> Result<Self, PolicyError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("{POLICY_FILE_VAR}: cannot read {}: {e}", path.display()))?;
         Self::parse(&text, &path.display().to_string(), registry)
     }
 
     /// Parses and checks a policy's text; `source` names it in messages.
-    pub fn parse(text: &str, source: &str, registry: &Registry) -> Result<Self, String> {
+    pub fn parse(text: &str, source: &str, registry: &Registry) -> Result<Self, PolicyError> {
         let file: File = toml::from_str(text).map_err(|e| format!("{POLICY_FILE_VAR} ({source}): {e}"))?;
         let mut rules = Vec::with_capacity(file.rules.len());
         for (i, rule) in file.rules.into_iter().enumerate() {
@@ -175,7 +193,8 @@ impl Policy {
                     return Err(format!(
                         "{}: name at least one principal, or \"*\" for anyone",
                         at("principals")
-                    ));
+                    )
+                    .into());
                 }
                 Some(principals) if principals.iter().any(|p| p == "*") => None,
                 Some(principals) => Some(principals),
@@ -184,7 +203,7 @@ impl Policy {
                         "{} / {}: say whom the rule is for: `principals` (names, or \"*\" for anyone), `scopes` (OAuth scopes the token must all hold), or both",
                         at("principals"),
                         at("scopes")
-                    ));
+                    ).into());
                 }
                 None => None,
             };
@@ -193,12 +212,12 @@ impl Policy {
                 None => Vec::new(),
             };
             if rule.allow.is_empty() && rule.deny.is_empty() {
-                return Err(format!("{}: give `allow` or `deny` (or both)", at("allow")));
+                return Err(format!("{}: give `allow` or `deny` (or both)", at("allow")).into());
             }
-            let targets = |field: &str, names: Vec<String>| -> Result<Vec<Target>, String> {
+            let targets = |field: &str, names: Vec<String>| -> Result<Vec<Target>, PolicyError> {
                 names
                     .into_iter()
-                    .map(|name| target(&name, registry).map_err(|why| format!("{}: {why}", at(field))))
+                    .map(|name| target(&name, registry).map_err(|why| format!("{}: {why}", at(field)).into()))
                     .collect()
             };
             rules.push(Rule {
@@ -308,7 +327,7 @@ impl Target {
 
 /// A target name, checked against the app: a tool, a category, or one of
 /// the words `guards`, `builtins`, `*`.
-fn target(name: &str, registry: &Registry) -> Result<Target, String> {
+fn target(name: &str, registry: &Registry) -> Result<Target, PolicyError> {
     Ok(match name {
         "*" => Target::Any,
         "guards" => Target::Guards,
@@ -319,7 +338,8 @@ fn target(name: &str, registry: &Registry) -> Result<Target, String> {
                     return Err(format!(
                         "no guard has the category '{category}'; the categories are: {}",
                         categories(registry).join(", ")
-                    ));
+                    )
+                    .into());
                 }
                 Target::Category(category.to_string())
             } else if registry.get(name).is_some() || BuiltinTool::from_name(name).is_some() {
@@ -327,7 +347,7 @@ fn target(name: &str, registry: &Registry) -> Result<Target, String> {
             } else {
                 return Err(format!(
                     "'{name}' is not a tool of this server: give a guard or built-in tool name, \"category:<name>\", \"guards\", \"builtins\" or \"*\""
-                ));
+                ).into());
             }
         }
     })
@@ -336,7 +356,7 @@ fn target(name: &str, registry: &Registry) -> Result<Target, String> {
 /// A rule's `scopes`, checked: at least one, each a scope token (RFC 6749
 /// §3.3, [`Scopes::is_token`]), and no `*` (a token
 /// never holds a wildcard; leave `scopes` out to match any token).
-fn checked_scopes(scopes: Vec<String>) -> Result<Vec<String>, String> {
+fn checked_scopes(scopes: Vec<String>) -> Result<Vec<String>, PolicyError> {
     if scopes.is_empty() {
         return Err("name at least one scope, or leave `scopes` out to match any token".into());
     }
@@ -350,7 +370,7 @@ fn checked_scopes(scopes: Vec<String>) -> Result<Vec<String>, String> {
         if !Scopes::is_token(scope) {
             return Err(format!(
                 "{scope:?} is not a scope: a scope is printable ASCII without spaces, `\"` or `\\`; give each scope as its own string"
-            ));
+            ).into());
         }
     }
     Ok(scopes)
@@ -372,7 +392,7 @@ mod tests {
         category: None,
     };
 
-    fn policy(text: &str) -> Result<Policy, String> {
+    fn policy(text: &str) -> Result<Policy, PolicyError> {
         let registry = Registry::new(Vec::new()).expect("an empty registry");
         Policy::parse(text, "test.toml", &registry)
     }
@@ -443,7 +463,7 @@ mod tests {
                 "rules[0].principals",
             ),
         ] {
-            let error = policy(text).expect_err(text);
+            let error = policy(text).expect_err(text).to_string();
             assert!(
                 error.contains(field) && error.contains(POLICY_FILE_VAR),
                 "{text}: {error}"

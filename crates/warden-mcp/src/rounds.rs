@@ -694,15 +694,12 @@ static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
 /// after a restart; without it each process draws its own key and a retry
 /// must reach the same process. A malformed value is refused with the fix.
 #[cfg(feature = "http")]
-pub fn configure_key() -> Result<(), String> {
+pub fn configure_key() -> Result<(), KeyError> {
     let Some(value) = warden_core::config::var_os(KEY_VARIABLE) else {
         return Ok(());
     };
-    let key = value
-        .to_str()
-        .and_then(decode_key)
-        .ok_or_else(|| format!("{KEY_VARIABLE}: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"))?;
-    let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| format!("{KEY_VARIABLE}: {e}"))?;
+    let key = value.to_str().and_then(decode_key).ok_or(KeyError::Malformed)?;
+    let codec = RequestStateCodec::try_new(key.to_vec()).map_err(|e| KeyError::Refused(e.to_string()))?;
     // A second call (tests, a second server in one process) keeps the first key.
     let _ = CODEC.set(Some(codec));
     Ok(())
@@ -711,13 +708,24 @@ pub fn configure_key() -> Result<(), String> {
 /// Whether [`KEY_VARIABLE`], when set, is a key [`configure_key`] takes
 /// (for `--check`; installs nothing).
 #[cfg(feature = "http")]
-pub fn check_key() -> Result<(), String> {
+pub fn check_key() -> Result<(), KeyError> {
     match warden_core::config::var(KEY_VARIABLE) {
-        Some(value) if decode_key(&value).is_none() => Err(format!(
-            "{KEY_VARIABLE}: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"
-        )),
+        Some(value) if decode_key(&value).is_none() => Err(KeyError::Malformed),
         _ => Ok(()),
     }
+}
+
+/// Why [`KEY_VARIABLE`] cannot seal states; each message names it and
+/// the fix.
+#[cfg(feature = "http")]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    #[error(
+        "WARDEN_INPUT_STATE_KEY: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"
+    )]
+    Malformed,
+    #[error("WARDEN_INPUT_STATE_KEY: {0}")]
+    Refused(String),
 }
 
 #[cfg(feature = "http")]

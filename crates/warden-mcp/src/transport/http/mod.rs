@@ -90,8 +90,8 @@ WARDEN_OAUTH_JWKS, or bind a loopback address such as 127.0.0.1:{port}",
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
     /// `WARDEN_INPUT_STATE_KEY` is malformed (the message names the fix).
-    #[error("{0}")]
-    InputStateKey(String),
+    #[error(transparent)]
+    InputStateKey(#[from] crate::rounds::KeyError),
 }
 
 /// What a started server tells its caller (the CLI prints it).
@@ -131,7 +131,7 @@ pub async fn serve(
     if !addr.ip().is_loopback() && !auth::configured() {
         return Err(HttpError::Unauthenticated { addr });
     }
-    crate::rounds::configure_key().map_err(HttpError::InputStateKey)?;
+    crate::rounds::configure_key()?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|source| HttpError::Bind { addr, source })?;
@@ -325,7 +325,7 @@ pub fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
     if warden_core::config::var(crate::rounds::KEY_VARIABLE).is_some() {
         checked.push(crate::rounds::KEY_VARIABLE);
         if let Err(error) = crate::rounds::check_key() {
-            problems.push((crate::rounds::KEY_VARIABLE, error));
+            problems.push((crate::rounds::KEY_VARIABLE, error.to_string()));
         }
     }
     (checked, problems)
