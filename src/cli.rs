@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use crate::app::{App, build_runtime};
 use crate::events::Origin;
-use crate::executor::{Admission, CallRequest};
+use crate::executor::CallRequest;
 use crate::mcp::export::ToolFormat;
 
 #[derive(Debug, Parser)]
@@ -430,18 +430,16 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
     }
     let outcome = runtime
         .executor
-        .call(CallRequest {
-            guard: tool,
-            arguments,
-            origin: &origin,
-            cancel: tokio_util::sync::CancellationToken::new(),
-            admission: Admission::TryNow,
-            deadline_cap: None,
-            events: None,
-            record: None,
-            // The operator at the shell: their own deliberate act.
-            consent: crate::executor::confirm::Consent::Direct,
-        })
+        // The operator at the shell: their own deliberate act.
+        .call(
+            CallRequest::new(
+                tool,
+                arguments,
+                &origin,
+                tokio_util::sync::CancellationToken::new(),
+            )
+            .consent(crate::executor::confirm::Consent::Direct),
+        )
         .await;
     match outcome {
         Ok(value) => {

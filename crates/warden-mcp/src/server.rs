@@ -36,7 +36,7 @@ use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
 use warden_core::error::GuardError;
 use warden_executor::events::Origin;
-use warden_executor::executor::{Admission, Admitted, CallRequest, Executor, Failure, Status};
+use warden_executor::executor::{Admitted, CallRequest, Executor, Failure, Status};
 use warden_task::store::Enqueued;
 use warden_task::{TaskResult, TaskRunner, TaskStatus};
 
@@ -581,17 +581,10 @@ impl WardenServer {
         let arguments_sha256 = receipt.then(|| warden_core::receipt::digest(&arguments));
         let outcome = self
             .executor
-            .call(CallRequest {
-                guard: name,
-                arguments,
-                origin: &origin,
-                cancel,
-                admission: Admission::TryNow,
-                deadline_cap: None,
-                events: None,
-                record: None,
-                consent: warden_executor::executor::confirm::Consent::Direct,
-            })
+            .call(
+                CallRequest::new(name, arguments, &origin, cancel)
+                    .consent(warden_executor::executor::confirm::Consent::Direct),
+            )
             .await;
         let (status, error_type) = match &outcome {
             Ok(_) => (Status::Success, None),

@@ -356,17 +356,14 @@ mod tests {
         events: &'a Events,
         admission: Admission,
     ) -> CallRequest<'a> {
-        CallRequest {
+        CallRequest::new(
             guard,
-            arguments: json!({}),
+            json!({}),
             origin,
-            cancel: tokio_util::sync::CancellationToken::new(),
-            admission,
-            deadline_cap: None,
-            events: Some(events),
-            record: None,
-            consent: crate::executor::confirm::Consent::None,
-        }
+            tokio_util::sync::CancellationToken::new(),
+        )
+        .admission(admission)
+        .events(events)
     }
 
     /// The `function_call_finished` records of the task log in `dir`.

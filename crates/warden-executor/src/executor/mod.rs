@@ -127,6 +127,59 @@ pub struct CallRequest<'a> {
     pub consent: confirm::Consent,
 }
 
+impl<'a> CallRequest<'a> {
+    /// A call of `guard` with `arguments` for `origin`'s request, cancelled
+    /// by `cancel`: answered now or refused busy ([`Admission::TryNow`]), no
+    /// outer deadline, the global event log only, no record of the
+    /// caller's, and no consent to a destructive guard. The methods below
+    /// change each.
+    pub fn new(guard: &'a str, arguments: Value, origin: &'a Origin, cancel: CancellationToken) -> Self {
+        Self {
+            guard,
+            arguments,
+            origin,
+            cancel,
+            admission: Admission::TryNow,
+            deadline_cap: None,
+            events: None,
+            record: None,
+            consent: confirm::Consent::None,
+        }
+    }
+
+    /// A call inside a task: it waits for a call slot
+    /// ([`Admission::InTask`]) and never runs past `deadline`.
+    pub fn in_task(mut self, deadline: Instant) -> Self {
+        self.admission = Admission::InTask;
+        self.deadline_cap = Some(deadline);
+        self
+    }
+
+    /// How the call takes its slot.
+    pub fn admission(mut self, admission: Admission) -> Self {
+        self.admission = admission;
+        self
+    }
+
+    /// Records its events in `events` too (a task's own log).
+    pub fn events(mut self, events: &'a Events) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// Writes the caller's own record when it settles (see [`Record`]).
+    pub fn record(mut self, record: Record<'a>) -> Self {
+        self.record = Some(record);
+        self
+    }
+
+    /// Why a destructive guard may run here.
+    pub fn consent(mut self, consent: confirm::Consent) -> Self {
+        self.consent = consent;
+        self
+    }
+}
+
 /// Runs guards. Shared by the server and the CLI.
 pub struct Executor {
     registry: Arc<Registry>,

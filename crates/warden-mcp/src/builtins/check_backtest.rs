@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::catalogue::{accepts, missing};
 use warden_core::error::GuardError;
-use warden_executor::executor::{Admission, CallRequest, Status};
+use warden_executor::executor::{CallRequest, Status};
 
 /// Run every guard whose required data is in your bundle, and report which passed, failed, were skipped or rejected.
 ///
@@ -90,17 +90,15 @@ impl Builtin for CheckBacktest {
                     continue;
                 }
                 let outcome = executor
-                    .call(CallRequest {
-                        guard: &guard.name,
-                        arguments: Value::Object(arguments),
-                        origin: &*call.origin,
-                        cancel: call.cancel.clone(),
-                        admission: Admission::InTask,
-                        deadline_cap: Some(deadline),
-                        events: None,
-                        record: None,
-                        consent: warden_executor::executor::confirm::Consent::None,
-                    })
+                    .call(
+                        CallRequest::new(
+                            &guard.name,
+                            Value::Object(arguments),
+                            &*call.origin,
+                            call.cancel.clone(),
+                        )
+                        .in_task(deadline),
+                    )
                     .await;
                 match outcome {
                     Ok(result) => report.record(&guard.name, result),

@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::error::GuardError;
 use warden_core::receipt::digest;
-use warden_executor::executor::{Admission, CallRequest};
+use warden_executor::executor::CallRequest;
 
 /// Verify a call receipt by recomputing the call here: give the receipt (from a call's _meta["warden/receipt"] or a run_batch call's "receipt") and the arguments the call was made with.
 ///
@@ -163,19 +163,14 @@ impl Builtin for VerifyReceipt {
             let output = call
                 .ctx
                 .executor()
-                .call(CallRequest {
-                    guard: &receipt.guard,
+                // Only guards without side effects get here; a destructive
+                // one would be refused all the same (no consent).
+                .call(CallRequest::new(
+                    &receipt.guard,
                     arguments,
-                    origin: &*call.origin,
-                    cancel: call.cancel.clone(),
-                    admission: Admission::TryNow,
-                    deadline_cap: None,
-                    events: None,
-                    record: None,
-                    // Only guards without side effects get here; a
-                    // destructive one would be refused all the same.
-                    consent: warden_executor::executor::confirm::Consent::None,
-                })
+                    &*call.origin,
+                    call.cancel.clone(),
+                ))
                 .await
                 .map_err(|failure| failure.error)?;
             let recomputed = digest(&output);

@@ -64,7 +64,7 @@ use warden_core::limits::{
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::arguments::{text_depth, too_deep};
 use warden_executor::executor::{
-    Admission, Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
+    Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
 };
 
 /// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
@@ -564,17 +564,10 @@ impl Door {
             },
             None => warden_executor::executor::confirm::Consent::None,
         };
-        let request = CallRequest {
-            guard,
-            arguments,
-            origin: &scope.origin,
-            cancel: scope.cancel.clone(),
-            admission: Admission::InTask,
-            deadline_cap: Some(scope.deadline),
-            events: Some(&scope.events),
-            record: None,
-            consent,
-        };
+        let request = CallRequest::new(guard, arguments, &scope.origin, scope.cancel.clone())
+            .in_task(scope.deadline)
+            .events(&scope.events)
+            .consent(consent);
         let arguments_sha256 = warden_core::receipt::digest(&request.arguments);
         let in_run = InRun {
             run: run.clone(),

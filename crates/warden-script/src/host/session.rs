@@ -29,7 +29,7 @@ use warden_core::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::sandbox::{Rlimits, confine, release_group, track_group};
-use warden_executor::executor::{Admission, CallRequest, Executor, Record, Settled, Status};
+use warden_executor::executor::{CallRequest, Executor, Record, Settled, Status};
 use warden_executor::worker::WORKER_ARG;
 
 /// Why a script worker could not be started (or refused to run).
@@ -655,17 +655,13 @@ async fn call_through_executor(
     };
     let result = ctx
         .executor
-        .call(CallRequest {
-            guard,
-            arguments,
-            origin: ctx.origin,
-            cancel: ctx.cancel.clone(),
-            admission: Admission::InTask,
-            deadline_cap: Some(deadline),
-            events: Some(ctx.events),
-            record: Some(Record(&record)),
-            consent,
-        })
+        .call(
+            CallRequest::new(guard, arguments, ctx.origin, ctx.cancel.clone())
+                .in_task(deadline)
+                .events(ctx.events)
+                .record(Record(&record))
+                .consent(consent),
+        )
         .await;
     let (status, error_type) = super::door::failure_status(&result);
     if !recorded.load(Ordering::Relaxed) {

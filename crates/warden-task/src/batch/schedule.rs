@@ -30,7 +30,7 @@ use warden_core::receipt::CallReceipt;
 use warden_executor::events::Origin;
 use warden_executor::executor::arguments::json_size;
 use warden_executor::executor::confirm::Consent;
-use warden_executor::executor::{Admission, CallRequest, Executor, Failure, Status};
+use warden_executor::executor::{CallRequest, Executor, Failure, Status};
 
 /// How one call of a batch ended.
 #[derive(Debug)]
@@ -316,17 +316,11 @@ async fn run_one(
     // what the guard really got).
     let arguments_sha256 = receipts.then(|| warden_core::receipt::digest(&arguments));
     let result = executor
-        .call(CallRequest {
-            guard: &name,
-            arguments,
-            origin: &origin,
-            cancel,
-            admission: Admission::InTask,
-            deadline_cap: Some(deadline),
-            events: None,
-            record: None,
-            consent,
-        })
+        .call(
+            CallRequest::new(&name, arguments, &origin, cancel)
+                .in_task(deadline)
+                .consent(consent),
+        )
         .await;
     drop(permit);
     let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
