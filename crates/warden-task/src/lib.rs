@@ -560,6 +560,7 @@ impl TaskRunner {
             match self.pause(&mut task, origin, &book, journal).await {
                 Ok(waiting) => return Err(waiting),
                 Err(reason) => {
+                    let reason = reason.to_string();
                     let result = TaskResult::failure(TaskStatus::Failed, reason.clone())
                         .with_error(TaskError::new(TaskErrorKind::Worker, reason));
                     return Ok(self.finish(task, origin, result, facts).await);
@@ -587,14 +588,13 @@ impl TaskRunner {
         task: &mut Task,
         origin: &Origin,
         book: &warden_core::approval::Book,
-        journal: Result<Vec<Value>, String>,
-    ) -> Result<GuardError, String> {
+        journal: Result<Vec<Value>, warden_script::host::journal::JournalError>,
+    ) -> Result<GuardError, PauseError> {
         let carried = book.carry(journal?);
         let Some(pending) = carried.pending.clone() else {
-            return Err("internal: the run paused with no question".into());
+            return Err(PauseError::NoQuestion);
         };
-        let resume =
-            serde_json::to_value(&carried).map_err(|e| format!("the task's journal cannot be kept: {e}"))?;
+        let resume = serde_json::to_value(&carried).map_err(|e| PauseError::Unkept(e.to_string()))?;
         let _ = self.store.write_task_file(
             &task.id,
             warden_executor::artifacts::WAITING_FILE,
@@ -630,12 +630,8 @@ impl TaskRunner {
             .await
         {
             Ok(true) => {}
-            Ok(false) => {
-                return Err(
-                    "the task could not wait for the person: its record is no longer running here".into(),
-                );
-            }
-            Err(error) => return Err(format!("the task could not wait for the person: {error}")),
+            Ok(false) => return Err(PauseError::NotHere),
+            Err(error) => return Err(PauseError::Store(error.to_string())),
         }
         // Its record waits: nothing to end when the task is dropped.
         task.recorded = true;
@@ -672,6 +668,7 @@ impl TaskRunner {
             match self.pause(&mut task, origin, &book, Ok(Vec::new())).await {
                 Ok(waiting) => return Err(waiting),
                 Err(reason) => {
+                    let reason = reason.to_string();
                     let result = TaskResult::failure(TaskStatus::Failed, reason.clone())
                         .with_error(TaskError::new(TaskErrorKind::Worker, reason));
                     return Ok(self.finish(task, origin, result, WorkerFacts::default()).await);
@@ -808,6 +805,23 @@ fn char_floor(text: &str, at: usize) -> usize {
         end -= 1;
     }
     end
+}
+
+/// Why a task that stopped on a question cannot wait for the person: the
+/// task then fails with this reason.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PauseError {
+    /// Its journal cannot be kept (over `MAX_JOURNAL_BYTES`, or unwritable).
+    #[error(transparent)]
+    Journal(#[from] warden_script::host::journal::JournalError),
+    #[error("internal: the run paused with no question")]
+    NoQuestion,
+    #[error("the task's journal cannot be kept: {0}")]
+    Unkept(String),
+    #[error("the task could not wait for the person: its record is no longer running here")]
+    NotHere,
+    #[error("the task could not wait for the person: {0}")]
+    Store(String),
 }
 
 /// The task directory as results name it (`task_dir`): relative to the

@@ -86,14 +86,30 @@ pub enum Step {
     Diverged(String),
 }
 
+/// Why a journal cannot be read back or kept; the message says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JournalError {
+    #[error("the task's journal cannot be read: {0}")]
+    Unreadable(String),
+    #[error("the journal cannot be written: {0}")]
+    Unwritable(String),
+    #[error(
+        "the run cannot pause for the person: its journal of {calls} guard calls is {bytes} bytes, above the \
+         {max}-byte limit (MAX_JOURNAL_BYTES); return less from the calls before the question (write large data \
+         to artifacts), or ask before the heavy work",
+        max = MAX_JOURNAL_BYTES
+    )]
+    TooLarge { calls: usize, bytes: usize },
+}
+
 impl Journal {
     /// A journal replaying `carried` (entries as a paused run kept them).
-    pub fn resuming(carried: &[Value]) -> Result<Self, String> {
+    pub fn resuming(carried: &[Value]) -> Result<Self, JournalError> {
         let replay = carried
             .iter()
             .map(Entry::deserialize)
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| format!("the task's journal cannot be read: {e}"))?;
+            .map_err(|e| JournalError::Unreadable(e.to_string()))?;
         Ok(Self {
             replay,
             ..Self::default()
@@ -158,21 +174,19 @@ impl Journal {
 
     /// The entries to keep for the next resumption, within
     /// [`MAX_JOURNAL_BYTES`] as JSON.
-    pub fn carry(&self) -> Result<Vec<Value>, String> {
+    pub fn carry(&self) -> Result<Vec<Value>, JournalError> {
         let entries: Vec<Value> = self
             .recorded
             .iter()
             .map(serde_json::to_value)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("the journal cannot be written: {e}"))?;
+            .map_err(|e| JournalError::Unwritable(e.to_string()))?;
         let size = warden_core::answer::size(&Value::Array(entries.clone()));
         if size > MAX_JOURNAL_BYTES {
-            return Err(format!(
-                "the run cannot pause for the person: its journal of {} guard calls is {size} bytes, above the \
-                 {MAX_JOURNAL_BYTES}-byte limit (MAX_JOURNAL_BYTES); return less from the calls before the question \
-                 (write large data to artifacts), or ask before the heavy work",
-                entries.len()
-            ));
+            return Err(JournalError::TooLarge {
+                calls: entries.len(),
+                bytes: size,
+            });
         }
         Ok(entries)
     }

@@ -255,7 +255,7 @@ impl Session {
             match self.prepare_pausable(ctx, book, code) {
                 Ok(Some(journal)) => self.journal = Some(journal),
                 Ok(None) => return RunEnd::Paused,
-                Err(reason) => return RunEnd::Crashed(reason),
+                Err(reason) => return RunEnd::Crashed(reason.to_string()),
             }
         } else if let warden_core::ask::Reach::Asker(asker) = &reach {
             reach = self.live_reach(ctx, asker.clone(), code, deadline).await;
@@ -346,7 +346,7 @@ impl Session {
         ctx: &Context<'_>,
         book: &warden_core::approval::Book,
         code: &str,
-    ) -> Result<Option<Arc<std::sync::Mutex<Journal>>>, String> {
+    ) -> Result<Option<Arc<std::sync::Mutex<Journal>>>, super::journal::JournalError> {
         let script_sha256 = warden_core::receipt::sha256_hex(code.as_bytes());
         let plan = super::plan::scan(code, ctx.executor.registry());
         if let Some(key) = book.start(&script_sha256, &plan) {
@@ -485,7 +485,7 @@ impl Session {
 
     /// What a paused run carries to its resumption: its journal, within
     /// `MAX_JOURNAL_BYTES` (empty when it paused before it started).
-    pub fn carry(&self) -> Result<Vec<Value>, String> {
+    pub fn carry(&self) -> Result<Vec<Value>, super::journal::JournalError> {
         match &self.journal {
             Some(journal) => journal.lock().unwrap_or_else(|p| p.into_inner()).carry(),
             None => Ok(Vec::new()),
