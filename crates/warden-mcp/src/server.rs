@@ -316,25 +316,7 @@ impl WardenServer {
             let _ = self.runtime.records().end(&record.id, &result).await;
             return;
         };
-        let parent = request
-            .traceparent
-            .as_deref()
-            .map(warden_executor::telemetry::from_traceparent)
-            .unwrap_or_default();
-        let mut origin = Origin::request(builtin.mode(), builtin.name());
-        origin.principal = record.owner.clone();
-        origin.scopes = warden_executor::tenant::Scopes::new(request.scopes);
-        origin.trace = warden_executor::telemetry::start(
-            "mcp.task.run",
-            SpanKind::Consumer,
-            &parent,
-            vec![
-                KeyValue::new("mcp.tool.name", builtin.name()),
-                KeyValue::new("warden.task_id", record.id.clone()),
-                KeyValue::new("warden.principal", origin.principal.to_string()),
-                KeyValue::new("warden.node", self.runtime.records().node().to_string()),
-            ],
-        );
+        let origin = self.claimed_origin(builtin.mode(), &record, &request);
         // Judged by the policy in force now, as its owner with the scopes
         // its request carried: a task queued under an older policy that
         // now denies its tool ends failed, naming the rule, and never runs.
@@ -393,6 +375,36 @@ impl WardenServer {
             let _ = self.runtime.records().end(&record.id, &ended).await;
             self.tasks.forget_claimed(&record.id);
         }
+    }
+
+    /// The origin a claimed task runs under: its owner, the scopes its
+    /// request carried, and a span continuing the request's trace.
+    pub(crate) fn claimed_origin(
+        &self,
+        mode: &'static str,
+        record: &warden_task::store::TaskRecord,
+        request: &QueuedRequest,
+    ) -> Origin {
+        let parent = request
+            .traceparent
+            .as_deref()
+            .map(warden_executor::telemetry::from_traceparent)
+            .unwrap_or_default();
+        let mut origin = Origin::request(mode, &request.tool);
+        origin.principal = record.owner.clone();
+        origin.scopes = warden_executor::tenant::Scopes::new(request.scopes.clone());
+        origin.trace = warden_executor::telemetry::start(
+            "mcp.task.run",
+            SpanKind::Consumer,
+            &parent,
+            vec![
+                KeyValue::new("mcp.tool.name", request.tool.clone()),
+                KeyValue::new("warden.task_id", record.id.clone()),
+                KeyValue::new("warden.principal", origin.principal.to_string()),
+                KeyValue::new("warden.node", self.runtime.records().node().to_string()),
+            ],
+        );
+        origin
     }
 
     /// Runs a built-in tool with request events around it.

@@ -29,8 +29,6 @@
 //! again from the start with them all, on any node, also after the one
 //! that ran it restarted (see `crate::waiting`).
 
-use opentelemetry::KeyValue;
-use opentelemetry::trace::SpanKind;
 use rmcp::ErrorData;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResponse, CallToolResult};
@@ -42,7 +40,6 @@ use warden_core::TaskSupport;
 use super::WardenServer;
 use crate::tasks::QueuedRequest;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind, codes};
-use warden_executor::events::Origin;
 use warden_executor::executor::Admitted;
 use warden_task::{TaskResult, TaskStatus};
 
@@ -171,26 +168,8 @@ impl WardenServer {
         slot: Admitted,
     ) {
         let tool = request.tool.clone();
-        let parent = request
-            .traceparent
-            .as_deref()
-            .map(warden_executor::telemetry::from_traceparent)
-            .unwrap_or_default();
-        let mut origin = Origin::request("direct", &tool);
-        origin.principal = record.owner.clone();
-        origin.scopes = warden_executor::tenant::Scopes::new(request.scopes.clone());
+        let mut origin = self.claimed_origin("direct", &record, &request);
         origin.task_id = Some(record.id.clone());
-        origin.trace = warden_executor::telemetry::start(
-            "mcp.task.run",
-            SpanKind::Consumer,
-            &parent,
-            vec![
-                KeyValue::new("mcp.tool.name", tool.clone()),
-                KeyValue::new("warden.task_id", record.id.clone()),
-                KeyValue::new("warden.principal", origin.principal.to_string()),
-                KeyValue::new("warden.node", self.runtime.records().node().to_string()),
-            ],
-        );
         if let Err(error) = self.executor.permit(&origin.principal, &origin.scopes, &tool) {
             self.refuse_claimed(&record, origin, error, slot).await;
             return;
