@@ -214,7 +214,7 @@ pub enum Decision {
 }
 
 /// The approvals of one run of a detached task (held behind an `Arc` by
-/// [`crate::ask::Reach::Durable`]): the answers it carries, the plan's
+/// [`crate::reach::Reach::Durable`]): the answers it carries, the plan's
 /// counts left, how many destructive calls it has reached, and the
 /// question it stopped on.
 #[derive(Debug)]

@@ -29,6 +29,7 @@ pub mod error;
 pub mod guard;
 pub mod limits;
 pub mod notify;
+pub mod reach;
 pub mod receipt;
 pub mod registry;
 pub mod schema;

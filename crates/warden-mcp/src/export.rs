@@ -16,7 +16,7 @@ use warden_core::guard::Guard;
 use warden_core::registry::Registry;
 #[cfg(feature = "cli")]
 use warden_core::schema::portable::has_open_map;
-use warden_core::schema::portable::{Target, portable};
+use warden_core::schema::portable::{Target, portable_or_raw};
 
 #[cfg(feature = "cli")]
 /// Output formats of `tools --format`.
@@ -134,13 +134,6 @@ pub fn for_mcp(mut tool: Tool) -> Tool {
     tool
 }
 
-/// The portable schema; the raw one if it cannot be made portable, which
-/// the registry already refuses for guards (`SchemaNotPortable`) and the
-/// export tests rule out for built-ins.
-pub(crate) fn portable_or_raw(schema: &JsonObject, target: Target) -> JsonObject {
-    portable(schema, target).unwrap_or_else(|_| schema.clone())
-}
-
 #[cfg(all(test, feature = "cli"))]
 mod tests {
     use super::*;
@@ -157,7 +150,7 @@ mod tests {
                 .flatten()
             {
                 assert!(
-                    portable(schema, Target::Mcp).is_ok(),
+                    warden_core::schema::portable::portable(schema, Target::Mcp).is_ok(),
                     "{} is not portable",
                     tool.name
                 );

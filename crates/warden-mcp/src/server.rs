@@ -168,9 +168,9 @@ impl WardenServer {
             let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
             warden_core::ask::scope(asker, call).await
         } else if crate::rounds::CanAnswer::of(&context.meta).elicit {
-            warden_core::ask::nobody(STATELESS, call).await
+            warden_core::reach::nobody(STATELESS, call).await
         } else {
-            warden_core::ask::nobody(NO_ELICITATION, call).await
+            warden_core::reach::nobody(NO_ELICITATION, call).await
         }
     }
 
@@ -356,9 +356,9 @@ impl WardenServer {
         ];
         let (outcome, _) = if resumable.contains(&builtin.name()) {
             let book = warden_core::approval::Book::new(request.resume.clone().unwrap_or_default());
-            warden_core::ask::durable(book, run).await
+            warden_core::reach::durable(book, run).await
         } else {
-            warden_core::ask::nobody(DETACHED, run).await
+            warden_core::reach::nobody(DETACHED, run).await
         };
         if progress.take_claim().is_some() {
             // The task never began: its record is still running here.

@@ -556,7 +556,7 @@ impl TaskRunner {
             }
             Err(reason) => RunEnd::Crashed(reason.to_string()),
         };
-        if let (Some(journal), Some(book)) = (paused, warden_core::ask::Reach::here().book().cloned()) {
+        if let (Some(journal), Some(book)) = (paused, warden_core::reach::Reach::here().book().cloned()) {
             match self.pause(&mut task, origin, &book, journal).await {
                 Ok(waiting) => return Err(waiting),
                 Err(reason) => {
@@ -660,7 +660,7 @@ impl TaskRunner {
         let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
         // A batch that stopped on its plan's question waits for the answer
         // (nothing ran); the resumed batch runs under the answer.
-        if let Some(book) = warden_core::ask::Reach::here().book().cloned()
+        if let Some(book) = warden_core::reach::Reach::here().book().cloned()
             && book.paused()
             && outcome.is_err()
         {
@@ -675,7 +675,7 @@ impl TaskRunner {
                 }
             }
         }
-        let approvals = warden_core::ask::Reach::here()
+        let approvals = warden_core::reach::Reach::here()
             .book()
             .map(|book| book.answers())
             .unwrap_or_default();

@@ -518,7 +518,7 @@ pub async fn replay(
         run.await?
     } else {
         let book = warden_core::approval::Book::replaying(receipt.approvals.clone());
-        warden_core::ask::durable(book, run).await?
+        warden_core::reach::durable(book, run).await?
     };
     let Some(replay_id) = replayed.task_id.clone() else {
         return Err(GuardError::failed("the replay ran without a task id"));

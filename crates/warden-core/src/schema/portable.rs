@@ -138,6 +138,13 @@ const LISTS: &[&str] = &["anyOf", "oneOf", "allOf", "prefixItems"];
 /// Keywords whose value is a map of subschemas.
 const MAPS: &[&str] = &["properties", "patternProperties"];
 
+/// The portable schema; the raw one if it cannot be made portable, which
+/// the registry already refuses for guards (`SchemaNotPortable`) and the
+/// MCP crate's export tests rule out for built-in tools.
+pub fn portable_or_raw(schema: &Map<String, Value>, target: Target) -> Map<String, Value> {
+    portable(schema, target).unwrap_or_else(|_| schema.clone())
+}
+
 /// `schema` (a tool's input or output schema) rewritten for `target`.
 pub fn portable(schema: &Map<String, Value>, target: Target) -> Result<Map<String, Value>, PortableError> {
     let empty = Map::new();

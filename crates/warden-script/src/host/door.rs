@@ -163,7 +163,7 @@ pub struct RunScope {
     pub progress: bool,
     /// Who confirms a destructive guard's call (the run's client, when it
     /// can be asked); see `warden_executor::executor::confirm`.
-    pub asker: warden_core::ask::Reach,
+    pub asker: warden_core::reach::Reach,
     /// The run's journal, when it may pause (a detached task): every
     /// request through the door is answered from it or recorded in it.
     pub journal: Option<Arc<Mutex<Journal>>>,
@@ -907,7 +907,7 @@ enum Journaled {
 /// ones run but not journaled.
 pub(crate) fn unplanned_map(
     executor: &Executor,
-    reach: &warden_core::ask::Reach,
+    reach: &warden_core::reach::Reach,
     guard: &str,
 ) -> Option<GuardError> {
     let book = reach.book()?;

@@ -247,7 +247,7 @@ impl Session {
     pub async fn run(&mut self, ctx: &Context<'_>, code: &str, deadline: Instant, budget: Budget) -> RunEnd {
         let deadline_ms = deadline.saturating_duration_since(Instant::now()).as_millis() as u64;
         // The request's client, when this run serves one that can be asked.
-        let mut reach = warden_core::ask::Reach::here();
+        let mut reach = warden_core::reach::Reach::here();
         // A run that may pause keeps a journal, resuming the one it carries.
         self.journal = None;
         if let Some(book) = reach.book() {
@@ -257,7 +257,7 @@ impl Session {
                 Ok(None) => return RunEnd::Paused,
                 Err(reason) => return RunEnd::Crashed(reason.to_string()),
             }
-        } else if let warden_core::ask::Reach::Asker(asker) = &reach {
+        } else if let warden_core::reach::Reach::Asker(asker) = &reach {
             reach = self.live_reach(ctx, asker.clone(), code, deadline).await;
         }
         self.door.set_scope(RunScope {
@@ -373,7 +373,7 @@ impl Session {
         asker: warden_core::ask::Asker,
         code: &str,
         deadline: Instant,
-    ) -> warden_core::ask::Reach {
+    ) -> warden_core::reach::Reach {
         let book = self
             .book
             .get_or_insert_with(|| warden_core::approval::Book::new(Default::default()))
@@ -392,7 +392,7 @@ impl Session {
                 .await;
             book.start_live(&script_sha256, &plan, approved);
         }
-        warden_core::ask::Reach::Recorded { asker, book }
+        warden_core::reach::Reach::Recorded { asker, book }
     }
 
     /// Asks the person the plan's question through the client, now; keeps
@@ -536,7 +536,7 @@ fn plan_question(
 async fn answer(
     ctx: &Context<'_>,
     door: &Door,
-    reach: &warden_core::ask::Reach,
+    reach: &warden_core::reach::Reach,
     request: FromWorker,
     deadline: Instant,
 ) -> Result<(), DoorError> {
@@ -592,7 +592,7 @@ async fn answer(
 async fn call_through_executor(
     ctx: &Context<'_>,
     door: &Door,
-    reach: &warden_core::ask::Reach,
+    reach: &warden_core::reach::Reach,
     guard: &str,
     arguments: Value,
     deadline: Instant,

@@ -98,7 +98,8 @@ pub(super) fn to_rhai(value: Value, position: Position) -> RhaiResult {
     rhai::serde::to_dynamic(value).map_err(|e| thrown(GuardError::failed(e.to_string()), position))
 }
 
-/// Registers every guard and helper on `engine`.
+/// Registers every guard and the door's helpers on `engine` (`map_call`
+/// and the prelude register themselves beside it, see `super::main`).
 pub fn register(
     engine: &mut Engine,
     registry: Arc<Registry>,
@@ -143,8 +144,6 @@ pub fn register(
         register_recorded(engine, function.name, private, door.clone());
     }
     super::charts::register(engine, thrown);
-    super::map_call::register(engine, registry.clone(), door.clone());
-    super::prelude::register(engine);
     register_search(engine, registry.clone(), door.clone());
     register_artifacts(engine, door);
     engine.register_fn(

@@ -51,6 +51,8 @@ pub fn main(registry: Registry) -> ExitCode {
     let final_answer = Arc::new(Mutex::new(None));
     let registry = Arc::new(registry);
     register(&mut engine, registry.clone(), door.clone(), final_answer.clone());
+    map_call::register(&mut engine, registry.clone(), door.clone());
+    prelude::register(&mut engine);
     let known = check::Known::of(&engine);
     let mut scope = Scope::new();
     let mut functions = AST::empty();

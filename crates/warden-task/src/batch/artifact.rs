@@ -26,8 +26,10 @@ use std::io::Read;
 
 use serde_json::{Map, Number, Value};
 
-use super::refs::ARTIFACT_KEY;
 use warden_executor::artifacts::{Encoding, View, safe_path};
+
+/// Key that marks a reference to a CSV artifact.
+pub(crate) const ARTIFACT_KEY: &str = "$artifact";
 
 /// Which columns a reference loads.
 #[derive(Debug, Clone, PartialEq)]

@@ -101,7 +101,7 @@ pub async fn run(
     let store = store.view(&origin.principal);
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
-    let asker = warden_core::ask::Reach::here();
+    let asker = warden_core::reach::Reach::here();
     let (calls, tables) = plan::plan(
         input.calls,
         // A guard the policy denies the caller is planned as an unknown
@@ -111,10 +111,10 @@ pub async fn run(
         executor.limits(),
         store,
         match &asker {
-            warden_core::ask::Reach::Asker(_) | warden_core::ask::Reach::Recorded { .. } => Ok(()),
-            warden_core::ask::Reach::Nobody(why) => Err(*why),
+            warden_core::reach::Reach::Asker(_) | warden_core::reach::Reach::Recorded { .. } => Ok(()),
+            warden_core::reach::Reach::Nobody(why) => Err(*why),
             // Its plan is asked before anything runs (below).
-            warden_core::ask::Reach::Durable(_) => Ok(()),
+            warden_core::reach::Reach::Durable(_) => Ok(()),
         },
     )?;
     // A batch that can wait for the person (a detached task, a stateless

@@ -20,7 +20,8 @@ use serde_json::Value;
 
 use super::BatchCall;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
-use super::refs::{self, ARTIFACT_KEY, RESULT_KEY};
+use super::artifact::ARTIFACT_KEY;
+use super::refs::{self, RESULT_KEY};
 use warden_core::error::{GuardError, codes};
 use warden_core::limits::{Limits, MAX_BATCH_CALLS};
 use warden_core::registry::Visible;

@@ -10,12 +10,10 @@
 
 use serde_json::{Map, Value};
 
-use super::artifact::ArtifactError;
+use super::artifact::{ARTIFACT_KEY, ArtifactError};
 
 /// Key that marks a reference to an earlier call's result.
 pub(crate) const RESULT_KEY: &str = "$result";
-/// Key that marks a reference to a CSV artifact.
-pub(crate) const ARTIFACT_KEY: &str = "$artifact";
 
 /// The ref id of call `index`: "r1" for calls[0].
 pub(crate) fn ref_id(index: usize) -> String {

@@ -24,7 +24,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::artifact::{self, ArtifactError, Tables};
 use super::plan::Planned;
-use super::refs::{self, ARTIFACT_KEY, RefError, ref_id};
+use super::artifact::ARTIFACT_KEY;
+use super::refs::{self, RefError, ref_id};
 use warden_core::error::{GuardError, codes};
 use warden_core::receipt::CallReceipt;
 use warden_executor::events::Origin;
@@ -56,7 +57,7 @@ pub(super) async fn execute(
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
-    (receipts, asker): (bool, warden_core::ask::Reach),
+    (receipts, asker): (bool, warden_core::reach::Reach),
 ) -> Vec<Outcome> {
     let limits = executor.limits();
     // The batch's workers: taken here, in call order, before a call's
@@ -268,7 +269,7 @@ struct Terms {
     /// Whether each call's receipt is kept.
     receipts: bool,
     /// Who confirms a destructive call (see `warden_executor::executor::confirm`).
-    asker: warden_core::ask::Reach,
+    asker: warden_core::reach::Reach,
 }
 
 /// One call, holding one of the batch's worker permits until it ends.
