@@ -540,7 +540,7 @@ fn tools(app: App, format: ToolFormat, list_only: bool) -> ExitCode {
 /// `usage` reads the records a server wrote: without a shared store
 /// (`WARDEN_DATABASE_URL`) the embedded one must exist already, or the
 /// report would be an empty store made on the spot in the wrong place.
-fn usage_store_exists(app: &App) -> Result<(), String> {
+fn usage_store_exists(app: &App) -> Result<(), NoStore> {
     if crate::config::var("WARDEN_DATABASE_URL").is_some() {
         return Ok(());
     }
@@ -549,11 +549,16 @@ fn usage_store_exists(app: &App) -> Result<(), String> {
     if store.is_file() {
         return Ok(());
     }
-    Err(format!(
-        "no task store at {}: `usage` reads the records a server wrote; set WARDEN_ARTIFACTS_DIR to that server's artifacts directory (or WARDEN_DATABASE_URL for a shared store)",
-        store.display()
-    ))
+    Err(NoStore(store))
 }
+
+/// `usage` found no task store to read (the path it looked at).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "no task store at {}: `usage` reads the records a server wrote; set WARDEN_ARTIFACTS_DIR to that server's artifacts directory (or WARDEN_DATABASE_URL for a shared store)",
+    .0.display()
+)]
+struct NoStore(std::path::PathBuf);
 
 /// `<app> usage`: see [`Command::Usage`].
 async fn usage(runtime: crate::app::Runtime, days: u32, principal: Option<&str>) -> ExitCode {

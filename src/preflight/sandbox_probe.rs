@@ -86,7 +86,7 @@ allows a process to add its own; without it scripts rely on Landlock and the Rha
                 "a child can install the script worker's seccomp filter ({allowed} system calls allowed)"
             ),
         ),
-        Err(reason) => Check::warn(name, reason, fix),
+        Err(reason) => Check::warn(name, reason.to_string(), fix),
     }
 }
 

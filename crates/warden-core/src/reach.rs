@@ -95,4 +95,3 @@ pub async fn durable<F: std::future::Future>(book: Arc<Book>, future: F) -> F::O
 pub async fn nobody<F: std::future::Future>(reason: &'static str, future: F) -> F::Output {
     NOBODY.scope(reason, future).await
 }
-

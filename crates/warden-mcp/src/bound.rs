@@ -36,6 +36,7 @@ use serde_json::{Map, Value, json};
 
 use crate::builtins::Runtime;
 use warden_core::answer::{self, Cut, size};
+use warden_core::error::GuardError;
 use warden_core::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
 use warden_executor::events::Origin;
 use warden_task::TaskStatus;
@@ -135,8 +136,7 @@ pub async fn bounded(runtime: &Runtime, origin: &Origin, mut answer: Answer) -> 
             .map(|task_id| Whole {
                 task_id,
                 filename: warden_task::VALUE_FILE.to_string(),
-            })
-            .map_err(|error| error.message),
+            }),
     };
     let answer_bytes = size(&answer.result);
     runtime.executor().events().emit(
@@ -158,7 +158,7 @@ pub fn bounded_kept(mut answer: Answer, limit: usize) -> CallToolResult {
     let whole = answer
         .whole
         .take()
-        .ok_or_else(|| "no task file holds it".to_string());
+        .ok_or_else(|| GuardError::failed("no task file holds it"));
     apply(answer, limit, whole)
 }
 
@@ -178,7 +178,7 @@ fn whole_value(result: &CallToolResult) -> Value {
 
 /// `answer` cut to `limit` (see the module docs), pointing at `whole`
 /// (or saying why the whole value could not be kept).
-pub fn apply(answer: Answer, limit: usize, whole: Result<Whole, String>) -> CallToolResult {
+pub fn apply(answer: Answer, limit: usize, whole: Result<Whole, GuardError>) -> CallToolResult {
     let target = limit.saturating_sub(ANSWER_ENVELOPE_BYTES);
     let answer_bytes = size(&answer.result);
     let Answer {
@@ -455,7 +455,7 @@ struct Marker {
     answer_bytes: usize,
     whole: Option<Whole>,
     /// Why the whole value could not be kept, when it could not.
-    whole_error: Option<String>,
+    whole_error: Option<GuardError>,
 }
 
 impl Marker {
@@ -467,7 +467,7 @@ impl Marker {
                 whole.task_id,
                 whole.uri()
             ),
-            (None, Some(error)) => format!("the whole value could not be kept: {error}"),
+            (None, Some(error)) => format!("the whole value could not be kept: {}", error.message),
             (None, None) => "the whole value was not kept".to_string(),
         }
     }

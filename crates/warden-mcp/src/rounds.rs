@@ -334,7 +334,7 @@ impl Round {
                 break;
             };
             check_answer(question.kind, answer)
-                .map_err(|why| bad_field(&format!("inputResponses.{key}"), &why))?;
+                .map_err(|why| bad_field(&format!("inputResponses.{key}"), &why.to_string()))?;
             given.push(answer.clone());
         }
         answers.extend(given);
@@ -640,32 +640,46 @@ fn input_request(question: Question, can: CanAnswer) -> Result<(Asked, InputRequ
     Ok((Asked { kind, digest, key }, request))
 }
 
-/// An answer the guard can read: a form's `{action, content}`, or a
-/// completion's result object.
+/// Why a client's answer does not answer the question it was given; each
+/// message says what was expected.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AnswerError {
+    #[error("its question can no longer be read; cancel the task and call the tool again")]
+    UnreadableQuestion,
+    #[error(
+        "not an elicitation result ({{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{…}}}}): {0}"
+    )]
+    NotElicitation(serde_json::Error),
+    #[error("not a sampling result: expected an object with role, content and model")]
+    NotSampling,
+    #[error("not a roots/list result: expected {{\"roots\": [{{\"uri\": …}}, …]}}")]
+    NotRoots,
+}
+
 /// Whether `response` answers `request`, an `inputRequests` entry as a
-/// guard task's record keeps it; the error says what was expected.
-pub(crate) fn check_response(request: &Value, response: &Value) -> Result<(), String> {
+/// guard task's record keeps it.
+pub(crate) fn check_response(request: &Value, response: &Value) -> Result<(), AnswerError> {
     let kind = match serde_json::from_value::<InputRequest>(request.clone()) {
         Ok(InputRequest::Elicitation(_)) => Kind::Elicit,
         #[allow(deprecated)]
         Ok(InputRequest::CreateMessage(_)) => Kind::Sample,
         Ok(InputRequest::ListRoots(_)) => Kind::Roots,
-        _ => {
-            return Err("its question can no longer be read; cancel the task and call the tool again".into());
-        }
+        _ => return Err(AnswerError::UnreadableQuestion),
     };
     check_answer(kind, response)
 }
 
-fn check_answer(kind: Kind, answer: &Value) -> Result<(), String> {
+/// Whether `answer` is an answer of `kind`: a form's `{action, content}`,
+/// a completion's result object, or a roots list.
+fn check_answer(kind: Kind, answer: &Value) -> Result<(), AnswerError> {
     match kind {
         Kind::Elicit => serde_json::from_value::<Elicitation>(answer.clone())
             .map(drop)
-            .map_err(|e| format!("not an elicitation result ({{\"action\": \"accept\"|\"decline\"|\"cancel\", \"content\": {{…}}}}): {e}")),
+            .map_err(AnswerError::NotElicitation),
         Kind::Sample if answer.is_object() => Ok(()),
-        Kind::Sample => Err("not a sampling result: expected an object with role, content and model".into()),
+        Kind::Sample => Err(AnswerError::NotSampling),
         Kind::Roots if answer.get("roots").is_some_and(Value::is_array) => Ok(()),
-        Kind::Roots => Err("not a roots/list result: expected {\"roots\": [{\"uri\": …}, …]}".into()),
+        Kind::Roots => Err(AnswerError::NotRoots),
     }
 }
 

@@ -283,15 +283,28 @@ fn install_syscall_filter() -> Result<(), seccompiler::Error> {
     seccompiler::apply_filter_all_threads(&program)
 }
 
+/// Why a kernel layer of the script worker is not available here (for
+/// `--check`, which turns it into a warning with the fix).
+#[derive(Debug, thiserror::Error)]
+pub enum ProbeError {
+    #[error("the seccomp filter does not build here: {0}")]
+    FilterBuild(seccompiler::BackendError),
+    #[error("the seccomp filter could not be installed: {0}")]
+    FilterInstall(String),
+    #[error("fork failed: {0}")]
+    Fork(nix::errno::Errno),
+    #[error("{0}")]
+    Landlock(String),
+}
+
 /// Whether a child process can install the script worker's seccomp filter
 /// (tried in a forked child that exits at once): the number of system
 /// calls the filter allows, or why not. For `--check`.
 #[allow(unsafe_code)]
-pub fn probe_seccomp() -> Result<usize, String> {
+pub fn probe_seccomp() -> Result<usize, ProbeError> {
     use nix::sys::wait::{WaitStatus, waitpid};
     use nix::unistd::{ForkResult, fork};
-    let program =
-        syscall_filter().map_err(|reason| format!("the seccomp filter does not build here: {reason}"))?;
+    let program = syscall_filter().map_err(ProbeError::FilterBuild)?;
     // SAFETY: the child makes only system calls (prctl, seccomp, _exit)
     // on memory prepared before the fork, so forking is sound.
     match unsafe { fork() } {
@@ -302,16 +315,16 @@ pub fn probe_seccomp() -> Result<usize, String> {
         }
         Ok(ForkResult::Parent { child }) => match waitpid(child, None) {
             Ok(WaitStatus::Exited(_, 0)) => Ok(ALLOWED_SYSCALLS.len()),
-            other => Err(format!("the seccomp filter could not be installed: {other:?}")),
+            other => Err(ProbeError::FilterInstall(format!("{other:?}"))),
         },
-        Err(errno) => Err(format!("fork failed: {errno}")),
+        Err(errno) => Err(ProbeError::Fork(errno)),
     }
 }
 
 /// The highest Landlock ABI whose filesystem rights the kernel enforces,
 /// found by creating (not applying) rulesets; or the kernel's refusal.
 /// For `--check`.
-pub fn probe_landlock() -> Result<u8, String> {
+pub fn probe_landlock() -> Result<u8, ProbeError> {
     use landlock::{CompatLevel, Compatible};
     let abis = [
         (ABI::V6, 6),
@@ -332,7 +345,7 @@ pub fn probe_landlock() -> Result<u8, String> {
             Err(error) => last_error = error.to_string(),
         }
     }
-    Err(last_error)
+    Err(ProbeError::Landlock(last_error))
 }
 
 #[cfg(test)]

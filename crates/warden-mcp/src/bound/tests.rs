@@ -5,7 +5,7 @@ use super::*;
 use rmcp::model::CallToolResult;
 use serde_json::json;
 
-fn whole() -> Result<Whole, String> {
+fn whole() -> Result<Whole, GuardError> {
     Ok(Whole {
         task_id: "task_0123456789abcdef0123456789abcdef".into(),
         filename: "value.json".into(),

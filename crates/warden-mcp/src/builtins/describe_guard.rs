@@ -73,7 +73,10 @@ impl Builtin for DescribeGuard {
             if let Some(guard) = registry.get(&input.name) {
                 let hints = guard.hints;
                 let mcp = |schema: &Map<String, Value>| {
-                    warden_core::schema::portable::portable_or_raw(schema, warden_core::schema::portable::Target::Mcp)
+                    warden_core::schema::portable::portable_or_raw(
+                        schema,
+                        warden_core::schema::portable::Target::Mcp,
+                    )
                 };
                 return Reply::data(&GuardDescription {
                     row: guard_entry(guard),

@@ -19,8 +19,8 @@ use std::collections::{BTreeSet, HashMap};
 use serde_json::Value;
 
 use super::BatchCall;
-use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::artifact::ARTIFACT_KEY;
+use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, RESULT_KEY};
 use warden_core::error::{GuardError, codes};
 use warden_core::limits::{Limits, MAX_BATCH_CALLS};

@@ -22,9 +22,9 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::artifact::ARTIFACT_KEY;
 use super::artifact::{self, ArtifactError, Tables};
 use super::plan::Planned;
-use super::artifact::ARTIFACT_KEY;
 use super::refs::{self, RefError, ref_id};
 use warden_core::error::{GuardError, codes};
 use warden_core::receipt::CallReceipt;

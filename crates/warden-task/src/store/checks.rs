@@ -5,6 +5,24 @@
 use super::{TaskStore, UsageEntry, UsageRow};
 use warden_executor::tenant::Principal;
 
+/// How a backend differs from the shared behaviour: the step and what it
+/// saw instead (a store error on the way counts: the behaviour failed).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Differs(String);
+
+impl From<String> for Differs {
+    fn from(what: String) -> Self {
+        Self(what)
+    }
+}
+
+impl From<&str> for Differs {
+    fn from(what: &str) -> Self {
+        Self(what.to_string())
+    }
+}
+
 fn entry(task: &str, owner: &str, day: &str, input: u64, output: u64, unknown: u64) -> UsageEntry {
     UsageEntry {
         task_id: task.into(),
@@ -21,7 +39,7 @@ fn entry(task: &str, owner: &str, day: &str, input: u64, output: u64, unknown: u
 /// Usage adds up per task and day, sums per principal and day, filters by
 /// owner and first day, and orders by day then principal. `Err` says what
 /// differed.
-pub async fn usage_accounting(store: &dyn TaskStore) -> Result<(), String> {
+pub async fn usage_accounting(store: &dyn TaskStore) -> Result<(), Differs> {
     let entries = [
         entry("task_a", "alice", "2026-12-01", 100, 20, 0),
         entry("task_a", "alice", "2026-12-01", 50, 10, 0),
@@ -49,7 +67,7 @@ pub async fn usage_accounting(store: &dyn TaskStore) -> Result<(), String> {
         row("bob", "2026-12-02", 1, 1, 7, 3, 0),
     ];
     if all != expected {
-        return Err(format!("usage from 2026-12-01: {all:?}, expected {expected:?}"));
+        return Err(format!("usage from 2026-12-01: {all:?}, expected {expected:?}").into());
     }
     let alice = Principal::new("alice").map_err(|e| e.to_string())?;
     let hers = store
@@ -57,7 +75,7 @@ pub async fn usage_accounting(store: &dyn TaskStore) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     if hers != expected[1..2] {
-        return Err(format!("alice's usage from 2026-12-02: {hers:?}"));
+        return Err(format!("alice's usage from 2026-12-02: {hers:?}").into());
     }
     saturation(store).await
 }
@@ -65,7 +83,7 @@ pub async fn usage_accounting(store: &dyn TaskStore) -> Result<(), String> {
 /// Counts past `i64::MAX` neither fail a write nor the report: they are
 /// stored clamped, added and summed saturating (a sum that overflowed
 /// would fail the `usage` report and the daily limit for everyone).
-async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
+async fn saturation(store: &dyn TaskStore) -> Result<(), Differs> {
     let huge = [
         entry("task_d", "carol", "2026-12-09", u64::MAX, 0, 0),
         entry("task_d", "carol", "2026-12-09", u64::MAX, 0, 0),
@@ -94,9 +112,7 @@ async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
         calls_without_usage: 1,
     }];
     if rows != expected {
-        return Err(format!(
-            "carol's saturated usage: {rows:?}, expected {expected:?}"
-        ));
+        return Err(format!("carol's saturated usage: {rows:?}, expected {expected:?}").into());
     }
     Ok(())
 }
@@ -109,7 +125,7 @@ async fn saturation(store: &dyn TaskStore) -> Result<(), String> {
 /// second (stale) one changes nothing; a claimer then gets the request
 /// with the answer; a waiting task can be cancelled. `Err` says what
 /// differed.
-pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String> {
+pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs> {
     use serde_json::json;
 
     use super::{Ending, State, TaskRecord};
@@ -160,7 +176,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
     }
     let got = store.get("task_w1").await.map_err(fail("get"))?.ok_or("gone")?;
     if got.state != State::Waiting || !got.node.is_empty() || got.status_message.as_deref() != Some("asked") {
-        return Err(format!("the paused record: {got:?}"));
+        return Err(format!("the paused record: {got:?}").into());
     }
     // A waiting task counts against its owner's limit.
     let more = store
@@ -168,9 +184,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
         .await
         .map_err(fail("enqueue over the owner's limit"))?;
     if more != super::Enqueued::OwnerAtLimit {
-        return Err(format!(
-            "a waiting task did not count against its owner's limit: {more:?}"
-        ));
+        return Err(format!("a waiting task did not count against its owner's limit: {more:?}").into());
     }
     let (kept, since) = store
         .waiting("task_w1")
@@ -178,7 +192,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
         .map_err(fail("waiting"))?
         .ok_or("not waiting")?;
     if kept["tool"] != "run_script" || kept["resume"]["pending"]["key"] != "call-1" || since != 20 {
-        return Err(format!("the waiting request: {kept} since {since}"));
+        return Err(format!("the waiting request: {kept} since {since}").into());
     }
     // A partial answer keeps it waiting, from a new time on.
     let partial = json!({"responses": {"a": {"action": "accept"}}, "asked": {"b": {}}});
@@ -195,7 +209,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
         .map_err(fail("waiting after a partial answer"))?
         .ok_or("a partial answer ended the wait")?;
     if since != 25 || kept["resume"]["asked"]["b"] != json!({}) {
-        return Err(format!("after a partial answer: {kept} since {since}"));
+        return Err(format!("after a partial answer: {kept} since {since}").into());
     }
     let answered = json!({"journal": [], "answers": [{"key": "call-1"}]});
     if store
@@ -225,7 +239,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
         .map_err(fail("claim again"))?
         .ok_or("the answered task was not queued")?;
     if resumed.request["resume"]["answers"][0]["key"] != "call-1" || resumed.request["tool"] != "run_script" {
-        return Err(format!("the resumed request: {}", resumed.request));
+        return Err(format!("the resumed request: {}", resumed.request).into());
     }
     // A task that was not queued keeps the given request when it pauses.
     store
@@ -239,10 +253,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
     // It waits only until its question can no longer be answered.
     let direct = store.get("task_w2").await.map_err(fail("get"))?.ok_or("gone")?;
     if direct.expires_ms() != 5_000 {
-        return Err(format!(
-            "the direct task expires at {}, not 5000",
-            direct.expires_ms()
-        ));
+        return Err(format!("the direct task expires at {}, not 5000", direct.expires_ms()).into());
     }
     let (kept, _) = store
         .waiting("task_w2")
@@ -250,7 +261,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), String>
         .map_err(fail("waiting"))?
         .ok_or("not waiting")?;
     if kept["arguments"]["script"] != "1" || kept["resume"]["pending"]["key"] != "call-1" {
-        return Err(format!("the direct task's kept request: {kept}"));
+        return Err(format!("the direct task's kept request: {kept}").into());
     }
     let ending = Ending {
         status: super::TaskStatus::Cancelled,
