@@ -46,7 +46,9 @@ use tokio_util::sync::CancellationToken;
 use crate::TaskStatus;
 use refs::ref_id;
 use schedule::{Outcome, execute};
+use serde_json::Value;
 use warden_core::error::GuardError;
+use warden_core::reach::Reach;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::events::Origin;
 use warden_executor::executor::Executor;
@@ -85,23 +87,11 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> Result<BatchResult, GuardError> {
     let started = StdInstant::now();
-    if let Some(digits) = input.digits {
-        warden_core::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
-    }
-    for (i, path) in input.select.iter().enumerate() {
-        if path.is_empty() {
-            return Err(GuardError::invalid_input(
-                format!("select[{i}]"),
-                "must not be empty; give a dotted path such as \"stats.mean\"",
-            ));
-        }
-        refs::check_path(path)
-            .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
-    }
+    check_shaping(&input)?;
     let store = store.view(&origin.principal);
     // The person behind this request, when they can be asked: each
     // destructive call is then confirmed before it runs.
-    let asker = warden_core::reach::Reach::here();
+    let asker = Reach::here();
     let (calls, tables) = plan::plan(
         input.calls,
         // A guard the policy denies the caller is planned as an unknown
@@ -111,33 +101,13 @@ pub async fn run(
         executor.limits(),
         store,
         match &asker {
-            warden_core::reach::Reach::Asker(_) | warden_core::reach::Reach::Recorded { .. } => Ok(()),
-            warden_core::reach::Reach::Nobody(why) => Err(*why),
+            Reach::Asker(_) | Reach::Recorded { .. } => Ok(()),
+            Reach::Nobody(why) => Err(*why),
             // Its plan is asked before anything runs (below).
-            warden_core::reach::Reach::Durable(_) => Ok(()),
+            Reach::Durable(_) => Ok(()),
         },
     )?;
-    // A batch that can wait for the person (a detached task, a stateless
-    // request) asks once for all its destructive calls, before any runs:
-    // they are known from the batch itself.
-    if let Some(book) = asker.book()
-        && !executor.limits().allow_destructive_in_batch
-    {
-        let plan = destructive_plan(executor, calls.iter().map(|c| c.name.as_str()));
-        if !plan.is_empty() {
-            let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-            let source = warden_core::receipt::digest(&serde_json::json!(names));
-            if let Some(key) = book.start(&source, &plan) {
-                let mut pending = warden_core::approval::plan_question(&plan, &source, "batch");
-                pending.key = key;
-                book.ask(pending);
-                return Err(GuardError::new(
-                    warden_core::error::codes::INPUT_REQUIRED,
-                    "the batch waits for the person to approve its destructive calls",
-                ));
-            }
-        }
-    }
+    ask_plan_first(executor, &calls, &asker)?;
     let _slot = executor
         .admit_batch(&origin.principal, &cancel)
         .await
@@ -155,7 +125,89 @@ pub async fn run(
     )
     .await;
     drop(tables);
+    let shaping = Shaping {
+        return_mode: input.return_mode,
+        select: &input.select,
+        digits: input.digits,
+    };
+    let counts = list(outcomes, &names, &deps, &shaping);
+    let status = if counts.failed + counts.skipped == 0 {
+        TaskStatus::Success
+    } else if cancel.is_cancelled() {
+        TaskStatus::Cancelled
+    } else {
+        TaskStatus::Failed
+    };
+    Ok(BatchResult {
+        request_id: origin.request_id.clone(),
+        status,
+        counts,
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+    })
+}
 
+/// `digits` and `select` are checked before anything is planned.
+fn check_shaping(input: &RunBatchInput) -> Result<(), GuardError> {
+    if let Some(digits) = input.digits {
+        warden_core::schema::in_range("digits", digits, 1, MAX_DIGITS)?;
+    }
+    for (i, path) in input.select.iter().enumerate() {
+        if path.is_empty() {
+            return Err(GuardError::invalid_input(
+                format!("select[{i}]"),
+                "must not be empty; give a dotted path such as \"stats.mean\"",
+            ));
+        }
+        refs::check_path(path)
+            .map_err(|e| GuardError::invalid_input(format!("select[{i}]"), e.to_string()))?;
+    }
+    Ok(())
+}
+
+/// A batch that can wait for the person (a detached task, a stateless
+/// request) asks once for all its destructive calls, before any runs:
+/// they are known from the batch itself. `Err` (`input_required`) when
+/// the question was just asked.
+fn ask_plan_first(executor: &Executor, calls: &[plan::Planned], asker: &Reach) -> Result<(), GuardError> {
+    let Some(book) = asker.book() else {
+        return Ok(());
+    };
+    if executor.limits().allow_destructive_in_batch {
+        return Ok(());
+    }
+    let plan = destructive_plan(executor, calls.iter().map(|c| c.name.as_str()));
+    if plan.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
+    let source = warden_core::receipt::digest(&serde_json::json!(names));
+    let Some(key) = book.start(&source, &plan) else {
+        return Ok(());
+    };
+    let mut pending = warden_core::approval::plan_question(&plan, &source, "batch");
+    pending.key = key;
+    book.ask(pending);
+    Err(GuardError::new(
+        warden_core::error::codes::INPUT_REQUIRED,
+        "the batch waits for the person to approve its destructive calls",
+    ))
+}
+
+/// How the outputs a batch returns are shaped.
+struct Shaping<'a> {
+    return_mode: ReturnMode,
+    select: &'a [String],
+    digits: Option<u64>,
+}
+
+/// Every call's entry, in order, with the counts: the outputs returned
+/// (all, or the last call's) shaped by `select` and `digits`.
+fn list(
+    outcomes: Vec<Outcome>,
+    names: &[String],
+    deps: &[BTreeSet<usize>],
+    shaping: &Shaping,
+) -> BatchCounts {
     let last = outcomes.len().saturating_sub(1);
     let (mut succeeded, mut failed, mut skipped) = (0, 0, 0);
     let mut listed = Vec::with_capacity(outcomes.len());
@@ -182,21 +234,11 @@ pub async fn run(
                 entry.duration_ms = duration_ms;
                 entry.receipt = receipt.map(|receipt| *receipt);
                 match result {
-                    Ok(mut output) => {
+                    Ok(output) => {
                         succeeded += 1;
                         entry.status = CallStatus::Success;
-                        if input.return_mode == ReturnMode::All || i == last {
-                            if !input.select.is_empty() {
-                                let (kept, missing) = shape::select(&output, &input.select);
-                                output = kept;
-                                if !missing.is_empty() {
-                                    entry.select_missing = Some(missing);
-                                }
-                            }
-                            if let Some(digits) = input.digits {
-                                shape::round(&mut output, digits as u32);
-                            }
-                            entry.output = Some(output);
+                        if shaping.return_mode == ReturnMode::All || i == last {
+                            entry.output = Some(shape_output(output, shaping, &mut entry.select_missing));
                         }
                     }
                     Err(failure) => {
@@ -213,22 +255,26 @@ pub async fn run(
         }
         listed.push(entry);
     }
-    let status = if failed + skipped == 0 {
-        TaskStatus::Success
-    } else if cancel.is_cancelled() {
-        TaskStatus::Cancelled
-    } else {
-        TaskStatus::Failed
-    };
-    Ok(BatchResult {
-        request_id: origin.request_id.clone(),
-        status,
-        counts: BatchCounts {
-            calls: listed,
-            succeeded,
-            failed,
-            skipped,
-        },
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-    })
+    BatchCounts {
+        calls: listed,
+        succeeded,
+        failed,
+        skipped,
+    }
+}
+
+/// One returned output, shaped: `select`ed paths (the missing ones noted
+/// in `missing`), numbers rounded to `digits`.
+fn shape_output(mut output: Value, shaping: &Shaping, missing: &mut Option<Vec<String>>) -> Value {
+    if !shaping.select.is_empty() {
+        let (kept, absent) = shape::select(&output, shaping.select);
+        output = kept;
+        if !absent.is_empty() {
+            *missing = Some(absent);
+        }
+    }
+    if let Some(digits) = shaping.digits {
+        shape::round(&mut output, digits as u32);
+    }
+    output
 }
