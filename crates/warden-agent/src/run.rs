@@ -185,26 +185,9 @@ impl Agent<'_> {
             self.unrun_blocks = skipped;
             let step = self.actions + 1;
             let code_file = format!("agent_actions/action_{step:03}.rhai");
-            let _ = self
-                .runner
-                .store
-                .write_task_file(&self.task.id, &code_file, code.as_bytes());
-            let budget = Budget {
-                calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(self.door_calls),
-                count_pure: true,
-            };
-            self.session.inline_calls_left = self.config.inline_calls.saturating_sub(self.inline_calls);
-            let ctx = self
-                .runner
-                .context(self.task, self.origin, self.cancel, self.progress);
-            let end = self.session.run(&ctx, &code, self.task.deadline, budget).await;
-            let outcome = match end {
-                RunEnd::Finished(outcome) => outcome,
-                other => {
-                    self.actions = step;
-                    self.step_event(step, "failed", Some("worker"), &code_file);
-                    return abnormal_end(other, self.task.timeout);
-                }
+            let outcome = match self.run_block(step, &code, &code_file).await {
+                Ok(outcome) => outcome,
+                Err(result) => return result,
             };
             self.door_calls += outcome.door_calls;
             self.inline_calls += outcome.inline_calls;
@@ -228,32 +211,11 @@ impl Agent<'_> {
             {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
-            if let Some(answer) = &outcome.final_answer {
-                let counts = self.session.call_counts();
-                match contract::check(answer, counts.made, counts.ok) {
-                    Ok(answer) if answer.task_type == "needs_input" && !answer.missing.is_empty() => {
-                        // Ask the person instead of ending (when they can be
-                        // asked); their answer is the next observation.
-                        if let Some(given) = self.ask_person(&answer).await {
-                            last_problem = "the model asked the person and did not finish".into();
-                            self.observe(format!(
-                                "Observation: the person answered your question ({}): {given}. Continue the task with these values and finish with final_answer.",
-                                answer.summary
-                            ));
-                            continue;
-                        }
-                        return self.answered(&answer, outcome);
-                    }
-                    Ok(answer) => return self.answered(&answer, outcome),
-                    Err(reason) => {
-                        last_problem = format!("the final answer broke the contract: {reason}");
-                        // What the step printed is kept: the model needs
-                        // the numbers it computed to answer again.
-                        let mut text = printed(&outcome);
-                        text.push_str(&format!(
-                            "final_answer was refused: {reason}. Fix it and call final_answer again."
-                        ));
-                        self.observe(capped(text));
+            if let Some(answer) = outcome.final_answer.clone() {
+                match self.judge(&answer, outcome).await {
+                    Ok(result) => return result,
+                    Err(problem) => {
+                        last_problem = problem;
                         continue;
                     }
                 }
@@ -277,6 +239,68 @@ impl Agent<'_> {
             TaskStatus::Failed,
             format!("step budget ({AGENT_MAX_STEPS}) exhausted; {last_problem}"),
         )
+    }
+
+    /// Runs one code block as step `step` (kept in `code_file`); `Err` ends
+    /// the task (the worker failed, was cancelled or timed out).
+    async fn run_block(
+        &mut self,
+        step: usize,
+        code: &str,
+        code_file: &str,
+    ) -> Result<RunOutcome, TaskResult> {
+        let _ = self
+            .runner
+            .store
+            .write_task_file(&self.task.id, code_file, code.as_bytes());
+        let budget = Budget {
+            calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(self.door_calls),
+            count_pure: true,
+        };
+        self.session.inline_calls_left = self.config.inline_calls.saturating_sub(self.inline_calls);
+        let ctx = self
+            .runner
+            .context(self.task, self.origin, self.cancel, self.progress);
+        match self.session.run(&ctx, code, self.task.deadline, budget).await {
+            RunEnd::Finished(outcome) => Ok(outcome),
+            other => {
+                self.actions = step;
+                self.step_event(step, "failed", Some("worker"), code_file);
+                Err(abnormal_end(other, self.task.timeout))
+            }
+        }
+    }
+
+    /// Judges a step's final answer against the contract: `Ok` the task's
+    /// result; `Err` why the task goes on (the model was told, in the
+    /// next observation: the person's answer, or what to fix).
+    async fn judge(&mut self, answer: &serde_json::Value, outcome: RunOutcome) -> Result<TaskResult, String> {
+        let counts = self.session.call_counts();
+        match contract::check(answer, counts.made, counts.ok) {
+            Ok(answer) if answer.task_type == "needs_input" && !answer.missing.is_empty() => {
+                // Ask the person instead of ending (when they can be
+                // asked); their answer is the next observation.
+                if let Some(given) = self.ask_person(&answer).await {
+                    self.observe(format!(
+                        "Observation: the person answered your question ({}): {given}. Continue the task with these values and finish with final_answer.",
+                        answer.summary
+                    ));
+                    return Err("the model asked the person and did not finish".into());
+                }
+                Ok(self.answered(&answer, outcome))
+            }
+            Ok(answer) => Ok(self.answered(&answer, outcome)),
+            Err(reason) => {
+                // What the step printed is kept: the model needs the
+                // numbers it computed to answer again.
+                let mut text = printed(&outcome);
+                text.push_str(&format!(
+                    "final_answer was refused: {reason}. Fix it and call final_answer again."
+                ));
+                self.observe(capped(text));
+                Err(format!("the final answer broke the contract: {reason}"))
+            }
+        }
     }
 
     /// One model call with its events; a failure ends the task.

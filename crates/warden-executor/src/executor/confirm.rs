@@ -24,7 +24,7 @@
 use serde_json::{Value, json};
 
 use crate::events::{Events, Origin};
-use warden_core::approval::{Book, Decision, Pending, confirm_schema};
+use warden_core::approval::{ApprovalRecord, Book, Decision, Pending, confirm_schema};
 use warden_core::ask::Question;
 use warden_core::error::{GuardError, codes};
 use warden_core::guard::Guard;
@@ -178,30 +178,14 @@ pub fn destructive_call(
     };
     // A script run keeps the answer for its receipt.
     let record = match (reach, &answer) {
-        (Reach::Recorded { book, .. }, Ok(given)) => {
-            let pending = Pending {
-                key: book.next_live_key(),
-                message,
-                requested_schema,
-                guard: name.clone(),
-                arguments_sha256: Some(arguments_sha256.clone()),
-                plan: Vec::new(),
-                script_sha256: book.script_sha256(),
-            };
-            let form: warden_core::ask::Elicitation =
-                serde_json::from_value(given.clone()).unwrap_or(warden_core::ask::Elicitation {
-                    action: warden_core::ask::Action::Cancel,
-                    content: Default::default(),
-                });
-            let record = pending.answered(
-                origin.principal.as_str(),
-                form.action,
-                form.content,
-                now_iso8601(),
-            );
-            book.record(record.clone());
-            Some(record)
-        }
+        (Reach::Recorded { book, .. }, Ok(given)) => Some(record_live_answer(
+            book,
+            name,
+            &arguments_sha256,
+            (message, requested_schema),
+            given,
+            origin,
+        )),
         _ => None,
     };
     events.emit(
@@ -210,9 +194,20 @@ pub fn destructive_call(
         json!({"function": name, "approved": approved, "action": action,
                "arguments_sha256": arguments_sha256, "approval": record}),
     );
+    settle(name, answer, approved, arguments_sha256)
+}
+
+/// The person's answer as the call's consent: confirmed, or a `forbidden`
+/// error saying why the call did not run.
+fn settle(
+    name: &str,
+    answer: Result<Value, GuardError>,
+    approved: bool,
+    arguments_sha256: String,
+) -> Result<Consent, GuardError> {
     match answer {
         Ok(_) if approved => Ok(Consent::Confirmed(Approval {
-            guard: name.clone(),
+            guard: name.to_string(),
             arguments_sha256,
         })),
         Ok(_) => Err(GuardError::new(
@@ -227,6 +222,40 @@ pub fn destructive_call(
             ),
         )),
     }
+}
+
+/// A live answer a script run keeps in its `book` for its receipt: the
+/// form as asked (`message`, schema) and the person's answer.
+fn record_live_answer(
+    book: &Book,
+    name: &str,
+    arguments_sha256: &str,
+    (message, requested_schema): (String, Value),
+    given: &Value,
+    origin: &Origin,
+) -> ApprovalRecord {
+    let pending = Pending {
+        key: book.next_live_key(),
+        message,
+        requested_schema,
+        guard: name.to_string(),
+        arguments_sha256: Some(arguments_sha256.to_string()),
+        plan: Vec::new(),
+        script_sha256: book.script_sha256(),
+    };
+    let form: warden_core::ask::Elicitation =
+        serde_json::from_value(given.clone()).unwrap_or(warden_core::ask::Elicitation {
+            action: warden_core::ask::Action::Cancel,
+            content: Default::default(),
+        });
+    let record = pending.answered(
+        origin.principal.as_str(),
+        form.action,
+        form.content,
+        now_iso8601(),
+    );
+    book.record(record.clone());
+    record
 }
 
 /// Now, as an approval record dates its answer.
