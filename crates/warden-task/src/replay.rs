@@ -242,31 +242,11 @@ pub fn compare(
             .is_some_and(|g| g.hints.open_world || !g.hints.idempotent)
     };
     let mut differences = Vec::new();
-    // Calls, in order.
-    for (index, (a, b)) in original_calls.iter().zip(&replay_calls).enumerate() {
-        let field = |name: &str| Pair {
-            original: a.get(name).cloned().unwrap_or(Value::Null),
-            replay: b.get(name).cloned().unwrap_or(Value::Null),
-        };
-        let function = field("function");
-        let status = field("status");
-        let arguments_sha256 = field("arguments_sha256");
-        let output_sha256 = field("output_sha256");
-        if function.differs() || status.differs() || arguments_sha256.differs() || output_sha256.differs() {
-            let nondeterministic = [&function.original, &function.replay]
-                .iter()
-                .any(|f| f.as_str().is_some_and(is_nondeterministic));
-            differences.push(Difference::Call {
-                index,
-                function,
-                status,
-                arguments_sha256,
-                output_sha256,
-                nondeterministic,
-            });
-            break;
-        }
-    }
+    differences.extend(first_differing_call(
+        &original_calls,
+        &replay_calls,
+        &is_nondeterministic,
+    ));
     let count = Pair {
         original: original_receipt.calls,
         replay: replay_receipt.calls,
@@ -278,32 +258,11 @@ pub fn compare(
     if count.differs() || calls_sha256.differs() {
         differences.push(Difference::Calls { count, calls_sha256 });
     }
-    // Artifacts, by path.
-    let mut paths: Vec<&str> = original_receipt
-        .artifacts
-        .iter()
-        .chain(&replay_receipt.artifacts)
-        .map(|a| a.path.as_str())
-        .collect();
-    paths.sort_unstable();
-    paths.dedup();
-    for path in paths {
-        let find = |receipt: &TaskReceipt| receipt.artifacts.iter().find(|a| a.path == path).cloned();
-        let (a, b) = (find(original_receipt), find(replay_receipt));
-        if a.as_ref().map(|a| &a.sha256) == b.as_ref().map(|b| &b.sha256) {
-            continue;
-        }
-        let first_differing_line = match (&a, &b) {
-            (Some(_), Some(_)) => first_differing_line(view, (original_id, replay_id), path),
-            _ => None,
-        };
-        differences.push(Difference::Artifact {
-            path: path.to_string(),
-            original: a,
-            replay: b,
-            first_differing_line,
-        });
-    }
+    differences.extend(differing_artifacts(
+        view,
+        (original_id, original_receipt),
+        (replay_id, replay_receipt),
+    ));
     // The final value, or the final answer's summary and metrics.
     let last = |result: &TaskResult| serde_json::json!({"value": result.value, "summary": result.summary, "metrics": result.metrics});
     let (a, b) = (last(original_result), last(replay_result));
@@ -341,6 +300,83 @@ pub fn compare(
         first_difference: differences.into_iter().next(),
         nondeterministic,
     })
+}
+
+/// The first call, in order, whose function, status, arguments or output
+/// differ between the runs (the replay stops comparing there: every later
+/// call depends on it).
+fn first_differing_call(
+    original: &[serde_json::Map<String, Value>],
+    replay: &[serde_json::Map<String, Value>],
+    is_nondeterministic: &dyn Fn(&str) -> bool,
+) -> Option<Difference> {
+    original
+        .iter()
+        .zip(replay)
+        .enumerate()
+        .find_map(|(index, (a, b))| {
+            let field = |name: &str| Pair {
+                original: a.get(name).cloned().unwrap_or(Value::Null),
+                replay: b.get(name).cloned().unwrap_or(Value::Null),
+            };
+            let function = field("function");
+            let status = field("status");
+            let arguments_sha256 = field("arguments_sha256");
+            let output_sha256 = field("output_sha256");
+            let differs = function.differs()
+                || status.differs()
+                || arguments_sha256.differs()
+                || output_sha256.differs();
+            differs.then(|| {
+                let nondeterministic = [&function.original, &function.replay]
+                    .iter()
+                    .any(|f| f.as_str().is_some_and(is_nondeterministic));
+                Difference::Call {
+                    index,
+                    function,
+                    status,
+                    arguments_sha256,
+                    output_sha256,
+                    nondeterministic,
+                }
+            })
+        })
+}
+
+/// Every artifact, by path, whose content differs (or that only one run
+/// wrote), with the first differing line of a text both wrote.
+fn differing_artifacts(
+    view: View<'_>,
+    (original_id, original): (&str, &TaskReceipt),
+    (replay_id, replay): (&str, &TaskReceipt),
+) -> Vec<Difference> {
+    let mut paths: Vec<&str> = original
+        .artifacts
+        .iter()
+        .chain(&replay.artifacts)
+        .map(|a| a.path.as_str())
+        .collect();
+    paths.sort_unstable();
+    paths.dedup();
+    let mut differences = Vec::new();
+    for path in paths {
+        let find = |receipt: &TaskReceipt| receipt.artifacts.iter().find(|a| a.path == path).cloned();
+        let (a, b) = (find(original), find(replay));
+        if a.as_ref().map(|a| &a.sha256) == b.as_ref().map(|b| &b.sha256) {
+            continue;
+        }
+        let first_differing_line = match (&a, &b) {
+            (Some(_), Some(_)) => first_differing_line(view, (original_id, replay_id), path),
+            _ => None,
+        };
+        differences.push(Difference::Artifact {
+            path: path.to_string(),
+            original: a,
+            replay: b,
+            first_differing_line,
+        });
+    }
+    differences
 }
 
 fn empty_receipt() -> TaskReceipt {

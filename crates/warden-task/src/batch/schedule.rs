@@ -91,18 +91,13 @@ pub(super) async fn execute(
                 continue;
             }
             // Running calls release their permits as they end, joined or not.
-            let permit = tokio::select! {
-                permit = workers.clone().acquire_owned() => permit,
-                _ = cancel.cancelled() => {
-                    outcomes[i] = Some(not_started(Status::Cancelled, codes::CANCELLED, "the request was cancelled before this call started"));
-                    continue;
-                }
-                _ = tokio::time::sleep_until(deadline) => {
-                    outcomes[i] = Some(not_started(Status::TimedOut, codes::TIMED_OUT, "the batch deadline passed before this call started; split the batch"));
+            let permit = match wait_for_worker(&workers, cancel, deadline).await {
+                Ok(permit) => permit,
+                Err(outcome) => {
+                    outcomes[i] = outcome;
                     continue;
                 }
             };
-            let Ok(permit) = permit else { continue };
             match substitute(
                 i,
                 call.arguments,
@@ -139,20 +134,7 @@ pub(super) async fn execute(
         let Some(joined) = running.join_next_with_id().await else {
             break;
         };
-        let (id, outcome) = match joined {
-            Ok((id, outcome)) => (id, outcome),
-            Err(error) => (
-                error.id(),
-                Outcome::Ran {
-                    result: Err(Failure::new(
-                        Status::Failed,
-                        GuardError::failed(format!("the call's task ended abnormally: {error}")),
-                    )),
-                    duration_ms: 0.0,
-                    receipt: None,
-                },
-            ),
-        };
+        let (id, outcome) = settled(joined);
         if let Some(i) = index_of.get(&id) {
             outcomes[*i] = Some(outcome);
         }
@@ -165,6 +147,48 @@ pub(super) async fn execute(
             })
         })
         .collect()
+}
+
+/// A batch worker for the next call; `Err` the call's outcome (none when
+/// the semaphore closed, which it never is) when the request is cancelled
+/// or the batch deadline passes first.
+async fn wait_for_worker(
+    workers: &Arc<Semaphore>,
+    cancel: &CancellationToken,
+    deadline: Instant,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Option<Outcome>> {
+    tokio::select! {
+        permit = workers.clone().acquire_owned() => permit.map_err(|_| None),
+        _ = cancel.cancelled() => Err(Some(not_started(
+            Status::Cancelled,
+            codes::CANCELLED,
+            "the request was cancelled before this call started",
+        ))),
+        _ = tokio::time::sleep_until(deadline) => Err(Some(not_started(
+            Status::TimedOut,
+            codes::TIMED_OUT,
+            "the batch deadline passed before this call started; split the batch",
+        ))),
+    }
+}
+
+/// A joined call's outcome; a call task that panicked or was aborted
+/// failed.
+fn settled(joined: Result<(tokio::task::Id, Outcome), tokio::task::JoinError>) -> (tokio::task::Id, Outcome) {
+    match joined {
+        Ok((id, outcome)) => (id, outcome),
+        Err(error) => (
+            error.id(),
+            Outcome::Ran {
+                result: Err(Failure::new(
+                    Status::Failed,
+                    GuardError::failed(format!("the call's task ended abnormally: {error}")),
+                )),
+                duration_ms: 0.0,
+                receipt: None,
+            },
+        ),
+    }
 }
 
 /// Why a call cannot run: the first dependency that did not succeed.

@@ -126,12 +126,18 @@ async fn saturation(store: &dyn TaskStore) -> Result<(), Differs> {
 /// with the answer; a waiting task can be cancelled. `Err` says what
 /// differed.
 pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs> {
-    use serde_json::json;
-
-    use super::{Ending, State, TaskRecord};
-    let fail = |what: &'static str| move |e: super::StoreError| format!("{what}: {e}");
     let owner = Principal::new("alice").map_err(|e| e.to_string())?;
-    let record = |id: &str, state: State, node: &str| TaskRecord {
+    let since = pauses(store, &owner).await?;
+    answers(store, since).await?;
+    direct_task_waits(store, &owner).await
+}
+
+fn fail(what: &'static str) -> impl Fn(super::StoreError) -> Differs {
+    move |e| format!("{what}: {e}").into()
+}
+
+fn record(owner: &Principal, id: &str, state: super::State, node: &str) -> super::TaskRecord {
+    super::TaskRecord {
         id: id.into(),
         owner: owner.clone(),
         tool: "run_script".into(),
@@ -146,9 +152,25 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs
         detached: true,
         node: node.into(),
         lease_until_ms: i64::MAX / 4,
-    };
-    let request = json!({"tool": "run_script", "arguments": {"script": "1"}});
-    let queued = record("task_w1", State::Queued, "");
+    }
+}
+
+fn script_request() -> serde_json::Value {
+    serde_json::json!({"tool": "run_script", "arguments": {"script": "1"}})
+}
+
+fn resume_state() -> serde_json::Value {
+    serde_json::json!({"journal": [], "answers": [], "pending": {"key": "call-1"}})
+}
+
+/// Only the node running a task pauses it; the paused task holds no node,
+/// counts against its owner's limit and keeps its request with `resume`.
+/// The time it waits since.
+async fn pauses(store: &dyn TaskStore, owner: &Principal) -> Result<i64, Differs> {
+    use super::State;
+    use serde_json::json;
+    let request = script_request();
+    let queued = record(owner, "task_w1", State::Queued, "");
     store
         .enqueue(&queued, &request, None, 10)
         .await
@@ -158,7 +180,7 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs
         .await
         .map_err(fail("claim"))?
         .ok_or("nothing to claim")?;
-    let resume = json!({"journal": [], "answers": [], "pending": {"key": "call-1"}});
+    let resume = resume_state();
     let unused = json!({"tool": "other"});
     if store
         .pause(&claimed.record.id, "node-b", &unused, &resume, "asked", 20, None)
@@ -180,7 +202,12 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs
     }
     // A waiting task counts against its owner's limit.
     let more = store
-        .enqueue(&record("task_w3", State::Queued, ""), &request, Some(1), 10)
+        .enqueue(
+            &record(owner, "task_w3", State::Queued, ""),
+            &request,
+            Some(1),
+            10,
+        )
         .await
         .map_err(fail("enqueue over the owner's limit"))?;
     if more != super::Enqueued::OwnerAtLimit {
@@ -194,6 +221,14 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs
     if kept["tool"] != "run_script" || kept["resume"]["pending"]["key"] != "call-1" || since != 20 {
         return Err(format!("the waiting request: {kept} since {since}").into());
     }
+    Ok(since)
+}
+
+/// A partial answer keeps the task waiting; the first whole answer since
+/// it paused queues it with the answer, a stale or second one changes
+/// nothing; a claimer gets the request with the answer.
+async fn answers(store: &dyn TaskStore, since: i64) -> Result<(), Differs> {
+    use serde_json::json;
     // A partial answer keeps it waiting, from a new time on.
     let partial = json!({"responses": {"a": {"action": "accept"}}, "asked": {"b": {}}});
     if !store
@@ -241,9 +276,17 @@ pub async fn waiting_for_the_person(store: &dyn TaskStore) -> Result<(), Differs
     if resumed.request["resume"]["answers"][0]["key"] != "call-1" || resumed.request["tool"] != "run_script" {
         return Err(format!("the resumed request: {}", resumed.request).into());
     }
+    Ok(())
+}
+
+/// A task that was not queued keeps the given request when it pauses,
+/// waits only until its question expires, and can be cancelled.
+async fn direct_task_waits(store: &dyn TaskStore, owner: &Principal) -> Result<(), Differs> {
+    use super::{Ending, State};
+    let (request, resume) = (script_request(), resume_state());
     // A task that was not queued keeps the given request when it pauses.
     store
-        .create(&record("task_w2", State::Running, "node-a"))
+        .create(&record(owner, "task_w2", State::Running, "node-a"))
         .await
         .map_err(fail("create"))?;
     store
