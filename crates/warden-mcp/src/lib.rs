@@ -19,6 +19,7 @@ pub mod resources;
 mod rounds;
 pub mod serve;
 pub mod server;
+pub mod status;
 pub mod tasks;
 pub mod transport;
 pub mod view;

@@ -57,7 +57,7 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
             tokio::spawn(async move {
                 server.warm_tools().await;
                 tasks.start_records();
-                crate::tasks::start_claimer(server);
+                crate::server::start_claimer(server);
             });
             service
         }

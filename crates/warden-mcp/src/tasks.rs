@@ -42,28 +42,6 @@ use warden_task::result::{Saved, SavedHead, read_saved};
 use warden_task::store::{State, TaskRecord, iso8601};
 use warden_task::{ResultError, TaskResult, TaskStatus};
 
-/// Claims queued tasks into this server's free task slots and runs each
-/// on its own, for as long as the server runs: woken when a task is
-/// queued here or a slot frees, and at least every heartbeat (a task
-/// queued through another server).
-pub fn start_claimer(server: crate::server::WardenServer) {
-    tokio::spawn(async move {
-        loop {
-            match server.tasks().claim_next().await {
-                Ok(Some((claimed, slot))) => {
-                    let runner = server.clone();
-                    tokio::spawn(async move { runner.run_claimed(claimed, slot).await });
-                }
-                Ok(None) => server.tasks().claim_chance().await,
-                Err(error) => {
-                    tracing::warn!(%error, "cannot claim queued tasks; retrying");
-                    server.tasks().claim_chance().await;
-                }
-            }
-        }
-    });
-}
-
 /// What a queued task runs, as its record keeps it: the built-in, its
 /// arguments, the caller's trace context, and the OAuth scopes the
 /// request's token granted. The scopes are stored because the task may run

@@ -63,10 +63,11 @@ impl Builtin for GetTaskResult {
             let Some(record) = call.ctx.records().get(principal, &input.task_id).await? else {
                 return Err(warden_executor::artifacts::no_task(&input.task_id));
             };
-            let status = record.state.as_str();
+            let state = record.state;
+            let status = state.as_str();
             if !matches!(record.state, warden_task::store::State::Ended(_)) {
                 return Reply::with_status(
-                    status,
+                    state,
                     &NoResult {
                         task_id: &input.task_id,
                         status,
@@ -83,7 +84,7 @@ impl Builtin for GetTaskResult {
             if let Err(error) = store.task_dir(&input.task_id) {
                 if record.state == warden_task::store::State::Ended(warden_task::TaskStatus::Cancelled) {
                     return Reply::with_status(
-                        status,
+                        state,
                         &NoResult {
                             task_id: &input.task_id,
                             status,

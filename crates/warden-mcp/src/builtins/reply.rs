@@ -11,8 +11,10 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::bound::{Answer, Whole};
+use crate::status::RequestStatus;
 use warden_core::error::{GuardError, TaskErrorKind};
 use warden_task::batch::BatchResult;
+use warden_task::store::State;
 use warden_task::{TaskResult, TaskStatus};
 
 /// A built-in's structured answer (see the module docs).
@@ -26,7 +28,7 @@ pub enum Reply {
     /// and the task file that holds its whole value, if one does (see
     /// [`Reply::kept_in`]).
     Data {
-        status: Option<&'static str>,
+        status: Option<State>,
         body: Value,
         kept: Option<Whole>,
     },
@@ -42,8 +44,9 @@ impl Reply {
         })
     }
 
-    /// An answer whose `status` is not success (it shows as an error).
-    pub fn with_status(status: &'static str, body: &impl Serialize) -> Result<Self, GuardError> {
+    /// An answer about a task that has not ended, in `status` (it shows
+    /// as an error: there is no result yet).
+    pub fn with_status(status: State, body: &impl Serialize) -> Result<Self, GuardError> {
         Ok(Self::Data {
             status: Some(status),
             body: to_json(body)?,
@@ -65,11 +68,14 @@ impl Reply {
     }
 
     /// How the call ended, as request events and spans say it.
-    pub fn status(&self) -> &'static str {
+    pub fn status(&self) -> RequestStatus {
         match self {
-            Self::Task(result) => result.status.as_str(),
-            Self::Batch(batch) => batch.status.as_str(),
-            Self::Data { status, .. } => status.unwrap_or(TaskStatus::Success.as_str()),
+            Self::Task(result) => RequestStatus::Task(result.status),
+            Self::Batch(batch) => RequestStatus::Task(batch.status),
+            Self::Data { status: None, .. } => RequestStatus::Task(TaskStatus::Success),
+            Self::Data {
+                status: Some(state), ..
+            } => RequestStatus::Pending(*state),
         }
     }
 
@@ -95,7 +101,7 @@ impl Reply {
     /// its receipt hashes cut as [`TaskResult::into_answer`] cuts them,
     /// and its `result.json` as where the whole value is.
     pub fn into_answer(self, store: warden_executor::artifacts::View<'_>, limit: usize) -> Answer {
-        let success = self.status() == TaskStatus::Success.as_str();
+        let success = self.status().is_success();
         match self {
             Self::Task(result) => crate::tasks::task_answer(store, None, *result, success, limit),
             Self::Batch(batch) => {
@@ -152,15 +158,23 @@ mod tests {
                 .with_error(TaskError::new(TaskErrorKind::Timeout, "deadline")),
         );
         assert_eq!(
-            (timed_out.status(), timed_out.task_type(), timed_out.error_kind()),
+            (
+                timed_out.status().as_str(),
+                timed_out.task_type(),
+                timed_out.error_kind()
+            ),
             ("timed_out", Some("failed"), Some(TaskErrorKind::Timeout))
         );
         let listing = Reply::data(&serde_json::json!({"tasks": []})).unwrap();
         assert_eq!(
-            (listing.status(), listing.task_type(), listing.error_kind()),
+            (
+                listing.status().as_str(),
+                listing.task_type(),
+                listing.error_kind()
+            ),
             ("success", None, None)
         );
-        let running = Reply::with_status("running", &serde_json::json!({"result": null})).unwrap();
-        assert_eq!(running.status(), "running");
+        let running = Reply::with_status(State::Running, &serde_json::json!({"result": null})).unwrap();
+        assert_eq!(running.status().as_str(), "running");
     }
 }

@@ -11,7 +11,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use serde_json::json;
 
-use super::{WardenServer, principal_of, scopes_of};
+use super::origin::{principal_of, scopes_of};
+use super::warden_server::WardenServer;
 use warden_core::error::GuardError;
 use warden_executor::events::Origin;
 use warden_executor::executor::Admitted;

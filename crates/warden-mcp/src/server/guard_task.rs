@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 use warden_core::TaskSupport;
 
-use super::WardenServer;
+use super::warden_server::WardenServer;
 use crate::tasks::QueuedRequest;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind, codes};
 use warden_executor::executor::Admitted;
@@ -81,7 +81,10 @@ impl WardenServer {
         if !asked {
             return None;
         }
-        let (principal, scopes) = (super::principal_of(context), super::scopes_of(context));
+        let (principal, scopes) = (
+            super::origin::principal_of(context),
+            super::origin::scopes_of(context),
+        );
         let can_read = self
             .executor
             .permit(
@@ -125,11 +128,11 @@ impl WardenServer {
         input: (Option<&str>, Option<&rmcp::model::InputResponses>),
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let binding = crate::rounds::Binding::new(&super::principal_of(context), name, &arguments);
+        let binding = crate::rounds::Binding::new(&super::origin::principal_of(context), name, &arguments);
         let can = crate::rounds::CanAnswer::of(&context.meta);
         let round = crate::rounds::Round::begin(binding, can, input.0, input.1)?;
         round.detaching();
-        let origin = super::request_origin("direct", name, context);
+        let origin = super::origin::request_origin("direct", name, context);
         let request_id = origin.request_id.clone();
         let call = self.guard_call(name, arguments.clone(), origin, context.ct.clone(), false);
         let result = warden_core::ask::scope(round.asker(), call).await;
@@ -148,7 +151,7 @@ impl WardenServer {
         Ok(round
             .finish(result, self.executor.limits().input_state_ttl)
             .unwrap_or_else(|error| {
-                super::result_of(
+                super::results::result_of(
                     Err(warden_executor::executor::Failure::new(
                         warden_executor::executor::Status::Failed,
                         error,

@@ -38,7 +38,8 @@ use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer};
 use warden_core::approval::{Book, Pending};
 
-use super::{WardenServer, principal_of, request_origin};
+use super::origin::{principal_of, request_origin};
+use super::warden_server::WardenServer;
 use crate::rounds::{Binding, WaitingTask};
 use crate::tasks::QueuedRequest;
 use warden_task::store::State;
@@ -87,7 +88,7 @@ impl WardenServer {
         }
         // Its scripts' destructive calls cannot wait: nobody is asked.
         let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
-        let (outcome, origin) = warden_core::reach::nobody(super::STATELESS, run).await;
+        let (outcome, origin) = warden_core::reach::nobody(super::warden_server::STATELESS, run).await;
         if let Ok(crate::builtins::Reply::Task(result)) = &outcome
             && result.task_type.as_deref() == Some("needs_input")
             && let (Some(missing), Some(task_id)) = (&result.missing, &result.task_id)

@@ -153,7 +153,7 @@ pub async fn serve(
 
     let limits = tasks.executor.limits().clone();
     let server = crate::server::WardenServer::new(tasks.clone(), name, version);
-    crate::tasks::start_claimer(server.clone());
+    crate::server::start_claimer(server.clone());
     tokio::spawn({
         let server = server.clone();
         async move { server.warm_tools().await }
