@@ -19,6 +19,7 @@ pub mod resources;
 mod rounds;
 pub mod serve;
 pub mod server;
+pub mod serving;
 pub mod status;
 pub mod tasks;
 pub mod transport;

@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use warden_task::TaskRunner;
 
+use crate::serving::Serving;
+
 /// Why an MCP session on stdio ended badly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -31,10 +33,17 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
     })
 }
 
-/// Serves MCP on stdin/stdout until the client goes away or a signal
-/// arrives; running tasks are then cancelled and recorded.
-pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<(), ServeError> {
+/// Serves MCP on stdin/stdout until the client goes away or `shutdown`
+/// resolves (the command line passes [`shutdown_signal`]); running tasks
+/// are then cancelled and recorded.
+pub async fn stdio(
+    tasks: Arc<TaskRunner>,
+    name: &str,
+    version: &str,
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
+    let mut shutdown = std::pin::pin!(shutdown);
     let limits = tasks.executor.limits();
     let transport_limits = crate::transport::TransportLimits {
         max_message_bytes: limits.message_cap(),
@@ -44,28 +53,19 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
     // Task records: the end of input (the client went away) cancels tasks.
     let stdin = tasks.cancel_on_eof(stdin);
     let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
-    let server = crate::server::WardenServer::new(tasks.clone(), name, version);
-    let service = match server.clone().serve(transport).await {
+    let serving = Serving::new(tasks.clone(), name, version);
+    let service = match serving.server().clone().serve(transport).await {
         Ok(service) => {
-            // Start-up work no initialize answer needs starts once it is
-            // sent, so it never competes with it for a core. The tool list
-            // comes first (a client's next request is `tools/list`); then
-            // the task records open (`TaskRunner::start_records`; a task
-            // tool called sooner opens them itself, see `Records::open`)
-            // and queued tasks are claimed.
-            let (tasks, server) = (tasks.clone(), server.clone());
-            tokio::spawn(async move {
-                server.warm_tools().await;
-                tasks.start_records();
-                crate::server::start_claimer(server);
-            });
+            // Once the initialize answer is sent: start-up work never
+            // competes with it for a core.
+            serving.start();
             service
         }
         // A client that went away before initializing (e.g. one that only
         // sent stateless 2026-07-28 requests such as `server/discover`, all
         // answered) ended the session normally.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+            serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
             return Ok(());
         }
         Err(error) => return Err(ServeError::Initialize(error.to_string())),
@@ -77,16 +77,15 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
             // process stays until they end, or until a signal.
             tokio::select! {
                 _ = tasks.detached_done() => {}
-                _ = shutdown_signal() => {}
+                _ = &mut shutdown => {}
             }
             ended.map(drop).map_err(|error| ServeError::Ended(error.to_string()))
         }
-        _ = shutdown_signal() => Ok(()),
+        _ = &mut shutdown => Ok(()),
     };
-    // Task records: running tasks are cancelled and recorded `cancelled`
-    // before the process exits.
-    tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
-    tasks.close_records().await;
+    // Running tasks are cancelled and recorded `cancelled` before the
+    // process exits.
+    serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
     ended
 }
 
@@ -96,7 +95,7 @@ pub async fn stdio_exit_code(tasks: Arc<TaskRunner>, name: &str, version: &str) 
     if let Some(hint) = terminal_hint(name) {
         eprintln!("{hint}");
     }
-    match stdio(tasks, name, version).await {
+    match stdio(tasks, name, version, shutdown_signal()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -123,7 +122,7 @@ pub async fn http_exit_code(
     addr: std::net::SocketAddr,
 ) -> std::process::ExitCode {
     use crate::transport::http::{HttpError, serve};
-    let outcome = serve(tasks, name, version, addr, |listening| {
+    let on_listening = |listening: &crate::transport::http::Listening| {
         let auth = if listening.authenticated {
             "authenticated"
         } else {
@@ -138,8 +137,8 @@ pub async fn http_exit_code(
                 listening.url
             );
         }
-    })
-    .await;
+    };
+    let outcome = serve(tasks, name, version, addr, on_listening, shutdown_signal()).await;
     match outcome {
         Ok(drained) => {
             eprintln!(

@@ -53,6 +53,9 @@ use tokio_util::sync::CancellationToken;
 
 use warden_task::TaskRunner;
 
+use crate::server::WardenServer;
+use crate::serving::Serving;
+
 /// The period of keep-alive comments on quiet SSE streams (rmcp's default,
 /// stated once so the direct path uses the same).
 const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
@@ -117,81 +120,176 @@ pub struct Drained {
     pub(crate) tasks_left: usize,
 }
 
-/// Serves MCP on `addr` until SIGTERM/SIGINT, then drains. `on_listening`
-/// runs once the socket is bound.
+/// Serves MCP on `addr` until `shutdown` resolves (the command line
+/// passes SIGTERM/SIGINT), then drains. `on_listening` runs once the
+/// socket is bound.
 pub async fn serve(
     tasks: Arc<TaskRunner>,
     name: &str,
     version: &str,
     addr: SocketAddr,
     on_listening: impl FnOnce(&Listening),
+    shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Drained, HttpError> {
-    // Refused before binding: an unauthenticated public address is never
-    // reachable, even for a moment.
-    if !addr.ip().is_loopback() && !auth::configured() {
-        return Err(HttpError::Unauthenticated { addr });
-    }
-    crate::rounds::configure_key()?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| HttpError::Bind { addr, source })?;
-    let local = listener
-        .local_addr()
-        .map_err(|source| HttpError::Bind { addr, source })?;
-    let url = public_url(local)?;
-    let auth = auth::Auth::from_env(&url)?.map(|auth| Arc::new(auth.with_resource_name(name)));
-    if auth.is_none() && !local.ip().is_loopback() {
-        return Err(HttpError::Unauthenticated { addr: local });
-    }
-    let allowlist = Arc::new(origin::Allowlist::new(
-        &url,
-        warden_core::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
-    )?);
-    // Task records open in the background (see `TaskRunner::start_records`);
-    // `/readyz` reports a store that cannot open.
-    tasks.start_records();
-
+    let (listener, front) = Front::bind(addr, name).await?;
     let limits = tasks.executor.limits().clone();
-    let server = crate::server::WardenServer::new(tasks.clone(), name, version);
-    crate::server::start_claimer(server.clone());
-    tokio::spawn({
-        let server = server.clone();
-        async move { server.warm_tools().await }
+    let serving = Serving::new(tasks, name, version);
+    serving.start();
+    let node = Node::new(&serving, &limits);
+    let app = router(serving.server(), &front, &node, &limits);
+    let stop_accepting = CancellationToken::new();
+    let server = axum::serve(
+        listener::LimitedListener::new(
+            listener,
+            listener::ConnectionBounds {
+                max: limits.http_max_connections,
+                unproven_max: limits.http_unproven_connections,
+                idle: limits.http_idle,
+                header_timeout: limits.http_header_timeout,
+            },
+        ),
+        app.into_make_service_with_connect_info::<listener::Busy>(),
+    )
+    .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
+    let mut accepting = tokio::spawn(server.into_future());
+    on_listening(&Listening {
+        url: front.url.clone(),
+        bound: front.local,
+        authenticated: front.auth.is_some(),
     });
-    let in_flight = Arc::new(drain::InFlight::default());
-    let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
-        channel_capacity: warden_core::limits::SESSION_STREAM_EVENTS,
-        keep_alive: limits.http_session_idle,
-        sse_retry: SSE_RETRY,
-        completed_ttl: warden_core::limits::SESSION_RESUME_WINDOW,
-        max_sessions: limits.http_max_sessions.max(1),
-        sessions_per_principal: limits.http_sessions_per_principal.max(1),
-    });
-    let sessions = Arc::new(sessions::Sessions::new(Arc::new(manager)));
-    // Closing every session (and its SSE streams) is the last step of a drain.
-    let close_sessions = CancellationToken::new();
-    let hosts = allowed_hosts(local, &url);
+    tokio::select! {
+        ended = &mut accepting => {
+            // The server stopped by itself: an accept-loop failure.
+            node.close_sessions.cancel();
+            serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+            return match ended {
+                Ok(Err(error)) => Err(HttpError::Serve(error)),
+                _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
+            };
+        }
+        _ = shutdown => {}
+    }
+    // Drain: refuse new work (the listener stays open, so `/readyz` tells
+    // the load balancer), let running work finish within the grace.
+    node.health.draining.store(true, Ordering::SeqCst);
+    let grace_end = tokio::time::Instant::now() + limits.drain_grace;
+    let calls_cut = node.in_flight.wait_idle(grace_end).await;
+    // Tasks (MCP tasks too) get the same grace; queued ones stay queued
+    // for another server or this one's restart.
+    serving.tasks().drain(grace_end).await;
+    // Then cut: cancel tasks (they record `cancelled`; MCP tasks
+    // `interrupted`), close sessions.
+    let tasks_left = serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+    stop_accepting.cancel();
+    node.close_sessions.cancel();
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), accepting).await;
+    Ok(Drained {
+        calls_cut,
+        tasks_left,
+    })
+}
+
+/// The bound socket's side facing clients: where it listens, the URL
+/// clients reach, who may call and from which origins and hosts.
+struct Front {
+    local: SocketAddr,
+    url: String,
+    auth: Option<Arc<auth::Auth>>,
+    allowlist: Arc<origin::Allowlist>,
+    hosts: Vec<String>,
+}
+
+impl Front {
+    /// Binds `addr`, refusing an unauthenticated public address before
+    /// binding (never reachable, even for a moment) and after (`:0` or a
+    /// name that resolved elsewhere), with every setting read and checked.
+    async fn bind(addr: SocketAddr, name: &str) -> Result<(tokio::net::TcpListener, Self), HttpError> {
+        if !addr.ip().is_loopback() && !auth::configured() {
+            return Err(HttpError::Unauthenticated { addr });
+        }
+        crate::rounds::configure_key()?;
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|source| HttpError::Bind { addr, source })?;
+        let local = listener
+            .local_addr()
+            .map_err(|source| HttpError::Bind { addr, source })?;
+        let url = public_url(local)?;
+        let auth = auth::Auth::from_env(&url)?.map(|auth| Arc::new(auth.with_resource_name(name)));
+        if auth.is_none() && !local.ip().is_loopback() {
+            return Err(HttpError::Unauthenticated { addr: local });
+        }
+        let allowlist = Arc::new(origin::Allowlist::new(
+            &url,
+            warden_core::config::var("WARDEN_ALLOWED_ORIGINS").as_deref(),
+        )?);
+        let hosts = allowed_hosts(local, &url);
+        let front = Self {
+            local,
+            url,
+            auth,
+            allowlist,
+            hosts,
+        };
+        Ok((listener, front))
+    }
+}
+
+/// What this node tracks while it serves and drains: requests in flight,
+/// the sessions (closed as the drain's last step), its health.
+struct Node {
+    in_flight: Arc<drain::InFlight>,
+    sessions: Arc<sessions::Sessions>,
+    close_sessions: CancellationToken,
+    health: Arc<health::Health>,
+}
+
+impl Node {
+    fn new(serving: &Serving, limits: &warden_core::limits::Limits) -> Self {
+        let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
+            channel_capacity: warden_core::limits::SESSION_STREAM_EVENTS,
+            keep_alive: limits.http_session_idle,
+            sse_retry: SSE_RETRY,
+            completed_ttl: warden_core::limits::SESSION_RESUME_WINDOW,
+            max_sessions: limits.http_max_sessions.max(1),
+            sessions_per_principal: limits.http_sessions_per_principal.max(1),
+        });
+        Self {
+            in_flight: Arc::new(drain::InFlight::default()),
+            sessions: Arc::new(sessions::Sessions::new(Arc::new(manager))),
+            close_sessions: CancellationToken::new(),
+            health: Arc::new(health::Health::new(serving.tasks().clone())),
+        }
+    }
+}
+
+/// The whole HTTP application: `/mcp` behind its middleware, the public
+/// routes (health, OAuth metadata), CORS and the Origin check. Builds and
+/// starts nothing.
+fn router(server: &WardenServer, front: &Front, node: &Node, limits: &warden_core::limits::Limits) -> Router {
     let direct = Arc::new(direct::Direct::new(
         server.clone(),
         limits.message_cap(),
         SSE_KEEP_ALIVE,
     ));
-    let host_check = Arc::new(host::Hosts::new(&hosts));
+    let host_check = Arc::new(host::Hosts::new(&front.hosts));
     let config = StreamableHttpServerConfig::default()
-        .with_cancellation_token(close_sessions.child_token())
-        .with_allowed_hosts(hosts)
+        .with_cancellation_token(node.close_sessions.child_token())
+        .with_allowed_hosts(front.hosts.clone())
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_sse_retry(Some(SSE_RETRY))
         .with_max_request_body_bytes(limits.message_cap())
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
-    let mcp = shared::Shared::new(StreamableHttpService::new(
-        move || Ok(server.clone()),
-        sessions.manager.clone(),
-        config,
-    ));
-    let health = Arc::new(health::Health::new(tasks.clone()));
+    let mcp = {
+        let server = server.clone();
+        shared::Shared::new(StreamableHttpService::new(
+            move || Ok(server.clone()),
+            node.sessions.manager.clone(),
+            config,
+        ))
+    };
     let pace = Arc::new(body::BodyPace {
         grace: limits.http_header_timeout,
         rate: limits.http_body_min_rate,
@@ -207,7 +305,9 @@ pub async fn serve(
         // Outside authentication: a wrong Host is refused whatever the token.
         .layer(from_fn_with_state(host_check, host::check))
         .option_layer(
-            auth.clone()
+            front
+                .auth
+                .clone()
                 .map(|auth| from_fn_with_state(auth, auth::Auth::require)),
         )
         .layer(from_fn_with_state(
@@ -217,81 +317,28 @@ pub async fn serve(
             requests::limit,
         ))
         .layer(from_fn_with_state(pace, body::paced))
-        .layer(from_fn_with_state(health.clone(), drain::refuse_new_work))
-        .layer(from_fn_with_state(in_flight.clone(), drain::track))
-        .layer(from_fn_with_state(sessions.clone(), sessions::guard))
+        .layer(from_fn_with_state(node.health.clone(), drain::refuse_new_work))
+        .layer(from_fn_with_state(node.in_flight.clone(), drain::track))
+        .layer(from_fn_with_state(node.sessions.clone(), sessions::guard))
         // Plain stateless guard calls skip rmcp's per-request service.
         .layer(from_fn_with_state(direct, direct::answer))
         .service(mcp);
     let protected = Router::new().nest_service(MCP_PATH, endpoint);
     let mut public = Router::new();
-    if let Some(auth) = &auth {
+    if let Some(auth) = &front.auth {
         public = public.merge(auth.public_routes());
     }
-    let app = Router::new()
+    Router::new()
         .merge(protected)
         .merge(public)
         .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz).with_state(health.clone()))
+        .route("/readyz", get(health::readyz).with_state(node.health.clone()))
         .fallback(health::elsewhere)
         // Inside the Origin check, outside authentication: a browser's
         // preflight carries no token.
-        .layer(origin::cors(allowlist.clone()))
-        .layer(from_fn_with_state(allowlist, origin::check))
-        .layer(axum::middleware::from_fn(drain::mark_busy));
-
-    let stop_accepting = CancellationToken::new();
-    let server = axum::serve(
-        listener::LimitedListener::new(
-            listener,
-            listener::ConnectionBounds {
-                max: limits.http_max_connections,
-                unproven_max: limits.http_unproven_connections,
-                idle: limits.http_idle,
-                header_timeout: limits.http_header_timeout,
-            },
-        ),
-        app.into_make_service_with_connect_info::<listener::Busy>(),
-    )
-    .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
-    let mut serving = tokio::spawn(server.into_future());
-    on_listening(&Listening {
-        url,
-        bound: local,
-        authenticated: auth.is_some(),
-    });
-
-    tokio::select! {
-        ended = &mut serving => {
-            // The server stopped by itself: an accept-loop failure.
-            close_sessions.cancel();
-            tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
-            return match ended {
-                Ok(Err(error)) => Err(HttpError::Serve(error)),
-                _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
-            };
-        }
-        _ = crate::serve::shutdown_signal() => {}
-    }
-    // Drain: refuse new work (the listener stays open, so `/readyz` tells
-    // the load balancer), let running work finish within the grace.
-    health.draining.store(true, Ordering::SeqCst);
-    let grace_end = tokio::time::Instant::now() + limits.drain_grace;
-    let calls_cut = in_flight.wait_idle(grace_end).await;
-    // Tasks (MCP tasks too) get the same grace; queued ones stay queued
-    // for another server or this one's restart.
-    tasks.drain(grace_end).await;
-    // Then cut: cancel tasks (they record `cancelled`; MCP tasks
-    // `interrupted`), close sessions.
-    let tasks_left = tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
-    tasks.close_records().await;
-    stop_accepting.cancel();
-    close_sessions.cancel();
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(2), serving).await;
-    Ok(Drained {
-        calls_cut,
-        tasks_left,
-    })
+        .layer(origin::cors(front.allowlist.clone()))
+        .layer(from_fn_with_state(front.allowlist.clone(), origin::check))
+        .layer(axum::middleware::from_fn(drain::mark_busy))
 }
 
 /// The HTTP settings an operator has set, each read as `serve --http`
