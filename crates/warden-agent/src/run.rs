@@ -28,7 +28,7 @@ use warden_script::host::session::{Budget, RunEnd, Session};
 use warden_script::protocol::RunOutcome;
 use warden_task::store::{UsageEntry, now_ms, utc_day};
 use warden_task::{
-    ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
+    Ending, ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
     abnormal_end, contract,
 };
 
@@ -42,31 +42,39 @@ pub async fn run_coding_task(
     cancel: CancellationToken,
     progress: Option<&Progress>,
 ) -> Result<TaskResult, GuardError> {
-    let mut task = runner.begin(origin, timeout, &cancel, progress).await?;
-    task.model = Some(config.model_id.clone());
-    // Its blocks share the agent's budgets: recorded, so a replay spends the same.
-    task.limits = warden_task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
-    let denied = runner.executor.denied_guards(origin);
-    let system = super::prompt::system_prompt(
-        runner.executor.registry(),
-        &denied,
-        config.inline_calls,
-        timeout,
-        prompt,
-    );
-    let saved = runner
-        .store
-        .write_task_file(&task.id, "prompt.txt", prompt.as_bytes())
-        .and_then(|()| {
-            runner
-                .store
-                .write_task_file(&task.id, "agent_instructions.md", system.as_bytes())
-        });
-    if let Err(error) = saved {
-        task.abandon(&error).await;
-        return Err(error);
-    }
-    let origin: &Origin = origin;
+    let cancel = &cancel;
+    runner
+        .run(origin, timeout, cancel, progress, async |task, origin| {
+            task.model = Some(config.model_id.clone());
+            // Its blocks share the agent's budgets: recorded, so a replay spends the same.
+            task.limits = warden_task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
+            let denied = runner.executor.denied_guards(origin);
+            let system = super::prompt::system_prompt(
+                runner.executor.registry(),
+                &denied,
+                config.inline_calls,
+                timeout,
+                prompt,
+            );
+            task.write_file("prompt.txt", prompt.as_bytes())?;
+            task.write_file("agent_instructions.md", system.as_bytes())?;
+            let (result, facts) =
+                converse(runner, config, task, origin, (cancel, progress), (system, prompt)).await;
+            Ok(Ending::Finished(Box::new(result), Box::new(facts)))
+        })
+        .await
+}
+
+/// The model's conversation in one worker session of `task`: the task's
+/// result and what its worker did.
+async fn converse(
+    runner: &TaskRunner,
+    config: &ModelConfig,
+    task: &Task,
+    origin: &Origin,
+    (cancel, progress): (&CancellationToken, Option<&Progress>),
+    (system, prompt): (String, &str),
+) -> (TaskResult, WorkerFacts) {
     task.events.emit(
         origin,
         "agent_started",
@@ -81,14 +89,14 @@ pub async fn run_coding_task(
         &task.trace,
         vec![KeyValue::new("gen_ai.request.model", config.model_id.clone())],
     );
-    let result = match runner.start_worker(&task, origin).await {
+    let result = match task.start_worker(origin).await {
         Ok(mut session) => {
             let mut agent = Agent {
                 runner,
                 config,
-                task: &task,
+                task,
                 origin: &agent_origin,
-                cancel: &cancel,
+                cancel,
                 progress,
                 session: &mut session,
                 messages: vec![Message::system(system), Message::user(prompt)],
@@ -125,7 +133,7 @@ pub async fn run_coding_task(
         json!({"status": result.status, "task_type": result.task_type, "actions": actions,
                "function_calls": facts.calls.made}),
     );
-    Ok(runner.finish(task, origin, result, facts).await)
+    (result, facts)
 }
 
 struct Agent<'a> {
@@ -249,18 +257,13 @@ impl Agent<'_> {
         code: &str,
         code_file: &str,
     ) -> Result<RunOutcome, TaskResult> {
-        let _ = self
-            .runner
-            .store
-            .write_task_file(&self.task.id, code_file, code.as_bytes());
+        let _ = self.task.write_file(code_file, code.as_bytes());
         let budget = Budget {
             calls_left: AGENT_MAX_GUARD_CALLS.saturating_sub(self.door_calls),
             count_pure: true,
         };
         self.session.inline_calls_left = self.config.inline_calls.saturating_sub(self.inline_calls);
-        let ctx = self
-            .runner
-            .context(self.task, self.origin, self.cancel, self.progress);
+        let ctx = self.task.context(self.origin, self.cancel, self.progress);
         match self.session.run(&ctx, code, self.task.deadline, budget).await {
             RunEnd::Finished(outcome) => Ok(outcome),
             other => {

@@ -127,14 +127,7 @@ pub fn destructive_call(
             ),
         ));
     }
-    let message = format!(
-        "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{shown}\narguments_sha256: {arguments_sha256}\nRun it?",
-        if origin.mode == "coding_agent" {
-            "coding task"
-        } else {
-            "script"
-        }
-    );
+    let message = form_message(name, &shown, &arguments_sha256, origin);
     let requested_schema = confirm_schema(&format!("Run {name}"));
     let asker = match reach {
         Reach::Asker(asker) => asker,
@@ -195,6 +188,19 @@ pub fn destructive_call(
                "arguments_sha256": arguments_sha256, "approval": record}),
     );
     settle(name, answer, approved, arguments_sha256)
+}
+
+/// The form's text: who wants to run what, with every argument shown and
+/// their digest (what an approval record proves).
+fn form_message(name: &str, shown: &str, arguments_sha256: &str, origin: &Origin) -> String {
+    format!(
+        "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{shown}\narguments_sha256: {arguments_sha256}\nRun it?",
+        if origin.mode == "coding_agent" {
+            "coding task"
+        } else {
+            "script"
+        }
+    )
 }
 
 /// The person's answer as the call's consent: confirmed, or a `forbidden`
