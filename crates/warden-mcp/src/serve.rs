@@ -10,6 +10,8 @@ use std::sync::Arc;
 
 use warden_task::TaskRunner;
 
+use crate::limits::ServingLimits;
+
 /// Why an MCP session on stdio ended badly.
 #[derive(Debug, thiserror::Error)]
 pub enum ServeError {
@@ -33,18 +35,22 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
 
 /// Serves MCP on stdin/stdout until the client goes away or a signal
 /// arrives; running tasks are then cancelled and recorded.
-pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<(), ServeError> {
+pub async fn stdio(
+    tasks: Arc<TaskRunner>,
+    serving: ServingLimits,
+    name: &str,
+    version: &str,
+) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
-    let limits = tasks.executor.limits();
     let transport_limits = crate::transport::TransportLimits {
-        max_message_bytes: limits.message_cap(),
-        max_pending_responses: limits.max_pending_responses,
+        max_message_bytes: serving.message_cap(tasks.executor.limits().max_argument_bytes),
+        max_pending_responses: serving.max_pending_responses,
     };
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     // Task records: the end of input (the client went away) cancels tasks.
     let stdin = tasks.cancel_on_eof(stdin);
     let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
-    let server = crate::server::WardenServer::new(tasks.clone(), name, version);
+    let server = crate::server::WardenServer::new(tasks.clone(), serving, name, version);
     let service = match server.clone().serve(transport).await {
         Ok(service) => {
             // Start-up work no initialize answer needs starts once it is
@@ -65,7 +71,7 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
         // sent stateless 2026-07-28 requests such as `server/discover`, all
         // answered) ended the session normally.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
             return Ok(());
         }
         Err(error) => return Err(ServeError::Initialize(error.to_string())),
@@ -85,18 +91,23 @@ pub async fn stdio(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Result<
     };
     // Task records: running tasks are cancelled and recorded `cancelled`
     // before the process exits.
-    tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+    tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
     tasks.close_records().await;
     ended
 }
 
 /// Serves stdio for a command line: prints the terminal hint and the error,
 /// if any, and gives the exit code (0 a clean end, 1 the session failed).
-pub async fn stdio_exit_code(tasks: Arc<TaskRunner>, name: &str, version: &str) -> std::process::ExitCode {
+pub async fn stdio_exit_code(
+    tasks: Arc<TaskRunner>,
+    serving: ServingLimits,
+    name: &str,
+    version: &str,
+) -> std::process::ExitCode {
     if let Some(hint) = terminal_hint(name) {
         eprintln!("{hint}");
     }
-    match stdio(tasks, name, version).await {
+    match stdio(tasks, serving, name, version).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -118,12 +129,13 @@ pub fn http_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
 #[cfg(feature = "http")]
 pub async fn http_exit_code(
     tasks: Arc<TaskRunner>,
+    serving: ServingLimits,
     name: &str,
     version: &str,
     addr: std::net::SocketAddr,
 ) -> std::process::ExitCode {
     use crate::transport::http::{HttpError, serve};
-    let outcome = serve(tasks, name, version, addr, |listening| {
+    let outcome = serve(tasks, serving, name, version, addr, |listening| {
         let auth = if listening.authenticated {
             "authenticated"
         } else {

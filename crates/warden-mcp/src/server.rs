@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::builtins::{Reply, Runtime};
+use crate::limits::ServingLimits;
 use crate::tasks::QueuedRequest;
 use opentelemetry::KeyValue;
 use opentelemetry::trace::SpanKind;
@@ -83,12 +84,12 @@ const STATELESS: &str = "this is a stateless (2026-07-28) request, where a codin
 const DETACHED: &str = "it runs as a detached MCP task, with no client connected to answer";
 
 impl WardenServer {
-    pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
+    pub fn new(tasks: Arc<TaskRunner>, serving: ServingLimits, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
         let builtins = crate::builtins::all();
         Self {
             executor,
-            runtime: Runtime::new(tasks.clone()),
+            runtime: Runtime::new(tasks.clone(), serving),
             tasks,
             builtins: Arc::new(builtins),
             tools: Arc::default(),
@@ -214,13 +215,13 @@ impl WardenServer {
             resume,
         }
         .to_stored();
-        let limits = self.executor.limits();
+        let (tasks, serving) = (self.tasks.limits(), self.runtime.serving());
         // A bound principal's tasks queued or running over all servers: its
         // task slots plus what it may have waiting (see
         // `DEFAULT_TASKS_QUEUED_PER_PRINCIPAL`), so it never fills the queue.
-        let owner_cap = limits
+        let owner_cap = tasks
             .tasks_per_principal
-            .saturating_add(limits.tasks_queued_per_principal);
+            .saturating_add(serving.tasks_queued_per_principal);
         let owner_limit = warden_executor::tenant::limits::bound(&principal).then_some(owner_cap as u64);
         let records = self.runtime.records();
         let ttl = records.ttl_ms(requested);
@@ -238,10 +239,10 @@ impl WardenServer {
                             "principal busy: '{principal}' already has {owner_cap} task(s) queued, running or waiting for an answer, its limit: \
                              {} running (WARDEN_TASKS_PER_PRINCIPAL) plus {} waiting (WARDEN_TASKS_QUEUED_PER_PRINCIPAL); \
                              retry when one of them ends (list_tasks shows them)",
-                            limits.tasks_per_principal, limits.tasks_queued_per_principal
+                            tasks.tasks_per_principal, serving.tasks_queued_per_principal
                         ),
                     )
-                    .retry_after(limits.admission_wait.as_secs().max(1)),
+                    .retry_after(self.executor.limits().admission_wait.as_secs().max(1)),
                 );
             }
             Enqueued::QueueFull => {
@@ -249,7 +250,7 @@ impl WardenServer {
                     warden_core::error::codes::SERVER_BUSY,
                     format!(
                         "Server busy; retry later ({} tasks already wait for a task slot, WARDEN_TASK_QUEUE)",
-                        limits.task_queue
+                        tasks.task_queue
                     ),
                 ));
             }
@@ -424,7 +425,7 @@ impl WardenServer {
 
     /// A built-in's outcome as its call's result, within the answer bound.
     async fn answer_of(&self, outcome: Result<Reply, GuardError>, origin: &Origin) -> CallToolResult {
-        let limit = self.executor.limits().max_answer_bytes;
+        let limit = self.runtime.serving().max_answer_bytes;
         let answer = match outcome {
             Ok(reply) => reply.into_answer(self.runtime.store().view(&origin.principal), limit),
             Err(error) => {
@@ -543,7 +544,7 @@ impl WardenServer {
             return Err(error);
         }
         Ok(round
-            .finish(result, self.executor.limits().input_state_ttl)
+            .finish(result, self.tasks.limits().input_state_ttl)
             .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into()))
     }
 
@@ -862,7 +863,7 @@ impl ServerHandler for WardenServer {
             prompts.get(&request.name, arguments)
         });
         let asked = round
-            .questions(self.executor.limits().input_state_ttl)
+            .questions(self.tasks.limits().input_state_ttl)
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
         match asked {
             Some(asked) => Ok(GetPromptResponse::InputRequired(asked)),
@@ -1003,7 +1004,7 @@ impl ServerHandler for WardenServer {
             self.runtime.store(),
             &principal,
             &record,
-            self.executor.limits().max_answer_bytes,
+            self.runtime.serving().max_answer_bytes,
             asked,
         )))
     }

@@ -27,6 +27,7 @@ pub mod batch;
 mod claimed_call;
 pub mod contract;
 mod kept;
+pub mod limits;
 pub mod records;
 pub mod replay;
 pub mod result;
@@ -42,18 +43,18 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::{MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, TaskLimits};
 use records::Records;
 use running::Running;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
-use warden_core::limits::{
-    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, SCRIPT_MAX_OUTPUT_BYTES,
-};
 use warden_executor::artifacts::{ArtifactStore, OUTPUTS_DIR};
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::sandbox::Rlimits;
 use warden_executor::executor::{Admitted, Executor, Slots};
+use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Budget, Context, RunEnd, Session, StartError};
+use warden_script::limits::SCRIPT_MAX_OUTPUT_BYTES;
 use warden_script::protocol::RunOutcome;
 
 #[cfg(feature = "agent")]
@@ -89,6 +90,8 @@ pub struct TaskRunner {
     /// Set when the server drains: it claims no more queued tasks (they
     /// wait for another server, or for this one's restart).
     draining: std::sync::atomic::AtomicBool,
+    /// The runner's part of the server's limits (see [`TaskRunner::limits`]).
+    limits: TaskLimits,
 }
 
 /// A task in progress: its slot, directory and event log.
@@ -181,16 +184,21 @@ impl TaskRunner {
         executor: Arc<Executor>,
         store: ArtifactStore,
         exe: std::path::PathBuf,
-        max_tasks: usize,
+        limits: TaskLimits,
     ) -> Self {
         let store = store.with_limits(executor.limits());
-        let limits = executor.limits();
-        let records = Arc::new(Records::new(store.clone(), limits));
-        let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait)
-            .per_principal(
-                limits.tasks_per_principal,
-                "its task limit (WARDEN_TASKS_PER_PRINCIPAL)".into(),
-            );
+        let calls = executor.limits();
+        let records = Arc::new(Records::new(store.clone(), calls.tasks_max_age, &limits));
+        let task_slots = Slots::new(
+            "task",
+            limits.max_concurrent_tasks,
+            calls.admission_queue,
+            calls.admission_wait,
+        )
+        .per_principal(
+            limits.tasks_per_principal,
+            "its task limit (WARDEN_TASKS_PER_PRINCIPAL)".into(),
+        );
         Self {
             executor,
             store,
@@ -201,7 +209,14 @@ impl TaskRunner {
             heartbeat: std::sync::Once::new(),
             submitted: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
+            limits,
         }
+    }
+
+    /// The limits the runner enforces (its part of the server's limits;
+    /// the executor's are [`Executor::limits`]).
+    pub fn limits(&self) -> &TaskLimits {
+        &self.limits
     }
 
     /// Opens the shared task store (`WARDEN_DATABASE_URL`) with `opener`
@@ -209,8 +224,8 @@ impl TaskRunner {
     /// the runner is shared: it replaces the records, which nothing else
     /// holds yet.
     pub fn with_store_opener(mut self, opener: Arc<dyn store::StoreOpener>) -> Self {
-        let limits = self.executor.limits();
-        self.records = Arc::new(Records::new(self.store.clone(), limits).with_opener(opener));
+        let max_ttl = self.executor.limits().tasks_max_age;
+        self.records = Arc::new(Records::new(self.store.clone(), max_ttl, &self.limits).with_opener(opener));
         self
     }
 
@@ -338,7 +353,7 @@ impl TaskRunner {
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, task: &Task, origin: &Origin) -> Result<Session, StartError> {
         let mode = warden_sandbox::policy::mode()?;
-        let rlimits = Rlimits::for_call(self.executor.limits(), task.timeout.as_secs());
+        let rlimits = Rlimits::for_call(&self.executor.limits().worker, task.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
             &self.exe,
@@ -622,7 +637,7 @@ impl TaskRunner {
         );
         // A task that was not queued (a stateless request's) waits only as
         // long as its requestState can be answered.
-        let wait = book.request().map(|_| self.executor.limits().input_state_ttl);
+        let wait = book.request().map(|_| self.limits.input_state_ttl);
         let request = book.request().cloned().unwrap_or_else(|| json!({}));
         match self
             .records
@@ -657,7 +672,15 @@ impl TaskRunner {
         let timeout = self.executor.limits().max_timeout;
         let mut task = self.begin(origin, timeout, &cancel, progress).await?;
         let under_task = task.origin_under(origin);
-        let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
+        let outcome = crate::batch::run(
+            &self.executor,
+            &self.store,
+            &self.limits,
+            input,
+            &under_task,
+            cancel,
+        )
+        .await;
         // A batch that stopped on its plan's question waits for the answer
         // (nothing ran); the resumed batch runs under the answer.
         if let Some(book) = warden_core::ask::Reach::here().book().cloned()

@@ -306,9 +306,9 @@ mod tests {
 
     use super::*;
     use crate::executor::{Admission, CallRequest, Executor, WorkerLauncher};
+    use crate::limits::CallLimits;
     use warden_core::error::GuardError;
     use warden_core::guard::guard;
-    use warden_core::limits::Limits;
     use warden_core::registry::Registry;
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -334,7 +334,7 @@ mod tests {
     /// An executor with one call slot and one running guard-thread permit
     /// (plus one overdue), waiting 50 ms for either.
     fn executor(dir: &std::path::Path) -> Executor {
-        let mut limits = Limits::default();
+        let mut limits = CallLimits::default();
         limits.max_concurrent_calls = 1;
         limits.max_guard_threads = 1;
         limits.max_overdue_in_process = 1;

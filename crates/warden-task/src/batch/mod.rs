@@ -80,6 +80,7 @@ const MAX_DIGITS: u64 = 17;
 pub async fn run(
     executor: &Arc<Executor>,
     store: &ArtifactStore,
+    limits: &crate::limits::TaskLimits,
     input: RunBatchInput,
     origin: &Origin,
     cancel: CancellationToken,
@@ -109,6 +110,7 @@ pub async fn run(
         // executor would refuse the call itself too).
         &executor.visible_to(origin),
         executor.limits(),
+        limits.allow_destructive_in_batch,
         store,
         match &asker {
             warden_core::ask::Reach::Asker(_) | warden_core::ask::Reach::Recorded { .. } => Ok(()),
@@ -121,7 +123,7 @@ pub async fn run(
     // request) asks once for all its destructive calls, before any runs:
     // they are known from the batch itself.
     if let Some(book) = asker.book()
-        && !executor.limits().allow_destructive_in_batch
+        && !limits.allow_destructive_in_batch
     {
         let plan = destructive_plan(executor, calls.iter().map(|c| c.name.as_str()));
         if !plan.is_empty() {
@@ -151,7 +153,7 @@ pub async fn run(
         &names,
         origin,
         &cancel,
-        (input.receipt, asker),
+        (input.receipt, asker, limits.allow_destructive_in_batch),
     )
     .await;
     drop(tables);

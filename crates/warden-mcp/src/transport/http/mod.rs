@@ -121,6 +121,7 @@ pub struct Drained {
 /// runs once the socket is bound.
 pub async fn serve(
     tasks: Arc<TaskRunner>,
+    limits: crate::limits::ServingLimits,
     name: &str,
     version: &str,
     addr: SocketAddr,
@@ -151,8 +152,9 @@ pub async fn serve(
     // `/readyz` reports a store that cannot open.
     tasks.start_records();
 
-    let limits = tasks.executor.limits().clone();
-    let server = crate::server::WardenServer::new(tasks.clone(), name, version);
+    // The largest body read: see `ServingLimits::message_cap`.
+    let message_cap = limits.message_cap(tasks.executor.limits().max_argument_bytes);
+    let server = crate::server::WardenServer::new(tasks.clone(), limits.clone(), name, version);
     crate::tasks::start_claimer(server.clone());
     tokio::spawn({
         let server = server.clone();
@@ -160,10 +162,10 @@ pub async fn serve(
     });
     let in_flight = Arc::new(drain::InFlight::default());
     let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
-        channel_capacity: warden_core::limits::SESSION_STREAM_EVENTS,
+        channel_capacity: crate::limits::SESSION_STREAM_EVENTS,
         keep_alive: limits.http_session_idle,
         sse_retry: SSE_RETRY,
-        completed_ttl: warden_core::limits::SESSION_RESUME_WINDOW,
+        completed_ttl: crate::limits::SESSION_RESUME_WINDOW,
         max_sessions: limits.http_max_sessions.max(1),
         sessions_per_principal: limits.http_sessions_per_principal.max(1),
     });
@@ -171,18 +173,14 @@ pub async fn serve(
     // Closing every session (and its SSE streams) is the last step of a drain.
     let close_sessions = CancellationToken::new();
     let hosts = allowed_hosts(local, &url);
-    let direct = Arc::new(direct::Direct::new(
-        server.clone(),
-        limits.message_cap(),
-        SSE_KEEP_ALIVE,
-    ));
+    let direct = Arc::new(direct::Direct::new(server.clone(), message_cap, SSE_KEEP_ALIVE));
     let host_check = Arc::new(host::Hosts::new(&hosts));
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(close_sessions.child_token())
         .with_allowed_hosts(hosts)
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_sse_retry(Some(SSE_RETRY))
-        .with_max_request_body_bytes(limits.message_cap())
+        .with_max_request_body_bytes(message_cap)
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
@@ -195,7 +193,7 @@ pub async fn serve(
     let pace = Arc::new(body::BodyPace {
         grace: limits.http_header_timeout,
         rate: limits.http_body_min_rate,
-        cap: limits.message_cap(),
+        cap: message_cap,
     });
     // The endpoint's middleware, outermost first, composed around the MCP
     // service itself rather than with `Router::layer`: the router boxes
@@ -265,7 +263,7 @@ pub async fn serve(
         ended = &mut serving => {
             // The server stopped by itself: an accept-loop failure.
             close_sessions.cancel();
-            tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+            tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
             return match ended {
                 Ok(Err(error)) => Err(HttpError::Serve(error)),
                 _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
@@ -283,7 +281,7 @@ pub async fn serve(
     tasks.drain(grace_end).await;
     // Then cut: cancel tasks (they record `cancelled`; MCP tasks
     // `interrupted`), close sessions.
-    let tasks_left = tasks.shutdown(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+    let tasks_left = tasks.shutdown(crate::limits::TASK_SHUTDOWN_GRACE).await;
     tasks.close_records().await;
     stop_accepting.cancel();
     close_sessions.cancel();
