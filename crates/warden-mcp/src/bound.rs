@@ -1,5 +1,5 @@
 //! The answer bound: every `tools/call` answer (and every task result
-//! `tasks/get` carries) fits `Limits::max_answer_bytes`
+//! `tasks/get` carries) fits `ServingLimits::max_answer_bytes`
 //! ([`crate::limits::DEFAULT_MAX_ANSWER_BYTES`], `WARDEN_MAX_ANSWER_BYTES`) on the wire:
 //! structuredContent, text content and `_meta` together, with
 //! [`ANSWER_ENVELOPE_BYTES`] of it left for the JSON-RPC envelope.

@@ -334,11 +334,13 @@ mod tests {
     /// An executor with one call slot and one running guard-thread permit
     /// (plus one overdue), waiting 50 ms for either.
     fn executor(dir: &std::path::Path) -> Executor {
-        let mut limits = CallLimits::default();
-        limits.max_concurrent_calls = 1;
-        limits.max_guard_threads = 1;
-        limits.max_overdue_in_process = 1;
-        limits.admission_wait = Duration::from_millis(50);
+        let limits = CallLimits {
+            max_concurrent_calls: 1,
+            max_guard_threads: 1,
+            max_overdue_in_process: 1,
+            admission_wait: Duration::from_millis(50),
+            ..CallLimits::default()
+        };
         let registry = Registry::new(vec![guard(quick), guard(hold)]).expect("registry");
         let launcher = WorkerLauncher::new(dir.join("no-worker"), dir.to_path_buf(), 1 << 20, 1 << 20);
         Executor::new(

@@ -24,7 +24,7 @@
 //! answer 503 `draining` (a load balancer takes the node out) and new work
 //! (a request without a session) is answered 503 `draining`; calls and
 //! tasks running then, and requests on open sessions, get
-//! `Limits::drain_grace` to finish; after that the listener closes, rmcp's
+//! `ServingLimits::drain_grace` to finish; after that the listener closes, rmcp's
 //! sessions are closed, running tasks are cancelled and recorded
 //! `cancelled`, and the process returns (its workers die with it).
 
