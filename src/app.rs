@@ -188,8 +188,9 @@ impl App {
     }
 
     /// Lets `run_batch` call guards annotated destructive (refused in a
-    /// batch by default; see [`TaskLimits::allow_destructive_in_batch`](crate::limits::TaskLimits::allow_destructive_in_batch)). Holds
-    /// whether it comes before or after [`App::limits`].
+    /// batch by default; see
+    /// [`TaskLimits::allow_destructive_in_batch`](crate::limits::TaskLimits::allow_destructive_in_batch)).
+    /// Holds whether it comes before or after [`App::limits`].
     pub fn allow_destructive_in_batch(mut self) -> Self {
         self.destructive_in_batch = true;
         self

@@ -6,9 +6,10 @@
 //! script function, prompt and resource an app registered, validated once,
 //! with the names Warden reserves), [`schema`] (the JSON Schemas and the
 //! argument checks derived from a guard's types), [`error`] (the guard
-//! error and every stable error code), [`limits`] (the error and
-//! environment reading every crate's limits share), [`config`] (settings from the environment and
-//! `.env`), [`notify`] (progress and log notices from a running guard),
+//! error and every stable error code), [`limits`] (the rule by which each
+//! crate owns the limits it enforces, and the error and environment
+//! reading their parts share), [`config`] (settings from the environment
+//! and `.env`), [`notify`] (progress and log notices from a running guard),
 //! [`ask`] (questions from a running guard to the client's person or model),
 //! [`approval`] (approvals a detached task waits for, and their records),
 //! [`content`] (non-JSON results), [`catalogue`] (the guard catalogue
