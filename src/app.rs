@@ -188,8 +188,9 @@ impl App {
     }
 
     /// Lets `run_batch` call guards annotated destructive (refused in a
-    /// batch by default; see [`Limits::allow_destructive_in_batch`]). Holds
-    /// whether it comes before or after [`App::limits`].
+    /// batch by default; see
+    /// [`TaskLimits::allow_destructive_in_batch`](crate::limits::TaskLimits::allow_destructive_in_batch)).
+    /// Holds whether it comes before or after [`App::limits`].
     pub fn allow_destructive_in_batch(mut self) -> Self {
         self.destructive_in_batch = true;
         self
@@ -309,7 +310,13 @@ impl App {
                 return ExitCode::from(2);
             }
         };
-        let code = crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await;
+        let code = crate::mcp::serve::stdio_exit_code(
+            runtime.tasks.clone(),
+            runtime.serving.clone(),
+            &name,
+            &version,
+        )
+        .await;
         crate::executor::kill_all_workers();
         code
     }
@@ -325,6 +332,8 @@ pub(crate) struct Runtime {
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub executor: Arc<Executor>,
     pub tasks: Arc<crate::task::TaskRunner>,
+    /// The MCP layer's part of the limits, handed to the transport served.
+    pub serving: crate::limits::ServingLimits,
     /// Flushes events.jsonl when dropped.
     pub _events_guard: Option<crate::events::EventsGuard>,
 }
@@ -365,7 +374,7 @@ pub(crate) enum StartError {
 #[cfg(feature = "cli")]
 pub(crate) fn describe(mut app: App) -> Result<(Registry, Limits), StartError> {
     let mut limits = app.limits.clone().from_env()?;
-    limits.allow_destructive_in_batch |= app.destructive_in_batch;
+    limits.tasks.allow_destructive_in_batch |= app.destructive_in_batch;
     let registry = build_registry(
         std::mem::take(&mut app.guards),
         std::mem::take(&mut app.script_functions),
@@ -378,7 +387,8 @@ pub(crate) fn describe(mut app: App) -> Result<(Registry, Limits), StartError> {
 /// Builds the registry, resources, event log and executor.
 pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
     let mut limits = app.limits.clone().from_env()?;
-    limits.allow_destructive_in_batch |= app.destructive_in_batch;
+    limits.tasks.allow_destructive_in_batch |= app.destructive_in_batch;
+    let (calls, tasks, serving) = (limits.calls, limits.tasks, limits.serving);
     warden_sandbox::policy::mode()?;
     // A bad model setting stops the start, not the first coding task.
     #[cfg(feature = "agent")]
@@ -395,7 +405,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     .with_mcp_items(std::mem::take(&mut app.mcp_items))?
     .with_app(&name, &version);
     let policy = warden_executor::policy::Policy::from_env(&registry)?;
-    let (events, guard) = match crate::events::Events::open(&artifacts_dir, &limits) {
+    let (events, guard) = match crate::events::Events::open(&artifacts_dir, &calls) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
             tracing::warn!(
@@ -410,12 +420,11 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let launcher = WorkerLauncher::new(
         exe.clone(),
         diagnostics_dir,
-        limits.max_worker_response,
-        limits.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
+        calls.max_worker_response,
+        calls.max_argument_bytes + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES,
     );
-    let max_tasks = limits.max_concurrent_tasks;
     let executor = Arc::new(
-        Executor::new(Arc::new(registry), Arc::new(resources), limits, events, launcher).with_policy(policy),
+        Executor::new(Arc::new(registry), Arc::new(resources), calls, events, launcher).with_policy(policy),
     );
     let mut store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
     if let Some(remote) =
@@ -423,15 +432,16 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     {
         store = store.with_remote(remote);
     }
-    let mut tasks = crate::task::TaskRunner::new(executor.clone(), store, exe, max_tasks);
+    let mut runner = crate::task::TaskRunner::new(executor.clone(), store, exe, tasks);
     if let Some(opener) = crate::backends::store_opener() {
-        tasks = tasks.with_store_opener(opener);
+        runner = runner.with_store_opener(opener);
     }
-    let tasks = Arc::new(tasks);
+    let tasks = Arc::new(runner);
     Ok((
         Runtime {
             executor,
             tasks,
+            serving,
             _events_guard: guard,
         },
         name,

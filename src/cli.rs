@@ -370,10 +370,25 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
     };
     match command {
         Command::Serve { http } => match http_address(http) {
-            Ok(None) => crate::mcp::serve::stdio_exit_code(runtime.tasks.clone(), &name, &version).await,
+            Ok(None) => {
+                crate::mcp::serve::stdio_exit_code(
+                    runtime.tasks.clone(),
+                    runtime.serving.clone(),
+                    &name,
+                    &version,
+                )
+                .await
+            }
             #[cfg(feature = "http")]
             Ok(Some(addr)) => {
-                crate::mcp::serve::http_exit_code(runtime.tasks.clone(), &name, &version, addr).await
+                crate::mcp::serve::http_exit_code(
+                    runtime.tasks.clone(),
+                    runtime.serving.clone(),
+                    &name,
+                    &version,
+                    addr,
+                )
+                .await
             }
             #[cfg(not(feature = "http"))]
             Ok(Some(_)) => {
@@ -521,7 +536,7 @@ fn tools(app: App, format: ToolFormat, list_only: bool) -> ExitCode {
     if list_only {
         for guard in registry.iter() {
             let summary = warden_core::catalogue::summary(guard.description());
-            let timeout = limits.guard_deadline(guard.timeout).as_secs();
+            let timeout = limits.calls.guard_deadline(guard.timeout).as_secs();
             println!(
                 "{:<28} {:<10} {:>4}s  {summary}",
                 guard.tool_name(),
@@ -531,7 +546,7 @@ fn tools(app: App, format: ToolFormat, list_only: bool) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let tools = crate::mcp::export::all_tools(&registry, &limits);
+    let tools = crate::mcp::export::all_tools(&registry, &limits.calls);
     let value = crate::mcp::export::export(&tools, format);
     println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
     ExitCode::SUCCESS
@@ -624,6 +639,7 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
     let outcome = crate::batch::run(
         &tasks.executor,
         &tasks.store,
+        tasks.limits(),
         input,
         &origin,
         tokio_util::sync::CancellationToken::new(),

@@ -4,7 +4,7 @@
 //! An app builds an [`App`], registers guards ([`guard()`](fn@guard)) (typed functions returning
 //! [`GuardError`] on failure) and [`ScriptFunction`]s, sets [`Limits`] if the
 //! defaults do not suit it, and calls [`App::run`]. Advanced use: [`limits`]
-//! (every bound, with its default), [`error::codes`] (every stable error
+//! (every bound, with its default, gathered from the crate that enforces it), [`error::codes`] (every stable error
 //! code), [`config`] (settings from the environment and `.env`), and, with
 //! the `cli` feature, `preflight` and `testing` (the scenario runner, the
 //! `warden-testing` crate).
@@ -24,12 +24,13 @@
 
 mod app;
 mod backends;
+pub mod limits;
 // The lower crates' modules, at the paths this crate and apps have always
 // used (`crate::guard`, `warden::limits`, …): a module reads the same
 // wherever its crate lives.
 #[cfg(feature = "cli")]
 use warden_core::schema;
-pub use warden_core::{ask, config, error, limits, notify};
+pub use warden_core::{ask, config, error, notify};
 // The module only: `guard` the function is re-exported below.
 use warden_core::{
     guard::{self},
@@ -48,6 +49,7 @@ mod cli;
 pub mod preflight;
 
 pub use app::App;
+pub use limits::Limits;
 /// The task store behind `list_tasks` and MCP Tasks: its trait and the
 /// embedded SQLite backend (public for benchmarks and other backends).
 pub use task::store as task_store;
@@ -58,7 +60,7 @@ pub use tenant::Principal;
 #[cfg(any(feature = "postgres", feature = "s3"))]
 pub use warden_cluster as cluster;
 pub use warden_core::{
-    Body, Content, Embedded, Guard, GuardError, GuardFn, Hints, Limits, Mode, Prompt, PromptArgument,
+    Body, Content, Embedded, Guard, GuardError, GuardFn, Hints, Mode, Prompt, PromptArgument,
     PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource, TaskSupport,
     TemplateVariables,
 };

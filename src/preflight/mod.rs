@@ -336,8 +336,10 @@ async fn outside_worker(program: &OsString, diag: &Path, timeout: Duration) -> C
             "give the server command as a path or put it on PATH",
         );
     };
+    // Every override is checked (a bad one fails the start too); the
+    // executor takes its own part.
     let limits = match crate::limits::Limits::default().from_env() {
-        Ok(limits) => limits,
+        Ok(limits) => limits.calls,
         Err(error) => return Check::fail("worker", error.to_string(), "fix the WARDEN_* variable named"),
     };
     let launcher = WorkerLauncher::new(

@@ -43,7 +43,7 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
     };
     let started = Instant::now();
     let deadline = started + timeout;
-    let rlimits = Rlimits::for_call(executor.limits(), timeout.as_secs());
+    let rlimits = Rlimits::for_call(&executor.limits().worker, timeout.as_secs());
     let mut session = match Session::start(executor.clone(), &exe, &dir, rlimits, deadline).await {
         Ok(session) => session,
         Err(reason) => {

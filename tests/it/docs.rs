@@ -1,6 +1,7 @@
 //! The operating guide against the source: the limits table in
-//! docs/operating.md names every constant of crates/warden-core/src/limits.rs with its true
-//! default, and every `WARDEN_*` override with its true range; every
+//! docs/operating.md names every constant of every crate's `limits` module
+//! (`crates/*/src/limits.rs`) with its true default, and every `WARDEN_*`
+//! override with its true range; every
 //! `WARDEN_*` variable the library reads is documented in that guide.
 //!
 //! The table's columns are `| limit | constant | default | override (range)
@@ -18,13 +19,42 @@ use crate::common::workspace_root;
 /// Where the documented table and the source of truth live, relative to
 /// the workspace root. Update these when the files move.
 const OPERATING_MD: &str = "docs/operating.md";
-const LIMITS_RS: &str = "crates/warden-core/src/limits.rs";
+/// Each crate keeps the limits it enforces in `src/limits.rs`: every such
+/// file under `crates/` is read (found, not listed, so a crate that gains
+/// one is covered).
+const CRATES: &str = "crates";
+const LIMITS_RS: &str = "src/limits.rs";
 /// The script sandbox's operator switches (`WARDEN_SANDBOX*`).
 const SANDBOX_RS: [&str; 2] = [
     "crates/warden-sandbox/src/policy.rs",
     "crates/warden-sandbox/src/layers.rs",
 ];
 const TABLE_HEADER: &str = "| limit | constant | default | override (range) | when it is hit |";
+
+/// Every crate's `limits.rs`, relative to the workspace root, sorted.
+fn limits_files() -> Vec<String> {
+    let root = workspace_root().join(CRATES);
+    let mut files: Vec<String> = std::fs::read_dir(&root)
+        .unwrap_or_else(|e| panic!("{}: {e}", root.display()))
+        .map(|entry| {
+            entry
+                .expect("directory entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .map(|krate| format!("{CRATES}/{krate}/{LIMITS_RS}"))
+        .filter(|file| workspace_root().join(file).is_file())
+        .collect();
+    files.sort();
+    for krate in ["warden-core", "warden-executor", "warden-task", "warden-mcp"] {
+        assert!(
+            files.contains(&format!("{CRATES}/{krate}/{LIMITS_RS}")),
+            "no {LIMITS_RS} in {krate}: {files:?}"
+        );
+    }
+    files
+}
 
 fn read(relative: &str) -> String {
     std::fs::read_to_string(workspace_root().join(relative)).unwrap_or_else(|e| panic!("{relative}: {e}"))
@@ -166,8 +196,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Every constant of the library: limits.rs first, then any other file's
-/// (a name declared in two other files is left out as ambiguous).
+/// Every constant of the library: the crates' limits.rs first (a name is
+/// declared in one of them only), then any other file's (a name declared
+/// in two other files is left out as ambiguous).
 struct Constants {
     limits: BTreeMap<String, (String, String)>,
     others: BTreeMap<String, Option<(String, String)>>,
@@ -175,10 +206,23 @@ struct Constants {
 
 impl Constants {
     fn load() -> Self {
-        let limits = consts_of(&read(LIMITS_RS));
+        let limits_files = limits_files();
+        let mut limits = BTreeMap::new();
+        for file in &limits_files {
+            for (name, decl) in consts_of(&read(file)) {
+                let again = limits.insert(name.clone(), decl);
+                assert!(
+                    again.is_none(),
+                    "{name} is declared in two limits.rs files ({file})"
+                );
+            }
+        }
         let files = library_files();
         let mut others: BTreeMap<String, Option<(String, String)>> = BTreeMap::new();
-        for file in files.iter().filter(|f| !f.ends_with(LIMITS_RS)) {
+        for file in files
+            .iter()
+            .filter(|f| !limits_files.iter().any(|l| f.ends_with(l)))
+        {
             let text = std::fs::read_to_string(file).expect("source file");
             for (name, decl) in consts_of(&text) {
                 others
@@ -326,12 +370,23 @@ fn scalar(value: &[f64]) -> f64 {
     value[0]
 }
 
-/// The `WARDEN_*` overrides `Limits::from_env` reads, with their ranges:
-/// every `env_number(VAR, MIN, MAX)` call of limits.rs.
+/// The `WARDEN_*` overrides the limits parts' `from_env` read, with their ranges:
+/// every `env_number(VAR, MIN, MAX)` call of every crate's limits.rs.
 fn env_overrides(constants: &Constants) -> BTreeMap<String, (f64, f64)> {
-    let source = read(LIMITS_RS);
     let mut out = BTreeMap::new();
-    for (i, _) in non_test(&source).match_indices("env_number(") {
+    for file in limits_files() {
+        env_overrides_of(&read(&file), constants, &mut out);
+    }
+    assert!(
+        out.len() >= 10,
+        "found only {} env_number calls in {CRATES}/*/{LIMITS_RS}",
+        out.len()
+    );
+    out
+}
+
+fn env_overrides_of(source: &str, constants: &Constants, out: &mut BTreeMap<String, (f64, f64)>) {
+    for (i, _) in non_test(source).match_indices("env_number(") {
         let args = &source[i + "env_number(".len()..];
         let args = &args[..args.find(')').expect("closing parenthesis")];
         let parts: Vec<&str> = args.split(',').map(str::trim).collect();
@@ -344,14 +399,10 @@ fn env_overrides(constants: &Constants) -> BTreeMap<String, (f64, f64)> {
         } else {
             continue; // the function's own definition
         };
-        out.insert(var, (scalar(&constants.eval(min)), scalar(&constants.eval(max))));
+        let range = (scalar(&constants.eval(min)), scalar(&constants.eval(max)));
+        let again = out.insert(var.clone(), range);
+        assert!(again.is_none(), "{var} is read by two env_number calls");
     }
-    assert!(
-        out.len() >= 10,
-        "found only {} env_number calls in {LIMITS_RS}",
-        out.len()
-    );
-    out
 }
 
 // ---- the documented side ----
@@ -410,7 +461,7 @@ fn every_limits_constant_has_a_row_with_its_true_default() {
         .collect();
     assert!(
         missing.is_empty(),
-        "constants of {LIMITS_RS} with no row in the limits table of {OPERATING_MD}: {missing:?}"
+        "constants of {CRATES}/*/{LIMITS_RS} with no row in the limits table of {OPERATING_MD}: {missing:?}"
     );
     let mut checked = 0;
     for row in rows.iter().filter(|r| !r.constants.is_empty()) {
@@ -441,7 +492,7 @@ fn every_limits_constant_has_a_row_with_its_true_default() {
 
 #[test]
 fn every_warden_override_is_in_the_table_with_its_true_range() {
-    // Limits::from_env's variables and the sandbox switches each appear in
+    // Every limits part's from_env variables and the sandbox switches each appear in
     // the override column; each range matches the env_number bounds.
     let rows = limits_table(&read(OPERATING_MD));
     let constants = Constants::load();
@@ -449,7 +500,9 @@ fn every_warden_override_is_in_the_table_with_its_true_range() {
         let row = rows
             .iter()
             .find(|r| warden_names(&r.overrides).contains(&var))
-            .unwrap_or_else(|| panic!("{var} (read by Limits::from_env) has no row in the limits table"));
+            .unwrap_or_else(|| {
+                panic!("{var} (read by a limits part's from_env) has no row in the limits table")
+            });
         let range = documented_range(&row.overrides, &var)
             .unwrap_or_else(|| panic!("row '{}': no `(min–max)` after {var}", row.limit));
         assert_eq!(

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use warden_core::limits::{DEFAULT_MODEL_CALL_TIMEOUT, MAX_MODEL_CALL_TIMEOUT, agent_inline_calls};
+use crate::limits::{DEFAULT_MODEL_CALL_TIMEOUT, MAX_MODEL_CALL_TIMEOUT, agent_inline_calls};
 
 /// Where and how to reach the model. The key is never logged or echoed.
 #[derive(Clone)]
@@ -14,7 +14,7 @@ pub struct ModelConfig {
     /// Per-call timeout (`WARDEN_MODEL_TIMEOUT_SECONDS`, 1–600, default 120).
     pub call_timeout: Duration,
     /// Inline calls a task may make (`WARDEN_AGENT_MAX_INLINE_CALLS`,
-    /// default [`warden_core::limits::AGENT_MAX_INLINE_CALLS`]); read here so the
+    /// default [`warden_task::limits::AGENT_MAX_INLINE_CALLS`]); read here so the
     /// prompt states the number the task enforces.
     pub inline_calls: u64,
 }

@@ -13,6 +13,7 @@
 
 mod config;
 mod extract;
+pub mod limits;
 mod model;
 mod prompt;
 mod run;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::config::ModelConfig;
-use warden_core::limits::MAX_MODEL_TOKENS_PER_RESPONSE;
+use crate::limits::MAX_MODEL_TOKENS_PER_RESPONSE;
 
 /// One chat message.
 #[derive(Debug, Clone, serde::Serialize)]

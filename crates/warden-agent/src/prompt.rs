@@ -8,14 +8,16 @@
 
 use serde_json::json;
 
-use warden_core::guard::Mode;
-use warden_core::limits::{
-    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_PROMPT_BYTES,
-    AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL, MAX_MAP_CALL_ITEMS,
+use crate::limits::{
+    AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_PROMPT_BYTES, AGENT_MAX_STEPS,
+    AGENT_PLANNING_INTERVAL,
 };
+use warden_core::guard::Mode;
 use warden_core::registry::Registry;
 use warden_core::signature::{Renderer, shared_types};
+use warden_script::limits::MAX_MAP_CALL_ITEMS;
 use warden_task::contract::{self, TASK_TYPES};
+use warden_task::limits::AGENT_MAX_GUARD_CALLS;
 
 const RULES: &str = r#"You are a careful quantitative analyst. You answer by writing Rhai scripts that call the
 functions below, which run in a sandbox. Reply with exactly ONE fenced code block per message:
@@ -493,14 +495,14 @@ mod tests {
     fn the_budget_line_quotes_the_limits() {
         // Pins the numbers in the budget line to the limits module and the inline budget given.
         let line = budget_line(
-            warden_core::limits::AGENT_MAX_INLINE_CALLS,
+            warden_task::limits::AGENT_MAX_INLINE_CALLS,
             std::time::Duration::from_secs(77),
         );
         for n in [
             AGENT_MAX_STEPS as u64,
             AGENT_MAX_MODEL_CALLS as u64,
             AGENT_MAX_GUARD_CALLS,
-            warden_core::limits::AGENT_MAX_INLINE_CALLS,
+            warden_task::limits::AGENT_MAX_INLINE_CALLS,
             77,
             (AGENT_MAX_OBSERVATION_BYTES / 1024) as u64,
         ] {

@@ -17,15 +17,15 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::ModelConfig;
 use super::model::{Completion, Message, Usage, complete};
-use warden_core::error::{GuardError, TaskError, TaskErrorKind};
-use warden_core::limits::{
-    AGENT_MAX_GUARD_CALLS, AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS,
-    AGENT_PLANNING_INTERVAL,
+use crate::limits::{
+    AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL,
 };
+use warden_core::error::{GuardError, TaskError, TaskErrorKind};
 use warden_executor::events::Origin;
 use warden_script::host::progress::{Progress, note};
 use warden_script::host::session::{Budget, RunEnd, Session};
 use warden_script::protocol::RunOutcome;
+use warden_task::limits::AGENT_MAX_GUARD_CALLS;
 use warden_task::store::{UsageEntry, now_ms, utc_day};
 use warden_task::{
     Ending, ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
@@ -308,7 +308,7 @@ impl Agent<'_> {
 
     /// One model call with its events; a failure ends the task.
     async fn ask(&mut self) -> Result<String, TaskResult> {
-        let limit = self.runner.executor.limits().task_tokens;
+        let limit = self.runner.limits().task_tokens;
         if limit > 0 && self.usage.total_tokens >= limit {
             let message = format!(
                 "the task used {} model tokens, its limit is {limit} (WARDEN_TASK_TOKENS): no further model call was made",
@@ -461,7 +461,7 @@ impl Agent<'_> {
     /// reached `WARDEN_PRINCIPAL_DAILY_TOKENS` (a store that cannot say
     /// refuses it too: spending unchecked is what the limit prevents).
     async fn within_daily_tokens(&self) -> Result<(), TaskResult> {
-        let limit = self.runner.executor.limits().principal_daily_tokens;
+        let limit = self.runner.limits().principal_daily_tokens;
         if limit == 0 {
             return Ok(());
         }

@@ -13,6 +13,7 @@
 //! the agent, below the facade: it depends on the core, the executor and
 //! the task crate, never on the facade or the MCP layer.
 
+pub mod limits;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 #[cfg(feature = "s3")]

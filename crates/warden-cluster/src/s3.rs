@@ -50,10 +50,10 @@ use object_store::{
     ObjectStoreExt, PutOptions, PutPayload, RetryConfig,
 };
 
-use warden_core::error::GuardError;
-use warden_core::limits::{
+use crate::limits::{
     OBJECT_STORE_CONNECT_TIMEOUT, OBJECT_STORE_REQUEST_TIMEOUT, OBJECT_STORE_RETRIES, OBJECT_STORE_UPLOADS,
 };
+use warden_core::error::GuardError;
 #[cfg(doc)]
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::artifacts::{

@@ -1,6 +1,6 @@
 //! Fitting a JSON value into a byte budget, saying what was cut.
 //!
-//! The answer bound (`crate::limits::DEFAULT_MAX_ANSWER_BYTES`) is applied
+//! The answer bound (`warden_mcp::limits::DEFAULT_MAX_ANSWER_BYTES`) is applied
 //! by the MCP layer; this module is its pure part, over `serde_json`
 //! values only: [`fit`] returns a value whose compact JSON is at most the
 //! budget, and one [`Cut`] per part it shortened, each with what was kept

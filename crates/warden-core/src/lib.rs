@@ -6,9 +6,10 @@
 //! script function, prompt and resource an app registered, validated once,
 //! with the names Warden reserves), [`schema`] (the JSON Schemas and the
 //! argument checks derived from a guard's types), [`error`] (the guard
-//! error and every stable error code), [`limits`] (every bound, with its
-//! default, in one place), [`config`] (settings from the environment and
-//! `.env`), [`notify`] (progress and log notices from a running guard),
+//! error and every stable error code), [`limits`] (the rule by which each
+//! crate owns the limits it enforces, and the error and environment
+//! reading their parts share), [`config`] (settings from the environment
+//! and `.env`), [`notify`] (progress and log notices from a running guard),
 //! [`ask`] (questions from a running guard to the client's person or model),
 //! [`approval`] (approvals a detached task waits for, and their records),
 //! [`content`] (non-JSON results), [`catalogue`] (the guard catalogue
@@ -41,7 +42,6 @@ pub mod signature;
 pub use content::{Body, Content, Embedded};
 pub use error::GuardError;
 pub use guard::{Guard, GuardFn, Hints, Mode, Resources, TaskSupport, guard};
-pub use limits::Limits;
 pub use registry::ScriptFunction;
 pub use registry::app_resources::{ResourceTemplate, StaticResource, TemplateVariables};
 pub use registry::prompts::{Prompt, PromptArgument, PromptArguments, PromptMessage};

@@ -12,7 +12,7 @@
 //! CLI, a test) the functions do nothing, so a guard never has to ask where
 //! it runs. Messages are best effort: never an error, and dropped rather
 //! than queued without bound when the client reads slower than the guard
-//! writes (see [`crate::limits::MAX_QUEUED_NOTICES`]).
+//! writes (see `warden_mcp::limits::MAX_QUEUED_NOTICES`).
 //!
 //! ```
 //! # use warden_core as warden; // the `warden` facade re-exports these

@@ -20,6 +20,7 @@
 pub mod artifacts;
 pub mod events;
 pub mod executor;
+pub mod limits;
 pub mod node;
 pub mod policy;
 pub mod telemetry;

@@ -1,6 +1,6 @@
 //! The answer bound: every `tools/call` answer (and every task result
-//! `tasks/get` carries) fits `Limits::max_answer_bytes`
-//! ([`warden_core::limits::DEFAULT_MAX_ANSWER_BYTES`], `WARDEN_MAX_ANSWER_BYTES`) on the wire:
+//! `tasks/get` carries) fits `ServingLimits::max_answer_bytes`
+//! ([`crate::limits::DEFAULT_MAX_ANSWER_BYTES`], `WARDEN_MAX_ANSWER_BYTES`) on the wire:
 //! structuredContent, text content and `_meta` together, with
 //! [`ANSWER_ENVELOPE_BYTES`] of it left for the JSON-RPC envelope.
 //!
@@ -35,9 +35,9 @@ use rmcp::model::{CallToolResult, ContentBlock, Resource};
 use serde_json::{Map, Value, json};
 
 use crate::builtins::Runtime;
+use crate::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
 use warden_core::answer::{self, Cut, size};
 use warden_core::error::GuardError;
-use warden_core::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
 use warden_executor::events::Origin;
 use warden_task::TaskStatus;
 
@@ -123,7 +123,7 @@ impl Answer {
 /// else its whole value kept (unless already in a task's file) and the
 /// answer cut (see the module docs), with an `answer_truncated` event.
 pub async fn bounded(runtime: &Runtime, origin: &Origin, mut answer: Answer) -> CallToolResult {
-    let limit = runtime.limits().max_answer_bytes;
+    let limit = runtime.serving().max_answer_bytes;
     if !answer.needs_bound(limit) {
         return answer.result;
     }

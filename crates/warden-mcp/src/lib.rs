@@ -13,6 +13,7 @@ mod asking;
 pub mod bound;
 pub mod builtins;
 pub mod export;
+pub mod limits;
 pub mod notices;
 pub mod receipts;
 pub mod resources;

@@ -24,7 +24,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 
-use warden_core::limits::MAX_QUEUED_NOTICES;
+use crate::limits::MAX_QUEUED_NOTICES;
 use warden_core::notify::{Level, Notice, Sink};
 
 /// One session's `logging/setLevel` threshold.

@@ -19,9 +19,10 @@ use percent_encoding::{AsciiSet, CONTROLS, percent_decode_str, utf8_percent_enco
 use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 
-use warden_core::limits::{MAX_READ_CHUNK_BYTES, MAX_RESULT_IMAGES};
+use crate::limits::MAX_RESULT_IMAGES;
 use warden_executor::artifacts::{Encoding, View, mime_type};
 use warden_task::TaskResult;
+use warden_task::limits::MAX_READ_CHUNK_BYTES;
 
 /// Base64 of the 8-byte PNG signature's first 6 bytes: every PNG starts so.
 const PNG_BASE64_START: &str = "iVBORw0K";
@@ -79,7 +80,7 @@ pub fn links(result: &TaskResult) -> Vec<ContentBlock> {
 /// result JSON twice (structuredContent and its text mirror; `json_bytes`
 /// is its compact size as sent) plus the images' base64 — stays within
 /// `cap` bytes (the smaller of
-/// [`MAX_INLINE_RESULT_BYTES`](warden_core::limits::MAX_INLINE_RESULT_BYTES) and the answer
+/// [`MAX_INLINE_RESULT_BYTES`](warden_executor::limits::MAX_INLINE_RESULT_BYTES) and the answer
 /// bound). A PNG that does not fit, or is not really a PNG, is left to its
 /// resource link.
 pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize, cap: usize) -> Vec<ContentBlock> {
@@ -158,7 +159,7 @@ pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use warden_core::limits::MAX_INLINE_RESULT_BYTES;
+    use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
     use warden_task::TaskStatus;
     use warden_task::result::ArtifactRef;
 

@@ -27,7 +27,7 @@
 //! Without a shared key a retry must reach the same server process:
 //! behind a load balancer, stateless clients that are asked need affinity.
 //!
-//! Limits ([`warden_core::limits`]): [`MAX_INPUT_QUESTIONS`] per call,
+//! Limits ([`crate::limits`]): [`MAX_INPUT_QUESTIONS`] per call,
 //! [`MAX_INPUT_STATE_BYTES`] per state, `input_state_ttl` per round.
 
 use std::sync::{Arc, Mutex, OnceLock};
@@ -43,9 +43,9 @@ use rmcp::model::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::limits::{MAX_INPUT_QUESTIONS, MAX_INPUT_STATE_BYTES};
 use warden_core::ask::{Asker, Elicitation, Question};
 use warden_core::error::{GuardError, codes};
-use warden_core::limits::{MAX_INPUT_QUESTIONS, MAX_INPUT_STATE_BYTES};
 use warden_executor::tenant::Principal;
 
 /// The request `_meta` key of a 2026-07-28 client's capabilities.

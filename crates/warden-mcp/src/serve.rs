@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use warden_task::TaskRunner;
 
+use crate::limits::{ServingLimits, TASK_SHUTDOWN_GRACE};
 use crate::serving::Serving;
 
 /// Why an MCP session on stdio ended badly.
@@ -38,22 +39,22 @@ Connect it from an MCP client (see the README), or run `{name} --help` for the C
 /// are then cancelled and recorded.
 pub async fn stdio(
     tasks: Arc<TaskRunner>,
+    limits: ServingLimits,
     name: &str,
     version: &str,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<(), ServeError> {
     use rmcp::ServiceExt;
     let mut shutdown = std::pin::pin!(shutdown);
-    let limits = tasks.executor.limits();
     let transport_limits = crate::transport::TransportLimits {
-        max_message_bytes: limits.message_cap(),
+        max_message_bytes: limits.message_cap(tasks.executor.limits().max_argument_bytes),
         max_pending_responses: limits.max_pending_responses,
     };
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     // Task records: the end of input (the client went away) cancels tasks.
     let stdin = tasks.cancel_on_eof(stdin);
     let transport = crate::transport::StdioTransport::new(stdin, stdout, transport_limits);
-    let serving = Serving::new(tasks.clone(), name, version);
+    let serving = Serving::new(tasks.clone(), limits, name, version);
     let service = match serving.server().clone().serve(transport).await {
         Ok(service) => {
             // Once the initialize answer is sent: start-up work never
@@ -65,7 +66,7 @@ pub async fn stdio(
         // sent stateless 2026-07-28 requests such as `server/discover`, all
         // answered) ended the session normally.
         Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+            serving.stop(TASK_SHUTDOWN_GRACE).await;
             return Ok(());
         }
         Err(error) => return Err(ServeError::Initialize(error.to_string())),
@@ -85,17 +86,22 @@ pub async fn stdio(
     };
     // Running tasks are cancelled and recorded `cancelled` before the
     // process exits.
-    serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+    serving.stop(TASK_SHUTDOWN_GRACE).await;
     ended
 }
 
 /// Serves stdio for a command line: prints the terminal hint and the error,
 /// if any, and gives the exit code (0 a clean end, 1 the session failed).
-pub async fn stdio_exit_code(tasks: Arc<TaskRunner>, name: &str, version: &str) -> std::process::ExitCode {
+pub async fn stdio_exit_code(
+    tasks: Arc<TaskRunner>,
+    limits: ServingLimits,
+    name: &str,
+    version: &str,
+) -> std::process::ExitCode {
     if let Some(hint) = terminal_hint(name) {
         eprintln!("{hint}");
     }
-    match stdio(tasks, name, version, shutdown_signal()).await {
+    match stdio(tasks, limits, name, version, shutdown_signal()).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("error: {error}");
@@ -117,6 +123,7 @@ pub fn http_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
 #[cfg(feature = "http")]
 pub async fn http_exit_code(
     tasks: Arc<TaskRunner>,
+    limits: ServingLimits,
     name: &str,
     version: &str,
     addr: std::net::SocketAddr,
@@ -138,7 +145,16 @@ pub async fn http_exit_code(
             );
         }
     };
-    let outcome = serve(tasks, name, version, addr, on_listening, shutdown_signal()).await;
+    let outcome = serve(
+        tasks,
+        limits,
+        name,
+        version,
+        addr,
+        on_listening,
+        shutdown_signal(),
+    )
+    .await;
     match outcome {
         Ok(drained) => {
             eprintln!(

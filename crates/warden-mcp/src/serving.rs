@@ -16,6 +16,8 @@ use std::time::Duration;
 
 use warden_task::TaskRunner;
 
+use crate::limits::ServingLimits;
+
 use crate::server::{WardenServer, start_claimer};
 
 /// A server being served (see the module docs).
@@ -25,9 +27,9 @@ pub struct Serving {
 }
 
 impl Serving {
-    /// The handler for `tasks`, with nothing started yet.
-    pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
-        let server = WardenServer::new(tasks.clone(), name, version);
+    /// The handler for `tasks` under `limits`, with nothing started yet.
+    pub fn new(tasks: Arc<TaskRunner>, limits: ServingLimits, name: &str, version: &str) -> Self {
+        let server = WardenServer::new(tasks.clone(), limits, name, version);
         Self { tasks, server }
     }
 

@@ -34,9 +34,10 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::bound::{Answer, Whole};
+use crate::limits::{ANSWER_ENVELOPE_BYTES, TASK_POLL_INTERVAL_MS};
 use warden_core::error::TaskErrorKind;
-use warden_core::limits::{ANSWER_ENVELOPE_BYTES, MAX_INLINE_RESULT_BYTES, TASK_POLL_INTERVAL_MS};
 use warden_executor::artifacts::ArtifactStore;
+use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
 use warden_executor::tenant::Principal;
 use warden_task::result::{Saved, SavedHead, read_saved};
 use warden_task::store::{State, TaskRecord, iso8601};

@@ -14,5 +14,6 @@
 
 pub mod env;
 pub mod layers;
+pub mod limits;
 pub mod policy;
 pub mod process;

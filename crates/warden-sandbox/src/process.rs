@@ -21,7 +21,7 @@ use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
-use warden_core::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, Limits};
+use crate::limits::{DEFAULT_WORKER_CPU_GRACE_SECS, WorkerLimits};
 
 /// What a worker receives when the server dies without killing it (a
 /// SIGKILL of the server): SIGTERM, not SIGKILL, because a guard worker
@@ -43,7 +43,7 @@ pub struct Rlimits {
 
 impl Rlimits {
     /// Limits for a worker whose wall-clock budget is `timeout_secs`.
-    pub fn for_call(limits: &Limits, timeout_secs: u64) -> Self {
+    pub fn for_call(limits: &WorkerLimits, timeout_secs: u64) -> Self {
         Self {
             memory: limits.worker_memory,
             cpu_seconds: timeout_secs.max(1) + DEFAULT_WORKER_CPU_GRACE_SECS,
@@ -351,7 +351,7 @@ mod tests {
             .arg("grep -E '^(NoNewPrivs|CapInh|CapPrm|CapEff|CapBnd|CapAmb)' /proc/self/status; ls /proc/self/fd")
             .stdout(std::process::Stdio::piped());
         scrub_env(&mut command);
-        confine(&mut command, Rlimits::for_call(&Limits::default(), 5));
+        confine(&mut command, Rlimits::for_call(&WorkerLimits::default(), 5));
         let output = command.output().await.expect("run sh");
         drop(leaked);
         let text = String::from_utf8_lossy(&output.stdout);

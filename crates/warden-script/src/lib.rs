@@ -9,6 +9,7 @@
 //! [`protocol`] is the one wire format between the two.
 
 pub mod host;
+pub mod limits;
 pub mod protocol;
 pub mod worker;
 

@@ -60,7 +60,7 @@ pub enum FromWorker {
     },
     /// `map_call(guard, items)`: one call of `guard` per item, in order,
     /// answered with one [`ToWorker::MapReply`]. At most
-    /// [`warden_core::limits::MAX_MAP_CALL_ITEMS`] items.
+    /// [`crate::limits::MAX_MAP_CALL_ITEMS`] items.
     MapCall {
         guard: String,
         items: Vec<Value>,

@@ -24,7 +24,15 @@ impl TaskRunner {
         let token = cancel.clone();
         self.run(origin, timeout, &token, progress, async |task, origin| {
             let under_task = task.origin_under(origin);
-            let outcome = crate::batch::run(&self.executor, &self.store, input, &under_task, cancel).await;
+            let outcome = crate::batch::run(
+                &self.executor,
+                &self.store,
+                self.limits(),
+                input,
+                &under_task,
+                cancel,
+            )
+            .await;
             let book = warden_core::reach::Reach::here().book().cloned();
             // A batch that stopped on its plan's question waits for the
             // answer (nothing ran); the resumed batch runs under the answer.

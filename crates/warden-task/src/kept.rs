@@ -1,7 +1,7 @@
 //! Answers too large to send whole, kept as tasks of their own.
 //!
 //! When the MCP layer cuts an answer to the answer bound
-//! (`warden_core::limits::DEFAULT_MAX_ANSWER_BYTES`) and the whole value is not
+//! (`warden_mcp::limits::DEFAULT_MAX_ANSWER_BYTES`) and the whole value is not
 //! already some task's `result.json`, it keeps the whole value here: a new
 //! task directory of the caller holding [`VALUE_FILE`] (the value's compact
 //! JSON) and a `result.json` saying what it is, with a task record whose

@@ -13,7 +13,7 @@
 //! cancelled, or whose future is dropped, or that is still running when
 //! the server shuts down ([`TaskRunner::shutdown`]) is recorded
 //! `cancelled`. A result returned to the client stays under
-//! [`MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
+//! [`warden_executor::limits::MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
 //! final answer are capped, with pointers to where the rest is.
 //!
 //! Every task has a record in the task store ([`store`], through
@@ -31,6 +31,7 @@ pub mod contract;
 /// How tasks end: status, abnormal ends, the names of their files.
 mod ending;
 mod kept;
+pub mod limits;
 pub mod records;
 pub mod replay;
 pub mod result;

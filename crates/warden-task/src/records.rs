@@ -36,7 +36,7 @@
 //! Retention: a task is kept `ttl` after its creation (the client may ask
 //! for less, never more than `WARDEN_TASKS_MAX_AGE_HOURS`); then its record
 //! and its directory go together, record first. Expiry runs on access (at
-//! most once per [`warden_core::limits::TASK_SWEEP_MIN_INTERVAL`]) and on a timer
+//! most once per [`crate::limits::TASK_SWEEP_MIN_INTERVAL`]) and on a timer
 //! while serving; directories removed by the artifact store's own budgets
 //! lose their records at the next access.
 
@@ -52,8 +52,8 @@ use super::store::{
     Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, now_ms,
 };
 use super::{TaskResult, TaskStatus};
+use crate::limits::TASK_SWEEP_MIN_INTERVAL;
 use warden_core::error::{TaskError, TaskErrorKind};
-use warden_core::limits::TASK_SWEEP_MIN_INTERVAL;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::node;
 use warden_executor::tenant::Principal;
@@ -83,7 +83,7 @@ pub struct Records {
     /// Bounded by the tasks that end while the store is unwritable: no
     /// new task starts then (its record cannot be created), so at most
     /// the task slots' worth, each result capped at
-    /// [`warden_core::limits::MAX_INLINE_RESULT_BYTES`].
+    /// [`warden_executor::limits::MAX_INLINE_RESULT_BYTES`].
     pending: Mutex<HashMap<String, Pending>>,
 }
 
@@ -102,13 +102,19 @@ impl std::fmt::Debug for Records {
 }
 
 impl Records {
-    pub fn new(artifacts: ArtifactStore, limits: &warden_core::limits::Limits) -> Self {
+    /// Records of tasks in `artifacts`, kept at most `max_ttl` (the
+    /// executor's `tasks_max_age`), with the lease and queue of `limits`.
+    pub fn new(
+        artifacts: ArtifactStore,
+        max_ttl: std::time::Duration,
+        limits: &crate::limits::TaskLimits,
+    ) -> Self {
         Self {
             artifacts,
             store: OnceCell::new(),
             opener: None,
             node: node::Node::this().name(),
-            max_ttl: limits.tasks_max_age,
+            max_ttl,
             lease: limits.task_lease,
             queue: limits.task_queue,
             last_sweep: Mutex::new(None),
@@ -183,7 +189,7 @@ impl Records {
             .map(|ms| {
                 i64::try_from(ms)
                     .unwrap_or(i64::MAX)
-                    .clamp(warden_core::limits::MIN_TASK_TTL_MS, max)
+                    .clamp(crate::limits::MIN_TASK_TTL_MS, max)
             })
             .unwrap_or(max)
     }
@@ -318,7 +324,7 @@ impl Records {
         self.open().await?.cancel_queued(id, &ending).await
     }
 
-    /// One beat of the store chores (see [`warden_core::limits::TASK_HEARTBEAT`]):
+    /// One beat of the store chores (see [`crate::limits::TASK_HEARTBEAT`]):
     /// renews this server's leases when a third of the lease has passed
     /// (returning the tasks it no longer holds, to be stopped), ends the
     /// tasks whose lease ran out anywhere, and returns the tasks here

@@ -207,9 +207,9 @@ pub fn replay_limits(receipt: &TaskReceipt, max_timeout: std::time::Duration) ->
     let (mut limits, from) = match receipt.limits {
         Some(limits) => (limits, "receipt"),
         None => {
-            let timeout = warden_core::limits::DEFAULT_TASK_TIMEOUT;
+            let timeout = crate::limits::DEFAULT_TASK_TIMEOUT;
             let defaults = match receipt.model {
-                Some(_) => RunLimits::coding(timeout, warden_core::limits::AGENT_MAX_INLINE_CALLS),
+                Some(_) => RunLimits::coding(timeout, crate::limits::AGENT_MAX_INLINE_CALLS),
                 None => RunLimits::script(timeout),
             };
             (defaults, "defaults")
@@ -457,7 +457,7 @@ fn read_bytes(view: View<'_>, task_id: &str, path: &str) -> Result<Vec<u8>, Guar
             task_id,
             path,
             offset,
-            warden_core::limits::MAX_READ_CHUNK_BYTES,
+            crate::limits::MAX_READ_CHUNK_BYTES,
             warden_executor::artifacts::Encoding::Base64,
         )?;
         if chunk.size_bytes > MAX_REPLAY_READ {
@@ -492,7 +492,7 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
             task_id,
             path,
             offset,
-            warden_core::limits::MAX_READ_CHUNK_BYTES,
+            crate::limits::MAX_READ_CHUNK_BYTES,
             Default::default(),
         )?;
         if chunk.size_bytes > MAX_REPLAY_READ {

@@ -19,7 +19,7 @@ use warden_script::protocol::Layers;
 
 /// One task result (see the module docs). Fields are grouped by who sets
 /// them: the ending, the task's identity (set by
-/// [`super::TaskRunner::finish`]), its files, a script's value and
+/// [`crate::Task::finish`]), its files, a script's value and
 /// output, the coding agent's counts, a batch's calls.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskResult {
@@ -51,7 +51,7 @@ pub struct TaskResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub duration_ms: Option<f64>,
 
-    /// The first files under outputs/ (see [`super::TaskRunner::finish`]).
+    /// The first files under outputs/ (see [`crate::Task::finish`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifacts: Option<Vec<ArtifactRef>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -334,13 +334,13 @@ impl TaskResult {
 
     /// This result as an answer carries it, with what it leaves out: the
     /// receipt's artifact hashes cut to the first
-    /// [`MAX_RESULT_ARTIFACTS`](warden_core::limits::MAX_RESULT_ARTIFACTS), as
+    /// [`MAX_RESULT_ARTIFACTS`](crate::limits::MAX_RESULT_ARTIFACTS), as
     /// `artifacts` lists the first files, so a task that wrote a thousand
     /// files answers in kilobytes. `result.json` keeps every hash (a
     /// replay compares them all); the answer's marker points there.
     pub fn into_answer(mut self) -> (Value, Vec<warden_core::answer::Cut>) {
         let mut cuts = Vec::new();
-        let listed = warden_core::limits::MAX_RESULT_ARTIFACTS;
+        let listed = crate::limits::MAX_RESULT_ARTIFACTS;
         if let Some(receipt) = &mut self.receipt
             && receipt.artifacts.len() > listed
         {
@@ -373,7 +373,7 @@ pub fn read_saved(
         task_id,
         warden_executor::artifacts::RESULT_FILE,
         0,
-        warden_core::limits::MAX_INLINE_RESULT_BYTES,
+        warden_executor::limits::MAX_INLINE_RESULT_BYTES,
         Default::default(),
     )?;
     Ok(match chunk.next_offset {

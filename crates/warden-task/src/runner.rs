@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::TaskLimits;
 use crate::records::Records;
 use crate::running::Running;
 use crate::task::Task;
@@ -39,7 +40,7 @@ pub struct TaskRunner {
     /// The cancellation tokens of the running tasks, so that
     /// [`TaskRunner::shutdown`] can cancel them and wait for their records.
     pub(crate) running: Arc<Running>,
-    /// The task records (see [`records`]).
+    /// The task records (see [`crate::records`]).
     pub records: Arc<Records>,
     /// Started by the first task (or by [`TaskRunner::start_records`]).
     pub(crate) heartbeat: std::sync::Once,
@@ -48,6 +49,8 @@ pub struct TaskRunner {
     /// Set when the server drains: it claims no more queued tasks (they
     /// wait for another server, or for this one's restart).
     pub(crate) draining: std::sync::atomic::AtomicBool,
+    /// The runner's part of the server's limits (see [`TaskRunner::limits`]).
+    limits: TaskLimits,
 }
 
 /// How a task's body ended (see [`TaskRunner::run`]).
@@ -68,16 +71,21 @@ impl TaskRunner {
         executor: Arc<Executor>,
         store: ArtifactStore,
         exe: std::path::PathBuf,
-        max_tasks: usize,
+        limits: TaskLimits,
     ) -> Self {
         let store = store.with_limits(executor.limits());
-        let limits = executor.limits();
-        let records = Arc::new(Records::new(store.clone(), limits));
-        let task_slots = Slots::new("task", max_tasks, limits.admission_queue, limits.admission_wait)
-            .per_principal(
-                limits.tasks_per_principal,
-                "its task limit (WARDEN_TASKS_PER_PRINCIPAL)".into(),
-            );
+        let calls = executor.limits();
+        let records = Arc::new(Records::new(store.clone(), calls.tasks_max_age, &limits));
+        let task_slots = Slots::new(
+            "task",
+            limits.max_concurrent_tasks,
+            calls.admission_queue,
+            calls.admission_wait,
+        )
+        .per_principal(
+            limits.tasks_per_principal,
+            "its task limit (WARDEN_TASKS_PER_PRINCIPAL)".into(),
+        );
         Self {
             executor,
             store,
@@ -88,7 +96,14 @@ impl TaskRunner {
             heartbeat: std::sync::Once::new(),
             submitted: Arc::default(),
             draining: std::sync::atomic::AtomicBool::new(false),
+            limits,
         }
+    }
+
+    /// The limits the runner enforces (its part of the server's limits;
+    /// the executor's are [`Executor::limits`]).
+    pub fn limits(&self) -> &TaskLimits {
+        &self.limits
     }
 
     /// Opens the shared task store (`WARDEN_DATABASE_URL`) with `opener`
@@ -96,8 +111,8 @@ impl TaskRunner {
     /// the runner is shared: it replaces the records, which nothing else
     /// holds yet.
     pub fn with_store_opener(mut self, opener: Arc<dyn crate::store::StoreOpener>) -> Self {
-        let limits = self.executor.limits();
-        self.records = Arc::new(Records::new(self.store.clone(), limits).with_opener(opener));
+        let max_ttl = self.executor.limits().tasks_max_age;
+        self.records = Arc::new(Records::new(self.store.clone(), max_ttl, &self.limits).with_opener(opener));
         self
     }
 
@@ -145,6 +160,7 @@ impl TaskRunner {
             _slot: slot,
             executor: self.executor.clone(),
             exe: self.exe.clone(),
+            input_state_ttl: self.limits.input_state_ttl,
             recorded: false,
             store: self.store.clone(),
             running: self.running.clone(),

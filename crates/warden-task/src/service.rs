@@ -18,7 +18,7 @@ impl TaskRunner {
     /// Opens the task store in the background, settles what a dead
     /// server left (its running tasks become `interrupted`), starts the
     /// heartbeat, and sweeps expired tasks every
-    /// [`warden_core::limits::TASK_SWEEP_INTERVAL`] from then on. For a serving
+    /// [`crate::limits::TASK_SWEEP_INTERVAL`] from then on. For a serving
     /// process; others open the store on first use.
     ///
     /// Nothing here delays the first answer: direct guard calls never
@@ -37,7 +37,7 @@ impl TaskRunner {
                 tracing::warn!(%error, "task tools are unavailable until the task store opens");
             }
             let records = Arc::downgrade(&records);
-            let mut every = tokio::time::interval(warden_core::limits::TASK_SWEEP_INTERVAL);
+            let mut every = tokio::time::interval(crate::limits::TASK_SWEEP_INTERVAL);
             loop {
                 every.tick().await;
                 let Some(records) = records.upgrade() else {
@@ -48,7 +48,7 @@ impl TaskRunner {
         });
     }
 
-    /// Starts (once) the loop that, every [`warden_core::limits::TASK_HEARTBEAT`],
+    /// Starts (once) the loop that, every [`crate::limits::TASK_HEARTBEAT`],
     /// renews this process's leases, stops the tasks it lost, cancels
     /// those another server asked to cancel, and ends lapsed ones
     /// everywhere. Every process that runs tasks runs it.
@@ -56,7 +56,7 @@ impl TaskRunner {
         let (records, running) = (Arc::downgrade(&self.records), Arc::downgrade(&self.running));
         self.heartbeat.call_once(|| {
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(warden_core::limits::TASK_HEARTBEAT);
+                let mut every = tokio::time::interval(crate::limits::TASK_HEARTBEAT);
                 every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     every.tick().await;
@@ -148,7 +148,7 @@ impl TaskRunner {
             _ = self.submitted.notified() => {}
             _ = self.running.done.notified() => {}
             _ = elsewhere => {}
-            _ = tokio::time::sleep(warden_core::limits::TASK_HEARTBEAT) => {}
+            _ = tokio::time::sleep(crate::limits::TASK_HEARTBEAT) => {}
         }
     }
 
@@ -190,7 +190,7 @@ impl TaskRunner {
             if self.running.detached() == 0 && pending == 0 {
                 return;
             }
-            let _ = tokio::time::timeout(warden_core::limits::TASK_HEARTBEAT, done).await;
+            let _ = tokio::time::timeout(crate::limits::TASK_HEARTBEAT, done).await;
         }
     }
 

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::limits::{MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES};
 use crate::records::Records;
 use crate::running::Running;
 use crate::{
@@ -17,15 +18,14 @@ use crate::{
     task_receipt,
 };
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
-use warden_core::limits::{
-    MAX_INLINE_RESULT_BYTES, MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES, SCRIPT_MAX_OUTPUT_BYTES,
-};
 use warden_executor::artifacts::{ArtifactStore, OUTPUTS_DIR};
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::sandbox::Rlimits;
 use warden_executor::executor::{Admitted, Executor};
+use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Context, Session, StartError, WorkerFacts};
+use warden_script::limits::SCRIPT_MAX_OUTPUT_BYTES;
 
 /// A task in progress: its slot, directory and event log.
 pub struct Task {
@@ -33,6 +33,9 @@ pub struct Task {
     pub(crate) executor: Arc<Executor>,
     /// The server binary, re-executed as the task's script worker.
     pub(crate) exe: Arc<std::path::Path>,
+    /// How long a stateless request's question can be answered
+    /// (`TaskLimits::input_state_ttl`): a task it started waits no longer.
+    pub(crate) input_state_ttl: Duration,
     /// Whether `result.json` was written; if not when the task is dropped
     /// (its request future was dropped), a `cancelled` record is written.
     pub(crate) recorded: bool,
@@ -42,7 +45,7 @@ pub struct Task {
     /// Whether the client asked for it as an MCP task: it outlives its
     /// request, and a server stopping under it ends it `interrupted`.
     pub(crate) detached: bool,
-    /// The `task.worker` span; ended by [`TaskRunner::finish`].
+    /// The `task.worker` span; ended by [`Task::finish`].
     pub trace: opentelemetry::Context,
     pub id: String,
     pub dir: std::path::PathBuf,
@@ -125,7 +128,7 @@ impl Task {
     /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
     pub async fn start_worker(&self, origin: &Origin) -> Result<Session, StartError> {
         let mode = warden_sandbox::policy::mode()?;
-        let rlimits = Rlimits::for_call(self.executor.limits(), self.timeout.as_secs());
+        let rlimits = Rlimits::for_call(&self.executor.limits().worker, self.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
             &self.exe,
@@ -307,7 +310,7 @@ impl Task {
         );
         // A task that was not queued (a stateless request's) waits only as
         // long as its requestState can be answered.
-        let wait = book.request().map(|_| self.executor.limits().input_state_ttl);
+        let wait = book.request().map(|_| self.input_state_ttl);
         let request = book.request().cloned().unwrap_or_else(|| json!({}));
         match self
             .records

@@ -59,7 +59,7 @@ pub struct TaskReceipt {
     /// (or plan) answered, so at most [`RunLimits::door_calls`] (10,000 for
     /// a `run_script`, 100 for a coding task) plus its plan; a task that
     /// waited carries them in its journal, within
-    /// [`warden_core::limits::MAX_JOURNAL_BYTES`].
+    /// [`warden_script::limits::MAX_JOURNAL_BYTES`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approvals: Vec<warden_core::approval::ApprovalRecord>,
 }
@@ -84,22 +84,22 @@ pub struct RunLimits {
 
 impl RunLimits {
     /// A `run_script` task's: `timeout`, and
-    /// [`warden_core::limits::DEFAULT_SCRIPT_DOOR_CALLS`] door calls.
+    /// [`crate::limits::DEFAULT_SCRIPT_DOOR_CALLS`] door calls.
     pub fn script(timeout: std::time::Duration) -> Self {
         Self {
             timeout_ms: duration_ms(timeout),
-            door_calls: warden_core::limits::DEFAULT_SCRIPT_DOOR_CALLS,
+            door_calls: crate::limits::DEFAULT_SCRIPT_DOOR_CALLS,
             inline_calls: None,
         }
     }
 
     /// A coding task's: `timeout`,
-    /// [`warden_core::limits::AGENT_MAX_GUARD_CALLS`] door calls and
+    /// [`crate::limits::AGENT_MAX_GUARD_CALLS`] door calls and
     /// `inline_calls` inline ones (`WARDEN_AGENT_MAX_INLINE_CALLS`).
     pub fn coding(timeout: std::time::Duration, inline_calls: u64) -> Self {
         Self {
             timeout_ms: duration_ms(timeout),
-            door_calls: warden_core::limits::AGENT_MAX_GUARD_CALLS,
+            door_calls: crate::limits::AGENT_MAX_GUARD_CALLS,
             inline_calls: Some(inline_calls),
         }
     }

@@ -34,6 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde_json::{Value, json};
 
+use crate::limits::CallLimits;
 use crate::tenant::Principal;
 pub use chunk::{ChunkAnswer, Encoding};
 use quota::{Quota, Usage};
@@ -41,7 +42,6 @@ pub use remote::RemoteCopy;
 use retention::{Entry, Policy, Pruner};
 pub use view::View;
 use warden_core::error::GuardError;
-use warden_core::limits::Limits;
 
 /// Task directory layout.
 pub const OUTPUTS_DIR: &str = "outputs";
@@ -103,7 +103,7 @@ impl ArtifactStore {
     /// A store under `root` keeping the newest `keep` task directories,
     /// with the default quotas and budgets (see [`ArtifactStore::with_limits`]).
     pub fn new(root: impl Into<PathBuf>, keep: usize) -> Self {
-        let defaults = Limits::default();
+        let defaults = CallLimits::default();
         Self {
             root: root.into(),
             policy: Policy {
@@ -178,7 +178,7 @@ impl ArtifactStore {
     }
 
     /// Takes the task quotas and store budgets from `limits`.
-    pub fn with_limits(mut self, limits: &Limits) -> Self {
+    pub fn with_limits(mut self, limits: &CallLimits) -> Self {
         self.policy = Policy {
             keep: limits.tasks_kept.max(1),
             max_bytes: limits.store_max_bytes,
@@ -590,7 +590,7 @@ impl ArtifactStore {
             task_id,
             RESULT_FILE,
             0,
-            warden_core::limits::MAX_INLINE_RESULT_BYTES,
+            crate::limits::MAX_INLINE_RESULT_BYTES,
             Encoding::Utf8,
         )
         .ok()
@@ -676,7 +676,7 @@ impl retention::Pass for ArtifactStore {
     }
 }
 
-/// Lists regular files under `dir`, at most [`warden_core::limits::MAX_ARTIFACT_DEPTH`]
+/// Lists regular files under `dir`, at most [`crate::limits::MAX_ARTIFACT_DEPTH`]
 /// + 1 levels down (deeper trees were not written by the server).
 ///
 /// Public for [`RemoteCopy`] implementations, which upload what it lists.
@@ -701,7 +701,7 @@ pub fn walk(dir: OwnedFd, prefix: &str, depth: usize, found: &mut Vec<(String, u
             found.push((format!("{prefix}{name}"), stat.st_size as u64));
         }
     }
-    if depth > warden_core::limits::MAX_ARTIFACT_DEPTH {
+    if depth > crate::limits::MAX_ARTIFACT_DEPTH {
         return;
     }
     for name in subdirs {

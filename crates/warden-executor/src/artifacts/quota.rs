@@ -12,9 +12,9 @@
 
 use std::collections::BTreeMap;
 
+use crate::limits::{MAX_ARTIFACT_DEPTH, MAX_ARTIFACT_NAME_BYTES, MAX_ARTIFACT_PATH_BYTES};
 use crate::tenant::Principal;
 use warden_core::error::{GuardError, codes};
-use warden_core::limits::{MAX_ARTIFACT_DEPTH, MAX_ARTIFACT_NAME_BYTES, MAX_ARTIFACT_PATH_BYTES};
 
 /// The per-task quotas a store enforces.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,7 +22,7 @@ pub struct Quota {
     pub max_files: usize,
     pub max_bytes: u64,
     /// Bytes all running tasks of one (bound) principal may keep under
-    /// `outputs/` together ([`warden_core::limits::DEFAULT_PRINCIPAL_ARTIFACT_BYTES`]).
+    /// `outputs/` together ([`crate::limits::DEFAULT_PRINCIPAL_ARTIFACT_BYTES`]).
     pub principal_max_bytes: u64,
 }
 

@@ -27,7 +27,7 @@ use tracing_appender::non_blocking::NonBlockingBuilder;
 
 pub use batch::{EventsGuard, FLUSH_INTERVAL, HANDOFF_BYTES};
 
-use warden_core::limits::{DEFAULT_TASK_EVENTS_MAX_BYTES, MAX_EVENT_STRING_BYTES};
+use crate::limits::{DEFAULT_TASK_EVENTS_MAX_BYTES, MAX_EVENT_STRING_BYTES};
 
 /// Batches queued between the emitters and the writer thread: 64, each
 /// about [`batch::HANDOFF_BYTES`] at most, so about 4 MiB. When full,
@@ -158,8 +158,8 @@ impl Events {
     /// A directory or file that cannot be written now (read-only, full)
     /// is not an error: a warning names it, records are dropped, and the
     /// log opens with the first records once it can be written (at most
-    /// one attempt per [`warden_core::limits::EVENTS_REOPEN_INTERVAL`]).
-    pub fn open(dir: &Path, limits: &warden_core::limits::Limits) -> std::io::Result<(Self, EventsGuard)> {
+    /// one attempt per [`crate::limits::EVENTS_REOPEN_INTERVAL`]).
+    pub fn open(dir: &Path, limits: &crate::limits::CallLimits) -> std::io::Result<(Self, EventsGuard)> {
         let path = dir.join("events.jsonl");
         let (max_bytes, keep) = (limits.events_max_bytes, limits.events_keep);
         let opened = crate::artifacts::safe_path::create_private_dir_all(dir)
@@ -490,7 +490,7 @@ pub fn pure_call_records(
 }
 
 /// One `pure_calls_summarized` record for `calls` (see
-/// [`warden_core::limits::DEFAULT_PURE_CALLS_DETAILED`]): how many, how many
+/// `warden_script::limits::DEFAULT_PURE_CALLS_DETAILED`): how many, how many
 /// failed, counts per function and per error type, and their total
 /// duration.
 pub fn pure_calls_summary(origin: &Origin, calls: &[PureCall<'_>]) -> Vec<u8> {

@@ -20,7 +20,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use warden_core::limits::EVENTS_REOPEN_INTERVAL;
+use crate::limits::EVENTS_REOPEN_INTERVAL;
 
 /// Opens `path` for appending: never through a symlink (`O_NOFOLLOW`),
 /// never waiting on a FIFO, a regular file only, mode 0600 (a file an

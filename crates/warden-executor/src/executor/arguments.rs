@@ -9,8 +9,8 @@
 use serde_json::Value;
 
 use super::{Failure, Status};
+use crate::limits::MAX_ARGUMENT_DEPTH;
 use warden_core::error::{GuardError, codes};
-use warden_core::limits::MAX_ARGUMENT_DEPTH;
 
 /// Refuses arguments nested deeper than [`MAX_ARGUMENT_DEPTH`]
 /// (`invalid_arguments`) or larger than `max_bytes` of JSON

@@ -24,11 +24,11 @@
 use serde_json::{Value, json};
 
 use crate::events::{Events, Origin};
+use crate::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
 use warden_core::approval::{ApprovalRecord, Book, Decision, Pending, confirm_schema};
 use warden_core::ask::Question;
 use warden_core::error::{GuardError, codes};
 use warden_core::guard::Guard;
-use warden_core::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
 use warden_core::reach::Reach;
 
 /// Why a call of a destructive guard may run; see the module docs. Calls

@@ -68,7 +68,7 @@ impl WorkerLauncher {
     /// Starts workers from `exe` (re-executed once, as the zygote), with
     /// diagnostics logs in `diagnostics_dir`, answers capped at
     /// `max_response` bytes and requests at `max_request` (the argument cap
-    /// plus [`warden_core::limits::WORKER_REQUEST_ENVELOPE_BYTES`]).
+    /// plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`]).
     pub fn new(exe: PathBuf, diagnostics_dir: PathBuf, max_response: usize, max_request: usize) -> Self {
         Self {
             zygote: Zygote::new(exe, max_request),

@@ -306,9 +306,9 @@ mod tests {
 
     use super::*;
     use crate::executor::{Admission, CallRequest, Executor, WorkerLauncher};
+    use crate::limits::CallLimits;
     use warden_core::error::GuardError;
     use warden_core::guard::guard;
-    use warden_core::limits::Limits;
     use warden_core::registry::Registry;
 
     #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -334,11 +334,13 @@ mod tests {
     /// An executor with one call slot and one running guard-thread permit
     /// (plus one overdue), waiting 50 ms for either.
     fn executor(dir: &std::path::Path) -> Executor {
-        let mut limits = Limits::default();
-        limits.max_concurrent_calls = 1;
-        limits.max_guard_threads = 1;
-        limits.max_overdue_in_process = 1;
-        limits.admission_wait = Duration::from_millis(50);
+        let limits = CallLimits {
+            max_concurrent_calls: 1,
+            max_guard_threads: 1,
+            max_overdue_in_process: 1,
+            admission_wait: Duration::from_millis(50),
+            ..CallLimits::default()
+        };
         let registry = Registry::new(vec![guard(quick), guard(hold)]).expect("registry");
         let launcher = WorkerLauncher::new(dir.join("no-worker"), dir.to_path_buf(), 1 << 20, 1 << 20);
         Executor::new(

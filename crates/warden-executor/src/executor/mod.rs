@@ -41,11 +41,11 @@ use sandbox::Rlimits;
 use threads::{GuardThreads, Held};
 
 use crate::events::{Events, Origin};
+use crate::limits::CallLimits;
 use crate::tenant::{Principal, Scopes};
 use crate::worker::{Request, Response};
 use warden_core::error::{GuardError, codes};
 use warden_core::guard::{Mode, Resources};
-use warden_core::limits::Limits;
 use warden_core::registry::Registry;
 
 /// How a call ended, as recorded in events and results.
@@ -184,7 +184,7 @@ impl<'a> CallRequest<'a> {
 pub struct Executor {
     registry: Arc<Registry>,
     resources: Arc<Resources>,
-    limits: Limits,
+    limits: CallLimits,
     events: Events,
     launcher: WorkerLauncher,
     /// Call slots: one per admitted direct call or batch, taken before the
@@ -214,7 +214,7 @@ impl Executor {
     pub fn new(
         registry: Arc<Registry>,
         resources: Arc<Resources>,
-        limits: Limits,
+        limits: CallLimits,
         events: Events,
         launcher: WorkerLauncher,
     ) -> Self {
@@ -315,7 +315,7 @@ impl Executor {
         &self.resources
     }
 
-    pub fn limits(&self) -> &Limits {
+    pub fn limits(&self) -> &CallLimits {
         &self.limits
     }
 
@@ -399,7 +399,7 @@ impl Executor {
         arguments: Value,
         cancel: &CancellationToken,
     ) -> Result<Value, Failure> {
-        let rlimits = Rlimits::for_call(&self.limits, call.timeout().as_secs());
+        let rlimits = Rlimits::for_call(&self.limits.worker, call.timeout().as_secs());
         let worker_request = Request::Call {
             guard: guard.name.clone(),
             arguments,
@@ -526,7 +526,7 @@ impl Executor {
     /// preflight and `/readyz` to prove isolation works on this machine.
     pub async fn ping_worker(&self) -> Result<(u32, usize), Failure> {
         let timeout = std::time::Duration::from_secs(10);
-        let rlimits = Rlimits::for_call(&self.limits, timeout.as_secs());
+        let rlimits = Rlimits::for_call(&self.limits.worker, timeout.as_secs());
         let answer = self
             .launcher
             .call(

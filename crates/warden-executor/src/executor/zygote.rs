@@ -27,9 +27,9 @@ use nix::sys::time::TimeVal;
 use tokio::sync::oneshot;
 
 use super::sandbox::{Rlimits, confine_std, release_group, track_group, worker_env};
+use crate::limits::{ZYGOTE_ANSWER_TIMEOUT, ZYGOTE_MAX_CHILDREN};
 use crate::worker::zygote::{Order, Reply, ZYGOTE_ARG, read_reply, send_order};
 use crate::worker::{MAX_REQUEST_ARG, WORKER_ARG};
-use warden_core::limits::{ZYGOTE_ANSWER_TIMEOUT, ZYGOTE_MAX_CHILDREN};
 
 /// Forks guard workers through a zygote. Cheap to clone; its thread and
 /// the zygote start on the first spawn, so a server that never runs an

@@ -23,7 +23,7 @@ use warden_core::registry::Registry;
 /// Largest request line a worker reads when the server does not say
 /// ([`MAX_REQUEST_ARG`]): the default argument cap plus the envelope.
 const DEFAULT_MAX_REQUEST_LINE: usize =
-    warden_core::limits::DEFAULT_MAX_ARGUMENT_BYTES + warden_core::limits::WORKER_REQUEST_ENVELOPE_BYTES;
+    crate::limits::DEFAULT_MAX_ARGUMENT_BYTES + crate::limits::WORKER_REQUEST_ENVELOPE_BYTES;
 
 /// The largest request line a guard worker must read: this many bytes
 /// after `max_request_line(args)`, from the worker's arguments.

@@ -19,7 +19,7 @@
 //!
 //! What a fork keeps that an `exec` redraws is the address-space layout:
 //! the server replaces the zygote after
-//! [`warden_core::limits::ZYGOTE_MAX_CHILDREN`] children.
+//! [`crate::limits::ZYGOTE_MAX_CHILDREN`] children.
 //!
 //! The zygote reaps a child only when the server asks, after it killed the
 //! child's group: until then the zombie holds the pid and group id, so the

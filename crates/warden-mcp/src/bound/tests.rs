@@ -106,4 +106,4 @@ fn an_answer_within_the_bound_is_unchanged() {
     assert_eq!(bounded_kept(Answer::plain(result.clone()), DEFAULT_LIMIT), result);
 }
 
-const DEFAULT_LIMIT: usize = warden_core::limits::DEFAULT_MAX_ANSWER_BYTES;
+const DEFAULT_LIMIT: usize = crate::limits::DEFAULT_MAX_ANSWER_BYTES;

@@ -1,7 +1,7 @@
 //! The one context built-ins reach the world through.
 //!
 //! [`Runtime`] hands a built-in what it may use, each by its own name: the
-//! registry and limits, the executor (for guard calls, which always go
+//! registry and limits (the executor's and the MCP layer's), the executor (for guard calls, which always go
 //! through it, with the event log), the artifact store, the task records,
 //! and the task runner for the tools that run tasks. Built by the server once
 //! ([`crate::server::WardenServer::new`]) and shared by every call;
@@ -9,7 +9,7 @@
 
 use std::sync::Arc;
 
-use warden_core::limits::Limits;
+use crate::limits::ServingLimits;
 use warden_core::registry::Registry;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::executor::Executor;
@@ -23,16 +23,19 @@ pub struct Runtime {
     store: ArtifactStore,
     records: Arc<Records>,
     tasks: Arc<TaskRunner>,
+    serving: Arc<ServingLimits>,
 }
 
 impl Runtime {
-    /// The context over `tasks`' executor, store and records.
-    pub fn new(tasks: Arc<TaskRunner>) -> Self {
+    /// The context over `tasks`' executor, store and records, serving
+    /// under `serving`.
+    pub fn new(tasks: Arc<TaskRunner>, serving: ServingLimits) -> Self {
         Self {
             executor: tasks.executor.clone(),
             store: tasks.store.clone(),
             records: tasks.records.clone(),
             tasks,
+            serving: Arc::new(serving),
         }
     }
 
@@ -48,9 +51,14 @@ impl Runtime {
         self.executor.visible_to(origin)
     }
 
-    /// The server's limits.
-    pub fn limits(&self) -> &Limits {
+    /// The executor's limits (timeouts, argument caps, …).
+    pub fn limits(&self) -> &warden_executor::limits::CallLimits {
         self.executor.limits()
+    }
+
+    /// The MCP layer's limits (the answer bound, …).
+    pub fn serving(&self) -> &ServingLimits {
+        &self.serving
     }
 
     /// Every guard call a built-in causes goes through it.

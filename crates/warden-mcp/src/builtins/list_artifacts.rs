@@ -74,7 +74,7 @@ impl Builtin for ListArtifacts {
             // A page also ends where its answer, sent twice (structured
             // and as text), would pass the answer bound: `next_offset`
             // goes on from there, so nothing is cut.
-            let budget = page_budget(call.ctx.limits().max_answer_bytes);
+            let budget = page_budget(call.ctx.serving().max_answer_bytes);
             let mut used = 0;
             let page: Vec<File> = files
                 .iter()
@@ -105,5 +105,5 @@ impl Builtin for ListArtifacts {
 /// `limit`: half of it (the page is sent twice), less the envelope and
 /// the page's own fields.
 fn page_budget(limit: usize) -> usize {
-    (limit.saturating_sub(warden_core::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(1_024)
+    (limit.saturating_sub(crate::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(1_024)
 }

@@ -147,13 +147,13 @@ pub(crate) fn decode<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardEr
 /// A task's timeout: `timeout_seconds` (1 to the server maximum) or the
 /// default task timeout, clamped to that maximum.
 pub fn task_timeout(
-    limits: &warden_core::limits::Limits,
+    limits: &warden_executor::limits::CallLimits,
     seconds: Option<u64>,
 ) -> Result<std::time::Duration, GuardError> {
     let max = limits.max_timeout.as_secs();
     let seconds = match seconds {
         Some(s) => in_range("timeout_seconds", s, 1, max)?,
-        None => warden_core::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
+        None => warden_task::limits::DEFAULT_TASK_TIMEOUT.as_secs().min(max),
     };
     Ok(std::time::Duration::from_secs(seconds))
 }

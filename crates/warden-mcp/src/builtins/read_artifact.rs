@@ -5,8 +5,8 @@ use serde::Deserialize;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
 use warden_core::error::GuardError;
-use warden_core::limits::MAX_READ_CHUNK_BYTES;
 use warden_executor::artifacts::Encoding;
+use warden_task::limits::MAX_READ_CHUNK_BYTES;
 
 /// Read one chunk of a task file by byte offset. Follow next_offset until it is null.
 ///
@@ -52,7 +52,7 @@ impl Builtin for ReadArtifact {
             // The chunk is sent twice (structured and as text) and must
             // stay within the answer bound: a smaller chunk, with
             // `next_offset` going on from its end, rather than a cut one.
-            let budget = chunk_budget(call.ctx.limits().max_answer_bytes);
+            let budget = chunk_budget(call.ctx.serving().max_answer_bytes);
             let mut read_once = read(max);
             for _ in 0..8 {
                 let Ok(chunk) = &read_once else { break };
@@ -81,5 +81,5 @@ impl Builtin for ReadArtifact {
 /// Bytes one chunk's answer may take under the answer bound `limit`:
 /// half of it (the answer is sent twice), less the envelope.
 fn chunk_budget(limit: usize) -> usize {
-    (limit.saturating_sub(warden_core::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(256)
+    (limit.saturating_sub(crate::limits::ANSWER_ENVELOPE_BYTES) / 2).saturating_sub(256)
 }

@@ -44,6 +44,7 @@ impl Builtin for RunBatch {
             warden_task::batch::run(
                 call.ctx.executor(),
                 call.ctx.store(),
+                call.ctx.tasks().limits(),
                 input,
                 call.origin,
                 call.cancel,

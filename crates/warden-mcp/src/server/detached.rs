@@ -88,13 +88,13 @@ impl WardenServer {
             resume,
         }
         .to_stored();
-        let limits = self.executor.limits();
+        let (tasks, serving) = (self.tasks.limits(), self.runtime.serving());
         // A bound principal's tasks queued or running over all servers: its
         // task slots plus what it may have waiting (see
         // `DEFAULT_TASKS_QUEUED_PER_PRINCIPAL`), so it never fills the queue.
-        let owner_cap = limits
+        let owner_cap = tasks
             .tasks_per_principal
-            .saturating_add(limits.tasks_queued_per_principal);
+            .saturating_add(serving.tasks_queued_per_principal);
         let owner_limit = warden_executor::tenant::limits::bound(&principal).then_some(owner_cap as u64);
         let records = self.runtime.records();
         let ttl = records.ttl_ms(requested);
@@ -112,10 +112,10 @@ impl WardenServer {
                             "principal busy: '{principal}' already has {owner_cap} task(s) queued, running or waiting for an answer, its limit: \
                              {} running (WARDEN_TASKS_PER_PRINCIPAL) plus {} waiting (WARDEN_TASKS_QUEUED_PER_PRINCIPAL); \
                              retry when one of them ends (list_tasks shows them)",
-                            limits.tasks_per_principal, limits.tasks_queued_per_principal
+                            tasks.tasks_per_principal, serving.tasks_queued_per_principal
                         ),
                     )
-                    .retry_after(limits.admission_wait.as_secs().max(1)),
+                    .retry_after(self.executor.limits().admission_wait.as_secs().max(1)),
                 );
             }
             Enqueued::QueueFull => {
@@ -123,7 +123,7 @@ impl WardenServer {
                     warden_core::error::codes::SERVER_BUSY,
                     format!(
                         "Server busy; retry later ({} tasks already wait for a task slot, WARDEN_TASK_QUEUE)",
-                        limits.task_queue
+                        tasks.task_queue
                     ),
                 ));
             }

@@ -221,7 +221,7 @@ impl WardenServer {
         outcome: Result<Reply, GuardError>,
         origin: &Origin,
     ) -> CallToolResult {
-        let limit = self.executor.limits().max_answer_bytes;
+        let limit = self.runtime.serving().max_answer_bytes;
         let answer = match outcome {
             Ok(reply) => reply.into_answer(self.runtime.store().view(&origin.principal), limit),
             Err(error) => {
@@ -340,7 +340,7 @@ impl WardenServer {
             return Err(error);
         }
         Ok(round
-            .finish(result, self.executor.limits().input_state_ttl)
+            .finish(result, self.tasks.limits().input_state_ttl)
             .unwrap_or_else(|error| result_of(Err(Failure::new(Status::Failed, error)), &request_id).into()))
     }
 

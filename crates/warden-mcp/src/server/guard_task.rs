@@ -149,7 +149,7 @@ impl WardenServer {
             return Err(error);
         }
         Ok(round
-            .finish(result, self.executor.limits().input_state_ttl)
+            .finish(result, self.tasks.limits().input_state_ttl)
             .unwrap_or_else(|error| {
                 super::results::result_of(
                     Err(warden_executor::executor::Failure::new(

@@ -94,7 +94,7 @@ impl ServerHandler for WardenServer {
             prompts.get(&request.name, arguments)
         });
         let asked = round
-            .questions(self.executor.limits().input_state_ttl)
+            .questions(self.tasks.limits().input_state_ttl)
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
         match asked {
             Some(asked) => Ok(GetPromptResponse::InputRequired(asked)),
@@ -235,7 +235,7 @@ impl ServerHandler for WardenServer {
             self.runtime.store(),
             &principal,
             &record,
-            self.executor.limits().max_answer_bytes,
+            self.runtime.serving().max_answer_bytes,
             asked,
         )))
     }
@@ -276,7 +276,7 @@ impl ServerHandler for WardenServer {
     }
 
     /// Cancels the task in whatever state it is (see
-    /// [`TaskRunner::cancel`]): a queued one ends `cancelled` and never
+    /// [`warden_task::TaskRunner::cancel`]): a queued one ends `cancelled` and never
     /// runs; a running one (here or on another server) has its worker
     /// killed and ends `cancelled`. An ended task keeps its record: a
     /// 2026-07-28 request gets the same empty acknowledgement (SEP-2663:

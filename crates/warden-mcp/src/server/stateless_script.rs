@@ -75,7 +75,7 @@ impl WardenServer {
             if !accepted {
                 // The first task's own needs_input result.
                 let record = self.owned_task(&principal, &waiting.task_id).await?;
-                let limit = self.executor.limits().max_answer_bytes;
+                let limit = self.runtime.serving().max_answer_bytes;
                 return Ok(crate::tasks::completed(self.runtime.store(), &principal, &record, limit).into());
             }
             if let Some(prompt) = arguments.get_mut("prompt") {
@@ -198,7 +198,7 @@ impl WardenServer {
         binding: &Binding,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let limit = self.executor.limits().max_answer_bytes;
+        let limit = self.runtime.serving().max_answer_bytes;
         // The task's own deadline ends it first; this only bounds a wait
         // for a task that no server claims (all draining).
         let latest = tokio::time::Instant::now() + self.executor.limits().max_timeout * 2;
@@ -251,7 +251,7 @@ impl WardenServer {
             pending: (carry == Carry::Question).then(|| pending.clone()),
         };
         let state = waiting
-            .seal(binding, self.executor.limits().input_state_ttl)
+            .seal(binding, self.tasks.limits().input_state_ttl)
             .map_err(|e| ErrorData::internal_error(e.message, None))?;
         let requests = crate::waiting::form_request(pending);
         Ok(InputRequiredResult::new(Some(requests), Some(state)).into())

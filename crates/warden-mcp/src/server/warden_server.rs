@@ -9,6 +9,7 @@ use rmcp::model::{Implementation, Tool};
 use serde_json::json;
 
 use crate::builtins::Runtime;
+use crate::limits::ServingLimits;
 use warden_executor::executor::Executor;
 use warden_task::TaskRunner;
 
@@ -50,12 +51,12 @@ pub(super) const STATELESS: &str = "this is a stateless (2026-07-28) request, wh
 pub(super) const DETACHED: &str = "it runs as a detached MCP task, with no client connected to answer";
 
 impl WardenServer {
-    pub fn new(tasks: Arc<TaskRunner>, name: &str, version: &str) -> Self {
+    pub fn new(tasks: Arc<TaskRunner>, serving: ServingLimits, name: &str, version: &str) -> Self {
         let executor = tasks.executor.clone();
         let builtins = crate::builtins::all();
         Self {
             executor,
-            runtime: Runtime::new(tasks.clone()),
+            runtime: Runtime::new(tasks.clone(), serving),
             tasks,
             builtins: Arc::new(builtins),
             tools: Arc::default(),

@@ -45,9 +45,9 @@ const KEPT_LINE_CAPACITY: usize = 64 * 1024;
 /// The two bounds of the transport (see the module docs).
 #[derive(Debug, Clone, Copy)]
 pub struct TransportLimits {
-    /// See [`warden_core::limits::DEFAULT_MAX_MESSAGE_BYTES`].
+    /// See [`crate::limits::DEFAULT_MAX_MESSAGE_BYTES`].
     pub max_message_bytes: usize,
-    /// See [`warden_core::limits::DEFAULT_MAX_PENDING_RESPONSES`].
+    /// See [`crate::limits::DEFAULT_MAX_PENDING_RESPONSES`].
     pub max_pending_responses: usize,
 }
 

@@ -26,7 +26,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use warden_core::limits::DEFAULT_CALLS_RECORDED;
+use crate::limits::DEFAULT_CALLS_RECORDED;
 
 /// Every guard call of a task, in its directory.
 pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";

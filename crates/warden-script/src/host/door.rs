@@ -55,17 +55,16 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{CallLog, CallRecord};
 use super::journal::{Journal, Step};
+use crate::limits::{DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, worker_line_cap};
 use crate::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
 use warden_core::error::{GuardError, codes};
 use warden_core::guard::Mode;
-use warden_core::limits::{
-    DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, MAX_ARGUMENT_DEPTH, worker_line_cap,
-};
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::arguments::{text_depth, too_deep};
 use warden_executor::executor::{
     Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
 };
+use warden_executor::limits::MAX_ARGUMENT_DEPTH;
 
 /// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
 /// pure calls is ~60 KiB).

@@ -28,8 +28,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::calls::Logged;
+use crate::limits::MAX_JOURNAL_BYTES;
 use warden_core::error::GuardError;
-use warden_core::limits::MAX_JOURNAL_BYTES;
 
 /// One request answered through the door.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -26,8 +26,8 @@ use std::collections::BTreeMap;
 
 use rhai::{ASTNode, Engine, Expr, OptimizationLevel, Stmt};
 
+use crate::limits::SCRIPT_MAX_EXPR_DEPTHS;
 use warden_core::approval::PlanItem;
-use warden_core::limits::SCRIPT_MAX_EXPR_DEPTHS;
 use warden_core::registry::Registry;
 
 /// A loop count the scan treats as unbounded: 1,000,000 (no person

@@ -23,9 +23,9 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{CallCounts, CallLog, CallRecord};
 use super::door::{Door, DoorError, DoorEvent, RunScope};
 use super::journal::Journal;
+use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use warden_core::error::GuardError;
-use warden_core::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::sandbox::{Rlimits, confine, release_group, track_group};
@@ -271,7 +271,7 @@ impl Session {
         });
         // The worker stops itself at `deadline` with a classified timeout;
         // the server kills it if it has not answered shortly after.
-        let hard_deadline = deadline + warden_core::limits::SCRIPT_KILL_GRACE;
+        let hard_deadline = deadline + crate::limits::SCRIPT_KILL_GRACE;
         let door = self.door.clone();
         let inline_left = self.inline_calls_left;
         let served = async {

@@ -10,9 +10,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 
+use crate::limits::DEFAULT_CALLS_RECORDED;
 use crate::protocol::{FromWorker, PURE_BATCH_PREFIX, ToWorker};
 use warden_core::error::GuardError;
-use warden_core::limits::DEFAULT_CALLS_RECORDED;
 
 /// Pure calls buffered before a flush: 1,024.
 const PURE_BATCH: usize = 1024;

@@ -3,7 +3,7 @@
 //! Built from `Engine::new_raw()` plus the standard package, so nothing
 //! reaches files, processes or the network unless registered here, and
 //! nothing is. `eval` is disabled and the module system is compiled out
-//! (`no_module`). Every limit is set explicitly from [`warden_core::limits`]; a
+//! (`no_module`). Every limit is set explicitly from [`crate::limits`]; a
 //! wall-clock deadline is checked from `on_progress`.
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,7 +13,7 @@ use std::time::Instant;
 use rhai::packages::{Package, StandardPackage};
 use rhai::{Dynamic, Engine};
 
-use warden_core::limits::{
+use crate::limits::{
     SCRIPT_MAX_ARRAY_ITEMS, SCRIPT_MAX_CALL_LEVELS, SCRIPT_MAX_EXPR_DEPTHS, SCRIPT_MAX_MAP_KEYS,
     SCRIPT_MAX_OPERATIONS, SCRIPT_MAX_OUTPUT_BYTES, SCRIPT_MAX_STRING_BYTES, SCRIPT_MAX_VARIABLES,
 };

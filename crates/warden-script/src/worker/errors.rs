@@ -46,7 +46,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             Kind::Limit,
             format!(
                 "too many operations (limit {}): loop less or do the work in a guard",
-                warden_core::limits::SCRIPT_MAX_OPERATIONS
+                crate::limits::SCRIPT_MAX_OPERATIONS
             ),
             *pos,
         ),
@@ -54,7 +54,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             Kind::Limit,
             format!(
                 "call depth exceeded (limit {}): recursion too deep",
-                warden_core::limits::SCRIPT_MAX_CALL_LEVELS
+                crate::limits::SCRIPT_MAX_CALL_LEVELS
             ),
             *pos,
         ),
@@ -67,7 +67,7 @@ pub fn eval_error(error: &EvalAltResult) -> ScriptError {
             Kind::Limit,
             format!(
                 "too many variables (limit {})",
-                warden_core::limits::SCRIPT_MAX_VARIABLES
+                crate::limits::SCRIPT_MAX_VARIABLES
             ),
             *pos,
         ),

@@ -20,10 +20,10 @@ use serde_json::Value;
 
 use super::bindings::{call_pure, thrown, to_json, to_rhai};
 use super::door::Door;
+use crate::limits::MAX_MAP_CALL_ITEMS;
 use crate::protocol::{FromWorker, map_item};
 use warden_core::error::{GuardError, codes};
 use warden_core::guard::Mode;
-use warden_core::limits::MAX_MAP_CALL_ITEMS;
 use warden_core::registry::Registry;
 
 type RhaiResult = Result<Dynamic, Box<EvalAltResult>>;

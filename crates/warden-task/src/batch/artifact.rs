@@ -321,7 +321,7 @@ impl<'a> Loader<'a> {
                     &reference.task_id,
                     &reference.filename,
                     offset,
-                    warden_core::limits::MAX_READ_CHUNK_BYTES,
+                    crate::limits::MAX_READ_CHUNK_BYTES,
                     Encoding::Utf8,
                 )
                 .map_err(|e| ArtifactError::Store(e.message))?;

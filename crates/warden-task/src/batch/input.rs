@@ -22,7 +22,7 @@ use serde_json::{Map, Value};
 #[serde(deny_unknown_fields)]
 pub struct RunBatchInput {
     /// The calls, in order (1-25). A call may only reference calls before it.
-    #[schemars(length(min = 1, max = warden_core::limits::MAX_BATCH_CALLS))]
+    #[schemars(length(min = 1, max = crate::limits::MAX_BATCH_CALLS))]
     pub calls: Vec<BatchCall>,
     /// "all" (default): every call's output; "last": only the last call's output (every call's status is still listed).
     #[serde(default, rename = "return")]

@@ -82,6 +82,7 @@ const MAX_DIGITS: u64 = 17;
 pub async fn run(
     executor: &Arc<Executor>,
     store: &ArtifactStore,
+    limits: &crate::limits::TaskLimits,
     input: RunBatchInput,
     origin: &Origin,
     cancel: CancellationToken,
@@ -99,6 +100,7 @@ pub async fn run(
         // executor would refuse the call itself too).
         &executor.visible_to(origin),
         executor.limits(),
+        limits.allow_destructive_in_batch,
         store,
         match &asker {
             Reach::Asker(_) | Reach::Recorded { .. } => Ok(()),
@@ -107,7 +109,7 @@ pub async fn run(
             Reach::Durable(_) => Ok(()),
         },
     )?;
-    ask_plan_first(executor, &calls, &asker)?;
+    ask_plan_first(executor, limits, &calls, &asker)?;
     let _slot = executor
         .admit_batch(&origin.principal, &cancel)
         .await
@@ -121,7 +123,7 @@ pub async fn run(
         &names,
         origin,
         &cancel,
-        (input.receipt, asker),
+        (input.receipt, asker, limits.allow_destructive_in_batch),
     )
     .await;
     drop(tables);
@@ -168,11 +170,16 @@ fn check_shaping(input: &RunBatchInput) -> Result<(), GuardError> {
 /// request) asks once for all its destructive calls, before any runs:
 /// they are known from the batch itself. `Err` (`input_required`) when
 /// the question was just asked.
-fn ask_plan_first(executor: &Executor, calls: &[plan::Planned], asker: &Reach) -> Result<(), GuardError> {
+fn ask_plan_first(
+    executor: &Executor,
+    limits: &crate::limits::TaskLimits,
+    calls: &[plan::Planned],
+    asker: &Reach,
+) -> Result<(), GuardError> {
     let Some(book) = asker.book() else {
         return Ok(());
     };
-    if executor.limits().allow_destructive_in_batch {
+    if limits.allow_destructive_in_batch {
         return Ok(());
     }
     let plan = destructive_plan(executor, calls.iter().map(|c| c.name.as_str()));

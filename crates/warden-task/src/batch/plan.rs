@@ -22,11 +22,12 @@ use super::BatchCall;
 use super::artifact::ARTIFACT_KEY;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, RESULT_KEY};
+use crate::limits::MAX_BATCH_CALLS;
 use warden_core::error::{GuardError, codes};
-use warden_core::limits::{Limits, MAX_BATCH_CALLS};
 use warden_core::registry::Visible;
 use warden_executor::artifacts::View;
 use warden_executor::executor::arguments::json_size;
+use warden_executor::limits::CallLimits;
 
 /// One call ready to be scheduled.
 #[derive(Debug)]
@@ -57,7 +58,8 @@ struct Found {
 pub(crate) fn plan(
     calls: Vec<BatchCall>,
     registry: &Visible<'_>,
-    limits: &Limits,
+    limits: &CallLimits,
+    allow_destructive: bool,
     store: View<'_>,
     confirmable: Result<(), &'static str>,
 ) -> Result<(Vec<Planned>, Tables), GuardError> {
@@ -84,11 +86,7 @@ pub(crate) fn plan(
             index,
             &call.name,
             registry,
-            if limits.allow_destructive_in_batch {
-                Ok(())
-            } else {
-                confirmable
-            },
+            if allow_destructive { Ok(()) } else { confirmable },
             &mut problems,
         );
         let at = format!("calls[{index}].arguments");

@@ -57,7 +57,7 @@ pub(super) async fn execute(
     names: &[String],
     origin: &Origin,
     cancel: &CancellationToken,
-    (receipts, asker): (bool, warden_core::reach::Reach),
+    (receipts, asker, allow_destructive): (bool, warden_core::reach::Reach, bool),
 ) -> Vec<Outcome> {
     let limits = executor.limits();
     // The batch's workers: taken here, in call order, before a call's
@@ -125,6 +125,7 @@ pub(super) async fn execute(
                             deadline,
                             receipts,
                             asker: asker.clone(),
+                            allow_destructive,
                         },
                     ));
                     index_of.insert(handle.id(), i);
@@ -294,6 +295,9 @@ struct Terms {
     receipts: bool,
     /// Who confirms a destructive call (see `warden_executor::executor::confirm`).
     asker: warden_core::reach::Reach,
+    /// Whether destructive guards run without asking
+    /// (`TaskLimits::allow_destructive_in_batch`).
+    allow_destructive: bool,
 }
 
 /// One call, holding one of the batch's worker permits until it ends.
@@ -308,11 +312,12 @@ async fn run_one(
         deadline,
         receipts,
         asker,
+        allow_destructive,
     }: Terms,
 ) -> Outcome {
     let started = StdInstant::now();
     let consent = match executor.registry().get(&name) {
-        Some(_) if executor.limits().allow_destructive_in_batch => Consent::Operator,
+        Some(_) if allow_destructive => Consent::Operator,
         Some(guard) => {
             let confirmed = warden_executor::executor::confirm::destructive_call_async(
                 guard,

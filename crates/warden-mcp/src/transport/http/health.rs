@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use warden_core::limits::READY_CACHE;
+use crate::limits::READY_CACHE;
 use warden_task::TaskRunner;
 
 /// What `/readyz` needs.

@@ -24,7 +24,7 @@
 //! answer 503 `draining` (a load balancer takes the node out) and new work
 //! (a request without a session) is answered 503 `draining`; calls and
 //! tasks running then, and requests on open sessions, get
-//! `Limits::drain_grace` to finish; after that the listener closes, rmcp's
+//! `ServingLimits::drain_grace` to finish; after that the listener closes, rmcp's
 //! sessions are closed, running tasks are cancelled and recorded
 //! `cancelled`, and the process returns (its workers die with it).
 
@@ -53,6 +53,7 @@ use tokio_util::sync::CancellationToken;
 
 use warden_task::TaskRunner;
 
+use crate::limits::ServingLimits;
 use crate::server::WardenServer;
 use crate::serving::Serving;
 
@@ -125,6 +126,7 @@ pub struct Drained {
 /// socket is bound.
 pub async fn serve(
     tasks: Arc<TaskRunner>,
+    limits: ServingLimits,
     name: &str,
     version: &str,
     addr: SocketAddr,
@@ -132,11 +134,12 @@ pub async fn serve(
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<Drained, HttpError> {
     let (listener, front) = Front::bind(addr, name).await?;
-    let limits = tasks.executor.limits().clone();
-    let serving = Serving::new(tasks, name, version);
+    // The largest body read: see `ServingLimits::message_cap`.
+    let message_cap = limits.message_cap(tasks.executor.limits().max_argument_bytes);
+    let serving = Serving::new(tasks, limits.clone(), name, version);
     serving.start();
     let node = Node::new(&serving, &limits);
-    let app = router(serving.server(), &front, &node, &limits);
+    let app = router(serving.server(), &front, &node, &limits, message_cap);
     let stop_accepting = CancellationToken::new();
     let server = axum::serve(
         listener::LimitedListener::new(
@@ -161,7 +164,7 @@ pub async fn serve(
         ended = &mut accepting => {
             // The server stopped by itself: an accept-loop failure.
             node.close_sessions.cancel();
-            serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+            serving.stop(crate::limits::TASK_SHUTDOWN_GRACE).await;
             return match ended {
                 Ok(Err(error)) => Err(HttpError::Serve(error)),
                 _ => Err(HttpError::Serve(std::io::Error::other("the server task ended"))),
@@ -179,7 +182,7 @@ pub async fn serve(
     serving.tasks().drain(grace_end).await;
     // Then cut: cancel tasks (they record `cancelled`; MCP tasks
     // `interrupted`), close sessions.
-    let tasks_left = serving.stop(warden_core::limits::TASK_SHUTDOWN_GRACE).await;
+    let tasks_left = serving.stop(crate::limits::TASK_SHUTDOWN_GRACE).await;
     stop_accepting.cancel();
     node.close_sessions.cancel();
     let _ = tokio::time::timeout(std::time::Duration::from_secs(2), accepting).await;
@@ -245,12 +248,12 @@ struct Node {
 }
 
 impl Node {
-    fn new(serving: &Serving, limits: &warden_core::limits::Limits) -> Self {
+    fn new(serving: &Serving, limits: &ServingLimits) -> Self {
         let manager = sessions::manager::Manager::new(sessions::manager::SessionConfig {
-            channel_capacity: warden_core::limits::SESSION_STREAM_EVENTS,
+            channel_capacity: crate::limits::SESSION_STREAM_EVENTS,
             keep_alive: limits.http_session_idle,
             sse_retry: SSE_RETRY,
-            completed_ttl: warden_core::limits::SESSION_RESUME_WINDOW,
+            completed_ttl: crate::limits::SESSION_RESUME_WINDOW,
             max_sessions: limits.http_max_sessions.max(1),
             sessions_per_principal: limits.http_sessions_per_principal.max(1),
         });
@@ -266,19 +269,21 @@ impl Node {
 /// The whole HTTP application: `/mcp` behind its middleware, the public
 /// routes (health, OAuth metadata), CORS and the Origin check. Builds and
 /// starts nothing.
-fn router(server: &WardenServer, front: &Front, node: &Node, limits: &warden_core::limits::Limits) -> Router {
-    let direct = Arc::new(direct::Direct::new(
-        server.clone(),
-        limits.message_cap(),
-        SSE_KEEP_ALIVE,
-    ));
+fn router(
+    server: &WardenServer,
+    front: &Front,
+    node: &Node,
+    limits: &ServingLimits,
+    message_cap: usize,
+) -> Router {
+    let direct = Arc::new(direct::Direct::new(server.clone(), message_cap, SSE_KEEP_ALIVE));
     let host_check = Arc::new(host::Hosts::new(&front.hosts));
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(node.close_sessions.child_token())
         .with_allowed_hosts(front.hosts.clone())
         .with_sse_keep_alive(Some(SSE_KEEP_ALIVE))
         .with_sse_retry(Some(SSE_RETRY))
-        .with_max_request_body_bytes(limits.message_cap())
+        .with_max_request_body_bytes(message_cap)
         // A plain JSON body for a call that sends nothing before its answer;
         // rmcp switches to SSE when the call notifies (progress).
         .with_json_response(true);
@@ -293,7 +298,7 @@ fn router(server: &WardenServer, front: &Front, node: &Node, limits: &warden_cor
     let pace = Arc::new(body::BodyPace {
         grace: limits.http_header_timeout,
         rate: limits.http_body_min_rate,
-        cap: limits.message_cap(),
+        cap: message_cap,
     });
     // The endpoint's middleware, outermost first, composed around the MCP
     // service itself rather than with `Router::layer`: the router boxes

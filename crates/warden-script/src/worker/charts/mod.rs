@@ -8,7 +8,7 @@
 //! door like any other artifact, so it counts against the task's artifact
 //! limits and the server stays the only writer. `report(...)` builds one
 //! self-contained HTML page ([`report`]) and writes it as `report.html`.
-//! Bindings live in `super::bindings`; limits in `warden_core::limits` (charts).
+//! Bindings live in `super::bindings`; limits in `crate::limits` (charts).
 
 mod font;
 pub mod render;

@@ -13,8 +13,8 @@ use rhai::{Array, Dynamic, Map};
 
 use super::render;
 use super::spec::{Chart, invalid};
+use crate::limits::{REPORT_MAX_SECTIONS, REPORT_MAX_TABLE_ROWS};
 use warden_core::error::GuardError;
-use warden_core::limits::{REPORT_MAX_SECTIONS, REPORT_MAX_TABLE_ROWS};
 
 /// Default file name of the page.
 pub const DEFAULT_FILENAME: &str = "report.html";

@@ -2,18 +2,18 @@
 //!
 //! Owns every check a chart's input gets — unknown options, missing
 //! columns, non-numeric or non-finite values, sizes and the limits of
-//! `warden_core::limits` (charts block) — so that drawing (`render`) never fails on
+//! `crate::limits` (charts block) — so that drawing (`render`) never fails on
 //! input. Errors name the option or the row and column, and say the fix.
 
 use std::collections::BTreeMap;
 
 use rhai::{Array, Dynamic, Map};
 
-use warden_core::error::GuardError;
-use warden_core::limits::{
+use crate::limits::{
     CHART_DEFAULT_HEIGHT, CHART_DEFAULT_WIDTH, CHART_MAX_HEATMAP_CELLS, CHART_MAX_LABEL_CHARS,
     CHART_MAX_POINTS, CHART_MAX_SERIES, CHART_MAX_SIDE_PX, CHART_MIN_HEIGHT, CHART_MIN_WIDTH,
 };
+use warden_core::error::GuardError;
 
 /// Which helper made the chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,7 +93,7 @@ pub fn invalid(field: impl Into<String>, message: impl AsRef<str>) -> GuardError
     GuardError::invalid_input(field, message)
 }
 
-/// A chart beyond a limit of `warden_core::limits`.
+/// A chart beyond a limit of `crate::limits`.
 pub fn too_large(field: &str, message: impl AsRef<str>) -> GuardError {
     GuardError::new("chart_too_large", format!("{field}: {}", message.as_ref())).with_field(field)
 }

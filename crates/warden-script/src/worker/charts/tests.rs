@@ -5,8 +5,8 @@ use rhai::{Array, Dynamic, Map};
 
 use super::spec::{Kind, build};
 use super::{render, report};
+use crate::limits::{CHART_MAX_HEATMAP_CELLS, CHART_MAX_POINTS, CHART_MAX_SIDE_PX};
 use warden_core::error::GuardError;
-use warden_core::limits::{CHART_MAX_HEATMAP_CELLS, CHART_MAX_POINTS, CHART_MAX_SIDE_PX};
 
 fn map(pairs: &[(&str, Dynamic)]) -> Map {
     pairs.iter().map(|(k, v)| ((*k).into(), v.clone())).collect()

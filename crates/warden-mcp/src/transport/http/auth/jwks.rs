@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use jsonwebtoken::{Algorithm, DecodingKey};
 
-use warden_core::limits::{JWKS_FETCH_TIMEOUT, JWKS_MAX_AGE, JWKS_MAX_BYTES, JWKS_MIN_REFRESH_INTERVAL};
+use crate::limits::{JWKS_FETCH_TIMEOUT, JWKS_MAX_AGE, JWKS_MAX_BYTES, JWKS_MIN_REFRESH_INTERVAL};
 
 /// The variable naming the key set.
 pub(super) const JWKS_VAR: &str = "WARDEN_OAUTH_JWKS";

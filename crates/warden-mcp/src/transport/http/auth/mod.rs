@@ -30,10 +30,10 @@ use axum::http::header::AUTHORIZATION;
 use axum::middleware::Next;
 use axum::response::Response;
 
+use crate::limits::MAX_AUTHORIZATION_BYTES;
 use oauth::{AUDIENCE_VAR, ISSUER_VAR, OAuth, SCOPES_VAR};
 use reply::Rejection;
 use tokens::{TOKENS_FILE_VAR, TokenTable};
-use warden_core::limits::MAX_AUTHORIZATION_BYTES;
 use warden_executor::tenant::{Principal, Scopes};
 
 /// Why the authentication settings cannot be used. Each message names the

@@ -18,7 +18,7 @@ use jsonwebtoken::{Validation, decode, decode_header};
 use serde::Deserialize;
 
 use super::jwks::{Jwks, JwksSource};
-use warden_core::limits::JWT_LEEWAY;
+use crate::limits::JWT_LEEWAY;
 use warden_executor::tenant::{Principal, Scopes};
 
 pub(super) const ISSUER_VAR: &str = "WARDEN_OAUTH_ISSUER";

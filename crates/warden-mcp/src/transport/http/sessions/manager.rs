@@ -265,7 +265,7 @@ impl Routes {
     /// `MAX_SESSION_SHADOW_STREAMS`; the oldest goes first.
     fn shadow(&mut self) -> mpsc::Receiver<ServerSseMessage> {
         self.shadows.retain(|shadow| !shadow.is_closed());
-        if self.shadows.len() >= warden_core::limits::MAX_SESSION_SHADOW_STREAMS {
+        if self.shadows.len() >= crate::limits::MAX_SESSION_SHADOW_STREAMS {
             self.shadows.remove(0);
         }
         let (sender, receiver) = mpsc::channel(1);
@@ -296,7 +296,7 @@ impl Routes {
             .collect();
         let excess = completed
             .len()
-            .saturating_sub(warden_core::limits::MAX_SESSION_RESUMABLE_STREAMS);
+            .saturating_sub(crate::limits::MAX_SESSION_RESUMABLE_STREAMS);
         if excess > 0 {
             completed.sort_unstable();
             for (_, id) in completed.into_iter().take(excess) {
@@ -851,14 +851,14 @@ mod tests {
         // MAX_SESSION_RESUMABLE_STREAMS bounds what a client that asks and hangs up in a loop
         // makes the session hold; the newest answers stay resumable.
         let mut routes = Routes::new(&config());
-        let asked = warden_core::limits::MAX_SESSION_RESUMABLE_STREAMS as i64 + 6;
+        let asked = crate::limits::MAX_SESSION_RESUMABLE_STREAMS as i64 + 6;
         for id in 0..asked {
             asked_and_gone(&mut routes, id);
             routes.route(answer(id)).await;
         }
         assert_eq!(
             routes.requests.len(),
-            warden_core::limits::MAX_SESSION_RESUMABLE_STREAMS
+            crate::limits::MAX_SESSION_RESUMABLE_STREAMS
         );
         assert!(!routes.requests.contains_key(&0), "the oldest went first");
         let newest = (asked - 1) as u64;
