@@ -127,8 +127,24 @@ pub(crate) fn plan(
     let sizes = size_files(&found, &loader, &mut problems);
     check_sizes(&found, &sizes, &own_bytes, &planned, limits.max_argument_bytes)?;
     // Within the cap: parse each file once, and check the columns named.
+    let tables = load_tables(&found, &sizes, &loader, &mut problems);
+    match refused(&problems) {
+        None => Ok((planned, tables)),
+        Some(error) => Err(error),
+    }
+}
+
+/// Each referenced file within the cap, parsed once, with the columns
+/// each reference names checked; a file or column that fails is a
+/// problem at that reference.
+fn load_tables(
+    found: &[Found],
+    sizes: &HashMap<(String, String), u64>,
+    loader: &Loader<'_>,
+    problems: &mut Vec<(String, String)>,
+) -> Tables {
     let mut tables = Tables::new();
-    for item in &found {
+    for item in found {
         let key = item.reference.key();
         if !sizes.contains_key(&key) {
             continue;
@@ -148,22 +164,26 @@ pub(crate) fn plan(
             problems.push((item.location.clone(), error.to_string()));
         }
     }
-    match problems.first() {
-        None => Ok((planned, tables)),
-        Some((field, _)) => {
-            let listed: Vec<String> = problems.iter().map(|(at, m)| format!("{at}: {m}")).collect();
-            Err(GuardError::new(
-                codes::INVALID_INPUT,
-                format!(
-                    "batch refused before any call ran ({} problem{}): {}",
-                    problems.len(),
-                    if problems.len() == 1 { "" } else { "s" },
-                    listed.join("; ")
-                ),
-            )
-            .with_field(field.clone()))
-        }
-    }
+    tables
+}
+
+/// The one error listing every problem found (the field is the first
+/// offending location), or none.
+fn refused(problems: &[(String, String)]) -> Option<GuardError> {
+    let (field, _) = problems.first()?;
+    let listed: Vec<String> = problems.iter().map(|(at, m)| format!("{at}: {m}")).collect();
+    Some(
+        GuardError::new(
+            codes::INVALID_INPUT,
+            format!(
+                "batch refused before any call ran ({} problem{}): {}",
+                problems.len(),
+                if problems.len() == 1 { "" } else { "s" },
+                listed.join("; ")
+            ),
+        )
+        .with_field(field.clone()),
+    )
 }
 
 /// The size of every distinct referenced file, opened but not read; a file
