@@ -9,10 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use crate::executor::{Executor, WorkerLauncher};
-use crate::guard::{Guard, Resources};
 use crate::limits::Limits;
-use crate::registry::{Registry, RegistryError, ScriptFunction};
+use warden_core::guard::{Guard, Resources};
+use warden_core::registry::{Registry, RegistryError, ScriptFunction};
+use warden_executor::executor::{Executor, WorkerLauncher};
 
 /// A resource factory's failure, as the factory's own error displays it;
 /// kept verbatim for the guards that ask for the resource.
@@ -86,7 +86,7 @@ pub struct App {
     /// ([`App::worker_variable`]).
     worker_variables: Vec<String>,
     /// Prompts and resources for MCP clients, beside the guards.
-    mcp_items: crate::registry::McpItems,
+    mcp_items: warden_core::registry::McpItems,
 }
 
 impl std::fmt::Debug for App {
@@ -111,7 +111,7 @@ impl App {
             destructive_in_batch: false,
             artifacts_dir: None,
             worker_variables: Vec::new(),
-            mcp_items: crate::registry::McpItems::default(),
+            mcp_items: warden_core::registry::McpItems::default(),
         }
     }
 
@@ -218,20 +218,20 @@ impl App {
 
     /// The hidden worker branch, taken before any resource factory runs.
     pub(crate) fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
-        let script = args.get(2).is_some_and(|a| a == crate::script::SCRIPT_WORKER);
+        let script = args.get(2).is_some_and(|a| a == warden_script::SCRIPT_WORKER);
         let zygote = args
             .get(2)
-            .is_some_and(|a| a == crate::worker::zygote::ZYGOTE_ARG);
+            .is_some_and(|a| a == warden_executor::worker::zygote::ZYGOTE_ARG);
         let registry =
             Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
         match registry {
-            Ok(registry) if script => crate::script::worker::main(registry),
+            Ok(registry) if script => warden_script::worker::main(registry),
             Ok(registry) => {
-                let max_request = crate::worker::max_request_line(args.iter().skip(2).cloned());
+                let max_request = warden_executor::worker::max_request_line(args.iter().skip(2).cloned());
                 if zygote {
-                    return crate::worker::zygote::main(&registry, max_request);
+                    return warden_executor::worker::zygote::main(&registry, max_request);
                 }
-                crate::worker::main(&registry, max_request)
+                warden_executor::worker::main(&registry, max_request)
             }
             Err(error) => {
                 eprintln!("warden worker: {error}");
@@ -243,7 +243,7 @@ impl App {
     /// The artifacts root: `WARDEN_ARTIFACTS_DIR`, else the app's setting,
     /// else `./artifacts`.
     pub(crate) fn resolved_artifacts_dir(&self) -> PathBuf {
-        crate::config::var_os("WARDEN_ARTIFACTS_DIR")
+        warden_core::config::var_os("WARDEN_ARTIFACTS_DIR")
             .map(PathBuf::from)
             .or_else(|| self.artifacts_dir.clone())
             .unwrap_or_else(|| PathBuf::from("artifacts"))
@@ -282,8 +282,8 @@ impl App {
             Ok(runtime) => runtime,
             Err(code) => return code,
         };
-        crate::telemetry::init_stderr_log();
-        let telemetry = crate::telemetry::init();
+        warden_executor::telemetry::init_stderr_log();
+        let telemetry = warden_executor::telemetry::init();
         let code = runtime.block_on(self.serve_stdio());
         runtime.shutdown_timeout(std::time::Duration::from_millis(200));
         drop(telemetry);
@@ -296,7 +296,7 @@ impl App {
         if is_worker(&args) {
             return self.run_worker(&args);
         }
-        let telemetry = crate::telemetry::init();
+        let telemetry = warden_executor::telemetry::init();
         let code = self.serve_stdio().await;
         let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
         code
@@ -310,32 +310,33 @@ impl App {
                 return ExitCode::from(2);
             }
         };
-        let code = crate::mcp::serve::stdio_exit_code(
+        let code = warden_mcp::serve::stdio_exit_code(
             runtime.tasks.clone(),
             runtime.serving.clone(),
             &name,
             &version,
         )
         .await;
-        crate::executor::kill_all_workers();
+        warden_executor::executor::kill_all_workers();
         code
     }
 }
 
 /// Whether `args` start a worker process (the hidden first argument).
 pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
-    args.get(1).is_some_and(|a| a == crate::worker::WORKER_ARG)
+    args.get(1)
+        .is_some_and(|a| a == warden_executor::worker::WORKER_ARG)
 }
 
 /// Everything a command needs at run time.
 pub(crate) struct Runtime {
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub executor: Arc<Executor>,
-    pub tasks: Arc<crate::task::TaskRunner>,
+    pub tasks: Arc<warden_task::TaskRunner>,
     /// The MCP layer's part of the limits, handed to the transport served.
     pub serving: crate::limits::ServingLimits,
     /// Flushes events.jsonl when dropped.
-    pub _events_guard: Option<crate::events::EventsGuard>,
+    pub _events_guard: Option<warden_executor::events::EventsGuard>,
 }
 
 /// Why an app could not start: its configuration or registration is
@@ -405,14 +406,14 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     .with_mcp_items(std::mem::take(&mut app.mcp_items))?
     .with_app(&name, &version);
     let policy = warden_executor::policy::Policy::from_env(&registry)?;
-    let (events, guard) = match crate::events::Events::open(&artifacts_dir, &calls) {
+    let (events, guard) = match warden_executor::events::Events::open(&artifacts_dir, &calls) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
             tracing::warn!(
                 "cannot write events to {}: {error}; events are disabled (set WARDEN_ARTIFACTS_DIR to a writable directory)",
                 artifacts_dir.display()
             );
-            (crate::events::Events::disabled(), None)
+            (warden_executor::events::Events::disabled(), None)
         }
     };
     let diagnostics_dir = diagnostics_dir(&artifacts_dir);
@@ -426,13 +427,14 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     let executor = Arc::new(
         Executor::new(Arc::new(registry), Arc::new(resources), calls, events, launcher).with_policy(policy),
     );
-    let mut store = crate::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
+    let mut store =
+        warden_executor::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
     if let Some(remote) =
         crate::backends::artifact_remote().map_err(|e| StartError::ArtifactStore(e.message))?
     {
         store = store.with_remote(remote);
     }
-    let mut runner = crate::task::TaskRunner::new(executor.clone(), store, exe, tasks);
+    let mut runner = warden_task::TaskRunner::new(executor.clone(), store, exe, tasks);
     if let Some(opener) = crate::backends::store_opener() {
         runner = runner.with_store_opener(opener);
     }

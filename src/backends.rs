@@ -12,9 +12,9 @@
 
 use std::sync::Arc;
 
-use crate::artifacts::RemoteCopy;
-use crate::error::GuardError;
-use crate::task::store::StoreOpener;
+use warden_core::error::GuardError;
+use warden_executor::artifacts::RemoteCopy;
+use warden_task::store::StoreOpener;
 
 /// The opener of the shared task store: PostgreSQL with the `postgres`
 /// feature, else none.
@@ -39,7 +39,7 @@ pub(crate) fn artifact_remote() -> Result<Option<Arc<dyn RemoteCopy>>, GuardErro
         Ok(warden_cluster::s3::Remote::from_env()?.map(|remote| Arc::new(remote) as Arc<dyn RemoteCopy>))
     }
     #[cfg(not(feature = "s3"))]
-    match crate::config::var_os("WARDEN_ARTIFACT_STORE").filter(|v| !v.is_empty()) {
+    match warden_core::config::var_os("WARDEN_ARTIFACT_STORE").filter(|v| !v.is_empty()) {
         Some(_) => Err(GuardError::failed(
             "WARDEN_ARTIFACT_STORE is set but this build has no object-store support; \
              build Warden with the `s3` feature, or unset it to keep task files in WARDEN_ARTIFACTS_DIR only",

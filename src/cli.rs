@@ -3,7 +3,7 @@
 //! Raw flags become a validated command once, here; the work itself lives in
 //! the library modules: `--check` runs [`crate::preflight`] on this app,
 //! `preflight -- <command>` and `test --config … --suite …` are the
-//! client-side tools of [`crate::preflight`] and [`crate::testing`] (they
+//! client-side tools of [`crate::preflight`] and [`warden_testing`] (they
 //! build their own runtime and never build this app's). Exit codes: 0
 //! success, 1 a failed call or check, 2 a usage or configuration error.
 
@@ -13,9 +13,9 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::Value;
 
 use crate::app::{App, build_runtime};
-use crate::events::Origin;
-use crate::executor::CallRequest;
-use crate::mcp::export::ToolFormat;
+use warden_executor::events::Origin;
+use warden_executor::executor::CallRequest;
+use warden_mcp::export::ToolFormat;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -107,7 +107,7 @@ enum Command {
     },
     /// Run MCP scenario suites against a server: `test --config server.json --suite suite.json`.
     #[cfg(feature = "testing")]
-    Test(crate::testing::TestArgs),
+    Test(warden_testing::TestArgs),
 }
 
 /// What the command line asks for, decided before any runtime exists.
@@ -118,7 +118,7 @@ enum Plan {
     Preflight(crate::preflight::PreflightArgs),
     /// `test --config … --suite …`: a client-side tool; never builds this app.
     #[cfg(feature = "testing")]
-    Test(crate::testing::TestArgs),
+    Test(warden_testing::TestArgs),
     /// A command on this app: `--check`, or serve / tools / call / script.
     App(Box<AppCommand>),
 }
@@ -182,9 +182,9 @@ impl App {
 /// parses `args` into a [`Plan`].
 fn plan(app: App, args: Vec<std::ffi::OsString>) -> Plan {
     // `.env` in the working directory fills in WARDEN_*/OTEL_* settings the
-    // environment does not set, through crate::config: the process
+    // environment does not set, through warden_core::config: the process
     // environment itself is never changed.
-    let loaded = crate::config::dotenv::load(std::path::Path::new(".env"));
+    let loaded = warden_core::config::dotenv::load(std::path::Path::new(".env"));
     if !loaded.ignored.is_empty() {
         eprintln!(
             "warning: .env sets {}, which Warden ignores: a .env file may only set WARDEN_* and OTEL_* variables (set others in the real environment)",
@@ -264,7 +264,7 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
         // Client-side tools build their own runtime and never build this app's.
         Plan::Preflight(args) => return crate::preflight::main(args),
         #[cfg(feature = "testing")]
-        Plan::Test(args) => return crate::testing::main(args),
+        Plan::Test(args) => return warden_testing::main(args),
         Plan::App(parsed) => *parsed,
     };
     let runtime = match crate::runtime() {
@@ -273,9 +273,9 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     };
     // The binary's own log: warnings (e.g. a degraded script sandbox) on
     // stderr. An app embedding Warden through `App::serve` brings its own.
-    crate::telemetry::init_stderr_log();
+    warden_executor::telemetry::init_stderr_log();
     // Spans are recorded for the server and `call`, not for preflight.
-    let telemetry = parsed.check.is_none().then(crate::telemetry::init);
+    let telemetry = parsed.check.is_none().then(warden_executor::telemetry::init);
     let code = runtime.block_on(run_app(parsed));
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     // Flushes exporters after the last span ended.
@@ -289,14 +289,14 @@ async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
         Plan::Exit(code) => return code,
         Plan::Preflight(args) => {
             let code = crate::preflight::check_command(args).await;
-            crate::executor::kill_all_workers();
+            warden_executor::executor::kill_all_workers();
             return code;
         }
         #[cfg(feature = "testing")]
-        Plan::Test(args) => return crate::testing::run(&args).await,
+        Plan::Test(args) => return warden_testing::run(&args).await,
         Plan::App(parsed) => *parsed,
     };
-    let telemetry = parsed.check.is_none().then(crate::telemetry::init);
+    let telemetry = parsed.check.is_none().then(warden_executor::telemetry::init);
     let code = run_app(parsed).await;
     // Exporters may block while flushing: not on a runtime thread.
     let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
@@ -317,7 +317,7 @@ async fn run_app(parsed: AppCommand) -> ExitCode {
     };
     // Calls may still be in flight (the client hung up mid-call): kill their
     // workers now instead of waiting for their futures to be dropped.
-    crate::executor::kill_all_workers();
+    warden_executor::executor::kill_all_workers();
     code
 }
 
@@ -344,7 +344,7 @@ fn http_address(flag: Option<std::net::SocketAddr>) -> Result<Option<std::net::S
     if flag.is_some() {
         return Ok(flag);
     }
-    match crate::config::var("WARDEN_HTTP_ADDR").filter(|value| !value.trim().is_empty()) {
+    match warden_core::config::var("WARDEN_HTTP_ADDR").filter(|value| !value.trim().is_empty()) {
         None => Ok(None),
         Some(value) => value.trim().parse().map(Some).map_err(|_| BadHttpAddr(value)),
     }
@@ -371,7 +371,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
     match command {
         Command::Serve { http } => match http_address(http) {
             Ok(None) => {
-                crate::mcp::serve::stdio_exit_code(
+                warden_mcp::serve::stdio_exit_code(
                     runtime.tasks.clone(),
                     runtime.serving.clone(),
                     &name,
@@ -381,7 +381,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
             }
             #[cfg(feature = "http")]
             Ok(Some(addr)) => {
-                crate::mcp::serve::http_exit_code(
+                warden_mcp::serve::http_exit_code(
                     runtime.tasks.clone(),
                     runtime.serving.clone(),
                     &name,
@@ -453,7 +453,7 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
                 &origin,
                 tokio_util::sync::CancellationToken::new(),
             )
-            .consent(crate::executor::confirm::Consent::Direct),
+            .consent(warden_executor::executor::confirm::Consent::Direct),
         )
         .await;
     match outcome {
@@ -484,7 +484,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
         }
     };
     let max = runtime.executor.limits().max_timeout.as_secs();
-    let timeout = match crate::mcp::builtins::task_timeout(runtime.executor.limits(), timeout) {
+    let timeout = match warden_mcp::builtins::task_timeout(runtime.executor.limits(), timeout) {
         Ok(timeout) => timeout,
         Err(_) => {
             eprintln!(
@@ -497,10 +497,10 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
     let cancel = tokio_util::sync::CancellationToken::new();
     let on_signal = cancel.clone();
     tokio::spawn(async move {
-        crate::mcp::serve::shutdown_signal().await;
+        warden_mcp::serve::shutdown_signal().await;
         on_signal.cancel();
     });
-    let mut origin = Origin::request("script", crate::registry::BuiltinTool::RunScript.name());
+    let mut origin = Origin::request("script", warden_core::registry::BuiltinTool::RunScript.name());
     let outcome = runtime
         .tasks
         .run_script(&source, timeout, &mut origin, cancel, None)
@@ -508,16 +508,16 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
     print_result(outcome.map(|result| {
         (
             result.to_json(),
-            result.status == crate::task::TaskStatus::Success,
+            result.status == warden_task::TaskStatus::Success,
         )
     }))
 }
 
 /// `<app> replay <task_id>`: see [`Command::Replay`].
 async fn replay(runtime: crate::app::Runtime, task_id: &str) -> ExitCode {
-    let mut origin = Origin::request("script", crate::registry::BuiltinTool::ReplayTask.name());
+    let mut origin = Origin::request("script", warden_core::registry::BuiltinTool::ReplayTask.name());
     let cancel = tokio_util::sync::CancellationToken::new();
-    let report = crate::task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, None).await;
+    let report = warden_task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, None).await;
     print_result(report.map(|report| {
         let identical = report.verdict == "identical";
         (serde_json::to_value(&report).unwrap_or_default(), identical)
@@ -546,8 +546,8 @@ fn tools(app: App, format: ToolFormat, list_only: bool) -> ExitCode {
         }
         return ExitCode::SUCCESS;
     }
-    let tools = crate::mcp::export::all_tools(&registry, &limits.calls);
-    let value = crate::mcp::export::export(&tools, format);
+    let tools = warden_mcp::export::all_tools(&registry, &limits.calls);
+    let value = warden_mcp::export::export(&tools, format);
     println!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
     ExitCode::SUCCESS
 }
@@ -556,11 +556,11 @@ fn tools(app: App, format: ToolFormat, list_only: bool) -> ExitCode {
 /// (`WARDEN_DATABASE_URL`) the embedded one must exist already, or the
 /// report would be an empty store made on the spot in the wrong place.
 fn usage_store_exists(app: &App) -> Result<(), NoStore> {
-    if crate::config::var("WARDEN_DATABASE_URL").is_some() {
+    if warden_core::config::var("WARDEN_DATABASE_URL").is_some() {
         return Ok(());
     }
     let dir = app.resolved_artifacts_dir();
-    let store = dir.join(crate::task::store::sqlite::FILE_NAME);
+    let store = dir.join(warden_task::store::sqlite::FILE_NAME);
     if store.is_file() {
         return Ok(());
     }
@@ -577,10 +577,10 @@ struct NoStore(std::path::PathBuf);
 
 /// `<app> usage`: see [`Command::Usage`].
 async fn usage(runtime: crate::app::Runtime, days: u32, principal: Option<&str>) -> ExitCode {
-    use crate::task_store::{now_ms, utc_day};
+    use warden_task::store::{now_ms, utc_day};
     let named = |name: &str| match name {
-        crate::tenant::LOCAL => Ok(crate::tenant::Principal::local()),
-        other => crate::tenant::Principal::new(other),
+        warden_executor::tenant::LOCAL => Ok(warden_executor::tenant::Principal::local()),
+        other => warden_executor::tenant::Principal::new(other),
     };
     let principal = match principal.map(named).transpose() {
         Ok(principal) => principal,
@@ -604,10 +604,10 @@ async fn usage(runtime: crate::app::Runtime, days: u32, principal: Option<&str>)
 }
 
 /// `<app> call --batch file.json`: a `run_batch` argument object (or a bare
-/// list of calls) from a file, run by [`crate::batch::run`] and printed as JSON. Exit
+/// list of calls) from a file, run by [`warden_task::batch::run`] and printed as JSON. Exit
 /// codes: 0 every call succeeded, 1 a call failed or the batch was refused,
 /// 2 the file is unreadable or not a batch.
-async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path) -> ExitCode {
+async fn call_batch_file(tasks: &warden_task::TaskRunner, file: &std::path::Path) -> ExitCode {
     let text = match std::fs::read_to_string(file) {
         Ok(text) => text,
         Err(error) => {
@@ -623,7 +623,7 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
             return ExitCode::from(2);
         }
     };
-    let input: crate::batch::RunBatchInput = match crate::schema::decode_arguments(value) {
+    let input: warden_task::batch::RunBatchInput = match warden_core::schema::decode_arguments(value) {
         Ok(input) => input,
         Err(error) => {
             eprintln!(
@@ -635,8 +635,8 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
             return ExitCode::from(2);
         }
     };
-    let origin = Origin::request("batch", crate::registry::BuiltinTool::RunBatch.name());
-    let outcome = crate::batch::run(
+    let origin = Origin::request("batch", warden_core::registry::BuiltinTool::RunBatch.name());
+    let outcome = warden_task::batch::run(
         &tasks.executor,
         &tasks.store,
         tasks.limits(),
@@ -648,7 +648,7 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
     print_result(outcome.map(|result| {
         (
             result.to_json(),
-            result.status == crate::task::TaskStatus::Success,
+            result.status == warden_task::TaskStatus::Success,
         )
     }))
 }
@@ -656,7 +656,7 @@ async fn call_batch_file(tasks: &crate::task::TaskRunner, file: &std::path::Path
 /// Prints a result (a task's, a batch's, a replay's) as JSON: exit 0 when
 /// it is `ok` (success; a replay: identical), 1 otherwise (or when it
 /// could not run at all).
-fn print_result(outcome: Result<(Value, bool), crate::error::GuardError>) -> ExitCode {
+fn print_result(outcome: Result<(Value, bool), warden_core::error::GuardError>) -> ExitCode {
     match outcome {
         Ok((result, ok)) => {
             println!("{}", serde_json::to_string_pretty(&result).unwrap_or_default());

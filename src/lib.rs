@@ -25,24 +25,11 @@
 mod app;
 mod backends;
 pub mod limits;
-// The lower crates' modules, at the paths this crate and apps have always
-// used (`crate::guard`, `warden::limits`, …): a module reads the same
-// wherever its crate lives.
-#[cfg(feature = "cli")]
-use warden_core::schema;
+// The lower crates' modules apps use, at the paths they have always used
+// (`warden::ask`, `warden::limits`, …). Code in this crate names the
+// crates themselves.
 pub use warden_core::{ask, config, error, notify};
-// The module only: `guard` the function is re-exported below.
-use warden_core::{
-    guard::{self},
-    registry,
-};
 pub use warden_executor::node;
-use warden_executor::{artifacts, events, executor, telemetry, tenant, worker};
-use warden_mcp as mcp;
-use warden_script as script;
-use warden_task as task;
-#[cfg(feature = "cli")]
-use warden_task::batch;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
@@ -50,10 +37,6 @@ pub mod preflight;
 
 pub use app::App;
 pub use limits::Limits;
-/// The task store behind `list_tasks` and MCP Tasks: its trait and the
-/// embedded SQLite backend (public for benchmarks and other backends).
-pub use task::store as task_store;
-pub use tenant::Principal;
 /// The cluster backends (the `warden-cluster` crate): the PostgreSQL task
 /// store (`postgres`) and the S3 copy of task files (`s3`), public for
 /// benchmarks and tools that open them directly.
@@ -64,6 +47,10 @@ pub use warden_core::{
     PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource, TaskSupport,
     TemplateVariables,
 };
+/// The task store behind `list_tasks` and MCP Tasks: its trait and the
+/// embedded SQLite backend (public for benchmarks and other backends).
+pub use warden_executor::tenant::Principal;
+pub use warden_task::store as task_store;
 
 /// The MCP scenario runner (the `warden-testing` crate), behind `cli`.
 #[cfg(feature = "cli")]

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::report::Check;
-use crate::executor::Executor;
-use crate::registry::Registry;
+use warden_core::registry::Registry;
+use warden_executor::executor::Executor;
 use warden_testing::schema_check::check_tool_schema;
 use warden_testing::schema_targets::{SchemaTarget, check_schema};
 
@@ -50,7 +50,7 @@ pub(crate) fn resources(executor: &Executor) -> Check {
 /// a FAIL names the variable `serve --http` would stop on.
 #[cfg(feature = "http")]
 pub(crate) fn http_settings() -> Check {
-    let (checked, problems) = crate::mcp::serve::http_settings();
+    let (checked, problems) = warden_mcp::serve::http_settings();
     if checked.is_empty() {
         return Check::skip("http_settings", "no HTTP setting is set");
     }
@@ -95,12 +95,12 @@ pub(crate) fn artifacts(dir: &Path, origin: &str) -> Check {
 /// server would). With `WARDEN_ARTIFACT_STORE`, the object store takes a
 /// write too.
 pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
-    use crate::task::store::TaskStore;
+    use warden_task::store::TaskStore;
     let name = "task_store";
     let fix = "move the file aside (the task directories are kept and imported again) and rerun";
     let opener = crate::backends::store_opener();
-    let store = match crate::task::records::database_url() {
-        Some(url) => crate::task::records::open_database(&url, opener.as_deref())
+    let store = match warden_task::records::database_url() {
+        Some(url) => warden_task::records::open_database(&url, opener.as_deref())
             .await
             .map(|store| {
                 (
@@ -109,8 +109,8 @@ pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
                 )
             }),
         None => {
-            let path = dir.join(crate::task::store::sqlite::FILE_NAME);
-            crate::task::store::sqlite::SqliteStore::open(&path)
+            let path = dir.join(warden_task::store::sqlite::FILE_NAME);
+            warden_task::store::sqlite::SqliteStore::open(&path)
                 .await
                 .map(|(store, _)| {
                     (
@@ -141,7 +141,7 @@ pub(crate) async fn task_store(dir: &Path) -> Vec<Check> {
 /// delete.
 fn object_store() -> Option<Check> {
     let name = "object_store";
-    crate::config::var("WARDEN_ARTIFACT_STORE").filter(|v| !v.trim().is_empty())?;
+    warden_core::config::var("WARDEN_ARTIFACT_STORE").filter(|v| !v.trim().is_empty())?;
     let fix = "check WARDEN_ARTIFACT_STORE, AWS_ENDPOINT_URL and the AWS_* credentials";
     let remote = match crate::backends::artifact_remote() {
         Ok(remote) => remote?,
@@ -162,7 +162,7 @@ pub(crate) fn registration(registry: &Registry) -> Check {
     let tools: Vec<ToolView> = registry
         .iter()
         .map(|g| {
-            let tool = crate::mcp::export::for_mcp(crate::mcp::export::mcp_tool(g, 0));
+            let tool = warden_mcp::export::for_mcp(warden_mcp::export::mcp_tool(g, 0));
             ToolView {
                 name: g.tool_name().to_string(),
                 description: g.description().to_string(),
@@ -321,7 +321,7 @@ pub(crate) fn agent(require_agent: bool) -> Check {
     let missing: Vec<&str> = MODEL_ENV
         .iter()
         .copied()
-        .filter(|var| crate::config::var(var).is_none_or(|v| v.trim().is_empty()))
+        .filter(|var| warden_core::config::var(var).is_none_or(|v| v.trim().is_empty()))
         .collect();
     if !missing.is_empty() {
         return Check::warn_or_fail(
@@ -334,8 +334,8 @@ pub(crate) fn agent(require_agent: bool) -> Check {
             ),
         );
     }
-    let base = crate::config::var("WARDEN_MODEL_API_BASE").unwrap_or_default();
-    let model = crate::config::var("WARDEN_MODEL_ID").unwrap_or_default();
+    let base = warden_core::config::var("WARDEN_MODEL_API_BASE").unwrap_or_default();
+    let model = warden_core::config::var("WARDEN_MODEL_ID").unwrap_or_default();
     Check::pass(
         name,
         format!("model '{model}' at {base} (key set; no request sent)"),
@@ -349,7 +349,7 @@ const BUILT_WITH_OTLP: bool = cfg!(feature = "otel-otlp");
 
 pub(crate) fn telemetry() -> Check {
     let name = "telemetry";
-    let value = crate::config::var(TRACE_EXPORTER_ENV).unwrap_or_default();
+    let value = warden_core::config::var(TRACE_EXPORTER_ENV).unwrap_or_default();
     let exporter = value.trim().to_ascii_lowercase();
 
     match exporter.as_str() {
@@ -372,7 +372,7 @@ pub(crate) fn telemetry() -> Check {
                 );
             }
             if exporter == "file"
-                && crate::config::var("WARDEN_TRACE_FILE").is_none_or(|v| v.trim().is_empty())
+                && warden_core::config::var("WARDEN_TRACE_FILE").is_none_or(|v| v.trim().is_empty())
             {
                 return Check::fail(
                     name,

@@ -30,8 +30,8 @@ pub use diagnostics::KEEP_PREFLIGHT_DIRS;
 pub use mcp_probe::{MAX_PROBE_LINE, MAX_TOOL_PAGES, PROBE_PROTOCOL_VERSION};
 pub use report::{Check, CheckStatus, Report, ServerSummary};
 
-use crate::executor::{Executor, WorkerLauncher};
-use crate::registry::Registry;
+use warden_core::registry::Registry;
+use warden_executor::executor::{Executor, WorkerLauncher};
 
 /// Default bound on each preflight stage (worker ping, each MCP request,
 /// server shutdown): 30 s.
@@ -120,7 +120,7 @@ pub fn main(args: PreflightArgs) -> ExitCode {
         Err(code) => return code,
     };
     let code = runtime.block_on(check_command(args));
-    crate::executor::kill_all_workers();
+    warden_executor::executor::kill_all_workers();
     code
 }
 
@@ -171,7 +171,7 @@ async fn check_url(url: &str, token_env: Option<&str>, options: &PreflightOption
         // WARDEN_ARTIFACTS_DIR when the operator named one, else into a
         // private temporary directory, never a new ./artifacts wherever
         // this happens to run.
-        let diag = match crate::config::var_os("WARDEN_ARTIFACTS_DIR") {
+        let diag = match warden_core::config::var_os("WARDEN_ARTIFACTS_DIR") {
             Some(dir) => diagnostics::create(Path::new(&dir)),
             None => diagnostics::create_temporary(),
         };
@@ -208,7 +208,7 @@ pub(crate) async fn check_app(
     artifacts_dir: &Path,
     options: &PreflightOptions,
 ) -> ExitCode {
-    let origin = match crate::config::var_os("WARDEN_ARTIFACTS_DIR") {
+    let origin = match warden_core::config::var_os("WARDEN_ARTIFACTS_DIR") {
         Some(_) => "from WARDEN_ARTIFACTS_DIR",
         None => "the app's artifacts directory; WARDEN_ARTIFACTS_DIR moves it",
     };
@@ -350,9 +350,9 @@ async fn outside_worker(program: &OsString, diag: &Path, timeout: Duration) -> C
     );
     let executor = Executor::new(
         Arc::new(Registry::default()),
-        Arc::new(crate::guard::Resources::default()),
+        Arc::new(warden_core::guard::Resources::default()),
         limits,
-        crate::events::Events::disabled(),
+        warden_executor::events::Events::disabled(),
         launcher,
     );
     checks::worker(&executor, None, timeout).await
@@ -378,7 +378,7 @@ fn resolve_program(program: &OsString) -> Option<PathBuf> {
 /// The artifacts root a server started from here would use, and where that
 /// came from (an app's own builder setting is invisible from outside).
 fn outside_artifacts_dir() -> (PathBuf, &'static str) {
-    match crate::config::var_os("WARDEN_ARTIFACTS_DIR") {
+    match warden_core::config::var_os("WARDEN_ARTIFACTS_DIR") {
         Some(dir) => (PathBuf::from(dir), "from WARDEN_ARTIFACTS_DIR"),
         None => (
             PathBuf::from("artifacts"),

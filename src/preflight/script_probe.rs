@@ -17,11 +17,11 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::report::Check;
-use crate::artifacts::ArtifactStore;
-use crate::events::{Events, Origin};
-use crate::executor::Executor;
-use crate::executor::sandbox::Rlimits;
-use crate::script::host::session::{Budget, Context, RunEnd, Session};
+use warden_executor::artifacts::ArtifactStore;
+use warden_executor::events::{Events, Origin};
+use warden_executor::executor::Executor;
+use warden_executor::executor::sandbox::Rlimits;
+use warden_script::host::session::{Budget, Context, RunEnd, Session};
 
 /// The script the check runs.
 const PROBE_SCRIPT: &str = "40 + 2";
