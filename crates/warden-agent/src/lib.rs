@@ -8,6 +8,14 @@
 //! the system prompt from the registry, rendering each guard with
 //! `warden_core::signature`; `extract` finds the code in a reply. The
 //! model client runs in the server, never in the sandbox.
+//!
+//! ```
+//! use warden_agent::ModelConfigError;
+//!
+//! // Without a model configured, a coding task is refused with the fix.
+//! let error = ModelConfigError::NotConfigured(vec!["WARDEN_MODEL"]);
+//! assert!(error.to_string().contains("send the script yourself with run_script"));
+//! ```
 
 #![warn(unreachable_pub)]
 

@@ -12,6 +12,13 @@
 //! this crate in and attach the backends at startup. This crate sits beside
 //! the agent, below the facade: it depends on the core, the executor and
 //! the task crate, never on the facade or the MCP layer.
+//!
+//! ```
+//! // Every S3 request is bounded: a connect timeout, a request timeout,
+//! // and a few retries.
+//! assert!(warden_cluster::limits::OBJECT_STORE_CONNECT_TIMEOUT < warden_cluster::limits::OBJECT_STORE_REQUEST_TIMEOUT);
+//! assert_eq!(warden_cluster::limits::OBJECT_STORE_RETRIES, 2);
+//! ```
 
 pub mod limits;
 #[cfg(feature = "postgres")]

@@ -16,6 +16,49 @@
 //! its record goes to the events log and its files to the artifact store,
 //! so the four are one layer; scripts, tasks and MCP sit above it and reach
 //! a guard only through [`executor::Executor`].
+//!
+//! One call, in process (a pure guard), through the one path every call
+//! takes:
+//!
+//! ```
+//! use std::sync::Arc;
+//!
+//! use warden_core::error::GuardError;
+//! use warden_core::guard::{Resources, guard};
+//! use warden_core::registry::Registry;
+//! use warden_executor::{CallLimits, CallRequest, Events, Executor, Origin, WorkerLauncher};
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Pair {
+//!     a: f64,
+//!     b: f64,
+//! }
+//!
+//! /// Adds two numbers.
+//! fn add(pair: Pair) -> Result<f64, GuardError> {
+//!     Ok(pair.a + pair.b)
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+//! let registry = Registry::new(vec![guard(add).pure()]).expect("a valid registry");
+//! let scratch = std::env::temp_dir();
+//! let launcher = WorkerLauncher::new(scratch.join("no-worker"), scratch, 1 << 20, 1 << 20);
+//! let executor = Executor::new(
+//!     Arc::new(registry),
+//!     Arc::new(Resources::default()),
+//!     CallLimits::default(),
+//!     Events::disabled(),
+//!     launcher,
+//! );
+//! let origin = Origin::request("direct", "add");
+//! let arguments = serde_json::json!({"a": 1.5, "b": 2.0});
+//! let sum = executor
+//!     .call(CallRequest::new("add", arguments, &origin, Default::default()))
+//!     .await
+//!     .expect("the call succeeds");
+//! assert_eq!(sum, serde_json::json!({"result": 3.5}));
+//! # });
+//! ```
 
 pub mod artifacts;
 pub mod events;
@@ -26,3 +69,7 @@ pub mod policy;
 pub mod telemetry;
 pub mod tenant;
 pub mod worker;
+
+pub use events::{Events, Origin};
+pub use executor::{CallRequest, Executor, Failure, Status, WorkerLauncher};
+pub use limits::CallLimits;

@@ -8,6 +8,30 @@
 //!
 //! The top of the spine: everything here reaches a guard through the
 //! executor, a script through a task, and a model through the agent.
+//!
+//! ```
+//! use warden_core::error::GuardError;
+//! use warden_core::guard::guard;
+//! use warden_core::registry::Registry;
+//! use warden_executor::CallLimits;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Quote {
+//!     /// The ticker, e.g. "AAPL".
+//!     symbol: String,
+//! }
+//!
+//! /// The last price of a symbol.
+//! fn get_quote(quote: Quote) -> Result<f64, GuardError> {
+//!     Ok(if quote.symbol == "AAPL" { 190.0 } else { 0.0 })
+//! }
+//!
+//! // What `tools/list` shows: the guards, then every built-in tool.
+//! let registry = Registry::new(vec![guard(get_quote).pure()]).expect("a valid registry");
+//! let tools = warden_mcp::export::all_tools(&registry, &CallLimits::default());
+//! assert!(tools.iter().any(|tool| tool.name == "get_quote"));
+//! assert!(tools.iter().any(|tool| tool.name == "run_script"));
+//! ```
 
 mod asking;
 pub mod bound;
@@ -26,3 +50,7 @@ pub mod tasks;
 pub mod transport;
 pub mod view;
 mod waiting;
+
+pub use limits::{Limits, ServingLimits};
+pub use server::WardenServer;
+pub use serving::Serving;

@@ -11,9 +11,22 @@
 //!
 //! It spawns nothing and runs no guard: the executor and the script host
 //! above it start workers and call [`process::confine`] on them.
+//!
+//! ```
+//! use warden_sandbox::{Rlimits, WorkerLimits};
+//!
+//! // A call's worker gets the configured memory and files, and a CPU
+//! // budget of its timeout plus a grace second.
+//! let rlimits = Rlimits::for_call(&WorkerLimits::default(), 5);
+//! assert_eq!(rlimits.cpu_seconds, 6);
+//! assert_eq!(rlimits.memory, WorkerLimits::default().worker_memory);
+//! ```
 
 pub mod env;
 pub mod layers;
 pub mod limits;
 pub mod policy;
 pub mod process;
+
+pub use limits::WorkerLimits;
+pub use process::{Rlimits, confine, confine_std};

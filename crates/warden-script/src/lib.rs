@@ -7,6 +7,17 @@
 //! door, which answers the worker's guard calls through the executor (the
 //! `warden-executor` crate below: a script reaches a guard no other way).
 //! [`protocol`] is the one wire format between the two.
+//!
+//! ```
+//! use warden_core::error::GuardError;
+//!
+//! // What a script sees for each item of a `map_call`: its output, or
+//! // the error it can branch on.
+//! let ok = warden_script::protocol::map_item(Ok(serde_json::json!(2.5)));
+//! assert_eq!(ok, serde_json::json!({"ok": 2.5}));
+//! let failed = warden_script::protocol::map_item(Err(GuardError::invalid_input("spot", "must be positive")));
+//! assert_eq!(failed["error"]["field"], "spot");
+//! ```
 
 pub mod host;
 pub mod limits;

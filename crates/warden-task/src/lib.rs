@@ -22,6 +22,16 @@
 //! server with a free slot (`service`: the queue, leases, the heartbeat,
 //! draining). When there is an object store, a finished task's files are
 //! copied there before its record ends, so any node can answer for it.
+//!
+//! ```
+//! use warden_task::{TaskResult, TaskStatus};
+//!
+//! // A task that did not finish is never `success`: its result says how it ended.
+//! let result = TaskResult::failure(TaskStatus::TimedOut, "the task ran out of time");
+//! assert_eq!(result.status.as_str(), "timed_out");
+//! let saved: serde_json::Value = serde_json::from_slice(&result.to_bytes()).expect("JSON");
+//! assert_eq!(saved["status"], "timed_out");
+//! ```
 
 pub mod batch;
 /// A batch run as a detached task.

@@ -15,6 +15,17 @@
 //! only `serde_json`; the runner (feature `runner`, on by default: the
 //! client, the suites, the `test` command) is what an app's `--check` does
 //! not need, so the facade's `cli` takes the rules alone.
+//!
+//! ```
+//! use warden_testing::schema_check::check_tool_schema;
+//!
+//! // A tool schema's root must be an object schema; each problem names
+//! // where it is.
+//! let problems = check_tool_schema(&serde_json::json!({"type": "string"}));
+//! assert_eq!(problems.len(), 1);
+//! assert!(problems[0].starts_with("#"));
+//! assert!(check_tool_schema(&serde_json::json!({"type": "object", "properties": {}})).is_empty());
+//! ```
 
 #[cfg(feature = "runner")]
 pub mod assertions;
