@@ -5,6 +5,7 @@ mod agent;
 mod answers;
 mod app_view;
 mod approvals;
+mod architecture;
 mod asking;
 mod asking_stateless;
 mod batch;

@@ -13,7 +13,7 @@
 //! use warden_agent::ModelConfigError;
 //!
 //! // Without a model configured, a coding task is refused with the fix.
-//! let error = ModelConfigError::NotConfigured(vec!["WARDEN_MODEL"]);
+//! let error = ModelConfigError::NotConfigured(vec!["WARDEN_MODEL_ID"]);
 //! assert!(error.to_string().contains("send the script yourself with run_script"));
 //! ```
 

@@ -5,7 +5,7 @@
 //! [`ANSWER_ENVELOPE_BYTES`] of it left for the JSON-RPC envelope.
 //!
 //! The one place answers are bounded. The server hands every answer here
-//! as an [`Answer`] (a built-in's from [`crate::builtins::Reply`], a
+//! as an [`Answer`] (a built-in's from `crate::builtins::Reply`, a
 //! guard's from `WardenServer::guard_call`, a task's in `tasks/get`), with
 //! the cuts its typed builder already made (a task's receipt hashes) and
 //! where its whole value already is, if anywhere (a task's `result.json`).
@@ -34,12 +34,11 @@
 use rmcp::model::{CallToolResult, ContentBlock, Resource};
 use serde_json::{Map, Value, json};
 
-use crate::builtins::Runtime;
 use crate::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
 use warden_core::answer::{self, Cut, size};
 use warden_core::error::GuardError;
 use warden_executor::events::Origin;
-use warden_task::TaskStatus;
+use warden_task::{TaskRunner, TaskStatus};
 
 /// The key of the marker a cut value carries at its top: `true`.
 pub const TRUNCATED_KEY: &str = "truncated";
@@ -122,15 +121,18 @@ impl Answer {
 /// `answer` within the server's answer bound: unchanged when it fits;
 /// else its whole value kept (unless already in a task's file) and the
 /// answer cut (see the module docs), with an `answer_truncated` event.
-pub async fn bounded(runtime: &Runtime, origin: &Origin, mut answer: Answer) -> CallToolResult {
-    let limit = runtime.serving().max_answer_bytes;
+pub async fn bounded(
+    tasks: &TaskRunner,
+    limit: usize,
+    origin: &Origin,
+    mut answer: Answer,
+) -> CallToolResult {
     if !answer.needs_bound(limit) {
         return answer.result;
     }
     let whole = match answer.whole.take() {
         Some(whole) => Ok(whole),
-        None => runtime
-            .tasks()
+        None => tasks
             .keep_answer(origin, answer.status, &whole_value(&answer.result))
             .await
             .map(|task_id| Whole {
@@ -139,7 +141,7 @@ pub async fn bounded(runtime: &Runtime, origin: &Origin, mut answer: Answer) -> 
             }),
     };
     let answer_bytes = size(&answer.result);
-    runtime.executor().events().emit(
+    tasks.executor.events().emit(
         origin,
         "answer_truncated",
         json!({"answer_bytes": answer_bytes, "limit_bytes": limit,

@@ -47,7 +47,14 @@ pub const WORKER_ENV_PREFIXES: &[&str] = &["LC_"];
 /// Warden's own settings that a worker reads itself: the layers an
 /// operator asked the script worker to skip. Every other `WARDEN_*`
 /// setting is read by the server only and stays there.
-pub const WORKER_SETTINGS: &[&str] = &[crate::layers::SKIP_ENV];
+pub const WORKER_SETTINGS: &[&str] = &[SKIP_ENV];
+
+/// Layers an operator asked the script worker not to apply, comma
+/// separated: `network_namespace`, `landlock`, `process_limit`, `seccomp`.
+/// For a host where one of them breaks scripts; a skipped layer is
+/// reported missing like one the kernel refused, so every task start warns
+/// and `WARDEN_SANDBOX=strict` refuses to run.
+pub const SKIP_ENV: &str = "WARDEN_SANDBOX_SKIP";
 
 /// The operator's setting naming more variables for workers, separated by
 /// commas (e.g. `WARDEN_WORKER_ENV=HTTPS_PROXY,WARDEN_MY_DATA`): for

@@ -123,12 +123,7 @@ pub const ALLOWED_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_poll,
 ];
 
-/// Layers an operator asked the script worker not to apply, comma
-/// separated: `network_namespace`, `landlock`, `process_limit`, `seccomp`.
-/// For a host where one of them breaks scripts; a skipped layer is
-/// reported missing like one the kernel refused, so every task start warns
-/// and `WARDEN_SANDBOX=strict` refuses to run.
-pub const SKIP_ENV: &str = "WARDEN_SANDBOX_SKIP";
+pub use crate::env::SKIP_ENV;
 
 /// Applies every layer it can and says which ones hold.
 pub fn apply() -> Layers {

@@ -236,7 +236,7 @@ impl WardenServer {
                 )))
             }
         };
-        crate::bound::bounded(&self.runtime, origin, answer).await
+        crate::bound::bounded(&self.tasks, limit, origin, answer).await
     }
 
     /// Runs a built-in tool with request events around it, and returns
@@ -421,7 +421,13 @@ impl WardenServer {
         let mut answer = crate::bound::Answer::plain(result);
         answer.fixed_schema = guard.is_some_and(|g| !g.content_output);
         (
-            crate::bound::bounded(&self.runtime, &origin, answer).await,
+            crate::bound::bounded(
+                &self.tasks,
+                self.runtime.serving().max_answer_bytes,
+                &origin,
+                answer,
+            )
+            .await,
             failed,
         )
     }
