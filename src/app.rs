@@ -328,8 +328,10 @@ pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
         .is_some_and(|a| a == warden_executor::worker::WORKER_ARG)
 }
 
-/// Everything a command needs at run time.
-pub(crate) struct Runtime {
+/// An app started for a command: its executor, its task runner, the MCP
+/// layer's limits, and the event log's guard (not `Runtime`: the built-ins'
+/// context in `warden_mcp` has that name).
+pub(crate) struct Started {
     #[cfg_attr(not(feature = "cli"), allow(dead_code))]
     pub executor: Arc<Executor>,
     pub tasks: Arc<warden_task::TaskRunner>,
@@ -386,7 +388,7 @@ pub(crate) fn describe(mut app: App) -> Result<(Registry, Limits), StartError> {
 }
 
 /// Builds the registry, resources, event log and executor.
-pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), StartError> {
+pub(crate) fn build_runtime(mut app: App) -> Result<(Started, String, String), StartError> {
     let mut limits = app.limits.clone().from_env()?;
     limits.tasks.allow_destructive_in_batch |= app.destructive_in_batch;
     let (calls, tasks, serving) = (limits.calls, limits.tasks, limits.serving);
@@ -440,7 +442,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Runtime, String, String), S
     }
     let tasks = Arc::new(runner);
     Ok((
-        Runtime {
+        Started {
             executor,
             tasks,
             serving,

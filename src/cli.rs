@@ -420,7 +420,7 @@ async fn dispatch(app: App, command: Command, list_only: bool) -> ExitCode {
     }
 }
 
-async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> ExitCode {
+async fn call(runtime: crate::app::Started, tool: &str, arguments: &str) -> ExitCode {
     let arguments: Value = match serde_json::from_str(arguments) {
         Ok(value @ Value::Object(_)) => value,
         Ok(_) => {
@@ -470,7 +470,7 @@ async fn call(runtime: crate::app::Runtime, tool: &str, arguments: &str) -> Exit
 
 /// `script FILE`: runs the file as a task; Ctrl-C cancels it (the worker
 /// is killed and the task recorded `cancelled`).
-async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: Option<u64>) -> ExitCode {
+async fn script(runtime: crate::app::Started, file: &std::path::Path, timeout: Option<u64>) -> ExitCode {
     let source = if file == std::path::Path::new("-") {
         std::io::read_to_string(std::io::stdin())
     } else {
@@ -514,7 +514,7 @@ async fn script(runtime: crate::app::Runtime, file: &std::path::Path, timeout: O
 }
 
 /// `<app> replay <task_id>`: see [`Command::Replay`].
-async fn replay(runtime: crate::app::Runtime, task_id: &str) -> ExitCode {
+async fn replay(runtime: crate::app::Started, task_id: &str) -> ExitCode {
     let mut origin = Origin::request("script", warden_core::registry::BuiltinTool::ReplayTask.name());
     let cancel = tokio_util::sync::CancellationToken::new();
     let report = warden_task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, None).await;
@@ -576,7 +576,7 @@ fn usage_store_exists(app: &App) -> Result<(), NoStore> {
 struct NoStore(std::path::PathBuf);
 
 /// `<app> usage`: see [`Command::Usage`].
-async fn usage(runtime: crate::app::Runtime, days: u32, principal: Option<&str>) -> ExitCode {
+async fn usage(runtime: crate::app::Started, days: u32, principal: Option<&str>) -> ExitCode {
     use warden_task::store::{now_ms, utc_day};
     let named = |name: &str| match name {
         warden_executor::tenant::LOCAL => Ok(warden_executor::tenant::Principal::local()),

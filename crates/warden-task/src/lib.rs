@@ -57,9 +57,7 @@ mod task;
 pub mod task_receipt;
 
 pub use ending::{ANSWER_FILE, TaskStatus, VALUE_FILE, abnormal_end, result_dir};
-#[cfg(feature = "agent")]
-pub use result::ModelFailure;
-pub use result::{ArtifactRef, ResultError, TaskResult, TokenUsage};
+pub use result::{ArtifactRef, ModelFailure, ResultError, TaskResult, TokenUsage};
 pub use runner::{Ending, TaskRunner};
 pub use task::{PauseError, Task};
 

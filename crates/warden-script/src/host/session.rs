@@ -236,7 +236,6 @@ impl Session {
         StartError::EndedEarly { reason, ended }
     }
 
-    #[cfg(feature = "agent")]
     /// Guard calls made so far, and how many of them succeeded.
     pub fn call_counts(&self) -> CallCounts {
         self.door.calls.lock().unwrap_or_else(|p| p.into_inner()).counts()
