@@ -221,7 +221,7 @@ impl App {
         let script = args.get(2).is_some_and(|a| a == warden_script::SCRIPT_WORKER);
         let zygote = args
             .get(2)
-            .is_some_and(|a| a == warden_executor::worker::zygote::ZYGOTE_ARG);
+            .is_some_and(|a| a == warden_sandbox::zygote::ZYGOTE_ARG);
         let registry =
             Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
         match registry {
@@ -229,7 +229,9 @@ impl App {
             Ok(registry) => {
                 let max_request = warden_executor::worker::max_request_line(args.iter().skip(2).cloned());
                 if zygote {
-                    return warden_executor::worker::zygote::main(&registry, max_request);
+                    return warden_sandbox::zygote::child::serve(|| {
+                        warden_executor::worker::main(&registry, max_request)
+                    });
                 }
                 warden_executor::worker::main(&registry, max_request)
             }

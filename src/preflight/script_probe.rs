@@ -20,7 +20,7 @@ use super::report::Check;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::events::{Events, Origin};
 use warden_executor::executor::Executor;
-use warden_executor::executor::sandbox::Rlimits;
+use warden_sandbox::process::Rlimits;
 use warden_script::host::session::{Budget, Context, RunEnd, Session};
 
 /// The script the check runs.

@@ -215,18 +215,6 @@ pub const CONFIRMED_ARGUMENTS_MAX_BYTES: usize = 4_096;
 /// starts.
 pub const DEFAULT_MAX_ARGUMENT_BYTES: usize = 8_000_000;
 
-/// Guard workers one zygote forks before the server replaces it: 256.
-/// Children of one zygote share its address-space layout (a fork keeps
-/// ASLR's draw; an `exec` makes a new one), so a guard that learns the
-/// layout learns it for at most this many calls. Each replacement costs
-/// one `exec` (~4 ms), spread over 256 calls.
-pub const ZYGOTE_MAX_CHILDREN: u32 = 256;
-
-/// How long the server waits for the zygote to answer one order (fork a
-/// worker, reap one): 5 s. A zygote that does not answer in time is killed
-/// and replaced; the call it was serving fails with `worker_spawn_failed`.
-pub const ZYGOTE_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
-
 /// Task directories kept under the artifacts root: 500. Creating a task
 /// beyond it deletes the oldest task directories (by modification time),
 /// so the store cannot fill the disk over weeks of use. Operators override

@@ -1,5 +1,6 @@
 //! Warden's process sandbox, one layer above the core: how a worker
-//! process is confined, and how the script worker confines itself further.
+//! process is confined, how workers are forked (the zygote), and how the
+//! script worker confines itself further.
 //!
 //! [`process`] is what every worker gets between fork and exec: its own
 //! process group (killed as one), death with the server, rlimits, a
@@ -9,8 +10,14 @@
 //! allowlist, each checked against the kernel and reported, never assumed.
 //! [`policy`] is the server's rule (`WARDEN_SANDBOX`) for a missing layer.
 //!
-//! It spawns nothing and runs no guard: the executor and the script host
-//! above it start workers and call [`process::confine`] on them.
+//! [`zygote`] is one confined process that forks a worker per call, and
+//! its server side; [`process::redirect_stdout`] keeps a worker's stdout
+//! for its protocol.
+//!
+//! It runs no guard and knows no protocol: the executor and the script
+//! host above it decide what a worker runs (the zygote's child calls the
+//! entry point its owner passes) and call [`process::confine`] on the
+//! workers they start.
 //!
 //! ```
 //! use warden_sandbox::{Rlimits, WorkerLimits};
@@ -27,6 +34,7 @@ pub mod layers;
 pub mod limits;
 pub mod policy;
 pub mod process;
+pub mod zygote;
 
 pub use limits::WorkerLimits;
 pub use process::{Rlimits, confine, confine_std};

@@ -5,6 +5,8 @@
 //! part (`warden_executor::limits::CallLimits::worker`). The rule of every
 //! crate's `limits` module is in [`warden_core::limits`].
 
+use std::time::Duration;
+
 use warden_core::limits::{LimitError, env_number};
 
 /// The rlimits a running server gives every worker process. Defaults are
@@ -58,3 +60,15 @@ pub const DEFAULT_WORKER_FILE_SIZE: u64 = 16 * 1024 * 1024;
 /// (RLIMIT_CPU = timeout + this): 1 s. The wall-clock deadline normally fires
 /// first; this is the backstop if the server itself is stalled.
 pub const DEFAULT_WORKER_CPU_GRACE_SECS: u64 = 1;
+
+/// Guard workers one zygote forks before the server replaces it: 256.
+/// Children of one zygote share its address-space layout (a fork keeps
+/// ASLR's draw; an `exec` makes a new one), so a guard that learns the
+/// layout learns it for at most this many calls. Each replacement costs
+/// one `exec` (~4 ms), spread over 256 calls.
+pub const ZYGOTE_MAX_CHILDREN: u32 = 256;
+
+/// How long the server waits for the zygote to answer one order (fork a
+/// worker, reap one): 5 s. A zygote that does not answer in time is killed
+/// and replaced; the call it was serving fails with `worker_spawn_failed`.
+pub const ZYGOTE_ANSWER_TIMEOUT: Duration = Duration::from_secs(5);

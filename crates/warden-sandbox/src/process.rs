@@ -309,6 +309,29 @@ impl std::fmt::Display for Ended {
     }
 }
 
+/// Duplicates stdout for protocol use and points fd 1 at stderr.
+///
+/// The protocol descriptor (fd 3) is close-on-exec: it is the server's
+/// answer pipe, and a program a guard starts must not inherit it, or it
+/// could write an answer of its own before the guard's. What a guard's
+/// child inherits is stdin (already read), and fds 1 and 2, the call's
+/// diagnostics log.
+pub fn redirect_stdout() -> std::io::Result<std::fs::File> {
+    use nix::fcntl::{FcntlArg, fcntl};
+    use std::os::fd::AsFd;
+    let protocol = owned(fcntl(std::io::stdout().as_fd(), FcntlArg::F_DUPFD_CLOEXEC(3))?);
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
+    Ok(std::fs::File::from(protocol))
+}
+
+#[allow(unsafe_code)]
+fn owned(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd as _;
+    // SAFETY: `fd` was just returned by fcntl(F_DUPFD_CLOEXEC): open, and
+    // owned by nothing else.
+    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,9 +20,9 @@ use crate::{
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
 use warden_executor::artifacts::{ArtifactStore, OUTPUTS_DIR};
 use warden_executor::events::{Events, Origin};
-use warden_executor::executor::sandbox::Rlimits;
 use warden_executor::executor::{Admitted, Executor};
 use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
+use warden_sandbox::process::Rlimits;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Context, Session, StartError, WorkerFacts};
 use warden_script::limits::SCRIPT_MAX_OUTPUT_BYTES;

@@ -1,6 +1,6 @@
 //! Running a guard in a fresh worker process (`isolated` mode).
 //!
-//! One process per call, forked by the worker zygote ([`super::zygote`]):
+//! One process per call, forked by the worker zygote ([`warden_sandbox::zygote`]):
 //! the application binary started once with the hidden worker argument,
 //! confined by [`super::sandbox`], that forks a clean child for each call
 //! (a fork costs a fraction of the `exec` it replaces). The request goes in on
@@ -19,13 +19,14 @@ use tokio::net::unix::pipe;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::sandbox::{Rlimits, release_group};
-use super::zygote::{Stdio3, Zygote};
 use super::{Failure, Status};
 use crate::worker::Request;
 use crate::worker::Response;
 use crate::worker::protocol::Interim;
+use crate::worker::{MAX_REQUEST_ARG, WORKER_ARG};
 use warden_core::error::{GuardError, codes};
+use warden_sandbox::process::{Rlimits, release_group};
+use warden_sandbox::zygote::{Stdio3, ZYGOTE_ARG, Zygote};
 
 /// How to start workers: which binary and where their logs go.
 #[derive(Debug, Clone)]
@@ -71,7 +72,16 @@ impl WorkerLauncher {
     /// plus [`crate::limits::WORKER_REQUEST_ENVELOPE_BYTES`]).
     pub fn new(exe: PathBuf, diagnostics_dir: PathBuf, max_response: usize, max_request: usize) -> Self {
         Self {
-            zygote: Zygote::new(exe, max_request),
+            // The binary re-executed as a worker (`WORKER_ARG`) that
+            // serves as the zygote (`ZYGOTE_ARG`); see `worker::main`.
+            zygote: Zygote::new(
+                exe,
+                vec![
+                    WORKER_ARG.into(),
+                    ZYGOTE_ARG.into(),
+                    format!("{MAX_REQUEST_ARG}{max_request}").into(),
+                ],
+            ),
             diagnostics_dir,
             max_response,
         }
@@ -255,8 +265,8 @@ fn died_without_answer(
     rlimits: Rlimits,
 ) -> GuardError {
     let log = std::fs::read_to_string(log_path).unwrap_or_default();
-    let how = match super::sandbox::Ended::of(status) {
-        ended @ super::sandbox::Ended::Signal(_) => format!("was {ended}"),
+    let how = match warden_sandbox::process::Ended::of(status) {
+        ended @ warden_sandbox::process::Ended::Signal(_) => format!("was {ended}"),
         ended => ended.to_string(),
     };
     let out_of_memory = log.contains("memory allocation of") || log.contains("out of memory");

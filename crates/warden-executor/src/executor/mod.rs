@@ -18,11 +18,9 @@ pub mod confirm;
 mod in_process;
 mod isolated;
 mod lifecycle;
-pub use warden_sandbox::process as sandbox;
 mod threads;
-mod zygote;
 
-pub use sandbox::kill_all_workers;
+pub use warden_sandbox::process::kill_all_workers;
 
 use std::sync::Arc;
 
@@ -37,8 +35,8 @@ pub use in_process::answered_early;
 pub use isolated::WorkerLauncher;
 use lifecycle::Borrowed;
 pub use lifecycle::{Call, CallScope, Here, Record, Settled};
-use sandbox::Rlimits;
 use threads::{GuardThreads, Held};
+use warden_sandbox::process::Rlimits;
 
 use crate::events::{Events, Origin};
 use crate::limits::CallLimits;

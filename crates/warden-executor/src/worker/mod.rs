@@ -8,10 +8,8 @@
 //! or log lines the guard sends, see [`protocol::Interim`]) and exits.
 
 pub mod protocol;
-pub mod zygote;
 
 use std::io::{BufRead, Read, Write};
-use std::os::fd::AsFd;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
@@ -46,7 +44,7 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
     kill_group_on_parent_death();
     // One descriptor for every protocol line: the guard's notices (from
     // its thread) and then the response.
-    let protocol_out = match redirect_stdout() {
+    let protocol_out = match warden_sandbox::process::redirect_stdout() {
         Ok(file) => Arc::new(Mutex::new(file)),
         Err(error) => {
             eprintln!("warden worker: cannot set up the protocol descriptor: {error}");
@@ -162,28 +160,6 @@ pub(crate) fn run_guard(registry: &Registry, name: &str, arguments: serde_json::
             spans: Vec::new(),
         },
     }
-}
-
-/// Duplicates stdout for protocol use and points fd 1 at stderr.
-///
-/// The protocol descriptor (fd 3) is close-on-exec: it is the server's
-/// answer pipe, and a program a guard starts must not inherit it, or it
-/// could write an answer of its own before the guard's. What a guard's
-/// child inherits is stdin (already read), and fds 1 and 2, the call's
-/// diagnostics log.
-pub fn redirect_stdout() -> std::io::Result<std::fs::File> {
-    use nix::fcntl::{FcntlArg, fcntl};
-    let protocol = owned(fcntl(std::io::stdout().as_fd(), FcntlArg::F_DUPFD_CLOEXEC(3))?);
-    nix::unistd::dup2_stdout(std::io::stderr().as_fd())?;
-    Ok(std::fs::File::from(protocol))
-}
-
-#[allow(unsafe_code)]
-fn owned(fd: std::os::fd::RawFd) -> std::os::fd::OwnedFd {
-    use std::os::fd::FromRawFd as _;
-    // SAFETY: `fd` was just returned by fcntl(F_DUPFD_CLOEXEC): open, and
-    // owned by nothing else.
-    unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }
 }
 
 fn write_response(out: &Mutex<std::fs::File>, response: &Response) -> std::io::Result<()> {

@@ -28,9 +28,9 @@ use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use warden_core::error::GuardError;
 use warden_executor::artifacts::ArtifactStore;
 use warden_executor::events::{Events, Origin};
-use warden_executor::executor::sandbox::{Rlimits, confine, release_group, track_group};
 use warden_executor::executor::{CallRequest, Executor, Record, Settled, Status};
 use warden_executor::worker::WORKER_ARG;
+use warden_sandbox::process::{Rlimits, confine, release_group, track_group};
 
 /// Why a script worker could not be started (or refused to run).
 #[derive(Debug, thiserror::Error)]
@@ -173,7 +173,7 @@ impl Session {
             .stdout(Stdio::from(worker_stdout))
             .stderr(Stdio::from(log))
             .kill_on_drop(true);
-        warden_executor::executor::sandbox::scrub_env(&mut command);
+        warden_sandbox::process::scrub_env(&mut command);
         confine(&mut command, rlimits);
         let spawned = command.spawn();
         // The child's ends must close here, or the door never sees EOF.
@@ -713,5 +713,5 @@ fn write_artifact(
 }
 
 fn describe(status: Option<std::process::ExitStatus>) -> String {
-    warden_executor::executor::sandbox::Ended::of(status).to_string()
+    warden_sandbox::process::Ended::of(status).to_string()
 }

@@ -32,7 +32,7 @@ use warden_core::registry::Registry;
 
 pub fn main(registry: Registry) -> ExitCode {
     // Before the layers: the seccomp filter allows no new descriptor.
-    let protocol_out = match warden_executor::worker::redirect_stdout() {
+    let protocol_out = match warden_sandbox::process::redirect_stdout() {
         Ok(file) => file,
         Err(error) => {
             eprintln!("warden script worker: cannot set up the protocol descriptor: {error}");

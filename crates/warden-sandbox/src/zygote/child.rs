@@ -5,7 +5,7 @@
 //! development machine); forking an idle copy that has already started
 //! costs a fraction of a millisecond. The zygote is the application binary,
 //! started once with [`ZYGOTE_ARG`] under the confinement of every worker
-//! ([`warden_sandbox::process::confine`]: scrubbed environment, no
+//! ([`crate::process::confine`]: scrubbed environment, no
 //! privilege, no capability, rlimits, death with the server). It builds
 //! its registry and then only forks: it never runs a guard, reads no
 //! request and holds no descriptor but its control socket, so each child
@@ -14,8 +14,9 @@
 //! A child enters a session of its own (its pid is its group id, which the
 //! server kills), takes the call's descriptors as its stdin, stdout and
 //! stderr, closes every other one, lowers its rlimits to its call's and
-//! runs [`super::main`] as an exec'd worker does. It dies with the zygote,
-//! and the zygote with the server (both by [`super::protocol::PARENT_DEATH_SIGNAL`]).
+//! runs the worker entry point its owner passed to [`serve`], as an exec'd
+//! worker does. It dies with the zygote,
+//! and the zygote with the server (both by [`crate::process::PARENT_DEATH_SIGNAL`]).
 //!
 //! What a fork keeps that an `exec` redraws is the address-space layout:
 //! the server replaces the zygote after
@@ -33,16 +34,14 @@ use std::io::{IoSlice, IoSliceMut};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::process::ExitCode;
 
+use crate::process::Rlimits;
 use nix::errno::Errno;
 use nix::sys::socket::{ControlMessage, ControlMessageOwned, MsgFlags, recvmsg, sendmsg};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid};
-use warden_sandbox::process::Rlimits;
 
-use warden_core::registry::Registry;
-
-/// The worker's second argument that makes it a zygote rather than a
-/// one-call worker.
+/// The argument that makes the application binary a zygote rather than a
+/// one-call worker (its owner checks for it and calls [`serve`]).
 pub const ZYGOTE_ARG: &str = "__warden-zygote";
 
 const ORDER_BYTES: usize = 5 * 8;
@@ -154,8 +153,10 @@ pub fn read_reply(socket: RawFd) -> nix::Result<Option<Reply>> {
 }
 
 /// Entry point of the zygote process: serves orders on stdin until the
-/// server closes it (exit 0).
-pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
+/// server closes it (exit 0). Each forked child, once it is a worker (its
+/// own session, the call's stdio, the call's rlimits), runs `worker` and
+/// exits with 0 if it succeeded, else 3.
+pub fn serve(worker: impl Fn() -> ExitCode) -> ExitCode {
     // The control socket is the zygote's stdin, used as is: a child's
     // stdin replaces it, so no child ever holds it.
     let control = std::io::stdin().as_raw_fd();
@@ -172,7 +173,7 @@ pub fn main(registry: &Registry, max_request: usize) -> ExitCode {
             Ok(message) => (message.bytes, owned_rights(&message)),
         };
         let reply = match (Order::decode(&bytes[..read]), <[OwnedFd; 3]>::try_from(fds)) {
-            (Some(Order::Spawn(rlimits)), Ok(stdio)) => spawn(registry, max_request, zygote, rlimits, stdio),
+            (Some(Order::Spawn(rlimits)), Ok(stdio)) => spawn(&worker, zygote, rlimits, stdio),
             (Some(Order::Reap(pid)), _) => reap(pid),
             _ => Reply::Failed(Errno::EINVAL as i32),
         };
@@ -209,37 +210,30 @@ fn owned_rights(message: &nix::sys::socket::RecvMsg<'_, '_, ()>) -> Vec<OwnedFd>
 
 /// Forks one worker. The parent's copies of `stdio` close when this returns.
 #[allow(unsafe_code)]
-fn spawn(
-    registry: &Registry,
-    max_request: usize,
-    zygote: Pid,
-    rlimits: Rlimits,
-    stdio: [OwnedFd; 3],
-) -> Reply {
+fn spawn(worker: &dyn Fn() -> ExitCode, zygote: Pid, rlimits: Rlimits, stdio: [OwnedFd; 3]) -> Reply {
     // SAFETY: the zygote is single-threaded (it starts no thread and runs
     // no guard), so the child may allocate and lock freely.
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Parent { child }) => Reply::Spawned(child.as_raw() as u32),
         Ok(ForkResult::Child) => {
-            let code = forked_worker(registry, max_request, zygote, rlimits, stdio);
+            let code = forked_worker(worker, zygote, rlimits, stdio);
             // Never return into the zygote's loop. A worker's codes are 0
-            // and 3 (`super::main`).
+            // and 3.
             std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 3 })
         }
         Err(errno) => Reply::Failed(errno as i32),
     }
 }
 
-/// The forked child's entry point: [`super::main`] once it is a worker.
+/// The forked child's entry point: `worker` once it is a worker.
 fn forked_worker(
-    registry: &Registry,
-    max_request: usize,
+    worker: &dyn Fn() -> ExitCode,
     zygote: Pid,
     rlimits: Rlimits,
     stdio: [OwnedFd; 3],
 ) -> ExitCode {
     match become_worker(zygote, rlimits, stdio) {
-        Ok(()) => super::main(registry, max_request),
+        Ok(()) => worker(),
         Err(error) => {
             eprintln!("warden worker: cannot set up a forked worker: {error}");
             ExitCode::from(3)
@@ -250,7 +244,7 @@ fn forked_worker(
 /// In the forked child: a session of its own, the call's stdio, nothing
 /// else open, the call's rlimits.
 fn become_worker(zygote: Pid, rlimits: Rlimits, stdio: [OwnedFd; 3]) -> std::io::Result<()> {
-    warden_sandbox::process::enter_own_session(zygote)?;
+    crate::process::enter_own_session(zygote)?;
     let [stdin, stdout, stderr] = stdio;
     nix::unistd::dup2_stderr(&stderr)?;
     nix::unistd::dup2_stdin(&stdin)?;
@@ -258,8 +252,8 @@ fn become_worker(zygote: Pid, rlimits: Rlimits, stdio: [OwnedFd; 3]) -> std::io:
     // Closed through their owners first, so the sweep below closes only
     // what no Rust value owns.
     drop((stdin, stdout, stderr));
-    warden_sandbox::process::close_descriptors_above_stderr()?;
-    warden_sandbox::process::apply_rlimits(rlimits)
+    crate::process::close_descriptors_above_stderr()?;
+    crate::process::apply_rlimits(rlimits)
 }
 
 fn reap(pid: u32) -> Reply {

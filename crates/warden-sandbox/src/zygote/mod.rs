@@ -1,4 +1,11 @@
-//! The server's side of the worker zygote ([`crate::worker::zygote`]).
+//! The worker zygote: one confined process that forks a fresh worker per
+//! call, so a call does not pay for an `exec` (see [`child`] for the
+//! zygote process itself, and why).
+//!
+//! The server's side is [`Zygote`]. What a forked worker runs is not this
+//! crate's business: the zygote is the application binary, started with
+//! the arguments its owner gives (the executor's re-exec flags), and its
+//! child calls the entry point its owner passes to [`child::serve`].
 //!
 //! One thread owns the zygote and its control socket; calls hand it orders
 //! through a channel and await the answer, so a call's future never blocks
@@ -16,6 +23,7 @@
 //! signal) the calls its children are still serving.
 
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
@@ -26,10 +34,13 @@ use nix::sys::socket::{AddressFamily, SockFlag, SockType, setsockopt, socketpair
 use nix::sys::time::TimeVal;
 use tokio::sync::oneshot;
 
-use super::sandbox::{Rlimits, confine_std, release_group, track_group, worker_env};
+pub mod child;
+
+pub use child::ZYGOTE_ARG;
+use child::{Order, Reply, read_reply, send_order};
+
 use crate::limits::{ZYGOTE_ANSWER_TIMEOUT, ZYGOTE_MAX_CHILDREN};
-use crate::worker::zygote::{Order, Reply, ZYGOTE_ARG, read_reply, send_order};
-use crate::worker::{MAX_REQUEST_ARG, WORKER_ARG};
+use crate::process::{Ended, Rlimits, confine_std, release_group, track_group, worker_env};
 
 /// Forks guard workers through a zygote. Cheap to clone; its thread and
 /// the zygote start on the first spawn, so a server that never runs an
@@ -42,7 +53,7 @@ pub struct Zygote {
 #[derive(Debug)]
 struct Lazy {
     exe: PathBuf,
-    max_request: usize,
+    args: Vec<OsString>,
     orders: OnceLock<mpsc::Sender<Job>>,
 }
 
@@ -75,13 +86,13 @@ impl std::fmt::Debug for Job {
 }
 
 impl Zygote {
-    /// A handle that will start `exe` as a zygote on the first spawn.
-    /// Workers read requests of at most `max_request` bytes.
-    pub fn new(exe: PathBuf, max_request: usize) -> Self {
+    /// A handle that will start `exe` with `args` (which must make it
+    /// call [`child::serve`]) as a zygote on the first spawn.
+    pub fn new(exe: PathBuf, args: Vec<OsString>) -> Self {
         Self {
             keeper: Arc::new(Lazy {
                 exe,
-                max_request,
+                args,
                 orders: OnceLock::new(),
             }),
         }
@@ -93,7 +104,7 @@ impl Zygote {
             let (orders, jobs) = mpsc::channel();
             let keeper = Keeper {
                 exe: self.keeper.exe.clone(),
-                max_request: self.keeper.max_request,
+                args: self.keeper.args.clone(),
                 current: None,
                 retiring: Vec::new(),
                 owners: HashMap::new(),
@@ -147,7 +158,7 @@ impl Zygote {
 /// The zygote thread's state.
 struct Keeper {
     exe: PathBuf,
-    max_request: usize,
+    args: Vec<OsString>,
     /// The zygote that forks new workers.
     current: Option<Process>,
     /// Replaced zygotes whose children are not all reaped yet.
@@ -344,9 +355,7 @@ impl Keeper {
         )?;
         let mut command = Command::new(&self.exe);
         command
-            .arg(WORKER_ARG)
-            .arg(ZYGOTE_ARG)
-            .arg(format!("{MAX_REQUEST_ARG}{}", self.max_request))
+            .args(&self.args)
             .stdin(Stdio::from(theirs))
             .stdout(Stdio::null())
             // A zygote that cannot start says why on the server's stderr;
@@ -400,7 +409,7 @@ impl Keeper {
         let exited = zygote.exited();
         let status = zygote.end();
         if exited {
-            format!(" ({})", super::sandbox::Ended::of(status))
+            format!(" ({})", Ended::of(status))
         } else {
             String::new()
         }
