@@ -319,7 +319,7 @@ impl App {
             &version,
         )
         .await;
-        warden_executor::executor::kill_all_workers();
+        warden_sandbox::process::kill_all_workers();
         code
     }
 }

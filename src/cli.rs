@@ -289,7 +289,7 @@ async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
         Plan::Exit(code) => return code,
         Plan::Preflight(args) => {
             let code = crate::preflight::check_command(args).await;
-            warden_executor::executor::kill_all_workers();
+            warden_sandbox::process::kill_all_workers();
             return code;
         }
         #[cfg(feature = "testing")]
@@ -317,7 +317,7 @@ async fn run_app(parsed: AppCommand) -> ExitCode {
     };
     // Calls may still be in flight (the client hung up mid-call): kill their
     // workers now instead of waiting for their futures to be dropped.
-    warden_executor::executor::kill_all_workers();
+    warden_sandbox::process::kill_all_workers();
     code
 }
 

@@ -120,7 +120,7 @@ pub fn main(args: PreflightArgs) -> ExitCode {
         Err(code) => return code,
     };
     let code = runtime.block_on(check_command(args));
-    warden_executor::executor::kill_all_workers();
+    warden_sandbox::process::kill_all_workers();
     code
 }
 

@@ -20,8 +20,6 @@ mod isolated;
 mod lifecycle;
 mod threads;
 
-pub use warden_sandbox::process::kill_all_workers;
-
 use std::sync::Arc;
 
 use serde::Serialize;

@@ -19,7 +19,6 @@ mod csv;
 pub mod door;
 pub mod engine;
 pub mod errors;
-pub use warden_sandbox::layers;
 mod map_call;
 pub mod prelude;
 
@@ -39,7 +38,7 @@ pub fn main(registry: Registry) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let layers = layers::apply();
+    let layers = warden_sandbox::layers::apply();
     let door = Arc::new(Mutex::new(Door::new(protocol_out)));
     if let Ok(mut door) = door.lock()
         && door.send(&FromWorker::Hello { layers }).is_err()
