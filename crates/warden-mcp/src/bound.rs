@@ -41,9 +41,9 @@ use warden_executor::events::Origin;
 use warden_task::{TaskRunner, TaskStatus};
 
 /// The key of the marker a cut value carries at its top: `true`.
-pub const TRUNCATED_KEY: &str = "truncated";
+pub(crate) const TRUNCATED_KEY: &str = "truncated";
 /// The key of the marker's details (`Marker`).
-pub const TRUNCATION_KEY: &str = "truncation";
+pub(crate) const TRUNCATION_KEY: &str = "truncation";
 
 /// The least a summary text gets: 1,024 bytes.
 const MIN_SUMMARY_BYTES: usize = 1_024;
@@ -121,7 +121,7 @@ impl Answer {
 /// `answer` within the server's answer bound: unchanged when it fits;
 /// else its whole value kept (unless already in a task's file) and the
 /// answer cut (see the module docs), with an `answer_truncated` event.
-pub async fn bounded(
+pub(crate) async fn bounded(
     tasks: &TaskRunner,
     limit: usize,
     origin: &Origin,
@@ -153,7 +153,7 @@ pub async fn bounded(
 /// [`bounded`] for an answer whose whole value a task's file already
 /// holds (`tasks/get`: the task's `result.json`): never keeps a copy and
 /// emits no event (no request of a tool is answered).
-pub fn bounded_kept(mut answer: Answer, limit: usize) -> CallToolResult {
+pub(crate) fn bounded_kept(mut answer: Answer, limit: usize) -> CallToolResult {
     if !answer.needs_bound(limit) {
         return answer.result;
     }
@@ -180,7 +180,7 @@ fn whole_value(result: &CallToolResult) -> Value {
 
 /// `answer` cut to `limit` (see the module docs), pointing at `whole`
 /// (or saying why the whole value could not be kept).
-pub fn apply(answer: Answer, limit: usize, whole: Result<Whole, GuardError>) -> CallToolResult {
+pub(crate) fn apply(answer: Answer, limit: usize, whole: Result<Whole, GuardError>) -> CallToolResult {
     let target = limit.saturating_sub(ANSWER_ENVELOPE_BYTES);
     let answer_bytes = size(&answer.result);
     let Answer {

@@ -33,7 +33,7 @@ use warden_core::notify::{Level, Notice, Sink};
 /// factory clones it per session; stdio has one), so a clone starts a new
 /// session at the default rather than sharing another client's setting.
 #[derive(Debug)]
-pub struct SessionLevel(Arc<AtomicU8>);
+pub(crate) struct SessionLevel(Arc<AtomicU8>);
 
 impl Default for SessionLevel {
     fn default() -> Self {
@@ -52,13 +52,13 @@ impl SessionLevel {
     /// sets (`io.modelcontextprotocol/logLevel`), or no log messages at
     /// all when it sets none (SEP-2575: a request that did not ask for
     /// logs gets none).
-    pub fn of_request(meta: &rmcp::model::RequestMetaObject) -> Self {
+    pub(crate) fn of_request(meta: &rmcp::model::RequestMetaObject) -> Self {
         let rank = meta.log_level().map(rank).unwrap_or(SILENT);
         Self(Arc::new(AtomicU8::new(rank)))
     }
 
     /// Sets the threshold (`logging/setLevel`).
-    pub fn set(&self, level: LoggingLevel) {
+    pub(crate) fn set(&self, level: LoggingLevel) {
         self.0.store(rank(level), Ordering::Relaxed);
     }
 

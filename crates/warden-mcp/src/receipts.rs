@@ -14,11 +14,11 @@ use warden_core::receipt::CallReceipt;
 
 /// The `_meta` key a client asks for a receipt with, and the result's
 /// `_meta` key it comes back under.
-pub const RECEIPT_META_KEY: &str = "warden/receipt";
+pub(crate) const RECEIPT_META_KEY: &str = "warden/receipt";
 
 /// Whether the request's `_meta` asks for a receipt: `true` or `false`
 /// (absent or null is `false`); anything else is refused, naming the key.
-pub fn asked(meta: &RequestMetaObject) -> Result<bool, ErrorData> {
+pub(crate) fn asked(meta: &RequestMetaObject) -> Result<bool, ErrorData> {
     match meta.get(RECEIPT_META_KEY) {
         None | Some(Value::Null) => Ok(false),
         Some(Value::Bool(asked)) => Ok(*asked),
@@ -32,7 +32,7 @@ pub fn asked(meta: &RequestMetaObject) -> Result<bool, ErrorData> {
 }
 
 /// Puts `receipt` in `result`'s `_meta`.
-pub fn attach(result: &mut CallToolResult, receipt: &CallReceipt) {
+pub(crate) fn attach(result: &mut CallToolResult, receipt: &CallReceipt) {
     let meta = result.meta.get_or_insert_with(|| MetaObject(Default::default()));
     meta.0.insert(
         RECEIPT_META_KEY.to_string(),

@@ -28,7 +28,7 @@ use warden_task::limits::MAX_READ_CHUNK_BYTES;
 const PNG_BASE64_START: &str = "iVBORw0K";
 
 /// URI prefix of task artifacts.
-pub const SCHEME: &str = warden_executor::artifacts::URI_SCHEME;
+pub(crate) const SCHEME: &str = warden_executor::artifacts::URI_SCHEME;
 
 /// Escaped in each part of an artifact URI: controls, space and the
 /// characters RFC 3986 reserves for other parts of a URI (`/` is kept: it
@@ -46,7 +46,7 @@ const SEGMENT: &AsciiSet = &CONTROLS
     .add(b'}');
 
 /// The URI of one task artifact.
-pub fn uri(task_id: &str, path: &str) -> String {
+pub(crate) fn uri(task_id: &str, path: &str) -> String {
     format!(
         "{SCHEME}{}/{}",
         utf8_percent_encode(task_id, SEGMENT),
@@ -55,13 +55,13 @@ pub fn uri(task_id: &str, path: &str) -> String {
 }
 
 /// The template clients can fill in.
-pub fn template() -> ResourceTemplate {
+pub(crate) fn template() -> ResourceTemplate {
     ResourceTemplate::new(format!("{SCHEME}{{task_id}}/{{path}}"), "task-artifact")
 }
 
 /// Resource links for the `artifacts` of a task result (none unless it
 /// names its task).
-pub fn links(result: &TaskResult) -> Vec<ContentBlock> {
+pub(crate) fn links(result: &TaskResult) -> Vec<ContentBlock> {
     let (Some(task_id), Some(artifacts)) = (&result.task_id, &result.artifacts) else {
         return Vec::new();
     };
@@ -83,7 +83,12 @@ pub fn links(result: &TaskResult) -> Vec<ContentBlock> {
 /// [`MAX_INLINE_RESULT_BYTES`](warden_executor::limits::MAX_INLINE_RESULT_BYTES) and the answer
 /// bound). A PNG that does not fit, or is not really a PNG, is left to its
 /// resource link.
-pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize, cap: usize) -> Vec<ContentBlock> {
+pub(crate) fn images(
+    store: View<'_>,
+    result: &TaskResult,
+    json_bytes: usize,
+    cap: usize,
+) -> Vec<ContentBlock> {
     let (Some(task_id), Some(artifacts)) = (&result.task_id, &result.artifacts) else {
         return Vec::new();
     };
@@ -114,7 +119,7 @@ pub fn images(store: View<'_>, result: &TaskResult, json_bytes: usize, cap: usiz
 }
 
 /// `resources/read` for an artifact URI, in the caller's view of the store.
-pub fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData> {
+pub(crate) fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, ErrorData> {
     // The error names the resource in `data.uri` (SEP-2164).
     let not_ours = || {
         ErrorData::invalid_params(

@@ -65,7 +65,7 @@ pub(crate) struct CanAnswer {
 impl CanAnswer {
     /// Read from the raw `_meta` (no decoding: the HTTP direct path asks
     /// this of every call).
-    pub fn of(meta: &RequestMetaObject) -> Self {
+    pub(crate) fn of(meta: &RequestMetaObject) -> Self {
         let capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY);
         let declared = |name: &str| {
             capabilities
@@ -85,7 +85,7 @@ impl CanAnswer {
     }
 
     #[cfg(feature = "http")]
-    pub fn any(self) -> bool {
+    pub(crate) fn any(self) -> bool {
         self.elicit || self.sample || self.roots
     }
 }
@@ -125,7 +125,7 @@ struct Sealed {
 pub(crate) struct Binding(Vec<u8>);
 
 impl Binding {
-    pub fn new(principal: &Principal, tool: &str, arguments: &Value) -> Self {
+    pub(crate) fn new(principal: &Principal, tool: &str, arguments: &Value) -> Self {
         let digest = warden_core::receipt::digest(arguments);
         Self(format!("warden/mrtr/1\n{principal}\n{tool}\n{digest}").into_bytes())
     }
@@ -134,7 +134,7 @@ impl Binding {
     /// declared no question it can answer (every question is refused
     /// before one could be), or a guard task's (its record keeps the
     /// answers), so the call's arguments are not hashed.
-    pub fn unused() -> Self {
+    pub(crate) fn unused() -> Self {
         Self(Vec::new())
     }
 }
@@ -184,7 +184,7 @@ impl Round {
     /// The round a request starts: the first (no state, no responses), or
     /// a retry whose `request_state` opens for `binding` and whose
     /// `input_responses` answer exactly the question it left open.
-    pub fn begin(
+    pub(crate) fn begin(
         binding: Binding,
         can: CanAnswer,
         request_state: Option<&str>,
@@ -224,7 +224,7 @@ impl Round {
     /// question is answered from `responses`, the answers so far by key,
     /// or kept for [`Round::take_requests`]; any kind may be asked (the
     /// client answers through `tasks/update`).
-    pub fn for_task(responses: &serde_json::Map<String, Value>) -> Arc<Self> {
+    pub(crate) fn for_task(responses: &serde_json::Map<String, Value>) -> Arc<Self> {
         Arc::new(Self {
             binding: Binding::unused(),
             can: CanAnswer {
@@ -242,20 +242,20 @@ impl Round {
 
     /// This request's round runs the guard up to where its task starts
     /// (see [`Round::detached`]).
-    pub fn detaching(&self) {
+    pub(crate) fn detaching(&self) {
         self.progress.lock().unwrap_or_else(|p| p.into_inner()).detaching = true;
     }
 
     /// Whether the guard reached `warden::ask::detach` with nothing left
     /// to ask: its call becomes a task.
-    pub fn detached(&self) -> bool {
+    pub(crate) fn detached(&self) -> bool {
         let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         progress.detached && progress.pending.is_empty()
     }
 
     /// Every answer this round holds, by question key: a task started
     /// from it answers the same questions with them.
-    pub fn answers_by_key(&self) -> serde_json::Map<String, Value> {
+    pub(crate) fn answers_by_key(&self) -> serde_json::Map<String, Value> {
         let mut answers: serde_json::Map<String, Value> =
             self.given.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
         for (index, (asked, answer)) in self.asked.iter().zip(&self.answers).enumerate() {
@@ -271,7 +271,7 @@ impl Round {
 
     /// The questions asked without an answer, by key, taken (a guard
     /// task's: they go into its record rather than a sealed state).
-    pub fn take_requests(&self) -> rmcp::model::InputRequests {
+    pub(crate) fn take_requests(&self) -> rmcp::model::InputRequests {
         std::mem::take(&mut self.progress.lock().unwrap_or_else(|p| p.into_inner()).pending)
             .into_iter()
             .map(|(asked, request)| (asked.key, request))
@@ -279,7 +279,7 @@ impl Round {
     }
 
     /// The first round of a call: nothing asked or answered yet.
-    pub fn first(binding: Binding, can: CanAnswer) -> Arc<Self> {
+    pub(crate) fn first(binding: Binding, can: CanAnswer) -> Arc<Self> {
         Arc::new(Self {
             binding,
             can,
@@ -342,7 +342,7 @@ impl Round {
     }
 
     /// The asker a guard of this round asks through (see the module doc).
-    pub fn asker(self: &Arc<Self>) -> Asker {
+    pub(crate) fn asker(self: &Arc<Self>) -> Asker {
         let round = Arc::clone(self);
         Arc::new(move |question, _deadline| round.ask(question))
     }
@@ -451,7 +451,7 @@ impl Round {
     /// guard asked a question of that kind, asked nothing answerable
     /// instead, and failed. A guard that catches the refusal and goes on
     /// (asking something else, or answering without it) is not refused.
-    pub fn missing_capability(&self, result: &rmcp::model::CallToolResult) -> Option<ErrorData> {
+    pub(crate) fn missing_capability(&self, result: &rmcp::model::CallToolResult) -> Option<ErrorData> {
         let progress = self.progress.lock().unwrap_or_else(|p| p.into_inner());
         let capability = progress.missing?;
         if !progress.pending.is_empty() || result.is_error != Some(true) {
@@ -472,7 +472,7 @@ impl Round {
     /// whatever the guard returned after. `Err` when the state would be
     /// larger than [`MAX_INPUT_STATE_BYTES`] (the caller answers it as the
     /// call's error).
-    pub fn finish(
+    pub(crate) fn finish(
         &self,
         result: rmcp::model::CallToolResult,
         ttl: Duration,
@@ -485,7 +485,7 @@ impl Round {
 
     /// The questions left without an answer, with the sealed state, if
     /// there are any (any request's answer: a tool call's, a prompt's).
-    pub fn questions(&self, ttl: Duration) -> Result<Option<InputRequiredResult>, GuardError> {
+    pub(crate) fn questions(&self, ttl: Duration) -> Result<Option<InputRequiredResult>, GuardError> {
         let pending = std::mem::take(&mut self.progress.lock().unwrap_or_else(|p| p.into_inner()).pending);
         if pending.is_empty() {
             return Ok(None);
@@ -541,7 +541,7 @@ pub(crate) struct WaitingTask {
 
 impl WaitingTask {
     /// Sealed for `binding`, valid for `ttl`.
-    pub fn seal(&self, binding: &Binding, ttl: Duration) -> Result<String, GuardError> {
+    pub(crate) fn seal(&self, binding: &Binding, ttl: Duration) -> Result<String, GuardError> {
         let codec = codec().ok_or_else(|| {
             GuardError::new(
                 codes::CANNOT_ASK,
@@ -554,7 +554,7 @@ impl WaitingTask {
     }
 
     /// Opened from a retry's `state`, for `binding` only.
-    pub fn open(binding: &Binding, state: &str) -> Result<Self, ErrorData> {
+    pub(crate) fn open(binding: &Binding, state: &str) -> Result<Self, ErrorData> {
         if state.len() > MAX_INPUT_STATE_BYTES {
             return Err(bad_field(
                 "requestState",
@@ -696,7 +696,7 @@ fn opening_error(error: &RequestStateError) -> String {
 
 /// The variable naming a sealing key every node of a cluster shares.
 #[cfg(feature = "http")]
-pub const KEY_VARIABLE: &str = "WARDEN_INPUT_STATE_KEY";
+pub(crate) const KEY_VARIABLE: &str = "WARDEN_INPUT_STATE_KEY";
 
 static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
 
@@ -708,7 +708,7 @@ static CODEC: OnceLock<Option<RequestStateCodec>> = OnceLock::new();
 /// after a restart; without it each process draws its own key and a retry
 /// must reach the same process. A malformed value is refused with the fix.
 #[cfg(feature = "http")]
-pub fn configure_key() -> Result<(), KeyError> {
+pub(crate) fn configure_key() -> Result<(), KeyError> {
     let Some(value) = warden_core::config::var_os(KEY_VARIABLE) else {
         return Ok(());
     };
@@ -722,7 +722,7 @@ pub fn configure_key() -> Result<(), KeyError> {
 /// Whether [`KEY_VARIABLE`], when set, is a key [`configure_key`] takes
 /// (for `--check`; installs nothing).
 #[cfg(feature = "http")]
-pub fn check_key() -> Result<(), KeyError> {
+pub(crate) fn check_key() -> Result<(), KeyError> {
     match warden_core::config::var(KEY_VARIABLE) {
         Some(value) if decode_key(&value).is_none() => Err(KeyError::Malformed),
         _ => Ok(()),
@@ -733,7 +733,7 @@ pub fn check_key() -> Result<(), KeyError> {
 /// the fix.
 #[cfg(feature = "http")]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
+pub(crate) enum KeyError {
     #[error(
         "WARDEN_INPUT_STATE_KEY: expected 64 hex digits (32 random bytes), e.g. the output of `openssl rand -hex 32`"
     )]

@@ -67,24 +67,24 @@ pub(crate) struct QueuedRequest {
 
 impl QueuedRequest {
     /// The request a claimed record holds (an unreadable one names no tool).
-    pub fn of(stored: &Value) -> Self {
+    pub(crate) fn of(stored: &Value) -> Self {
         serde::Deserialize::deserialize(stored).unwrap_or_default()
     }
 
     /// As the store keeps it.
-    pub fn to_stored(&self) -> Value {
+    pub(crate) fn to_stored(&self) -> Value {
         serde_json::to_value(self).unwrap_or(Value::Null)
     }
 }
 
 /// Request `_meta` key with the TTL (ms) a client asks for its task.
-pub const TTL_META_KEY: &str = "warden/taskTtlMs";
+pub(crate) const TTL_META_KEY: &str = "warden/taskTtlMs";
 
 /// Request `_meta` key with which a `tools/call` asks to run as a task:
 /// `true` (or an object). A 2025-11-25 client's `params.task` never
 /// reaches the handler: rmcp 3.11 models SEP-2663, whose `tools/call` has
 /// no such field, and drops it while parsing.
-pub const TASK_META_KEY: &str = "warden/task";
+pub(crate) const TASK_META_KEY: &str = "warden/task";
 
 /// Whether a `tools/call` asks to run as an MCP task. Declaring the
 /// extension is consent to receive a task, not a request for one: the MCP

@@ -19,13 +19,13 @@ use warden_core::error::GuardError;
 /// requiring it]}}. Script-only functions take no slots and are not counted. check_backtest runs the ready ones.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BundleCoverageInput {
+pub(super) struct BundleCoverageInput {
     /// Slot names you have data for, e.g. ["series", "threshold"] (the guards' input field names); omit for the vocabulary.
     #[serde(default)]
     pub slots: Option<Vec<String>>,
 }
 
-pub struct BundleCoverage;
+pub(super) struct BundleCoverage;
 
 /// The answer without `slots`: the whole vocabulary.
 #[derive(Debug, Serialize)]

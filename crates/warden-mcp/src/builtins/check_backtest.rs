@@ -35,12 +35,12 @@ use warden_executor::executor::{CallRequest, Status};
 /// one call slot and ends within the server's maximum timeout.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct CheckBacktestInput {
+pub(super) struct CheckBacktestInput {
     /// Slot name → value: the data of one backtest, shared by every guard that takes that slot.
     pub slots: Map<String, Value>,
 }
 
-pub struct CheckBacktest;
+pub(super) struct CheckBacktest;
 
 impl Builtin for CheckBacktest {
     fn kind(&self) -> BuiltinTool {

@@ -16,12 +16,12 @@ use warden_core::error::GuardError;
 /// signature, semantics and why they cannot be called with JSON.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct DescribeGuardInput {
+pub(super) struct DescribeGuardInput {
     /// The guard's name, as list_guards shows it (list_guards gives every name).
     pub name: String,
 }
 
-pub struct DescribeGuard;
+pub(super) struct DescribeGuard;
 
 /// A guard's description: its `list_guards` row and what only a full
 /// description carries.

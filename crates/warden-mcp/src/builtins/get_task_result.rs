@@ -12,12 +12,12 @@ use warden_task::result::{Saved as SavedFile, SavedHead, read_saved};
 /// Get a task's saved result.json (inline up to 256 KiB; larger results are read with read_artifact).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct GetTaskResultInput {
+pub(super) struct GetTaskResultInput {
     /// The task id, e.g. "task_0123…" as returned by run_script.
     pub task_id: String,
 }
 
-pub struct GetTaskResult;
+pub(super) struct GetTaskResult;
 
 /// The answer for a task with no result to give (yet): its status says why.
 #[derive(Serialize)]

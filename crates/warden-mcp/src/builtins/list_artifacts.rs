@@ -9,7 +9,7 @@ use warden_core::error::GuardError;
 /// List the files of a task directory (outputs/, result.json, actions, logs) with sizes and MIME types.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListArtifactsInput {
+pub(super) struct ListArtifactsInput {
     /// The task id.
     pub task_id: String,
     /// Index of the first file to return (default 0).
@@ -24,7 +24,7 @@ fn default_file_limit() -> u64 {
     100
 }
 
-pub struct ListArtifacts;
+pub(super) struct ListArtifacts;
 
 /// One page of a task's files.
 #[derive(Serialize)]

@@ -19,13 +19,13 @@ use warden_core::error::GuardError;
 /// one guard's schemas and conventions.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListGuardsInput {
+pub(super) struct ListGuardsInput {
     /// Only rows of this category (e.g. "costs"); all rows when absent.
     #[serde(default)]
     pub category: Option<String>,
 }
 
-pub struct ListGuards;
+pub(super) struct ListGuards;
 
 /// The catalogue (or one category of it).
 #[derive(Serialize)]

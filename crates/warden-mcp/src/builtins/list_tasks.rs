@@ -11,7 +11,7 @@ use warden_task::store::iso8601;
 /// List your recent tasks (run_script, coding tasks and batches run as tasks), newest first, with tool, status, summary and creation time.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ListTasksInput {
+pub(super) struct ListTasksInput {
     /// How many tasks to return (1-100, default 20).
     #[serde(default = "default_task_limit")]
     pub limit: u64,
@@ -21,7 +21,7 @@ fn default_task_limit() -> u64 {
     20
 }
 
-pub struct ListTasks;
+pub(super) struct ListTasks;
 
 #[derive(Serialize)]
 struct Tasks<'a> {

@@ -74,7 +74,7 @@ pub trait Builtin: Send + Sync {
     }
     fn tool(&self) -> Tool;
     /// Whether it runs as an MCP task for a client that takes tasks
-    /// (long work: see [`crate::tasks`]).
+    /// (long work: see `crate::tasks`).
     fn runs_as_task(&self) -> bool {
         false
     }

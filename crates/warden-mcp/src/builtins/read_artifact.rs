@@ -14,7 +14,7 @@ use warden_task::limits::MAX_READ_CHUNK_BYTES;
 /// base64 chunks must each be decoded on their own, never concatenated before decoding.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReadArtifactInput {
+pub(super) struct ReadArtifactInput {
     /// The task id.
     pub task_id: String,
     /// Path relative to the task directory, e.g. "outputs/scenarios.csv".
@@ -34,7 +34,7 @@ fn default_chunk() -> u64 {
     65536
 }
 
-pub struct ReadArtifact;
+pub(super) struct ReadArtifact;
 
 impl Builtin for ReadArtifact {
     fn kind(&self) -> BuiltinTool {

@@ -15,12 +15,12 @@ use warden_core::error::GuardError;
 /// nondeterministic: [guards that read the outside world, whose differences may be the world's]}.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ReplayTaskInput {
+pub(super) struct ReplayTaskInput {
     /// The task to replay, e.g. "task_…" (one of yours, ended).
     pub task_id: String,
 }
 
-pub struct ReplayTask;
+pub(super) struct ReplayTask;
 
 impl Builtin for ReplayTask {
     fn kind(&self) -> BuiltinTool {

@@ -6,7 +6,7 @@ use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, tool}
 use warden_core::error::GuardError;
 use warden_task::batch::RunBatchInput;
 
-pub struct RunBatch;
+pub(crate) struct RunBatch;
 
 impl Builtin for RunBatch {
     fn kind(&self) -> BuiltinTool {

@@ -16,7 +16,7 @@ use warden_core::error::GuardError;
 /// status, task_type, summary, metrics, assumptions, artifacts, steps, model_calls}.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RunCodingTaskInput {
+pub(super) struct RunCodingTaskInput {
     /// What to do, in plain language (units and conventions help: "vol 25%", "rate 4%").
     pub prompt: String,
     /// Seconds for the whole task (default 300, at most the server maximum).
@@ -24,7 +24,7 @@ pub struct RunCodingTaskInput {
     pub timeout_seconds: Option<u64>,
 }
 
-pub struct RunCodingTask;
+pub(super) struct RunCodingTask;
 
 /// The decoded input, its timeout and the model configuration, or the
 /// error naming what to fix.

@@ -20,7 +20,7 @@ use warden_core::error::GuardError;
 /// Returns {request_id, task_id, task_dir, status, task_type, summary, metrics, assumptions, artifacts, value, output}.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct RunScriptInput {
+pub(super) struct RunScriptInput {
     /// The Rhai source code.
     pub script: String,
     /// Seconds before the script worker is killed (default 300, at most the server maximum).
@@ -28,7 +28,7 @@ pub struct RunScriptInput {
     pub timeout_seconds: Option<u64>,
 }
 
-pub struct RunScript;
+pub(super) struct RunScript;
 
 impl Builtin for RunScript {
     fn kind(&self) -> BuiltinTool {

@@ -19,7 +19,7 @@ use warden_core::error::GuardError;
 /// description and schemas.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct SearchGuardsInput {
+pub(super) struct SearchGuardsInput {
     /// A few words saying what the guard should do (at most 512 bytes are read: MAX_QUERY_BYTES).
     pub query: String,
     /// How many hits at most: 1 to 25 (default 8).
@@ -27,7 +27,7 @@ pub struct SearchGuardsInput {
     pub limit: Option<u64>,
 }
 
-pub struct SearchGuards;
+pub(super) struct SearchGuards;
 
 /// The hits, and how many guards were searched.
 #[derive(Serialize)]

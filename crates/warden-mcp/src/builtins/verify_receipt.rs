@@ -33,7 +33,7 @@ use warden_executor::executor::CallRequest;
 /// nondeterministic (the guard reads the outside world, so a difference may be the world's)}.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct VerifyReceiptInput {
+pub(super) struct VerifyReceiptInput {
     /// The receipt, as a call returned it (its guard, arguments_sha256 and output_sha256 are required).
     pub receipt: ReceiptToVerify,
     /// The arguments the call was made with, exactly as they were sent, e.g. {"x": 1, "label": "a"}.
@@ -44,7 +44,7 @@ pub struct VerifyReceiptInput {
 /// The parts of a call receipt verification reads; the rest of a receipt
 /// is accepted as it is.
 #[derive(Debug, Deserialize, JsonSchema)]
-pub struct ReceiptToVerify {
+pub(super) struct ReceiptToVerify {
     /// The guard's name.
     pub guard: String,
     /// "sha256:" and 64 hex digits.
@@ -60,7 +60,7 @@ pub struct ReceiptToVerify {
     pub build: Option<String>,
 }
 
-pub struct VerifyReceipt;
+pub(super) struct VerifyReceipt;
 
 #[derive(Serialize)]
 struct Report {

@@ -29,7 +29,7 @@ use warden_task::{TaskResult, TaskStatus};
 /// on its own, for as long as the server runs: woken when a task is
 /// queued here or a slot frees, and at least every heartbeat (a task
 /// queued through another server).
-pub fn start_claimer(server: WardenServer) {
+pub(crate) fn start_claimer(server: WardenServer) {
     tokio::spawn(async move {
         loop {
             match server.tasks().claim_next().await {

@@ -31,7 +31,7 @@ mod stateless_script;
 /// The handler's state and its shared words.
 mod warden_server;
 
-pub use detached::start_claimer;
+pub(crate) use detached::start_claimer;
 #[cfg(feature = "http")]
 pub(crate) use origin::new_request_origin;
 pub use warden_server::WardenServer;

@@ -11,6 +11,6 @@
 #[cfg(feature = "http")]
 pub(crate) mod http;
 mod recover;
-pub mod stdio;
+pub(crate) mod stdio;
 
-pub use stdio::{StdioTransport, TransportLimits};
+pub(crate) use stdio::{StdioTransport, TransportLimits};

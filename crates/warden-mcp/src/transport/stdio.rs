@@ -36,7 +36,7 @@ use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
 /// Bytes kept from the start of an oversized line to find its request id:
 /// 4 KiB. Clients put `id` before `params`, so it is within the first few
 /// dozen bytes; a line whose id comes later is answered with `id: null`.
-pub const ID_SCAN_BYTES: usize = 4096;
+pub(crate) const ID_SCAN_BYTES: usize = 4096;
 
 /// Read-buffer capacity kept between messages: 64 KiB. A larger message
 /// grows the buffer for itself; it is released after that message.
@@ -44,7 +44,7 @@ const KEPT_LINE_CAPACITY: usize = 64 * 1024;
 
 /// The two bounds of the transport (see the module docs).
 #[derive(Debug, Clone, Copy)]
-pub struct TransportLimits {
+pub(crate) struct TransportLimits {
     /// See [`crate::limits::DEFAULT_MAX_MESSAGE_BYTES`].
     pub max_message_bytes: usize,
     /// See [`crate::limits::DEFAULT_MAX_PENDING_RESPONSES`].
@@ -103,7 +103,7 @@ type Writer<W> = Arc<Mutex<Option<W>>>;
 
 /// The stdio transport `serve` hands to rmcp. Build it with
 /// [`StdioTransport::new`] over stdin/stdout (or any pair of streams).
-pub struct StdioTransport<R, W> {
+pub(crate) struct StdioTransport<R, W> {
     read: BufReader<R>,
     /// The line being read. Kept across `receive` calls: rmcp polls
     /// `receive` inside a `select!` and drops it whenever another branch
@@ -130,7 +130,7 @@ where
     R: AsyncRead + Unpin + Send,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    pub fn new(read: R, write: W, limits: TransportLimits) -> Self {
+    pub(crate) fn new(read: R, write: W, limits: TransportLimits) -> Self {
         Self {
             read: BufReader::new(read),
             line: Vec::new(),

@@ -19,13 +19,13 @@ use rmcp::model::{ReadResourceResult, Resource, ResourceContents, Tool};
 use serde_json::{Map, Value, json};
 
 /// The MCP Apps extension id, as declared in the server's capabilities.
-pub const EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
+pub(crate) const EXTENSION_ID: &str = "io.modelcontextprotocol/ui";
 
 /// The view's resource URI.
-pub const URI: &str = "ui://warden/task.html";
+pub(crate) const URI: &str = "ui://warden/task.html";
 
 /// The MIME type MCP Apps hosts render (`RESOURCE_MIME_TYPE` in the SDK).
-pub const MIME_TYPE: &str = "text/html;profile=mcp-app";
+pub(crate) const MIME_TYPE: &str = "text/html;profile=mcp-app";
 
 /// The page: one self-contained file (inline CSS and JS, no external
 /// fetches); see its head comment for why the bridge client is hand-written.
@@ -33,19 +33,19 @@ const PAGE: &str = include_str!("task.html");
 
 /// The extension's entry in `capabilities.extensions`: the MIME types of the
 /// views this server offers.
-pub fn capability() -> Map<String, Value> {
+pub(crate) fn capability() -> Map<String, Value> {
     let mut settings = Map::new();
     settings.insert("mimeTypes".into(), json!([MIME_TYPE]));
     settings
 }
 
 /// Whether `uri` is the view.
-pub fn is(uri: &str) -> bool {
+pub(crate) fn is(uri: &str) -> bool {
     uri == URI
 }
 
 /// The view's entry in `resources/list`.
-pub fn resource() -> Resource {
+pub(crate) fn resource() -> Resource {
     Resource::new(URI, "task-view")
         .with_title("Task result view")
         .with_description("MCP App view of a task result: status, summary, metrics, charts and CSV tables")
@@ -53,7 +53,7 @@ pub fn resource() -> Resource {
 }
 
 /// `resources/read` of the view: `None` for any other URI.
-pub fn read(uri: &str) -> Option<ReadResourceResult> {
+pub(crate) fn read(uri: &str) -> Option<ReadResourceResult> {
     is(uri)
         .then(|| ReadResourceResult::new(vec![ResourceContents::text(PAGE, URI).with_mime_type(MIME_TYPE)]))
 }
@@ -61,7 +61,7 @@ pub fn read(uri: &str) -> Option<ReadResourceResult> {
 /// `tool` with its view linked: `_meta.ui.resourceUri`, plus the flat
 /// `_meta["ui/resourceUri"]` key that hosts written against the SDK's 1.x
 /// still read (the SDK's own `registerAppTool` writes both).
-pub fn link(mut tool: Tool) -> Tool {
+pub(crate) fn link(mut tool: Tool) -> Tool {
     let mut meta = tool.meta.take().unwrap_or_default();
     let ui = meta.0.entry("ui").or_insert_with(|| Value::Object(Map::new()));
     if let Value::Object(ui) = ui {

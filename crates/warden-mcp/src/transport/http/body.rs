@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 
 /// How a POST body must arrive.
 #[derive(Debug, Clone, Copy)]
-pub struct BodyPace {
+pub(super) struct BodyPace {
     /// Time allowed before the rate applies.
     pub(crate) grace: Duration,
     /// Bytes a second on average, after the grace.
@@ -48,7 +48,7 @@ enum Unread {
 
 /// Middleware on `/mcp`: reads a POST's body at the minimum rate (see the
 /// module docs), then passes the request on with the body in memory.
-pub async fn paced(State(pace): State<Arc<BodyPace>>, request: Request, next: Next) -> Response {
+pub(super) async fn paced(State(pace): State<Arc<BodyPace>>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }

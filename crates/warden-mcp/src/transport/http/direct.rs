@@ -52,7 +52,7 @@ use warden_executor::tenant::{Principal, Scopes};
 
 /// What the direct path needs: the handler and the checks rmcp's service
 /// would make before routing a request.
-pub struct Direct {
+pub(super) struct Direct {
     server: WardenServer,
     /// rmcp's request body cap; larger (or unsized) bodies go to rmcp.
     body_cap: usize,
@@ -61,7 +61,7 @@ pub struct Direct {
 }
 
 impl Direct {
-    pub fn new(server: WardenServer, body_cap: usize, keep_alive: Duration) -> Self {
+    pub(super) fn new(server: WardenServer, body_cap: usize, keep_alive: Duration) -> Self {
         Self {
             server,
             body_cap,
@@ -73,7 +73,7 @@ impl Direct {
 /// Middleware in front of rmcp's service (inside authentication, session
 /// bounds and drain tracking): answers a plain stateless guard call,
 /// passes everything else on.
-pub async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
+pub(super) async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
     if !direct.headers_qualify(request.method(), request.headers()) {
         return next.run(request).await;
     }

@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 
 /// MCP exchanges in progress.
 #[derive(Debug, Default)]
-pub struct InFlight {
+pub(super) struct InFlight {
     count: AtomicUsize,
     idle: Notify,
 }
@@ -90,7 +90,7 @@ impl<G: Send + Unpin + 'static> HttpBody for Tracked<G> {
 }
 
 /// Middleware on `/mcp`: counts each POST until its response is delivered.
-pub async fn track(State(in_flight): State<Arc<InFlight>>, request: Request, next: Next) -> Response {
+pub(super) async fn track(State(in_flight): State<Arc<InFlight>>, request: Request, next: Next) -> Response {
     if request.method() != Method::POST {
         return next.run(request).await;
     }
@@ -103,7 +103,7 @@ pub async fn track(State(in_flight): State<Arc<InFlight>>, request: Request, nex
 /// `draining` with `Retry-After`, so the client moves to another node or
 /// retries after the restart; requests on open sessions (a running call's
 /// cancellation, a task poll) are still served until the grace ends.
-pub async fn refuse_new_work(
+pub(super) async fn refuse_new_work(
     State(health): State<Arc<super::health::Health>>,
     request: Request,
     next: Next,
@@ -123,7 +123,7 @@ pub async fn refuse_new_work(
 
 /// Middleware on every route: marks the request's connection busy until
 /// its response is delivered, so the idle timeout never cuts work in progress.
-pub async fn mark_busy(
+pub(super) async fn mark_busy(
     axum::extract::ConnectInfo(busy): axum::extract::ConnectInfo<super::listener::Busy>,
     request: Request,
     next: Next,

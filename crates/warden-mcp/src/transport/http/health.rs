@@ -23,7 +23,7 @@ use crate::limits::READY_CACHE;
 use warden_task::TaskRunner;
 
 /// What `/readyz` needs.
-pub struct Health {
+pub(super) struct Health {
     pub(crate) tasks: Arc<TaskRunner>,
     pub(crate) draining: AtomicBool,
     /// The last probe: when, and its answer.
@@ -31,7 +31,7 @@ pub struct Health {
 }
 
 impl Health {
-    pub fn new(tasks: Arc<TaskRunner>) -> Self {
+    pub(super) fn new(tasks: Arc<TaskRunner>) -> Self {
         Self {
             tasks,
             draining: AtomicBool::new(false),
@@ -112,11 +112,11 @@ impl Health {
     }
 }
 
-pub async fn healthz() -> Json<Value> {
+pub(super) async fn healthz() -> Json<Value> {
     Json(json!({"status": "ok"}))
 }
 
-pub async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Json<Value>) {
+pub(super) async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Json<Value>) {
     if health.draining.load(Ordering::Relaxed) {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
@@ -136,7 +136,7 @@ pub async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Json<Valu
 
 /// Any other path: 404 naming where the MCP endpoint is, instead of an
 /// empty answer (a client configured with the bare host name shows this).
-pub async fn elsewhere(uri: axum::http::Uri) -> axum::response::Response {
+pub(super) async fn elsewhere(uri: axum::http::Uri) -> axum::response::Response {
     super::refusal::refuse(
         StatusCode::NOT_FOUND,
         warden_core::error::codes::NOT_FOUND,

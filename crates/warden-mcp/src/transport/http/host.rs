@@ -14,10 +14,10 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 /// The `Host` names `/mcp` answers: lowercase, without brackets or port.
-pub struct Hosts(Vec<String>);
+pub(super) struct Hosts(Vec<String>);
 
 impl Hosts {
-    pub fn new(hosts: &[String]) -> Self {
+    pub(super) fn new(hosts: &[String]) -> Self {
         Self(hosts.iter().map(|h| h.to_ascii_lowercase()).collect())
     }
 
@@ -40,7 +40,7 @@ impl Hosts {
 }
 
 /// Middleware on `/mcp`: 403 for a request whose `Host` is not allowed.
-pub async fn check(State(hosts): State<Arc<Hosts>>, request: Request, next: Next) -> Response {
+pub(super) async fn check(State(hosts): State<Arc<Hosts>>, request: Request, next: Next) -> Response {
     if hosts.allow(request.headers()) {
         return next.run(request).await;
     }

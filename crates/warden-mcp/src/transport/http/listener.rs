@@ -43,7 +43,7 @@ use tokio::time::{Instant, Sleep};
 
 /// The bounds a [`LimitedListener`] enforces (see the module docs).
 #[derive(Debug, Clone, Copy)]
-pub struct ConnectionBounds {
+pub(super) struct ConnectionBounds {
     /// Connections open at once.
     pub(crate) max: usize,
     /// Unproven connections open at once (at most `max`).
@@ -54,7 +54,7 @@ pub struct ConnectionBounds {
     pub(crate) header_timeout: Duration,
 }
 
-pub struct LimitedListener {
+pub(super) struct LimitedListener {
     inner: TcpListener,
     /// One per open connection; taken before accepting, released when the
     /// connection is dropped.
@@ -66,7 +66,7 @@ pub struct LimitedListener {
 }
 
 impl LimitedListener {
-    pub fn new(inner: TcpListener, bounds: ConnectionBounds) -> Self {
+    pub(super) fn new(inner: TcpListener, bounds: ConnectionBounds) -> Self {
         let max = bounds.max.max(1);
         Self {
             inner,
@@ -111,7 +111,7 @@ impl axum::serve::Listener for LimitedListener {
 }
 
 /// An accepted connection, its permit and its idle deadline.
-pub struct LimitedStream {
+pub(super) struct LimitedStream {
     stream: TcpStream,
     _permit: OwnedSemaphorePermit,
     bounds: ConnectionBounds,
@@ -124,7 +124,7 @@ pub struct LimitedStream {
 /// Requests in progress on one connection and when the last one ended,
 /// shared with the router (axum connect info).
 #[derive(Debug, Clone)]
-pub struct Busy(Arc<BusyState>);
+pub(super) struct Busy(Arc<BusyState>);
 
 #[derive(Debug)]
 struct BusyState {
@@ -139,7 +139,7 @@ struct BusyState {
 }
 
 /// One request in progress; dropping it ends it.
-pub struct BusyGuard(Arc<BusyState>);
+pub(super) struct BusyGuard(Arc<BusyState>);
 
 impl Busy {
     fn new(unproven: OwnedSemaphorePermit) -> Self {

@@ -66,11 +66,11 @@ const SSE_KEEP_ALIVE: std::time::Duration = std::time::Duration::from_secs(15);
 const SSE_RETRY: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// The MCP endpoint's path.
-pub const MCP_PATH: &str = "/mcp";
+pub(crate) const MCP_PATH: &str = "/mcp";
 
 /// Why the HTTP server did not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
-pub enum HttpError {
+pub(crate) enum HttpError {
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: SocketAddr,
@@ -100,7 +100,7 @@ WARDEN_OAUTH_JWKS, or bind a loopback address such as 127.0.0.1:{port}",
 
 /// What a started server tells its caller (the CLI prints it).
 #[derive(Debug, Clone)]
-pub struct Listening {
+pub(crate) struct Listening {
     /// The MCP endpoint as clients reach it (with the real port when `:0`
     /// was asked for).
     pub(crate) url: String,
@@ -113,7 +113,7 @@ pub struct Listening {
 
 /// How a drained server ended.
 #[derive(Debug, Clone, Copy)]
-pub struct Drained {
+pub(crate) struct Drained {
     /// Calls still running when the grace ran out (then cancelled).
     pub(crate) calls_cut: usize,
     /// Tasks that had not recorded themselves when the process returned
@@ -124,7 +124,7 @@ pub struct Drained {
 /// Serves MCP on `addr` until `shutdown` resolves (the command line
 /// passes SIGTERM/SIGINT), then drains. `on_listening` runs once the
 /// socket is bound.
-pub async fn serve(
+pub(crate) async fn serve(
     tasks: Arc<TaskRunner>,
     limits: ServingLimits,
     name: &str,
@@ -353,7 +353,7 @@ fn router(
 /// the start does —, `WARDEN_INPUT_STATE_KEY`), and the variables checked.
 /// For `--check`: a deployment that `serve --http` would refuse fails there
 /// first, naming the variable.
-pub fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
+pub(crate) fn check_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
     let mut checked = Vec::new();
     let mut problems = Vec::new();
     let unspecified = SocketAddr::from(([127, 0, 0, 1], 8080));

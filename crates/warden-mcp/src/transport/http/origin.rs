@@ -36,7 +36,7 @@ struct Allowed {
 
 /// The origins a browser page may call this server from.
 #[derive(Debug, Clone)]
-pub struct Allowlist(Vec<Allowed>);
+pub(super) struct Allowlist(Vec<Allowed>);
 
 /// A `WARDEN_ALLOWED_ORIGINS` entry (or the public URL) that is not an origin.
 #[derive(Debug, thiserror::Error)]
@@ -44,11 +44,11 @@ pub struct Allowlist(Vec<Allowed>);
     "WARDEN_ALLOWED_ORIGINS: '{0}' is not an origin; write scheme://host[:port] (port `*` for any), \
 comma-separated, e.g. https://claude.ai,http://localhost:*"
 )]
-pub struct OriginError(String);
+pub(crate) struct OriginError(String);
 
 impl Allowlist {
     /// This server's own origin plus the comma-separated `extra` entries.
-    pub fn new(public_url: &str, extra: Option<&str>) -> Result<Self, OriginError> {
+    pub(super) fn new(public_url: &str, extra: Option<&str>) -> Result<Self, OriginError> {
         let mut allowed = vec![parse(public_url, true).ok_or_else(|| OriginError(public_url.to_string()))?];
         for entry in extra.unwrap_or_default().split(',').map(str::trim) {
             if entry.is_empty() {
@@ -116,7 +116,7 @@ fn parse(text: &str, url_path: bool) -> Option<Allowed> {
 /// Middleware: 403 for a request whose `Origin` is not allowed, and 404
 /// for a preflight (`OPTIONS`) of a path the server does not serve, which
 /// the CORS layer inside would otherwise answer 200.
-pub async fn check(State(allowlist): State<Arc<Allowlist>>, request: Request, next: Next) -> Response {
+pub(super) async fn check(State(allowlist): State<Arc<Allowlist>>, request: Request, next: Next) -> Response {
     let path = request.uri().path();
     if request.method() == Method::OPTIONS && path != super::MCP_PATH && !path.starts_with("/.well-known/") {
         return super::health::elsewhere(request.uri().clone())
@@ -147,7 +147,7 @@ const PREFLIGHT_MAX_AGE: Duration = Duration::from_secs(600);
 /// asks for, since its origin is trusted; `GET`, `POST`, `DELETE`), and
 /// the MCP headers exposed on every answer. Other origins get no CORS
 /// headers (and [`check`], outside this layer, refuses them first).
-pub fn cors(allowlist: Arc<Allowlist>) -> tower_http::cors::CorsLayer {
+pub(super) fn cors(allowlist: Arc<Allowlist>) -> tower_http::cors::CorsLayer {
     use tower_http::cors::{AllowHeaders, AllowOrigin, CorsLayer};
     CorsLayer::new()
         .allow_origin(AllowOrigin::predicate(move |origin, _| {

@@ -9,7 +9,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 /// A refusal with `status`, `code` and `message`; `retry_after` in seconds.
-pub fn refuse(status: StatusCode, code: &str, message: &str, retry_after: Option<&'static str>) -> Response {
+pub(super) fn refuse(
+    status: StatusCode,
+    code: &str,
+    message: &str,
+    retry_after: Option<&'static str>,
+) -> Response {
     let mut response = (
         status,
         axum::Json(serde_json::json!({"error": code, "message": message})),

@@ -30,7 +30,7 @@ use warden_executor::tenant::Principal;
 const RETRY_AFTER_SECONDS: &str = "1";
 
 /// Each bound principal's requests in progress.
-pub struct PrincipalRequests {
+pub(super) struct PrincipalRequests {
     per_principal: usize,
     /// Only principals with a request in progress have an entry.
     counts: Mutex<HashMap<Principal, usize>>,
@@ -43,7 +43,7 @@ struct Counted {
 }
 
 impl PrincipalRequests {
-    pub fn new(per_principal: usize) -> Self {
+    pub(super) fn new(per_principal: usize) -> Self {
         Self {
             per_principal: per_principal.max(1),
             counts: Mutex::default(),
@@ -91,7 +91,7 @@ impl Drop for Counted {
 /// Middleware on `/mcp`, inside authentication: proves the connection,
 /// then counts the request against its principal until its response is
 /// delivered.
-pub async fn limit(
+pub(super) async fn limit(
     State(requests): State<Arc<PrincipalRequests>>,
     ConnectInfo(busy): ConnectInfo<Busy>,
     request: Request,

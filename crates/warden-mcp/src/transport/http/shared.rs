@@ -20,10 +20,10 @@ use rmcp::transport::streamable_http_server::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::SessionManager;
 
 /// `StreamableHttpService` shared, not copied, per request.
-pub struct Shared<S, M>(Arc<StreamableHttpService<S, M>>);
+pub(super) struct Shared<S, M>(Arc<StreamableHttpService<S, M>>);
 
 impl<S, M> Shared<S, M> {
-    pub fn new(service: StreamableHttpService<S, M>) -> Self {
+    pub(super) fn new(service: StreamableHttpService<S, M>) -> Self {
         Self(Arc::new(service))
     }
 }

@@ -334,7 +334,7 @@ fn read_file(path: &std::path::Path) -> Result<Vec<u8>, JwksError> {
 /// Why the key set could not be had, naming `WARDEN_OAUTH_JWKS` and where
 /// it points.
 #[derive(Debug, thiserror::Error)]
-pub enum JwksError {
+pub(crate) enum JwksError {
     #[error(
         "{JWKS_VAR} is a plain http:// URL to a non-loopback host; use the issuer's https:// JWKS URL \
          (http:// is accepted for 127.0.0.1/localhost only)"

@@ -39,7 +39,7 @@ use warden_executor::tenant::{Principal, Scopes};
 /// Why the authentication settings cannot be used. Each message names the
 /// variable and what to set it to; none repeats a secret.
 #[derive(Debug, thiserror::Error)]
-pub enum AuthConfigError {
+pub(crate) enum AuthConfigError {
     #[error("{0}")]
     Invalid(String),
     #[error("{var} is not set: {needs}")]
@@ -118,14 +118,14 @@ impl Resource {
 /// server decides from it whether it may bind a non-loopback address, and
 /// the settings themselves are checked after binding (the OAuth audience
 /// defaults to the bound URL).
-pub fn configured() -> bool {
+pub(crate) fn configured() -> bool {
     [TOKENS_FILE_VAR, ISSUER_VAR]
         .iter()
         .any(|name| warden_core::config::var(name).is_some_and(|v| !v.trim().is_empty()))
 }
 
 /// The configured authentication: API tokens, OAuth, or both.
-pub struct Auth {
+pub(crate) struct Auth {
     resource: Resource,
     /// Shown to users by clients (RFC 9728 `resource_name`).
     resource_name: String,
@@ -149,7 +149,7 @@ impl Auth {
     /// (the default OAuth audience and the RFC 9728 `resource`). Blocking:
     /// reads the token file and loads the JWKS (a URL within
     /// `JWKS_FETCH_TIMEOUT`).
-    pub fn from_env(resource: &str) -> Result<Option<Self>, AuthConfigError> {
+    pub(crate) fn from_env(resource: &str) -> Result<Option<Self>, AuthConfigError> {
         Self::from_lookup(resource, warden_core::config::var)
     }
 

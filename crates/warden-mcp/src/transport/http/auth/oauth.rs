@@ -239,7 +239,7 @@ pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, BadScope> {
     "{SCOPES_VAR} holds a scope with a character scopes cannot contain (`\"`, `\\`, control or \
      non-ASCII); separate scopes with spaces or commas"
 )]
-pub struct BadScope;
+pub(crate) struct BadScope;
 
 #[cfg(test)]
 mod tests;

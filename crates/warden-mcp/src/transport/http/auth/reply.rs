@@ -25,15 +25,15 @@ use super::{Auth, WELL_KNOWN};
 /// body). Documented in docs/security.md; never renamed.
 pub(crate) mod codes {
     /// 401: no `Authorization: Bearer` credentials.
-    pub const AUTHENTICATION_REQUIRED: &str = "authentication_required";
+    pub(crate) const AUTHENTICATION_REQUIRED: &str = "authentication_required";
     /// 401: a token was sent but is not valid (unknown API token, or a JWT
     /// with a bad signature, wrong issuer or audience, expired, …).
-    pub const INVALID_TOKEN: &str = "invalid_token";
+    pub(crate) const INVALID_TOKEN: &str = "invalid_token";
     /// 403: a valid JWT without a scope `WARDEN_OAUTH_SCOPES` requires.
-    pub const INSUFFICIENT_SCOPE: &str = "insufficient_scope";
+    pub(crate) const INSUFFICIENT_SCOPE: &str = "insufficient_scope";
     /// 400: an `Authorization` header that is not one well-formed
     /// `Bearer <token>`.
-    pub const MALFORMED_AUTHORIZATION: &str = "malformed_authorization";
+    pub(crate) const MALFORMED_AUTHORIZATION: &str = "malformed_authorization";
     /// Every code above (the docs test checks each is documented).
     #[cfg(test)]
     pub(crate) const ALL: &[&str] = &[

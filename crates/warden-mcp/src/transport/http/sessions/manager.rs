@@ -55,7 +55,7 @@ use warden_executor::tenant::Principal;
 
 /// Where a session's streams stand; see the module docs.
 #[derive(Debug, Clone)]
-pub struct SessionConfig {
+pub(crate) struct SessionConfig {
     /// Events a stream buffers for a slow client and caches for a resume.
     pub(crate) channel_capacity: usize,
     /// A session with no message either way for this long is closed.
@@ -74,7 +74,7 @@ pub struct SessionConfig {
 /// Why a session operation failed (rmcp answers 500, or an empty stream
 /// for a failed resume).
 #[derive(Debug, thiserror::Error)]
-pub enum SessionError {
+pub(crate) enum SessionError {
     #[error("session {0} not found")]
     NotFound(SessionId),
     #[error("session {0} is closed")]
@@ -88,7 +88,7 @@ pub enum SessionError {
 }
 
 /// The sessions of one server.
-pub struct Manager {
+pub(crate) struct Manager {
     inner: Arc<Inner>,
 }
 
@@ -369,7 +369,7 @@ impl Routes {
 }
 
 impl Manager {
-    pub fn new(config: SessionConfig) -> Self {
+    pub(crate) fn new(config: SessionConfig) -> Self {
         Self {
             inner: Arc::new(Inner {
                 sessions: RwLock::default(),
@@ -488,7 +488,7 @@ async fn sweeper(inner: Weak<Inner>, period: Duration) {
 }
 
 /// The service's side of a session.
-pub struct SessionTransport {
+pub(crate) struct SessionTransport {
     session: Arc<Session>,
     inbound: mpsc::Receiver<Box<ClientJsonRpcMessage>>,
 }
@@ -552,7 +552,7 @@ fn session_id(node: &str, random: uuid::Uuid) -> String {
 }
 
 /// An SSE stream's events as rmcp's service reads them.
-pub struct Events(mpsc::Receiver<ServerSseMessage>);
+pub(crate) struct Events(mpsc::Receiver<ServerSseMessage>);
 
 impl futures_util::Stream for Events {
     type Item = ServerSseMessage;

@@ -40,13 +40,13 @@ tokio::task_local! {
 }
 
 /// The principal opening a session, and the manager's refusal if it made one.
-pub struct Opener {
+pub(super) struct Opener {
     principal: Principal,
     refused: Arc<OnceLock<Refusal>>,
 }
 
 impl Opener {
-    pub fn new(principal: Principal) -> Self {
+    pub(super) fn new(principal: Principal) -> Self {
         Self {
             principal,
             refused: Arc::default(),
@@ -60,7 +60,7 @@ impl Opener {
 
 /// Why a session was not opened.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(super) enum Refusal {
     #[error(
         "the server holds its maximum of {0} MCP sessions (WARDEN_HTTP_MAX_SESSIONS); retry later, \
          close unused sessions (HTTP DELETE), or use the stateless 2026-07-28 protocol"
@@ -74,18 +74,18 @@ pub enum Refusal {
 }
 
 /// The session bookkeeping shared by the middleware and `/readyz`.
-pub struct Sessions {
+pub(super) struct Sessions {
     pub(crate) manager: Arc<manager::Manager>,
 }
 
 impl Sessions {
-    pub fn new(manager: Arc<manager::Manager>) -> Self {
+    pub(super) fn new(manager: Arc<manager::Manager>) -> Self {
         Self { manager }
     }
 }
 
 /// Middleware in front of rmcp's service (inside authentication).
-pub async fn guard(State(sessions): State<Arc<Sessions>>, request: Request, next: Next) -> Response {
+pub(super) async fn guard(State(sessions): State<Arc<Sessions>>, request: Request, next: Next) -> Response {
     let principal = request
         .extensions()
         .get::<Principal>()
