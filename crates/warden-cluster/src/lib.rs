@@ -20,6 +20,8 @@
 //! assert_eq!(warden_cluster::limits::OBJECT_STORE_RETRIES, 2);
 //! ```
 
+#![warn(unreachable_pub)]
+
 pub mod limits;
 #[cfg(feature = "postgres")]
 pub mod postgres;

@@ -12,7 +12,7 @@
 //! and `.env`), [`notify`] (progress and log notices from a running guard),
 //! [`ask`] (questions from a running guard to the client's person or model),
 //! [`approval`] (approvals a detached task waits for, and their records),
-//! [`content`] (non-JSON results), [`catalogue`] (the guard catalogue
+//! [`Content`] (non-JSON results), [`catalogue`] (the guard catalogue
 //! resource) and [`receipt`] (the hashes that let a result be recomputed).
 //!
 //! This crate never runs a guard and never starts a process: the executor
@@ -20,12 +20,14 @@
 //! Warden's own crates; an app uses the `warden` facade, which re-exports
 //! what an app author needs.
 
+#![warn(unreachable_pub)]
+
 pub mod answer;
 pub mod approval;
 pub mod ask;
 pub mod catalogue;
 pub mod config;
-pub mod content;
+mod content;
 pub mod error;
 pub mod guard;
 pub mod limits;

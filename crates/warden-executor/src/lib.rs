@@ -60,6 +60,8 @@
 //! # });
 //! ```
 
+#![warn(unreachable_pub)]
+
 pub mod artifacts;
 pub mod events;
 pub mod executor;

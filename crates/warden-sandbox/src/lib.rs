@@ -29,6 +29,8 @@
 //! assert_eq!(rlimits.memory, WorkerLimits::default().worker_memory);
 //! ```
 
+#![warn(unreachable_pub)]
+
 pub mod env;
 pub mod layers;
 pub mod limits;

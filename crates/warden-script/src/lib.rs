@@ -19,6 +19,8 @@
 //! assert_eq!(failed["error"]["field"], "spot");
 //! ```
 
+#![warn(unreachable_pub)]
+
 pub mod host;
 pub mod limits;
 pub mod protocol;

@@ -33,6 +33,8 @@
 //! assert_eq!(saved["status"], "timed_out");
 //! ```
 
+#![warn(unreachable_pub)]
+
 pub mod batch;
 /// A batch run as a detached task.
 mod batch_task;
@@ -47,7 +49,7 @@ pub mod replay;
 pub mod result;
 /// The task runner and the one shape of every task.
 mod runner;
-pub mod running;
+mod running;
 /// Script tasks: `run_script`, a replay's scripts.
 mod script_task;
 mod service;

@@ -21,7 +21,7 @@ use super::config::ServerConfig;
 
 /// Why tools/list gave no tools; the report's `tools.error`.
 #[derive(Debug, thiserror::Error)]
-pub enum ListError {
+pub(crate) enum ListError {
     #[error("tools/list failed: {0}")]
     Failed(ServiceError),
     #[error("tools/list got no answer within {secs} s")]
@@ -30,13 +30,13 @@ pub enum ListError {
 
 /// Time the server gets to exit after the session closes: 5 s; then rmcp
 /// sends SIGTERM and finally kills it.
-pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+pub(crate) const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Lines of server stderr quoted when startup fails: 5.
 const STDERR_TAIL_LINES: usize = 5;
 
 /// A live MCP session with the server under test.
-pub struct Connection {
+pub(crate) struct Connection {
     client: RunningService<RoleClient, ()>,
     /// The server's stderr; deleted when the connection is dropped.
     stderr: tempfile::NamedTempFile,
@@ -44,7 +44,7 @@ pub struct Connection {
 
 impl Connection {
     /// Starts the server and completes `initialize` within the startup timeout.
-    pub async fn start(config: &ServerConfig) -> Result<(Self, Duration), SetupError> {
+    pub(crate) async fn start(config: &ServerConfig) -> Result<(Self, Duration), SetupError> {
         let started = Instant::now();
         let stderr = tempfile::NamedTempFile::new().map_err(|e| SetupError::Spawn {
             command: config.command_line(),
@@ -94,12 +94,12 @@ impl Connection {
         }
     }
 
-    pub fn peer(&self) -> Peer<RoleClient> {
+    pub(crate) fn peer(&self) -> Peer<RoleClient> {
         self.client.peer().clone()
     }
 
     /// Every tool from tools/list, in MCP JSON form.
-    pub async fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, ListError> {
+    pub(crate) async fn list_tools(&self, timeout: Duration) -> Result<Vec<Value>, ListError> {
         match tokio::time::timeout(timeout, self.client.list_all_tools()).await {
             Ok(Ok(tools)) => Ok(tools
                 .iter()
@@ -113,18 +113,18 @@ impl Connection {
     }
 
     /// The last lines the server wrote to stderr, prefixed for a message.
-    pub fn stderr_tail(&self) -> String {
+    pub(crate) fn stderr_tail(&self) -> String {
         stderr_tail(&self.stderr)
     }
 
     /// Ends the session: closes stdin and lets rmcp reap (or kill) the server.
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         let _ = tokio::time::timeout(SHUTDOWN_GRACE * 2, self.client.cancel()).await;
     }
 }
 
 /// One tools/call bounded by `timeout`.
-pub async fn call(
+pub(crate) async fn call(
     peer: &Peer<RoleClient>,
     tool: &str,
     arguments: &Map<String, Value>,

@@ -14,7 +14,7 @@ use super::suite::{Suite, ToolContract};
 use crate::schema_check::check_tool_schema;
 
 /// Compares the listed tools with every suite's `expected_tools`.
-pub fn tools(suites: &[Suite], listed: &[Value]) -> Tools {
+pub(crate) fn tools(suites: &[Suite], listed: &[Value]) -> Tools {
     let actual: Vec<String> = listed
         .iter()
         .filter_map(|t| t["name"].as_str().map(str::to_string))
@@ -44,7 +44,7 @@ pub fn tools(suites: &[Suite], listed: &[Value]) -> Tools {
 }
 
 /// Structural 2020-12 checks of every listed schema, then every contract.
-pub fn schemas(suites: &[Suite], listed: &[Value]) -> Schemas {
+pub(crate) fn schemas(suites: &[Suite], listed: &[Value]) -> Schemas {
     let mut failures = Vec::new();
     for tool in listed {
         let name = tool["name"].as_str().unwrap_or("(unnamed)");
@@ -99,7 +99,7 @@ pub fn schemas(suites: &[Suite], listed: &[Value]) -> Schemas {
 }
 
 /// Checks one `tools/list` entry (MCP JSON form) against its contract.
-pub fn check_contract(name: &str, contract: &ToolContract, tool: &Value) -> Vec<Mismatch> {
+pub(crate) fn check_contract(name: &str, contract: &ToolContract, tool: &Value) -> Vec<Mismatch> {
     let mut out = Vec::new();
     let at = |field: &str| format!("tool_contracts.{name}.{field}");
     let schema = &tool["inputSchema"];

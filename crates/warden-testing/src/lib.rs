@@ -27,6 +27,8 @@
 //! assert!(check_tool_schema(&serde_json::json!({"type": "object", "properties": {}})).is_empty());
 //! ```
 
+#![warn(unreachable_pub)]
+
 #[cfg(feature = "runner")]
 pub mod assertions;
 #[cfg(feature = "runner")]

@@ -20,7 +20,7 @@ use super::report::{CaseReport, RequestReport, Verdict, describe_all};
 use super::suite::{Case, CaseKind, ConcurrentCase, PromptCase, Requests, ToolCase};
 
 /// What every case needs from the run.
-pub struct RunContext<'a> {
+pub(crate) struct RunContext<'a> {
     pub peer: Peer<RoleClient>,
     pub config: &'a ServerConfig,
     pub prompts: PromptSource,
@@ -29,7 +29,7 @@ pub struct RunContext<'a> {
 }
 
 /// Runs one case.
-pub async fn run_case(context: &RunContext<'_>, case: &Case) -> CaseReport {
+pub(crate) async fn run_case(context: &RunContext<'_>, case: &Case) -> CaseReport {
     let started = Instant::now();
     let mut report = CaseReport {
         id: case.id.clone(),

@@ -26,7 +26,7 @@ use object_store::{ClientConfigKey, ClientOptions};
 
 /// Builds each store's client; holds nothing itself.
 #[derive(Debug, Default)]
-pub struct RingConnector {
+pub(super) struct RingConnector {
     pub connect_timeout: Duration,
     pub request_timeout: Duration,
 }

@@ -67,7 +67,7 @@ impl<T: CallScope + ?Sized> CallScope for Arc<T> {
 /// A call's scope borrowed from its request (what [`super::Executor::call`]
 /// uses): events go to `events`, attributed to `origin`, and the caller's
 /// own record, if any, is written by `record` when the call settles.
-pub struct Borrowed<'a> {
+pub(super) struct Borrowed<'a> {
     pub events: &'a Events,
     pub origin: &'a Origin,
     pub record: Option<Record<'a>>,

@@ -42,7 +42,7 @@ use warden_core::error::{GuardError, codes};
 
 /// The guard-thread budget and the pool that runs `Executor::call`'s
 /// in-process functions.
-pub struct GuardThreads {
+pub(super) struct GuardThreads {
     /// On-time permits: taken by [`GuardThreads::acquire`] before a function
     /// starts, held by its [`Held`] cell until the function returns or the
     /// deadline swaps it for an overdue permit. Never closed.
@@ -58,7 +58,7 @@ pub struct GuardThreads {
 }
 
 impl GuardThreads {
-    pub fn new(running: usize, overdue: usize, wait: Duration) -> Self {
+    pub(super) fn new(running: usize, overdue: usize, wait: Duration) -> Self {
         Self {
             running: Arc::new(Semaphore::new(running)),
             overdue: Arc::new(Semaphore::new(overdue)),
@@ -71,7 +71,7 @@ impl GuardThreads {
 
     /// Takes a running permit, waiting up to the admission wait (never past
     /// `deadline`). `server_busy` when none frees in time.
-    pub async fn acquire(
+    pub(super) async fn acquire(
         &self,
         deadline: Option<Instant>,
         cancel: &CancellationToken,
@@ -98,7 +98,7 @@ impl GuardThreads {
 
     /// [`GuardThreads::acquire`] for a thread outside the runtime (a door
     /// thread), waiting through `runtime` only when no permit is free.
-    pub fn acquire_blocking(
+    pub(super) fn acquire_blocking(
         &self,
         runtime: &tokio::runtime::Handle,
         deadline: Option<Instant>,
@@ -144,7 +144,7 @@ impl GuardThreads {
     /// Runs `work` on a pool thread. `held` is the job's permit: the thread
     /// releases it when `work` returns, after it counts itself idle, which
     /// is what keeps the pool no larger than the permits.
-    pub fn spawn(&self, held: Held, work: Box<dyn FnOnce() + Send>) -> Result<(), Failure> {
+    pub(super) fn spawn(&self, held: Held, work: Box<dyn FnOnce() + Send>) -> Result<(), Failure> {
         Pool::submit(&self.pool, Job { work, held }).map_err(|error| {
             Failure::new(
                 Status::Failed,
@@ -164,7 +164,7 @@ impl GuardThreads {
 /// (which releases it when the function returns) and whoever keeps the
 /// call's deadline (which may swap it for an overdue permit).
 #[derive(Clone)]
-pub struct Held {
+pub(super) struct Held {
     /// A running permit, an overdue permit after [`Held::overrun`], or none
     /// once the function returned.
     permit: Arc<Mutex<Option<OwnedSemaphorePermit>>>,
@@ -175,7 +175,7 @@ impl Held {
     /// The call was answered (deadline, cancellation) while its function
     /// runs on: swap the running permit for an overdue one if one is free.
     /// Does nothing once the function has returned or already swapped.
-    pub fn overrun(&self) {
+    pub(super) fn overrun(&self) {
         let mut slot = lock(&self.permit);
         let Some(current) = slot.as_ref() else { return };
         if Arc::ptr_eq(current.semaphore(), &self.overdue) {
@@ -187,7 +187,7 @@ impl Held {
     }
 
     /// The function returned: its permit is free.
-    pub fn release(&self) {
+    pub(super) fn release(&self) {
         lock(&self.permit).take();
     }
 }

@@ -139,7 +139,7 @@ pub enum DoorError {
 
 /// What the door thread hands to the session, in the order it happened.
 #[derive(Debug)]
-pub enum DoorEvent {
+pub(crate) enum DoorEvent {
     Hello(Layers),
     /// A request the session answers with [`Door::reply`]: an isolated
     /// guard call, write_artifact or read_written_artifact.
@@ -153,7 +153,7 @@ pub enum DoorEvent {
 
 /// What the calls of the current run are attributed to. Set by the session
 /// before each run.
-pub struct RunScope {
+pub(crate) struct RunScope {
     pub events: Events,
     pub origin: Origin,
     pub cancel: CancellationToken,
@@ -233,7 +233,7 @@ struct InFlight {
 }
 
 /// Shared by the session and its door threads.
-pub struct Door {
+pub(crate) struct Door {
     executor: Arc<Executor>,
     /// The worker's stdout. Held only by the active door thread while it
     /// reads a line; an abandoned thread never takes it again.
@@ -274,7 +274,7 @@ pub struct Door {
 impl Door {
     /// Takes the parent's ends of the worker's pipes and starts the first
     /// door thread. Called inside the server's runtime.
-    pub fn open(
+    pub(crate) fn open(
         executor: Arc<Executor>,
         from_worker: PipeReader,
         to_worker: PipeWriter,
@@ -308,7 +308,7 @@ impl Door {
     }
 
     /// Sets what the next run's calls are attributed to.
-    pub fn set_scope(&self, scope: RunScope) {
+    pub(crate) fn set_scope(&self, scope: RunScope) {
         *lock(&self.scope) = Some(Arc::new(Run {
             scope,
             calls: self.calls.clone(),
@@ -318,7 +318,7 @@ impl Door {
 
     /// Writes one message to the worker. The reply to a journaled
     /// request is recorded in the run's journal first.
-    pub fn reply(&self, message: &ToWorker) -> Result<(), DoorError> {
+    pub(crate) fn reply(&self, message: &ToWorker) -> Result<(), DoorError> {
         if let ToWorker::GuardReply { result } | ToWorker::MapReply { result } = message {
             self.journal_answered(result);
         }
@@ -337,13 +337,13 @@ impl Door {
     }
 
     /// Closes the worker's stdin so that it exits after its current run.
-    pub fn close(&self) {
+    pub(crate) fn close(&self) {
         lock(&self.writer).take();
     }
 
     /// When the watchdog must look again: the in-flight call's deadline, or
     /// after the shortest timeout of a guard that could start meanwhile.
-    pub fn next_check(&self, now: Instant, latest: Instant) -> Instant {
+    pub(crate) fn next_check(&self, now: Instant, latest: Instant) -> Instant {
         let mut next = latest;
         if let Some(shortest) = self.shortest_timeout {
             next = next.min(now + shortest);
@@ -358,7 +358,7 @@ impl Door {
     /// when `forced` names how the run ended): records its end, and unless
     /// forced, answers the worker `timed_out` and starts a fresh door
     /// thread in place of the stuck one.
-    pub fn settle_overdue(self: &Arc<Self>, now: Instant, forced: Option<Status>) {
+    pub(crate) fn settle_overdue(self: &Arc<Self>, now: Instant, forced: Option<Status>) {
         let in_flight = {
             let mut slot = lock(&self.in_flight);
             match slot.as_ref() {
@@ -675,7 +675,7 @@ impl Door {
     }
 
     /// Drops the open journal entry (the run paused on it).
-    pub fn abandon_journal_entry(&self) {
+    pub(crate) fn abandon_journal_entry(&self) {
         if let Some(journal) = self.journal() {
             lock(&journal).abandon_open();
             lock(&self.calls).untap();
@@ -981,7 +981,7 @@ fn decode(line: &[u8]) -> Result<FromWorker, DoorError> {
 }
 
 /// `(status, error_type)` of a call outcome, as function_calls.json has them.
-pub fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option<&str>) {
+pub(crate) fn failure_status(outcome: &Result<Value, Failure>) -> (&'static str, Option<&str>) {
     match outcome {
         Ok(_) => ("success", None),
         Err(failure) => (failure.status.as_str(), Some(failure.error.code.as_str())),

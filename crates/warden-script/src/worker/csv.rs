@@ -7,7 +7,7 @@ use rhai::{Array, Dynamic};
 
 use warden_core::error::GuardError;
 
-pub fn to_csv(rows: &Array, columns: Option<&[String]>) -> Result<String, GuardError> {
+pub(super) fn to_csv(rows: &Array, columns: Option<&[String]>) -> Result<String, GuardError> {
     let columns: Vec<String> = match columns {
         Some(columns) => columns.to_vec(),
         None => match rows.first().and_then(|r| {

@@ -29,7 +29,7 @@ use warden_core::registry::Registry;
 type RhaiResult = Result<Dynamic, Box<EvalAltResult>>;
 
 /// Registers `map_call(name, items)`.
-pub fn register(engine: &mut Engine, registry: Arc<Registry>, door: Arc<Mutex<Door>>) {
+pub(super) fn register(engine: &mut Engine, registry: Arc<Registry>, door: Arc<Mutex<Door>>) {
     engine.register_fn(
         "map_call",
         move |ctx: NativeCallContext, name: &str, items: Array| -> RhaiResult {

@@ -13,12 +13,12 @@ use plotters::style::{FontStyle, register_font};
 use warden_core::error::GuardError;
 
 /// The family every chart text uses.
-pub const FAMILY: &str = "sans-serif";
+pub(super) const FAMILY: &str = "sans-serif";
 
 static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
 
 /// Registers the font on first use; the outcome is remembered.
-pub fn ensure() -> Result<(), GuardError> {
+pub(super) fn ensure() -> Result<(), GuardError> {
     static REGISTERED: OnceLock<bool> = OnceLock::new();
     let ok = *REGISTERED.get_or_init(|| register_font(FAMILY, FontStyle::Normal, DEJAVU_SANS).is_ok());
     if ok {
