@@ -503,7 +503,7 @@ async fn script(runtime: crate::app::Started, file: &std::path::Path, timeout: O
     let mut origin = Origin::request("script", warden_core::registry::BuiltinTool::RunScript.name());
     let outcome = runtime
         .tasks
-        .run_script(&source, timeout, &mut origin, cancel, None)
+        .run_script(&source, timeout, &mut origin, cancel, (None, None))
         .await;
     print_result(outcome.map(|result| {
         (
@@ -517,7 +517,8 @@ async fn script(runtime: crate::app::Started, file: &std::path::Path, timeout: O
 async fn replay(runtime: crate::app::Started, task_id: &str) -> ExitCode {
     let mut origin = Origin::request("script", warden_core::registry::BuiltinTool::ReplayTask.name());
     let cancel = tokio_util::sync::CancellationToken::new();
-    let report = warden_task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, None).await;
+    let report =
+        warden_task::replay::replay(&runtime.tasks, task_id, &mut origin, cancel, (None, None)).await;
     print_result(report.map(|report| {
         let identical = report.verdict == "identical";
         (serde_json::to_value(&report).unwrap_or_default(), identical)

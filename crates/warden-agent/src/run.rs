@@ -28,8 +28,8 @@ use warden_script::protocol::RunOutcome;
 use warden_task::limits::AGENT_MAX_GUARD_CALLS;
 use warden_task::store::{UsageEntry, now_ms, utc_day};
 use warden_task::{
-    Ending, ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage, WorkerFacts,
-    abnormal_end, contract,
+    Claim, Ending, ModelFailure, ResultError, Task, TaskResult, TaskRunner, TaskStatus, TokenUsage,
+    WorkerFacts, abnormal_end, contract,
 };
 
 /// Runs one coding task and returns its result.
@@ -40,11 +40,11 @@ pub async fn run_coding_task(
     timeout: std::time::Duration,
     origin: &mut Origin,
     cancel: CancellationToken,
-    progress: Option<&Progress>,
+    (claim, progress): (Option<&Claim>, Option<&Progress>),
 ) -> Result<TaskResult, GuardError> {
     let cancel = &cancel;
     runner
-        .run(origin, timeout, cancel, progress, async |task, origin| {
+        .run(origin, timeout, cancel, claim, async |task, origin| {
             task.model = Some(config.model_id.clone());
             // Its blocks share the agent's budgets: recorded, so a replay spends the same.
             task.limits = warden_task::task_receipt::RunLimits::coding(timeout, config.inline_calls);

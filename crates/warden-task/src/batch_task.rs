@@ -4,10 +4,9 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::runner::Ending;
-use crate::{TaskResult, TaskRunner, TaskStatus};
+use crate::{Claim, TaskResult, TaskRunner, TaskStatus};
 use warden_core::error::GuardError;
 use warden_executor::events::Origin;
-use warden_script::host::progress::Progress;
 use warden_script::host::session::WorkerFacts;
 
 impl TaskRunner {
@@ -18,11 +17,11 @@ impl TaskRunner {
         input: crate::batch::RunBatchInput,
         origin: &mut Origin,
         cancel: CancellationToken,
-        progress: Option<&Progress>,
+        claim: Option<&Claim>,
     ) -> Result<TaskResult, GuardError> {
         let timeout = self.executor.limits().max_timeout;
         let token = cancel.clone();
-        self.run(origin, timeout, &token, progress, async |task, origin| {
+        self.run(origin, timeout, &token, claim, async |task, origin| {
             let under_task = task.origin_under(origin);
             let outcome = crate::batch::run(
                 &self.executor,

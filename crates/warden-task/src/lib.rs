@@ -38,6 +38,8 @@
 pub mod batch;
 /// A batch run as a detached task.
 mod batch_task;
+/// A queued task this server claimed, handed to it explicitly.
+mod claim;
 mod claimed_call;
 pub mod contract;
 /// How tasks end: status, abnormal ends, the names of their files.
@@ -58,6 +60,7 @@ pub mod store;
 mod task;
 pub mod task_receipt;
 
+pub use claim::Claim;
 pub use ending::{ANSWER_FILE, TaskStatus, VALUE_FILE, abnormal_end, result_dir};
 pub use result::{ArtifactRef, ModelFailure, ResultError, TaskResult, TokenUsage};
 pub use runner::{Ending, TaskRunner};

@@ -513,7 +513,10 @@ pub async fn replay(
     task_id: &str,
     origin: &mut warden_executor::events::Origin,
     cancel: tokio_util::sync::CancellationToken,
-    progress: Option<&warden_script::host::progress::Progress>,
+    (claim, progress): (
+        Option<&crate::Claim>,
+        Option<&warden_script::host::progress::Progress>,
+    ),
 ) -> Result<ReplayReport, GuardError> {
     let principal = origin.principal.clone();
     let Some(record) = runner.records.get(&principal, task_id).await? else {
@@ -548,7 +551,7 @@ pub async fn replay(
         });
     }
     let scripts: Vec<&str> = recorded.scripts.iter().map(String::as_str).collect();
-    let run = runner.run_scripts(&scripts, limits.0, origin, cancel, progress);
+    let run = runner.run_scripts(&scripts, limits.0, origin, cancel, (claim, progress));
     // A task that waited for the person replays with the answers it got.
     let replayed = if receipt.approvals.is_empty() {
         run.await?

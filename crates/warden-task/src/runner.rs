@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::claim::Claim;
 use crate::limits::TaskLimits;
 use crate::records::Records;
 use crate::running::Running;
@@ -20,7 +21,6 @@ use warden_executor::artifacts::ArtifactStore;
 use warden_executor::events::Origin;
 use warden_executor::executor::{Executor, Slots};
 use warden_script::host::journal::JournalError;
-use warden_script::host::progress::Progress;
 use warden_script::host::session::WorkerFacts;
 
 /// Runs tasks, and serves them (the queue, leases, cancellation: see
@@ -119,22 +119,22 @@ impl TaskRunner {
     /// Takes a request of the principal's rate and a task slot (within
     /// its task limit), and creates the task directory, owned by
     /// `origin.principal`, and its record; `cancel` is the request's
-    /// token, cancelled by [`TaskRunner::shutdown`] too. A detached task
-    /// (`progress` says so) tells its id through `progress` once its
-    /// record exists.
+    /// token, cancelled by [`TaskRunner::shutdown`] too. A task this
+    /// server claimed from the queue (`claim`) already has its id, record
+    /// and slot: it takes them from the claim.
     pub async fn begin(
         &self,
         origin: &mut Origin,
         timeout: Duration,
         cancel: &CancellationToken,
-        progress: Option<&Progress>,
+        claim: Option<&Claim>,
     ) -> Result<Task, GuardError> {
         self.start_heartbeat();
         // Its receipt names the build: hashed while the task runs.
         warden_core::receipt::prefetch_build_id();
         // A claimed MCP task: its id, record (running here) and slot exist
         // already; its rate was counted when it was queued.
-        let claim = progress.and_then(Progress::take_claim);
+        let claim = claim.and_then(Claim::take);
         let detached = claim.is_some();
         let (slot, id, dir) = self.seat(origin, cancel, claim).await?;
         let started = std::time::Instant::now();
@@ -261,10 +261,10 @@ impl TaskRunner {
         origin: &mut Origin,
         timeout: Duration,
         cancel: &CancellationToken,
-        progress: Option<&Progress>,
+        claim: Option<&Claim>,
         body: impl AsyncFnOnce(&mut Task, &Origin) -> Result<Ending, GuardError>,
     ) -> Result<TaskResult, GuardError> {
-        let mut task = self.begin(origin, timeout, cancel, progress).await?;
+        let mut task = self.begin(origin, timeout, cancel, claim).await?;
         let origin: &Origin = origin;
         match body(&mut task, origin).await {
             Err(error) => {

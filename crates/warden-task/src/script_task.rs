@@ -7,7 +7,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::runner::Ending;
-use crate::{TaskResult, TaskRunner, TaskStatus, abnormal_end, task_receipt};
+use crate::{Claim, TaskResult, TaskRunner, TaskStatus, abnormal_end, task_receipt};
 use warden_core::error::{GuardError, TaskErrorKind};
 use warden_executor::events::Origin;
 use warden_script::host::progress::Progress;
@@ -22,10 +22,10 @@ impl TaskRunner {
         timeout: Duration,
         origin: &mut Origin,
         cancel: CancellationToken,
-        progress: Option<&Progress>,
+        (claim, progress): (Option<&Claim>, Option<&Progress>),
     ) -> Result<TaskResult, GuardError> {
         let limits = task_receipt::RunLimits::script(timeout);
-        self.run_scripts(&[script], limits, origin, cancel, progress)
+        self.run_scripts(&[script], limits, origin, cancel, (claim, progress))
             .await
     }
 
@@ -42,25 +42,19 @@ impl TaskRunner {
         limits: task_receipt::RunLimits,
         origin: &mut Origin,
         cancel: CancellationToken,
-        progress: Option<&Progress>,
+        (claim, progress): (Option<&Claim>, Option<&Progress>),
     ) -> Result<TaskResult, GuardError> {
         let cancel = &cancel;
-        self.run(
-            origin,
-            limits.timeout(),
-            cancel,
-            progress,
-            async |task, origin| {
-                task.limits = limits;
-                // A resumed task runs again: it no longer waits.
-                let _ = std::fs::remove_file(task.dir.join(warden_executor::artifacts::WAITING_FILE));
-                for (i, script) in scripts.iter().enumerate() {
-                    let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
-                    task.write_file(&path, script.as_bytes())?;
-                }
-                Ok(run_in_session(task, origin, scripts, limits, cancel, progress).await)
-            },
-        )
+        self.run(origin, limits.timeout(), cancel, claim, async |task, origin| {
+            task.limits = limits;
+            // A resumed task runs again: it no longer waits.
+            let _ = std::fs::remove_file(task.dir.join(warden_executor::artifacts::WAITING_FILE));
+            for (i, script) in scripts.iter().enumerate() {
+                let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
+                task.write_file(&path, script.as_bytes())?;
+            }
+            Ok(run_in_session(task, origin, scripts, limits, cancel, progress).await)
+        })
         .await
     }
 }

@@ -55,8 +55,12 @@ pub struct Call<'a> {
     pub origin: &'a mut Origin,
     /// Fired when the client cancels the request.
     pub cancel: CancellationToken,
-    /// Progress sink when the client sent a progressToken.
+    /// Progress sink when the client sent a progressToken, or the record
+    /// of a task this server claimed.
     pub progress: Option<Arc<warden_script::host::progress::Progress>>,
+    /// The queued task this server claimed and runs with this call (a
+    /// client asked for an MCP task), taken by the task when it begins.
+    pub claim: Option<Arc<warden_task::Claim>>,
 }
 
 /// A tool the server provides itself.

@@ -40,7 +40,7 @@ impl Builtin for ReplayTask {
                 &input.task_id,
                 call.origin,
                 call.cancel,
-                call.progress.as_deref(),
+                (call.claim.as_deref(), call.progress.as_deref()),
             )
             .await?;
             Reply::data(&report)

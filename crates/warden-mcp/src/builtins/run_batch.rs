@@ -32,12 +32,12 @@ impl Builtin for RunBatch {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: RunBatchInput = decode(call.arguments)?;
-            if let Some(progress) = call.progress.as_deref().filter(|p| p.detached()) {
+            if let Some(claim) = call.claim.as_deref() {
                 // Asked for as an MCP task: the batch gets a task of its own.
                 return call
                     .ctx
                     .tasks()
-                    .run_batch_task(input, call.origin, call.cancel, Some(progress))
+                    .run_batch_task(input, call.origin, call.cancel, Some(claim))
                     .await
                     .map(Reply::from);
             }

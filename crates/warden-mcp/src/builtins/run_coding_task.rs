@@ -73,7 +73,7 @@ impl Builtin for RunCodingTask {
                 timeout,
                 call.origin,
                 call.cancel,
-                call.progress.as_deref(),
+                (call.claim.as_deref(), call.progress.as_deref()),
             )
             .await
             .map(Reply::from)

@@ -59,7 +59,7 @@ impl Builtin for RunScript {
                     timeout,
                     call.origin,
                     call.cancel,
-                    call.progress.as_deref(),
+                    (call.claim.as_deref(), call.progress.as_deref()),
                 )
                 .await
                 .map(Reply::from)

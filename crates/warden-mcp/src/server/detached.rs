@@ -23,7 +23,7 @@ use warden_core::error::GuardError;
 use warden_executor::events::Origin;
 use warden_executor::executor::{Admitted, Failure, Status};
 use warden_task::store::Enqueued;
-use warden_task::{TaskResult, TaskStatus};
+use warden_task::{Claim, TaskResult, TaskStatus};
 
 /// Claims queued tasks into this server's free task slots and runs each
 /// on its own, for as long as the server runs: woken when a task is
@@ -209,14 +209,14 @@ impl WardenServer {
         let progress = Arc::new(warden_script::host::progress::Progress::for_claimed(
             self.runtime.records().clone(),
             record.id.clone(),
-            slot,
         ));
+        let claim = Arc::new(Claim::new(record.id.clone(), slot));
         let run = self.builtin_outcome(
             builtin.as_ref(),
             request.arguments,
             origin,
             cancel,
-            Some(progress.clone()),
+            (Some(claim.clone()), Some(progress)),
         );
         // A detached run_script or run_batch waits for the person when it
         // must ask (its record pauses, see `crate::waiting`); a coding task
@@ -231,7 +231,7 @@ impl WardenServer {
         } else {
             warden_core::reach::nobody(DETACHED, run).await
         };
-        if progress.take_claim().is_some() {
+        if claim.take().is_some() {
             // The task never began: its record is still running here.
             let text = match &outcome {
                 Ok(Reply::Task(result)) => result.error.as_ref().and_then(|e| e.message()),

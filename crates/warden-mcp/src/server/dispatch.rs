@@ -210,7 +210,7 @@ impl WardenServer {
         progress: Option<Arc<warden_script::host::progress::Progress>>,
     ) -> CallToolResult {
         let (outcome, origin) = self
-            .builtin_outcome(builtin, arguments, origin, cancel, progress)
+            .builtin_outcome(builtin, arguments, origin, cancel, (None, progress))
             .await;
         self.answer_of(outcome, &origin).await
     }
@@ -249,7 +249,10 @@ impl WardenServer {
         arguments: Value,
         mut origin: Origin,
         cancel: CancellationToken,
-        progress: Option<Arc<warden_script::host::progress::Progress>>,
+        (claim, progress): (
+            Option<Arc<warden_task::Claim>>,
+            Option<Arc<warden_script::host::progress::Progress>>,
+        ),
     ) -> (Result<Reply, GuardError>, Origin) {
         let scope = RequestScope::open(self.executor.events(), &origin);
         let outcome = builtin
@@ -259,6 +262,7 @@ impl WardenServer {
                 origin: &mut origin,
                 cancel,
                 progress,
+                claim,
             })
             .await;
         match &outcome {

@@ -87,7 +87,7 @@ impl WardenServer {
             }
         }
         // Its scripts' destructive calls cannot wait: nobody is asked.
-        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
+        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), (None, None));
         let (outcome, origin) = warden_core::reach::nobody(super::warden_server::STATELESS, run).await;
         if let Ok(crate::builtins::Reply::Task(result)) = &outcome
             && result.task_type.as_deref() == Some("needs_input")
@@ -129,7 +129,7 @@ impl WardenServer {
             ]),
         };
         let origin = request_origin(builtin.mode(), builtin.name(), context);
-        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
+        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), (None, None));
         let (outcome, origin) = warden_core::reach::durable(book.clone(), run).await;
         if let Some(pending) = book.pending()
             && outcome.is_err()
@@ -180,7 +180,7 @@ impl WardenServer {
         }
         .to_stored();
         let book = Book::for_request(request);
-        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), None);
+        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), (None, None));
         let (outcome, origin) = warden_core::reach::durable(book.clone(), run).await;
         if let (Some(pending), Some(task_id)) = (book.pending(), origin.task_id.as_deref())
             && outcome.is_err()

@@ -6,18 +6,16 @@
 //! for as an MCP task has no request to notify: it was queued in the task
 //! store and claimed by a server, which runs it with
 //! [`Progress::for_claimed`]; its notes become the record's status message
-//! (`tasks/get` → `statusMessage`), and the sink carries what the claim
-//! fixed (the task id and the task slot reserved for it) to where the task
-//! begins. Sending is best effort: a client that went away, or a store
+//! (`tasks/get` → `statusMessage`). The claim itself (the task id and the
+//! task slot reserved for it) travels beside the sink, explicitly
+//! (`warden_task::Claim`). Sending is best effort: a client that went away, or a store
 //! write that failed, must not fail the task.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
-
-use warden_executor::executor::Admitted;
 
 /// Where a detached task's notes go: its record (`task::records`
 /// implements it; this module does not depend on the task layer above it).
@@ -39,13 +37,7 @@ enum Sink {
         token: ProgressToken,
     },
     /// The status message of a claimed task's record.
-    Claimed {
-        notes: Arc<dyn TaskNotes>,
-        id: String,
-        /// The task slot reserved when the task was claimed; taken by the
-        /// task when it begins.
-        slot: Mutex<Option<Admitted>>,
-    },
+    Claimed { notes: Arc<dyn TaskNotes>, id: String },
 }
 
 impl Progress {
@@ -57,28 +49,11 @@ impl Progress {
         }
     }
 
-    /// Notes for the queued task `id` this server claimed, holding `slot`.
-    pub fn for_claimed(notes: Arc<dyn TaskNotes>, id: String, slot: Admitted) -> Self {
+    /// Notes for the queued task `id` this server claimed.
+    pub fn for_claimed(notes: Arc<dyn TaskNotes>, id: String) -> Self {
         Self {
-            sink: Sink::Claimed {
-                notes,
-                id,
-                slot: Mutex::new(Some(slot)),
-            },
+            sink: Sink::Claimed { notes, id },
             count: AtomicU32::new(0),
-        }
-    }
-
-    /// Whether this is a task the client asked for as an MCP task.
-    pub fn detached(&self) -> bool {
-        matches!(self.sink, Sink::Claimed { .. })
-    }
-
-    /// The claimed task's id and reserved slot, once (when it begins).
-    pub fn take_claim(&self) -> Option<(String, Admitted)> {
-        match &self.sink {
-            Sink::Claimed { id, slot, .. } => lock(slot).take().map(|slot| (id.clone(), slot)),
-            Sink::Request { .. } => None,
         }
     }
 
@@ -101,8 +76,4 @@ pub async fn note(progress: Option<&Progress>, message: impl Into<String>) {
     if let Some(progress) = progress {
         progress.note(message).await;
     }
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
