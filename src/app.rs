@@ -10,9 +10,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use crate::limits::Limits;
+use warden_calls::executor::{Executor, WorkerLauncher};
 use warden_core::guard::{Guard, Resources};
 use warden_core::registry::{Registry, RegistryError, ScriptFunction};
-use warden_executor::executor::{Executor, WorkerLauncher};
 
 /// A resource factory's failure, as the factory's own error displays it;
 /// kept verbatim for the guards that ask for the resource.
@@ -227,13 +227,13 @@ impl App {
         match registry {
             Ok(registry) if script => warden_script::worker::main(registry),
             Ok(registry) => {
-                let max_request = warden_executor::worker::max_request_line(args.iter().skip(2).cloned());
+                let max_request = warden_calls::worker::max_request_line(args.iter().skip(2).cloned());
                 if zygote {
                     return warden_sandbox::zygote::child::serve(|| {
-                        warden_executor::worker::main(&registry, max_request)
+                        warden_calls::worker::main(&registry, max_request)
                     });
                 }
-                warden_executor::worker::main(&registry, max_request)
+                warden_calls::worker::main(&registry, max_request)
             }
             Err(error) => {
                 eprintln!("warden worker: {error}");
@@ -284,8 +284,8 @@ impl App {
             Ok(runtime) => runtime,
             Err(code) => return code,
         };
-        warden_executor::telemetry::init_stderr_log();
-        let telemetry = warden_executor::telemetry::init();
+        warden_calls::telemetry::init_stderr_log();
+        let telemetry = warden_calls::telemetry::init();
         let code = runtime.block_on(self.serve_stdio());
         runtime.shutdown_timeout(std::time::Duration::from_millis(200));
         drop(telemetry);
@@ -298,7 +298,7 @@ impl App {
         if is_worker(&args) {
             return self.run_worker(&args);
         }
-        let telemetry = warden_executor::telemetry::init();
+        let telemetry = warden_calls::telemetry::init();
         let code = self.serve_stdio().await;
         let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
         code
@@ -326,8 +326,7 @@ impl App {
 
 /// Whether `args` start a worker process (the hidden first argument).
 pub(crate) fn is_worker(args: &[std::ffi::OsString]) -> bool {
-    args.get(1)
-        .is_some_and(|a| a == warden_executor::worker::WORKER_ARG)
+    args.get(1).is_some_and(|a| a == warden_calls::worker::WORKER_ARG)
 }
 
 /// An app started for a command: its executor, its task runner, the MCP
@@ -340,7 +339,7 @@ pub(crate) struct Started {
     /// The MCP layer's part of the limits, handed to the transport served.
     pub serving: crate::limits::ServingLimits,
     /// Flushes events.jsonl when dropped.
-    pub _events_guard: Option<warden_executor::events::EventsGuard>,
+    pub _events_guard: Option<warden_calls::events::EventsGuard>,
 }
 
 /// Why an app could not start: its configuration or registration is
@@ -365,7 +364,7 @@ pub(crate) enum StartError {
     /// `WARDEN_POLICY_FILE` cannot be read or names what is not there
     /// (the message names the rule and field).
     #[error(transparent)]
-    Policy(#[from] warden_executor::policy::PolicyError),
+    Policy(#[from] warden_calls::policy::PolicyError),
     /// A model setting (`WARDEN_MODEL_*`, `WARDEN_AGENT_*`) is set to what
     /// `run_coding_task` would refuse (the message names the variable).
     #[cfg(feature = "agent")]
@@ -409,15 +408,15 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Started, String, String), S
     )?
     .with_mcp_items(std::mem::take(&mut app.mcp_items))?
     .with_app(&name, &version);
-    let policy = warden_executor::policy::Policy::from_env(&registry)?;
-    let (events, guard) = match warden_executor::events::Events::open(&artifacts_dir, &calls) {
+    let policy = warden_calls::policy::Policy::from_env(&registry)?;
+    let (events, guard) = match warden_calls::events::Events::open(&artifacts_dir, &calls) {
         Ok((events, guard)) => (events, Some(guard)),
         Err(error) => {
             tracing::warn!(
                 "cannot write events to {}: {error}; events are disabled (set WARDEN_ARTIFACTS_DIR to a writable directory)",
                 artifacts_dir.display()
             );
-            (warden_executor::events::Events::disabled(), None)
+            (warden_calls::events::Events::disabled(), None)
         }
     };
     let diagnostics_dir = diagnostics_dir(&artifacts_dir);
@@ -431,8 +430,7 @@ pub(crate) fn build_runtime(mut app: App) -> Result<(Started, String, String), S
     let executor = Arc::new(
         Executor::new(Arc::new(registry), Arc::new(resources), calls, events, launcher).with_policy(policy),
     );
-    let mut store =
-        warden_executor::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
+    let mut store = warden_calls::artifacts::ArtifactStore::new(artifacts_dir, executor.limits().tasks_kept);
     if let Some(remote) =
         crate::backends::artifact_remote().map_err(|e| StartError::ArtifactStore(e.message))?
     {

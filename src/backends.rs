@@ -12,8 +12,8 @@
 
 use std::sync::Arc;
 
+use warden_calls::artifacts::RemoteCopy;
 use warden_core::error::GuardError;
-use warden_executor::artifacts::RemoteCopy;
 use warden_task::store::StoreOpener;
 
 /// The opener of the shared task store: PostgreSQL with the `postgres`

@@ -13,8 +13,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use serde_json::Value;
 
 use crate::app::{App, build_runtime};
-use warden_executor::events::Origin;
-use warden_executor::executor::CallRequest;
+use warden_calls::events::Origin;
+use warden_calls::executor::CallRequest;
 use warden_mcp::export::ToolFormat;
 
 #[derive(Debug, Parser)]
@@ -273,9 +273,9 @@ fn main(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
     };
     // The binary's own log: warnings (e.g. a degraded script sandbox) on
     // stderr. An app embedding Warden through `App::serve` brings its own.
-    warden_executor::telemetry::init_stderr_log();
+    warden_calls::telemetry::init_stderr_log();
     // Spans are recorded for the server and `call`, not for preflight.
-    let telemetry = parsed.check.is_none().then(warden_executor::telemetry::init);
+    let telemetry = parsed.check.is_none().then(warden_calls::telemetry::init);
     let code = runtime.block_on(run_app(parsed));
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
     // Flushes exporters after the last span ended.
@@ -296,7 +296,7 @@ async fn serve_async(app: App, args: Vec<std::ffi::OsString>) -> ExitCode {
         Plan::Test(args) => return warden_testing::run(&args).await,
         Plan::App(parsed) => *parsed,
     };
-    let telemetry = parsed.check.is_none().then(warden_executor::telemetry::init);
+    let telemetry = parsed.check.is_none().then(warden_calls::telemetry::init);
     let code = run_app(parsed).await;
     // Exporters may block while flushing: not on a runtime thread.
     let _ = tokio::task::spawn_blocking(move || drop(telemetry)).await;
@@ -453,7 +453,7 @@ async fn call(runtime: crate::app::Started, tool: &str, arguments: &str) -> Exit
                 &origin,
                 tokio_util::sync::CancellationToken::new(),
             )
-            .consent(warden_executor::executor::confirm::Consent::Direct),
+            .consent(warden_calls::executor::confirm::Consent::Direct),
         )
         .await;
     match outcome {
@@ -580,8 +580,8 @@ struct NoStore(std::path::PathBuf);
 async fn usage(runtime: crate::app::Started, days: u32, principal: Option<&str>) -> ExitCode {
     use warden_task::store::{now_ms, utc_day};
     let named = |name: &str| match name {
-        warden_executor::tenant::LOCAL => Ok(warden_executor::tenant::Principal::local()),
-        other => warden_executor::tenant::Principal::new(other),
+        warden_calls::tenant::LOCAL => Ok(warden_calls::tenant::Principal::local()),
+        other => warden_calls::tenant::Principal::new(other),
     };
     let principal = match principal.map(named).transpose() {
         Ok(principal) => principal,

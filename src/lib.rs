@@ -28,8 +28,8 @@ pub mod limits;
 // The lower crates' modules apps use, at the paths they have always used
 // (`warden::ask`, `warden::limits`, …). Code in this crate names the
 // crates themselves.
+pub use warden_calls::node;
 pub use warden_core::{ask, config, error, notify};
-pub use warden_executor::node;
 #[cfg(feature = "cli")]
 mod cli;
 #[cfg(feature = "cli")]
@@ -37,6 +37,9 @@ pub mod preflight;
 
 pub use app::App;
 pub use limits::Limits;
+/// The task store behind `list_tasks` and MCP Tasks: its trait and the
+/// embedded SQLite backend (public for benchmarks and other backends).
+pub use warden_calls::tenant::Principal;
 /// The cluster backends (the `warden-cluster` crate): the PostgreSQL task
 /// store (`postgres`) and the S3 copy of task files (`s3`), public for
 /// benchmarks and tools that open them directly.
@@ -47,9 +50,6 @@ pub use warden_core::{
     PromptArguments, PromptMessage, ResourceTemplate, Resources, ScriptFunction, StaticResource, TaskSupport,
     TemplateVariables,
 };
-/// The task store behind `list_tasks` and MCP Tasks: its trait and the
-/// embedded SQLite backend (public for benchmarks and other backends).
-pub use warden_executor::tenant::Principal;
 pub use warden_task::store as task_store;
 
 /// The MCP scenario runner (the `warden-testing` crate), behind `cli`.

@@ -16,10 +16,10 @@
 
 #[cfg(feature = "agent")]
 pub use warden_agent::limits::*;
+pub use warden_calls::limits::*;
 #[cfg(any(feature = "postgres", feature = "s3"))]
 pub use warden_cluster::limits::*;
 pub use warden_core::limits::{LimitError, env_number};
-pub use warden_executor::limits::*;
 pub use warden_mcp::limits::*;
 pub use warden_sandbox::limits::*;
 pub use warden_script::limits::*;

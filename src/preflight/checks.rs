@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use super::report::Check;
+use warden_calls::executor::Executor;
 use warden_core::registry::Registry;
-use warden_executor::executor::Executor;
 use warden_testing::schema_check::check_tool_schema;
 use warden_testing::schema_targets::{SchemaTarget, check_schema};
 

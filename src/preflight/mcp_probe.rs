@@ -124,7 +124,7 @@ impl Session {
         diag: &Path,
         timeout: Duration,
     ) -> std::io::Result<Self> {
-        let stderr = warden_executor::artifacts::safe_path::create_private(stderr_path)?;
+        let stderr = warden_calls::artifacts::safe_path::create_private(stderr_path)?;
         let mut child = Command::new(program)
             .args(args)
             // This probe speaks stdio: an empty value (which wins over a

@@ -30,8 +30,8 @@ pub use diagnostics::KEEP_PREFLIGHT_DIRS;
 pub use mcp_probe::{MAX_PROBE_LINE, MAX_TOOL_PAGES, PROBE_PROTOCOL_VERSION};
 pub use report::{Check, CheckStatus, Report, ServerSummary};
 
+use warden_calls::executor::{Executor, WorkerLauncher};
 use warden_core::registry::Registry;
-use warden_executor::executor::{Executor, WorkerLauncher};
 
 /// Default bound on each preflight stage (worker ping, each MCP request,
 /// server shutdown): 30 s.
@@ -352,7 +352,7 @@ async fn outside_worker(program: &OsString, diag: &Path, timeout: Duration) -> C
         Arc::new(Registry::default()),
         Arc::new(warden_core::guard::Resources::default()),
         limits,
-        warden_executor::events::Events::disabled(),
+        warden_calls::events::Events::disabled(),
         launcher,
     );
     checks::worker(&executor, None, timeout).await

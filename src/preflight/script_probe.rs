@@ -17,9 +17,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::report::Check;
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::events::{Events, Origin};
-use warden_executor::executor::Executor;
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::events::{Events, Origin};
+use warden_calls::executor::Executor;
 use warden_sandbox::process::Rlimits;
 use warden_script::host::session::{Budget, Context, RunEnd, Session};
 

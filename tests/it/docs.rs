@@ -48,7 +48,7 @@ fn limits_files() -> Vec<String> {
         .filter(|file| workspace_root().join(file).is_file())
         .collect();
     files.sort();
-    for krate in ["warden-core", "warden-executor", "warden-task", "warden-mcp"] {
+    for krate in ["warden-core", "warden-calls", "warden-task", "warden-mcp"] {
         assert!(
             files.contains(&format!("{CRATES}/{krate}/{LIMITS_RS}")),
             "no {LIMITS_RS} in {krate}: {files:?}"
@@ -169,7 +169,7 @@ const LIBRARY_SOURCES: &[&str] = &[
     "src",
     "crates/warden-core/src",
     "crates/warden-sandbox/src",
-    "crates/warden-executor/src",
+    "crates/warden-calls/src",
     "crates/warden-script/src",
     "crates/warden-task/src",
     "crates/warden-agent/src",

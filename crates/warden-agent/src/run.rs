@@ -20,8 +20,8 @@ use super::model::{Completion, Message, Usage, complete};
 use crate::limits::{
     AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL,
 };
+use warden_calls::events::Origin;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
-use warden_executor::events::Origin;
 use warden_script::host::progress::{Progress, note};
 use warden_script::host::session::{Budget, RunEnd, Session};
 use warden_script::protocol::RunOutcome;
@@ -83,7 +83,7 @@ async fn converse(
     let mut facts = WorkerFacts::default();
     let mut actions = 0usize;
     let mut agent_origin = task.origin_under(origin);
-    agent_origin.trace = warden_executor::telemetry::start(
+    agent_origin.trace = warden_calls::telemetry::start(
         "agent.run",
         SpanKind::Internal,
         &task.trace,
@@ -122,7 +122,7 @@ async fn converse(
             format!("the script worker failed to start: {reason}"),
         ),
     };
-    warden_executor::telemetry::end(
+    warden_calls::telemetry::end(
         &agent_origin.trace,
         result.status.as_str(),
         result.error_kind().map(TaskErrorKind::as_str),
@@ -329,7 +329,7 @@ impl Agent<'_> {
         let remaining = self.task.deadline.saturating_duration_since(Instant::now());
         let timeout = self.config.call_timeout.min(remaining);
         let started = std::time::Instant::now();
-        let span = warden_executor::telemetry::start(
+        let span = warden_calls::telemetry::start(
             "model.generate",
             SpanKind::Client,
             &self.origin.trace,
@@ -371,9 +371,9 @@ impl Agent<'_> {
             {
                 attributes.push(KeyValue::new("gen_ai.response.model", model.clone()));
             }
-            warden_executor::telemetry::set_attributes(&span, attributes);
+            warden_calls::telemetry::set_attributes(&span, attributes);
         }
-        warden_executor::telemetry::end(&span, status, error_type);
+        warden_calls::telemetry::end(&span, status, error_type);
         events.emit(
             self.origin,
             "model_call_finished",
@@ -447,7 +447,7 @@ impl Agent<'_> {
             message,
             requested_schema,
             form,
-            warden_executor::executor::confirm::now_iso8601(),
+            warden_calls::executor::confirm::now_iso8601(),
         );
         self.task.events.emit(
             self.origin,

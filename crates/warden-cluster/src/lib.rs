@@ -6,7 +6,7 @@
 //!   ([`postgres::PgStore`]), opened through [`postgres::Opener`], the
 //!   `warden_task::store::StoreOpener` the runner holds;
 //! - [`s3`] (feature `s3`): the S3 copy of task files ([`s3::Remote`]), the
-//!   `warden_executor::artifacts::RemoteCopy` the artifact store holds.
+//!   `warden_calls::artifacts::RemoteCopy` the artifact store holds.
 //!
 //! Apps use the `warden` facade, whose `postgres` and `s3` features pull
 //! this crate in and attach the backends at startup. This crate sits beside

@@ -48,7 +48,7 @@ use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow, PgSslMode};
 use tokio::sync::Notify;
 
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 use warden_task::store::migrations::{self, SchemaTooNew, Step};
 use warden_task::store::{
     Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, UsageEntry, UsageRow,

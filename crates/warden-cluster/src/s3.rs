@@ -29,7 +29,7 @@
 //! AWS_ENDPOINT_URL / credentials")`; a lookup never answers from part of
 //! a read. Nothing here panics.
 //!
-//! Callers are synchronous ([`View`](warden_executor::artifacts::View), the runner, retention): every
+//! Callers are synchronous ([`View`](warden_calls::artifacts::View), the runner, retention): every
 //! request runs on one process-wide runtime of this module's own
 //! (`warden-s3`, never dropped, holding the HTTP connection pool) and the
 //! caller waits for its answer — inside `block_in_place` when it is on a
@@ -53,13 +53,13 @@ use object_store::{
 use crate::limits::{
     OBJECT_STORE_CONNECT_TIMEOUT, OBJECT_STORE_REQUEST_TIMEOUT, OBJECT_STORE_RETRIES, OBJECT_STORE_UPLOADS,
 };
-use warden_core::error::GuardError;
 #[cfg(doc)]
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::artifacts::{
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::artifacts::{
     ChunkAnswer, Encoding, OUTPUTS_DIR, RESULT_FILE, RemoteCopy, chunk, owner, safe_path,
 };
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
+use warden_core::error::GuardError;
 
 /// The variable naming the object store; unset (or empty), task files stay
 /// in the local artifacts directory only.
@@ -301,7 +301,7 @@ impl RemoteCopy for Remote {
             .try_clone()
             .map_err(|e| GuardError::failed(format!("cannot list task '{task_id}' for its upload: {e}")))?;
         let mut found = Vec::new();
-        warden_executor::artifacts::walk(listing, "", 0, &mut found);
+        warden_calls::artifacts::walk(listing, "", 0, &mut found);
         // A name a read refuses (the server's temporary files) is not sent.
         let mut names: Vec<String> = found
             .into_iter()
@@ -326,7 +326,7 @@ impl RemoteCopy for Remote {
                     let options = PutOptions {
                         attributes: Attributes::from_iter([(
                             Attribute::ContentType,
-                            warden_executor::artifacts::mime_type(&name),
+                            warden_calls::artifacts::mime_type(&name),
                         )]),
                         ..PutOptions::default()
                     };
@@ -403,7 +403,7 @@ impl RemoteCopy for Remote {
             )));
         }
         let chunk = chunk::chunk_of(bytes, size, offset, encoding)?;
-        Ok(warden_executor::artifacts::chunk_answer(
+        Ok(warden_calls::artifacts::chunk_answer(
             task_id, filename, offset, encoding, chunk,
         ))
     }

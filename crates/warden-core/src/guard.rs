@@ -26,7 +26,7 @@ pub enum Mode {
     /// rlimits, unable to hurt the server. Costs a process spawn (~2 ms).
     Isolated,
     /// A thread of the server process; may borrow managed [`Resources`].
-    /// Cannot be killed at its deadline (see `warden_executor::limits::DEFAULT_MAX_OVERDUE_IN_PROCESS`).
+    /// Cannot be killed at its deadline (see `warden_calls::limits::DEFAULT_MAX_OVERDUE_IN_PROCESS`).
     InProcess,
     /// A computation with no I/O and no resources. Called directly it runs
     /// like `in_process`; inside a script worker it runs inline, with no round

@@ -2,7 +2,7 @@
 //!
 //! Each crate owns the limits it enforces, in its own `limits` module beside
 //! the code that enforces them (`warden_sandbox::limits`,
-//! `warden_executor::limits`, `warden_script::limits`, `warden_task::limits`,
+//! `warden_calls::limits`, `warden_script::limits`, `warden_task::limits`,
 //! `warden_agent::limits`, `warden_mcp::limits`, `warden_cluster::limits`),
 //! so a crate low on the spine never names a bound of a layer above it. A
 //! bound read by several crates lives in the lowest of them, and the layers

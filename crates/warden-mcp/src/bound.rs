@@ -35,9 +35,9 @@ use rmcp::model::{CallToolResult, ContentBlock, Resource};
 use serde_json::{Map, Value, json};
 
 use crate::limits::{ANSWER_CUTS_LISTED, ANSWER_ENVELOPE_BYTES};
+use warden_calls::events::Origin;
 use warden_core::answer::{self, Cut, size};
 use warden_core::error::GuardError;
-use warden_executor::events::Origin;
 use warden_task::{TaskRunner, TaskStatus};
 
 /// The key of the marker a cut value carries at its top: `true`.
@@ -63,7 +63,7 @@ impl Whole {
     pub fn result_of(task_id: &str) -> Self {
         Self {
             task_id: task_id.to_string(),
-            filename: warden_executor::artifacts::RESULT_FILE.to_string(),
+            filename: warden_calls::artifacts::RESULT_FILE.to_string(),
         }
     }
 

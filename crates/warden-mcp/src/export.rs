@@ -109,7 +109,7 @@ fn entry(tool: &Tool, format: ToolFormat) -> Value {
 }
 
 /// Registry order tools, for `tools/list` and the exports.
-pub fn mcp_tools(registry: &Registry, limits: &warden_executor::limits::CallLimits) -> Vec<Tool> {
+pub fn mcp_tools(registry: &Registry, limits: &warden_calls::limits::CallLimits) -> Vec<Tool> {
     registry
         .iter()
         .map(|guard| mcp_tool(guard, limits.guard_deadline(guard.timeout).as_secs()))
@@ -118,7 +118,7 @@ pub fn mcp_tools(registry: &Registry, limits: &warden_executor::limits::CallLimi
 
 /// Guards and built-in tools, in name order, with their schemas as derived
 /// (not yet portable: see [`for_mcp`] and [`export`]).
-pub fn all_tools(registry: &Registry, limits: &warden_executor::limits::CallLimits) -> Vec<Tool> {
+pub fn all_tools(registry: &Registry, limits: &warden_calls::limits::CallLimits) -> Vec<Tool> {
     let mut tools = mcp_tools(registry, limits);
     tools.extend(crate::builtins::all().iter().map(|b| b.tool()));
     tools.sort_by(|a, b| a.name.cmp(&b.name));

@@ -13,7 +13,7 @@
 //! use warden_core::error::GuardError;
 //! use warden_core::guard::guard;
 //! use warden_core::registry::Registry;
-//! use warden_executor::CallLimits;
+//! use warden_calls::CallLimits;
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
 //! struct Quote {

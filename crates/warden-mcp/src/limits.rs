@@ -13,8 +13,8 @@
 
 use std::time::Duration;
 
+use warden_calls::limits::{CallLimits, DEFAULT_MAX_ARGUMENT_BYTES};
 use warden_core::limits::{LimitError, env_number};
-use warden_executor::limits::{CallLimits, DEFAULT_MAX_ARGUMENT_BYTES};
 use warden_task::limits::TaskLimits;
 
 /// The values a running server enforces, one part per layer that enforces
@@ -191,7 +191,7 @@ pub const MESSAGE_ENVELOPE_BYTES: usize = 1024 * 1024;
 /// request waits for its notification to be written before sending the
 /// next. Operators override it with `WARDEN_MAX_PENDING_RESPONSES`
 /// (1–1024). Does not bound the size of one answer (see
-/// [`MAX_INLINE_RESULT_BYTES`](warden_executor::limits::MAX_INLINE_RESULT_BYTES) and [`DEFAULT_MAX_WORKER_RESPONSE`](warden_executor::limits::DEFAULT_MAX_WORKER_RESPONSE)).
+/// [`MAX_INLINE_RESULT_BYTES`](warden_calls::limits::MAX_INLINE_RESULT_BYTES) and [`DEFAULT_MAX_WORKER_RESPONSE`](warden_calls::limits::DEFAULT_MAX_WORKER_RESPONSE)).
 pub const DEFAULT_MAX_PENDING_RESPONSES: usize = 32;
 
 /// Progress and log messages ([`warden_core::notify`]) one direct guard call may
@@ -396,7 +396,7 @@ pub const ANSWER_CUTS_LISTED: usize = 8;
 /// image content, so a client shows them without another call: at most 8,
 /// in the order of the result's artifact list, and only while the whole
 /// tool result (its JSON twice — structuredContent and the text mirror —
-/// plus the base64 of the images) stays within [`MAX_INLINE_RESULT_BYTES`](warden_executor::limits::MAX_INLINE_RESULT_BYTES)
+/// plus the base64 of the images) stays within [`MAX_INLINE_RESULT_BYTES`](warden_calls::limits::MAX_INLINE_RESULT_BYTES)
 /// and the answer bound ([`DEFAULT_MAX_ANSWER_BYTES`]), whichever is smaller.
 /// A PNG that does not fit is still a `resource_link` (every artifact is),
 /// to read with `resources/read` or `read_artifact`.

@@ -20,7 +20,7 @@ use rmcp::ErrorData;
 use rmcp::model::{ContentBlock, ReadResourceResult, Resource, ResourceContents, ResourceTemplate};
 
 use crate::limits::MAX_RESULT_IMAGES;
-use warden_executor::artifacts::{Encoding, View, mime_type};
+use warden_calls::artifacts::{Encoding, View, mime_type};
 use warden_task::TaskResult;
 use warden_task::limits::MAX_READ_CHUNK_BYTES;
 
@@ -28,7 +28,7 @@ use warden_task::limits::MAX_READ_CHUNK_BYTES;
 const PNG_BASE64_START: &str = "iVBORw0K";
 
 /// URI prefix of task artifacts.
-pub(crate) const SCHEME: &str = warden_executor::artifacts::URI_SCHEME;
+pub(crate) const SCHEME: &str = warden_calls::artifacts::URI_SCHEME;
 
 /// Escaped in each part of an artifact URI: controls, space and the
 /// characters RFC 3986 reserves for other parts of a URI (`/` is kept: it
@@ -80,7 +80,7 @@ pub(crate) fn links(result: &TaskResult) -> Vec<ContentBlock> {
 /// result JSON twice (structuredContent and its text mirror; `json_bytes`
 /// is its compact size as sent) plus the images' base64 — stays within
 /// `cap` bytes (the smaller of
-/// [`MAX_INLINE_RESULT_BYTES`](warden_executor::limits::MAX_INLINE_RESULT_BYTES) and the answer
+/// [`MAX_INLINE_RESULT_BYTES`](warden_calls::limits::MAX_INLINE_RESULT_BYTES) and the answer
 /// bound). A PNG that does not fit, or is not really a PNG, is left to its
 /// resource link.
 pub(crate) fn images(
@@ -164,7 +164,7 @@ pub(crate) fn read(store: View<'_>, uri: &str) -> Result<ReadResourceResult, Err
 #[cfg(test)]
 mod tests {
     use super::*;
-    use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
+    use warden_calls::limits::MAX_INLINE_RESULT_BYTES;
     use warden_task::TaskStatus;
     use warden_task::result::ArtifactRef;
 
@@ -179,8 +179,8 @@ mod tests {
     fn chart_images_travel_inline_only_while_they_fit_the_result_cap() {
         // A small PNG becomes image content; one past the cap and a non-PNG stay links only.
         let root = tempfile::tempdir().expect("temp dir");
-        let store = warden_executor::artifacts::ArtifactStore::new(root.path(), 10);
-        let local = warden_executor::tenant::Principal::local();
+        let store = warden_calls::artifacts::ArtifactStore::new(root.path(), 10);
+        let local = warden_calls::tenant::Principal::local();
         let (task_id, _) = store.create_task(&local).expect("task");
         let cap = 1 << 20;
         store
@@ -212,7 +212,7 @@ mod tests {
         );
         assert_eq!(images.len(), 1, "only small.png fits and is a PNG");
         // Another principal's view sees no task, hence no image.
-        let alice = warden_executor::tenant::Principal::new("alice").expect("principal");
+        let alice = warden_calls::tenant::Principal::new("alice").expect("principal");
         assert!(
             super::images(
                 store.view(&alice),

@@ -44,9 +44,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::limits::{MAX_INPUT_QUESTIONS, MAX_INPUT_STATE_BYTES};
+use warden_calls::tenant::Principal;
 use warden_core::ask::{Asker, Elicitation, Question};
 use warden_core::error::{GuardError, codes};
-use warden_executor::tenant::Principal;
 
 /// The request `_meta` key of a 2026-07-28 client's capabilities.
 const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabilities";

@@ -3,7 +3,7 @@
 //! `get_task_result` of a task still running). A type, so no event can
 //! carry a word no reader knows.
 
-use warden_executor::executor::Status;
+use warden_calls::executor::Status;
 use warden_task::TaskStatus;
 use warden_task::store::State;
 

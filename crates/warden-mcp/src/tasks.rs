@@ -35,10 +35,10 @@ use serde_json::{Value, json};
 
 use crate::bound::{Answer, Whole};
 use crate::limits::{ANSWER_ENVELOPE_BYTES, TASK_POLL_INTERVAL_MS};
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::limits::MAX_INLINE_RESULT_BYTES;
+use warden_calls::tenant::Principal;
 use warden_core::error::TaskErrorKind;
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
-use warden_executor::tenant::Principal;
 use warden_task::result::{Saved, SavedHead, read_saved};
 use warden_task::store::{State, TaskRecord, iso8601};
 use warden_task::{ResultError, TaskResult, TaskStatus};
@@ -295,7 +295,7 @@ pub(crate) fn completed(
 /// the owner's view, so from the object store on a node that did not run
 /// the task) and a link per artifact. Its `result.json` holds the whole.
 pub(crate) fn task_answer(
-    store: warden_executor::artifacts::View<'_>,
+    store: warden_calls::artifacts::View<'_>,
     saved: Option<Value>,
     task: TaskResult,
     success: bool,

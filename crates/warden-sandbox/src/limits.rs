@@ -2,7 +2,7 @@
 //!
 //! [`WorkerLimits`] is the part of the server's limits that confines every
 //! worker (`Rlimits::for_call` reads it); the executor holds it in its own
-//! part (`warden_executor::limits::CallLimits::worker`). The rule of every
+//! part (`warden_calls::limits::CallLimits::worker`). The rule of every
 //! crate's `limits` module is in [`warden_core::limits`].
 
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //! sandbox layers, engine, guard bindings, charts, and its door — the pipe).
 //! [`host`] is the server side: the session that starts a worker and its
 //! door, which answers the worker's guard calls through the executor (the
-//! `warden-executor` crate below: a script reaches a guard no other way).
+//! `warden-calls` crate below: a script reaches a guard no other way).
 //! [`protocol`] is the one wire format between the two.
 //!
 //! ```

@@ -31,7 +31,7 @@ pub enum ToWorker {
         inline_left: Option<u64>,
         /// Guards the caller's policy denies, each with its refusal: for
         /// this run the worker answers them as functions that do not exist
-        /// (see `warden_executor::policy`).
+        /// (see `warden_calls::policy`).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         denied: std::collections::BTreeMap<String, String>,
     },
@@ -96,7 +96,7 @@ pub struct PureBatch<'a> {
 }
 
 /// One inline pure call: the event log's record type, sent as is.
-pub use warden_executor::events::PureCall;
+pub use warden_calls::events::PureCall;
 
 /// How one script run ended.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

@@ -5,8 +5,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runner::Ending;
 use crate::{Claim, TaskResult, TaskRunner, TaskStatus};
+use warden_calls::events::Origin;
 use warden_core::error::GuardError;
-use warden_executor::events::Origin;
 use warden_script::host::session::WorkerFacts;
 
 impl TaskRunner {

@@ -6,7 +6,7 @@
 
 use std::sync::Mutex;
 
-use warden_executor::executor::Admitted;
+use warden_calls::executor::Admitted;
 
 /// See the module docs.
 pub struct Claim {

@@ -15,8 +15,8 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::{TaskResult, TaskRunner, TaskStatus, result_dir};
+use warden_calls::tenant::Principal;
 use warden_core::error::{TaskError, TaskErrorKind};
-use warden_executor::tenant::Principal;
 
 impl TaskRunner {
     /// Registers claimed task `id` as running here under `cancel`: its

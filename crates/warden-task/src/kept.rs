@@ -15,8 +15,8 @@
 use serde_json::Value;
 
 use crate::{TaskResult, TaskRunner, TaskStatus, VALUE_FILE, result_dir};
+use warden_calls::events::Origin;
 use warden_core::error::GuardError;
-use warden_executor::events::Origin;
 
 impl TaskRunner {
     /// Keeps `whole`, the value of an answer `origin`'s request got cut,

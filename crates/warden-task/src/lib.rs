@@ -13,7 +13,7 @@
 //! cancelled, or whose future is dropped, or that is still running when
 //! the server shuts down ([`TaskRunner::shutdown`]) is recorded
 //! `cancelled`. A result returned to the client stays under
-//! [`warden_executor::limits::MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
+//! [`warden_calls::limits::MAX_INLINE_RESULT_BYTES`]: the artifact list, `value` and an oversized
 //! final answer are capped, with pointers to where the rest is.
 //!
 //! Every task has a record in the task store ([`store`], through

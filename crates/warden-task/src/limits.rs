@@ -127,7 +127,7 @@ pub const TASK_HEARTBEAT: Duration = Duration::from_secs(1);
 pub const TASK_SWEEP_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// Default timeout of `run_script` / `run_coding_task`: 300 s (clamped to
-/// [`DEFAULT_MAX_TIMEOUT`](warden_executor::limits::DEFAULT_MAX_TIMEOUT)). At the deadline the script worker's process
+/// [`DEFAULT_MAX_TIMEOUT`](warden_calls::limits::DEFAULT_MAX_TIMEOUT)). At the deadline the script worker's process
 /// group is killed and the task ends `timed_out`.
 pub const DEFAULT_TASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
 
@@ -153,7 +153,7 @@ pub const MAX_READ_CHUNK_BYTES: usize = 256 * 1024;
 pub const AGENT_MAX_GUARD_CALLS: u64 = 100;
 
 // ---- tenants ----
-// Per-principal limits (see `warden_executor::tenant::limits`). They bind every
+// Per-principal limits (see `warden_calls::tenant::limits`). They bind every
 // authenticated principal. `local` — the stdio client, or every caller of
 // an HTTP server without authentication, which listens on loopback only —
 // is the operator of the server and is bound by the server-wide limits
@@ -169,7 +169,7 @@ pub const AGENT_MAX_GUARD_CALLS: u64 = 100;
 /// three task tools) claimed from the queue. With the default 2 task slots,
 /// two team members can each run a task and none can hold both slots;
 /// raise both together on a larger machine. A direct task beyond it waits
-/// the admission wait ([`DEFAULT_ADMISSION_WAIT`](warden_executor::limits::DEFAULT_ADMISSION_WAIT)) for one of its
+/// the admission wait ([`DEFAULT_ADMISSION_WAIT`](warden_calls::limits::DEFAULT_ADMISSION_WAIT)) for one of its
 /// principal's tasks to end, then is refused `principal_busy` with
 /// `retry_after_seconds`; a claimed MCP task beyond it gives its slot back
 /// to other principals' tasks and waits (see
@@ -198,7 +198,7 @@ pub const DEFAULT_PRINCIPAL_DAILY_TOKENS: u64 = 0;
 
 /// Artifacts listed inline in a task result: the first 100 (by name);
 /// the result also says how many there are and to call `list_artifacts`
-/// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`](warden_executor::limits::MAX_INLINE_RESULT_BYTES).
+/// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`](warden_calls::limits::MAX_INLINE_RESULT_BYTES).
 pub const MAX_RESULT_ARTIFACTS: usize = 100;
 
 /// Largest `value` returned inline in a task result: 64 KiB of JSON. A

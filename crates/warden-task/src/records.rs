@@ -6,7 +6,7 @@
 //! touch it) or in the background at server start ([`Records::open`]); a
 //! store that cannot open is the error of each task tool, naming its path
 //! and the fix, never a dead server. Opening also settles what a
-//! dead server left: a running record whose server is gone ([`warden_executor::node`]) takes
+//! dead server left: a running record whose server is gone ([`warden_calls::node`]) takes
 //! the result its directory holds, or is ended `failed`/`interrupted`. A
 //! new store imports the ended tasks of the directories already there, so
 //! upgrading (or moving a damaged store aside) loses no history.
@@ -53,10 +53,10 @@ use super::store::{
 };
 use super::{TaskResult, TaskStatus};
 use crate::limits::TASK_SWEEP_MIN_INTERVAL;
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::node;
+use warden_calls::tenant::Principal;
 use warden_core::error::{TaskError, TaskErrorKind};
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::node;
-use warden_executor::tenant::Principal;
 
 /// The records of the tasks under one artifacts directory.
 pub struct Records {
@@ -83,7 +83,7 @@ pub struct Records {
     /// Bounded by the tasks that end while the store is unwritable: no
     /// new task starts then (its record cannot be created), so at most
     /// the task slots' worth, each result capped at
-    /// [`warden_executor::limits::MAX_INLINE_RESULT_BYTES`].
+    /// [`warden_calls::limits::MAX_INLINE_RESULT_BYTES`].
     pending: Mutex<HashMap<String, Pending>>,
 }
 

@@ -28,9 +28,9 @@ use serde_json::Value;
 
 use crate::result::TaskResult;
 use crate::task_receipt::{FileHash, RunLimits, TaskReceipt};
+use warden_calls::artifacts::View;
 use warden_core::error::{GuardError, codes};
 use warden_core::registry::Registry;
-use warden_executor::artifacts::View;
 
 /// Bytes read from a recorded file at most (a script, function_calls.json,
 /// result.json, a text artifact compared line by line): 64 MiB.
@@ -397,7 +397,7 @@ fn empty_receipt() -> TaskReceipt {
 
 /// The task's saved result.json.
 fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError> {
-    let text = read_text(view, task_id, warden_executor::artifacts::RESULT_FILE)?;
+    let text = read_text(view, task_id, warden_calls::artifacts::RESULT_FILE)?;
     serde_json::from_str(&text).map_err(|e| {
         GuardError::failed(format!(
             "task '{task_id}': its result.json cannot be read back: {e}"
@@ -458,7 +458,7 @@ fn read_bytes(view: View<'_>, task_id: &str, path: &str) -> Result<Vec<u8>, Guar
             path,
             offset,
             crate::limits::MAX_READ_CHUNK_BYTES,
-            warden_executor::artifacts::Encoding::Base64,
+            warden_calls::artifacts::Encoding::Base64,
         )?;
         if chunk.size_bytes > MAX_REPLAY_READ {
             return Err(too_big(task_id, path, chunk.size_bytes));
@@ -511,7 +511,7 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
 pub async fn replay(
     runner: &crate::TaskRunner,
     task_id: &str,
-    origin: &mut warden_executor::events::Origin,
+    origin: &mut warden_calls::events::Origin,
     cancel: tokio_util::sync::CancellationToken,
     (claim, progress): (
         Option<&crate::Claim>,
@@ -520,7 +520,7 @@ pub async fn replay(
 ) -> Result<ReplayReport, GuardError> {
     let principal = origin.principal.clone();
     let Some(record) = runner.records.get(&principal, task_id).await? else {
-        return Err(warden_executor::artifacts::no_task(task_id));
+        return Err(warden_calls::artifacts::no_task(task_id));
     };
     if !matches!(record.state, crate::store::State::Ended(_)) {
         return Err(GuardError::invalid_input(

@@ -366,14 +366,14 @@ pub enum Saved {
 
 /// Reads task `task_id`'s `result.json` through the owner's `view`.
 pub fn read_saved(
-    view: warden_executor::artifacts::View<'_>,
+    view: warden_calls::artifacts::View<'_>,
     task_id: &str,
 ) -> Result<Saved, warden_core::error::GuardError> {
     let chunk = view.read(
         task_id,
-        warden_executor::artifacts::RESULT_FILE,
+        warden_calls::artifacts::RESULT_FILE,
         0,
-        warden_executor::limits::MAX_INLINE_RESULT_BYTES,
+        warden_calls::limits::MAX_INLINE_RESULT_BYTES,
         Default::default(),
     )?;
     Ok(match chunk.next_offset {

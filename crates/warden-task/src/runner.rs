@@ -15,11 +15,11 @@ use crate::records::Records;
 use crate::running::Running;
 use crate::task::Task;
 use crate::{TaskResult, TaskStatus, task_receipt};
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::events::Origin;
+use warden_calls::executor::{Executor, Slots};
 use warden_core::approval::Book;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::events::Origin;
-use warden_executor::executor::{Executor, Slots};
 use warden_script::host::journal::JournalError;
 use warden_script::host::session::WorkerFacts;
 
@@ -31,7 +31,7 @@ pub struct TaskRunner {
     pub store: ArtifactStore,
     pub(crate) exe: Arc<std::path::Path>,
     /// Task slots: one permit per running task, taken (after a bounded
-    /// wait, see [`warden_executor::executor::Slots`]) before its directory is
+    /// wait, see [`warden_calls::executor::Slots`]) before its directory is
     /// created and released when the task's [`Task`] is dropped. A bound
     /// principal holds at most `tasks_per_principal` of them at once,
     /// direct tasks and tasks claimed from the queue alike (see
@@ -146,13 +146,13 @@ impl TaskRunner {
             json!({"task_id": id, "detached": detached}),
         );
         let registry = registry_snapshot(&self.executor, origin).to_string();
-        let trace = warden_executor::telemetry::start(
+        let trace = warden_calls::telemetry::start(
             "task.worker",
             opentelemetry::trace::SpanKind::Internal,
             &origin.trace,
             vec![
                 opentelemetry::KeyValue::new("warden.task_id", id.clone()),
-                opentelemetry::KeyValue::new("warden.node", warden_executor::node::name()),
+                opentelemetry::KeyValue::new("warden.node", warden_calls::node::name()),
             ],
         );
         let task = Task {
@@ -223,8 +223,8 @@ impl TaskRunner {
         &self,
         origin: &Origin,
         cancel: &CancellationToken,
-        claim: Option<(String, warden_executor::executor::Admitted)>,
-    ) -> Result<(warden_executor::executor::Admitted, String, std::path::PathBuf), GuardError> {
+        claim: Option<(String, warden_calls::executor::Admitted)>,
+    ) -> Result<(warden_calls::executor::Admitted, String, std::path::PathBuf), GuardError> {
         match claim {
             Some((id, slot)) => match self.store.create_task_with_id(&origin.principal, &id) {
                 Ok(dir) => Ok((slot, id, dir)),

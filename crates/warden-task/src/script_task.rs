@@ -8,8 +8,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::runner::Ending;
 use crate::{Claim, TaskResult, TaskRunner, TaskStatus, abnormal_end, task_receipt};
+use warden_calls::events::Origin;
 use warden_core::error::{GuardError, TaskErrorKind};
-use warden_executor::events::Origin;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Budget, RunEnd, WorkerFacts};
 use warden_script::protocol::RunOutcome;
@@ -48,7 +48,7 @@ impl TaskRunner {
         self.run(origin, limits.timeout(), cancel, claim, async |task, origin| {
             task.limits = limits;
             // A resumed task runs again: it no longer waits.
-            let _ = std::fs::remove_file(task.dir.join(warden_executor::artifacts::WAITING_FILE));
+            let _ = std::fs::remove_file(task.dir.join(warden_calls::artifacts::WAITING_FILE));
             for (i, script) in scripts.iter().enumerate() {
                 let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
                 task.write_file(&path, script.as_bytes())?;

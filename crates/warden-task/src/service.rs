@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{TaskRunner, running, store};
-use warden_executor::executor::Admitted;
+use warden_calls::executor::Admitted;
 
 impl TaskRunner {
     /// Opens the task store in the background, settles what a dead

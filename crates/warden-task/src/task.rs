@@ -17,11 +17,11 @@ use crate::{
     ANSWER_FILE, ArtifactRef, FUNCTION_CALLS_FILE, TaskResult, TaskStatus, VALUE_FILE, result_dir,
     task_receipt,
 };
+use warden_calls::artifacts::{ArtifactStore, OUTPUTS_DIR};
+use warden_calls::events::{Events, Origin};
+use warden_calls::executor::{Admitted, Executor};
+use warden_calls::limits::MAX_INLINE_RESULT_BYTES;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
-use warden_executor::artifacts::{ArtifactStore, OUTPUTS_DIR};
-use warden_executor::events::{Events, Origin};
-use warden_executor::executor::{Admitted, Executor};
-use warden_executor::limits::MAX_INLINE_RESULT_BYTES;
 use warden_sandbox::process::Rlimits;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Context, Session, StartError, WorkerFacts};
@@ -107,7 +107,7 @@ impl Task {
         let _ = self.store.write_result(&self.id, &bytes);
         let _ = self.records.end(&self.id, &result).await;
         self.recorded = true;
-        warden_executor::telemetry::end(&self.trace, "failed", Some("storage"));
+        warden_calls::telemetry::end(&self.trace, "failed", Some("storage"));
     }
 
     /// `origin` with this task's span as the parent of what happens next.
@@ -260,7 +260,7 @@ impl Task {
         }
         self.recorded = true;
         let kind = result.error_kind().map(TaskErrorKind::as_str);
-        warden_executor::telemetry::end(&self.trace, result.status.as_str(), kind);
+        warden_calls::telemetry::end(&self.trace, result.status.as_str(), kind);
         self.events.flush_task_log();
         result
     }
@@ -285,7 +285,7 @@ impl Task {
         let resume = serde_json::to_value(&carried).map_err(|e| PauseError::Unkept(e.to_string()))?;
         let _ = self.store.write_task_file(
             &self.id,
-            warden_executor::artifacts::WAITING_FILE,
+            warden_calls::artifacts::WAITING_FILE,
             &serde_json::to_vec_pretty(&resume).unwrap_or_default(),
         );
         let message = if pending.guard.is_empty() {
@@ -323,7 +323,7 @@ impl Task {
         }
         // Its record waits: nothing to end when the task is dropped.
         self.recorded = true;
-        warden_executor::telemetry::end(&self.trace, "input_required", None);
+        warden_calls::telemetry::end(&self.trace, "input_required", None);
         self.events.flush_task_log();
         Ok(GuardError::new(
             warden_core::error::codes::INPUT_REQUIRED,

@@ -134,7 +134,7 @@ pub fn build(
         model,
         calls,
         calls_sha256,
-        artifacts: hash_files(dir, warden_executor::artifacts::OUTPUTS_DIR),
+        artifacts: hash_files(dir, warden_calls::artifacts::OUTPUTS_DIR),
         limits: Some(limits),
         approvals,
     }

@@ -14,8 +14,8 @@ use object_store::{
 use serde_json::Value;
 
 use super::*;
+use warden_calls::artifacts::{ArtifactStore, View, no_task};
 use warden_core::error::codes;
-use warden_executor::artifacts::{ArtifactStore, View, no_task};
 
 /// Held for reading by every test that talks to the server, for writing by
 /// the one that stops it.
@@ -244,7 +244,7 @@ fn another_principals_remote_task_answers_exactly_as_an_unknown_one() {
             .iter()
             .all(|a| a.starts_with("ok"))
     );
-    let unknown = warden_executor::artifacts::new_task_id();
+    let unknown = warden_calls::artifacts::new_task_id();
     let foreign = answers(node.view(&bob), &task);
     let missing: Vec<String> = answers(node.view(&bob), &unknown)
         .iter()

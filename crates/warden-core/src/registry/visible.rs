@@ -1,6 +1,6 @@
 //! The registry as one caller sees it.
 //!
-//! The operator's policy (`warden_executor::policy`) may deny a guard to
+//! The operator's policy (`warden_calls::policy`) may deny a guard to
 //! a caller. For that caller the guard does not exist: every path that
 //! names guards (the catalogue tools, a batch's plan, a script's function
 //! table and its "did you mean", the unknown-guard error) reads a

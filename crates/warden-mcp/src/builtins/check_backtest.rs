@@ -18,9 +18,9 @@ use serde_json::{Map, Value};
 use tokio::time::Instant;
 
 use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use warden_calls::executor::{CallRequest, Status};
 use warden_core::catalogue::{accepts, missing};
 use warden_core::error::GuardError;
-use warden_executor::executor::{CallRequest, Status};
 
 /// Run every guard whose required data is in your bundle, and report which passed, failed, were skipped or rejected.
 ///

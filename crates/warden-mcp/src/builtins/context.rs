@@ -10,9 +10,9 @@
 use std::sync::Arc;
 
 use crate::limits::ServingLimits;
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::executor::Executor;
 use warden_core::registry::Registry;
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::executor::Executor;
 use warden_task::TaskRunner;
 use warden_task::records::Records;
 
@@ -47,12 +47,12 @@ impl Runtime {
 
     /// The registry as `origin`'s caller sees it: the guards the policy
     /// denies it are, for it, guards that do not exist.
-    pub fn visible(&self, origin: &warden_executor::events::Origin) -> warden_core::registry::Visible<'_> {
+    pub fn visible(&self, origin: &warden_calls::events::Origin) -> warden_core::registry::Visible<'_> {
         self.executor.visible_to(origin)
     }
 
     /// The executor's limits (timeouts, argument caps, …).
-    pub fn limits(&self) -> &warden_executor::limits::CallLimits {
+    pub fn limits(&self) -> &warden_calls::limits::CallLimits {
         self.executor.limits()
     }
 

@@ -61,7 +61,7 @@ impl Builtin for GetTaskResult {
             let principal = &call.origin.principal;
             // The record decides whether the task exists for this caller.
             let Some(record) = call.ctx.records().get(principal, &input.task_id).await? else {
-                return Err(warden_executor::artifacts::no_task(&input.task_id));
+                return Err(warden_calls::artifacts::no_task(&input.task_id));
             };
             let state = record.state;
             let status = state.as_str();
@@ -125,7 +125,7 @@ impl Builtin for GetTaskResult {
             let reply = Reply::data(&answer)?;
             // Cut to the answer bound, it points at the file it came from.
             Ok(match whole_inline {
-                true => reply.kept_in(&input.task_id, warden_executor::artifacts::RESULT_FILE),
+                true => reply.kept_in(&input.task_id, warden_calls::artifacts::RESULT_FILE),
                 false => reply,
             })
         })

@@ -83,7 +83,7 @@ impl Builtin for ListArtifacts {
                 .map(|(name, size)| File {
                     filename: name,
                     size_bytes: *size,
-                    mime_type: warden_executor::artifacts::mime_type(name),
+                    mime_type: warden_calls::artifacts::mime_type(name),
                 })
                 .take_while(|file| {
                     let first = used == 0;

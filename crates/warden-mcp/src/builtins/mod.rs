@@ -40,9 +40,9 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use warden_calls::events::Origin;
 use warden_core::error::GuardError;
 use warden_core::registry::BuiltinTool;
-use warden_executor::events::Origin;
 
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -151,7 +151,7 @@ pub(crate) fn decode<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardEr
 /// A task's timeout: `timeout_seconds` (1 to the server maximum) or the
 /// default task timeout, clamped to that maximum.
 pub fn task_timeout(
-    limits: &warden_executor::limits::CallLimits,
+    limits: &warden_calls::limits::CallLimits,
     seconds: Option<u64>,
 ) -> Result<std::time::Duration, GuardError> {
     let max = limits.max_timeout.as_secs();
@@ -169,7 +169,7 @@ pub(crate) use warden_core::schema::in_range;
 /// when it ends), an error saying so.
 pub(crate) async fn explain_missing(
     records: &warden_task::records::Records,
-    principal: &warden_executor::tenant::Principal,
+    principal: &warden_calls::tenant::Principal,
     task_id: &str,
     error: GuardError,
 ) -> GuardError {

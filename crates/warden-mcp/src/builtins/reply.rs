@@ -100,7 +100,7 @@ impl Reply {
     /// charts inline and a link per artifact (see `tasks::task_answer`),
     /// its receipt hashes cut as [`TaskResult::into_answer`] cuts them,
     /// and its `result.json` as where the whole value is.
-    pub fn into_answer(self, store: warden_executor::artifacts::View<'_>, limit: usize) -> Answer {
+    pub fn into_answer(self, store: warden_calls::artifacts::View<'_>, limit: usize) -> Answer {
         let success = self.status().is_success();
         match self {
             Self::Task(result) => crate::tasks::task_answer(store, None, *result, success, limit),

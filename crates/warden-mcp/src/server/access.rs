@@ -1,5 +1,5 @@
 //! Who may reach what, as the MCP layer applies the operator's policy
-//! (`warden_executor::executor::policy`): the tools a caller sees and the answer for
+//! (`warden_calls::executor::policy`): the tools a caller sees and the answer for
 //! one it does not know (a denied guard answers as a name never
 //! registered), the protocol routes that follow a tool's rule
 //! (`resources/read` → `read_artifact`, `tasks/get` → `get_task_result`),
@@ -13,9 +13,9 @@ use serde_json::json;
 
 use super::origin::{principal_of, scopes_of};
 use super::warden_server::WardenServer;
+use warden_calls::events::Origin;
+use warden_calls::executor::Admitted;
 use warden_core::error::GuardError;
-use warden_executor::events::Origin;
-use warden_executor::executor::Admitted;
 use warden_task::{TaskResult, TaskStatus};
 
 impl WardenServer {
@@ -23,8 +23,8 @@ impl WardenServer {
     /// `tools/list` shows and its unknown-tool error names.
     pub(super) fn visible_tools(
         &self,
-        principal: &warden_executor::tenant::Principal,
-        scopes: &warden_executor::tenant::Scopes,
+        principal: &warden_calls::tenant::Principal,
+        scopes: &warden_calls::tenant::Scopes,
     ) -> Vec<Tool> {
         if self.executor.policy().is_none() {
             return self.tools().to_vec();
@@ -42,8 +42,8 @@ impl WardenServer {
     pub(super) fn unknown_tool(
         &self,
         name: &str,
-        principal: &warden_executor::tenant::Principal,
-        scopes: &warden_executor::tenant::Scopes,
+        principal: &warden_calls::tenant::Principal,
+        scopes: &warden_calls::tenant::Scopes,
     ) -> ErrorData {
         let tools = self.visible_tools(principal, scopes);
         let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -103,7 +103,7 @@ impl WardenServer {
             "request_finished",
             json!({"status": "failed", "task_type": null, "error_type": error.code, "duration_ms": 0.0}),
         );
-        warden_executor::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
+        warden_calls::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
         let text = format!("the task did not run: {}", error.message);
         let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
             warden_core::error::TaskError::new(warden_core::error::TaskErrorKind::Forbidden, text),
@@ -117,8 +117,8 @@ impl WardenServer {
     #[cfg(feature = "http")]
     pub(crate) fn may_call(
         &self,
-        principal: &warden_executor::tenant::Principal,
-        scopes: &warden_executor::tenant::Scopes,
+        principal: &warden_calls::tenant::Principal,
+        scopes: &warden_calls::tenant::Scopes,
         name: &str,
     ) -> bool {
         self.executor.permit(principal, scopes, name).is_ok()

@@ -19,9 +19,9 @@ use super::warden_server::{DETACHED, WardenServer};
 use crate::builtins::Reply;
 use crate::status::RequestStatus;
 use crate::tasks::QueuedRequest;
+use warden_calls::events::Origin;
+use warden_calls::executor::{Admitted, Failure, Status};
 use warden_core::error::GuardError;
-use warden_executor::events::Origin;
-use warden_executor::executor::{Admitted, Failure, Status};
 use warden_task::store::Enqueued;
 use warden_task::{Claim, TaskResult, TaskStatus};
 
@@ -79,11 +79,11 @@ impl WardenServer {
         if let Err(failure) = self.executor.take_rate(&principal) {
             return refused(failure.error);
         }
-        let id = warden_executor::artifacts::new_task_id();
+        let id = warden_calls::artifacts::new_task_id();
         let request = QueuedRequest {
             tool: tool.to_string(),
             arguments,
-            traceparent: warden_executor::telemetry::traceparent(&origin.trace),
+            traceparent: warden_calls::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
             resume,
         }
@@ -95,7 +95,7 @@ impl WardenServer {
         let owner_cap = tasks
             .tasks_per_principal
             .saturating_add(serving.tasks_queued_per_principal);
-        let owner_limit = warden_executor::tenant::limits::bound(&principal).then_some(owner_cap as u64);
+        let owner_limit = warden_calls::tenant::limits::bound(&principal).then_some(owner_cap as u64);
         let records = self.runtime.records();
         let ttl = records.ttl_ms(requested);
         let queued = records
@@ -136,7 +136,7 @@ impl WardenServer {
             "task_queued",
             json!({"task_id": id, "ttl_ms": ttl}),
         );
-        warden_executor::telemetry::end(&origin.trace, "queued", None);
+        warden_calls::telemetry::end(&origin.trace, "queued", None);
         let record = records
             .get(&principal, &id)
             .await
@@ -203,7 +203,7 @@ impl WardenServer {
         // it runs.
         let cancel = CancellationToken::new();
         let Some(slot) = self.tasks.seat_claimed(&record, slot, &cancel).await else {
-            warden_executor::telemetry::end(&origin.trace, "cancelled", None);
+            warden_calls::telemetry::end(&origin.trace, "cancelled", None);
             return;
         };
         let progress = Arc::new(warden_script::host::progress::Progress::for_claimed(
@@ -259,12 +259,12 @@ impl WardenServer {
         let parent = request
             .traceparent
             .as_deref()
-            .map(warden_executor::telemetry::from_traceparent)
+            .map(warden_calls::telemetry::from_traceparent)
             .unwrap_or_default();
         let mut origin = Origin::request(mode, &request.tool);
         origin.principal = record.owner.clone();
-        origin.scopes = warden_executor::tenant::Scopes::new(request.scopes.clone());
-        origin.trace = warden_executor::telemetry::start(
+        origin.scopes = warden_calls::tenant::Scopes::new(request.scopes.clone());
+        origin.trace = warden_calls::telemetry::start(
             "mcp.task.run",
             SpanKind::Consumer,
             &parent,
@@ -281,7 +281,7 @@ impl WardenServer {
     /// `principal`'s record of task `id`, or the unknown-task error.
     pub(super) async fn owned_task(
         &self,
-        principal: &warden_executor::tenant::Principal,
+        principal: &warden_calls::tenant::Principal,
         id: &str,
     ) -> Result<warden_task::store::TaskRecord, ErrorData> {
         self.runtime

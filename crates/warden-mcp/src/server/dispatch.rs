@@ -17,10 +17,10 @@ use super::scope::RequestScope;
 use super::warden_server::{NO_ELICITATION, STATELESS, WardenServer};
 use crate::builtins::Reply;
 use crate::status::RequestStatus;
+use warden_calls::events::Origin;
+use warden_calls::executor::{CallRequest, Failure, Status};
+use warden_calls::tenant::{Principal, Scopes};
 use warden_core::error::GuardError;
-use warden_executor::events::Origin;
-use warden_executor::executor::{CallRequest, Failure, Status};
-use warden_executor::tenant::{Principal, Scopes};
 
 impl WardenServer {
     /// Routes a `tools/call`. The policy first: a refused tool answers
@@ -394,7 +394,7 @@ impl WardenServer {
             .executor
             .call(
                 CallRequest::new(name, arguments, &origin, cancel)
-                    .consent(warden_executor::executor::confirm::Consent::Direct),
+                    .consent(warden_calls::executor::confirm::Consent::Direct),
             )
             .await;
         let failed = outcome.as_ref().err().map(|failure| failure.error.clone());

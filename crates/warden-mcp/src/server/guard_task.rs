@@ -39,8 +39,8 @@ use warden_core::TaskSupport;
 
 use super::warden_server::WardenServer;
 use crate::tasks::QueuedRequest;
+use warden_calls::executor::Admitted;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind, codes};
-use warden_executor::executor::Admitted;
 use warden_task::{TaskResult, TaskStatus};
 
 /// The extension's id, as a client declares it.
@@ -152,8 +152,8 @@ impl WardenServer {
             .finish(result, self.tasks.limits().input_state_ttl)
             .unwrap_or_else(|error| {
                 super::results::result_of(
-                    Err(warden_executor::executor::Failure::new(
-                        warden_executor::executor::Status::Failed,
+                    Err(warden_calls::executor::Failure::new(
+                        warden_calls::executor::Status::Failed,
                         error,
                     )),
                     &request_id,
@@ -179,7 +179,7 @@ impl WardenServer {
         }
         let cancel = CancellationToken::new();
         let Some(slot) = self.tasks.seat_claimed(&record, slot, &cancel).await else {
-            warden_executor::telemetry::end(&origin.trace, "cancelled", None);
+            warden_calls::telemetry::end(&origin.trace, "cancelled", None);
             return;
         };
         self.tasks.hold_claimed(&record.id, &cancel);
@@ -208,7 +208,7 @@ impl WardenServer {
                     "task_waiting",
                     json!({"task_id": record.id, "keys": keys}),
                 );
-                warden_executor::telemetry::end(&origin.trace, "input_required", None);
+                warden_calls::telemetry::end(&origin.trace, "input_required", None);
                 return;
             }
         }
@@ -216,7 +216,7 @@ impl WardenServer {
         let status = ended.status;
         self.tasks.end_claimed(&record.owner, &record.id, ended).await;
         let code = error.as_ref().map(|error| error.code.as_str());
-        warden_executor::telemetry::end(&origin.trace, status.as_str(), code);
+        warden_calls::telemetry::end(&origin.trace, status.as_str(), code);
     }
 }
 

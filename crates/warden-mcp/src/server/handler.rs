@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::dispatch::is_stateless;
 use super::origin::{principal_of, scopes_of};
 use super::warden_server::{INSTRUCTIONS, WardenServer};
-use warden_executor::events::Origin;
+use warden_calls::events::Origin;
 
 impl ServerHandler for WardenServer {
     fn get_info(&self) -> ServerConfig {

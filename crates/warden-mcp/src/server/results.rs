@@ -5,8 +5,8 @@
 use rmcp::model::CallToolResult;
 use serde_json::{Value, json};
 
+use warden_calls::executor::Failure;
 use warden_core::error::GuardError;
-use warden_executor::executor::Failure;
 
 /// The MCP result for a guard call's outcome. An error has no
 /// structuredContent (it would contradict the guard's output schema): its

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::json;
 
 use crate::status::RequestStatus;
-use warden_executor::events::{Events, Origin};
+use warden_calls::events::{Events, Origin};
 
 /// An open request: closed exactly once, by value.
 pub(super) struct RequestScope<'a> {
@@ -45,6 +45,6 @@ impl<'a> RequestScope<'a> {
             json!({"status": status.as_str(), "task_type": task_type, "error_type": error_type,
                    "duration_ms": self.started.elapsed().as_secs_f64() * 1000.0}),
         );
-        warden_executor::telemetry::end(&origin.trace, status.as_str(), error_type);
+        warden_calls::telemetry::end(&origin.trace, status.as_str(), error_type);
     }
 }

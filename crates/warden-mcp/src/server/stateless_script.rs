@@ -174,7 +174,7 @@ impl WardenServer {
         let request = QueuedRequest {
             tool: builtin.name().to_string(),
             arguments: arguments.clone(),
-            traceparent: warden_executor::telemetry::traceparent(&origin.trace),
+            traceparent: warden_calls::telemetry::traceparent(&origin.trace),
             scopes: origin.scopes.to_vec(),
             resume: None,
         }
@@ -193,7 +193,7 @@ impl WardenServer {
     /// Waits for the answered task to end or ask again.
     async fn resumed(
         &self,
-        principal: &warden_executor::tenant::Principal,
+        principal: &warden_calls::tenant::Principal,
         task_id: &str,
         binding: &Binding,
         context: &RequestContext<RoleServer>,
@@ -290,7 +290,7 @@ fn opened(
 fn answered(
     waiting: &WaitingTask,
     what: &str,
-    principal: &warden_executor::tenant::Principal,
+    principal: &warden_calls::tenant::Principal,
     responses: Option<&InputResponses>,
 ) -> Result<(Pending, warden_core::approval::ApprovalRecord), ErrorData> {
     let Some(pending) = waiting.pending.clone() else {

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use crate::builtins::Runtime;
 use crate::limits::ServingLimits;
-use warden_executor::executor::Executor;
+use warden_calls::executor::Executor;
 use warden_task::TaskRunner;
 
 /// Instructions sent to clients at initialize.

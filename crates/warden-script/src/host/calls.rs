@@ -260,8 +260,8 @@ impl CallLog {
         let temp = path
             .parent()
             .unwrap_or(Path::new("."))
-            .join(warden_executor::artifacts::safe_path::temporary_name());
-        let opened = warden_executor::artifacts::safe_path::create_private(&temp).and_then(|file| {
+            .join(warden_calls::artifacts::safe_path::temporary_name());
+        let opened = warden_calls::artifacts::safe_path::create_private(&temp).and_then(|file| {
             let mut file = BufWriter::with_capacity(CALL_LOG_BUFFER, file);
             file.write_all(b"[").map(|()| file)
         });
@@ -378,7 +378,7 @@ impl CallLog {
         }]);
         let mut text = serde_json::to_vec_pretty(&record).unwrap_or_default();
         text.push(b'\n');
-        let whole = warden_executor::artifacts::safe_path::create_private(&self.temp)
+        let whole = warden_calls::artifacts::safe_path::create_private(&self.temp)
             .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_all()))
             .and_then(|()| std::fs::rename(&self.temp, &self.path));
         if whole.is_err() {

@@ -57,14 +57,14 @@ use super::calls::{CallLog, CallRecord};
 use super::journal::{Journal, Step};
 use crate::limits::{DEFAULT_MAX_ARTIFACT_BYTES, DEFAULT_PURE_CALLS_DETAILED, worker_line_cap};
 use crate::protocol::{FromWorker, Layers, PURE_BATCH_PREFIX, PureBatch, RunOutcome, ToWorker};
-use warden_core::error::{GuardError, codes};
-use warden_core::guard::Mode;
-use warden_executor::events::{Events, Origin};
-use warden_executor::executor::arguments::{text_depth, too_deep};
-use warden_executor::executor::{
+use warden_calls::events::{Events, Origin};
+use warden_calls::executor::arguments::{text_depth, too_deep};
+use warden_calls::executor::{
     Call, CallRequest, CallScope, Executor, Failure, Settled, Status, answered_early,
 };
-use warden_executor::limits::MAX_ARGUMENT_DEPTH;
+use warden_calls::limits::MAX_ARGUMENT_DEPTH;
+use warden_core::error::{GuardError, codes};
+use warden_core::guard::Mode;
 
 /// Bytes read from the worker's pipe at once: 256 KiB (a batch of 1,024
 /// pure calls is ~60 KiB).
@@ -161,7 +161,7 @@ pub(crate) struct RunScope {
     pub deadline: Instant,
     pub progress: bool,
     /// Who confirms a destructive guard's call (the run's client, when it
-    /// can be asked); see `warden_executor::executor::confirm`.
+    /// can be asked); see `warden_calls::executor::confirm`.
     pub asker: warden_core::reach::Reach,
     /// The run's journal, when it may pause (a detached task): every
     /// request through the door is answered from it or recorded in it.
@@ -547,7 +547,7 @@ impl Door {
     ) -> Option<Result<Value, Failure>> {
         let scope = &run.scope;
         let consent = match self.executor.registry().get(guard) {
-            Some(registered) => match warden_executor::executor::confirm::destructive_call(
+            Some(registered) => match warden_calls::executor::confirm::destructive_call(
                 registered,
                 &arguments,
                 &scope.origin,
@@ -561,7 +561,7 @@ impl Door {
                     return Some(Err(Failure::new(Status::Failed, error)));
                 }
             },
-            None => warden_executor::executor::confirm::Consent::None,
+            None => warden_calls::executor::confirm::Consent::None,
         };
         let request = CallRequest::new(guard, arguments, &scope.origin, scope.cancel.clone())
             .in_task(scope.deadline)
@@ -733,18 +733,18 @@ impl Door {
                 "pure_inline"
             }
         };
-        let mut lines = warden_executor::events::pure_call_records(&scope.origin, one_by_one, &mode_of);
+        let mut lines = warden_calls::events::pure_call_records(&scope.origin, one_by_one, &mode_of);
         if !summarized.is_empty() {
-            lines.extend(warden_executor::events::pure_calls_summary(
+            lines.extend(warden_calls::events::pure_calls_summary(
                 &scope.origin,
                 summarized,
             ));
         }
         scope.events.write_raw(&lines);
-        if warden_executor::telemetry::recording() {
+        if warden_calls::telemetry::recording() {
             for call in calls {
                 let start = std::time::UNIX_EPOCH + Duration::from_nanos(call.started_unix_ns);
-                warden_executor::telemetry::record_finished(
+                warden_calls::telemetry::record_finished(
                     "function.call",
                     &scope.origin.trace,
                     start,

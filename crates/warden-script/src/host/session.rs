@@ -25,11 +25,11 @@ use super::door::{Door, DoorError, DoorEvent, RunScope};
 use super::journal::Journal;
 use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::events::{Events, Origin};
+use warden_calls::executor::{CallRequest, Executor, Record, Settled, Status};
+use warden_calls::worker::WORKER_ARG;
 use warden_core::error::GuardError;
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::events::{Events, Origin};
-use warden_executor::executor::{CallRequest, Executor, Record, Settled, Status};
-use warden_executor::worker::WORKER_ARG;
 use warden_sandbox::process::{Rlimits, confine, release_group, track_group};
 
 /// Why a script worker could not be started (or refused to run).
@@ -160,7 +160,7 @@ impl Session {
         deadline: Instant,
     ) -> Result<Self, StartError> {
         let log_path = &task_dir.join("worker_stderr.log");
-        let log = warden_executor::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
+        let log = warden_calls::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
@@ -425,7 +425,7 @@ impl Session {
             ctx.origin.principal.as_str(),
             form.action,
             form.content,
-            warden_executor::executor::confirm::now_iso8601(),
+            warden_calls::executor::confirm::now_iso8601(),
         );
         let approved = record.approved;
         ctx.events.emit(
@@ -443,7 +443,7 @@ impl Session {
     /// record.
     pub fn record_input(
         &mut self,
-        principal: &warden_executor::tenant::Principal,
+        principal: &warden_calls::tenant::Principal,
         message: String,
         requested_schema: Value,
         form: warden_core::ask::Elicitation,
@@ -605,9 +605,9 @@ async fn call_through_executor(
         .unwrap_or("unknown");
     // Hashed before the call, which consumes them.
     let arguments_sha256 = warden_core::receipt::digest(&arguments);
-    let mut consent = warden_executor::executor::confirm::Consent::None;
+    let mut consent = warden_calls::executor::confirm::Consent::None;
     if let Some(registered) = ctx.executor.registry().get(guard) {
-        let confirmed = warden_executor::executor::confirm::destructive_call_async(
+        let confirmed = warden_calls::executor::confirm::destructive_call_async(
             registered,
             &arguments,
             ctx.origin,

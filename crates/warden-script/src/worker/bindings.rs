@@ -52,7 +52,7 @@ pub(super) fn thrown(error: GuardError, position: Position) -> Box<EvalAltResult
 }
 
 /// A script value as JSON, refused (`invalid_arguments`, catchable) when
-/// it is nested deeper than [`warden_executor::limits::MAX_ARGUMENT_DEPTH`]: the
+/// it is nested deeper than [`warden_calls::limits::MAX_ARGUMENT_DEPTH`]: the
 /// conversion below recurses once per level, so a map built thousands of
 /// levels deep would overflow the worker's stack and kill the task instead
 /// of raising an error the script can handle.
@@ -66,9 +66,9 @@ pub(super) fn to_json(value: &Dynamic) -> Result<Value, GuardError> {
     })
 }
 
-/// Refuses a value nested deeper than [`warden_executor::limits::MAX_ARGUMENT_DEPTH`].
+/// Refuses a value nested deeper than [`warden_calls::limits::MAX_ARGUMENT_DEPTH`].
 pub(super) fn check_depth(value: &Dynamic) -> Result<(), GuardError> {
-    let limit = warden_executor::limits::MAX_ARGUMENT_DEPTH;
+    let limit = warden_calls::limits::MAX_ARGUMENT_DEPTH;
     if deeper_than(value, limit, 1) {
         return Err(GuardError::new(
             warden_core::error::codes::INVALID_ARGUMENTS,

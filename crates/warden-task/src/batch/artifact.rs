@@ -26,7 +26,7 @@ use std::io::Read;
 
 use serde_json::{Map, Number, Value};
 
-use warden_executor::artifacts::{Encoding, View, safe_path};
+use warden_calls::artifacts::{Encoding, View, safe_path};
 
 /// Key that marks a reference to a CSV artifact.
 pub(crate) const ARTIFACT_KEY: &str = "$artifact";

@@ -3,7 +3,7 @@
 //! A batch is planned first (`plan`): names, destructive guards, reference
 //! shapes and `$artifact` columns are checked for every call, and the files
 //! `$artifact` references stand for (in the caller's own tasks only: see
-//! [`warden_executor::artifacts::View`]) are sized against the argument cap
+//! [`warden_calls::artifacts::View`]) are sized against the argument cap
 //! before any is read, so a refused batch has run (and loaded) nothing. It is
 //! then admitted as ONE request: it takes one call slot with
 //! [`Executor::admit_batch`] (waiting for one like a direct call, and
@@ -47,11 +47,11 @@ use crate::TaskStatus;
 use refs::ref_id;
 use schedule::{Outcome, execute};
 use serde_json::Value;
+use warden_calls::artifacts::ArtifactStore;
+use warden_calls::events::Origin;
+use warden_calls::executor::Executor;
 use warden_core::error::GuardError;
 use warden_core::reach::Reach;
-use warden_executor::artifacts::ArtifactStore;
-use warden_executor::events::Origin;
-use warden_executor::executor::Executor;
 
 /// The batch's destructive calls as a plan: each destructive guard and how
 /// many of the batch's calls name it.

@@ -23,11 +23,11 @@ use super::artifact::ARTIFACT_KEY;
 use super::artifact::{self, ArtifactRef, Loader, Tables};
 use super::refs::{self, RESULT_KEY};
 use crate::limits::MAX_BATCH_CALLS;
+use warden_calls::artifacts::View;
+use warden_calls::executor::arguments::json_size;
+use warden_calls::limits::CallLimits;
 use warden_core::error::{GuardError, codes};
 use warden_core::registry::Visible;
-use warden_executor::artifacts::View;
-use warden_executor::executor::arguments::json_size;
-use warden_executor::limits::CallLimits;
 
 /// One call ready to be scheduled.
 #[derive(Debug)]

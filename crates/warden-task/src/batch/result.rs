@@ -6,8 +6,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::TaskStatus;
+use warden_calls::executor::Status;
 use warden_core::error::GuardError;
-use warden_executor::executor::Status;
 
 /// A batch's result: how it went as a whole, and every call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

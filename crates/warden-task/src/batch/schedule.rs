@@ -26,12 +26,12 @@ use super::artifact::ARTIFACT_KEY;
 use super::artifact::{self, ArtifactError, Tables};
 use super::plan::Planned;
 use super::refs::{self, RefError, ref_id};
+use warden_calls::events::Origin;
+use warden_calls::executor::arguments::json_size;
+use warden_calls::executor::confirm::Consent;
+use warden_calls::executor::{CallRequest, Executor, Failure, Status};
 use warden_core::error::{GuardError, codes};
 use warden_core::receipt::CallReceipt;
-use warden_executor::events::Origin;
-use warden_executor::executor::arguments::json_size;
-use warden_executor::executor::confirm::Consent;
-use warden_executor::executor::{CallRequest, Executor, Failure, Status};
 
 /// How one call of a batch ended.
 #[derive(Debug)]
@@ -293,7 +293,7 @@ struct Terms {
     deadline: Instant,
     /// Whether each call's receipt is kept.
     receipts: bool,
-    /// Who confirms a destructive call (see `warden_executor::executor::confirm`).
+    /// Who confirms a destructive call (see `warden_calls::executor::confirm`).
     asker: warden_core::reach::Reach,
     /// Whether destructive guards run without asking
     /// (`TaskLimits::allow_destructive_in_batch`).
@@ -319,7 +319,7 @@ async fn run_one(
     let consent = match executor.registry().get(&name) {
         Some(_) if allow_destructive => Consent::Operator,
         Some(guard) => {
-            let confirmed = warden_executor::executor::confirm::destructive_call_async(
+            let confirmed = warden_calls::executor::confirm::destructive_call_async(
                 guard,
                 &arguments,
                 &origin,

@@ -3,7 +3,7 @@
 //! `warden-cluster`): one definition of "the same", not two copies.
 
 use super::{TaskStore, UsageEntry, UsageRow};
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// How a backend differs from the shared behaviour: the step and what it
 /// saw instead (a store error on the way counts: the behaviour failed).

@@ -24,7 +24,7 @@ pub mod sqlite;
 use serde_json::Value;
 
 pub use crate::TaskStatus;
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// Where a task stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +32,7 @@ pub enum State {
     /// Asked for as an MCP task and waiting for a server with a free task
     /// slot to claim it.
     Queued,
-    /// Its worker is running (or its server died: see [`warden_executor::node`]).
+    /// Its worker is running (or its server died: see [`warden_calls::node`]).
     Running,
     /// It stopped on a question for the person (MCP `input_required`) and
     /// holds no server: [`TaskStore::answer`] queues it again.
@@ -96,7 +96,7 @@ pub struct TaskRecord {
     /// Whether the client asked for it as an MCP task (it outlives the
     /// request that started it) rather than waiting for the result.
     pub detached: bool,
-    /// The server process running it ([`warden_executor::node::Node`]), so that a task
+    /// The server process running it ([`warden_calls::node::Node`]), so that a task
     /// whose server died can be told from one still running (empty while
     /// queued).
     pub node: String,

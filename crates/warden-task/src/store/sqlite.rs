@@ -29,7 +29,7 @@ use super::migrations::{self, Step};
 use super::{
     Claimed, Ending, Enqueued, State, StoreError, TaskRecord, TaskStore, UsageEntry, UsageRow, usage_column,
 };
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// The store's file name in the artifacts directory.
 pub const FILE_NAME: &str = "tasks.db";
@@ -243,7 +243,7 @@ fn prepare_files(path: &Path) -> Result<(), StoreError> {
         reason,
     };
     if let Some(dir) = path.parent() {
-        warden_executor::artifacts::safe_path::create_private_dir_all(dir).map_err(|e| {
+        warden_calls::artifacts::safe_path::create_private_dir_all(dir).map_err(|e| {
             match e.raw_os_error() {
                 Some(errno) if StoreError::is_unwritable_errno(errno) => StoreError::unwritable(path, &e),
                 _ => fail(format!(
@@ -256,7 +256,7 @@ fn prepare_files(path: &Path) -> Result<(), StoreError> {
         .read(true)
         .write(true)
         .create(true)
-        .mode(warden_executor::artifacts::safe_path::FILE_MODE)
+        .mode(warden_calls::artifacts::safe_path::FILE_MODE)
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(path);
     let file = match opened {
@@ -278,7 +278,7 @@ fn prepare_files(path: &Path) -> Result<(), StoreError> {
             )));
         }
     };
-    warden_executor::artifacts::safe_path::make_private(&file).map_err(|e| {
+    warden_calls::artifacts::safe_path::make_private(&file).map_err(|e| {
         fail(format!(
             "{e}; it is not a Warden task store file. Move it aside (the task directories next to it \
              are kept and are imported again) and restart"
@@ -292,7 +292,7 @@ fn prepare_files(path: &Path) -> Result<(), StoreError> {
         .any(|suffix| std::fs::symlink_metadata(journal_path(path, suffix)).is_err());
     if missing {
         let probe = journal_path(path, &format!(".probe-{}", std::process::id()));
-        let made = warden_executor::artifacts::safe_path::create_private(&probe);
+        let made = warden_calls::artifacts::safe_path::create_private(&probe);
         let _ = std::fs::remove_file(&probe);
         if let Err(e) = made
             && e.raw_os_error().is_some_and(StoreError::is_unwritable_errno)
@@ -312,7 +312,7 @@ fn harden_existing(path: &Path) {
         .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK | nix::libc::O_CLOEXEC)
         .open(path)
     {
-        let _ = warden_executor::artifacts::safe_path::make_private(&file);
+        let _ = warden_calls::artifacts::safe_path::make_private(&file);
     }
 }
 

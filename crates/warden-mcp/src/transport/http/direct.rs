@@ -47,8 +47,8 @@ use tokio_util::sync::CancellationToken;
 use crate::notices::SessionLevel;
 use crate::rounds::{Binding, CanAnswer, Round};
 use crate::server::WardenServer;
+use warden_calls::tenant::{Principal, Scopes};
 use warden_core::notify::Notice;
-use warden_executor::tenant::{Principal, Scopes};
 
 /// What the direct path needs: the handler and the checks rmcp's service
 /// would make before routing a request.

@@ -13,7 +13,7 @@
 //! Both protocol revisions are served by the same endpoint: 2025-11-25
 //! (sessions, SSE streams carrying progress) and 2026-07-28 (stateless
 //! requests, `server/discover`); rmcp routes each request by the revision
-//! it names. The caller's [`warden_executor::tenant::Principal`] travels in the
+//! it names. The caller's [`warden_calls::tenant::Principal`] travels in the
 //! request's extensions to the handler (`mcp::server::principal_of`).
 //!
 //! Without authentication the server only binds a loopback address: on any

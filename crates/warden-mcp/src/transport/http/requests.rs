@@ -23,7 +23,7 @@ use axum::middleware::Next;
 use axum::response::Response;
 
 use super::listener::Busy;
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// How long a refused client is told to wait: streams and calls end at
 /// their own pace, so a short hint.
@@ -103,7 +103,7 @@ pub(super) async fn limit(
         .get::<Principal>()
         .cloned()
         .unwrap_or_default();
-    if !warden_executor::tenant::limits::bound(&principal) {
+    if !warden_calls::tenant::limits::bound(&principal) {
         return next.run(request).await;
     }
     let Some(counted) = requests.enter(&principal) else {

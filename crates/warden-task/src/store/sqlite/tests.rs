@@ -19,7 +19,7 @@ fn sample(id: &str, owner: &str, created_ms: i64) -> TaskRecord {
         ttl_ms: 1_000,
         location: format!("/tmp/{id}"),
         detached: true,
-        node: warden_executor::node::name(),
+        node: warden_calls::node::name(),
         lease_until_ms: created_ms + 60_000,
     }
 }

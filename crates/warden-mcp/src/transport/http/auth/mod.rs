@@ -34,7 +34,7 @@ use crate::limits::MAX_AUTHORIZATION_BYTES;
 use oauth::{AUDIENCE_VAR, ISSUER_VAR, OAuth, SCOPES_VAR};
 use reply::Rejection;
 use tokens::{TOKENS_FILE_VAR, TokenTable};
-use warden_executor::tenant::{Principal, Scopes};
+use warden_calls::tenant::{Principal, Scopes};
 
 /// Why the authentication settings cannot be used. Each message names the
 /// variable and what to set it to; none repeats a secret.

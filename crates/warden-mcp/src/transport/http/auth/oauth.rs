@@ -19,7 +19,7 @@ use serde::Deserialize;
 
 use super::jwks::{Jwks, JwksSource};
 use crate::limits::JWT_LEEWAY;
-use warden_executor::tenant::{Principal, Scopes};
+use warden_calls::tenant::{Principal, Scopes};
 
 pub(super) const ISSUER_VAR: &str = "WARDEN_OAUTH_ISSUER";
 pub(super) const AUDIENCE_VAR: &str = "WARDEN_OAUTH_AUDIENCE";
@@ -223,7 +223,7 @@ fn granted_scopes(claims: &Claims) -> Vec<&str> {
 pub(super) fn parse_scopes(value: &str) -> Result<Vec<String>, BadScope> {
     let mut scopes: Vec<String> = Vec::new();
     for scope in value.split([' ', ',', '\t']).filter(|s| !s.is_empty()) {
-        if !warden_executor::tenant::Scopes::is_token(scope) {
+        if !warden_calls::tenant::Scopes::is_token(scope) {
             return Err(BadScope);
         }
         if !scopes.iter().any(|s| s == scope) {

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
 use super::AuthConfigError;
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// The variable naming the token file.
 pub(super) const TOKENS_FILE_VAR: &str = "WARDEN_API_TOKENS_FILE";

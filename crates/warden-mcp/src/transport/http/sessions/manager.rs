@@ -51,7 +51,7 @@ use rmcp::model::{
 use rmcp::transport::streamable_http_server::session::{ServerSseMessage, SessionId, SessionManager};
 use tokio::sync::{mpsc, oneshot};
 
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// Where a session's streams stand; see the module docs.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ pub(crate) struct SessionConfig {
     pub(crate) completed_ttl: Duration,
     /// Sessions open at once, whoever opened them.
     pub(crate) max_sessions: usize,
-    /// Sessions one bound principal ([`warden_executor::tenant::limits::bound`]) may
+    /// Sessions one bound principal ([`warden_calls::tenant::limits::bound`]) may
     /// hold at once.
     pub(crate) sessions_per_principal: usize,
 }
@@ -411,7 +411,7 @@ impl Manager {
             return Some(super::Refusal::Server(config.max_sessions));
         }
         let held = || sessions.values().filter(|entry| &entry.owner == owner).count();
-        if warden_executor::tenant::limits::bound(owner) && held() >= config.sessions_per_principal {
+        if warden_calls::tenant::limits::bound(owner) && held() >= config.sessions_per_principal {
             return Some(super::Refusal::Principal(config.sessions_per_principal));
         }
         None
@@ -526,7 +526,7 @@ impl rmcp::transport::Transport<RoleServer> for SessionTransport {
 fn node_prefix() -> &'static str {
     static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PREFIX.get_or_init(|| {
-        warden_executor::node::Node::this()
+        warden_calls::node::Node::this()
             .host
             .chars()
             .map(|c| {
@@ -764,7 +764,7 @@ mod tests {
 
     /// Opens a session as `who` would through the bounds middleware.
     async fn open_as(manager: &Manager, who: &str) -> Result<SessionId, SessionError> {
-        let principal = if who == warden_executor::tenant::LOCAL {
+        let principal = if who == warden_calls::tenant::LOCAL {
             Principal::local()
         } else {
             Principal::new(who).expect("principal")
@@ -805,10 +805,10 @@ mod tests {
             Err(SessionError::Refused(super::super::Refusal::Principal(2)))
         ));
         assert!(open_as(&manager, "bob").await.is_ok());
-        assert!(open_as(&manager, warden_executor::tenant::LOCAL).await.is_ok());
-        assert!(open_as(&manager, warden_executor::tenant::LOCAL).await.is_ok());
+        assert!(open_as(&manager, warden_calls::tenant::LOCAL).await.is_ok());
+        assert!(open_as(&manager, warden_calls::tenant::LOCAL).await.is_ok());
         assert!(matches!(
-            open_as(&manager, warden_executor::tenant::LOCAL).await,
+            open_as(&manager, warden_calls::tenant::LOCAL).await,
             Err(SessionError::Refused(super::super::Refusal::Server(5)))
         ));
         // Closing one of alice's gives her (and the server) room again.

@@ -23,7 +23,7 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::Response;
 
-use warden_executor::tenant::Principal;
+use warden_calls::tenant::Principal;
 
 /// The session header of the 2025 revisions.
 const SESSION_HEADER: &str = "mcp-session-id";

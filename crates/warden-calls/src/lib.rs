@@ -26,7 +26,7 @@
 //! use warden_core::error::GuardError;
 //! use warden_core::guard::{Resources, guard};
 //! use warden_core::registry::Registry;
-//! use warden_executor::{CallLimits, CallRequest, Events, Executor, Origin, WorkerLauncher};
+//! use warden_calls::{CallLimits, CallRequest, Events, Executor, Origin, WorkerLauncher};
 //!
 //! #[derive(serde::Deserialize, schemars::JsonSchema)]
 //! struct Pair {
