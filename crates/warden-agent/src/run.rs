@@ -159,6 +159,15 @@ struct Agent<'a> {
     unrun_blocks: usize,
 }
 
+/// What a step's final answer leads to.
+enum Verdict {
+    /// The task ends with this result.
+    Done(Box<TaskResult>),
+    /// The task goes on; `problem` is what to report if no later step
+    /// finishes it.
+    GoesOn { problem: String },
+}
+
 impl Agent<'_> {
     /// Loops until a final answer passes the contract or a budget runs out.
     async fn drive(&mut self) -> TaskResult {
@@ -221,8 +230,8 @@ impl Agent<'_> {
             }
             if let Some(answer) = outcome.final_answer.clone() {
                 match self.judge(&answer, outcome).await {
-                    Ok(result) => return result,
-                    Err(problem) => {
+                    Verdict::Done(result) => return *result,
+                    Verdict::GoesOn { problem } => {
                         last_problem = problem;
                         continue;
                     }
@@ -274,10 +283,10 @@ impl Agent<'_> {
         }
     }
 
-    /// Judges a step's final answer against the contract: `Ok` the task's
-    /// result; `Err` why the task goes on (the model was told, in the
-    /// next observation: the person's answer, or what to fix).
-    async fn judge(&mut self, answer: &serde_json::Value, outcome: RunOutcome) -> Result<TaskResult, String> {
+    /// Judges a step's final answer against the contract: the task's
+    /// result, or why the task goes on (the model was told, in the next
+    /// observation: the person's answer, or what to fix).
+    async fn judge(&mut self, answer: &serde_json::Value, outcome: RunOutcome) -> Verdict {
         let counts = self.session.call_counts();
         match contract::check(answer, counts.made, counts.ok) {
             Ok(answer) if answer.task_type == "needs_input" && !answer.missing.is_empty() => {
@@ -288,11 +297,13 @@ impl Agent<'_> {
                         "Observation: the person answered your question ({}): {given}. Continue the task with these values and finish with final_answer.",
                         answer.summary
                     ));
-                    return Err("the model asked the person and did not finish".into());
+                    return Verdict::GoesOn {
+                        problem: "the model asked the person and did not finish".into(),
+                    };
                 }
-                Ok(self.answered(&answer, outcome))
+                Verdict::Done(Box::new(self.answered(&answer, outcome)))
             }
-            Ok(answer) => Ok(self.answered(&answer, outcome)),
+            Ok(answer) => Verdict::Done(Box::new(self.answered(&answer, outcome))),
             Err(reason) => {
                 // What the step printed is kept: the model needs the
                 // numbers it computed to answer again.
@@ -301,7 +312,9 @@ impl Agent<'_> {
                     "final_answer was refused: {reason}. Fix it and call final_answer again."
                 ));
                 self.observe(capped(text));
-                Err(format!("the final answer broke the contract: {reason}"))
+                Verdict::GoesOn {
+                    problem: format!("the final answer broke the contract: {reason}"),
+                }
             }
         }
     }
