@@ -219,13 +219,19 @@ impl App {
     /// The hidden worker branch, taken before any resource factory runs.
     pub(crate) fn run_worker(self, args: &[std::ffi::OsString]) -> ExitCode {
         let script = args.get(2).is_some_and(|a| a == warden_script::SCRIPT_WORKER);
-        let zygote = args
-            .get(2)
-            .is_some_and(|a| a == warden_sandbox::zygote::ZYGOTE_ARG);
+        let zygote_at = |i: usize| {
+            args.get(i)
+                .is_some_and(|a| a == warden_sandbox::zygote::ZYGOTE_ARG)
+        };
+        let zygote = zygote_at(2);
         let registry =
             Registry::for_worker(self.guards).and_then(|r| r.with_script_functions(self.script_functions));
         match registry {
-            Ok(registry) if script => warden_script::worker::main(registry),
+            // The script workers' zygote (see `warden_script::workers`).
+            Ok(registry) if script && zygote_at(3) => {
+                warden_script::worker::zygote_main(std::sync::Arc::new(registry))
+            }
+            Ok(registry) if script => warden_script::worker::main(std::sync::Arc::new(registry)),
             Ok(registry) => {
                 let max_request = warden_calls::worker::max_request_line(args.iter().skip(2).cloned());
                 if zygote {

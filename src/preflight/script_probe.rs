@@ -44,7 +44,15 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
     let started = Instant::now();
     let deadline = started + timeout;
     let rlimits = Rlimits::for_call(&executor.limits().worker, timeout.as_secs());
-    let mut session = match Session::start(executor.clone(), &exe, &dir, rlimits, deadline).await {
+    let mut session = match Session::start(
+        executor.clone(),
+        &warden_script::workers(exe),
+        &dir,
+        rlimits,
+        deadline,
+    )
+    .await
+    {
         Ok(session) => session,
         Err(reason) => {
             return Check::fail(

@@ -11,7 +11,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{
-    Server, TESTBED, children_of, eventually, is_error, is_zygote, live_children, run_cli, structured,
+    Server, TESTBED, children_of, eventually, is_error, is_zygote, live_children, run_cli, script_workers,
+    structured,
 };
 
 /// A descriptor number the server is started with, open and not
@@ -250,7 +251,7 @@ async fn the_script_worker_runs_under_seccomp_with_every_layer_reported() {
             .await
     });
     let worker = the_worker(&server).await;
-    // The layers are applied right after exec: wait for the filter.
+    // The layers are applied right after the fork: wait for the filter.
     assert!(
         eventually(Duration::from_secs(5), || status_field(
             &status(worker),
@@ -436,17 +437,8 @@ async fn guards_the_programs_they_start_and_script_workers_get_only_the_allow_li
             .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
             .await
     });
-    // Only once it has exec'd the worker (a child between fork and exec
-    // still shows the server's own command line and environment).
-    let exec_done = |pid: &u32| {
-        std::fs::read(format!("/proc/{pid}/cmdline"))
-            .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|arg| arg == b"__warden-worker"))
-    };
-    let script_worker = || {
-        live_children(server.pid)
-            .into_iter()
-            .find(|pid| !is_zygote(*pid) && exec_done(pid))
-    };
+    // Forked by the script zygote, which was started with the allow-list.
+    let script_worker = || script_workers(server.pid).into_iter().next();
     assert!(
         eventually(Duration::from_secs(10), || script_worker().is_some()).await,
         "no script worker started"

@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::common::{Server, TESTBED, eventually, is_error, is_zygote, live_children, structured};
+use crate::common::{
+    Server, TESTBED, eventually, is_error, is_script_zygote, is_zygote, live_children, structured,
+};
 
 /// The server's live zygotes.
 fn zygotes(server: &Server) -> Vec<u32> {
     live_children(server.pid)
         .into_iter()
-        .filter(|p| is_zygote(*p))
+        .filter(|p| is_zygote(*p) && !is_script_zygote(*p))
         .collect()
 }
 

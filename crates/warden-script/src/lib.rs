@@ -29,6 +29,28 @@ pub mod worker;
 /// Second argument after `WORKER_ARG` that selects a script worker.
 pub const SCRIPT_WORKER: &str = "script";
 
+/// Where a server's script workers come from: a zygote of the application
+/// binary `exe` (re-executed once, on the first task, as `exe WORKER_ARG
+/// script ZYGOTE_ARG`; the app's worker branch then runs
+/// [`worker::zygote_main`]) that forks one worker per task. The zygote
+/// builds the registry and the worker's engine once ([`worker::Ready`]), so
+/// a task's worker skips the `exec`, the loader, the registry and the
+/// engine a fresh worker paid for. Each child still enters its own session,
+/// takes its task's stdio and rlimits (`warden_sandbox::zygote::child`) and
+/// applies every sandbox layer itself ([`warden_sandbox::layers::apply`])
+/// before its hello, as an exec'd worker did, so the layers a task reports
+/// are its own process's.
+pub fn workers(exe: std::path::PathBuf) -> warden_sandbox::zygote::Zygote {
+    warden_sandbox::zygote::Zygote::new(
+        exe,
+        vec![
+            warden_calls::worker::WORKER_ARG.into(),
+            SCRIPT_WORKER.into(),
+            warden_sandbox::zygote::ZYGOTE_ARG.into(),
+        ],
+    )
+}
+
 /// The registry reserves every script helper's name, so no guard can
 /// shadow one: its list and the helpers the worker binds must agree.
 #[cfg(test)]

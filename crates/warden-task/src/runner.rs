@@ -29,7 +29,8 @@ use warden_script::host::session::WorkerFacts;
 pub struct TaskRunner {
     pub executor: Arc<Executor>,
     pub store: ArtifactStore,
-    pub(crate) exe: Arc<std::path::Path>,
+    /// Forks the tasks' script workers (see [`warden_script::workers`]).
+    pub(crate) script_workers: warden_sandbox::zygote::Zygote,
     /// Task slots: one permit per running task, taken (after a bounded
     /// wait, see [`warden_calls::executor::Slots`]) before its directory is
     /// created and released when the task's [`Task`] is dropped. A bound
@@ -89,7 +90,7 @@ impl TaskRunner {
         Self {
             executor,
             store,
-            exe: exe.into(),
+            script_workers: warden_script::workers(exe),
             task_slots,
             running: Arc::default(),
             records,
@@ -159,7 +160,7 @@ impl TaskRunner {
             trace,
             _slot: slot,
             executor: self.executor.clone(),
-            exe: self.exe.clone(),
+            script_workers: self.script_workers.clone(),
             input_state_ttl: self.limits.input_state_ttl,
             recorded: false,
             store: self.store.clone(),

@@ -31,8 +31,8 @@ use warden_script::limits::SCRIPT_MAX_OUTPUT_BYTES;
 pub struct Task {
     pub(crate) _slot: Admitted,
     pub(crate) executor: Arc<Executor>,
-    /// The server binary, re-executed as the task's script worker.
-    pub(crate) exe: Arc<std::path::Path>,
+    /// Forks the task's script worker.
+    pub(crate) script_workers: warden_sandbox::zygote::Zygote,
     /// How long a stateless request's question can be answered
     /// (`TaskLimits::input_state_ttl`): a task it started waits no longer.
     pub(crate) input_state_ttl: Duration,
@@ -131,7 +131,7 @@ impl Task {
         let rlimits = Rlimits::for_call(&self.executor.limits().worker, self.timeout.as_secs());
         let session = Session::start(
             self.executor.clone(),
-            &self.exe,
+            &self.script_workers,
             &self.dir,
             rlimits,
             self.deadline,
@@ -283,7 +283,7 @@ impl Task {
             return Err(PauseError::NoQuestion);
         };
         let resume = serde_json::to_value(&carried).map_err(|e| PauseError::Unkept(e.to_string()))?;
-        let _ = self.store.write_task_file(
+        let _ = self.store.commit_task_file(
             &self.id,
             warden_calls::artifacts::WAITING_FILE,
             &serde_json::to_vec_pretty(&resume).unwrap_or_default(),

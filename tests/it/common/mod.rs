@@ -147,19 +147,36 @@ pub fn read_jsonl(path: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// Live (non-zombie) worker processes of server `pid`: its children
-/// (script workers) and the guard workers its zygotes forked, never the
-/// zygotes themselves (they are the server's machinery, not a call's).
+/// Live (non-zombie) worker processes of server `pid`: the guard and
+/// script workers its zygotes forked, and any worker it started itself,
+/// never the zygotes themselves (they are the server's machinery, not a
+/// call's) nor a child still between fork and exec (it shows the server's
+/// own command line).
 pub fn children_of(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for child in live_children(pid) {
         if is_zygote(child) {
             found.extend(live_children(child));
-        } else {
+        } else if has_arg(child, b"__warden-worker") {
             found.push(child);
         }
     }
     found
+}
+
+/// The live script workers of server `pid` (forked by its script zygote).
+pub fn script_workers(pid: u32) -> Vec<u32> {
+    live_children(pid)
+        .into_iter()
+        .filter(|child| is_script_zygote(*child))
+        .flat_map(live_children)
+        .collect()
+}
+
+/// Whether `pid`'s command line has `arg`.
+fn has_arg(pid: u32, arg: &[u8]) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|a| a == arg))
 }
 
 /// A process as a test saw it: its pid and its start time (clock ticks
@@ -200,10 +217,15 @@ fn started_at(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// Whether `pid` is a worker zygote (by its command line).
+/// Whether `pid` is a worker zygote, for guards or scripts (by its
+/// command line; the workers it forks share it).
 pub fn is_zygote(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .is_ok_and(|cmdline| cmdline.split(|b| *b == 0).any(|arg| arg == b"__warden-zygote"))
+    has_arg(pid, b"__warden-zygote")
+}
+
+/// Whether `pid` is the script workers' zygote (or a worker it forked).
+pub fn is_script_zygote(pid: u32) -> bool {
+    is_zygote(pid) && has_arg(pid, b"script")
 }
 
 /// Live (non-zombie) processes whose parent is `pid`.

@@ -40,6 +40,7 @@ pub use chunk::{ChunkAnswer, Encoding};
 use quota::{Quota, Usage};
 pub use remote::RemoteCopy;
 use retention::{Entry, Policy, Pruner};
+use safe_path::Durability::{Commit, Deferred};
 pub use view::View;
 use warden_core::error::GuardError;
 
@@ -231,7 +232,7 @@ impl ArtifactStore {
                 )));
             }
             let record = owner::OwnerRecord::new(principal).to_bytes();
-            safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], &record, true)?;
+            safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], &record, Deferred)?;
             let _ = nix::sys::stat::mkdirat(&dir, OUTPUTS_DIR, mode);
             return Ok(self.register_running(principal, task_id));
         }
@@ -240,7 +241,7 @@ impl ArtifactStore {
             let dir = safe_path::open_dir_at(&root, "task_id", &staging)?;
             nix::sys::stat::mkdirat(&dir, OUTPUTS_DIR, mode).map_err(|e| cannot(&e))?;
             let owner = owner::OwnerRecord::new(principal).to_bytes();
-            safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], &owner, true)?;
+            safe_path::write_atomic_at(&dir, "filename", &[owner::OWNER_FILE], &owner, Deferred)?;
             // The task's event log is appended by the events module; created
             // here so it is private like everything else in the directory.
             let _ = safe_path::create_log_at(&dir, "events.jsonl");
@@ -261,6 +262,7 @@ impl ArtifactStore {
             principal_bytes: self.principal_bytes(principal),
         };
         lock(&self.running).insert(task_id.clone(), running);
+        self.pruner.forget(&task_id);
         self.request_prune();
         self.root.join(task_id)
     }
@@ -308,20 +310,11 @@ impl ArtifactStore {
             let Ok(meta) = std::fs::symlink_metadata(self.root.join(&id)) else {
                 continue;
             };
-            let dir = safe_path::open_dir_at(&root, "task_id", &id).ok();
-            let finished = dir
-                .as_ref()
-                .map(|dir| {
-                    nix::sys::stat::fstatat(dir, RESULT_FILE, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
-                        .is_ok()
-                })
-                .unwrap_or(true);
-            let principal = dir.as_ref().and_then(owner::principal_at);
             let running_here = running.contains(&id);
-            let bytes = if running_here || !finished {
-                0
-            } else {
-                self.pruner.size_of(&id, &self.root.join(&id))
+            let known = self.pruner.finished(&id).filter(|_| !running_here);
+            let (finished, bytes, principal) = match known {
+                Some(known) => (true, known.bytes, known.principal),
+                None => self.first_look(&root, &id, running_here),
             };
             entries.push(Entry {
                 age: retention::age(&meta),
@@ -352,6 +345,25 @@ impl ArtifactStore {
                 }
             }
         }
+    }
+
+    /// Whether task `id` has finished, its bytes (0 unless it finished and
+    /// is not running here) and its principal, read from its directory; a
+    /// finished task's are kept for later passes.
+    fn first_look(&self, root: &OwnedFd, id: &str, running_here: bool) -> (bool, u64, Option<Principal>) {
+        let dir = safe_path::open_dir_at(root, "task_id", id).ok();
+        let finished = dir
+            .as_ref()
+            .map(|dir| {
+                nix::sys::stat::fstatat(dir, RESULT_FILE, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+            })
+            .unwrap_or(true);
+        let principal = dir.as_ref().and_then(owner::principal_at);
+        if running_here || !finished {
+            return (finished, 0, principal);
+        }
+        let facts = self.pruner.measure_finished(id, &self.root.join(id), principal);
+        (true, facts.bytes, facts.principal)
     }
 
     /// Marks `interrupted` every task a dead server left running: no
@@ -406,7 +418,7 @@ impl ArtifactStore {
                 "owner": owner,
             });
             let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
-            if safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], &bytes, true).is_ok() {
+            if safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], &bytes, Commit).is_ok() {
                 marked.push(id);
             }
         }
@@ -455,20 +467,34 @@ impl ArtifactStore {
     }
 
     /// Writes a file the server produces (actions, registry, saved
-    /// values), atomically and durably: a crash or a full disk leaves the
-    /// old file or the whole new one, never a truncated one.
+    /// values) atomically: a crash or a full disk leaves the old file or
+    /// the whole new one, never a truncated one. It is made durable with
+    /// the task's result ([`ArtifactStore::write_result`], the task's one
+    /// commit: see [`safe_path::Durability`]).
     pub fn write_task_file(&self, task_id: &str, name: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = self.open_task(task_id)?;
         let parts = safe_path::components("filename", name)?;
-        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, true)
+        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, Deferred)
     }
 
-    /// Writes `result.json` atomically and durably: a temporary file,
-    /// fsync, rename, fsync of the directory. An error says why, so the
+    /// Writes `name` as [`ArtifactStore::write_task_file`] does, as the
+    /// commit of what the task wrote so far (see [`ArtifactStore::write_result`]):
+    /// for a file that ends a run without a result (`waiting.json`, which
+    /// keeps a task waiting for the person through a crash of the machine).
+    pub fn commit_task_file(&self, task_id: &str, name: &str, bytes: &[u8]) -> Result<(), GuardError> {
+        let dir = self.open_task(task_id)?;
+        let parts = safe_path::components("filename", name)?;
+        safe_path::write_atomic_at(&dir, "filename", &parts, bytes, Commit)
+    }
+
+    /// Writes `result.json` as the task's commit: a temporary file, one
+    /// sync of the file system (it, and every file the task wrote before,
+    /// with their renames), the rename, a sync of the directory
+    /// ([`safe_path::Durability::Commit`]). An error says why, so the
     /// caller can fail the task with it.
     pub fn write_result(&self, task_id: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = self.open_task(task_id)?;
-        safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
+        safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, Commit)
     }
 
     /// Writes `result.json` as [`ArtifactStore::write_result`] does, unless
@@ -485,7 +511,7 @@ impl ArtifactStore {
         if nix::sys::stat::fstatat(&dir, RESULT_FILE, at).is_ok() {
             return Ok(());
         }
-        safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, true)
+        safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, Commit)
     }
 
     /// `write_artifact` from a script: a file under `outputs/`, capped per
@@ -527,7 +553,7 @@ impl ArtifactStore {
         if crate::tenant::limits::bound(&task.principal) {
             quota::check_principal(&task.principal, self.quota, *principal_bytes, size, replaced)?;
         }
-        safe_path::write_atomic_at(&outputs, "filename", &parts, bytes, false)?;
+        safe_path::write_atomic_at(&outputs, "filename", &parts, bytes, Deferred)?;
         let before = usage.bytes;
         usage.record(filename, new_entries, size, replaced);
         *principal_bytes = (*principal_bytes + usage.bytes).saturating_sub(before);

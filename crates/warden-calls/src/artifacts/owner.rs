@@ -89,9 +89,14 @@ impl OwnerRecord {
 /// or parsed.
 pub(crate) fn read_at<Fd: AsFd>(dir: &Fd) -> Result<Option<OwnerRecord>, ()> {
     match super::safe_path::open_read_at(dir, "filename", &[OWNER_FILE]) {
-        Ok(file) => serde_json::from_reader(file.take(OWNER_READ_BYTES))
-            .map(Some)
-            .map_err(drop),
+        Ok(file) => {
+            // One read, not serde's byte at a time through an unbuffered file.
+            let mut bytes = Vec::new();
+            file.take(OWNER_READ_BYTES)
+                .read_to_end(&mut bytes)
+                .map_err(drop)?;
+            serde_json::from_slice(&bytes).map(Some).map_err(drop)
+        }
         Err(error) if error.code == warden_core::error::codes::NOT_FOUND => Ok(None),
         Err(_) => Err(()),
     }

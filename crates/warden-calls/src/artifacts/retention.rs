@@ -108,11 +108,20 @@ struct State {
 pub struct Pruner {
     state: Mutex<State>,
     wake: Condvar,
-    /// Sizes of finished task directories, measured once.
-    sizes: Mutex<HashMap<String, u64>>,
+    /// What a pass needs of each finished task directory (its size and
+    /// owner), read once: a finished task no longer changes, so a pass
+    /// costs one `stat` per finished task, not a walk and a read.
+    finished: Mutex<HashMap<String, Finished>>,
     /// Ids of the directories removed since [`Pruner::take_removed`] last
     /// ran, so that their task records go too.
     removed: Mutex<Vec<String>>,
+}
+
+/// A finished task directory, as retention sees it.
+#[derive(Debug, Clone)]
+pub struct Finished {
+    pub bytes: u64,
+    pub principal: Option<Principal>,
 }
 
 /// One retention pass over a store, run on the retention thread.
@@ -155,19 +164,32 @@ impl Pruner {
         }
     }
 
-    /// The size of a finished task directory, measured once.
-    pub fn size_of(&self, id: &str, dir: &Path) -> u64 {
-        if let Some(size) = lock(&self.sizes).get(id) {
-            return *size;
-        }
-        let size = disk_usage(dir, 0);
-        lock(&self.sizes).insert(id.to_string(), size);
-        size
+    /// What a pass knows of a finished task directory, if it has seen it
+    /// finished before.
+    pub fn finished(&self, id: &str) -> Option<Finished> {
+        lock(&self.finished).get(id).cloned()
+    }
+
+    /// The size of finished task directory `dir`, measured now and kept
+    /// with its `principal` for later passes.
+    pub fn measure_finished(&self, id: &str, dir: &Path, principal: Option<Principal>) -> Finished {
+        let facts = Finished {
+            bytes: disk_usage(dir, 0),
+            principal,
+        };
+        lock(&self.finished).insert(id.to_string(), facts.clone());
+        facts
+    }
+
+    /// Forgets what was kept of task `id` (it runs again: a resumed task
+    /// writes over its directory).
+    pub fn forget(&self, id: &str) {
+        lock(&self.finished).remove(id);
     }
 
     /// Renames `root/id` out of sight and deletes it.
     pub fn remove(&self, root: &Path, id: &str) {
-        lock(&self.sizes).remove(id);
+        lock(&self.finished).remove(id);
         let trash: PathBuf = root.join(format!("{TRASH_PREFIX}{id}"));
         if std::fs::rename(root.join(id), &trash).is_ok() {
             lock(&self.removed).push(id.to_string());

@@ -8,8 +8,8 @@
 //! memory. A write error never fails a call: the counts stay right.
 //!
 //! The log is streamed to a temporary file (0600) beside it and becomes
-//! `function_calls.json` only when whole: [`CallLog::close`] flushes,
-//! fsyncs and renames it into place, so a reader never sees a truncated
+//! `function_calls.json` only when whole: [`CallLog::close`] flushes and
+//! renames it into place (the task's commit makes it durable), so a reader never sees a truncated
 //! or empty log (a full disk used to leave 0 bytes). When the records
 //! could not all be written, the file holds one record with the counts of
 //! every call and the reason instead (written the same way); when not
@@ -342,8 +342,10 @@ impl CallLog {
 
     /// Writes the closing bracket and flushes. Records pushed later (by a
     /// guard that outlived its task) are counted but not written.
-    /// The log is put in place whole (flushed, fsynced, renamed), or, if
-    /// its records could not all be written, replaced by the counts.
+    /// The log is put in place whole (flushed, renamed), or, if its
+    /// records could not all be written, replaced by the counts. It is
+    /// made durable by the task's commit (its `result.json`, written after
+    /// the session ends: see `warden_calls::artifacts::safe_path::Durability`).
     pub fn close(&mut self) {
         if let Some(mut file) = self.file.take() {
             let mut tail = Vec::new();
@@ -354,8 +356,7 @@ impl CallLog {
             let whole = file
                 .write_all(&tail)
                 .and_then(|()| file.into_inner().map_err(|e| e.into_error()))
-                .and_then(|file| file.sync_all())
-                .and_then(|()| std::fs::rename(&self.temp, &self.path));
+                .and_then(|_file| std::fs::rename(&self.temp, &self.path));
             match whole {
                 Ok(()) => return,
                 Err(error) => self.abandon(error),
@@ -368,7 +369,7 @@ impl CallLog {
 
     /// Writes, in place of the records, one record with the counts of
     /// every call and why the records are missing: through a temporary
-    /// file, fsynced and renamed, or not at all.
+    /// file renamed into place, or not at all.
     fn write_counts(&self, reason: &str) {
         let record = serde_json::json!([{
             "summarized": true,
@@ -379,7 +380,7 @@ impl CallLog {
         let mut text = serde_json::to_vec_pretty(&record).unwrap_or_default();
         text.push(b'\n');
         let whole = warden_calls::artifacts::safe_path::create_private(&self.temp)
-            .and_then(|mut file| file.write_all(&text).and_then(|()| file.sync_all()))
+            .and_then(|mut file| file.write_all(&text))
             .and_then(|()| std::fs::rename(&self.temp, &self.path));
         if whole.is_err() {
             let _ = std::fs::remove_file(&self.temp);
@@ -466,7 +467,7 @@ mod tests {
     #[test]
     fn a_log_that_cannot_be_written_is_never_left_truncated() {
         // Until close, function_calls.json does not exist (the records go to a temporary file,
-        // fsynced and renamed whole); a log whose writes failed leaves the counts of every call
+        // renamed whole); a log whose writes failed leaves the counts of every call
         // and the reason, never a torn or empty file, and no temporary file.
         let dir = tempfile::tempdir().expect("temp dir");
         let path = dir.path().join("function_calls.json");

@@ -9,13 +9,11 @@
 //! watchdog) and the task's. Deadline and cancellation kill the worker's
 //! process group; so does dropping the session.
 
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-use tokio::process::{Child, Command};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -28,9 +26,9 @@ use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use warden_calls::artifacts::ArtifactStore;
 use warden_calls::events::{Events, Origin};
 use warden_calls::executor::{CallRequest, Executor, Record, Settled, Status};
-use warden_calls::worker::WORKER_ARG;
 use warden_core::error::GuardError;
-use warden_sandbox::process::{Rlimits, confine, release_group, track_group};
+use warden_sandbox::process::{Rlimits, release_group};
+use warden_sandbox::zygote::{Stdio3, Zygote};
 
 /// Why a script worker could not be started (or refused to run).
 #[derive(Debug, thiserror::Error)]
@@ -101,7 +99,9 @@ pub enum RunEnd {
 }
 
 pub struct Session {
-    child: Child,
+    /// The zygote that forked the worker: it alone can reap it.
+    workers: Zygote,
+    /// The worker's pid, which is also its process group id.
     pgid: u32,
     /// Whether the worker's group has been killed and the worker reaped;
     /// its pid may then belong to another process, so it is never
@@ -133,6 +133,7 @@ impl Drop for Session {
         self.door.close();
         if !self.reaped {
             release_group(self.pgid);
+            self.workers.reap_detached(self.pgid);
         }
     }
 }
@@ -150,11 +151,11 @@ pub struct Context<'a> {
 
 impl Session {
     /// Starts a script worker for the task in `task_dir` (its stderr goes
-    /// to `worker_stderr.log` there, its calls to `function_calls.json`)
-    /// and waits for its hello.
+    /// to `worker_stderr.log` there, its calls to `function_calls.json`),
+    /// forked by `workers` (see [`crate::workers`]), and waits for its hello.
     pub async fn start(
         executor: Arc<Executor>,
-        exe: &std::path::Path,
+        workers: &Zygote,
         task_dir: &std::path::Path,
         rlimits: Rlimits,
         deadline: Instant,
@@ -165,34 +166,28 @@ impl Session {
         // directly, with no reactor between the worker and its answer.
         let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
         let (from_worker, worker_stdout) = std::io::pipe().map_err(StartError::Pipes)?;
-        let mut command = Command::new(exe);
-        command
-            .arg(WORKER_ARG)
-            .arg(crate::SCRIPT_WORKER)
-            .stdin(Stdio::from(worker_stdin))
-            .stdout(Stdio::from(worker_stdout))
-            .stderr(Stdio::from(log))
-            .kill_on_drop(true);
-        warden_sandbox::process::scrub_env(&mut command);
-        confine(&mut command, rlimits);
-        let spawned = command.spawn();
-        // The child's ends must close here, or the door never sees EOF.
-        drop(command);
-        let child = spawned.map_err(StartError::Spawn)?;
-        let pgid = child.id().unwrap_or_default();
-        track_group(pgid);
+        let stdio = Stdio3 {
+            stdin: worker_stdin.into(),
+            stdout: worker_stdout.into(),
+            stderr: log.into(),
+        };
+        // The child's ends go with the order and close once the zygote has
+        // them, or the door would never see EOF.
+        let pid = workers.spawn(stdio, rlimits).await.map_err(StartError::Spawn)?;
+        let pgid = pid;
         let (sender, mut from_door) = unbounded_channel();
         let calls = CallLog::create(&task_dir.join(super::calls::FUNCTION_CALLS_FILE));
         let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
             Ok(door) => door,
             Err(error) => {
                 release_group(pgid);
+                workers.reap_detached(pid);
                 return Err(StartError::DoorThread(error));
             }
         };
         let hello = tokio::time::timeout_at(deadline, from_door.recv()).await;
         let mut session = Session {
-            child,
+            workers: workers.clone(),
             pgid,
             reaped: false,
             exit_status: None,
@@ -223,11 +218,12 @@ impl Session {
     /// the process exits, before it can be reaped, so how it ended is
     /// known only after this wait.
     async fn reap(&mut self) -> Option<std::process::ExitStatus> {
-        if !self.reaped {
-            release_group(self.pgid);
-            self.reaped = true;
+        if self.reaped {
+            return None;
         }
-        self.child.wait().await.ok()
+        release_group(self.pgid);
+        self.reaped = true;
+        self.workers.reap(self.pgid).await
     }
 
     /// The worker's door closed before its hello.
@@ -512,14 +508,20 @@ impl Session {
             return known;
         }
         self.door.close();
-        // The worker exits by itself once its stdin closes; its group is
-        // killed either way, for anything it left behind.
-        let exited = tokio::time::timeout(WORKER_EXIT_GRACE, self.child.wait()).await;
-        let reaped = self.reap().await;
-        match exited {
-            Ok(Ok(status)) => describe(Some(status)),
-            _ => describe(reaped),
-        }
+        // The worker exits by itself once its stdin closes (its end of
+        // the pipe from it closes with it); its group is killed either
+        // way, for anything it left behind, and then it is reaped: a
+        // worker that had exited is reaped with its own status.
+        let from_door = &mut self.from_door;
+        let _exited = tokio::time::timeout(WORKER_EXIT_GRACE, async {
+            while let Some(event) = from_door.recv().await {
+                if matches!(event, DoorEvent::Closed(_)) {
+                    break;
+                }
+            }
+        })
+        .await;
+        describe(self.reap().await)
     }
 }
 

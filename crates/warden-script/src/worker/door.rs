@@ -40,7 +40,9 @@ struct ReplyLine {
 
 pub struct Door {
     input: BufReader<Stdin>,
-    output: File,
+    /// The protocol descriptor; `None` until [`Door::connect`] (a worker
+    /// built in the zygote is connected in its forked child).
+    output: Option<File>,
     /// The pending [`crate::protocol::PureBatch`] line, open at its end.
     pure_line: String,
     pure_count: usize,
@@ -76,11 +78,18 @@ pub struct Door {
     pub denied: std::collections::BTreeMap<String, String>,
 }
 
+impl Default for Door {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Door {
-    pub fn new(output: File) -> Self {
+    /// A door not yet connected to its pipe (see [`Door::connect`]).
+    pub fn new() -> Self {
         Self {
             input: BufReader::new(std::io::stdin()),
-            output,
+            output: None,
             pure_line: String::new(),
             pure_count: 0,
             clock_base: wall_clock_now(),
@@ -94,13 +103,28 @@ impl Door {
         }
     }
 
+    /// Connects the door to its pipe: `output` is the protocol
+    /// descriptor, and requests are answered on stdin.
+    pub fn connect(&mut self, output: File) {
+        self.output = Some(output);
+        self.reset_clock();
+    }
+
+    /// The protocol descriptor, once connected.
+    fn output(&mut self) -> std::io::Result<&mut File> {
+        self.output
+            .as_mut()
+            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "the door is not connected"))
+    }
+
     /// Sends one message (flushing buffered pure calls first).
     pub fn send(&mut self, message: &FromWorker) -> std::io::Result<()> {
         self.flush_pure()?;
         let mut line = serde_json::to_vec(message)?;
         line.push(b'\n');
-        self.output.write_all(&line)?;
-        self.output.flush()
+        let output = self.output()?;
+        output.write_all(&line)?;
+        output.flush()
     }
 
     /// Spends one door call, or says the budget is spent.
@@ -151,11 +175,15 @@ do more per call, or finish with final_answer",
             return Ok(());
         }
         self.pure_line.push_str("]}\n");
-        let written = self.output.write_all(self.pure_line.as_bytes());
-        self.pure_line.clear();
+        let line = std::mem::take(&mut self.pure_line);
         self.pure_count = 0;
-        written?;
-        self.output.flush()
+        let written = self
+            .output()
+            .and_then(|output| output.write_all(line.as_bytes()).and_then(|()| output.flush()));
+        // The line's buffer is kept for the next batch.
+        self.pure_line = line;
+        self.pure_line.clear();
+        written
     }
 
     /// Records one inline pure call. Written by hand into the pending
@@ -281,7 +309,8 @@ mod tests {
     fn a_pure_batch_line_decodes_as_the_server_reads_it() {
         // The worker's hand-written batch and the server's PureBatch agree field by field.
         let mut file = tempfile::tempfile().expect("temp file");
-        let mut door = Door::new(file.try_clone().expect("clone"));
+        let mut door = Door::new();
+        door.connect(file.try_clone().expect("clone"));
         let started = Instant::now();
         door.record_pure(
             "add_pure",

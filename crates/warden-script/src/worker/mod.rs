@@ -29,7 +29,68 @@ use self::errors::eval_error;
 use super::protocol::{FromWorker, RunOutcome, ToWorker};
 use warden_core::registry::Registry;
 
-pub fn main(registry: Registry) -> ExitCode {
+/// A script worker built up to its first message: the engine with every
+/// binding and the prelude, and what the pre-run check knows of it. None
+/// of it depends on the task, so the script workers' zygote builds it once
+/// and each forked worker starts with it ready ([`zygote_main`]).
+pub struct Ready {
+    engine: rhai::Engine,
+    state: EngineState,
+    door: Arc<Mutex<Door>>,
+    final_answer: Arc<Mutex<Option<Value>>>,
+    registry: Arc<Registry>,
+    known: check::Known,
+}
+
+impl Ready {
+    pub fn new(registry: Arc<Registry>) -> Self {
+        let state = EngineState::default();
+        let mut engine = build(&state);
+        let door = Arc::new(Mutex::new(Door::new()));
+        let final_answer = Arc::new(Mutex::new(None));
+        register(&mut engine, registry.clone(), door.clone(), final_answer.clone());
+        map_call::register(&mut engine, registry.clone(), door.clone());
+        prelude::register(&mut engine);
+        let known = check::Known::of(&engine);
+        Self {
+            engine,
+            state,
+            door,
+            final_answer,
+            registry,
+            known,
+        }
+    }
+}
+
+/// Entry point of a script worker started alone.
+pub fn main(registry: Arc<Registry>) -> ExitCode {
+    serve(Ready::new(registry))
+}
+
+/// Entry point of the script workers' zygote (see [`crate::workers`]):
+/// builds the worker once ([`Ready`]), then forks a copy of it per task.
+pub fn zygote_main(registry: Arc<Registry>) -> ExitCode {
+    // Each forked child has its own copy of this memory: it takes the
+    // ready worker out of its copy; the zygote's stays for the next fork.
+    let ready = std::cell::RefCell::new(Some(Ready::new(registry)));
+    warden_sandbox::zygote::child::serve(|| match ready.borrow_mut().take() {
+        Some(ready) => serve(ready),
+        None => ExitCode::from(3),
+    })
+}
+
+/// Runs a ready worker on its pipe: applies the sandbox layers, says
+/// hello, then runs each script it is sent.
+fn serve(ready: Ready) -> ExitCode {
+    let Ready {
+        engine,
+        state,
+        door,
+        final_answer,
+        registry,
+        known,
+    } = ready;
     // Before the layers: the seccomp filter allows no new descriptor.
     let protocol_out = match warden_sandbox::process::redirect_stdout() {
         Ok(file) => file,
@@ -39,20 +100,13 @@ pub fn main(registry: Registry) -> ExitCode {
         }
     };
     let layers = warden_sandbox::layers::apply();
-    let door = Arc::new(Mutex::new(Door::new(protocol_out)));
-    if let Ok(mut door) = door.lock()
-        && door.send(&FromWorker::Hello { layers }).is_err()
-    {
+    let hello = door.lock().map(|mut door| {
+        door.connect(protocol_out);
+        door.send(&FromWorker::Hello { layers })
+    });
+    if !matches!(hello, Ok(Ok(()))) {
         return ExitCode::from(3);
     }
-    let state = EngineState::default();
-    let mut engine = build(&state);
-    let final_answer = Arc::new(Mutex::new(None));
-    let registry = Arc::new(registry);
-    register(&mut engine, registry.clone(), door.clone(), final_answer.clone());
-    map_call::register(&mut engine, registry.clone(), door.clone());
-    prelude::register(&mut engine);
-    let known = check::Known::of(&engine);
     let mut scope = Scope::new();
     let mut functions = AST::empty();
     loop {
