@@ -179,3 +179,93 @@ async fn killed_workers_and_zygotes_cost_a_task_only_their_own_calls() {
     let value = add(&server, 4.0).await;
     assert_eq!(value["result"], json!(5.0), "{value}");
 }
+
+/// The server's script zygotes (see `warden_script::workers`).
+fn script_zygotes(server: &Server) -> Vec<u32> {
+    live_children(server.pid)
+        .into_iter()
+        .filter(|p| is_script_zygote(*p))
+        .collect()
+}
+
+#[tokio::test]
+async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs_only_its_task() {
+    // Issue 44, point 2: two tasks' workers are two children of one script
+    // zygote, each its own process group and session, under every layer;
+    // SIGKILL that zygote while a task runs: the task fails at once, not at
+    // its timeout, and the next task gets a new zygote and succeeds.
+    let server = Server::start(TESTBED).await;
+    let mut pids = Vec::new();
+    for _ in 0..2 {
+        let result = structured(&server.call("run_script", json!({"script": "1"})).await);
+        assert_eq!(result["status"], "success", "{result}");
+        let sandbox = &result["sandbox"];
+        for layer in [
+            "network_namespace",
+            "seccomp",
+            "no_new_privileges",
+            "capabilities_dropped",
+            "process_limit",
+        ] {
+            assert_eq!(sandbox[layer], json!(true), "{layer}: {result}");
+        }
+        assert_eq!(sandbox["landlock"], "full", "{result}");
+        let events = crate::common::read_jsonl(
+            &server
+                .artifacts
+                .path()
+                .join(result["task_id"].as_str().expect("task id"))
+                .join("events.jsonl"),
+        );
+        let started = events
+            .iter()
+            .find(|e| e["event"] == "task_worker_started")
+            .unwrap_or_else(|| panic!("no task_worker_started: {events:?}"));
+        pids.push(started["pid"].as_u64().expect("pid"));
+    }
+    assert_ne!(pids[0], pids[1], "one worker per task");
+    let zygotes = script_zygotes(&server);
+    assert_eq!(zygotes.len(), 1, "one script zygote: {zygotes:?}");
+    let zygote = zygotes[0];
+
+    let client = server.client.peer().clone();
+    let started = std::time::Instant::now();
+    let task = tokio::spawn(async move {
+        let Value::Object(arguments) = json!({"script": crate::common::ENDLESS, "timeout_seconds": 20})
+        else {
+            unreachable!()
+        };
+        client
+            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
+            .await
+    });
+    assert!(
+        eventually(Duration::from_secs(10), || !live_children(zygote).is_empty()).await,
+        "the task's worker never started"
+    );
+    let worker = live_children(zygote)[0];
+    let stat = std::fs::read_to_string(format!("/proc/{worker}/stat")).expect("stat");
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .expect("stat")
+        .1
+        .split_whitespace()
+        .collect();
+    // state, ppid, pgrp, session: the worker leads its own group and session.
+    assert_eq!(fields[2], worker.to_string(), "own process group: {stat}");
+    assert_eq!(fields[3], worker.to_string(), "own session: {stat}");
+    kill(zygote);
+    let result = structured(&task.await.expect("join").expect("answered"));
+    assert_eq!(result["status"], "failed", "{result}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the orphaned task ended only at {:?}",
+        started.elapsed()
+    );
+    let next = structured(&server.call("run_script", json!({"script": "40 + 2"})).await);
+    assert_eq!(next["status"], "success", "{next}");
+    assert_eq!(next["value"], json!(42), "{next}");
+    let now = script_zygotes(&server);
+    assert_eq!(now.len(), 1, "{now:?}");
+    assert_ne!(now[0], zygote, "a new script zygote");
+}

@@ -65,7 +65,16 @@ impl Ready {
 
 /// Entry point of a script worker started alone.
 pub fn main(registry: Arc<Registry>) -> ExitCode {
-    serve(Ready::new(registry))
+    exit_with(Ready::new(registry))
+}
+
+/// Serves `ready`, then lets it go without dropping it: the pipe must close
+/// with the process, not before (the server takes its end as the worker's
+/// exit, and reaps it), and the process is about to end anyway.
+fn exit_with(ready: Ready) -> ExitCode {
+    let code = serve(&ready);
+    std::mem::forget(ready);
+    code
 }
 
 /// Entry point of the script workers' zygote (see [`crate::workers`]):
@@ -75,14 +84,14 @@ pub fn zygote_main(registry: Arc<Registry>) -> ExitCode {
     // ready worker out of its copy; the zygote's stays for the next fork.
     let ready = std::cell::RefCell::new(Some(Ready::new(registry)));
     warden_sandbox::zygote::child::serve(|| match ready.borrow_mut().take() {
-        Some(ready) => serve(ready),
+        Some(ready) => exit_with(ready),
         None => ExitCode::from(3),
     })
 }
 
 /// Runs a ready worker on its pipe: applies the sandbox layers, says
 /// hello, then runs each script it is sent.
-fn serve(ready: Ready) -> ExitCode {
+fn serve(ready: &Ready) -> ExitCode {
     let Ready {
         engine,
         state,
