@@ -155,10 +155,10 @@ fn serve(ready: &Ready) -> ExitCode {
         }
         let visible = registry.visible(hidden);
         let checker = Checker {
-            known: &known,
+            known,
             registry: &visible,
         };
-        let mut outcome = run_once(&engine, &checker, &mut scope, &mut functions, &code);
+        let mut outcome = run_once(engine, &checker, &mut scope, &mut functions, &code);
         if let Ok(mut output) = state.output.lock() {
             let taken = std::mem::take(&mut *output);
             let Output { text, truncated } = taken;
