@@ -88,28 +88,8 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
     let layers = session.layers.clone();
     session.finish().await;
     let worker_log = dir.join("worker_stderr.log");
-    let failed = |why: String| Check::fail(name, why, format!("read {}", worker_log.display()));
-    match end {
-        RunEnd::Finished(outcome) if outcome.error.is_none() && outcome.value == json!(42) => {}
-        RunEnd::Finished(outcome) => {
-            return failed(format!(
-                "the script worker answered {} instead of 42 (error: {:?})",
-                outcome.value, outcome.error
-            ));
-        }
-        RunEnd::TimedOut => {
-            return Check::fail(
-                name,
-                format!(
-                    "the script worker did not finish `{PROBE_SCRIPT}` within {} s",
-                    timeout.as_secs()
-                ),
-                "raise --timeout if this machine is slow",
-            );
-        }
-        RunEnd::Cancelled => return failed("the check was cancelled".into()),
-        RunEnd::Paused => return failed("the probe script paused for a question it never asks".into()),
-        RunEnd::Crashed(reason) => return failed(format!("the script worker failed: {reason}")),
+    if let Some(failed) = run_failed(end, timeout, &worker_log) {
+        return failed;
     }
     let missing = layers.missing();
     let summary = format!("script worker pid {pid} ran `{PROBE_SCRIPT}` through its door in {elapsed} ms");
@@ -128,5 +108,32 @@ capabilities dropped, process limit, seccomp"
             "see the sandbox.* checks for what the kernel refused; scripts still run, with those walls missing, \
 unless WARDEN_SANDBOX=strict (then they are refused)",
         )
+    }
+}
+
+/// Why the probe's run failed, as the check's answer; `None` when it
+/// answered 42.
+fn run_failed(end: RunEnd, timeout: Duration, worker_log: &Path) -> Option<Check> {
+    let name = "script_worker";
+    let failed = |why: String| Check::fail(name, why, format!("read {}", worker_log.display()));
+    match end {
+        RunEnd::Finished(outcome) if outcome.error.is_none() && outcome.value == json!(42) => None,
+        RunEnd::Finished(outcome) => Some(failed(format!(
+            "the script worker answered {} instead of 42 (error: {:?})",
+            outcome.value, outcome.error
+        ))),
+        RunEnd::TimedOut => Some(Check::fail(
+            name,
+            format!(
+                "the script worker did not finish `{PROBE_SCRIPT}` within {} s",
+                timeout.as_secs()
+            ),
+            "raise --timeout if this machine is slow",
+        )),
+        RunEnd::Cancelled => Some(failed("the check was cancelled".into())),
+        RunEnd::Paused => Some(failed(
+            "the probe script paused for a question it never asks".into(),
+        )),
+        RunEnd::Crashed(reason) => Some(failed(format!("the script worker failed: {reason}"))),
     }
 }
