@@ -254,6 +254,16 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
     // state, ppid, pgrp, session: the worker leads its own group and session.
     assert_eq!(fields[2], worker.to_string(), "own process group: {stat}");
     assert_eq!(fields[3], worker.to_string(), "own session: {stat}");
+    // Out of the server's network namespace; in the zygote's when the
+    // kernel's Landlock scopes keep workers apart there (ABI 6).
+    assert_ne!(net_namespace(worker), net_namespace(server.pid));
+    if landlock_abi() >= 6 {
+        assert_eq!(
+            net_namespace(worker),
+            net_namespace(zygote),
+            "the zygote's namespace"
+        );
+    }
     kill(zygote);
     let result = structured(&task.await.expect("join").expect("answered"));
     assert_eq!(result["status"], "failed", "{result}");
@@ -268,4 +278,61 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
     let now = script_zygotes(&server);
     assert_eq!(now.len(), 1, "{now:?}");
     assert_ne!(now[0], zygote, "a new script zygote");
+}
+
+/// The network namespace `pid` is in.
+fn net_namespace(pid: u32) -> std::path::PathBuf {
+    std::fs::read_link(format!("/proc/{pid}/ns/net")).expect("ns/net")
+}
+
+/// The kernel's Landlock ABI (0 without Landlock).
+#[allow(unsafe_code)]
+fn landlock_abi() -> i64 {
+    const LANDLOCK_CREATE_RULESET_VERSION: u32 = 1;
+    // SAFETY: landlock_create_ruleset with a null attribute and the version
+    // flag only returns a number.
+    let abi = unsafe {
+        nix::libc::syscall(
+            nix::libc::SYS_landlock_create_ruleset,
+            std::ptr::null::<u8>(),
+            0usize,
+            LANDLOCK_CREATE_RULESET_VERSION,
+        )
+    };
+    abi.max(0)
+}
+
+#[tokio::test]
+async fn with_seccomp_skipped_each_script_worker_enters_a_network_namespace_of_its_own() {
+    // Workers share their zygote's namespace only while seccomp (no socket
+    // of any kind) keeps them apart in it: skip it, and each task's worker
+    // enters its own, still out of the server's.
+    let server = Server::start_with_env(TESTBED, &[("WARDEN_SANDBOX_SKIP", "seccomp")]).await;
+    let client = server.client.peer().clone();
+    let task = tokio::spawn(async move {
+        let Value::Object(arguments) = json!({"script": crate::common::ENDLESS, "timeout_seconds": 2}) else {
+            unreachable!()
+        };
+        client
+            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
+            .await
+    });
+    let worker_of = || script_zygotes(&server).into_iter().flat_map(live_children).next();
+    assert!(
+        eventually(Duration::from_secs(10), || worker_of().is_some()).await,
+        "the task's worker never started"
+    );
+    let worker = worker_of().expect("worker");
+    let zygote = script_zygotes(&server)[0];
+    // The namespace is entered right after the fork: wait for it.
+    assert!(
+        eventually(Duration::from_secs(5), || net_namespace(worker)
+            != net_namespace(zygote))
+        .await,
+        "the worker stayed in its zygote's namespace"
+    );
+    assert_ne!(net_namespace(worker), net_namespace(server.pid));
+    let result = structured(&task.await.expect("join").expect("answered"));
+    assert_eq!(result["sandbox"]["network_namespace"], json!(true), "{result}");
+    assert_eq!(result["sandbox"]["seccomp"], json!(false), "{result}");
 }

@@ -40,6 +40,9 @@ pub struct Ready {
     final_answer: Arc<Mutex<Option<Value>>>,
     registry: Arc<Registry>,
     known: check::Known,
+    /// What the zygote set up for the sandbox layers; `None` for a worker
+    /// started alone.
+    prepared: Option<warden_sandbox::layers::Prepared>,
 }
 
 impl Ready {
@@ -59,6 +62,7 @@ impl Ready {
             final_answer,
             registry,
             known,
+            prepared: None,
         }
     }
 }
@@ -82,7 +86,14 @@ fn exit_with(ready: Ready) -> ExitCode {
 pub fn zygote_main(registry: Arc<Registry>) -> ExitCode {
     // Each forked child has its own copy of this memory: it takes the
     // ready worker out of its copy; the zygote's stays for the next fork.
-    let ready = std::cell::RefCell::new(Some(Ready::new(registry)));
+    // First, while nothing else runs: entering a namespace needs a
+    // single-threaded process.
+    let prepared = warden_sandbox::layers::prepare_zygote();
+    let ready = Ready {
+        prepared: Some(prepared),
+        ..Ready::new(registry)
+    };
+    let ready = std::cell::RefCell::new(Some(ready));
     warden_sandbox::zygote::child::serve(|| match ready.borrow_mut().take() {
         Some(ready) => exit_with(ready),
         None => ExitCode::from(3),
@@ -99,6 +110,7 @@ fn serve(ready: &Ready) -> ExitCode {
         final_answer,
         registry,
         known,
+        prepared,
     } = ready;
     // Before the layers: the seccomp filter allows no new descriptor.
     let protocol_out = match warden_sandbox::process::redirect_stdout() {
@@ -108,7 +120,7 @@ fn serve(ready: &Ready) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let layers = warden_sandbox::layers::apply();
+    let layers = warden_sandbox::layers::apply(*prepared);
     let hello = door.lock().map(|mut door| {
         door.connect(protocol_out);
         door.send(&FromWorker::Hello { layers })
