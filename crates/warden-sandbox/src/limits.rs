@@ -61,11 +61,12 @@ pub const DEFAULT_WORKER_FILE_SIZE: u64 = 16 * 1024 * 1024;
 /// first; this is the backstop if the server itself is stalled.
 pub const DEFAULT_WORKER_CPU_GRACE_SECS: u64 = 1;
 
-/// Guard workers one zygote forks before the server replaces it: 256.
-/// Children of one zygote share its address-space layout (a fork keeps
-/// ASLR's draw; an `exec` makes a new one), so a guard that learns the
-/// layout learns it for at most this many calls. Each replacement costs
-/// one `exec` (~4 ms), spread over 256 calls.
+/// Workers one zygote forks before the server replaces it (guard workers,
+/// or script workers, one per task): 256. Children of one zygote share its
+/// address-space layout (a fork keeps ASLR's draw; an `exec` makes a new
+/// one), so a guard or a script that learns the layout learns it for at
+/// most this many calls or tasks. Each replacement costs one `exec` (~4 ms;
+/// a script zygote also builds the engine again), spread over 256.
 pub const ZYGOTE_MAX_CHILDREN: u32 = 256;
 
 /// How long the server waits for the zygote to answer one order (fork a
