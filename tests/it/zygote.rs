@@ -228,17 +228,8 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
     assert_eq!(zygotes.len(), 1, "one script zygote: {zygotes:?}");
     let zygote = zygotes[0];
 
-    let client = server.client.peer().clone();
     let started = std::time::Instant::now();
-    let task = tokio::spawn(async move {
-        let Value::Object(arguments) = json!({"script": crate::common::ENDLESS, "timeout_seconds": 20})
-        else {
-            unreachable!()
-        };
-        client
-            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
-            .await
-    });
+    let task = endless_task(&server, 20);
     assert!(
         eventually(Duration::from_secs(10), || !live_children(zygote).is_empty()).await,
         "the task's worker never started"
@@ -308,15 +299,7 @@ async fn with_seccomp_skipped_each_script_worker_enters_a_network_namespace_of_i
     // of any kind) keeps them apart in it: skip it, and each task's worker
     // enters its own, still out of the server's.
     let server = Server::start_with_env(TESTBED, &[("WARDEN_SANDBOX_SKIP", "seccomp")]).await;
-    let client = server.client.peer().clone();
-    let task = tokio::spawn(async move {
-        let Value::Object(arguments) = json!({"script": crate::common::ENDLESS, "timeout_seconds": 2}) else {
-            unreachable!()
-        };
-        client
-            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
-            .await
-    });
+    let task = endless_task(&server, 2);
     let worker_of = || script_zygotes(&server).into_iter().flat_map(live_children).next();
     assert!(
         eventually(Duration::from_secs(10), || worker_of().is_some()).await,
@@ -335,4 +318,22 @@ async fn with_seccomp_skipped_each_script_worker_enters_a_network_namespace_of_i
     let result = structured(&task.await.expect("join").expect("answered"));
     assert_eq!(result["sandbox"]["network_namespace"], json!(true), "{result}");
     assert_eq!(result["sandbox"]["seccomp"], json!(false), "{result}");
+}
+
+/// Starts a `run_script` task of `ENDLESS` with `timeout_seconds`; its answer.
+fn endless_task(
+    server: &Server,
+    timeout_seconds: u64,
+) -> tokio::task::JoinHandle<Result<rmcp::model::CallToolResult, rmcp::ServiceError>> {
+    let client = server.client.peer().clone();
+    tokio::spawn(async move {
+        let Value::Object(arguments) =
+            json!({"script": crate::common::ENDLESS, "timeout_seconds": timeout_seconds})
+        else {
+            unreachable!()
+        };
+        client
+            .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
+            .await
+    })
 }

@@ -487,11 +487,10 @@ impl ArtifactStore {
         safe_path::write_atomic_at(&dir, "filename", &parts, bytes, Commit)
     }
 
-    /// Writes `result.json` as the task's commit: a temporary file, one
-    /// sync of the file system (it, and every file the task wrote before,
-    /// with their renames), the rename, a sync of the directory
-    /// ([`safe_path::Durability::Commit`]). An error says why, so the
-    /// caller can fail the task with it.
+    /// Writes `result.json` as the task's commit: a temporary file written
+    /// out, the rename, one sync of the directory that commits it with every
+    /// rename the task made before ([`safe_path::Durability::Commit`]). An
+    /// error says why, so the caller can fail the task with it.
     pub fn write_result(&self, task_id: &str, bytes: &[u8]) -> Result<(), GuardError> {
         let dir = self.open_task(task_id)?;
         safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], bytes, Commit)

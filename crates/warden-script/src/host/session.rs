@@ -173,15 +173,15 @@ impl Session {
         };
         // The child's ends go with the order and close once the zygote has
         // them, or the door would never see EOF.
-        let pid = workers.spawn(stdio, rlimits).await.map_err(StartError::Spawn)?;
-        let pgid = pid;
+        // Its pid is also its process group id.
+        let pgid = workers.spawn(stdio, rlimits).await.map_err(StartError::Spawn)?;
         let (sender, mut from_door) = unbounded_channel();
         let calls = CallLog::create(&task_dir.join(super::calls::FUNCTION_CALLS_FILE));
         let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
             Ok(door) => door,
             Err(error) => {
                 release_group(pgid);
-                workers.reap_detached(pid);
+                workers.reap_detached(pgid);
                 return Err(StartError::DoorThread(error));
             }
         };

@@ -110,11 +110,16 @@ impl Door {
         self.reset_clock();
     }
 
-    /// The protocol descriptor, once connected.
-    fn output(&mut self) -> std::io::Result<&mut File> {
-        self.output
-            .as_mut()
-            .ok_or_else(|| std::io::Error::new(std::io::ErrorKind::NotConnected, "the door is not connected"))
+    /// Writes `line` to the protocol descriptor and flushes it.
+    fn write_line(output: &mut Option<File>, line: &[u8]) -> std::io::Result<()> {
+        let Some(output) = output.as_mut() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the door is not connected",
+            ));
+        };
+        output.write_all(line)?;
+        output.flush()
     }
 
     /// Sends one message (flushing buffered pure calls first).
@@ -122,9 +127,7 @@ impl Door {
         self.flush_pure()?;
         let mut line = serde_json::to_vec(message)?;
         line.push(b'\n');
-        let output = self.output()?;
-        output.write_all(&line)?;
-        output.flush()
+        Self::write_line(&mut self.output, &line)
     }
 
     /// Spends one door call, or says the budget is spent.
@@ -175,14 +178,9 @@ do more per call, or finish with final_answer",
             return Ok(());
         }
         self.pure_line.push_str("]}\n");
-        let line = std::mem::take(&mut self.pure_line);
-        self.pure_count = 0;
-        let written = self
-            .output()
-            .and_then(|output| output.write_all(line.as_bytes()).and_then(|()| output.flush()));
-        // The line's buffer is kept for the next batch.
-        self.pure_line = line;
+        let written = Self::write_line(&mut self.output, self.pure_line.as_bytes());
         self.pure_line.clear();
+        self.pure_count = 0;
         written
     }
 

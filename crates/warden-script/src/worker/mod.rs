@@ -84,8 +84,6 @@ fn exit_with(ready: Ready) -> ExitCode {
 /// Entry point of the script workers' zygote (see [`crate::workers`]):
 /// builds the worker once ([`Ready`]), then forks a copy of it per task.
 pub fn zygote_main(registry: Arc<Registry>) -> ExitCode {
-    // Each forked child has its own copy of this memory: it takes the
-    // ready worker out of its copy; the zygote's stays for the next fork.
     // First, while nothing else runs: entering a namespace needs a
     // single-threaded process.
     let prepared = warden_sandbox::layers::prepare_zygote();
@@ -93,6 +91,8 @@ pub fn zygote_main(registry: Arc<Registry>) -> ExitCode {
         prepared: Some(prepared),
         ..Ready::new(registry)
     };
+    // Each forked child has its own copy of this memory: it takes the
+    // ready worker out of its copy; the zygote's stays for the next fork.
     let ready = std::cell::RefCell::new(Some(ready));
     warden_sandbox::zygote::child::serve(|| match ready.borrow_mut().take() {
         Some(ready) => exit_with(ready),
