@@ -30,6 +30,7 @@ pub mod config;
 mod content;
 pub mod error;
 pub mod guard;
+pub mod json;
 pub mod limits;
 pub mod notify;
 pub mod reach;

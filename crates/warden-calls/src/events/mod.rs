@@ -359,7 +359,7 @@ fn push_value(out: &mut Vec<u8>, value: &Value) {
 
 /// Appends `text` as a JSON string, cut by [`bounded`].
 fn push_str(out: &mut Vec<u8>, text: &str) {
-    let _ = serde_json::to_writer(&mut *out, bounded(text).as_ref());
+    warden_core::json::push_str(out, bounded(text).as_ref());
 }
 
 /// `text` when it is at most [`MAX_EVENT_STRING_BYTES`] long; else its

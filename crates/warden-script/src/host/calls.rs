@@ -63,12 +63,12 @@ impl CallRecord<'_> {
     /// script spent a tenth of its server time in serde's generic writer.
     fn write_json(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(br#"{"function":"#);
-        push_json_str(out, self.function);
+        warden_core::json::push_str(out, self.function);
         out.extend_from_slice(br#","status":""#);
         out.extend_from_slice(self.status.as_bytes());
         out.extend_from_slice(br#"","error_type":"#);
         match self.error_type {
-            Some(code) => push_json_str(out, code),
+            Some(code) => warden_core::json::push_str(out, code),
             None => out.extend_from_slice(b"null"),
         }
         out.extend_from_slice(br#","duration_ms":"#);
@@ -91,7 +91,7 @@ impl CallRecord<'_> {
     /// newline (see `docs/receipts.md`).
     fn write_digest_line(&self, out: &mut Vec<u8>) {
         out.push(b'[');
-        push_json_str(out, self.function);
+        warden_core::json::push_str(out, self.function);
         out.extend_from_slice(b",\"");
         out.extend_from_slice(self.status.as_bytes());
         out.extend_from_slice(b"\",");
@@ -104,20 +104,8 @@ impl CallRecord<'_> {
 
 fn push_optional(out: &mut Vec<u8>, text: Option<&str>) {
     match text {
-        Some(text) => push_json_str(out, text),
+        Some(text) => warden_core::json::push_str(out, text),
         None => out.extend_from_slice(b"null"),
-    }
-}
-
-/// Appends `text` as a JSON string: verbatim when nothing needs escaping
-/// (guard names and error codes), else through serde_json.
-fn push_json_str(out: &mut Vec<u8>, text: &str) {
-    if text.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
-        out.push(b'"');
-        out.extend_from_slice(text.as_bytes());
-        out.push(b'"');
-    } else {
-        let _ = serde_json::to_writer(&mut *out, text);
     }
 }
 

@@ -337,33 +337,13 @@ pub(super) fn call_pure(
     outcome
 }
 
-/// The receipt digest of a script value: the same bytes as its JSON
-/// form's ([`warden_core::receipt::digest`]), canonicalized straight from the
-/// value; `None` for a value JSON cannot hold (a function pointer). A
-/// value holding an integer beyond ±2^53 goes through its JSON form, where
-/// the digest keeps such integers exact.
+/// The receipt digest of a script value: its JSON form's
+/// ([`warden_core::receipt::digest`]); `None` for a value JSON cannot hold
+/// (a function pointer).
 fn dynamic_digest(value: &Dynamic) -> Option<String> {
-    if has_inexact_integer(value) {
-        return to_json(value)
-            .ok()
-            .map(|json| warden_core::receipt::digest(&json));
-    }
-    warden_core::receipt::digest_serialized(value)
-}
-
-/// Whether `value` holds an integer a double would round (beyond ±2^53).
-fn has_inexact_integer(value: &Dynamic) -> bool {
-    const EXACT: u64 = 1 << 53;
-    if let Ok(n) = value.as_int() {
-        return n.unsigned_abs() > EXACT;
-    }
-    if let Ok(map) = value.as_map_ref() {
-        return map.values().any(has_inexact_integer);
-    }
-    if let Ok(items) = value.as_array_ref() {
-        return items.iter().any(has_inexact_integer);
-    }
-    false
+    to_json(value)
+        .ok()
+        .map(|json| warden_core::receipt::digest(&json))
 }
 
 /// Runs a guard that is not pure through the door (the server runs it).
