@@ -306,10 +306,7 @@ impl ArtifactStore {
             return;
         };
         let mut entries = Vec::new();
-        for id in self.task_ids() {
-            let Ok(meta) = std::fs::symlink_metadata(self.root.join(&id)) else {
-                continue;
-            };
+        for (id, meta) in self.task_dirs() {
             let running_here = running.contains(&id);
             let known = self.pruner.finished(&id).filter(|_| !running_here);
             let (finished, bytes, principal) = match known {
@@ -626,20 +623,29 @@ impl ArtifactStore {
 
     /// Task ids, newest first.
     pub fn task_ids(&self) -> Vec<String> {
+        self.task_dirs().into_iter().map(|(name, _)| name).collect()
+    }
+
+    /// [`ArtifactStore::task_ids`] with each directory's metadata, read
+    /// once (a retention pass needs its age too).
+    fn task_dirs(&self) -> Vec<(String, std::fs::Metadata)> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut tasks: Vec<(std::time::SystemTime, String)> = entries
+        let mut tasks: Vec<(std::time::SystemTime, String, std::fs::Metadata)> = entries
             .flatten()
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().to_string();
+                if !name.starts_with("task_") {
+                    return None;
+                }
                 let meta = entry.path().symlink_metadata().ok()?;
-                (name.starts_with("task_") && meta.is_dir())
-                    .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name))
+                meta.is_dir()
+                    .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name, meta))
             })
             .collect();
-        tasks.sort_by(|a, b| b.cmp(a));
-        tasks.into_iter().map(|(_, name)| name).collect()
+        tasks.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+        tasks.into_iter().map(|(_, name, meta)| (name, meta)).collect()
     }
 }
 

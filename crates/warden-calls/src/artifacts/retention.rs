@@ -4,8 +4,9 @@
 //! Deleting a deep or large task tree can take seconds; done when a task
 //! starts, it froze every request for as long. Here a task start only
 //! *asks* for a pass: one dedicated thread per store (started on the first
-//! request) runs passes one at a time, and requests that arrive during a
-//! pass coalesce into one more pass. A directory to remove is first renamed
+//! request) runs passes one at a time, at most one per
+//! [`crate::limits::RETENTION_INTERVAL`], and requests that arrive during a
+//! pass or before the next may start coalesce into one more pass. A directory to remove is first renamed
 //! to `.trash-<id>` (one syscall, so it leaves every listing at once), then
 //! deleted. Running tasks — this server's, or any task without
 //! `result.json` younger than [`RUNNING_GRACE`] — are never removed.
@@ -150,14 +151,21 @@ impl Pruner {
     }
 
     fn serve<P: Pass>(&self, pass: P) {
+        let mut last_start: Option<std::time::Instant> = None;
         loop {
             {
                 let mut state = lock(&self.state);
                 while !state.pending {
                     state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
                 }
-                state.pending = false;
             }
+            if let Some(last_start) = last_start {
+                let due = last_start + crate::limits::RETENTION_INTERVAL;
+                std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+            }
+            // Requests made while it waited are served by this pass.
+            lock(&self.state).pending = false;
+            last_start = Some(std::time::Instant::now());
             pass.run();
             lock(&self.state).passes += 1;
             self.wake.notify_all();
@@ -313,5 +321,43 @@ mod tests {
             ..policy
         };
         assert_eq!(doomed(&entries, many, &mut HashMap::new()), vec!["f"]);
+    }
+
+    /// Passes start at least [`crate::limits::RETENTION_INTERVAL`] apart,
+    /// and requests made meanwhile coalesce into one pass.
+    #[test]
+    fn passes_start_an_interval_apart_and_requests_meanwhile_coalesce() {
+        struct Starts(Arc<Mutex<Vec<std::time::Instant>>>);
+        impl Pass for Starts {
+            fn run(&self) {
+                lock(&self.0).push(std::time::Instant::now());
+            }
+        }
+        let starts = Arc::new(Mutex::new(Vec::new()));
+        let pruner = Arc::new(Pruner::default());
+        let wait_for = |passes: u64| {
+            let mut state = lock(&pruner.state);
+            while state.passes < passes {
+                state = pruner.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        pruner.request(|| Starts(starts.clone()));
+        wait_for(1);
+        for _ in 0..20 {
+            pruner.request(|| Starts(starts.clone()));
+        }
+        wait_for(2);
+        std::thread::sleep(crate::limits::RETENTION_INTERVAL);
+        let starts = lock(&starts).clone();
+        assert_eq!(
+            starts.len(),
+            2,
+            "twenty requests after the first pass made one more"
+        );
+        assert!(
+            starts[1] - starts[0] >= crate::limits::RETENTION_INTERVAL,
+            "{:?} apart",
+            starts[1] - starts[0]
+        );
     }
 }
