@@ -83,6 +83,16 @@ async fn a_scenario_script_writes_a_csv_that_read_artifact_returns() {
         finished["exit_status"], "exited with exit status: 0",
         "{finished}"
     );
+    // Where its time went: every phase, each a positive number of milliseconds.
+    let ended = task_events
+        .iter()
+        .find(|e| e["event"] == "task_finished")
+        .expect("task_finished recorded");
+    assert_eq!(ended["status"], "success", "{ended}");
+    for phase in ["seat", "worker_start", "run", "files", "record"] {
+        let ms = ended["phases_ms"][phase].as_f64();
+        assert!(ms.is_some_and(|ms| ms > 0.0 && ms < 60_000.0), "{phase}: {ended}");
+    }
     let saved = server.call("get_task_result", json!({"task_id": task_id})).await;
     assert_eq!(structured(&saved)["result"]["summary"], "3 scenarios");
     let tasks = server.call("list_tasks", json!({})).await;

@@ -46,6 +46,7 @@ pub mod contract;
 mod ending;
 mod kept;
 pub mod limits;
+mod phases;
 pub mod records;
 pub mod replay;
 pub mod result;

@@ -130,6 +130,7 @@ impl TaskRunner {
         cancel: &CancellationToken,
         claim: Option<&Claim>,
     ) -> Result<Task, GuardError> {
+        let phases = crate::phases::Phases::new(std::time::Instant::now());
         self.start_heartbeat();
         // Its receipt names the build: hashed while the task runs.
         warden_core::receipt::prefetch_build_id();
@@ -175,6 +176,7 @@ impl TaskRunner {
             model: None,
             limits: task_receipt::RunLimits::script(timeout),
             started,
+            phases,
         };
         // A claimed task's record exists; a task a request waits for gets one now.
         let created = if detached {
@@ -213,6 +215,7 @@ impl TaskRunner {
             task.abandon(&error).await;
             return Err(error);
         }
+        task.phases.mark(crate::phases::Phase::Seat);
         Ok(task)
     }
 

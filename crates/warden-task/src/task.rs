@@ -11,6 +11,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::limits::{MAX_RESULT_ARTIFACTS, MAX_RESULT_VALUE_BYTES};
+use crate::phases::Phase;
 use crate::records::Records;
 use crate::running::Running;
 use crate::{
@@ -58,6 +59,8 @@ pub struct Task {
     /// under them): `run_script`'s unless the runner sets others.
     pub limits: task_receipt::RunLimits,
     pub(crate) started: std::time::Instant,
+    /// Where its time went, for its `task_finished` event.
+    pub(crate) phases: crate::phases::Phases,
 }
 
 impl Drop for Task {
@@ -137,6 +140,7 @@ impl Task {
             self.deadline,
         )
         .await?;
+        self.phases.mark(Phase::WorkerStart);
         self.events.emit(
             origin,
             "task_worker_started",
@@ -185,6 +189,7 @@ impl Task {
         mut result: TaskResult,
         mut facts: WorkerFacts,
     ) -> TaskResult {
+        self.phases.mark(Phase::Run);
         if self.detached && self.running.stopping() && result.status == TaskStatus::Cancelled {
             // Nobody cancelled it: the server stopped under it.
             let summary = "interrupted: the server stopped before the task finished";
@@ -255,10 +260,17 @@ impl Task {
             // A smaller record may still fit where the whole one did not.
             let _ = self.store.write_result(&self.id, &result.to_bytes());
         }
+        self.phases.mark(Phase::Files);
         if let Err(error) = self.records.end(&self.id, &result).await {
             tracing::warn!(task_id = %self.id, %error, "the task's record could not be ended; result.json has its result");
         }
         self.recorded = true;
+        self.phases.mark(Phase::Record);
+        self.events.emit(
+            origin,
+            "task_finished",
+            json!({"task_id": self.id, "status": result.status, "phases_ms": self.phases.to_json()}),
+        );
         let kind = result.error_kind().map(TaskErrorKind::as_str);
         warden_calls::telemetry::end(&self.trace, result.status.as_str(), kind);
         self.events.flush_task_log();
