@@ -20,7 +20,8 @@ pub(crate) enum Phase {
     WorkerStart,
     /// Its script (or batch, or model loop) running, up to its result.
     Run,
-    /// Its call log, outputs, receipt and committed result.json.
+    /// Its call log, outputs, receipt and committed result.json (and its
+    /// copy in the object store, when there is one).
     Files,
     /// Its store record ended.
     Record,
