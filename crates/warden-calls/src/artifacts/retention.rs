@@ -6,9 +6,9 @@
 //! *asks* for a pass: one dedicated thread per store (started on the first
 //! request) runs passes one at a time, at most one per
 //! [`crate::limits::RETENTION_INTERVAL`], and requests that arrive during a
-//! pass or before the next may start coalesce into one more pass. A directory to remove is first renamed
-//! to `.trash-<id>` (one syscall, so it leaves every listing at once), then
-//! deleted. Running tasks — this server's, or any task without
+//! pass or before the next may start coalesce into one more pass. A
+//! directory to remove is first renamed to `.trash-<id>` (one syscall, so
+//! it leaves every listing at once), then deleted. Running tasks — this server's, or any task without
 //! `result.json` younger than [`RUNNING_GRACE`] — are never removed.
 //! Besides the store's budgets, each bound principal (see
 //! [`crate::tenant::limits::bound`]) has a byte budget of its own: past it,

@@ -122,17 +122,7 @@ fn truncation_marker(lines: &[u8], max_bytes: u64) -> Vec<u8> {
     let first = lines.split(|b| *b == b'\n').next().unwrap_or_default();
     let replaced: Map<String, Value> = serde_json::from_slice(first).unwrap_or_default();
     let mut extra = Map::new();
-    for key in [
-        "request_id",
-        "mode",
-        "tool",
-        "task_id",
-        "principal",
-        "trace_id",
-        "span_id",
-        "pid",
-        "node",
-    ] {
+    for key in COMMON_FIELDS {
         extra.insert(key.into(), replaced.get(key).cloned().unwrap_or(Value::Null));
     }
     extra.insert("limit_bytes".into(), Value::from(max_bytes));
