@@ -621,12 +621,38 @@ mod tests {
         drop(listener);
     }
 
+    #[allow(unsafe_code)]
+    fn poll_without_waiting() -> libc::c_long {
+        let mut fds = [libc::pollfd {
+            fd: 0,
+            events: libc::POLLIN,
+            revents: 0,
+        }];
+        let now = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a live one-element array, a live timespec, no signal mask.
+        unsafe {
+            libc::syscall(
+                libc::SYS_ppoll,
+                fds.as_mut_ptr(),
+                1,
+                &now,
+                std::ptr::null::<libc::sigset_t>(),
+                0,
+            )
+        }
+    }
+
     #[test]
     fn the_filter_denies_files_sockets_processes_exec_and_ptrace() {
         // Under the script worker's filter each of these fails with EPERM;
-        // an allowed call (getpid) still works.
+        // allowed calls (getpid, the door's zero-timeout ppoll, see
+        // `crate::pipe`) still work.
         assert_eq!(errno_under_filter(get_pid), 0);
         assert_eq!(errno_under_filter(read_descriptor_flags), 0);
+        assert_eq!(errno_under_filter(poll_without_waiting), 0);
         for (what, probe) in [
             ("openat", open_file as fn() -> libc::c_long),
             ("socket", open_socket),

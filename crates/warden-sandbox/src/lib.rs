@@ -12,7 +12,8 @@
 //!
 //! [`zygote`] is one confined process that forks a worker per call, and
 //! its server side; [`process::redirect_stdout`] keeps a worker's stdout
-//! for its protocol.
+//! for its protocol, and [`pipe::spin_until_readable`] waits for a
+//! message expected within microseconds without sleeping through it.
 //!
 //! It runs no guard and knows no protocol: the executor and the script
 //! host above it decide what a worker runs (the zygote's child calls the
@@ -34,6 +35,7 @@
 pub mod env;
 pub mod layers;
 pub mod limits;
+pub mod pipe;
 pub mod policy;
 pub mod process;
 pub mod zygote;

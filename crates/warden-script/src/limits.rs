@@ -65,6 +65,16 @@ pub const DEFAULT_PURE_CALLS_DETAILED: usize = 1_000;
 /// process group: 50 ms. The task never answers later than deadline + this.
 pub const SCRIPT_KILL_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 
+/// How long each side of a script's pipe polls for the other's next
+/// message before its read blocks: 50 µs. A guard call through the door
+/// takes the server a few microseconds and a script loop reaches its next
+/// call in a few more, so both sides usually find the message while still
+/// polling and neither CPU halts; a sleeping reader must be woken, which on
+/// the VM this was measured on cost most of a 20 µs door call (see
+/// `warden_sandbox::pipe`). A longer guard call or script computation costs
+/// each side at most this much CPU per message before it sleeps.
+pub const DOOR_SPIN: std::time::Duration = std::time::Duration::from_micros(50);
+
 /// Room for a script worker's message around its payload: 64 KiB (message
 /// type, guard name, artifact filename and encoding).
 pub const WORKER_LINE_ENVELOPE_BYTES: usize = 64 * 1024;

@@ -792,6 +792,9 @@ impl Door {
         line.clear();
         {
             let mut reader = lock(&self.reader);
+            if reader.buffer().is_empty() {
+                warden_sandbox::pipe::spin_until_readable(reader.get_ref(), crate::limits::DOOR_SPIN);
+            }
             let read = (&mut *reader)
                 .take(self.max_line as u64 + 1)
                 .read_until(b'\n', line)

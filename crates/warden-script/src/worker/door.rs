@@ -239,6 +239,9 @@ do more per call, or finish with final_answer",
     /// Reads the next message from the server; `None` at end of input.
     pub fn receive(&mut self) -> std::io::Result<Option<ToWorker>> {
         let mut line = Vec::new();
+        if self.input.buffer().is_empty() {
+            warden_sandbox::pipe::spin_until_readable(self.input.get_ref(), crate::limits::DOOR_SPIN);
+        }
         let read = (&mut self.input)
             .take(MAX_REPLY_LINE)
             .read_until(b'\n', &mut line)?;
