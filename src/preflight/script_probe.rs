@@ -86,7 +86,7 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
     let elapsed = started.elapsed().as_millis();
     let pid = session.pid();
     let layers = session.layers.clone();
-    session.finish().await;
+    session.finish().wait().await;
     let worker_log = dir.join("worker_stderr.log");
     if let Some(failed) = run_failed(end, timeout, &worker_log) {
         return failed;

@@ -114,7 +114,7 @@ async fn converse(
             result.usage = Some(agent.usage.clone());
             actions = agent.actions;
             facts = session.take_facts();
-            facts.exit_status = Some(session.finish().await);
+            facts.exit = Some(session.finish());
             result
         }
         Err(reason) => TaskResult::failure(

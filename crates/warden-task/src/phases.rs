@@ -21,7 +21,8 @@ pub(crate) enum Phase {
     /// Its script (or batch, or model loop) running, up to its result.
     Run,
     /// Its call log, outputs, receipt and committed result.json (and its
-    /// copy in the object store, when there is one).
+    /// copy in the object store, when there is one), while its worker
+    /// exits and is reaped.
     Files,
     /// Its store record ended.
     Record,

@@ -103,7 +103,7 @@ async fn run_in_session(
                 paused = Some(session.carry());
             }
             facts = session.take_facts();
-            facts.exit_status = Some(session.finish().await);
+            facts.exit = Some(session.finish());
             end
         }
         Err(reason) => RunEnd::Crashed(reason.to_string()),

@@ -198,12 +198,6 @@ impl Task {
             result.summary = Some(summary.into());
             result.error = Some(TaskError::new(TaskErrorKind::Interrupted, summary).into());
         }
-        self.events.emit(
-            origin,
-            "task_worker_finished",
-            json!({"task_id": self.id, "pid": facts.pid, "status": result.status,
-                   "exit_status": facts.exit_status}),
-        );
         result.request_id = Some(origin.request_id.clone());
         result.task_id = Some(self.id.clone());
         result.task_dir = Some(result_dir(&self.id));
@@ -260,6 +254,18 @@ impl Task {
             // A smaller record may still fit where the whole one did not.
             let _ = self.store.write_result(&self.id, &result.to_bytes());
         }
+        // The worker exited while the files were written (see
+        // `WorkerExit`); its record says how.
+        let exit_status = match facts.exit.take() {
+            Some(exit) => Some(exit.wait().await),
+            None => None,
+        };
+        self.events.emit(
+            origin,
+            "task_worker_finished",
+            json!({"task_id": self.id, "pid": facts.pid, "status": result.status,
+                   "exit_status": exit_status}),
+        );
         self.phases.mark(Phase::Files);
         if let Err(error) = self.records.end(&self.id, &result).await {
             tracing::warn!(task_id = %self.id, %error, "the task's record could not be ended; result.json has its result");

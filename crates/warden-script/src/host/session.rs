@@ -62,13 +62,41 @@ pub struct WorkerFacts {
     pub layers: Layers,
     pub calls: CallCounts,
     pub pid: u32,
-    /// How the worker process ended ("exited with exit status: 0", "killed by SIGKILL").
-    pub exit_status: Option<String>,
+    /// How the worker process ended ("exited with exit status: 0", "killed
+    /// by SIGKILL"), learned while the task writes its files.
+    pub exit: Option<WorkerExit>,
     /// The calls' digest for the task receipt (`CallLog::digest`); `None`
     /// when no worker ran.
     pub calls_sha256: Option<String>,
     /// The person's answers its runs were given, for the task receipt.
     pub approvals: Vec<warden_core::approval::ApprovalRecord>,
+}
+
+/// How a session's worker ended: already known (a run that ended
+/// abnormally reaped it), or being waited for on the runtime. A finished
+/// worker's exit — closing its pipes, tearing down its address space, the
+/// zygote reaping it — took a quarter of a millisecond after a trivial
+/// script's result; the task writes its files meanwhile and asks
+/// [`WorkerExit::wait`] only for its `task_worker_finished` record.
+#[derive(Debug)]
+pub struct WorkerExit(Exit);
+
+#[derive(Debug)]
+enum Exit {
+    Known(String),
+    Waiting(tokio::task::JoinHandle<String>),
+}
+
+impl WorkerExit {
+    /// How the worker ended (its group killed and it reaped by then).
+    pub async fn wait(self) -> String {
+        match self.0 {
+            Exit::Known(known) => known,
+            Exit::Waiting(waiting) => waiting
+                .await
+                .unwrap_or_else(|error| format!("not known: the wait for it ended ({error})")),
+        }
+    }
 }
 
 /// How long a worker whose stdin was closed gets to exit before its group
@@ -496,22 +524,31 @@ impl Session {
             layers: self.layers.clone(),
             calls: calls.counts(),
             pid: self.pgid,
-            exit_status: None,
+            exit: None,
             calls_sha256: Some(calls.digest()),
             approvals: self.approvals(),
         }
     }
 
-    /// Returns how the worker ended (already known after an abnormal run).
-    pub async fn finish(mut self) -> String {
+    /// Ends the session: closes the worker's door, and kills its group and
+    /// reaps it on the runtime (see [`WorkerExit`]). Call inside the
+    /// server's runtime.
+    pub fn finish(mut self) -> WorkerExit {
         if let Some(known) = self.exit_status.take() {
-            return known;
+            return WorkerExit(Exit::Known(known));
         }
-        self.door.close();
         // The worker exits by itself once its stdin closes (its end of
-        // the pipe from it closes with it); its group is killed either
-        // way, for anything it left behind, and then it is reaped: a
-        // worker that had exited is reaped with its own status.
+        // the pipe from it closes with it): closed here, not in the wait,
+        // which may run only once the task has written its files.
+        self.door.close();
+        WorkerExit(Exit::Waiting(tokio::spawn(self.wait_for_exit())))
+    }
+
+    /// Gives the worker [`WORKER_EXIT_GRACE`] to exit after its door
+    /// closed, then kills its group either way, for anything it left
+    /// behind, and reaps it: a worker that had exited is reaped with its
+    /// own status.
+    async fn wait_for_exit(mut self) -> String {
         let from_door = &mut self.from_door;
         let _exited = tokio::time::timeout(WORKER_EXIT_GRACE, async {
             while let Some(event) = from_door.recv().await {
