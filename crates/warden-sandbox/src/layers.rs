@@ -131,12 +131,16 @@ pub use crate::env::SKIP_ENV;
 
 /// What a script workers' zygote set up once for the workers it forks
 /// ([`prepare_zygote`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Prepared {
     /// The zygote entered a network namespace its workers share.
     pub shared_network_namespace: bool,
     /// Landlock can scope abstract Unix sockets and signals (ABI 6).
     pub scopes: bool,
+    /// [`syscall_filter`], compiled once (a tenth of a forked worker's
+    /// start when each compiled its own); `None` when it does not build
+    /// here, and each worker then finds out itself.
+    pub filter: Option<seccompiler::BpfProgram>,
 }
 
 /// Whether `layer` is turned off by [`SKIP_ENV`].
@@ -167,6 +171,7 @@ pub fn prepare_zygote() -> Prepared {
     Prepared {
         shared_network_namespace,
         scopes,
+        filter: syscall_filter().ok(),
     }
 }
 
@@ -184,9 +189,7 @@ fn scopes_supported() -> bool {
 /// Applies every layer it can and says which ones hold. `prepared` is what
 /// the worker's zygote set up ([`prepare_zygote`]); `None` for a worker
 /// started alone.
-pub fn apply(prepared: Option<Prepared>) -> Layers {
-    // Read before Landlock denies /proc.
-    let others = other_threads();
+pub fn apply(prepared: Option<&Prepared>) -> Layers {
     let shared = prepared.is_some_and(|p| p.shared_network_namespace);
     let network_namespace = !skipped("network_namespace") && (shared || enter_network_namespace());
     let scopes = match prepared {
@@ -195,7 +198,12 @@ pub fn apply(prepared: Option<Prepared>) -> Layers {
     };
     // The user namespace just entered grants every capability inside it:
     // give them back before running anything.
-    let capabilities_dropped = crate::process::drop_capabilities().is_ok() && no_capabilities_left();
+    let dropped = crate::process::drop_capabilities().is_ok();
+    // Read once, before Landlock denies /proc: the threads and the
+    // capabilities left, as the kernel sees them.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let others = other_threads(&status);
+    let capabilities_dropped = dropped && no_capabilities_left(&status);
     let process_limit = !skipped("process_limit") && limit_processes();
     let landlock = if skipped("landlock") {
         "skipped".to_string()
@@ -211,7 +219,8 @@ pub fn apply(prepared: Option<Prepared>) -> Layers {
     let no_new_privileges = nix::sys::prctl::get_no_new_privs().unwrap_or(false);
     let rlimits = address_space_limited();
     // Last: the filter forbids what the layers above needed.
-    let seccomp = !skipped("seccomp") && install_syscall_filter().is_ok();
+    let seccomp =
+        !skipped("seccomp") && install_syscall_filter(prepared.and_then(|p| p.filter.as_ref())).is_ok();
     Layers {
         network_namespace,
         landlock,
@@ -230,16 +239,13 @@ fn enter_network_namespace() -> bool {
         || unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNET).is_ok()
 }
 
-/// Threads of this process besides the calling one, per the kernel.
-fn other_threads() -> usize {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|line| line.strip_prefix("Threads:"))
-                .and_then(|n| n.trim().parse::<usize>().ok())
-        })
+/// Threads of this process besides the calling one, per the kernel
+/// (`status`: the text of `/proc/self/status`).
+fn other_threads(status: &str) -> usize {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Threads:"))
+        .and_then(|n| n.trim().parse::<usize>().ok())
         .map_or(0, |n| n.saturating_sub(1))
 }
 
@@ -247,10 +253,10 @@ fn other_threads() -> usize {
 /// empty, the bounding set too when running as root (only root regains
 /// bounding capabilities on `exec`; an unprivileged process cannot drop
 /// them and, under no-new-privileges, cannot use them).
-fn no_capabilities_left() -> bool {
-    let Ok(status) = std::fs::read_to_string("/proc/self/status") else {
+fn no_capabilities_left(status: &str) -> bool {
+    if status.is_empty() {
         return false;
-    };
+    }
     let mut sets = vec!["CapInh:", "CapPrm:", "CapEff:", "CapAmb:"];
     if nix::unistd::geteuid().is_root() {
         sets.push("CapBnd:");
@@ -341,12 +347,15 @@ pub fn syscall_filter() -> Result<seccompiler::BpfProgram, seccompiler::BackendE
     filter.try_into()
 }
 
-/// Installs [`syscall_filter`] on every thread of this process (there is
-/// one, unless an app embedding Warden started others before the worker
-/// branch). It also sets no-new-privileges, which it needs.
-fn install_syscall_filter() -> Result<(), seccompiler::Error> {
-    let program = syscall_filter()?;
-    seccompiler::apply_filter_all_threads(&program)
+/// Installs [`syscall_filter`] (`compiled`, or compiled now) on every
+/// thread of this process (there is one, unless an app embedding Warden
+/// started others before the worker branch). It also sets
+/// no-new-privileges, which it needs.
+fn install_syscall_filter(compiled: Option<&seccompiler::BpfProgram>) -> Result<(), seccompiler::Error> {
+    match compiled {
+        Some(program) => seccompiler::apply_filter_all_threads(program),
+        None => seccompiler::apply_filter_all_threads(&syscall_filter()?),
+    }
 }
 
 /// Why a kernel layer of the script worker is not available here (for
@@ -503,7 +512,7 @@ mod tests {
         // A second live thread is seen (Landlock would bind only this one).
         let (stop, wait) = std::sync::mpsc::channel::<()>();
         let thread = std::thread::spawn(move || wait.recv());
-        assert!(other_threads() >= 1);
+        assert!(other_threads(&std::fs::read_to_string("/proc/self/status").expect("status")) >= 1);
         drop(stop);
         let _ = thread.join();
     }

@@ -50,10 +50,12 @@ pub struct OwnerRecord {
 impl OwnerRecord {
     /// The record of a task `principal` creates in this process.
     pub fn new(principal: &Principal) -> Self {
-        let pid = std::process::id();
+        // This process's start, read from /proc once (`Node::this`), not
+        // once per task.
+        let this = crate::node::Node::this();
         Self {
-            pid: Some(pid),
-            start_time: start_time(pid),
+            pid: Some(this.pid),
+            start_time: this.start,
             principal: Some(principal.as_str().to_string()),
         }
     }

@@ -120,7 +120,7 @@ fn serve(ready: &Ready) -> ExitCode {
             return ExitCode::from(3);
         }
     };
-    let layers = warden_sandbox::layers::apply(*prepared);
+    let layers = warden_sandbox::layers::apply(prepared.as_ref());
     let hello = door.lock().map(|mut door| {
         door.connect(protocol_out);
         door.send(&FromWorker::Hello { layers })
