@@ -24,6 +24,8 @@
 //! The format is documented in `docs/receipts.md`; a new field that
 //! changes what a receipt means changes [`CALL_RECEIPT_FORMAT`].
 
+mod script_value;
+
 use std::io::Read as _;
 use std::sync::OnceLock;
 
@@ -209,6 +211,14 @@ fn write_number(number: &serde_json::Number, out: &mut Vec<u8>) {
 /// `sha256:` and the hex SHA-256 of `value`'s canonical JSON.
 pub fn digest(value: &Value) -> String {
     sha256_hex(&canonical(value))
+}
+
+/// [`digest`] of a script value's JSON form, written straight from the
+/// value (see `script_value`); `None` when only the JSON conversion knows
+/// that form (or whether there is one), or the value is nested deeper
+/// than `max_depth`: ask it then.
+pub fn digest_script_value(value: &rhai::Dynamic, max_depth: usize) -> Option<String> {
+    script_value::canonical_script_value(value, max_depth).map(|bytes| sha256_hex(&bytes))
 }
 
 /// `sha256:` and the hex SHA-256 of `bytes`.

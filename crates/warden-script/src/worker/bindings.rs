@@ -338,12 +338,15 @@ pub(super) fn call_pure(
 }
 
 /// The receipt digest of a script value: its JSON form's
-/// ([`warden_core::receipt::digest`]); `None` for a value JSON cannot hold
-/// (a function pointer).
+/// ([`warden_core::receipt::digest`]), written straight from the value
+/// when it is made of JSON's kinds within the depth limit; `None` for a
+/// value JSON cannot hold (a function pointer).
 fn dynamic_digest(value: &Dynamic) -> Option<String> {
-    to_json(value)
-        .ok()
-        .map(|json| warden_core::receipt::digest(&json))
+    warden_core::receipt::digest_script_value(value, warden_calls::limits::MAX_ARGUMENT_DEPTH).or_else(|| {
+        to_json(value)
+            .ok()
+            .map(|json| warden_core::receipt::digest(&json))
+    })
 }
 
 /// Runs a guard that is not pure through the door (the server runs it).
