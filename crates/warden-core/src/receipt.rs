@@ -173,26 +173,41 @@ fn write_canonical(value: &Value, out: &mut Vec<u8>) {
             out.push(b']');
         }
         Value::Object(map) => {
-            let mut members: Vec<(&String, &Value)> = map.iter().collect();
-            // A map's own order is its keys' bytes', which is UTF-16 order
-            // too unless a key holds a character from U+E000 up: then sort.
-            if map.keys().any(|key| key.bytes().any(|b| b >= 0xEE)) {
-                members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-            } else if !members.is_sorted_by(|(a, _), (b, _)| a <= b) {
-                members.sort_by_key(|(key, _)| *key);
-            }
-            out.push(b'{');
-            for (i, (key, member)) in members.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                crate::json::push_str(out, key);
-                out.push(b':');
+            let members = map.iter().map(|(key, member)| (key.as_str(), member)).collect();
+            let _: Option<()> = write_object(members, out, |member, out| {
                 write_canonical(member, out);
-            }
-            out.push(b'}');
+                Some(())
+            });
         }
     }
+}
+
+/// Writes `members` as a canonical object, each value by `write_value`
+/// (which may give up: `None`, and the object is left unfinished).
+/// Sorted by the keys' UTF-16 code units: a map's own order is its keys'
+/// bytes', which is that order too unless a key holds a character from
+/// U+E000 up.
+fn write_object<V>(
+    mut members: Vec<(&str, V)>,
+    out: &mut Vec<u8>,
+    mut write_value: impl FnMut(V, &mut Vec<u8>) -> Option<()>,
+) -> Option<()> {
+    if members.iter().any(|(key, _)| key.bytes().any(|b| b >= 0xEE)) {
+        members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+    } else if !members.is_sorted_by(|(a, _), (b, _)| a <= b) {
+        members.sort_by_key(|(key, _)| *key);
+    }
+    out.push(b'{');
+    for (i, (key, member)) in members.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        crate::json::push_str(out, key);
+        out.push(b':');
+        write_value(member, out)?;
+    }
+    out.push(b'}');
+    Some(())
 }
 
 fn write_number(number: &serde_json::Number, out: &mut Vec<u8>) {

@@ -54,22 +54,8 @@ fn write(value: &Dynamic, out: &mut Vec<u8>, depth_left: usize) -> Option<()> {
         out.push(b']');
     } else if let Ok(map) = value.as_map_ref() {
         let depth_left = depth_left.checked_sub(1)?;
-        // A map's own order is its keys' bytes', which is UTF-16 order
-        // too unless a key holds a character from U+E000 up.
-        let mut members: Vec<(&str, &Dynamic)> = map.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        if members.iter().any(|(key, _)| key.bytes().any(|b| b >= 0xEE)) {
-            members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
-        }
-        out.push(b'{');
-        for (i, (key, member)) in members.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            crate::json::push_str(out, key);
-            out.push(b':');
-            write(member, out, depth_left)?;
-        }
-        out.push(b'}');
+        let members = map.iter().map(|(key, member)| (key.as_str(), member)).collect();
+        super::write_object(members, out, |member, out| write(member, out, depth_left))?;
     } else {
         return None;
     }
