@@ -8,7 +8,7 @@
 //! | when it is hit |`. A constant cell holds one or more `NAME`s (several
 //! separated by ` / `, matched in order to the defaults, which are separated
 //! the same way). Defaults are read as a number and an optional unit
-//! (bytes, KiB, MiB, GiB, ms, s, h, days); a constant's value is evaluated
+//! (bytes, KiB, MiB, GiB, µs, ms, s, h, days); a constant's value is evaluated
 //! from its `const NAME: T = …;` line, so a drift on either side fails here.
 
 use std::collections::BTreeMap;
@@ -293,7 +293,7 @@ fn tokenize(expr: &str) -> Vec<String> {
 
 /// `shift := sum ('<<' sum)*; sum := product ('+' product)*;
 /// product := atom ('*' atom)*; atom := number | CONST | Duration::from_secs(e)
-/// | Duration::from_millis(e) | '(' e (',' e)* ')'`.
+/// | Duration::from_millis(e) | Duration::from_micros(e) | '(' e (',' e)* ')'`.
 struct Parser<'a> {
     tokens: &'a [String],
     at: usize,
@@ -353,6 +353,8 @@ impl Parser<'_> {
             Some(1.0)
         } else if token.ends_with("Duration::from_millis") {
             Some(0.001)
+        } else if token.ends_with("Duration::from_micros") {
+            Some(0.000_001)
         } else {
             None
         };
@@ -420,8 +422,11 @@ fn documented_number(text: &str) -> Option<f64> {
         .replace(',', "")
         .parse()
         .ok()?;
-    let unit = text[digits.len()..]
-        .trim_start()
+    let rest = text[digits.len()..].trim_start();
+    if rest.starts_with("µs") {
+        return Some(number * 0.000_001);
+    }
+    let unit = rest
         .split(|c: char| !c.is_ascii_alphabetic())
         .next()
         .unwrap_or("");
