@@ -50,10 +50,11 @@ pub(crate) async fn script_worker(executor: &Arc<Executor>, diag: &Path, timeout
         &dir,
         rlimits,
         deadline,
+        || (),
     )
     .await
     {
-        Ok(session) => session,
+        Ok((session, ())) => session,
         Err(reason) => {
             return Check::fail(
                 name,

@@ -89,8 +89,8 @@ async fn converse(
         &task.trace,
         vec![KeyValue::new("gen_ai.request.model", config.model_id.clone())],
     );
-    let result = match task.start_worker(origin).await {
-        Ok(mut session) => {
+    let result = match task.start_worker(origin, || ()).await {
+        Ok((mut session, ())) => {
             let mut agent = Agent {
                 runner,
                 config,

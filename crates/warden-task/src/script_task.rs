@@ -49,18 +49,25 @@ impl TaskRunner {
             task.limits = limits;
             // A resumed task runs again: it no longer waits.
             let _ = std::fs::remove_file(task.dir.join(warden_calls::artifacts::WAITING_FILE));
-            for (i, script) in scripts.iter().enumerate() {
-                let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
-                task.write_file(&path, script.as_bytes())?;
-            }
-            Ok(run_in_session(task, origin, scripts, limits, cancel, progress).await)
+            run_in_session(task, origin, scripts, limits, cancel, progress).await
         })
         .await
     }
 }
 
+/// Saves `scripts` as `agent_actions/action_NNN.rhai` in `task`, in order.
+fn write_scripts(task: &crate::Task, scripts: &[&str]) -> Result<(), GuardError> {
+    for (i, script) in scripts.iter().enumerate() {
+        let path = format!("{}/action_{:03}.rhai", task_receipt::SCRIPTS_DIR, i + 1);
+        task.write_file(&path, script.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// Runs `scripts` in one worker session of `task` (see
-/// [`TaskRunner::run_scripts`]): its result, or the question it paused on.
+/// [`TaskRunner::run_scripts`]): its result, or the question it paused on;
+/// `Err` when the scripts cannot be saved. They are saved while the worker
+/// starts, before any of them runs.
 async fn run_in_session(
     task: &mut crate::Task,
     origin: &Origin,
@@ -68,12 +75,14 @@ async fn run_in_session(
     limits: task_receipt::RunLimits,
     cancel: &CancellationToken,
     progress: Option<&Progress>,
-) -> Ending {
+) -> Result<Ending, GuardError> {
     let mut facts = WorkerFacts::default();
     // What a run that stopped on a question carries (its journal).
     let mut paused = None;
-    let end = match task.start_worker(origin).await {
-        Ok(mut session) => {
+    let started = task.start_worker(origin, || write_scripts(task, scripts)).await;
+    let end = match started {
+        Ok((_, Err(unsaved))) => return Err(unsaved),
+        Ok((mut session, Ok(()))) => {
             let under_task = task.origin_under(origin);
             let ctx = task.context(&under_task, cancel, progress);
             let (mut door_calls, mut inline_calls) = (0u64, 0u64);
@@ -106,20 +115,26 @@ async fn run_in_session(
             facts.exit = Some(session.finish());
             end
         }
-        Err(reason) => RunEnd::Crashed(reason.to_string()),
+        Err(reason) => {
+            // Kept even when no worker came to run them (a start that
+            // failed before the fork never wrote them; rewriting is the
+            // same bytes).
+            write_scripts(task, scripts)?;
+            RunEnd::Crashed(reason.to_string())
+        }
     };
     if let (Some(journal), Some(book)) = (paused, warden_core::reach::Reach::here().book().cloned()) {
-        return Ending::Paused {
+        return Ok(Ending::Paused {
             journal,
             book,
             facts: Box::new(facts),
-        };
+        });
     }
     let result = match end {
         RunEnd::Finished(outcome) => script_result(outcome, facts.calls.made, facts.calls.ok, task.deadline),
         other => abnormal_end(other, task.timeout),
     };
-    Ending::Finished(Box::new(result), Box::new(facts))
+    Ok(Ending::Finished(Box::new(result), Box::new(facts)))
 }
 
 /// The task result of a script that ran to its end. A script stopped by

@@ -126,18 +126,25 @@ impl Task {
         self.store.write_task_file(&self.id, path, bytes)
     }
 
-    /// Starts the task's script worker. A sandbox layer it lacks is a
-    /// `sandbox_degraded` event and a `tracing` warning at every start;
-    /// under `WARDEN_SANDBOX=strict` it is an error (the worker is killed).
-    pub async fn start_worker(&self, origin: &Origin) -> Result<Session, StartError> {
+    /// Starts the task's script worker, running `meanwhile` while it
+    /// confines itself (see [`Session::start`]). A sandbox layer it lacks
+    /// is a `sandbox_degraded` event and a `tracing` warning at every
+    /// start; under `WARDEN_SANDBOX=strict` it is an error (the worker is
+    /// killed).
+    pub async fn start_worker<R>(
+        &self,
+        origin: &Origin,
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<(Session, R), StartError> {
         let mode = warden_sandbox::policy::mode()?;
         let rlimits = Rlimits::for_call(&self.executor.limits().worker, self.timeout.as_secs());
-        let session = Session::start(
+        let (session, meanwhile) = Session::start(
             self.executor.clone(),
             &self.script_workers,
             &self.dir,
             rlimits,
             self.deadline,
+            meanwhile,
         )
         .await?;
         self.phases.mark(Phase::WorkerStart);
@@ -157,7 +164,7 @@ impl Task {
         }
         match warden_sandbox::policy::refusal(mode, &session.layers) {
             Some(reason) => Err(StartError::Refused(reason)),
-            None => Ok(session),
+            None => Ok((session, meanwhile)),
         }
     }
 

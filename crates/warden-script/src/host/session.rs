@@ -181,13 +181,18 @@ impl Session {
     /// Starts a script worker for the task in `task_dir` (its stderr goes
     /// to `worker_stderr.log` there, its calls to `function_calls.json`),
     /// forked by `workers` (see [`crate::workers`]), and waits for its hello.
-    pub async fn start(
+    /// `meanwhile` runs once the worker is forked, while it confines
+    /// itself (most of its start, in its own process): the task writes
+    /// its scripts then, not before the fork. Its value comes back with
+    /// the session.
+    pub async fn start<R>(
         executor: Arc<Executor>,
         workers: &Zygote,
         task_dir: &std::path::Path,
         rlimits: Rlimits,
         deadline: Instant,
-    ) -> Result<Self, StartError> {
+        meanwhile: impl FnOnce() -> R,
+    ) -> Result<(Self, R), StartError> {
         let log_path = &task_dir.join("worker_stderr.log");
         let log = warden_calls::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
@@ -213,6 +218,7 @@ impl Session {
                 return Err(StartError::DoorThread(error));
             }
         };
+        let meanwhile = meanwhile();
         let hello = tokio::time::timeout_at(deadline, from_door.recv()).await;
         let mut session = Session {
             workers: workers.clone(),
@@ -235,7 +241,7 @@ impl Session {
             Ok(None) => return Err(session.ended_early(DoorError::PipeClosed).await),
             Err(_) => return Err(StartError::Deadline),
         }
-        Ok(session)
+        Ok((session, meanwhile))
     }
 
     pub fn pid(&self) -> u32 {
