@@ -1,11 +1,11 @@
 //! Pulling the Rhai code out of a model reply.
 
 /// Fence languages taken as code (a bare fence too); a block fenced as
-/// anything else (```text, ```json: output the model quotes) is prose.
+/// anything else (`text`, `json`: output the model quotes) is prose.
 const CODE_LANGUAGES: &[&str] = &["rhai", "rust", "rs", "js", "javascript"];
 
-/// The fenced code blocks of a reply (```rhai, ```rust, ```js or bare
-/// ```), in order; an unterminated block is none.
+/// The fenced code blocks of a reply (fenced as `rhai`, `rust`, `js` or
+/// with no language), in order; an unterminated block is none.
 pub(crate) fn code_blocks(reply: &str) -> Vec<String> {
     let mut blocks = Vec::new();
     let mut rest = reply;
