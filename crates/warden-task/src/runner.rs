@@ -178,10 +178,14 @@ impl TaskRunner {
             started,
             phases,
         };
-        // A claimed task's record exists; a task a request waits for gets one now.
-        let created = if detached {
-            Ok(())
-        } else {
+        // A claimed task's record exists; a task a request waits for gets
+        // one now. The store writes it on its own thread while this one
+        // writes the registry snapshot: `join!` polls the record first,
+        // which hands it to the store, then writes the file.
+        let record = async {
+            if detached {
+                return Ok(());
+            }
             let ttl_ms = self.records.ttl_ms(None);
             self.records
                 .create(
@@ -194,6 +198,11 @@ impl TaskRunner {
                 )
                 .await
         };
+        let snapshot = async {
+            self.store
+                .write_task_file(&task.id, "registry.json", registry.as_bytes())
+        };
+        let (created, snapshot) = tokio::join!(record, snapshot);
         if let Err(error) = created {
             // No record: the directory alone would be a task nobody can see.
             let error = GuardError::from(error);
@@ -208,10 +217,7 @@ impl TaskRunner {
         // renews its lease (a task it cannot find in the store is taken
         // for lost and cancelled).
         self.running.insert(&task.id, cancel, detached);
-        if let Err(error) = self
-            .store
-            .write_task_file(&task.id, "registry.json", registry.as_bytes())
-        {
+        if let Err(error) = snapshot {
             task.abandon(&error).await;
             return Err(error);
         }
