@@ -35,6 +35,7 @@ mod drain;
 mod health;
 mod host;
 mod listener;
+mod mcp_first;
 mod origin;
 mod refusal;
 mod requests;
@@ -139,7 +140,7 @@ pub(crate) async fn serve(
     let serving = Serving::new(tasks, limits.clone(), name, version);
     serving.start();
     let node = Node::new(&serving, &limits);
-    let app = router(serving.server(), &front, &node, &limits, message_cap);
+    let app = application(serving.server(), &front, &node, &limits, message_cap);
     let stop_accepting = CancellationToken::new();
     let server = axum::serve(
         listener::LimitedListener::new(
@@ -151,7 +152,9 @@ pub(crate) async fn serve(
                 header_timeout: limits.http_header_timeout,
             },
         ),
-        app.into_make_service_with_connect_info::<listener::Busy>(),
+        axum::ServiceExt::<axum::extract::Request>::into_make_service_with_connect_info::<listener::Busy>(
+            app,
+        ),
     )
     .with_graceful_shutdown(stop_accepting.clone().cancelled_owned());
     let mut accepting = tokio::spawn(server.into_future());
@@ -269,13 +272,20 @@ impl Node {
 /// The whole HTTP application: `/mcp` behind its middleware, the public
 /// routes (health, OAuth metadata), CORS and the Origin check. Builds and
 /// starts nothing.
-fn router(
+fn application(
     server: &WardenServer,
     front: &Front,
     node: &Node,
     limits: &ServingLimits,
     message_cap: usize,
-) -> Router {
+) -> impl tower_service::Service<
+    axum::extract::Request,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future: Send,
+> + Clone
++ Send
++ 'static {
     let direct = Arc::new(direct::Direct::new(server.clone(), message_cap, SSE_KEEP_ALIVE));
     let host_check = Arc::new(host::Hosts::new(&front.hosts));
     let config = StreamableHttpServerConfig::default()
@@ -328,22 +338,26 @@ fn router(
         // Plain stateless guard calls skip rmcp's per-request service.
         .layer(from_fn_with_state(direct, direct::answer))
         .service(mcp);
-    let protected = Router::new().nest_service(MCP_PATH, endpoint);
+    let protected = Router::new().nest_service(MCP_PATH, endpoint.clone());
     let mut public = Router::new();
     if let Some(auth) = &front.auth {
         public = public.merge(auth.public_routes());
     }
-    Router::new()
+    let rest = Router::new()
         .merge(protected)
         .merge(public)
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz).with_state(node.health.clone()))
-        .fallback(health::elsewhere)
+        .fallback(health::elsewhere);
+    // Outermost first, around every path; the MCP path itself skips the
+    // router (see `mcp_first`).
+    tower::ServiceBuilder::new()
+        .layer(axum::middleware::from_fn(drain::mark_busy))
+        .layer(from_fn_with_state(front.allowlist.clone(), origin::check))
         // Inside the Origin check, outside authentication: a browser's
         // preflight carries no token.
         .layer(origin::cors(front.allowlist.clone()))
-        .layer(from_fn_with_state(front.allowlist.clone(), origin::check))
-        .layer(axum::middleware::from_fn(drain::mark_busy))
+        .service(mcp_first::McpFirst { endpoint, rest })
 }
 
 /// The HTTP settings an operator has set, each read as `serve --http`
