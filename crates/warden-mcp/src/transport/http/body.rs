@@ -10,14 +10,12 @@
 //! closed. The body is then handed on whole, so rmcp and the direct path
 //! read it from memory (they buffer it whole anyway).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use futures_util::StreamExt;
 
 /// How a POST body must arrive.
@@ -46,35 +44,38 @@ enum Unread {
     Broken,
 }
 
-/// Middleware on `/mcp`: reads a POST's body at the minimum rate (see the
-/// module docs), then passes the request on with the body in memory.
-pub(super) async fn paced(State(pace): State<Arc<BodyPace>>, request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    let (parts, body) = request.into_parts();
-    match read(body, &pace).await {
-        Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
-        Err(Unread::TooLarge) => refusal(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            warden_core::error::codes::ARGUMENTS_TOO_LARGE,
-            format!(
-                "the request body exceeds {} bytes (WARDEN_MAX_MESSAGE_BYTES); send less, or write large \
-                 inputs as artifacts",
-                pace.cap
-            ),
-        ),
-        Err(Unread::Broken) => StatusCode::BAD_REQUEST.into_response(),
-        Err(Unread::TooSlow) => refusal(
-            StatusCode::REQUEST_TIMEOUT,
-            warden_core::error::codes::BODY_TOO_SLOW,
-            format!(
-                "the request body arrived slower than {} bytes a second after {} s \
-                 (WARDEN_HTTP_BODY_MIN_RATE); send the body at once",
-                pace.rate,
-                pace.grace.as_secs()
-            ),
-        ),
+impl BodyPace {
+    /// The endpoint's step: reads a POST's body at the minimum rate (see
+    /// the module docs) and gives the request back with the body in
+    /// memory, or the refusal.
+    pub(super) async fn read_request(&self, request: Request) -> Result<Request, super::refusal::Refused> {
+        if request.method() != Method::POST {
+            return Ok(request);
+        }
+        let (parts, body) = request.into_parts();
+        match read(body, self).await {
+            Ok(bytes) => Ok(Request::from_parts(parts, Body::from(bytes))),
+            Err(Unread::TooLarge) => Err(refusal(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                warden_core::error::codes::ARGUMENTS_TOO_LARGE,
+                format!(
+                    "the request body exceeds {} bytes (WARDEN_MAX_MESSAGE_BYTES); send less, or write large \
+                     inputs as artifacts",
+                    self.cap
+                ),
+            )),
+            Err(Unread::Broken) => Err(Box::new(StatusCode::BAD_REQUEST.into_response())),
+            Err(Unread::TooSlow) => Err(refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                warden_core::error::codes::BODY_TOO_SLOW,
+                format!(
+                    "the request body arrived slower than {} bytes a second after {} s \
+                     (WARDEN_HTTP_BODY_MIN_RATE); send the body at once",
+                    self.rate,
+                    self.grace.as_secs()
+                ),
+            )),
+        }
     }
 }
 
@@ -111,12 +112,12 @@ async fn read(body: Body, pace: &BodyPace) -> Result<Bytes, Unread> {
 
 /// A refusal that also closes the connection: the rest of the body is
 /// never read.
-fn refusal(status: StatusCode, code: &str, message: String) -> Response {
+fn refusal(status: StatusCode, code: &str, message: String) -> super::refusal::Refused {
     let mut response = super::refusal::refuse(status, code, &message, None);
     response
         .headers_mut()
         .insert(header::CONNECTION, HeaderValue::from_static("close"));
-    response
+    Box::new(response)
 }
 
 #[cfg(test)]

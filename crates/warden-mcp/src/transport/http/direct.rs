@@ -27,14 +27,12 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body::Frame;
 use rmcp::model::{
@@ -70,30 +68,35 @@ impl Direct {
     }
 }
 
-/// Middleware in front of rmcp's service (inside authentication, session
-/// bounds and drain tracking): answers a plain stateless guard call,
-/// passes everything else on.
-pub(super) async fn answer(State(direct): State<Arc<Direct>>, request: Request, next: Next) -> Response {
-    if !direct.headers_qualify(request.method(), request.headers()) {
-        return next.run(request).await;
+impl Direct {
+    /// The endpoint's last step before rmcp's service (inside
+    /// authentication, session bounds and drain tracking): answers a plain
+    /// stateless guard call, passes everything else to `next`.
+    pub(super) async fn answer<F>(&self, request: Request, next: impl FnOnce(Request) -> F) -> Response
+    where
+        F: Future<Output = Response>,
+    {
+        if !self.headers_qualify(request.method(), request.headers()) {
+            return next(request).await;
+        }
+        let (parts, body) = request.into_parts();
+        // The length header was checked against the cap: this reads at most it.
+        let bytes = match axum::body::to_bytes(body, self.body_cap).await {
+            Ok(bytes) => bytes,
+            Err(_) => return StatusCode::BAD_REQUEST.into_response(),
+        };
+        let Some(call) = self.call_in(&bytes, &parts.headers) else {
+            return next(Request::from_parts(parts, Body::from(bytes))).await;
+        };
+        let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_default();
+        let scopes = parts.extensions.get::<Scopes>().cloned().unwrap_or_default();
+        // A guard the policy denies this caller is unknown to it: rmcp's
+        // handler gives that answer (the same as for a name never registered).
+        if !self.server.may_call(&principal, &scopes, &call.params.name) {
+            return next(Request::from_parts(parts, Body::from(bytes))).await;
+        }
+        self.run(call, principal, scopes).await
     }
-    let (parts, body) = request.into_parts();
-    // The length header was checked against the cap: this reads at most it.
-    let bytes = match axum::body::to_bytes(body, direct.body_cap).await {
-        Ok(bytes) => bytes,
-        Err(_) => return StatusCode::BAD_REQUEST.into_response(),
-    };
-    let Some(call) = direct.call_in(&bytes, &parts.headers) else {
-        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
-    };
-    let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_default();
-    let scopes = parts.extensions.get::<Scopes>().cloned().unwrap_or_default();
-    // A guard the policy denies this caller is unknown to it: rmcp's
-    // handler gives that answer (the same as for a name never registered).
-    if !direct.server.may_call(&principal, &scopes, &call.params.name) {
-        return next.run(Request::from_parts(parts, Body::from(bytes))).await;
-    }
-    direct.run(call, principal, scopes).await
 }
 
 /// A guard call this path answers.

@@ -13,9 +13,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 
 use axum::body::{Body, Bytes, HttpBody};
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::Response;
 use tokio::sync::Notify;
 
@@ -27,7 +26,7 @@ pub(super) struct InFlight {
 }
 
 /// One exchange in progress; dropping it ends the exchange.
-struct Entered(Arc<InFlight>);
+pub(super) struct Entered(Arc<InFlight>);
 
 impl InFlight {
     fn enter(self: &Arc<Self>) -> Entered {
@@ -89,47 +88,34 @@ impl<G: Send + Unpin + 'static> HttpBody for Tracked<G> {
     }
 }
 
-/// Middleware on `/mcp`: counts each POST until its response is delivered.
-pub(super) async fn track(State(in_flight): State<Arc<InFlight>>, request: Request, next: Next) -> Response {
-    if request.method() != Method::POST {
-        return next.run(request).await;
+impl InFlight {
+    /// The endpoint's step: counts a POST until the caller drops the entry
+    /// with its delivered response (`None` for other methods).
+    pub(super) fn track(self: &Arc<Self>, request: &Request) -> Option<Entered> {
+        (request.method() == Method::POST).then(|| self.enter())
     }
-    let entered = in_flight.enter();
-    hold_until_delivered(next.run(request).await, entered)
 }
 
-/// Middleware on `/mcp` while the server drains: a request without a
+/// The endpoint's step while the server drains: a request without a
 /// session (an `initialize`, or stateless 2026-07-28 work) is answered 503
 /// `draining` with `Retry-After`, so the client moves to another node or
 /// retries after the restart; requests on open sessions (a running call's
 /// cancellation, a task poll) are still served until the grace ends.
-pub(super) async fn refuse_new_work(
-    State(health): State<Arc<super::health::Health>>,
-    request: Request,
-    next: Next,
-) -> Response {
+pub(super) fn refuse_new_work(
+    health: &super::health::Health,
+    request: &Request,
+) -> Result<(), super::refusal::Refused> {
     let new_work = request.method() == Method::POST && !request.headers().contains_key("mcp-session-id");
     if !(new_work && health.draining.load(Ordering::SeqCst)) {
-        return next.run(request).await;
+        return Ok(());
     }
-    super::refusal::refuse(
+    Err(Box::new(super::refusal::refuse(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
         warden_core::error::codes::DRAINING,
         "this server is shutting down (SIGTERM) and takes no new work; retry on another node or after its \
          restart",
         Some("5"),
-    )
-}
-
-/// Middleware on every route: marks the request's connection busy until
-/// its response is delivered, so the idle timeout never cuts work in progress.
-pub(super) async fn mark_busy(
-    axum::extract::ConnectInfo(busy): axum::extract::ConnectInfo<super::listener::Busy>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let guard = busy.enter();
-    hold_until_delivered(next.run(request).await, guard)
+    )))
 }
 
 /// `response` with `guard` held until its body has been delivered (or dropped).

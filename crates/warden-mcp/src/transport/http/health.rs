@@ -137,12 +137,16 @@ pub(super) async fn readyz(State(health): State<Arc<Health>>) -> (StatusCode, Js
 /// Any other path: 404 naming where the MCP endpoint is, instead of an
 /// empty answer (a client configured with the bare host name shows this).
 pub(super) async fn elsewhere(uri: axum::http::Uri) -> axum::response::Response {
+    not_served(uri.path())
+}
+
+/// The 404 of a path nothing is served at.
+pub(super) fn not_served(path: &str) -> axum::response::Response {
     super::refusal::refuse(
         StatusCode::NOT_FOUND,
         warden_core::error::codes::NOT_FOUND,
         &format!(
-            "nothing is served at {}; the MCP endpoint is {}",
-            uri.path(),
+            "nothing is served at {path}; the MCP endpoint is {}",
             super::MCP_PATH
         ),
         None,

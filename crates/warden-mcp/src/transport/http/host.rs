@@ -6,12 +6,8 @@
 //! server's log. Here a refused `Host` is answered 403 and logged at DEBUG,
 //! so rmcp only ever sees allowed ones (and the direct path need not check).
 
-use std::sync::Arc;
-
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::Response;
 
 /// The `Host` names `/mcp` answers: lowercase, without brackets or port.
 pub(super) struct Hosts(Vec<String>);
@@ -39,19 +35,22 @@ impl Hosts {
     }
 }
 
-/// Middleware on `/mcp`: 403 for a request whose `Host` is not allowed.
-pub(super) async fn check(State(hosts): State<Arc<Hosts>>, request: Request, next: Next) -> Response {
-    if hosts.allow(request.headers()) {
-        return next.run(request).await;
+impl Hosts {
+    /// The endpoint's first step: a request whose `Host` is not allowed is
+    /// answered 403.
+    pub(super) fn admit(&self, request: &Request) -> Result<(), super::refusal::Refused> {
+        if self.allow(request.headers()) {
+            return Ok(());
+        }
+        tracing::debug!(host = ?request.headers().get(header::HOST), "refused a request with a Host this server does not answer");
+        Err(Box::new(super::refusal::refuse(
+            StatusCode::FORBIDDEN,
+            warden_core::error::codes::FORBIDDEN_HOST,
+            "this Host is not served (DNS-rebinding protection); reach the server by its loopback address or \
+             WARDEN_PUBLIC_URL's host",
+            None,
+        )))
     }
-    tracing::debug!(host = ?request.headers().get(header::HOST), "refused a request with a Host this server does not answer");
-    super::refusal::refuse(
-        StatusCode::FORBIDDEN,
-        warden_core::error::codes::FORBIDDEN_HOST,
-        "this Host is not served (DNS-rebinding protection); reach the server by its loopback address or \
-         WARDEN_PUBLIC_URL's host",
-        None,
-    )
 }
 
 #[cfg(test)]

@@ -2,12 +2,13 @@
 //!
 //! The MCP path is the one path that carries load, and axum's `Router`
 //! cost every request on it a route match, a boxed copy of the nested
-//! endpoint and a boxed future before the endpoint's own middleware ran.
-//! A request whose path is exactly [`super::MCP_PATH`] now goes straight to
-//! that middleware; every other path (health, OAuth metadata, `/mcp/…`,
-//! the fallback) still goes through the router, which nests the same
-//! endpoint. Both sit inside the same outer layers (the busy mark, the
-//! Origin check, CORS), so no request sees a different answer.
+//! endpoint and a boxed future before the endpoint's own steps ran.
+//! A request whose path is exactly [`super::MCP_PATH`] now goes straight
+//! to those steps ([`super::endpoint`]); every other path (health, OAuth
+//! metadata, `/mcp/…`, the fallback) still goes through the router, which
+//! nests the same endpoint. Both sit inside the same outer layers (the
+//! busy mark and the Origin check of [`super::edge`], CORS), so no request
+//! sees a different answer.
 
 use std::convert::Infallible;
 use std::task::{Context, Poll};
@@ -35,7 +36,7 @@ where
     type Error = Infallible;
     type Future = Either<E::Future, R::Future>;
 
-    /// Ready when both are (axum's middleware and router always are), so
+    /// Ready when both are (the endpoint and axum's router always are), so
     /// `call` may pick either.
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         std::task::ready!(self.endpoint.poll_ready(cx))?;

@@ -2,9 +2,9 @@
 //! router, for remote clients and teams.
 //!
 //! ```text
-//!  request ─► connection caps (listener) ─► Origin check ─► CORS ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
-//!                                                                 └─► authentication ─► principal's requests ─► body pace
-//!                                                                     ─► drain ─► session bounds ─► direct path ─► rmcp /mcp ─► WardenServer
+//!  request ─► connection caps (listener) ─► busy mark, Origin check (edge) ─► CORS ─┬─► /healthz, /readyz, /.well-known/…  (no auth)
+//!                                                                                  └─► /mcp (endpoint): Host ─► authentication ─► principal's requests
+//!                                                                                      ─► body pace ─► drain ─► in-flight count ─► session bounds ─► direct path ─► rmcp ─► WardenServer
 //! ```
 //!
 //! What one principal or one anonymous client can hold, and the numbers,
@@ -32,6 +32,8 @@ pub(crate) mod auth;
 mod body;
 mod direct;
 mod drain;
+mod edge;
+mod endpoint;
 mod health;
 mod host;
 mod listener;
@@ -47,7 +49,6 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use axum::Router;
-use axum::middleware::from_fn_with_state;
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -269,7 +270,7 @@ impl Node {
     }
 }
 
-/// The whole HTTP application: `/mcp` behind its middleware, the public
+/// The whole HTTP application: `/mcp` behind its steps, the public
 /// routes (health, OAuth metadata), CORS and the Origin check. Builds and
 /// starts nothing.
 fn application(
@@ -286,8 +287,6 @@ fn application(
 > + Clone
 + Send
 + 'static {
-    let direct = Arc::new(direct::Direct::new(server.clone(), message_cap, SSE_KEEP_ALIVE));
-    let host_check = Arc::new(host::Hosts::new(&front.hosts));
     let config = StreamableHttpServerConfig::default()
         .with_cancellation_token(node.close_sessions.child_token())
         .with_allowed_hosts(front.hosts.clone())
@@ -305,39 +304,26 @@ fn application(
             config,
         ))
     };
-    let pace = Arc::new(body::BodyPace {
-        grace: limits.http_header_timeout,
-        rate: limits.http_body_min_rate,
-        cap: message_cap,
-    });
-    // The endpoint's middleware, outermost first, composed around the MCP
-    // service itself rather than with `Router::layer`: the router boxes
-    // each layer's inner service, and axum's `from_fn` clones its inner
-    // service on every request, so N router layers cloned (and allocated)
-    // about N²/2 boxes per request — 12% of the server's CPU on a stateless
-    // call (issue 27). Here a clone is a struct copy and an `Arc` count.
-    let endpoint = tower::ServiceBuilder::new()
-        // Outside authentication: a wrong Host is refused whatever the token.
-        .layer(from_fn_with_state(host_check, host::check))
-        .option_layer(
-            front
-                .auth
-                .clone()
-                .map(|auth| from_fn_with_state(auth, auth::Auth::require)),
-        )
-        .layer(from_fn_with_state(
-            Arc::new(requests::PrincipalRequests::new(
-                limits.http_requests_per_principal,
-            )),
-            requests::limit,
-        ))
-        .layer(from_fn_with_state(pace, body::paced))
-        .layer(from_fn_with_state(node.health.clone(), drain::refuse_new_work))
-        .layer(from_fn_with_state(node.in_flight.clone(), drain::track))
-        .layer(from_fn_with_state(node.sessions.clone(), sessions::guard))
+    // The endpoint's steps in one service (see `endpoint`), not as router
+    // or `from_fn` layers: those boxed and cloned the chain per request.
+    let endpoint = endpoint::Endpoint::new(endpoint::Steps {
+        hosts: host::Hosts::new(&front.hosts),
+        auth: front.auth.clone(),
+        requests: Arc::new(requests::PrincipalRequests::new(
+            limits.http_requests_per_principal,
+        )),
+        pace: body::BodyPace {
+            grace: limits.http_header_timeout,
+            rate: limits.http_body_min_rate,
+            cap: message_cap,
+        },
+        health: node.health.clone(),
+        in_flight: node.in_flight.clone(),
+        sessions: node.sessions.clone(),
         // Plain stateless guard calls skip rmcp's per-request service.
-        .layer(from_fn_with_state(direct, direct::answer))
-        .service(mcp);
+        direct: direct::Direct::new(server.clone(), message_cap, SSE_KEEP_ALIVE),
+        mcp,
+    });
     let protected = Router::new().nest_service(MCP_PATH, endpoint.clone());
     let mut public = Router::new();
     if let Some(auth) = &front.auth {
@@ -349,15 +335,17 @@ fn application(
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz).with_state(node.health.clone()))
         .fallback(health::elsewhere);
-    // Outermost first, around every path; the MCP path itself skips the
-    // router (see `mcp_first`).
-    tower::ServiceBuilder::new()
-        .layer(axum::middleware::from_fn(drain::mark_busy))
-        .layer(from_fn_with_state(front.allowlist.clone(), origin::check))
-        // Inside the Origin check, outside authentication: a browser's
-        // preflight carries no token.
-        .layer(origin::cors(front.allowlist.clone()))
-        .service(mcp_first::McpFirst { endpoint, rest })
+    // Around every path; the MCP path itself skips the router (see
+    // `mcp_first`). CORS sits inside the Origin check, outside
+    // authentication: a browser's preflight carries no token.
+    let cors = tower::Layer::layer(
+        &origin::cors(front.allowlist.clone()),
+        mcp_first::McpFirst { endpoint, rest },
+    );
+    edge::Edge {
+        allowlist: front.allowlist.clone(),
+        inner: cors,
+    }
 }
 
 /// The HTTP settings an operator has set, each read as `serve --http`

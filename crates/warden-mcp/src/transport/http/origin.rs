@@ -21,10 +21,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderName, Method, StatusCode, header};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 
 /// One allowed origin: scheme and host lowercased, port `None` = any.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,31 +112,37 @@ fn parse(text: &str, url_path: bool) -> Option<Allowed> {
     })
 }
 
-/// Middleware: 403 for a request whose `Origin` is not allowed, and 404
-/// for a preflight (`OPTIONS`) of a path the server does not serve, which
-/// the CORS layer inside would otherwise answer 200.
-pub(super) async fn check(State(allowlist): State<Arc<Allowlist>>, request: Request, next: Next) -> Response {
-    let path = request.uri().path();
-    if request.method() == Method::OPTIONS && path != super::MCP_PATH && !path.starts_with("/.well-known/") {
-        return super::health::elsewhere(request.uri().clone())
-            .await
-            .into_response();
-    }
-    if let Some(origin) = request.headers().get(header::ORIGIN) {
-        let allowed = origin.to_str().is_ok_and(|origin| allowlist.allows(origin));
-        if !allowed {
-            return (
-                StatusCode::FORBIDDEN,
-                axum::Json(serde_json::json!({
-                    "error": warden_core::error::codes::FORBIDDEN_ORIGIN,
-                    "message": "this Origin may not call the server (DNS-rebinding protection); \
-                an operator allows it with WARDEN_ALLOWED_ORIGINS",
-                })),
-            )
-                .into_response();
+impl Allowlist {
+    /// The edge's check, before CORS: 403 for a request whose `Origin` is
+    /// not allowed, and 404 for a preflight (`OPTIONS`) of a path the
+    /// server does not serve, which the CORS layer would otherwise answer
+    /// 200.
+    pub(super) fn admit(&self, request: &Request) -> Result<(), super::refusal::Refused> {
+        let path = request.uri().path();
+        if request.method() == Method::OPTIONS
+            && path != super::MCP_PATH
+            && !path.starts_with("/.well-known/")
+        {
+            return Err(Box::new(super::health::not_served(path)));
         }
+        if let Some(origin) = request.headers().get(header::ORIGIN) {
+            let allowed = origin.to_str().is_ok_and(|origin| self.allows(origin));
+            if !allowed {
+                return Err(Box::new(
+                    (
+                        StatusCode::FORBIDDEN,
+                        axum::Json(serde_json::json!({
+                            "error": warden_core::error::codes::FORBIDDEN_ORIGIN,
+                            "message": "this Origin may not call the server (DNS-rebinding protection); \
+                        an operator allows it with WARDEN_ALLOWED_ORIGINS",
+                        })),
+                    )
+                        .into_response(),
+                ));
+            }
+        }
+        Ok(())
     }
-    next.run(request).await
 }
 
 /// How long a browser may cache a preflight's answer.

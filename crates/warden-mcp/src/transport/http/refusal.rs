@@ -8,6 +8,11 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
+/// A step's answer instead of passing the request on. Boxed: refusals are
+/// rare, and a `Result` holding a whole `Response` (128 bytes) would be
+/// moved through every step of every request that passes.
+pub(super) type Refused = Box<Response>;
+
 /// A refusal with `status`, `code` and `message`; `retry_after` in seconds.
 pub(super) fn refuse(
     status: StatusCode,

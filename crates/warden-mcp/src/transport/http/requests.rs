@@ -17,10 +17,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::StatusCode;
-use axum::middleware::Next;
-use axum::response::Response;
 
 use super::listener::Busy;
 use warden_calls::tenant::Principal;
@@ -37,7 +35,7 @@ pub(super) struct PrincipalRequests {
 }
 
 /// One counted request; dropping it ends the request.
-struct Counted {
+pub(super) struct Counted {
     owner: Arc<PrincipalRequests>,
     principal: Principal,
 }
@@ -88,37 +86,40 @@ impl Drop for Counted {
     }
 }
 
-/// Middleware on `/mcp`, inside authentication: proves the connection,
-/// then counts the request against its principal until its response is
-/// delivered.
-pub(super) async fn limit(
-    State(requests): State<Arc<PrincipalRequests>>,
-    ConnectInfo(busy): ConnectInfo<Busy>,
-    request: Request,
-    next: Next,
-) -> Response {
-    busy.prove();
-    let principal = request
-        .extensions()
-        .get::<Principal>()
-        .cloned()
-        .unwrap_or_default();
-    if !warden_calls::tenant::limits::bound(&principal) {
-        return next.run(request).await;
+impl PrincipalRequests {
+    /// The endpoint's step inside authentication: proves the connection,
+    /// then counts the request against its principal (`None`: a principal
+    /// not counted) until the caller drops the count with its delivered
+    /// response, or answers 429.
+    pub(super) fn admit(
+        self: &Arc<Self>,
+        request: &Request,
+    ) -> Result<Option<Counted>, super::refusal::Refused> {
+        if let Some(ConnectInfo(busy)) = request.extensions().get::<ConnectInfo<Busy>>() {
+            busy.prove();
+        }
+        let principal = request
+            .extensions()
+            .get::<Principal>()
+            .cloned()
+            .unwrap_or_default();
+        if !warden_calls::tenant::limits::bound(&principal) {
+            return Ok(None);
+        }
+        match self.enter(&principal) {
+            Some(counted) => Ok(Some(counted)),
+            None => Err(Box::new(super::refusal::refuse(
+                StatusCode::TOO_MANY_REQUESTS,
+                warden_core::error::codes::TOO_MANY_REQUESTS,
+                &format!(
+                    "this principal has {} requests in progress, open SSE streams included \
+                     (WARDEN_HTTP_REQUESTS_PER_PRINCIPAL); close a stream or wait for a call to end, then retry",
+                    self.per_principal
+                ),
+                Some(RETRY_AFTER_SECONDS),
+            ))),
+        }
     }
-    let Some(counted) = requests.enter(&principal) else {
-        return super::refusal::refuse(
-            StatusCode::TOO_MANY_REQUESTS,
-            warden_core::error::codes::TOO_MANY_REQUESTS,
-            &format!(
-                "this principal has {} requests in progress, open SSE streams included \
-                 (WARDEN_HTTP_REQUESTS_PER_PRINCIPAL); close a stream or wait for a call to end, then retry",
-                requests.per_principal
-            ),
-            Some(RETRY_AFTER_SECONDS),
-        );
-    };
-    super::drain::hold_until_delivered(next.run(request).await, counted)
 }
 
 #[cfg(test)]

@@ -3,9 +3,9 @@
 //!
 //! [`Auth::from_env`] reads the settings once at startup (a bad one stops
 //! the server, naming the variable and the fix); the HTTP router (the
-//! parent module) puts [`Auth::require`] in front of `/mcp` and merges
+//! parent module) makes [`Auth::admit`] a step of `/mcp` and merges
 //! [`Auth::public_routes`] (the RFC 9728 metadata) unauthenticated. The
-//! middleware only decides *who* a request acts for: it inserts a
+//! step only decides *who* a request acts for: it inserts a
 //! [`Principal`] and the token's [`Scopes`] into the request's extensions,
 //! where `crate::server::principal_of` and `scopes_of` find them, or
 //! answers 400/401/403 itself. What a principal may see is the tenant layer's business.
@@ -24,11 +24,9 @@ mod tokens;
 use std::path::Path;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::HeaderMap;
 use axum::http::header::AUTHORIZATION;
-use axum::middleware::Next;
-use axum::response::Response;
 
 use crate::limits::MAX_AUTHORIZATION_BYTES;
 use oauth::{AUDIENCE_VAR, ISSUER_VAR, OAuth, SCOPES_VAR};
@@ -188,19 +186,19 @@ impl Auth {
         reply::metadata_routes(self)
     }
 
-    /// Middleware in front of `/mcp`: puts the caller's [`Principal`] and
-    /// [`Scopes`] into the request's extensions, or answers 400 (malformed
-    /// `Authorization`), 401 (no or bad credentials) or 403 (a JWT without
-    /// a required scope), with `WWW-Authenticate` and a JSON body
-    /// `{"code", "message"}`.
-    pub(crate) async fn require(State(auth): State<Arc<Auth>>, mut request: Request, next: Next) -> Response {
-        match auth.authenticate(request.headers()).await {
+    /// The endpoint's authentication step: puts the caller's [`Principal`]
+    /// and [`Scopes`] into the request's extensions, or answers 400
+    /// (malformed `Authorization`), 401 (no or bad credentials) or 403 (a
+    /// JWT without a required scope), with `WWW-Authenticate` and a JSON
+    /// body `{"code", "message"}`.
+    pub(crate) async fn admit(&self, mut request: Request) -> Result<Request, super::refusal::Refused> {
+        match self.authenticate(request.headers()).await {
             Ok((principal, scopes)) => {
                 request.extensions_mut().insert(principal);
                 request.extensions_mut().insert(scopes);
-                next.run(request).await
+                Ok(request)
             }
-            Err(rejection) => reply::reject(&auth, rejection),
+            Err(rejection) => Err(Box::new(reply::reject(self, rejection))),
         }
     }
 

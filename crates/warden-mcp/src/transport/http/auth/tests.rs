@@ -1,9 +1,11 @@
-//! The settings and the middleware, over real HTTP: an axum server on
+//! The settings and the authentication step, over real HTTP: an axum server on
 //! 127.0.0.1 with the layer in front of a route that echoes the principal.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use axum::extract::State;
+use axum::middleware::Next;
 use axum::routing::post;
 use axum::{Extension, Json};
 use jsonwebtoken::{Algorithm, EncodingKey, Header, encode};
@@ -166,7 +168,12 @@ async fn serve(pairs: &[(&str, &str)]) -> std::net::SocketAddr {
         .route("/mcp", post(echo))
         .layer(axum::middleware::from_fn_with_state(
             Arc::clone(&auth),
-            Auth::require,
+            |State(auth): State<Arc<Auth>>, request: Request, next: Next| async move {
+                match auth.admit(request).await {
+                    Ok(request) => next.run(request).await,
+                    Err(refused) => *refused,
+                }
+            },
         ))
         .merge(auth.public_routes());
     tokio::spawn(async move { axum::serve(listener, app).await });

@@ -34,7 +34,7 @@
 //! request's headers named, so this is where the session caps are counted:
 //! the server-wide `max_sessions` and each principal's
 //! `sessions_per_principal` (the opener arrives through
-//! [`super::OPENER`], set by the bounds middleware around the request).
+//! [`super::OPENER`], set by the endpoint's session step around the request).
 
 use std::collections::{HashMap, VecDeque};
 use std::pin::Pin;
@@ -384,7 +384,7 @@ impl Manager {
         self.inner.read().len()
     }
 
-    /// Whether `id` names an open session (sync, for the bounds middleware).
+    /// Whether `id` names an open session (sync, for the endpoint's session step).
     pub(crate) fn contains(&self, id: &str) -> bool {
         self.inner.read().contains_key(id)
     }
@@ -395,7 +395,7 @@ impl Manager {
     }
 
     /// Why `owner` could not open one more session now, if it could not:
-    /// the bounds middleware asks before rmcp tries (rmcp logs every failed
+    /// the endpoint's session step asks before rmcp tries (rmcp logs every failed
     /// session opening at ERROR, which a refused client in a loop would
     /// turn into a log flood). [`SessionManager::create_session`] decides
     /// again under the write lock, for requests that raced past this.
@@ -568,7 +568,7 @@ impl SessionManager for Manager {
 
     async fn create_session(&self) -> Result<(SessionId, SessionTransport), SessionError> {
         self.sweep();
-        // Outside the bounds middleware (tests) the opener is the operator.
+        // Outside the endpoint (tests) the opener is the operator.
         let owner = super::OPENER
             .try_with(|opener| opener.principal.clone())
             .unwrap_or_default();
@@ -762,7 +762,7 @@ mod tests {
         }
     }
 
-    /// Opens a session as `who` would through the bounds middleware.
+    /// Opens a session as `who` would through the endpoint's session step.
     async fn open_as(manager: &Manager, who: &str) -> Result<SessionId, SessionError> {
         let principal = if who == warden_calls::tenant::LOCAL {
             Principal::local()

@@ -5,7 +5,7 @@
 //! it is deleted or idle for its keep-alive. rmcp opens a session for
 //! every `initialize`, whatever protocol revision the request's headers
 //! name, so the caps cannot be decided from the headers: the manager
-//! counts them when it opens a session. This middleware tells it who is
+//! counts them when it opens a session. This step tells it who is
 //! opening ([`OPENER`], a task-local around the request) and turns its
 //! refusal into a 503 with `Retry-After` that names the limit, instead of
 //! rmcp's bare 500.
@@ -16,11 +16,11 @@
 
 pub(crate) mod manager;
 
+use std::future::Future;
 use std::sync::{Arc, OnceLock};
 
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::Response;
 
 use warden_calls::tenant::Principal;
@@ -73,7 +73,7 @@ pub(super) enum Refusal {
     Principal(usize),
 }
 
-/// The session bookkeeping shared by the middleware and `/readyz`.
+/// The session bookkeeping shared by the endpoint's step and `/readyz`.
 pub(super) struct Sessions {
     pub(crate) manager: Arc<manager::Manager>,
 }
@@ -82,51 +82,56 @@ impl Sessions {
     pub(super) fn new(manager: Arc<manager::Manager>) -> Self {
         Self { manager }
     }
-}
 
-/// Middleware in front of rmcp's service (inside authentication).
-pub(super) async fn guard(State(sessions): State<Arc<Sessions>>, request: Request, next: Next) -> Response {
-    let principal = request
-        .extensions()
-        .get::<Principal>()
-        .cloned()
-        .unwrap_or_default();
-    let session = request
-        .headers()
-        .get(SESSION_HEADER)
-        .and_then(|v| v.to_str().ok());
-    if let Some(id) = session
-        && sessions.manager.owner(id).is_some_and(|owner| owner != principal)
+    /// The endpoint's step in front of rmcp's service (inside
+    /// authentication): refuses a session of another principal and a
+    /// session past the caps, and runs `next` with the [`OPENER`] set.
+    pub(super) async fn serve<F>(&self, request: Request, next: impl FnOnce(Request) -> F) -> Response
+    where
+        F: Future<Output = Response>,
     {
-        return super::refusal::refuse(
-            StatusCode::NOT_FOUND,
-            warden_core::error::codes::NOT_FOUND,
-            "session not found; initialize a new session",
-            None,
-        );
-    }
-    let is_delete = request.method() == Method::DELETE;
-    let request = if session.is_none() && request.method() == Method::POST {
-        let (request, initialize) = is_initialize(request).await;
-        if initialize && let Some(refusal) = sessions.manager.would_refuse(&principal) {
-            return refusal_response(refusal);
+        let principal = request
+            .extensions()
+            .get::<Principal>()
+            .cloned()
+            .unwrap_or_default();
+        let session = request
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|v| v.to_str().ok());
+        if let Some(id) = session
+            && self.manager.owner(id).is_some_and(|owner| owner != principal)
+        {
+            return super::refusal::refuse(
+                StatusCode::NOT_FOUND,
+                warden_core::error::codes::NOT_FOUND,
+                "session not found; initialize a new session",
+                None,
+            );
         }
-        request
-    } else {
-        request
-    };
-    let opener = Opener::new(principal);
-    let refused = opener.refused.clone();
-    let mut response = OPENER.scope(opener, next.run(request)).await;
-    if let Some(refusal) = refused.get() {
-        return refusal_response(*refusal);
+        let is_delete = request.method() == Method::DELETE;
+        let request = if session.is_none() && request.method() == Method::POST {
+            let (request, initialize) = is_initialize(request).await;
+            if initialize && let Some(refusal) = self.manager.would_refuse(&principal) {
+                return refusal_response(refusal);
+            }
+            request
+        } else {
+            request
+        };
+        let opener = Opener::new(principal);
+        let refused = opener.refused.clone();
+        let mut response = OPENER.scope(opener, next(request)).await;
+        if let Some(refusal) = refused.get() {
+            return refusal_response(*refusal);
+        }
+        // rmcp answers a session's DELETE 202; the spec's clients expect 200 or
+        // 204 (the Python SDK logs every other status as a failed termination).
+        if is_delete && response.status() == StatusCode::ACCEPTED {
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
+        response
     }
-    // rmcp answers a session's DELETE 202; the spec's clients expect 200 or
-    // 204 (the Python SDK logs every other status as a failed termination).
-    if is_delete && response.status() == StatusCode::ACCEPTED {
-        *response.status_mut() = StatusCode::NO_CONTENT;
-    }
-    response
 }
 
 /// Whether a POST without a session is an `initialize` (which opens one),

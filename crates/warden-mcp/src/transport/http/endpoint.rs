@@ -1,0 +1,124 @@
+//! The MCP endpoint: its steps, in order, in one service.
+//!
+//! ```text
+//!  Host ─► authentication ─► principal's requests ─► body pace ─► drain refusal
+//!       ─► in-flight count ─► session bounds ─► direct path ─► rmcp
+//! ```
+//!
+//! Each step is a method of the state it keeps (in its own module), which
+//! either passes the request on or answers it. They were axum `from_fn`
+//! layers: each boxed its inner service and its future on every request
+//! and cloned the rest of the chain, and each step that held something
+//! until the response was delivered wrapped the body in a box of its own.
+//! Here a request costs one boxed future and at most one wrapped body, and
+//! the order of the steps is read in one function ([`Steps::serve`]).
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use axum::extract::Request;
+use axum::response::Response;
+use futures_util::future::BoxFuture;
+use tower::ServiceExt;
+use tower_service::Service;
+
+use super::refusal::Refused;
+use super::{auth, body, direct, drain, health, host, requests, sessions};
+
+/// What the endpoint's steps keep, and `mcp`, rmcp's service, last.
+pub(super) struct Steps<M> {
+    pub(super) hosts: host::Hosts,
+    /// `None`: requests act for the local operator.
+    pub(super) auth: Option<Arc<auth::Auth>>,
+    pub(super) requests: Arc<requests::PrincipalRequests>,
+    pub(super) pace: body::BodyPace,
+    pub(super) health: Arc<health::Health>,
+    pub(super) in_flight: Arc<drain::InFlight>,
+    pub(super) sessions: Arc<sessions::Sessions>,
+    pub(super) direct: direct::Direct,
+    pub(super) mcp: M,
+}
+
+impl<M> Steps<M>
+where
+    M: Service<Request, Response = Response, Error = Infallible> + Clone,
+{
+    /// Runs the request through every step; the first refusal is the answer.
+    async fn serve(&self, request: Request) -> Response {
+        match self.admitted(request).await {
+            Ok(response) => response,
+            Err(refused) => *refused,
+        }
+    }
+
+    async fn admitted(&self, request: Request) -> Result<Response, Refused> {
+        // Outside authentication: a wrong Host is refused whatever the token.
+        self.hosts.admit(&request)?;
+        let request = match &self.auth {
+            Some(auth) => auth.admit(request).await?,
+            None => request,
+        };
+        let counted = self.requests.admit(&request)?;
+        let request = self.pace.read_request(request).await?;
+        drain::refuse_new_work(&self.health, &request)?;
+        let entered = self.in_flight.track(&request);
+        let response = self
+            .sessions
+            .serve(request, |request| {
+                self.direct.answer(request, |request| self.rmcp(request))
+            })
+            .await;
+        // Both counts end when the response has been delivered.
+        Ok(match (counted, entered) {
+            (None, None) => response,
+            held => drain::hold_until_delivered(response, held),
+        })
+    }
+
+    fn rmcp(&self, request: Request) -> impl Future<Output = Response> + use<M> {
+        let call = self.mcp.clone().oneshot(request);
+        async move {
+            match call.await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    }
+}
+
+/// The endpoint as a tower service: a clone is an `Arc` count.
+pub(super) struct Endpoint<M>(Arc<Steps<M>>);
+
+impl<M> Endpoint<M> {
+    pub(super) fn new(steps: Steps<M>) -> Self {
+        Self(Arc::new(steps))
+    }
+}
+
+impl<M> Clone for Endpoint<M> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
+impl<M> Service<Request> for Endpoint<M>
+where
+    M: Service<Request, Response = Response, Error = Infallible> + Clone + Send + Sync + 'static,
+    M::Future: Send,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    /// Always ready: each request takes its own copy of rmcp's service.
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request) -> Self::Future {
+        let steps = self.0.clone();
+        Box::pin(async move { Ok(steps.serve(request).await) })
+    }
+}
