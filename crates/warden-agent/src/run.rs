@@ -22,6 +22,7 @@ use crate::limits::{
 };
 use warden_calls::events::Origin;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_core::future::BoxFuture;
 use warden_script::host::progress::{Progress, note};
 use warden_script::host::session::{Budget, RunEnd, Session};
 use warden_script::protocol::RunOutcome;
@@ -33,36 +34,40 @@ use warden_task::{
 };
 
 /// Runs one coding task and returns its result.
-pub async fn run_coding_task(
-    runner: &TaskRunner,
-    config: &ModelConfig,
-    prompt: &str,
+/// Boxed: compiled here once, not in each crate that awaits it
+/// ([`warden_core::future`]).
+pub fn run_coding_task<'a>(
+    runner: &'a TaskRunner,
+    config: &'a ModelConfig,
+    prompt: &'a str,
     timeout: std::time::Duration,
-    origin: &mut Origin,
+    origin: &'a mut Origin,
     cancel: CancellationToken,
-    (claim, progress): (Option<&Claim>, Option<&Progress>),
-) -> Result<TaskResult, GuardError> {
-    let cancel = &cancel;
-    runner
-        .run(origin, timeout, cancel, claim, async |task, origin| {
-            task.model = Some(config.model_id.clone());
-            // Its blocks share the agent's budgets: recorded, so a replay spends the same.
-            task.limits = warden_task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
-            let denied = runner.executor.denied_guards(origin);
-            let system = super::prompt::system_prompt(
-                runner.executor.registry(),
-                &denied,
-                config.inline_calls,
-                timeout,
-                prompt,
-            );
-            task.write_file("prompt.txt", prompt.as_bytes())?;
-            task.write_file("agent_instructions.md", system.as_bytes())?;
-            let (result, facts) =
-                converse(runner, config, task, origin, (cancel, progress), (system, prompt)).await;
-            Ok(Ending::Finished(Box::new(result), Box::new(facts)))
-        })
-        .await
+    (claim, progress): (Option<&'a Claim>, Option<&'a Progress>),
+) -> BoxFuture<'a, Result<TaskResult, GuardError>> {
+    Box::pin(async move {
+        let cancel = &cancel;
+        runner
+            .run(origin, timeout, cancel, claim, async |task, origin| {
+                task.model = Some(config.model_id.clone());
+                // Its blocks share the agent's budgets: recorded, so a replay spends the same.
+                task.limits = warden_task::task_receipt::RunLimits::coding(timeout, config.inline_calls);
+                let denied = runner.executor.denied_guards(origin);
+                let system = super::prompt::system_prompt(
+                    runner.executor.registry(),
+                    &denied,
+                    config.inline_calls,
+                    timeout,
+                    prompt,
+                );
+                task.write_file("prompt.txt", prompt.as_bytes())?;
+                task.write_file("agent_instructions.md", system.as_bytes())?;
+                let (result, facts) =
+                    converse(runner, config, task, origin, (cancel, progress), (system, prompt)).await;
+                Ok(Ending::Finished(Box::new(result), Box::new(facts)))
+            })
+            .await
+    })
 }
 
 /// The model's conversation in one worker session of `task`: the task's

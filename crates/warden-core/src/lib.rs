@@ -13,7 +13,8 @@
 //! [`ask`] (questions from a running guard to the client's person or model),
 //! [`approval`] (approvals a detached task waits for, and their records),
 //! [`Content`] (non-JSON results), [`catalogue`] (the guard catalogue
-//! resource) and [`receipt`] (the hashes that let a result be recomputed).
+//! resource), [`receipt`] (the hashes that let a result be recomputed) and
+//! [`future`] (the boxed future a crate's async entry points return).
 //!
 //! This crate never runs a guard and never starts a process: the executor
 //! above it does. It depends on no other Warden crate. Its API serves
@@ -29,6 +30,7 @@ pub mod catalogue;
 pub mod config;
 mod content;
 pub mod error;
+pub mod future;
 pub mod guard;
 pub mod json;
 pub mod limits;

@@ -8,6 +8,7 @@
 use std::io::IsTerminal;
 use std::sync::Arc;
 
+use warden_core::future::BoxFuture;
 use warden_task::TaskRunner;
 
 use crate::limits::{ServingLimits, TASK_SHUTDOWN_GRACE};
@@ -92,22 +93,26 @@ pub async fn stdio(
 
 /// Serves stdio for a command line: prints the terminal hint and the error,
 /// if any, and gives the exit code (0 a clean end, 1 the session failed).
-pub async fn stdio_exit_code(
+/// Boxed: the serve loop is compiled here, not in every app
+/// ([`warden_core::future`]).
+pub fn stdio_exit_code<'a>(
     tasks: Arc<TaskRunner>,
     limits: ServingLimits,
-    name: &str,
-    version: &str,
-) -> std::process::ExitCode {
-    if let Some(hint) = terminal_hint(name) {
-        eprintln!("{hint}");
-    }
-    match stdio(tasks, limits, name, version, shutdown_signal()).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(error) => {
-            eprintln!("error: {error}");
-            std::process::ExitCode::from(1)
+    name: &'a str,
+    version: &'a str,
+) -> BoxFuture<'a, std::process::ExitCode> {
+    Box::pin(async move {
+        if let Some(hint) = terminal_hint(name) {
+            eprintln!("{hint}");
         }
-    }
+        match stdio(tasks, limits, name, version, shutdown_signal()).await {
+            Ok(()) => std::process::ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("error: {error}");
+                std::process::ExitCode::from(1)
+            }
+        }
+    })
 }
 
 /// The HTTP settings that are set and the problems `serve --http` would
@@ -119,59 +124,62 @@ pub fn http_settings() -> (Vec<&'static str>, Vec<(&'static str, String)>) {
 
 /// Serves MCP over HTTP for a command line: prints where it listens and
 /// how the drain ended (stderr), and gives the exit code (0 a clean drain,
-/// 2 it could not start, 1 it failed while serving).
+/// 2 it could not start, 1 it failed while serving). Boxed, as
+/// [`stdio_exit_code`] is.
 #[cfg(feature = "http")]
-pub async fn http_exit_code(
+pub fn http_exit_code<'a>(
     tasks: Arc<TaskRunner>,
     limits: ServingLimits,
-    name: &str,
-    version: &str,
+    name: &'a str,
+    version: &'a str,
     addr: std::net::SocketAddr,
-) -> std::process::ExitCode {
-    use crate::transport::http::{HttpError, serve};
-    let on_listening = |listening: &crate::transport::http::Listening| {
-        let auth = if listening.authenticated {
-            "authenticated"
-        } else {
-            "no authentication (loopback only)"
+) -> BoxFuture<'a, std::process::ExitCode> {
+    Box::pin(async move {
+        use crate::transport::http::{HttpError, serve};
+        let on_listening = |listening: &crate::transport::http::Listening| {
+            let auth = if listening.authenticated {
+                "authenticated"
+            } else {
+                "no authentication (loopback only)"
+            };
+            let bound = format!("http://{}{}", listening.bound, crate::transport::http::MCP_PATH);
+            if bound == listening.url {
+                eprintln!("{name}: serving MCP at {} ({auth})", listening.url);
+            } else {
+                eprintln!(
+                    "{name}: serving MCP at {} (public URL; bound to {bound}) ({auth})",
+                    listening.url
+                );
+            }
         };
-        let bound = format!("http://{}{}", listening.bound, crate::transport::http::MCP_PATH);
-        if bound == listening.url {
-            eprintln!("{name}: serving MCP at {} ({auth})", listening.url);
-        } else {
-            eprintln!(
-                "{name}: serving MCP at {} (public URL; bound to {bound}) ({auth})",
-                listening.url
-            );
+        let outcome = serve(
+            tasks,
+            limits,
+            name,
+            version,
+            addr,
+            on_listening,
+            shutdown_signal(),
+        )
+        .await;
+        match outcome {
+            Ok(drained) => {
+                eprintln!(
+                    "{name}: drained ({} call(s) cut at the grace, {} task(s) unrecorded)",
+                    drained.calls_cut, drained.tasks_left
+                );
+                std::process::ExitCode::SUCCESS
+            }
+            Err(error @ HttpError::Serve(_)) => {
+                eprintln!("error: {error}");
+                std::process::ExitCode::from(1)
+            }
+            Err(error) => {
+                eprintln!("error: {error}");
+                std::process::ExitCode::from(2)
+            }
         }
-    };
-    let outcome = serve(
-        tasks,
-        limits,
-        name,
-        version,
-        addr,
-        on_listening,
-        shutdown_signal(),
-    )
-    .await;
-    match outcome {
-        Ok(drained) => {
-            eprintln!(
-                "{name}: drained ({} call(s) cut at the grace, {} task(s) unrecorded)",
-                drained.calls_cut, drained.tasks_left
-            );
-            std::process::ExitCode::SUCCESS
-        }
-        Err(error @ HttpError::Serve(_)) => {
-            eprintln!("error: {error}");
-            std::process::ExitCode::from(1)
-        }
-        Err(error) => {
-            eprintln!("error: {error}");
-            std::process::ExitCode::from(2)
-        }
-    }
+    })
 }
 
 /// Resolves on SIGTERM or SIGINT, so a supervisor's stop is a clean shutdown.

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 use crate::{TaskResult, TaskRunner, TaskStatus, result_dir};
 use warden_calls::tenant::Principal;
 use warden_core::error::{TaskError, TaskErrorKind};
+use warden_core::future::BoxFuture;
 
 impl TaskRunner {
     /// Registers claimed task `id` as running here under `cancel`: its
@@ -31,51 +32,69 @@ impl TaskRunner {
     /// record; the task stops running here. A result that cannot be saved
     /// ends the task failed, naming why, so no record claims a result no
     /// node can read. Returns the result as recorded.
-    pub async fn end_claimed(&self, principal: &Principal, id: &str, result: TaskResult) -> TaskResult {
-        let mut result = result.with_task_id(id);
-        if self.running.stopping() && result.status == TaskStatus::Cancelled {
-            result = crate::records::interrupted().with_task_id(id);
-        }
-        result.task_dir = Some(result_dir(id));
-        let saved = self
-            .store
-            .create_task_with_id(principal, id)
-            .and_then(|_| self.store.write_result(id, &result.to_bytes()))
-            .and_then(|()| self.store.upload_task(id));
-        if let Err(error) = saved {
-            let summary = format!(
-                "the call ran but its result could not be saved: {}",
-                error.message
-            );
-            result = TaskResult::failure(TaskStatus::Failed, summary.clone())
-                .with_task_id(id)
-                .with_error(TaskError::new(TaskErrorKind::Storage, summary));
-            let _ = self.store.write_result(id, &result.to_bytes());
-        }
-        if let Err(error) = self.records.end(id, &result).await {
-            tracing::warn!(task_id = %id, %error, "the task's record could not be ended; result.json has its result");
-        }
-        self.store.end_task(id);
-        self.running.remove(id);
-        result
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn end_claimed<'a>(
+        &'a self,
+        principal: &'a Principal,
+        id: &'a str,
+        result: TaskResult,
+    ) -> BoxFuture<'a, TaskResult> {
+        Box::pin(async move {
+            let mut result = result.with_task_id(id);
+            if self.running.stopping() && result.status == TaskStatus::Cancelled {
+                result = crate::records::interrupted().with_task_id(id);
+            }
+            result.task_dir = Some(result_dir(id));
+            let saved = self
+                .store
+                .create_task_with_id(principal, id)
+                .and_then(|_| self.store.write_result(id, &result.to_bytes()))
+                .and_then(|()| self.store.upload_task(id));
+            if let Err(error) = saved {
+                let summary = format!(
+                    "the call ran but its result could not be saved: {}",
+                    error.message
+                );
+                result = TaskResult::failure(TaskStatus::Failed, summary.clone())
+                    .with_task_id(id)
+                    .with_error(TaskError::new(TaskErrorKind::Storage, summary));
+                let _ = self.store.write_result(id, &result.to_bytes());
+            }
+            if let Err(error) = self.records.end(id, &result).await {
+                tracing::warn!(task_id = %id, %error, "the task's record could not be ended; result.json has its result");
+            }
+            self.store.end_task(id);
+            self.running.remove(id);
+            result
+        })
     }
 
     /// Stops claimed task `id` on questions for the person: its record
     /// waits (`input_required`) with `resume` (what answers them) and
     /// `message`, holding no slot; the task stops running here. `false`
     /// when its record no longer runs here (cancelled or lost meanwhile).
-    pub async fn pause_claimed(&self, id: &str, resume: &Value, message: &str) -> bool {
-        let paused = self
-            .records
-            .pause(id, &serde_json::json!({}), resume, message, None)
-            .await;
-        self.running.remove(id);
-        match paused {
-            Ok(paused) => paused,
-            Err(error) => {
-                tracing::warn!(task_id = %id, %error, "the task could not wait for the person");
-                false
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn pause_claimed<'a>(
+        &'a self,
+        id: &'a str,
+        resume: &'a Value,
+        message: &'a str,
+    ) -> BoxFuture<'a, bool> {
+        Box::pin(async move {
+            let paused = self
+                .records
+                .pause(id, &serde_json::json!({}), resume, message, None)
+                .await;
+            self.running.remove(id);
+            match paused {
+                Ok(paused) => paused,
+                Err(error) => {
+                    tracing::warn!(task_id = %id, %error, "the task could not wait for the person");
+                    false
+                }
             }
-        }
+        })
     }
 }

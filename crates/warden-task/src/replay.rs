@@ -30,6 +30,7 @@ use crate::result::TaskResult;
 use crate::task_receipt::{FileHash, RunLimits, TaskReceipt};
 use warden_calls::artifacts::View;
 use warden_core::error::{GuardError, codes};
+use warden_core::future::BoxFuture;
 use warden_core::registry::Registry;
 
 /// Bytes read from a recorded file at most (a script, function_calls.json,
@@ -508,65 +509,69 @@ fn read_text(view: View<'_>, task_id: &str, path: &str) -> Result<String, GuardE
 
 /// Replays the caller's finished task `task_id` as a new task and compares
 /// the two. Another principal's task answers as an unknown one.
-pub async fn replay(
-    runner: &crate::TaskRunner,
-    task_id: &str,
-    origin: &mut warden_calls::events::Origin,
+/// Boxed: compiled here once, not in each crate that awaits it
+/// ([`warden_core::future`]).
+pub fn replay<'a>(
+    runner: &'a crate::TaskRunner,
+    task_id: &'a str,
+    origin: &'a mut warden_calls::events::Origin,
     cancel: tokio_util::sync::CancellationToken,
     (claim, progress): (
-        Option<&crate::Claim>,
-        Option<&warden_script::host::progress::Progress>,
+        Option<&'a crate::Claim>,
+        Option<&'a warden_script::host::progress::Progress>,
     ),
-) -> Result<ReplayReport, GuardError> {
-    let principal = origin.principal.clone();
-    let Some(record) = runner.records.get(&principal, task_id).await? else {
-        return Err(warden_calls::artifacts::no_task(task_id));
-    };
-    if !matches!(record.state, crate::store::State::Ended(_)) {
-        return Err(GuardError::invalid_input(
-            "task_id",
-            format!("task '{task_id}' has not ended; replay it once it has (tasks/get says when)"),
-        ));
-    }
-    let recorded = recorded(runner.store.view(&principal), task_id)?;
-    let original = recorded.result;
-    let empty = empty_receipt();
-    let receipt = original.receipt.as_ref().unwrap_or(&empty);
-    let limits = replay_limits(receipt, runner.executor.limits().max_timeout);
-    if !recorded.altered.is_empty() {
-        return Ok(ReplayReport {
-            verdict: "script_differs",
-            task_id: task_id.to_string(),
-            replay_task_id: None,
-            replay_status: "not_run".into(),
-            limits: limits.0,
-            limits_from: limits.1,
-            calls: Pair {
-                original: receipt.calls,
-                replay: 0,
-            },
-            differences: recorded.altered.len(),
-            first_difference: recorded.altered.into_iter().next(),
-            nondeterministic: Vec::new(),
-        });
-    }
-    let scripts: Vec<&str> = recorded.scripts.iter().map(String::as_str).collect();
-    let run = runner.run_scripts(&scripts, limits.0, origin, cancel, (claim, progress));
-    // A task that waited for the person replays with the answers it got.
-    let replayed = if receipt.approvals.is_empty() {
-        run.await?
-    } else {
-        let book = warden_core::approval::Book::replaying(receipt.approvals.clone());
-        warden_core::reach::durable(book, run).await?
-    };
-    let Some(replay_id) = replayed.task_id.clone() else {
-        return Err(GuardError::failed("the replay ran without a task id"));
-    };
-    compare(
-        runner.store.view(&principal),
-        runner.executor.registry(),
-        (task_id, &original),
-        (&replay_id, &replayed),
-        limits,
-    )
+) -> BoxFuture<'a, Result<ReplayReport, GuardError>> {
+    Box::pin(async move {
+        let principal = origin.principal.clone();
+        let Some(record) = runner.records.get(&principal, task_id).await? else {
+            return Err(warden_calls::artifacts::no_task(task_id));
+        };
+        if !matches!(record.state, crate::store::State::Ended(_)) {
+            return Err(GuardError::invalid_input(
+                "task_id",
+                format!("task '{task_id}' has not ended; replay it once it has (tasks/get says when)"),
+            ));
+        }
+        let recorded = recorded(runner.store.view(&principal), task_id)?;
+        let original = recorded.result;
+        let empty = empty_receipt();
+        let receipt = original.receipt.as_ref().unwrap_or(&empty);
+        let limits = replay_limits(receipt, runner.executor.limits().max_timeout);
+        if !recorded.altered.is_empty() {
+            return Ok(ReplayReport {
+                verdict: "script_differs",
+                task_id: task_id.to_string(),
+                replay_task_id: None,
+                replay_status: "not_run".into(),
+                limits: limits.0,
+                limits_from: limits.1,
+                calls: Pair {
+                    original: receipt.calls,
+                    replay: 0,
+                },
+                differences: recorded.altered.len(),
+                first_difference: recorded.altered.into_iter().next(),
+                nondeterministic: Vec::new(),
+            });
+        }
+        let scripts: Vec<&str> = recorded.scripts.iter().map(String::as_str).collect();
+        let run = runner.run_scripts(&scripts, limits.0, origin, cancel, (claim, progress));
+        // A task that waited for the person replays with the answers it got.
+        let replayed = if receipt.approvals.is_empty() {
+            run.await?
+        } else {
+            let book = warden_core::approval::Book::replaying(receipt.approvals.clone());
+            warden_core::reach::durable(book, run).await?
+        };
+        let Some(replay_id) = replayed.task_id.clone() else {
+            return Err(GuardError::failed("the replay ran without a task id"));
+        };
+        compare(
+            runner.store.view(&principal),
+            runner.executor.registry(),
+            (task_id, &original),
+            (&replay_id, &replayed),
+            limits,
+        )
+    })
 }

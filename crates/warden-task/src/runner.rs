@@ -20,6 +20,7 @@ use warden_calls::events::Origin;
 use warden_calls::executor::{Executor, Slots};
 use warden_core::approval::Book;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_core::future::BoxFuture;
 use warden_script::host::journal::JournalError;
 use warden_script::host::session::WorkerFacts;
 
@@ -123,106 +124,110 @@ impl TaskRunner {
     /// token, cancelled by [`TaskRunner::shutdown`] too. A task this
     /// server claimed from the queue (`claim`) already has its id, record
     /// and slot: it takes them from the claim.
-    pub async fn begin(
-        &self,
-        origin: &mut Origin,
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn begin<'a>(
+        &'a self,
+        origin: &'a mut Origin,
         timeout: Duration,
-        cancel: &CancellationToken,
-        claim: Option<&Claim>,
-    ) -> Result<Task, GuardError> {
-        let phases = crate::phases::Phases::new(std::time::Instant::now());
-        self.start_heartbeat();
-        // Its receipt names the build: hashed while the task runs.
-        warden_core::receipt::prefetch_build_id();
-        // A claimed MCP task: its id, record (running here) and slot exist
-        // already; its rate was counted when it was queued.
-        let claim = claim.and_then(Claim::take);
-        let detached = claim.is_some();
-        let (slot, id, dir) = self.seat(origin, cancel, claim).await?;
-        let started = std::time::Instant::now();
-        origin.task_id = Some(id.clone());
-        let events = self.executor.events().with_task_log(&dir);
-        events.emit(
-            origin,
-            "task_created",
-            json!({"task_id": id, "detached": detached}),
-        );
-        let registry = registry_snapshot(&self.executor, origin).to_string();
-        let trace = warden_calls::telemetry::start(
-            "task.worker",
-            opentelemetry::trace::SpanKind::Internal,
-            &origin.trace,
-            vec![
-                opentelemetry::KeyValue::new("warden.task_id", id.clone()),
-                opentelemetry::KeyValue::new("warden.node", warden_calls::node::name()),
-            ],
-        );
-        let task = Task {
-            trace,
-            _slot: slot,
-            executor: self.executor.clone(),
-            script_workers: self.script_workers.clone(),
-            input_state_ttl: self.limits.input_state_ttl,
-            recorded: false,
-            store: self.store.clone(),
-            running: self.running.clone(),
-            records: self.records.clone(),
-            detached,
-            id,
-            dir,
-            events,
-            deadline: Instant::now() + timeout,
-            timeout,
-            model: None,
-            limits: task_receipt::RunLimits::script(timeout),
-            started,
-            phases,
-        };
-        // A claimed task's record exists; a task a request waits for gets
-        // one now. The store writes it on its own thread while this one
-        // writes the registry snapshot: `join!` polls the record first,
-        // which hands it to the store, then writes the file.
-        let record = async {
-            if detached {
-                return Ok(());
+        cancel: &'a CancellationToken,
+        claim: Option<&'a Claim>,
+    ) -> BoxFuture<'a, Result<Task, GuardError>> {
+        Box::pin(async move {
+            let phases = crate::phases::Phases::new(std::time::Instant::now());
+            self.start_heartbeat();
+            // Its receipt names the build: hashed while the task runs.
+            warden_core::receipt::prefetch_build_id();
+            // A claimed MCP task: its id, record (running here) and slot exist
+            // already; its rate was counted when it was queued.
+            let claim = claim.and_then(Claim::take);
+            let detached = claim.is_some();
+            let (slot, id, dir) = self.seat(origin, cancel, claim).await?;
+            let started = std::time::Instant::now();
+            origin.task_id = Some(id.clone());
+            let events = self.executor.events().with_task_log(&dir);
+            events.emit(
+                origin,
+                "task_created",
+                json!({"task_id": id, "detached": detached}),
+            );
+            let registry = registry_snapshot(&self.executor, origin).to_string();
+            let trace = warden_calls::telemetry::start(
+                "task.worker",
+                opentelemetry::trace::SpanKind::Internal,
+                &origin.trace,
+                vec![
+                    opentelemetry::KeyValue::new("warden.task_id", id.clone()),
+                    opentelemetry::KeyValue::new("warden.node", warden_calls::node::name()),
+                ],
+            );
+            let task = Task {
+                trace,
+                _slot: slot,
+                executor: self.executor.clone(),
+                script_workers: self.script_workers.clone(),
+                input_state_ttl: self.limits.input_state_ttl,
+                recorded: false,
+                store: self.store.clone(),
+                running: self.running.clone(),
+                records: self.records.clone(),
+                detached,
+                id,
+                dir,
+                events,
+                deadline: Instant::now() + timeout,
+                timeout,
+                model: None,
+                limits: task_receipt::RunLimits::script(timeout),
+                started,
+                phases,
+            };
+            // A claimed task's record exists; a task a request waits for gets
+            // one now. The store writes it on its own thread while this one
+            // writes the registry snapshot: `join!` polls the record first,
+            // which hands it to the store, then writes the file.
+            let record = async {
+                if detached {
+                    return Ok(());
+                }
+                let ttl_ms = self.records.ttl_ms(None);
+                self.records
+                    .create(
+                        &task.id,
+                        &origin.principal,
+                        &origin.tool,
+                        &task.dir,
+                        ttl_ms,
+                        false,
+                    )
+                    .await
+            };
+            let snapshot = async {
+                self.store
+                    .write_task_file(&task.id, "registry.json", registry.as_bytes())
+            };
+            let (created, snapshot) = tokio::join!(record, snapshot);
+            if let Err(error) = created {
+                // No record: the directory alone would be a task nobody can see.
+                let error = GuardError::from(error);
+                let mut task = task;
+                task.recorded = true;
+                let id = task.id.clone();
+                drop(task);
+                self.store.remove_task(&id);
+                return Err(error);
             }
-            let ttl_ms = self.records.ttl_ms(None);
-            self.records
-                .create(
-                    &task.id,
-                    &origin.principal,
-                    &origin.tool,
-                    &task.dir,
-                    ttl_ms,
-                    false,
-                )
-                .await
-        };
-        let snapshot = async {
-            self.store
-                .write_task_file(&task.id, "registry.json", registry.as_bytes())
-        };
-        let (created, snapshot) = tokio::join!(record, snapshot);
-        if let Err(error) = created {
-            // No record: the directory alone would be a task nobody can see.
-            let error = GuardError::from(error);
-            let mut task = task;
-            task.recorded = true;
-            let id = task.id.clone();
-            drop(task);
-            self.store.remove_task(&id);
-            return Err(error);
-        }
-        // Running here from now on: its record exists, so the heartbeat
-        // renews its lease (a task it cannot find in the store is taken
-        // for lost and cancelled).
-        self.running.insert(&task.id, cancel, detached);
-        if let Err(error) = snapshot {
-            task.abandon(&error).await;
-            return Err(error);
-        }
-        task.phases.mark(crate::phases::Phase::Seat);
-        Ok(task)
+            // Running here from now on: its record exists, so the heartbeat
+            // renews its lease (a task it cannot find in the store is taken
+            // for lost and cancelled).
+            self.running.insert(&task.id, cancel, detached);
+            if let Err(error) = snapshot {
+                task.abandon(&error).await;
+                return Err(error);
+            }
+            task.phases.mark(crate::phases::Phase::Seat);
+            Ok(task)
+        })
     }
 
     /// A task's slot, id and directory: a claimed task's own (its record

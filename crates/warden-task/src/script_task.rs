@@ -10,23 +10,28 @@ use crate::runner::Ending;
 use crate::{Claim, TaskResult, TaskRunner, TaskStatus, abnormal_end, task_receipt};
 use warden_calls::events::Origin;
 use warden_core::error::{GuardError, TaskErrorKind};
+use warden_core::future::BoxFuture;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Budget, RunEnd, WorkerFacts};
 use warden_script::protocol::RunOutcome;
 
 impl TaskRunner {
     /// Runs a client-written script as a task and returns the task result.
-    pub async fn run_script(
-        &self,
-        script: &str,
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn run_script<'a>(
+        &'a self,
+        script: &'a str,
         timeout: Duration,
-        origin: &mut Origin,
+        origin: &'a mut Origin,
         cancel: CancellationToken,
-        (claim, progress): (Option<&Claim>, Option<&Progress>),
-    ) -> Result<TaskResult, GuardError> {
-        let limits = task_receipt::RunLimits::script(timeout);
-        self.run_scripts(&[script], limits, origin, cancel, (claim, progress))
-            .await
+        (claim, progress): (Option<&'a Claim>, Option<&'a Progress>),
+    ) -> BoxFuture<'a, Result<TaskResult, GuardError>> {
+        Box::pin(async move {
+            let limits = task_receipt::RunLimits::script(timeout);
+            self.run_scripts(&[script], limits, origin, cancel, (claim, progress))
+                .await
+        })
     }
 
     /// Runs `scripts` one after another in one worker session (one
@@ -36,22 +41,26 @@ impl TaskRunner {
     /// (as a coding task's blocks do). Stops after a run that did not
     /// finish or that gave a final answer; the last run's outcome is the
     /// result. One script is `run_script`; several are a replay.
-    pub async fn run_scripts(
-        &self,
-        scripts: &[&str],
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn run_scripts<'a>(
+        &'a self,
+        scripts: &'a [&'a str],
         limits: task_receipt::RunLimits,
-        origin: &mut Origin,
+        origin: &'a mut Origin,
         cancel: CancellationToken,
-        (claim, progress): (Option<&Claim>, Option<&Progress>),
-    ) -> Result<TaskResult, GuardError> {
-        let cancel = &cancel;
-        self.run(origin, limits.timeout(), cancel, claim, async |task, origin| {
-            task.limits = limits;
-            // A resumed task runs again: it no longer waits.
-            let _ = std::fs::remove_file(task.dir.join(warden_calls::artifacts::WAITING_FILE));
-            run_in_session(task, origin, scripts, limits, cancel, progress).await
+        (claim, progress): (Option<&'a Claim>, Option<&'a Progress>),
+    ) -> BoxFuture<'a, Result<TaskResult, GuardError>> {
+        Box::pin(async move {
+            let cancel = &cancel;
+            self.run(origin, limits.timeout(), cancel, claim, async |task, origin| {
+                task.limits = limits;
+                // A resumed task runs again: it no longer waits.
+                let _ = std::fs::remove_file(task.dir.join(warden_calls::artifacts::WAITING_FILE));
+                run_in_session(task, origin, scripts, limits, cancel, progress).await
+            })
+            .await
         })
-        .await
     }
 }
 

@@ -23,6 +23,7 @@ use warden_calls::events::{Events, Origin};
 use warden_calls::executor::{Admitted, Executor};
 use warden_calls::limits::MAX_INLINE_RESULT_BYTES;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_core::future::BoxFuture;
 use warden_sandbox::process::Rlimits;
 use warden_script::host::progress::Progress;
 use warden_script::host::session::{Context, Session, StartError, WorkerFacts};
@@ -99,18 +100,22 @@ impl Drop for Task {
 impl Task {
     /// Records the task `failed` because its directory could not be set
     /// up, then lets it go (its slot and registration end on drop).
-    pub async fn abandon(mut self, error: &GuardError) {
-        let result = TaskResult::failure(
-            TaskStatus::Failed,
-            format!("the task could not be set up: {}", error.message),
-        )
-        .with_task_id(&self.id)
-        .with_error(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
-        let bytes = result.to_bytes();
-        let _ = self.store.write_result(&self.id, &bytes);
-        let _ = self.records.end(&self.id, &result).await;
-        self.recorded = true;
-        warden_calls::telemetry::end(&self.trace, "failed", Some("storage"));
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn abandon<'a>(mut self, error: &'a GuardError) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let result = TaskResult::failure(
+                TaskStatus::Failed,
+                format!("the task could not be set up: {}", error.message),
+            )
+            .with_task_id(&self.id)
+            .with_error(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
+            let bytes = result.to_bytes();
+            let _ = self.store.write_result(&self.id, &bytes);
+            let _ = self.records.end(&self.id, &result).await;
+            self.recorded = true;
+            warden_calls::telemetry::end(&self.trace, "failed", Some("storage"));
+        })
     }
 
     /// `origin` with this task's span as the parent of what happens next.
@@ -190,104 +195,108 @@ impl Task {
     /// function_calls.json and result.json, and records the worker's end.
     /// The result is capped to [`MAX_INLINE_RESULT_BYTES`]; if result.json
     /// cannot be saved, the task fails with the reason.
-    pub async fn finish(
+    /// Boxed: compiled here once, not in each crate that awaits it
+    /// ([`warden_core::future`]).
+    pub fn finish<'a>(
         mut self,
-        origin: &Origin,
+        origin: &'a Origin,
         mut result: TaskResult,
         mut facts: WorkerFacts,
-    ) -> TaskResult {
-        self.phases.mark(Phase::Run);
-        if self.detached && self.running.stopping() && result.status == TaskStatus::Cancelled {
-            // Nobody cancelled it: the server stopped under it.
-            let summary = "interrupted: the server stopped before the task finished";
-            result.status = TaskStatus::Failed;
-            result.task_type = Some("failed".into());
-            result.summary = Some(summary.into());
-            result.error = Some(TaskError::new(TaskErrorKind::Interrupted, summary).into());
-        }
-        result.request_id = Some(origin.request_id.clone());
-        result.task_id = Some(self.id.clone());
-        result.task_dir = Some(result_dir(&self.id));
-        result.function_calls = Some(facts.calls.made);
-        result.sandbox = Some(facts.layers);
-        result.duration_ms = Some(self.started.elapsed().as_secs_f64() * 1000.0);
-        let id = self.id.clone();
-        self.list_outputs(&id, &mut result);
-        if let Some(calls_sha256) = facts.calls_sha256 {
-            result.receipt = Some(task_receipt::build(
-                &self.dir,
-                self.executor.registry().provenance(),
-                self.model.clone(),
-                self.limits,
-                facts.calls.made,
-                calls_sha256,
-                std::mem::take(&mut facts.approvals),
-            ));
-        }
-        self.cap_result(&id, &mut result);
-        // The session streamed the calls; a task whose worker never
-        // started still gets its (empty) list.
-        if !self.dir.join(FUNCTION_CALLS_FILE).exists() {
-            let _ = self.store.write_task_file(&self.id, FUNCTION_CALLS_FILE, b"[]\n");
-        }
-        let saved = result.to_bytes();
-        // Saved here, then copied to the object store when there is one:
-        // either failing fails the task with the reason, so no record
-        // claims a result other nodes cannot read.
-        let stored = self
-            .store
-            .write_result(&self.id, &saved)
-            .map_err(|e| format!("the task ran but its record could not be saved: {}", e.message))
-            .and_then(|()| {
-                self.store.upload_task(&self.id).map_err(|e| {
-                    format!(
-                        "the task ran but its files could not be copied to the object store: {}",
-                        e.message
-                    )
-                })
-            });
-        if let Err(summary) = stored {
-            let failed = TaskResult::failure(TaskStatus::Failed, summary.clone())
-                .with_error(TaskError::new(TaskErrorKind::Storage, summary));
-            result = TaskResult {
-                request_id: result.request_id,
-                task_id: result.task_id,
-                task_dir: result.task_dir,
-                function_calls: result.function_calls,
-                sandbox: result.sandbox,
-                duration_ms: result.duration_ms,
-                ..failed
+    ) -> BoxFuture<'a, TaskResult> {
+        Box::pin(async move {
+            self.phases.mark(Phase::Run);
+            if self.detached && self.running.stopping() && result.status == TaskStatus::Cancelled {
+                // Nobody cancelled it: the server stopped under it.
+                let summary = "interrupted: the server stopped before the task finished";
+                result.status = TaskStatus::Failed;
+                result.task_type = Some("failed".into());
+                result.summary = Some(summary.into());
+                result.error = Some(TaskError::new(TaskErrorKind::Interrupted, summary).into());
+            }
+            result.request_id = Some(origin.request_id.clone());
+            result.task_id = Some(self.id.clone());
+            result.task_dir = Some(result_dir(&self.id));
+            result.function_calls = Some(facts.calls.made);
+            result.sandbox = Some(facts.layers);
+            result.duration_ms = Some(self.started.elapsed().as_secs_f64() * 1000.0);
+            let id = self.id.clone();
+            self.list_outputs(&id, &mut result);
+            if let Some(calls_sha256) = facts.calls_sha256 {
+                result.receipt = Some(task_receipt::build(
+                    &self.dir,
+                    self.executor.registry().provenance(),
+                    self.model.clone(),
+                    self.limits,
+                    facts.calls.made,
+                    calls_sha256,
+                    std::mem::take(&mut facts.approvals),
+                ));
+            }
+            self.cap_result(&id, &mut result);
+            // The session streamed the calls; a task whose worker never
+            // started still gets its (empty) list.
+            if !self.dir.join(FUNCTION_CALLS_FILE).exists() {
+                let _ = self.store.write_task_file(&self.id, FUNCTION_CALLS_FILE, b"[]\n");
+            }
+            let saved = result.to_bytes();
+            // Saved here, then copied to the object store when there is one:
+            // either failing fails the task with the reason, so no record
+            // claims a result other nodes cannot read.
+            let stored = self
+                .store
+                .write_result(&self.id, &saved)
+                .map_err(|e| format!("the task ran but its record could not be saved: {}", e.message))
+                .and_then(|()| {
+                    self.store.upload_task(&self.id).map_err(|e| {
+                        format!(
+                            "the task ran but its files could not be copied to the object store: {}",
+                            e.message
+                        )
+                    })
+                });
+            if let Err(summary) = stored {
+                let failed = TaskResult::failure(TaskStatus::Failed, summary.clone())
+                    .with_error(TaskError::new(TaskErrorKind::Storage, summary));
+                result = TaskResult {
+                    request_id: result.request_id,
+                    task_id: result.task_id,
+                    task_dir: result.task_dir,
+                    function_calls: result.function_calls,
+                    sandbox: result.sandbox,
+                    duration_ms: result.duration_ms,
+                    ..failed
+                };
+                // A smaller record may still fit where the whole one did not.
+                let _ = self.store.write_result(&self.id, &result.to_bytes());
+            }
+            // The worker exited while the files were written (see
+            // `WorkerExit`); its record says how.
+            let exit_status = match facts.exit.take() {
+                Some(exit) => Some(exit.wait().await),
+                None => None,
             };
-            // A smaller record may still fit where the whole one did not.
-            let _ = self.store.write_result(&self.id, &result.to_bytes());
-        }
-        // The worker exited while the files were written (see
-        // `WorkerExit`); its record says how.
-        let exit_status = match facts.exit.take() {
-            Some(exit) => Some(exit.wait().await),
-            None => None,
-        };
-        self.events.emit(
-            origin,
-            "task_worker_finished",
-            json!({"task_id": self.id, "pid": facts.pid, "status": result.status,
-                   "exit_status": exit_status}),
-        );
-        self.phases.mark(Phase::Files);
-        if let Err(error) = self.records.end(&self.id, &result).await {
-            tracing::warn!(task_id = %self.id, %error, "the task's record could not be ended; result.json has its result");
-        }
-        self.recorded = true;
-        self.phases.mark(Phase::Record);
-        self.events.emit(
-            origin,
-            "task_finished",
-            json!({"task_id": self.id, "status": result.status, "phases_ms": self.phases.to_json()}),
-        );
-        let kind = result.error_kind().map(TaskErrorKind::as_str);
-        warden_calls::telemetry::end(&self.trace, result.status.as_str(), kind);
-        self.events.flush_task_log();
-        result
+            self.events.emit(
+                origin,
+                "task_worker_finished",
+                json!({"task_id": self.id, "pid": facts.pid, "status": result.status,
+                       "exit_status": exit_status}),
+            );
+            self.phases.mark(Phase::Files);
+            if let Err(error) = self.records.end(&self.id, &result).await {
+                tracing::warn!(task_id = %self.id, %error, "the task's record could not be ended; result.json has its result");
+            }
+            self.recorded = true;
+            self.phases.mark(Phase::Record);
+            self.events.emit(
+                origin,
+                "task_finished",
+                json!({"task_id": self.id, "status": result.status, "phases_ms": self.phases.to_json()}),
+            );
+            let kind = result.error_kind().map(TaskErrorKind::as_str);
+            warden_calls::telemetry::end(&self.trace, result.status.as_str(), kind);
+            self.events.flush_task_log();
+            result
+        })
     }
 
     /// Stops `task` on the question its `book` holds: keeps what resumes it

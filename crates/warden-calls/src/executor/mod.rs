@@ -34,6 +34,7 @@ pub use isolated::WorkerLauncher;
 use lifecycle::Borrowed;
 pub use lifecycle::{Call, CallScope, Here, Record, Settled};
 use threads::{GuardThreads, Held};
+use warden_core::future::BoxFuture;
 use warden_sandbox::process::Rlimits;
 
 use crate::events::{Events, Origin};
@@ -322,13 +323,17 @@ impl Executor {
     /// Runs one guard call through admission, its mode's runner and the
     /// deadline, recording its events. The call is a [`Call`] from the
     /// moment it is begun: dropping this future settles it `cancelled`.
-    pub async fn call(&self, request: CallRequest<'_>) -> Result<Value, Failure> {
-        let guard = self.check(&request)?;
-        let call = self.begin(guard, &request).await?;
-        let outcome = self
-            .execute(guard, &call, request.arguments, &request.cancel)
-            .await;
-        call.finish(outcome)
+    /// Boxed: its state machine is compiled here once, not in every crate
+    /// that calls a guard ([`warden_core::future`]).
+    pub fn call<'a>(&'a self, request: CallRequest<'a>) -> BoxFuture<'a, Result<Value, Failure>> {
+        Box::pin(async move {
+            let guard = self.check(&request)?;
+            let call = self.begin(guard, &request).await?;
+            let outcome = self
+                .execute(guard, &call, request.arguments, &request.cancel)
+                .await;
+            call.finish(outcome)
+        })
     }
 
     /// Admits a call (a call slot for [`Admission::TryNow`]; a guard-thread

@@ -51,6 +51,7 @@ use warden_calls::artifacts::ArtifactStore;
 use warden_calls::events::Origin;
 use warden_calls::executor::Executor;
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_core::reach::Reach;
 
 /// The batch's destructive calls as a plan: each destructive guard and how
@@ -79,72 +80,76 @@ fn destructive_plan<'a>(
 const MAX_DIGITS: u64 = 17;
 
 /// Plans, admits and runs a batch; the result lists every call.
-pub async fn run(
-    executor: &Arc<Executor>,
-    store: &ArtifactStore,
-    limits: &crate::limits::TaskLimits,
+/// Boxed: compiled here once, not in each crate that awaits it
+/// ([`warden_core::future`]).
+pub fn run<'a>(
+    executor: &'a Arc<Executor>,
+    store: &'a ArtifactStore,
+    limits: &'a crate::limits::TaskLimits,
     input: RunBatchInput,
-    origin: &Origin,
+    origin: &'a Origin,
     cancel: CancellationToken,
-) -> Result<BatchResult, GuardError> {
-    let started = StdInstant::now();
-    check_shaping(&input)?;
-    let store = store.view(&origin.principal);
-    // The person behind this request, when they can be asked: each
-    // destructive call is then confirmed before it runs.
-    let asker = Reach::here();
-    let (calls, tables) = plan::plan(
-        input.calls,
-        // A guard the policy denies the caller is planned as an unknown
-        // name: the whole batch is refused before anything runs (the
-        // executor would refuse the call itself too).
-        &executor.visible_to(origin),
-        executor.limits(),
-        limits.allow_destructive_in_batch,
-        store,
-        match &asker {
-            Reach::Asker(_) | Reach::Recorded { .. } => Ok(()),
-            Reach::Nobody(why) => Err(*why),
-            // Its plan is asked before anything runs (below).
-            Reach::Durable(_) => Ok(()),
-        },
-    )?;
-    ask_plan_first(executor, limits, &calls, &asker)?;
-    let _slot = executor
-        .admit_batch(&origin.principal, &cancel)
-        .await
-        .map_err(|failure| failure.error)?;
-    let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
-    let deps: Vec<BTreeSet<usize>> = calls.iter().map(|c| c.deps.clone()).collect();
-    let outcomes = execute(
-        executor,
-        calls,
-        &tables,
-        &names,
-        origin,
-        &cancel,
-        (input.receipt, asker, limits.allow_destructive_in_batch),
-    )
-    .await;
-    drop(tables);
-    let shaping = Shaping {
-        return_mode: input.return_mode,
-        select: &input.select,
-        digits: input.digits,
-    };
-    let counts = list(outcomes, &names, &deps, &shaping);
-    let status = if counts.failed + counts.skipped == 0 {
-        TaskStatus::Success
-    } else if cancel.is_cancelled() {
-        TaskStatus::Cancelled
-    } else {
-        TaskStatus::Failed
-    };
-    Ok(BatchResult {
-        request_id: origin.request_id.clone(),
-        status,
-        counts,
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+) -> BoxFuture<'a, Result<BatchResult, GuardError>> {
+    Box::pin(async move {
+        let started = StdInstant::now();
+        check_shaping(&input)?;
+        let store = store.view(&origin.principal);
+        // The person behind this request, when they can be asked: each
+        // destructive call is then confirmed before it runs.
+        let asker = Reach::here();
+        let (calls, tables) = plan::plan(
+            input.calls,
+            // A guard the policy denies the caller is planned as an unknown
+            // name: the whole batch is refused before anything runs (the
+            // executor would refuse the call itself too).
+            &executor.visible_to(origin),
+            executor.limits(),
+            limits.allow_destructive_in_batch,
+            store,
+            match &asker {
+                Reach::Asker(_) | Reach::Recorded { .. } => Ok(()),
+                Reach::Nobody(why) => Err(*why),
+                // Its plan is asked before anything runs (below).
+                Reach::Durable(_) => Ok(()),
+            },
+        )?;
+        ask_plan_first(executor, limits, &calls, &asker)?;
+        let _slot = executor
+            .admit_batch(&origin.principal, &cancel)
+            .await
+            .map_err(|failure| failure.error)?;
+        let names: Vec<String> = calls.iter().map(|c| c.name.clone()).collect();
+        let deps: Vec<BTreeSet<usize>> = calls.iter().map(|c| c.deps.clone()).collect();
+        let outcomes = execute(
+            executor,
+            calls,
+            &tables,
+            &names,
+            origin,
+            &cancel,
+            (input.receipt, asker, limits.allow_destructive_in_batch),
+        )
+        .await;
+        drop(tables);
+        let shaping = Shaping {
+            return_mode: input.return_mode,
+            select: &input.select,
+            digits: input.digits,
+        };
+        let counts = list(outcomes, &names, &deps, &shaping);
+        let status = if counts.failed + counts.skipped == 0 {
+            TaskStatus::Success
+        } else if cancel.is_cancelled() {
+            TaskStatus::Cancelled
+        } else {
+            TaskStatus::Failed
+        };
+        Ok(BatchResult {
+            request_id: origin.request_id.clone(),
+            status,
+            counts,
+            duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        })
     })
 }
 
