@@ -9,7 +9,7 @@
 //! point that other crates await on a large path therefore returns a
 //! [`BoxFuture`] made in its own crate: its state machine is compiled once,
 //! there, and the crates above poll it through a pointer, for one
-//! allocation per call (docs/benchmarks.md, "weight").
+//! allocation per call (docs/benchmarks.md, fifth round).
 
 use std::future::Future;
 use std::pin::Pin;
