@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::catalogue::{SlotIndex, coverage, vocabulary};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Which guards can run on the data you have: give the slot names you hold, get back what is ready and what is missing.
 ///

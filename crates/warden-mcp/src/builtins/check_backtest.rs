@@ -17,10 +17,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::time::Instant;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_calls::executor::{CallRequest, Status};
 use warden_core::catalogue::{accepts, missing};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Run every guard whose required data is in your bundle, and report which passed, failed, were skipped or rejected.
 ///

@@ -6,9 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::catalogue::{guard_entry, script_entry};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Describe one guard: input and output schema, slots, execution mode, timeout, annotations, and its full description with the units and conventions it expects.
 ///

@@ -5,8 +5,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_task::result::{Saved as SavedFile, SavedHead, read_saved};
 
 /// Get a task's saved result.json (inline up to 256 KiB; larger results are read with read_artifact).

@@ -6,9 +6,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::catalogue::{guard_entry, script_entry};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// List every guard with its category, a one-line summary, the data slots it needs, and how it runs.
 ///

@@ -3,8 +3,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_task::ResultError;
 use warden_task::store::iso8601;
 

@@ -31,8 +31,6 @@ mod verify_receipt;
 pub use context::Runtime;
 pub use reply::Reply;
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use rmcp::model::{Tool, ToolAnnotations};
@@ -42,9 +40,8 @@ use tokio_util::sync::CancellationToken;
 
 use warden_calls::events::Origin;
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_core::registry::BuiltinTool;
-
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One invocation of a built-in tool.
 pub struct Call<'a> {

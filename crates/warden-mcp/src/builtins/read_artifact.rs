@@ -3,9 +3,10 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
 use warden_calls::artifacts::Encoding;
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_task::limits::MAX_READ_CHUNK_BYTES;
 
 /// Read one chunk of a task file by byte offset. Follow next_offset until it is null.

@@ -4,8 +4,9 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Replay a finished run_script or run_coding_task task: its recorded script(s) run again in a fresh sandbox as a new task under the original task's limits (its timeout and call budgets; the model is never called), then the two are compared call by call (hashes of every guard call's arguments and output) and artifact by artifact. A script whose file no longer matches the receipt's SHA-256 is not run: the verdict is "script_differs".
 ///

@@ -2,8 +2,9 @@
 
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, Runtime, decode, tool};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_task::batch::RunBatchInput;
 
 pub(crate) struct RunBatch;

@@ -4,9 +4,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
 use warden_agent::ModelConfig;
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Ask the server's model to solve a task by writing Rhai scripts that call the registered guards.
 ///

@@ -4,8 +4,9 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, Runtime, decode, task_timeout, tool};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Run a Rhai script that composes the registered guards, in the sandbox, as a task (no model involved).
 ///

@@ -8,8 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use warden_core::search::{DEFAULT_SEARCH_HITS, Hit, MAX_SEARCH_HITS};
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, in_range, tool};
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 
 /// Find guards by what they do: a few words (e.g. "implied volatility", "transaction costs") ranked over
 /// guard names, titles, categories, argument names and descriptions.

@@ -19,9 +19,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::{BoxFuture, Builtin, BuiltinTool, Call, Reply, decode, tool};
+use super::{Builtin, BuiltinTool, Call, Reply, decode, tool};
 use warden_calls::executor::CallRequest;
 use warden_core::error::GuardError;
+use warden_core::future::BoxFuture;
 use warden_core::receipt::digest;
 
 /// Verify a call receipt by recomputing the call here: give the receipt (from a call's _meta["warden/receipt"] or a run_batch call's "receipt") and the arguments the call was made with.

@@ -11,7 +11,7 @@
 //! and cloned the rest of the chain, and each step that held something
 //! until the response was delivered wrapped the body in a box of its own.
 //! Here a request costs one boxed future and at most one wrapped body, and
-//! the order of the steps is read in one function ([`Steps::serve`]).
+//! the order of the steps is read in one function ([`Steps::admitted`]).
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -33,9 +33,7 @@ impl Hosts {
         let host = authority.host().trim_matches(['[', ']']).to_ascii_lowercase();
         self.0.contains(&host)
     }
-}
 
-impl Hosts {
     /// The endpoint's first step: a request whose `Host` is not allowed is
     /// answered 403.
     pub(super) fn admit(&self, request: &Request) -> Result<(), super::refusal::Refused> {
