@@ -1,6 +1,8 @@
 //! The one font charts use, compiled into the binary.
 //!
-//! DejaVu Sans (assets/fonts, licence beside it) is registered with plotters
+//! DejaVu Sans, cut to the characters charts are likely to hold (the ranges
+//! and the command that cut it are in assets/fonts/README.md; a character
+//! outside them draws as an empty box), is registered with plotters
 //! under the family `sans-serif`, once per process, from bytes embedded by
 //! `include_bytes!`: rendering never opens a file, so it works inside the
 //! script worker's Landlock and seccomp sandbox, and looks the same on every
@@ -15,7 +17,7 @@ use warden_core::error::GuardError;
 /// The family every chart text uses.
 pub(super) const FAMILY: &str = "sans-serif";
 
-static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans.ttf");
+static DEJAVU_SANS: &[u8] = include_bytes!("../../../assets/fonts/DejaVuSans-charts.ttf");
 
 /// Registers the font on first use; the outcome is remembered.
 pub(super) fn ensure() -> Result<(), GuardError> {

@@ -129,6 +129,33 @@ fn a_scatter_chart_draws_points_and_title() {
     check_drawn(Kind::Scatter, &xy_rows(300), options, "Risk vs return");
 }
 
+/// The PNG of a scatter chart titled `title`.
+fn titled_png(title: &str) -> Vec<u8> {
+    let options = map(&[("x", s("y")), ("y", s("w")), ("title", s(title))]);
+    let chart = build(Kind::Scatter, &xy_rows(50), &options).expect("chart");
+    render::png(&chart).expect("png")
+}
+
+#[test]
+fn the_cut_font_draws_greek_currency_and_math_but_boxes_for_the_rest() {
+    // The bundled font is cut to the ranges in assets/fonts/README.md. Every
+    // character outside it draws the same empty box, so two titles of
+    // missing characters draw alike; each kept range draws its own glyphs.
+    let boxes = titled_png("\u{4e2d}\u{6587}\u{5b57}");
+    assert_eq!(
+        boxes,
+        titled_png("\u{3042}\u{3044}\u{3046}"),
+        "CJK: not in the cut font, one box each"
+    );
+    for kept in ["σμΔ", "€£¥", "≤≥±", "Жзы", "‰–…", "→↑↓"] {
+        assert_ne!(
+            titled_png(kept),
+            boxes,
+            "'{kept}' drew as boxes: its range was cut from the font"
+        );
+    }
+}
+
 #[test]
 fn a_heatmap_draws_the_grid_and_escapes_its_title_in_svg() {
     // Heatmap of a 20×15 grid; an ampersand in the title arrives escaped in the SVG.
