@@ -29,6 +29,7 @@ fn main() {
         println!("cargo:rustc-link-arg-bins=-Wl,-z,pack-relative-relocs");
     }
     println!("cargo:rerun-if-changed=startup.order");
+    println!("cargo:rerun-if-env-changed=RUSTC_LINKER");
     let order = Path::new(&env("CARGO_MANIFEST_DIR")).join("startup.order");
     if order.exists() && links_with_lld(&env) {
         println!(
