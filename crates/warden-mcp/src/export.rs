@@ -16,7 +16,9 @@ use warden_core::guard::Guard;
 use warden_core::registry::Registry;
 #[cfg(feature = "cli")]
 use warden_core::schema::portable::has_open_map;
-use warden_core::schema::portable::{Target, portable_or_raw};
+#[cfg(feature = "cli")]
+use warden_core::schema::portable::portable_or_raw;
+use warden_core::schema::portable::{Target, into_portable_or_raw};
 
 #[cfg(feature = "cli")]
 /// Output formats of `tools --format`.
@@ -127,10 +129,12 @@ pub fn all_tools(registry: &Registry, limits: &warden_calls::limits::CallLimits)
 
 /// `tool` as `tools/list` sends it: input and output schemas portable.
 pub fn for_mcp(mut tool: Tool) -> Tool {
-    tool.input_schema = Arc::new(portable_or_raw(&tool.input_schema, Target::Mcp));
-    if let Some(output) = &tool.output_schema {
-        tool.output_schema = Some(Arc::new(portable_or_raw(output, Target::Mcp)));
-    }
+    // A tool fresh from [`all_tools`] holds the only reference to its
+    // schemas: they are rewritten where they lie (a shared one is cloned).
+    let portable =
+        |schema: Arc<JsonObject>| Arc::new(into_portable_or_raw(Arc::unwrap_or_clone(schema), Target::Mcp));
+    tool.input_schema = portable(tool.input_schema);
+    tool.output_schema = tool.output_schema.map(portable);
     tool
 }
 

@@ -151,11 +151,51 @@ pub fn portable(schema: &Map<String, Value>, target: Target) -> Result<Map<Strin
     let defs = definitions(schema).unwrap_or(&empty);
     // The root without its definitions and dialect, cloned once: each
     // definition is cloned only where a reference inlines it.
-    let root: Map<String, Value> = root_entries(schema)
-        .map(|(key, value)| (key.clone(), value.clone()))
+    let mut value = Value::Object(
+        root_entries(schema)
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+    );
+    inline(&mut value, defs, &mut Vec::new())?;
+    Ok(rewrite(value, schema.get("$schema").cloned(), target))
+}
+
+/// [`portable_or_raw`] of a schema the caller gives away (`tools/list`'s,
+/// built once per server): rewritten where it lies, not cloned first and
+/// dropped after, which was half of building the tool list.
+pub fn into_portable_or_raw(mut schema: Map<String, Value>, target: Target) -> Map<String, Value> {
+    let dialect = schema.remove("$schema");
+    let taken: Vec<(String, Value)> = ["$defs", "definitions"]
+        .into_iter()
+        .filter_map(|key| schema.remove_entry(key))
         .collect();
-    let dialect = schema.get("$schema").cloned();
-    let mut value = inline(Value::Object(root), defs, &mut Vec::new())?;
+    // As [`definitions`] picks them: `$defs` when present, else draft-07's.
+    let empty = Map::new();
+    let defs = taken
+        .first()
+        .and_then(|(_, defs)| defs.as_object())
+        .unwrap_or(&empty);
+    let mut value = Value::Object(schema);
+    match inline(&mut value, defs, &mut Vec::new()) {
+        Ok(()) => rewrite(value, dialect, target),
+        Err(_) => {
+            // What was inlined before the error is each reference's own
+            // definition: with the definitions back it means what the raw
+            // schema meant.
+            let mut raw = match value {
+                Value::Object(map) => map,
+                _ => Map::new(),
+            };
+            raw.extend(dialect.map(|dialect| ("$schema".to_string(), dialect)));
+            raw.extend(taken);
+            raw
+        }
+    }
+}
+
+/// The inlined schema `value` simplified for `target`, with the dialect
+/// back where the target keeps it.
+fn rewrite(mut value: Value, dialect: Option<Value>, target: Target) -> Map<String, Value> {
     simplify(&mut value, target);
     if target == Target::OpenaiStrict {
         strict(&mut value);
@@ -169,7 +209,7 @@ pub fn portable(schema: &Map<String, Value>, target: Target) -> Result<Map<Strin
     {
         map.insert("$schema".into(), dialect);
     }
-    Ok(map)
+    map
 }
 
 /// Whether [`portable`] can rewrite `schema`: the same error it would
@@ -277,54 +317,65 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// `value` with every `$ref` replaced by its definition; `stack` holds the
-/// definitions being expanded, so a cycle is an error, not a hang.
-fn inline(value: Value, defs: &Map<String, Value>, stack: &mut Vec<String>) -> Result<Value, PortableError> {
-    let Value::Object(mut map) = value else {
-        return Ok(value);
+/// Replaces every `$ref` in `value` by its definition; `stack` holds the
+/// definitions being expanded, so a cycle is an error, not a hang. On an
+/// error, each reference replaced so far holds its own definition.
+fn inline(
+    value: &mut Value,
+    defs: &Map<String, Value>,
+    stack: &mut Vec<String>,
+) -> Result<(), PortableError> {
+    let Value::Object(map) = value else {
+        return Ok(());
     };
-    if let Some(Value::String(reference)) = map.remove("$ref") {
+    if let Some(Value::String(reference)) = map.get("$ref") {
         let name = reference.rsplit('/').next().unwrap_or_default().to_string();
         if stack.contains(&name) {
             return Err(PortableError::Recursive(name));
         }
-        let target = defs
+        let mut resolved = defs
             .get(&name)
             .cloned()
             .ok_or_else(|| PortableError::Missing(name.clone()))?;
         stack.push(name);
-        let resolved = inline(target, defs, stack)?;
+        inline(&mut resolved, defs, stack)?;
         stack.pop();
+        // The referring site's other keywords are inlined as schemas.
+        for (key, item) in map.iter_mut() {
+            if key != "$ref" {
+                inline(item, defs, stack)?;
+            }
+        }
         // The referring site's own keywords (its description) win.
         let mut merged = match resolved {
             Value::Object(resolved) => resolved,
             _ => Map::new(),
         };
         merged.remove("title");
-        for (key, item) in map {
-            merged.insert(key, inline(item, defs, stack)?);
-        }
-        return Ok(Value::Object(merged));
+        map.remove("$ref");
+        merged.extend(std::mem::take(map));
+        *map = merged;
+        return Ok(());
     }
     for (key, item) in map.iter_mut() {
         let key = key.as_str();
         if ONE.contains(&key) && item.is_object() {
-            *item = inline(item.take(), defs, stack)?;
+            inline(item, defs, stack)?;
         } else if LISTS.contains(&key)
             && let Value::Array(items) = item
         {
             for entry in items.iter_mut() {
-                *entry = inline(entry.take(), defs, stack)?;
+                inline(entry, defs, stack)?;
             }
         } else if MAPS.contains(&key)
             && let Value::Object(members) = item
         {
             for entry in members.values_mut() {
-                *entry = inline(entry.take(), defs, stack)?;
+                inline(entry, defs, stack)?;
             }
         }
     }
-    Ok(Value::Object(map))
+    Ok(())
 }
 
 /// Rewrites one (already inlined) schema node and its children for `target`.
@@ -670,6 +721,64 @@ mod tests {
         assert_eq!(
             portable(&cyclic, Target::Mcp),
             Err(PortableError::Recursive("Node".into()))
+        );
+    }
+
+    #[test]
+    fn a_schema_given_away_is_rewritten_as_a_borrowed_one_and_kept_raw_when_it_cannot_be() {
+        // tools/list's path (into_portable_or_raw) must give exactly what portable gives.
+        let defs = json!({
+            "Side": {"title": "Side", "oneOf": [{"const": "buy", "description": "to buy"}, {"const": "sell"}]},
+            "Leg": {"type": "object", "properties": {"side": {"$ref": "#/$defs/Side"}, "qty": {"type": "integer", "format": "uint32"}}}
+        });
+        let schema = object(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {
+                "legs": {"type": "array", "items": {"$ref": "#/$defs/Leg"}},
+                "hedge": {"$ref": "#/$defs/Leg", "description": "optional hedge", "x-hint": "same side"}
+            },
+            "required": ["legs"],
+            "$defs": defs
+        }));
+        for target in [
+            Target::Mcp,
+            Target::Anthropic,
+            Target::OpenaiStrict,
+            Target::OpenaiChat,
+            Target::Gemini,
+        ] {
+            assert_eq!(
+                into_portable_or_raw(schema.clone(), target),
+                portable(&schema, target).unwrap(),
+                "{target:?}"
+            );
+        }
+        let draft07 = object(json!({
+            "type": "object",
+            "properties": {"p": {"$ref": "#/definitions/Side"}},
+            "definitions": {"Side": {"type": "string"}}
+        }));
+        assert_eq!(
+            into_portable_or_raw(draft07.clone(), Target::Mcp),
+            portable(&draft07, Target::Mcp).unwrap()
+        );
+        // A cycle: the raw schema back, its definitions and dialect included
+        // (a reference inlined before the error means what it meant).
+        let cyclic = object(json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"a": {"$ref": "#/$defs/Leaf"}, "node": {"$ref": "#/$defs/Node"}},
+            "$defs": {"Leaf": {"type": "number"}, "Node": {"type": "object", "properties": {"next": {"$ref": "#/$defs/Node"}}}}
+        }));
+        let raw = into_portable_or_raw(cyclic.clone(), Target::Mcp);
+        assert_eq!(raw["$defs"], cyclic["$defs"]);
+        assert_eq!(raw["$schema"], cyclic["$schema"]);
+        assert_eq!(raw["properties"]["node"], cyclic["properties"]["node"]);
+        assert!(
+            raw["properties"]["a"] == json!({"type": "number"})
+                || raw["properties"]["a"] == cyclic["properties"]["a"],
+            "{raw:?}"
         );
     }
 
