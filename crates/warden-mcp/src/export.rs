@@ -131,11 +131,13 @@ pub fn all_tools(registry: &Registry, limits: &warden_calls::limits::CallLimits)
 pub fn for_mcp(mut tool: Tool) -> Tool {
     // A tool fresh from [`all_tools`] holds the only reference to its
     // schemas: they are rewritten where they lie (a shared one is cloned).
-    let portable =
-        |schema: Arc<JsonObject>| Arc::new(into_portable_or_raw(Arc::unwrap_or_clone(schema), Target::Mcp));
-    tool.input_schema = portable(tool.input_schema);
-    tool.output_schema = tool.output_schema.map(portable);
+    tool.input_schema = portable_for_mcp(tool.input_schema);
+    tool.output_schema = tool.output_schema.map(portable_for_mcp);
     tool
+}
+
+fn portable_for_mcp(schema: Arc<JsonObject>) -> Arc<JsonObject> {
+    Arc::new(into_portable_or_raw(Arc::unwrap_or_clone(schema), Target::Mcp))
 }
 
 #[cfg(all(test, feature = "cli"))]
