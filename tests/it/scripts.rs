@@ -156,6 +156,42 @@ async fn guard_errors_are_catchable_with_their_code() {
 }
 
 #[tokio::test]
+async fn a_worker_stderr_log_is_kept_only_when_written_and_registry_snapshots_share_one_file() {
+    // The worker's stderr is a memory file: a quiet task has no worker_stderr.log; a worker that
+    // aborts on an allocation has one with the allocator's message, which also names the error.
+    // Two tasks under one registry link one registry.json.
+    use std::os::unix::fs::MetadataExt;
+    let server = Server::start(FINANCE).await;
+    let dir_of = |result: &Value| {
+        server
+            .artifacts
+            .path()
+            .join(result["task_id"].as_str().expect("task id"))
+    };
+    let quiet = run(&server, "1", 10).await;
+    let again = run(&server, "2", 10).await;
+    assert_eq!(quiet["status"], "success", "{quiet}");
+    assert!(!dir_of(&quiet).join("worker_stderr.log").exists());
+    let registry =
+        |result: &Value| std::fs::metadata(dir_of(result).join("registry.json")).expect("registry.json");
+    assert_eq!(registry(&quiet).ino(), registry(&again).ino(), "one shared copy");
+    let snapshot: Value =
+        serde_json::from_slice(&std::fs::read(dir_of(&again).join("registry.json")).expect("read"))
+            .expect("JSON");
+    assert!(
+        snapshot
+            .as_array()
+            .is_some_and(|guards| guards.iter().any(|g| g["name"] == "price_option_t")),
+        "{snapshot}"
+    );
+    let hog = "let m = #{}; let s = \"x\"; s.pad(3000000, \"y\"); let i = 0; loop { m[`k${i}`] = s + \"z\"; i += 1; }";
+    let crashed = run(&server, hog, 20).await;
+    assert_eq!(crashed["error"]["kind"], "memory", "{crashed}");
+    let log = std::fs::read_to_string(dir_of(&crashed).join("worker_stderr.log")).expect("worker_stderr.log");
+    assert!(log.contains("memory allocation of"), "{log}");
+}
+
+#[tokio::test]
 async fn the_threat_suite_is_stopped_with_classified_errors() {
     // Each hostile script ends with its error kind; the server keeps serving.
     let server = Server::start(FINANCE).await;

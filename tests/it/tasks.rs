@@ -87,13 +87,16 @@ async fn cancelling_a_script_kills_its_worker_and_records_cancelled() {
     })
     .await;
     assert!(saved, "result.json written");
-    let tasks = server.call("list_tasks", json!({})).await;
-    assert_eq!(
-        structured(&tasks)["tasks"][0]["status"],
-        "cancelled",
-        "{:?}",
-        structured(&tasks)
-    );
+    // result.json is the task's commit; its record follows within moments.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(3);
+    let tasks = loop {
+        let tasks = structured(&server.call("list_tasks", json!({})).await).clone();
+        if tasks["tasks"][0]["status"] != "running" || tokio::time::Instant::now() > deadline {
+            break tasks;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(tasks["tasks"][0]["status"], "cancelled", "{tasks:?}");
 }
 
 #[tokio::test]

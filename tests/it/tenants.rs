@@ -234,7 +234,7 @@ async fn a_new_task_records_its_principal_durably_in_its_owner_record() {
         .unwrap()
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|name| name.starts_with('.') && name != ".diagnostics")
+        .filter(|name| name.starts_with('.') && name != ".diagnostics" && name != ".shared")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }

@@ -12,8 +12,10 @@
 //!
 //! [`zygote`] is one confined process that forks a worker per call, and
 //! its server side; [`process::redirect_stdout`] keeps a worker's stdout
-//! for its protocol, and [`pipe::spin_until_readable`] waits for a
-//! message expected within microseconds without sleeping through it.
+//! for its protocol, [`stderr::StderrBuffer`] keeps its stderr in memory
+//! until there is something to keep, and [`pipe::spin_until_readable`]
+//! waits for a message expected within microseconds without sleeping
+//! through it.
 //!
 //! It runs no guard and knows no protocol: the executor and the script
 //! host above it decide what a worker runs (the zygote's child calls the
@@ -38,6 +40,7 @@ pub mod limits;
 pub mod pipe;
 pub mod policy;
 pub mod process;
+pub mod stderr;
 pub mod zygote;
 
 pub use limits::WorkerLimits;

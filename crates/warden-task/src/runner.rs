@@ -204,7 +204,7 @@ impl TaskRunner {
             };
             let snapshot = async {
                 self.store
-                    .write_task_file(&task.id, "registry.json", registry.as_bytes())
+                    .link_task_file(&task.id, "registry.json", registry.as_bytes())
             };
             let (created, snapshot) = tokio::join!(record, snapshot);
             if let Err(error) = created {

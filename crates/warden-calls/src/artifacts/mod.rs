@@ -25,6 +25,7 @@ pub mod quota;
 pub mod remote;
 pub mod retention;
 pub mod safe_path;
+mod shared;
 mod view;
 
 use std::collections::HashMap;
@@ -342,6 +343,7 @@ impl ArtifactStore {
                 }
             }
         }
+        shared::sweep(&self.root);
     }
 
     /// Whether task `id` has finished, its bytes (0 unless it finished and
@@ -442,10 +444,15 @@ impl ArtifactStore {
     /// open of the task goes through the returned descriptor. Whoever owns
     /// it: client-facing lookups use [`View::open_task`].
     fn open_task(&self, task_id: &str) -> Result<OwnedFd, GuardError> {
-        Self::check_id(task_id)?;
         let root = safe_path::open_root(&self.root)?;
+        Self::open_task_at(&root, task_id)
+    }
+
+    /// [`ArtifactStore::open_task`] from the root's descriptor.
+    fn open_task_at(root: &OwnedFd, task_id: &str) -> Result<OwnedFd, GuardError> {
+        Self::check_id(task_id)?;
         nix::fcntl::openat(
-            &root,
+            root,
             task_id,
             nix::fcntl::OFlag::O_RDONLY
                 | nix::fcntl::OFlag::O_DIRECTORY
@@ -472,6 +479,22 @@ impl ArtifactStore {
         let dir = self.open_task(task_id)?;
         let parts = safe_path::components("filename", name)?;
         safe_path::write_atomic_at(&dir, "filename", &parts, bytes, Deferred)
+    }
+
+    /// Puts `name` in the task's directory with `bytes` as
+    /// [`ArtifactStore::write_task_file`] does, as a link to the one copy
+    /// every task holding the same bytes shares (the registry snapshot: see
+    /// `shared`). Only for files no one appends to or edits in place.
+    pub fn link_task_file(&self, task_id: &str, name: &str, bytes: &[u8]) -> Result<(), GuardError> {
+        let [name] = safe_path::components("filename", name)?[..] else {
+            return Err(GuardError::invalid_input(
+                "filename",
+                "must be a file directly in the task directory",
+            ));
+        };
+        let root = safe_path::open_root(&self.root)?;
+        let dir = Self::open_task_at(&root, task_id)?;
+        shared::link_at(&root, &dir, name, bytes)
     }
 
     /// Writes `name` as [`ArtifactStore::write_task_file`] does, as the

@@ -28,12 +28,16 @@ use warden_calls::events::{Events, Origin};
 use warden_calls::executor::{CallRequest, Executor, Record, Settled, Status};
 use warden_core::error::GuardError;
 use warden_sandbox::process::{Rlimits, release_group};
+use warden_sandbox::stderr::StderrBuffer;
 use warden_sandbox::zygote::{Stdio3, Zygote};
+
+/// The task-directory file of the worker's stderr, when it wrote any.
+const STDERR_FILE: &str = "worker_stderr.log";
 
 /// Why a script worker could not be started (or refused to run).
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("cannot create the worker log: {0}")]
+    #[error("cannot create the worker's stderr: {0}")]
     Log(#[source] std::io::Error),
     #[error("cannot create the worker's pipes: {0}")]
     Pipes(#[source] std::io::Error),
@@ -137,8 +141,12 @@ pub struct Session {
     reaped: bool,
     /// How the worker process ended, once it has been reaped.
     pub exit_status: Option<String>,
-    /// The worker's stderr; read to explain a crash.
+    /// The worker's stderr, in memory; read to explain a crash, and kept
+    /// as `worker_stderr.log` in the task directory when not empty.
+    stderr: StderrBuffer,
+    /// Where it is kept, and how many of its bytes are there already.
     log_path: std::path::PathBuf,
+    stderr_kept: u64,
     memory_limit: u64,
     /// The worker's pipes and the threads serving them.
     door: Arc<Door>,
@@ -158,6 +166,7 @@ pub struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        self.keep_stderr();
         self.door.close();
         if !self.reaped {
             release_group(self.pgid);
@@ -178,8 +187,8 @@ pub struct Context<'a> {
 }
 
 impl Session {
-    /// Starts a script worker for the task in `task_dir` (its stderr goes
-    /// to `worker_stderr.log` there, its calls to `function_calls.json`),
+    /// Starts a script worker for the task in `task_dir` (its stderr, if it
+    /// writes any, ends in `worker_stderr.log` there, its calls in `function_calls.json`),
     /// forked by `workers` (see [`crate::workers`]), and waits for its hello.
     /// `meanwhile` runs once the worker is forked, while it confines
     /// itself (most of its start, in its own process): the task writes
@@ -193,8 +202,8 @@ impl Session {
         deadline: Instant,
         meanwhile: impl FnOnce() -> R,
     ) -> Result<(Self, R), StartError> {
-        let log_path = &task_dir.join("worker_stderr.log");
-        let log = warden_calls::artifacts::safe_path::create_private(log_path).map_err(StartError::Log)?;
+        let log_path = &task_dir.join(STDERR_FILE);
+        let stderr = StderrBuffer::new().map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
@@ -202,7 +211,7 @@ impl Session {
         let stdio = Stdio3 {
             stdin: worker_stdin.into(),
             stdout: worker_stdout.into(),
-            stderr: log.into(),
+            stderr: stderr.for_worker().map_err(StartError::Log)?,
         };
         // The child's ends go with the order and close once the zygote has
         // them, or the door would never see EOF.
@@ -225,7 +234,9 @@ impl Session {
             pgid,
             reaped: false,
             exit_status: None,
+            stderr,
             log_path: log_path.to_path_buf(),
+            stderr_kept: 0,
             memory_limit: rlimits.memory,
             door,
             from_door,
@@ -352,8 +363,8 @@ impl Session {
             let status = self.reap().await;
             self.exit_status = Some(describe(status));
             if let RunEnd::Crashed(reason) = end {
-                let log = std::fs::read_to_string(&self.log_path).unwrap_or_default();
-                if log.contains("memory allocation of") {
+                let log = self.stderr.contents().unwrap_or_default();
+                if String::from_utf8_lossy(&log).contains("memory allocation of") {
                     return RunEnd::Crashed(format!(
                         "out of memory: the script worker hit its {} MiB address-space limit (worker {})",
                         self.memory_limit / (1024 * 1024),
@@ -524,6 +535,7 @@ impl Session {
     /// What the worker side produced, for the task result; closes
     /// function_calls.json.
     pub fn take_facts(&mut self) -> WorkerFacts {
+        self.keep_stderr();
         let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.close();
         WorkerFacts {
@@ -533,6 +545,25 @@ impl Session {
             exit: None,
             calls_sha256: Some(calls.digest()),
             approvals: self.approvals(),
+        }
+    }
+
+    /// Writes what the worker wrote to stderr since the last time to
+    /// `worker_stderr.log`, whole (bounded by its RLIMIT_FSIZE); nothing
+    /// when it wrote nothing, which is the rule. Called before the task
+    /// writes its result and once more as the session goes, for anything
+    /// written while the worker exited.
+    fn keep_stderr(&mut self) {
+        let len = self.stderr.len();
+        if len <= self.stderr_kept {
+            return;
+        }
+        let kept = self.stderr.contents().and_then(|bytes| {
+            let mut log = warden_calls::artifacts::safe_path::create_private(&self.log_path)?;
+            std::io::Write::write_all(&mut log, &bytes)
+        });
+        if kept.is_ok() {
+            self.stderr_kept = len;
         }
     }
 
