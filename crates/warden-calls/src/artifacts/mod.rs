@@ -307,15 +307,15 @@ impl ArtifactStore {
             return;
         };
         let mut entries = Vec::new();
-        for (id, meta) in self.task_dirs() {
+        for (id, modified) in self.task_dirs(|id| self.pruner.finished(id).map(|known| known.modified)) {
             let running_here = running.contains(&id);
             let known = self.pruner.finished(&id).filter(|_| !running_here);
             let (finished, bytes, principal) = match known {
                 Some(known) => (true, known.bytes, known.principal),
-                None => self.first_look(&root, &id, running_here),
+                None => self.first_look(&root, &id, modified, running_here),
             };
             entries.push(Entry {
-                age: retention::age(&meta),
+                age: retention::age_since(modified),
                 id,
                 finished,
                 running_here,
@@ -349,7 +349,13 @@ impl ArtifactStore {
     /// Whether task `id` has finished, its bytes (0 unless it finished and
     /// is not running here) and its principal, read from its directory; a
     /// finished task's are kept for later passes.
-    fn first_look(&self, root: &OwnedFd, id: &str, running_here: bool) -> (bool, u64, Option<Principal>) {
+    fn first_look(
+        &self,
+        root: &OwnedFd,
+        id: &str,
+        modified: std::time::SystemTime,
+        running_here: bool,
+    ) -> (bool, u64, Option<Principal>) {
         let dir = safe_path::open_dir_at(root, "task_id", id).ok();
         let finished = dir
             .as_ref()
@@ -361,7 +367,9 @@ impl ArtifactStore {
         if running_here || !finished {
             return (finished, 0, principal);
         }
-        let facts = self.pruner.measure_finished(id, &self.root.join(id), principal);
+        let facts = self
+            .pruner
+            .measure_finished(id, &self.root.join(id), modified, principal);
         (true, facts.bytes, facts.principal)
     }
 
@@ -614,6 +622,7 @@ impl ArtifactStore {
         if std::fs::rename(self.root.join(task_id), &trash).is_ok() {
             let _ = std::fs::remove_dir_all(trash);
         }
+        self.pruner.forget(task_id);
         self.remove_remote(task_id);
     }
 
@@ -646,29 +655,48 @@ impl ArtifactStore {
 
     /// Task ids, newest first.
     pub fn task_ids(&self) -> Vec<String> {
-        self.task_dirs().into_iter().map(|(name, _)| name).collect()
+        self.task_dirs(|_| None)
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
     }
 
-    /// [`ArtifactStore::task_ids`] with each directory's metadata, read
-    /// once (a retention pass needs its age too).
-    fn task_dirs(&self) -> Vec<(String, std::fs::Metadata)> {
+    /// [`ArtifactStore::task_ids`] with each directory's modification time,
+    /// newest first: `known`'s when it has one (a finished task a pass has
+    /// seen, which no longer changes), else read now. A pass over a store
+    /// of finished tasks is then one directory listing, not a `stat` per
+    /// task (100,000 of them, `WARDEN_TASKS_KEPT`'s ceiling, five times a
+    /// second under a steady stream of tasks).
+    fn task_dirs(
+        &self,
+        known: impl Fn(&str) -> Option<std::time::SystemTime>,
+    ) -> Vec<(String, std::time::SystemTime)> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut tasks: Vec<(std::time::SystemTime, String, std::fs::Metadata)> = entries
+        let mut tasks: Vec<(std::time::SystemTime, String)> = entries
             .flatten()
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().to_string();
                 if !name.starts_with("task_") {
                     return None;
                 }
+                // The listing's own type (no `stat`): a link is not a directory.
+                if let Some(modified) = known(&name)
+                    && entry.file_type().is_ok_and(|kind| kind.is_dir())
+                {
+                    return Some((modified, name));
+                }
                 let meta = entry.path().symlink_metadata().ok()?;
                 meta.is_dir()
-                    .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name, meta))
+                    .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name))
             })
             .collect();
         tasks.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
-        tasks.into_iter().map(|(_, name, meta)| (name, meta)).collect()
+        tasks
+            .into_iter()
+            .map(|(modified, name)| (name, modified))
+            .collect()
     }
 }
 

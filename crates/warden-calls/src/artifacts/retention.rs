@@ -5,7 +5,9 @@
 //! starts, it froze every request for as long. Here a task start only
 //! *asks* for a pass: one dedicated thread per store (started on the first
 //! request) runs passes one at a time, at most one per
-//! [`crate::limits::RETENTION_INTERVAL`], and requests that arrive during a
+//! [`crate::limits::RETENTION_INTERVAL`] and resting
+//! [`crate::limits::RETENTION_REST_FACTOR`] times a pass's own time after
+//! it (a tenth of a CPU at most), and requests that arrive during a
 //! pass or before the next may start coalesce into one more pass. A
 //! directory to remove is first renamed to `.trash-<id>` (one syscall, so
 //! it leaves every listing at once), then deleted. Running tasks — this server's, or any task without
@@ -123,6 +125,8 @@ pub struct Pruner {
 pub struct Finished {
     pub bytes: u64,
     pub principal: Option<Principal>,
+    /// Its directory's modification time when first seen finished.
+    pub modified: SystemTime,
 }
 
 /// One retention pass over a store, run on the retention thread.
@@ -151,7 +155,7 @@ impl Pruner {
     }
 
     fn serve<P: Pass>(&self, pass: P) {
-        let mut last_start: Option<std::time::Instant> = None;
+        let mut due: Option<std::time::Instant> = None;
         loop {
             {
                 let mut state = lock(&self.state);
@@ -159,14 +163,16 @@ impl Pruner {
                     state = self.wake.wait(state).unwrap_or_else(|p| p.into_inner());
                 }
             }
-            if let Some(last_start) = last_start {
-                let due = last_start + crate::limits::RETENTION_INTERVAL;
+            if let Some(due) = due {
                 std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
             }
             // Requests made while it waited are served by this pass.
             lock(&self.state).pending = false;
-            last_start = Some(std::time::Instant::now());
+            let started = std::time::Instant::now();
             pass.run();
+            let ended = std::time::Instant::now();
+            let rest = (ended - started) * crate::limits::RETENTION_REST_FACTOR;
+            due = Some((started + crate::limits::RETENTION_INTERVAL).max(ended + rest));
             lock(&self.state).passes += 1;
             self.wake.notify_all();
         }
@@ -180,10 +186,17 @@ impl Pruner {
 
     /// The size of finished task directory `dir`, measured now and kept
     /// with its `principal` for later passes.
-    pub fn measure_finished(&self, id: &str, dir: &Path, principal: Option<Principal>) -> Finished {
+    pub fn measure_finished(
+        &self,
+        id: &str,
+        dir: &Path,
+        modified: SystemTime,
+        principal: Option<Principal>,
+    ) -> Finished {
         let facts = Finished {
             bytes: disk_usage(dir, 0),
             principal,
+            modified,
         };
         lock(&self.finished).insert(id.to_string(), facts.clone());
         facts
@@ -232,10 +245,12 @@ fn disk_usage(dir: &Path, depth: usize) -> u64 {
 
 /// The age of a path by its modification time.
 pub fn age(meta: &std::fs::Metadata) -> Duration {
-    meta.modified()
-        .ok()
-        .and_then(|t| SystemTime::now().duration_since(t).ok())
-        .unwrap_or_default()
+    meta.modified().map(age_since).unwrap_or_default()
+}
+
+/// How long ago `modified` was (zero for a time in the future).
+pub fn age_since(modified: SystemTime) -> Duration {
+    SystemTime::now().duration_since(modified).unwrap_or_default()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -359,5 +374,41 @@ mod tests {
             "{:?} apart",
             starts[1] - starts[0]
         );
+    }
+
+    /// A slow pass (a large store) rests [`crate::limits::RETENTION_REST_FACTOR`]
+    /// times its own time before the next: the thread's share of a CPU is
+    /// bounded whatever the store holds.
+    #[test]
+    fn a_slow_pass_rests_nine_times_its_length_before_the_next() {
+        const PASS: Duration = Duration::from_millis(60);
+        struct Slow(Arc<Mutex<Vec<(std::time::Instant, std::time::Instant)>>>);
+        impl Pass for Slow {
+            fn run(&self) {
+                let started = std::time::Instant::now();
+                std::thread::sleep(PASS);
+                lock(&self.0).push((started, std::time::Instant::now()));
+            }
+        }
+        let runs = Arc::new(Mutex::new(Vec::new()));
+        let pruner = Arc::new(Pruner::default());
+        let wait_for = |passes: u64| {
+            let mut state = lock(&pruner.state);
+            while state.passes < passes {
+                state = pruner.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+        };
+        pruner.request(|| Slow(runs.clone()));
+        wait_for(1);
+        pruner.request(|| Slow(runs.clone()));
+        wait_for(2);
+        let runs = lock(&runs).clone();
+        let rest = runs[1].0 - runs[0].1;
+        let ran = runs[0].1 - runs[0].0;
+        assert!(
+            rest >= ran * crate::limits::RETENTION_REST_FACTOR,
+            "rested {rest:?} after a {ran:?} pass"
+        );
+        assert!(rest > crate::limits::RETENTION_INTERVAL, "{rest:?}");
     }
 }
