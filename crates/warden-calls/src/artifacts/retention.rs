@@ -338,6 +338,14 @@ mod tests {
         assert_eq!(doomed(&entries, many, &mut HashMap::new()), vec!["f"]);
     }
 
+    /// Waits until `pruner` has completed `passes` passes.
+    fn wait_for_passes(pruner: &Pruner, passes: u64) {
+        let mut state = lock(&pruner.state);
+        while state.passes < passes {
+            state = pruner.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
     /// Passes start at least [`crate::limits::RETENTION_INTERVAL`] apart,
     /// and requests made meanwhile coalesce into one pass.
     #[test]
@@ -350,12 +358,7 @@ mod tests {
         }
         let starts = Arc::new(Mutex::new(Vec::new()));
         let pruner = Arc::new(Pruner::default());
-        let wait_for = |passes: u64| {
-            let mut state = lock(&pruner.state);
-            while state.passes < passes {
-                state = pruner.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-            }
-        };
+        let wait_for = |passes: u64| wait_for_passes(&pruner, passes);
         pruner.request(|| Starts(starts.clone()));
         wait_for(1);
         for _ in 0..20 {
@@ -392,12 +395,7 @@ mod tests {
         }
         let runs = Arc::new(Mutex::new(Vec::new()));
         let pruner = Arc::new(Pruner::default());
-        let wait_for = |passes: u64| {
-            let mut state = lock(&pruner.state);
-            while state.passes < passes {
-                state = pruner.wake.wait(state).unwrap_or_else(|p| p.into_inner());
-            }
-        };
+        let wait_for = |passes: u64| wait_for_passes(&pruner, passes);
         pruner.request(|| Slow(runs.clone()));
         wait_for(1);
         pruner.request(|| Slow(runs.clone()));
