@@ -28,7 +28,7 @@
 //! system refuses links, the task gets its own copy, as before.
 
 use std::io::Write;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::Duration;
 
@@ -66,15 +66,34 @@ pub(crate) fn link_at<Fd: AsFd>(
 }
 
 fn link<Fd: AsFd>(root: &OwnedFd, dir: &Fd, name: &str, bytes: &[u8]) -> nix::Result<()> {
+    link_with(root, dir.as_fd(), name, bytes, &hard_link)
+}
+
+/// Links `shared/key` as `dir/name`.
+type Linker = dyn Fn(&OwnedFd, &str, BorrowedFd<'_>, &str) -> nix::Result<()>;
+
+fn hard_link(shared: &OwnedFd, key: &str, dir: BorrowedFd<'_>, name: &str) -> nix::Result<()> {
+    linkat(shared, key, dir, name, AtFlags::empty())
+}
+
+/// [`link`] with the link itself given (a test stands in a file system
+/// whose link limit is low).
+fn link_with(
+    root: &OwnedFd,
+    dir: BorrowedFd<'_>,
+    name: &str,
+    bytes: &[u8],
+    make_link: &Linker,
+) -> nix::Result<()> {
     let key = key_of(bytes);
     let key = key.as_str();
     let shared = open_shared_dir(root)?;
     // At most twice: the copy may be missing (first use, or swept) or at
     // its link limit, and is then written afresh once.
     for attempt in 0..2 {
-        match linkat(&shared, key, dir, name, AtFlags::empty()) {
+        match make_link(&shared, key, dir, name) {
             Ok(()) => return Ok(()),
-            Err(nix::Error::EEXIST) => return replace_with_link(&shared, key, dir, name),
+            Err(nix::Error::EEXIST) => return replace_with_link(&shared, key, &dir, name),
             Err(nix::Error::ENOENT | nix::Error::EMLINK) if attempt == 0 => write_copy(&shared, key, bytes)?,
             Err(error) => return Err(error),
         }
@@ -215,6 +234,39 @@ mod tests {
             assert!(
                 names.iter().all(|n| !safe_path::is_temporary(n)),
                 "{dir}: {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_copy_at_its_link_limit_is_replaced_and_its_tasks_keep_theirs() {
+        // A file system that allows one task per copy: the second task gets a fresh copy.
+        use std::os::unix::fs::MetadataExt;
+        let (tmp, root, a, b) = dirs();
+        let at_most_two =
+            |shared: &OwnedFd, key: &str, dir: BorrowedFd<'_>, name: &str| match nix::sys::stat::fstatat(
+                shared,
+                key,
+                AtFlags::AT_SYMLINK_NOFOLLOW,
+            ) {
+                Ok(st) if st.st_nlink >= 2 => Err(nix::Error::EMLINK),
+                _ => hard_link(shared, key, dir, name),
+            };
+        link_with(&root, a.as_fd(), "registry.json", b"same", &at_most_two).expect("a");
+        link_with(&root, b.as_fd(), "registry.json", b"same", &at_most_two).expect("b");
+        let meta = |task: &str| std::fs::metadata(tmp.path().join(task).join("registry.json")).expect("meta");
+        assert_ne!(meta("task_a").ino(), meta("task_b").ino(), "b links a fresh copy");
+        let copy = std::fs::metadata(tmp.path().join(SHARED_DIR).join(key_of(b"same"))).expect("copy");
+        assert_eq!(
+            copy.ino(),
+            meta("task_b").ino(),
+            "the shared name is the fresh copy"
+        );
+        assert_eq!(meta("task_a").nlink(), 1, "a keeps the old one");
+        for task in ["task_a", "task_b"] {
+            assert_eq!(
+                std::fs::read(tmp.path().join(task).join("registry.json")).expect("read"),
+                b"same"
             );
         }
     }
