@@ -19,16 +19,36 @@ use std::os::unix::fs::FileExt;
 
 use nix::sys::memfd::{MFdFlags, memfd_create};
 
-/// A worker's stderr: an anonymous memory file.
+/// A worker's stderr: an anonymous memory file, or the log file itself
+/// where the kernel refuses memory files ([`StderrBuffer::in_file`]).
 #[derive(Debug)]
-pub struct StderrBuffer(File);
+pub struct StderrBuffer(File, Kept);
+
+/// Whether what the worker writes is on disk already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    InMemory,
+    InPlace,
+}
 
 impl StderrBuffer {
     /// A new, empty buffer (close-on-exec: only the descriptor given to the
     /// worker, [`StderrBuffer::for_worker`], reaches it).
     pub fn new() -> io::Result<Self> {
         let fd = memfd_create("warden-worker-stderr", MFdFlags::MFD_CLOEXEC)?;
-        Ok(Self(File::from(fd)))
+        Ok(Self(File::from(fd), Kept::InMemory))
+    }
+
+    /// The log file itself as the buffer, for where `memfd_create` is
+    /// refused (a container's seccomp profile): the worker writes straight
+    /// to disk, as before memory files, and there is nothing to copy.
+    pub fn in_file(log: File) -> Self {
+        Self(log, Kept::InPlace)
+    }
+
+    /// Whether what the worker writes is already in its log on disk.
+    pub fn kept_in_place(&self) -> bool {
+        self.1 == Kept::InPlace
     }
 
     /// A descriptor of the same file for the worker's stderr.
@@ -81,5 +101,28 @@ mod tests {
         let contents = buffer.contents().expect("read");
         assert_eq!(&contents[..6], b"first\n");
         assert_eq!(contents.len(), 4096);
+        assert!(!buffer.kept_in_place());
+    }
+
+    #[test]
+    fn a_log_file_as_the_buffer_is_kept_in_place_and_read_the_same_way() {
+        let path = std::env::temp_dir().join(format!("warden-stderr-test-{}", std::process::id()));
+        let log = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .expect("file");
+        let _ = std::fs::remove_file(&path);
+        let buffer = StderrBuffer::in_file(log);
+        let status = std::process::Command::new("sh")
+            .args(["-c", "echo panicked >&2"])
+            .stderr(buffer.for_worker().expect("dup"))
+            .status()
+            .expect("sh");
+        assert!(status.success());
+        assert!(buffer.kept_in_place());
+        assert_eq!(buffer.contents().expect("read"), b"panicked\n");
     }
 }

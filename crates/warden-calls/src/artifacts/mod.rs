@@ -27,6 +27,7 @@ pub mod retention;
 pub mod safe_path;
 mod shared;
 mod view;
+pub mod worker_log;
 
 use std::collections::HashMap;
 use std::os::fd::OwnedFd;

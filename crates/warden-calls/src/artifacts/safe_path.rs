@@ -28,10 +28,12 @@ pub const DIR_MODE: u32 = 0o700;
 
 /// Creates (or truncates) a file the server writes beside a task's
 /// artifacts (the worker's stderr log, the readiness probe): private
-/// ([`FILE_MODE`]) and never through a symbolic link.
+/// ([`FILE_MODE`]) and never through a symbolic link. Open for reading
+/// too: the server reads back a worker's log to explain a crash.
 pub fn create_private(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     let file = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create(true)
         .truncate(true)

@@ -11,7 +11,7 @@
 //! deadline, cancellation, a dropped future — the process group is killed
 //! before the child is reaped, so nothing it started outlives the call.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitStatus;
 
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
@@ -20,6 +20,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Failure, Status};
+use crate::artifacts::worker_log::WorkerLog;
 use crate::worker::Request;
 use crate::worker::Response;
 use crate::worker::protocol::Interim;
@@ -99,10 +100,20 @@ impl WorkerLauncher {
         let log_path = self
             .diagnostics_dir
             .join(format!("worker-{}.log", uuid::Uuid::new_v4().simple()));
+        let mut log = WorkerLog::new(&log_path).map_err(|e| {
+            Failure::new(
+                Status::Failed,
+                GuardError::new(
+                    codes::WORKER_SPAWN_FAILED,
+                    format!("could not start a worker for '{label}': cannot create its log: {e}"),
+                ),
+            )
+        })?;
         let result = self
-            .call_logged(request, rlimits, deadline, cancel, label, &log_path)
+            .call_logged(request, rlimits, deadline, cancel, label, &log)
             .await;
-        remove_if_empty(&log_path);
+        // On disk only when the worker wrote to stderr (a crash names it).
+        log.keep();
         result
     }
 
@@ -113,9 +124,9 @@ impl WorkerLauncher {
         deadline: Instant,
         cancel: &CancellationToken,
         label: &str,
-        log_path: &Path,
+        log: &WorkerLog,
     ) -> Result<Response, Failure> {
-        let (mut worker, to_worker, from_worker) = self.spawn(rlimits, log_path).await.map_err(|e| {
+        let (mut worker, to_worker, from_worker) = self.spawn(rlimits, log).await.map_err(|e| {
             Failure::new(
                 Status::Failed,
                 GuardError::new(
@@ -174,7 +185,7 @@ impl WorkerLauncher {
             )),
             Ok(Exchange::NoAnswer) => Err(Failure::new(
                 Status::Failed,
-                died_without_answer(label, status, log_path, rlimits),
+                died_without_answer(label, status, log, rlimits),
             )),
         }
     }
@@ -183,15 +194,15 @@ impl WorkerLauncher {
     async fn spawn(
         &self,
         rlimits: Rlimits,
-        log_path: &Path,
+        log: &WorkerLog,
     ) -> std::io::Result<(WorkerProcess, pipe::Sender, pipe::Receiver)> {
-        let stderr = crate::artifacts::safe_path::create_private(log_path)?;
+        let stderr = log.for_worker()?;
         let (stdin, to_worker) = std::io::pipe()?;
         let (from_worker, stdout) = std::io::pipe()?;
         let stdio = Stdio3 {
             stdin: stdin.into(),
             stdout: stdout.into(),
-            stderr: stderr.into(),
+            stderr,
         };
         // Non-blocking before the first await, so nothing is left to fail
         // once the worker exists.
@@ -261,10 +272,10 @@ async fn exchange(
 fn died_without_answer(
     label: &str,
     status: Option<ExitStatus>,
-    log_path: &Path,
+    worker_log: &WorkerLog,
     rlimits: Rlimits,
 ) -> GuardError {
-    let log = std::fs::read_to_string(log_path).unwrap_or_default();
+    let log = worker_log.text();
     let how = match warden_sandbox::process::Ended::of(status) {
         ended @ warden_sandbox::process::Ended::Signal(_) => format!("was {ended}"),
         ended => ended.to_string(),
@@ -293,16 +304,13 @@ fn died_without_answer(
     let detail = if tail.is_empty() {
         String::new()
     } else {
-        format!("; last log lines: {tail}; full log: {}", log_path.display())
+        format!(
+            "; last log lines: {tail}; full log: {}",
+            worker_log.path().display()
+        )
     };
     GuardError::new(
         code,
         format!("worker for '{label}' {how}{hint} before answering{detail}"),
     )
-}
-
-fn remove_if_empty(path: &Path) {
-    if std::fs::metadata(path).map(|m| m.len() == 0).unwrap_or(false) {
-        let _ = std::fs::remove_file(path);
-    }
 }

@@ -24,11 +24,11 @@ use super::journal::Journal;
 use crate::limits::DEFAULT_MAX_ARTIFACT_BYTES;
 use crate::protocol::{FromWorker, Layers, RunOutcome, ToWorker};
 use warden_calls::artifacts::ArtifactStore;
+use warden_calls::artifacts::worker_log::WorkerLog;
 use warden_calls::events::{Events, Origin};
 use warden_calls::executor::{CallRequest, Executor, Record, Settled, Status};
 use warden_core::error::GuardError;
 use warden_sandbox::process::{Rlimits, release_group};
-use warden_sandbox::stderr::StderrBuffer;
 use warden_sandbox::zygote::{Stdio3, Zygote};
 
 /// The task-directory file of the worker's stderr, when it wrote any.
@@ -141,12 +141,9 @@ pub struct Session {
     reaped: bool,
     /// How the worker process ended, once it has been reaped.
     pub exit_status: Option<String>,
-    /// The worker's stderr, in memory; read to explain a crash, and kept
-    /// as `worker_stderr.log` in the task directory when not empty.
-    stderr: StderrBuffer,
-    /// Where it is kept, and how many of its bytes are there already.
-    log_path: std::path::PathBuf,
-    stderr_kept: u64,
+    /// The worker's stderr; read to explain a crash, and kept as
+    /// `worker_stderr.log` in the task directory when not empty.
+    stderr: WorkerLog,
     memory_limit: u64,
     /// The worker's pipes and the threads serving them.
     door: Arc<Door>,
@@ -166,7 +163,7 @@ pub struct Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
-        self.keep_stderr();
+        self.stderr.keep();
         self.door.close();
         if !self.reaped {
             release_group(self.pgid);
@@ -202,8 +199,7 @@ impl Session {
         deadline: Instant,
         meanwhile: impl FnOnce() -> R,
     ) -> Result<(Self, R), StartError> {
-        let log_path = &task_dir.join(STDERR_FILE);
-        let stderr = StderrBuffer::new().map_err(StartError::Log)?;
+        let stderr = WorkerLog::new(&task_dir.join(STDERR_FILE)).map_err(StartError::Log)?;
         // Plain blocking pipes: the door thread reads and writes them
         // directly, with no reactor between the worker and its answer.
         let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
@@ -235,8 +231,6 @@ impl Session {
             reaped: false,
             exit_status: None,
             stderr,
-            log_path: log_path.to_path_buf(),
-            stderr_kept: 0,
             memory_limit: rlimits.memory,
             door,
             from_door,
@@ -363,8 +357,7 @@ impl Session {
             let status = self.reap().await;
             self.exit_status = Some(describe(status));
             if let RunEnd::Crashed(reason) = end {
-                let log = self.stderr.contents().unwrap_or_default();
-                if String::from_utf8_lossy(&log).contains("memory allocation of") {
+                if self.stderr.text().contains("memory allocation of") {
                     return RunEnd::Crashed(format!(
                         "out of memory: the script worker hit its {} MiB address-space limit (worker {})",
                         self.memory_limit / (1024 * 1024),
@@ -535,7 +528,7 @@ impl Session {
     /// What the worker side produced, for the task result; closes
     /// function_calls.json.
     pub fn take_facts(&mut self) -> WorkerFacts {
-        self.keep_stderr();
+        self.stderr.keep();
         let mut calls = self.door.calls.lock().unwrap_or_else(|p| p.into_inner());
         calls.close();
         WorkerFacts {
@@ -545,25 +538,6 @@ impl Session {
             exit: None,
             calls_sha256: Some(calls.digest()),
             approvals: self.approvals(),
-        }
-    }
-
-    /// Writes what the worker wrote to stderr since the last time to
-    /// `worker_stderr.log`, whole (bounded by its RLIMIT_FSIZE); nothing
-    /// when it wrote nothing, which is the rule. Called before the task
-    /// writes its result and once more as the session goes, for anything
-    /// written while the worker exited.
-    fn keep_stderr(&mut self) {
-        let len = self.stderr.len();
-        if len <= self.stderr_kept {
-            return;
-        }
-        let kept = self.stderr.contents().and_then(|bytes| {
-            let mut log = warden_calls::artifacts::safe_path::create_private(&self.log_path)?;
-            std::io::Write::write_all(&mut log, &bytes)
-        });
-        if kept.is_ok() {
-            self.stderr_kept = len;
         }
     }
 
