@@ -433,8 +433,8 @@ pub const DEFAULT_STORE_MAX_BYTES: u64 = 4 * 1024 * 1024 * 1024;
 pub const DEFAULT_TASKS_MAX_AGE: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// Shortest time from one retention pass's start to the next's: 200 ms.
-/// A pass lists and stats every task directory, and every task start asks
-/// for one: in a loop of trivial tasks over 150 directories that was a
+/// A pass lists every task directory (and `stat`s those it has not seen
+/// finished), and every task start asks for one: in a loop of trivial tasks over 150 directories that was a
 /// fifth of the server's CPU, growing with the store. Requests meanwhile
 /// coalesce into the next pass; the store can hold what 200 ms of tasks
 /// wrote beyond its budgets until then, as it could already hold what a

@@ -308,10 +308,10 @@ impl ArtifactStore {
             return;
         };
         let mut entries = Vec::new();
-        for (id, modified) in self.task_dirs(|id| self.pruner.finished(id).map(|known| known.modified)) {
+        let listed = self.task_dirs(|id| self.pruner.finished(id).map(|known| (known.modified, known)));
+        for (id, modified, known) in listed {
             let running_here = running.contains(&id);
-            let known = self.pruner.finished(&id).filter(|_| !running_here);
-            let (finished, bytes, principal) = match known {
+            let (finished, bytes, principal) = match known.filter(|_| !running_here) {
                 Some(known) => (true, known.bytes, known.principal),
                 None => self.first_look(&root, &id, modified, running_here),
             };
@@ -656,26 +656,27 @@ impl ArtifactStore {
 
     /// Task ids, newest first.
     pub fn task_ids(&self) -> Vec<String> {
-        self.task_dirs(|_| None)
+        self.task_dirs(|_| None::<(std::time::SystemTime, ())>)
             .into_iter()
-            .map(|(name, _)| name)
+            .map(|(name, _, _)| name)
             .collect()
     }
 
     /// [`ArtifactStore::task_ids`] with each directory's modification time,
     /// newest first: `known`'s when it has one (a finished task a pass has
-    /// seen, which no longer changes), else read now. A pass over a store
+    /// seen, which no longer changes; what it knows comes along), else read
+    /// now. A pass over a store
     /// of finished tasks is then one directory listing, not a `stat` per
     /// task (100,000 of them, `WARDEN_TASKS_KEPT`'s ceiling, five times a
     /// second under a steady stream of tasks).
-    fn task_dirs(
+    fn task_dirs<T>(
         &self,
-        known: impl Fn(&str) -> Option<std::time::SystemTime>,
-    ) -> Vec<(String, std::time::SystemTime)> {
+        known: impl Fn(&str) -> Option<(std::time::SystemTime, T)>,
+    ) -> Vec<(String, std::time::SystemTime, Option<T>)> {
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut tasks: Vec<(std::time::SystemTime, String)> = entries
+        let mut tasks: Vec<(std::time::SystemTime, String, Option<T>)> = entries
             .flatten()
             .filter_map(|entry| {
                 let name = entry.file_name().to_string_lossy().to_string();
@@ -683,20 +684,20 @@ impl ArtifactStore {
                     return None;
                 }
                 // The listing's own type (no `stat`): a link is not a directory.
-                if let Some(modified) = known(&name)
+                if let Some((modified, facts)) = known(&name)
                     && entry.file_type().is_ok_and(|kind| kind.is_dir())
                 {
-                    return Some((modified, name));
+                    return Some((modified, name, Some(facts)));
                 }
                 let meta = entry.path().symlink_metadata().ok()?;
                 meta.is_dir()
-                    .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name))
+                    .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name, None))
             })
             .collect();
         tasks.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
         tasks
             .into_iter()
-            .map(|(modified, name)| (name, modified))
+            .map(|(modified, name, facts)| (name, modified, facts))
             .collect()
     }
 }
