@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::common::{
-    Server, TESTBED, eventually, is_error, is_script_zygote, is_zygote, live_children, structured,
+    Server, TESTBED, eventually, is_error, is_script_zygote, is_zygote, live_children, structured, workers_of,
 };
 
 /// The server's live zygotes.
@@ -67,7 +67,7 @@ async fn a_killed_zygote_fails_only_its_running_call_and_is_replaced() {
             .await
     });
     assert!(
-        eventually(Duration::from_secs(5), || !live_children(zygote).is_empty()).await,
+        eventually(Duration::from_secs(5), || !workers_of(zygote).is_empty()).await,
         "the slow call's worker never started"
     );
     nix::sys::signal::kill(
@@ -231,10 +231,10 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
     let started = std::time::Instant::now();
     let task = endless_task(&server, 20);
     assert!(
-        eventually(Duration::from_secs(10), || !live_children(zygote).is_empty()).await,
+        eventually(Duration::from_secs(10), || !workers_of(zygote).is_empty()).await,
         "the task's worker never started"
     );
-    let worker = live_children(zygote)[0];
+    let worker = workers_of(zygote)[0];
     let stat = std::fs::read_to_string(format!("/proc/{worker}/stat")).expect("stat");
     let fields: Vec<&str> = stat
         .rsplit_once(')')
@@ -300,7 +300,7 @@ async fn with_seccomp_skipped_each_script_worker_enters_a_network_namespace_of_i
     // enters its own, still out of the server's.
     let server = Server::start_with_env(TESTBED, &[("WARDEN_SANDBOX_SKIP", "seccomp")]).await;
     let task = endless_task(&server, 2);
-    let worker_of = || script_zygotes(&server).into_iter().flat_map(live_children).next();
+    let worker_of = || script_zygotes(&server).into_iter().flat_map(workers_of).next();
     assert!(
         eventually(Duration::from_secs(10), || worker_of().is_some()).await,
         "the task's worker never started"
@@ -336,4 +336,142 @@ fn endless_task(
             .call_tool(rmcp::model::CallToolRequestParams::new("run_script").with_arguments(arguments))
             .await
     })
+}
+
+/// The pid of the worker that ran task `result` (its `task_worker_started`).
+fn worker_pid(server: &Server, result: &Value) -> u32 {
+    let events = crate::common::read_jsonl(
+        &server
+            .artifacts
+            .path()
+            .join(result["task_id"].as_str().expect("task id"))
+            .join("events.jsonl"),
+    );
+    let started = events
+        .iter()
+        .find(|e| e["event"] == "task_worker_started")
+        .unwrap_or_else(|| panic!("no task_worker_started: {events:?}"));
+    started["pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .expect("pid")
+}
+
+/// `RLIMIT_CPU` of `pid`, soft, in seconds (`/proc/<pid>/limits`).
+fn cpu_limit(pid: u32) -> Option<u64> {
+    let limits = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+    let line = limits.lines().find(|l| l.starts_with("Max cpu time"))?;
+    line.split_whitespace().nth(3)?.parse().ok()
+}
+
+async fn script_spare_of(server: &Server) -> u32 {
+    assert!(
+        eventually(Duration::from_secs(10), || crate::common::script_spare(
+            server.pid
+        )
+        .is_some())
+        .await,
+        "no spare worker was forked"
+    );
+    crate::common::script_spare(server.pid).expect("spare")
+}
+
+#[tokio::test]
+async fn a_task_takes_the_spare_forked_ahead_of_it_only_under_its_own_rlimits() {
+    // Issue 44, point 2: after a task, the script zygote forks the next
+    // task's worker ahead of it, confined and named `warden-spare`; the next
+    // task under the same rlimits runs in it (named as any worker again
+    // while it runs) with every layer; a task under another timeout (so
+    // another RLIMIT_CPU) never gets it, and the spare that follows has
+    // that task's limit.
+    let server = Server::start(TESTBED).await;
+    let first = structured(
+        &server
+            .call("run_script", json!({"script": "1", "timeout_seconds": 20}))
+            .await,
+    );
+    assert_eq!(first["status"], "success", "{first}");
+    let spare = script_spare_of(&server).await;
+    assert_ne!(spare, worker_pid(&server, &first));
+    assert_eq!(cpu_limit(spare), Some(21), "timeout + 1 s of CPU");
+
+    // Same rlimits: the task runs in the spare, which is no spare meanwhile.
+    let task = endless_task(&server, 20);
+    assert!(
+        eventually(Duration::from_secs(10), || crate::common::script_workers(
+            server.pid
+        )
+        .contains(&spare))
+        .await,
+        "the task did not take the spare {spare} (workers {:?})",
+        crate::common::script_workers(server.pid)
+    );
+    assert!(
+        !crate::common::is_spare(spare),
+        "named back once its task arrived"
+    );
+    kill(spare);
+    let killed = structured(&task.await.expect("join").expect("answered"));
+    assert_eq!(killed["status"], "failed", "{killed}");
+    assert_eq!(worker_pid(&server, &killed), spare);
+    for layer in ["network_namespace", "seccomp", "process_limit"] {
+        assert_eq!(killed["sandbox"][layer], json!(true), "{layer}: {killed}");
+    }
+    assert_eq!(killed["sandbox"]["landlock"], "full", "{killed}");
+
+    // Another timeout: a worker of its own, not the spare; the next spare
+    // is forked under the new limit and the old one is gone.
+    let spare = script_spare_of(&server).await;
+    let other = structured(
+        &server
+            .call("run_script", json!({"script": "2", "timeout_seconds": 7}))
+            .await,
+    );
+    assert_eq!(other["status"], "success", "{other}");
+    assert_ne!(
+        worker_pid(&server, &other),
+        spare,
+        "a spare under other rlimits is not handed out"
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || crate::common::script_spare(
+            server.pid
+        )
+        .is_some_and(|next| next != spare && cpu_limit(next) == Some(8)))
+        .await,
+        "no spare under the new limit"
+    );
+    assert!(
+        eventually(Duration::from_secs(5), || !live_children(
+            script_zygotes(&server)[0]
+        )
+        .contains(&spare))
+        .await,
+        "the spare under the old limit was not reaped"
+    );
+}
+
+#[tokio::test]
+async fn a_spare_that_died_while_it_waited_is_never_handed_to_a_task() {
+    // A spare killed from outside before its task: the task does not run
+    // in it (it would fail at once) but in a worker forked for it.
+    let server = Server::start(TESTBED).await;
+    let first = structured(&server.call("run_script", json!({"script": "1"})).await);
+    assert_eq!(first["status"], "success", "{first}");
+    let spare = script_spare_of(&server).await;
+    kill(spare);
+    let dead = || {
+        std::fs::read_to_string(format!("/proc/{spare}/stat")).map_or(true, |stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    };
+    assert!(
+        eventually(Duration::from_secs(5), dead).await,
+        "the spare did not die"
+    );
+    let next = structured(&server.call("run_script", json!({"script": "40 + 2"})).await);
+    assert_eq!(next["status"], "success", "{next}");
+    assert_eq!(next["value"], json!(42), "{next}");
+    assert_ne!(worker_pid(&server, &next), spare);
 }

@@ -84,10 +84,12 @@ impl Layers {
 /// exiting (and aborting: `tgkill` on itself). Found with `strace -f` on
 /// scripts that call every kind of guard, write and read artifacts, print,
 /// time out and run out of memory; `fcntl` is allowed separately, to read
-/// descriptor flags only. Path-based calls are absent even when harmless
-/// (`stat` would let a script probe which files exist). Deliberately absent: `open`/`openat`, `socket`,
+/// descriptor flags only, and `prctl` to name the calling thread only
+/// (`PR_SET_NAME`: a spare worker takes its own name back). Path-based calls
+/// are absent even when harmless (`stat` would let a script probe which
+/// files exist). Deliberately absent: `open`/`openat`, `socket`,
 /// `pipe`, `dup*`, `clone`/`clone3`/`fork`/`vfork`, `execve`/`execveat`,
-/// `ptrace`, `mount`, `kill` of others, `prctl`, `seccomp`, `bpf`,
+/// `ptrace`, `mount`, `kill` of others, any other `prctl`, `seccomp`, `bpf`,
 /// `unshare`, `setns`, `ioctl`.
 pub const ALLOWED_SYSCALLS: &[libc::c_long] = &[
     libc::SYS_read,
@@ -338,6 +340,16 @@ pub fn syscall_filter() -> Result<seccompiler::BpfProgram, seccompiler::BackendE
         })
         .collect::<Result<Vec<_>, _>>()?;
     rules.insert(libc::SYS_fcntl, read_flags);
+    // `prctl` only to name the calling thread: a spare worker takes its own
+    // name back when its task arrives (`zygote::child::claimed`).
+    let set_name = seccompiler::SeccompCondition::new(
+        0,
+        seccompiler::SeccompCmpArgLen::Dword,
+        seccompiler::SeccompCmpOp::Eq,
+        libc::PR_SET_NAME as u64,
+    )
+    .and_then(|condition| seccompiler::SeccompRule::new(vec![condition]))?;
+    rules.insert(libc::SYS_prctl, vec![set_name]);
     let filter = seccompiler::SeccompFilter::new(
         rules,
         seccompiler::SeccompAction::Errno(libc::EPERM as u32),

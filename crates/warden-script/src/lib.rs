@@ -39,9 +39,12 @@ pub const SCRIPT_WORKER: &str = "script";
 /// takes its task's stdio and rlimits (`warden_sandbox::zygote::child`) and
 /// applies every sandbox layer itself ([`warden_sandbox::layers::apply`])
 /// before its hello, as an exec'd worker did, so the layers a task reports
-/// are its own process's.
+/// are its own process's. After the first task the zygote keeps the next
+/// task's worker forked and confined ahead of it (a spare, named
+/// `warden-spare` until its task arrives; `warden_sandbox::zygote::Spare`):
+/// the task takes it instead of waiting for its fork and confinement.
 pub fn workers(exe: std::path::PathBuf) -> warden_sandbox::zygote::Zygote {
-    warden_sandbox::zygote::Zygote::new(
+    warden_sandbox::zygote::Zygote::with_spare(
         exe,
         vec![
             warden_calls::worker::WORKER_ARG.into(),

@@ -156,7 +156,7 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     let mut found = Vec::new();
     for child in live_children(pid) {
         if is_zygote(child) {
-            found.extend(live_children(child));
+            found.extend(workers_of(child));
         } else if has_arg(child, b"__warden-worker") {
             found.push(child);
         }
@@ -164,13 +164,39 @@ pub fn children_of(pid: u32) -> Vec<u32> {
     found
 }
 
-/// The live script workers of server `pid` (forked by its script zygote).
+/// The live script workers of server `pid` (forked by its script zygote)
+/// serving a task, not the spare waiting for the next one.
 pub fn script_workers(pid: u32) -> Vec<u32> {
     live_children(pid)
         .into_iter()
         .filter(|child| is_script_zygote(*child))
-        .flat_map(live_children)
+        .flat_map(workers_of)
         .collect()
+}
+
+/// The live workers zygote `pid` forked that serve a call or a task: its
+/// children but the spare (`warden_sandbox::zygote::Spare`).
+pub fn workers_of(zygote: u32) -> Vec<u32> {
+    live_children(zygote)
+        .into_iter()
+        .filter(|child| !is_spare(*child))
+        .collect()
+}
+
+/// Whether `pid` is a spare worker waiting for its task (named so until
+/// the task arrives).
+pub fn is_spare(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .is_ok_and(|comm| comm.trim_end() == warden_sandbox::zygote::child::SPARE_NAME)
+}
+
+/// The spare worker of server `pid`'s script zygote, once it is forked.
+pub fn script_spare(pid: u32) -> Option<u32> {
+    live_children(pid)
+        .into_iter()
+        .filter(|child| is_script_zygote(*child))
+        .flat_map(live_children)
+        .find(|child| is_spare(*child))
 }
 
 /// Whether `pid`'s command line has `arg`.

@@ -41,6 +41,16 @@ impl WorkerLog {
         })
     }
 
+    /// A log kept at `path` of a worker whose stderr is `buffer` already
+    /// (a spare worker, forked before its call had a log).
+    pub fn with_buffer(buffer: StderrBuffer, path: &Path) -> Self {
+        Self {
+            buffer,
+            path: path.to_path_buf(),
+            kept: 0,
+        }
+    }
+
     /// A descriptor for the worker's stderr.
     pub fn for_worker(&self) -> std::io::Result<OwnedFd> {
         self.buffer.for_worker()

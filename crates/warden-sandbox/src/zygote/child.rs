@@ -47,12 +47,21 @@ pub const ZYGOTE_ARG: &str = "__warden-zygote";
 const ORDER_BYTES: usize = 5 * 8;
 const REPLY_BYTES: usize = 2 * 8;
 
+/// The process name (`comm`) of a spare worker while it waits for its
+/// call (see [`crate::zygote::Spare`]): `ps` and the tests tell it from a
+/// worker serving a call by it. The worker takes its own name back when
+/// its call arrives ([`claimed`]).
+pub const SPARE_NAME: &str = "warden-spare";
+
 /// What the server asks of the zygote.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Order {
     /// Fork a worker under these limits; its stdin, stdout and stderr
     /// come with the message.
     Spawn(Rlimits),
+    /// Fork a spare: a worker as [`Order::Spawn`] forks, named
+    /// [`SPARE_NAME`] until its call arrives.
+    Spare(Rlimits),
     /// Reap this child (the server has killed its group).
     Reap(u32),
 }
@@ -70,6 +79,7 @@ impl Order {
         let words = match self {
             Order::Spawn(r) => [1, r.memory, r.cpu_seconds, r.open_files, r.file_size],
             Order::Reap(pid) => [2, u64::from(pid), 0, 0, 0],
+            Order::Spare(r) => [3, r.memory, r.cpu_seconds, r.open_files, r.file_size],
         };
         let mut out = [0; ORDER_BYTES];
         for (chunk, word) in out.chunks_exact_mut(8).zip(words) {
@@ -80,14 +90,16 @@ impl Order {
 
     pub fn decode(bytes: &[u8]) -> Option<Self> {
         let words = words::<5>(bytes)?;
+        let rlimits = Rlimits {
+            memory: words[1],
+            cpu_seconds: words[2],
+            open_files: words[3],
+            file_size: words[4],
+        };
         match words[0] {
-            1 => Some(Order::Spawn(Rlimits {
-                memory: words[1],
-                cpu_seconds: words[2],
-                open_files: words[3],
-                file_size: words[4],
-            })),
+            1 => Some(Order::Spawn(rlimits)),
             2 => u32::try_from(words[1]).ok().map(Order::Reap),
+            3 => Some(Order::Spare(rlimits)),
             _ => None,
         }
     }
@@ -173,7 +185,8 @@ pub fn serve(worker: impl Fn() -> ExitCode) -> ExitCode {
             Ok(message) => (message.bytes, owned_rights(&message)),
         };
         let reply = match (Order::decode(&bytes[..read]), <[OwnedFd; 3]>::try_from(fds)) {
-            (Some(Order::Spawn(rlimits)), Ok(stdio)) => spawn(&worker, zygote, rlimits, stdio),
+            (Some(Order::Spawn(rlimits)), Ok(stdio)) => spawn(&worker, zygote, rlimits, stdio, false),
+            (Some(Order::Spare(rlimits)), Ok(stdio)) => spawn(&worker, zygote, rlimits, stdio, true),
             (Some(Order::Reap(pid)), _) => reap(pid),
             _ => Reply::Failed(Errno::EINVAL as i32),
         };
@@ -210,18 +223,52 @@ fn owned_rights(message: &nix::sys::socket::RecvMsg<'_, '_, ()>) -> Vec<OwnedFd>
 
 /// Forks one worker. The parent's copies of `stdio` close when this returns.
 #[allow(unsafe_code)]
-fn spawn(worker: &dyn Fn() -> ExitCode, zygote: Pid, rlimits: Rlimits, stdio: [OwnedFd; 3]) -> Reply {
+fn spawn(
+    worker: &dyn Fn() -> ExitCode,
+    zygote: Pid,
+    rlimits: Rlimits,
+    stdio: [OwnedFd; 3],
+    spare: bool,
+) -> Reply {
     // SAFETY: the zygote is single-threaded (it starts no thread and runs
     // no guard), so the child may allocate and lock freely.
     match unsafe { nix::unistd::fork() } {
         Ok(ForkResult::Parent { child }) => Reply::Spawned(child.as_raw() as u32),
         Ok(ForkResult::Child) => {
+            if spare {
+                name_spare();
+            }
             let code = forked_worker(worker, zygote, rlimits, stdio);
             // Never return into the zygote's loop. A worker's codes are 0
             // and 3.
             std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 3 })
         }
         Err(errno) => Reply::Failed(errno as i32),
+    }
+}
+
+/// The name a spare had before it was named [`SPARE_NAME`].
+static OWN_NAME: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
+
+/// In a forked spare: names it [`SPARE_NAME`], keeping its own name for
+/// [`claimed`]. A name that cannot be read or set leaves it as it is.
+fn name_spare() {
+    let Ok(own) = nix::sys::prctl::get_name() else {
+        return;
+    };
+    if OWN_NAME.set(own).is_ok()
+        && let Ok(spare) = std::ffi::CString::new(SPARE_NAME)
+    {
+        let _ = nix::sys::prctl::set_name(&spare);
+    }
+}
+
+/// Called by a worker when its call arrives: a spare takes its own name
+/// back (`prctl(PR_SET_NAME)`, which the script worker's seccomp filter
+/// allows for this); any other worker is left as it is.
+pub fn claimed() {
+    if let Some(own) = OWN_NAME.get() {
+        let _ = nix::sys::prctl::set_name(own);
     }
 }
 
@@ -291,7 +338,10 @@ mod tests {
             open_files: 64,
             file_size: 16 << 20,
         });
-        for order in [spawn, Order::Reap(4242)] {
+        let Order::Spawn(limits) = spawn else {
+            unreachable!()
+        };
+        for order in [spawn, Order::Spare(limits), Order::Reap(4242)] {
             assert_eq!(Order::decode(&order.encode()), Some(order));
         }
         for reply in [

@@ -21,6 +21,20 @@
 //! A replaced zygote stays until its last child has been reaped: closing
 //! its socket earlier would end it, and with it (by their parent-death
 //! signal) the calls its children are still serving.
+//!
+//! **One spare.** A worker's start is mostly its own: after the fork it
+//! takes its descriptors, lowers its rlimits, confines itself (a script
+//! worker loads its Landlock ruleset and seccomp filter) and says hello,
+//! 0.5–0.9 ms of a trivial script task on the development machine. So
+//! whenever it has nothing else to do, the thread forks the next worker
+//! ahead of its call, with pipes and a stderr buffer of its own
+//! ([`Spare`]), under the rlimits the last call asked for; a call under
+//! the same rlimits takes it ([`Zygote::take_spare`]) and finds it
+//! confined and waiting on its stdin. It is the same worker a call would
+//! have forked (one per call, never reused), only earlier: a spare under
+//! other rlimits is never handed out (it is replaced), and one that died
+//! while it waited (its zygote killed, say) is noticed by its closed
+//! stdout and never handed out either.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -28,7 +42,7 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Arc, OnceLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 
 use nix::sys::socket::{AddressFamily, SockFlag, SockType, setsockopt, socketpair, sockopt};
 use nix::sys::time::TimeVal;
@@ -41,6 +55,7 @@ use child::{Order, Reply, read_reply, send_order};
 
 use crate::limits::{ZYGOTE_ANSWER_TIMEOUT, ZYGOTE_MAX_CHILDREN};
 use crate::process::{Ended, Rlimits, confine_std, release_group, track_group, worker_env};
+use crate::stderr::StderrBuffer;
 
 /// Forks guard workers through a zygote. Cheap to clone; its thread and
 /// the zygote start on the first spawn, so a server that never runs an
@@ -55,6 +70,43 @@ struct Lazy {
     exe: PathBuf,
     args: Vec<OsString>,
     orders: OnceLock<mpsc::Sender<Job>>,
+    /// The worker forked ahead of its call, shared with the thread that
+    /// forks it.
+    spare: Arc<Mutex<Option<Spare>>>,
+    /// Whether the thread keeps a spare ([`Zygote::with_spare`]).
+    spares: bool,
+}
+
+/// A worker forked before any call asked for it, with its own pipes and
+/// stderr buffer: the caller owns it (and must have it reaped) once
+/// [`Zygote::take_spare`] hands it out.
+#[derive(Debug)]
+pub struct Spare {
+    /// Its pid, which is also its process group id.
+    pub pid: u32,
+    /// The server's end of its stdin.
+    pub stdin: std::io::PipeWriter,
+    /// The server's end of its stdout.
+    pub stdout: std::io::PipeReader,
+    /// Its stderr.
+    pub stderr: StderrBuffer,
+    rlimits: Rlimits,
+}
+
+impl Spare {
+    /// Whether it died while it waited: nothing else holds the writing end
+    /// of its stdout, so the pipe hangs up when it ends.
+    fn hung_up(&self) -> bool {
+        use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+        use std::os::fd::AsFd as _;
+        let mut fds = [PollFd::new(self.stdout.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::ZERO) {
+            Ok(_) => fds[0]
+                .revents()
+                .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR)),
+            Err(_) => true,
+        }
+    }
 }
 
 /// One worker's stdio, as the child will see it.
@@ -89,11 +141,26 @@ impl Zygote {
     /// A handle that will start `exe` with `args` (which must make it
     /// call [`child::serve`]) as a zygote on the first spawn.
     pub fn new(exe: PathBuf, args: Vec<OsString>) -> Self {
+        Self::build(exe, args, false)
+    }
+
+    /// [`Zygote::new`] keeping a [`Spare`] ready after the first spawn.
+    /// For workers whose calls mostly share their rlimits (script tasks:
+    /// one timeout for all but the few that set their own); guard workers'
+    /// rlimits follow each guard's timeout, so a spare would often be
+    /// forked for nothing.
+    pub fn with_spare(exe: PathBuf, args: Vec<OsString>) -> Self {
+        Self::build(exe, args, true)
+    }
+
+    fn build(exe: PathBuf, args: Vec<OsString>, spares: bool) -> Self {
         Self {
             keeper: Arc::new(Lazy {
                 exe,
                 args,
                 orders: OnceLock::new(),
+                spare: Arc::default(),
+                spares,
             }),
         }
     }
@@ -108,6 +175,9 @@ impl Zygote {
                 current: None,
                 retiring: Vec::new(),
                 owners: HashMap::new(),
+                spare: self.keeper.spare.clone(),
+                spares: self.keeper.spares,
+                wanted: None,
             };
             let started = std::thread::Builder::new()
                 .name("warden-zygote".into())
@@ -134,6 +204,31 @@ impl Zygote {
         answered
             .await
             .map_err(|_| std::io::Error::other("the worker zygote's thread is gone"))?
+    }
+
+    /// The spare worker, when one is ready under exactly `rlimits` and still
+    /// alive. The next one is forked once a worker has been reaped (the
+    /// call that took this one ended) and no order waits: not while the
+    /// call that took it runs, on a machine with few cores. `None` before
+    /// the first [`Zygote::spawn`] (nothing is forked before a call asks).
+    pub fn take_spare(&self, rlimits: Rlimits) -> Option<Spare> {
+        let orders = self.keeper.orders.get()?;
+        let spare = {
+            let mut slot = self.keeper.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if slot.as_ref()?.rlimits != rlimits {
+                return None;
+            }
+            slot.take()?
+        };
+        if spare.hung_up() {
+            release_group(spare.pid);
+            let _ = orders.send(Job::Reap {
+                pid: spare.pid,
+                answer: None,
+            });
+            return None;
+        }
+        Some(spare)
     }
 
     /// Reaps worker `pid` (kill its group first) and says how it ended;
@@ -165,6 +260,11 @@ struct Keeper {
     retiring: Vec<Process>,
     /// Which zygote (by its pid) forked each live worker.
     owners: HashMap<u32, u32>,
+    /// The spare, shared with [`Zygote::take_spare`].
+    spare: Arc<Mutex<Option<Spare>>>,
+    spares: bool,
+    /// The rlimits of the last call forked: the next spare's.
+    wanted: Option<Rlimits>,
 }
 
 /// One zygote process and its control socket.
@@ -229,14 +329,27 @@ enum Unanswered {
 
 impl Keeper {
     fn serve(mut self, jobs: mpsc::Receiver<Job>) {
-        for job in jobs {
+        loop {
+            // Orders first; the spare only when none is waiting.
+            let job = match jobs.try_recv() {
+                Ok(job) => job,
+                Err(mpsc::TryRecvError::Empty) => {
+                    self.refill();
+                    match jobs.recv() {
+                        Ok(job) => job,
+                        Err(_) => break,
+                    }
+                }
+                Err(mpsc::TryRecvError::Disconnected) => break,
+            };
             match job {
                 Job::Spawn {
                     stdio,
                     rlimits,
                     answer,
                 } => {
-                    let spawned = self.spawn(&stdio, rlimits);
+                    self.wanted = self.spares.then_some(rlimits);
+                    let spawned = self.spawn(&stdio, rlimits, false);
                     if let Err(Ok(pid)) = answer.send(spawned) {
                         // The call was dropped while its worker was forked.
                         release_group(pid);
@@ -252,8 +365,60 @@ impl Keeper {
             }
         }
         // The server is shutting down: end every zygote and its children.
+        self.discard_spare();
         for process in self.current.take().into_iter().chain(self.retiring.drain(..)) {
             let _ = process.end();
+        }
+    }
+
+    /// Forks a spare under the rlimits last asked for, unless one is ready
+    /// under them; replaces one under others. A spare that cannot be forked
+    /// is not tried again before the next order (the next call forks its
+    /// own worker and says why, if it cannot either).
+    fn refill(&mut self) {
+        let Some(rlimits) = self.wanted else {
+            return;
+        };
+        let ready = {
+            let slot = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            slot.as_ref().map(|spare| spare.rlimits == rlimits)
+        };
+        match ready {
+            Some(true) => return,
+            Some(false) => self.discard_spare(),
+            None => {}
+        }
+        match self.fork_spare(rlimits) {
+            Ok(spare) => *self.spare.lock().unwrap_or_else(|p| p.into_inner()) = Some(spare),
+            Err(error) => tracing::debug!("no spare worker: {error}"),
+        }
+    }
+
+    fn fork_spare(&mut self, rlimits: Rlimits) -> std::io::Result<Spare> {
+        let stderr = StderrBuffer::new()?;
+        let (worker_stdin, stdin) = std::io::pipe()?;
+        let (stdout, worker_stdout) = std::io::pipe()?;
+        let stdio = Stdio3 {
+            stdin: worker_stdin.into(),
+            stdout: worker_stdout.into(),
+            stderr: stderr.for_worker()?,
+        };
+        let pid = self.spawn(&stdio, rlimits, true)?;
+        Ok(Spare {
+            pid,
+            stdin,
+            stdout,
+            stderr,
+            rlimits,
+        })
+    }
+
+    /// Kills and reaps the spare, if there is one.
+    fn discard_spare(&mut self) {
+        let spare = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(spare) = spare {
+            release_group(spare.pid);
+            self.reap(spare.pid);
         }
     }
 
@@ -261,14 +426,14 @@ impl Keeper {
     /// with a new zygote when the current one died on this very order
     /// (a child it may have forked before dying dies with it, by its
     /// parent-death signal, and was never handed the request).
-    fn spawn(&mut self, stdio: &Stdio3, rlimits: Rlimits) -> std::io::Result<u32> {
+    fn spawn(&mut self, stdio: &Stdio3, rlimits: Rlimits, spare: bool) -> std::io::Result<u32> {
         if self.current.as_ref().is_some_and(Process::exited) {
             self.bury_current();
         }
-        match self.spawn_once(stdio, rlimits) {
+        match self.spawn_once(stdio, rlimits, spare) {
             Err((error, Some(Unanswered::Gone))) => {
                 tracing::warn!("{error}; starting a new one for the same call");
-                self.spawn_once(stdio, rlimits).map_err(|(error, _)| error)
+                self.spawn_once(stdio, rlimits, spare).map_err(|(error, _)| error)
             }
             other => other.map_err(|(error, _)| error),
         }
@@ -279,6 +444,7 @@ impl Keeper {
         &mut self,
         stdio: &Stdio3,
         rlimits: Rlimits,
+        spare: bool,
     ) -> Result<u32, (std::io::Error, Option<Unanswered>)> {
         if self
             .current
@@ -298,7 +464,12 @@ impl Keeper {
             stdio.stdout.as_raw_fd(),
             stdio.stderr.as_raw_fd(),
         ];
-        match zygote.ask(Order::Spawn(rlimits), &fds) {
+        let order = if spare {
+            Order::Spare(rlimits)
+        } else {
+            Order::Spawn(rlimits)
+        };
+        match zygote.ask(order, &fds) {
             Ok(Reply::Spawned(pid)) => {
                 zygote.forked += 1;
                 zygote.live += 1;
@@ -397,12 +568,22 @@ impl Keeper {
         }
     }
 
+    /// Lets go of the spare when zygote `pid` forked it: the spare dies
+    /// with it (by its parent-death signal) and can no longer be reaped.
+    fn drop_spare_of(&mut self, zygote: u32) {
+        let mut slot = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(spare) = slot.take_if(|s| self.owners.get(&s.pid) == Some(&zygote)) {
+            release_group(spare.pid);
+        }
+    }
+
     /// Ends the current zygote after it failed; says how it ended.
     fn bury_current(&mut self) -> String {
         let Some(zygote) = self.current.take() else {
             return String::new();
         };
         let pid = zygote.pid();
+        self.drop_spare_of(pid);
         self.owners.retain(|_, owner| *owner != pid);
         // Asked before the kill, so the status read after it is the
         // zygote's own end, not the kill's.
@@ -417,6 +598,7 @@ impl Keeper {
 
     /// Ends zygote `pid` after it failed; its workers' ends are unknown.
     fn bury(&mut self, pid: u32) {
+        self.drop_spare_of(pid);
         self.owners.retain(|_, owner| *owner != pid);
         if self.current.as_ref().is_some_and(|z| z.pid() == pid) {
             self.bury_current();

@@ -199,20 +199,18 @@ impl Session {
         deadline: Instant,
         meanwhile: impl FnOnce() -> R,
     ) -> Result<(Self, R), StartError> {
-        let stderr = WorkerLog::new(&task_dir.join(STDERR_FILE)).map_err(StartError::Log)?;
-        // Plain blocking pipes: the door thread reads and writes them
-        // directly, with no reactor between the worker and its answer.
-        let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
-        let (from_worker, worker_stdout) = std::io::pipe().map_err(StartError::Pipes)?;
-        let stdio = Stdio3 {
-            stdin: worker_stdin.into(),
-            stdout: worker_stdout.into(),
-            stderr: stderr.for_worker().map_err(StartError::Log)?,
+        let stderr_path = task_dir.join(STDERR_FILE);
+        // The worker forked ahead of this task, confined and waiting, when
+        // one is ready (see `Zygote::take_spare`); else one forked now.
+        let (pgid, to_worker, from_worker, stderr) = match workers.take_spare(rlimits) {
+            Some(spare) => (
+                spare.pid,
+                spare.stdin,
+                spare.stdout,
+                WorkerLog::with_buffer(spare.stderr, &stderr_path),
+            ),
+            None => Self::fork(workers, &stderr_path, rlimits).await?,
         };
-        // The child's ends go with the order and close once the zygote has
-        // them, or the door would never see EOF.
-        // Its pid is also its process group id.
-        let pgid = workers.spawn(stdio, rlimits).await.map_err(StartError::Spawn)?;
         let (sender, mut from_door) = unbounded_channel();
         let calls = CallLog::create(&task_dir.join(super::calls::FUNCTION_CALLS_FILE));
         let door = match Door::open(executor, from_worker, to_worker, calls, sender) {
@@ -247,6 +245,29 @@ impl Session {
             Err(_) => return Err(StartError::Deadline),
         }
         Ok((session, meanwhile))
+    }
+
+    /// A worker forked now: its pid (also its process group id), its
+    /// pipes and its stderr.
+    async fn fork(
+        workers: &Zygote,
+        stderr_path: &std::path::Path,
+        rlimits: Rlimits,
+    ) -> Result<(u32, std::io::PipeWriter, std::io::PipeReader, WorkerLog), StartError> {
+        let stderr = WorkerLog::new(stderr_path).map_err(StartError::Log)?;
+        // Plain blocking pipes: the door thread reads and writes them
+        // directly, with no reactor between the worker and its answer.
+        let (worker_stdin, to_worker) = std::io::pipe().map_err(StartError::Pipes)?;
+        let (from_worker, worker_stdout) = std::io::pipe().map_err(StartError::Pipes)?;
+        let stdio = Stdio3 {
+            stdin: worker_stdin.into(),
+            stdout: worker_stdout.into(),
+            stderr: stderr.for_worker().map_err(StartError::Log)?,
+        };
+        // The child's ends go with the order and close once the zygote has
+        // them, or the door would never see EOF.
+        let pgid = workers.spawn(stdio, rlimits).await.map_err(StartError::Spawn)?;
+        Ok((pgid, to_worker, from_worker, stderr))
     }
 
     pub fn pid(&self) -> u32 {

@@ -136,6 +136,8 @@ fn serve(ready: &Ready) -> ExitCode {
             Ok(Ok(None)) => return ExitCode::SUCCESS,
             _ => return ExitCode::from(3),
         };
+        // A spare's task has arrived: it is named as any worker again.
+        warden_sandbox::zygote::child::claimed();
         let ToWorker::Run {
             code,
             deadline_ms,
