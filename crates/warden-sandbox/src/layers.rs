@@ -666,6 +666,42 @@ mod tests {
         }
     }
 
+    #[allow(unsafe_code)]
+    fn name_this_thread() -> libc::c_long {
+        // SAFETY: a NUL-terminated static name.
+        unsafe {
+            libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_NAME,
+                c"warden-test".as_ptr(),
+                0,
+                0,
+                0,
+            )
+        }
+    }
+
+    #[allow(unsafe_code)]
+    fn make_dumpable() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_prctl, libc::PR_SET_DUMPABLE, 1, 0, 0, 0) }
+    }
+
+    #[allow(unsafe_code)]
+    fn set_death_signal() -> libc::c_long {
+        // SAFETY: integer arguments only.
+        unsafe { libc::syscall(libc::SYS_prctl, libc::PR_SET_PDEATHSIG, 0, 0, 0, 0) }
+    }
+
+    #[test]
+    fn the_filter_allows_prctl_only_to_name_the_thread() {
+        // A spare worker takes its name back under the filter
+        // (`zygote::child::claimed`); every other prctl stays denied.
+        assert_eq!(errno_under_filter(name_this_thread), 0);
+        assert_eq!(errno_under_filter(make_dumpable), libc::EPERM);
+        assert_eq!(errno_under_filter(set_death_signal), libc::EPERM);
+    }
+
     #[test]
     fn the_filter_denies_files_sockets_processes_exec_and_ptrace() {
         // Under the script worker's filter each of these fails with EPERM;
