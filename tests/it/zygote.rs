@@ -475,3 +475,22 @@ async fn a_spare_that_died_while_it_waited_is_never_handed_to_a_task() {
     assert_eq!(next["value"], json!(42), "{next}");
     assert_ne!(worker_pid(&server, &next), spare);
 }
+
+#[tokio::test]
+async fn a_task_in_a_spare_sees_nothing_of_what_the_spare_ran_while_it_waited() {
+    // A spare runs a throwaway script while it waits (`warm_up`, binding
+    // `warm`); the task it then serves starts from an empty scope.
+    let server = Server::start(TESTBED).await;
+    let first = structured(&server.call("run_script", json!({"script": "1"})).await);
+    assert_eq!(first["status"], "success", "{first}");
+    let spare = script_spare_of(&server).await;
+    let next = structured(&server.call("run_script", json!({"script": "warm"})).await);
+    assert_eq!(worker_pid(&server, &next), spare, "the task ran in the spare");
+    assert_ne!(next["status"], "success", "{next}");
+    assert!(
+        next["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("warm")),
+        "{next}"
+    );
+}

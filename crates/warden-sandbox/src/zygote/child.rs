@@ -263,6 +263,12 @@ fn name_spare() {
     }
 }
 
+/// Whether this process was forked as a spare (it may then prepare for
+/// its call while it waits: the call is not waiting for it yet).
+pub fn forked_as_spare() -> bool {
+    OWN_NAME.get().is_some()
+}
+
 /// Called by a worker when its call arrives: a spare takes its own name
 /// back (`prctl(PR_SET_NAME)`, which the script worker's seccomp filter
 /// allows for this); any other worker is left as it is.
