@@ -201,7 +201,10 @@ fn serve(ready: &Ready) -> ExitCode {
 /// first write faulting a page away from the zygote during the task (~65
 /// of a trivial task's ~100 faults happen before its run; this takes some
 /// of the rest ahead). Nothing of it is kept: the task's run starts from
-/// its own scope, and the script neither prints nor calls a guard.
+/// its own scope, and the script neither prints nor calls a guard. It
+/// comes after the hello, so a task that took the spare before it was
+/// done starting waits for it too (a tenth of a millisecond); one that
+/// finds the spare ready, as back-to-back tasks here do, does not.
 fn warm_up(engine: &rhai::Engine, known: &check::Known, registry: &Registry) {
     let visible = registry.visible(std::collections::BTreeSet::new());
     let checker = Checker {
