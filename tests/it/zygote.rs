@@ -494,3 +494,33 @@ async fn a_task_in_a_spare_sees_nothing_of_what_the_spare_ran_while_it_waited() 
         "{next}"
     );
 }
+
+#[tokio::test]
+async fn the_script_zygote_is_replaced_after_its_child_budget_spares_included() {
+    // ZYGOTE_MAX_CHILDREN (256) counts every worker a script zygote forks,
+    // spares too: within 260 tasks a new zygote forks the rest, the old one
+    // is gone once its last worker is reaped, and every task succeeds.
+    let server = Server::start(TESTBED).await;
+    let first = structured(&server.call("run_script", json!({"script": "1"})).await);
+    assert_eq!(first["status"], "success", "{first}");
+    let zygote = script_zygotes(&server);
+    assert_eq!(zygote.len(), 1, "{zygote:?}");
+    for n in 0..259 {
+        let result = structured(&server.call("run_script", json!({"script": "40 + 2"})).await);
+        assert_eq!(result["status"], "success", "task {n}: {result}");
+    }
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            let now = script_zygotes(&server);
+            now.len() == 1 && now[0] != zygote[0]
+        })
+        .await,
+        "still {:?} after 260 tasks (first {zygote:?})",
+        script_zygotes(&server)
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{}", zygote[0])).exists(),
+        "the replaced script zygote {} was reaped",
+        zygote[0]
+    );
+}
