@@ -210,18 +210,7 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
             assert_eq!(sandbox[layer], json!(true), "{layer}: {result}");
         }
         assert_eq!(sandbox["landlock"], "full", "{result}");
-        let events = crate::common::read_jsonl(
-            &server
-                .artifacts
-                .path()
-                .join(result["task_id"].as_str().expect("task id"))
-                .join("events.jsonl"),
-        );
-        let started = events
-            .iter()
-            .find(|e| e["event"] == "task_worker_started")
-            .unwrap_or_else(|| panic!("no task_worker_started: {events:?}"));
-        pids.push(started["pid"].as_u64().expect("pid"));
+        pids.push(worker_pid(&server, &result));
     }
     assert_ne!(pids[0], pids[1], "one worker per task");
     let zygotes = script_zygotes(&server);
