@@ -254,9 +254,9 @@ async fn a_two_second_script_that_never_ends_returns_timed_out_at_its_deadline()
     // The deadline is hard: the run ends at it, not at some later point. On a
     // 2-core CI box running the whole suite the overshoot has reached 604 ms
     // (server figure, once in 31 runs, with the suite's other tests on both
-    // cores), so both figures get a second here;
-    // without the deadline the script never ends. The 100 ms target is
-    // scripts/bench's, measured alone (1.9-3.3 ms there).
+    // cores), so both figures get a second here; without the deadline the
+    // script never ends. The 100 ms target is scripts/bench's, measured alone
+    // (1.9-3.3 ms there).
     let server = Server::start(FINANCE).await;
     let started = Instant::now();
     let result = run(&server, "let i = 0; loop { i += 1; }", 2).await;
