@@ -9,7 +9,7 @@
 //! layer's) — each with its `DEFAULT_*` constants, which document value,
 //! unit and behaviour at the limit, plus the plain contract bounds of the
 //! script layer, the agent (feature `agent`) and the cluster backends
-//! (features `postgres`, `s3`). [`Limits::from_env`] applies the
+//! (features `postgres`, `s3`), and core's bound on an error message. [`Limits::from_env`] applies the
 //! operator's `WARDEN_*` overrides, each part reading its own through
 //! [`env_number`]; a bad one is a [`LimitError`]. The limits table in
 //! `docs/operating.md` lists every constant and override.
@@ -19,7 +19,7 @@ pub use warden_agent::limits::*;
 pub use warden_calls::limits::*;
 #[cfg(any(feature = "postgres", feature = "s3"))]
 pub use warden_cluster::limits::*;
-pub use warden_core::limits::{LimitError, env_number};
+pub use warden_core::limits::*;
 pub use warden_mcp::limits::*;
 pub use warden_sandbox::limits::*;
 pub use warden_script::limits::*;

@@ -400,3 +400,65 @@ async fn a_wrong_token_is_told_in_a_form_clients_show() {
         "{message}"
     );
 }
+
+#[tokio::test]
+async fn a_hostile_value_quoted_in_a_refusal_comes_back_bounded() {
+    // Errors quote what they refuse: rmcp's own refusal of a header that
+    // does not match the body (it never reaches the service), and the
+    // service's unknown tool and method in a session, each for a 200 KB
+    // name, come back within a few KiB, the message elided to
+    // MAX_ERROR_MESSAGE_BYTES.
+    use warden::limits::MAX_ERROR_MESSAGE_BYTES;
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let hostile = "k".repeat(200_000);
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let mismatched = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": hostile, "arguments": {}, "_meta": meta}});
+    let refusal = post(
+        &server.url,
+        &mismatched,
+        &[NEWER, ("mcp-method", "tools/call"), ("mcp-name", "x")],
+    )
+    .send()
+    .await
+    .expect("answered");
+    assert_eq!(refusal.status(), 400);
+    let mut answers = vec![refusal.text().await.expect("body")];
+    let opened = server.initialize(&[]).await;
+    let session = session_id(&opened);
+    let headers = [
+        ("mcp-session-id", session.as_str()),
+        ("mcp-protocol-version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(&server.url, &initialized, &headers)
+        .send()
+        .await
+        .expect("initialized");
+    for (method, params) in [
+        ("tools/call", json!({"name": hostile, "arguments": {}})),
+        (hostile.as_str(), json!({})),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 4, "method": method, "params": params});
+        let answer = post(&server.url, &body, &headers).send().await.expect("answered");
+        answers.push(answer.text().await.expect("body"));
+    }
+    for answer in answers {
+        assert!(
+            answer.len() <= 2 * MAX_ERROR_MESSAGE_BYTES,
+            "{} bytes: {answer:.300}",
+            answer.len()
+        );
+        let json = answer
+            .lines()
+            .find_map(|l| l.strip_prefix("data: ").filter(|l| !l.is_empty()))
+            .unwrap_or(&answer);
+        let error: Value = serde_json::from_str(json).unwrap_or_else(|e| panic!("{e}: {json:.300}"));
+        let message = error["error"]["message"].as_str().expect("a protocol error");
+        assert!(
+            message.len() <= MAX_ERROR_MESSAGE_BYTES && message.contains(" bytes elided]…"),
+            "{message:.300}"
+        );
+    }
+}

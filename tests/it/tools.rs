@@ -171,28 +171,45 @@ async fn every_bad_input_class_is_answered_and_the_server_keeps_serving() {
     assert!(!is_error(&result));
 }
 
-#[tokio::test]
-async fn a_malformed_json_rpc_line_gets_a_parse_error_and_serving_continues() {
-    // A raw garbage line on stdin must not kill the server.
+/// The finance server on pipes, spoken to in raw JSON-RPC lines (what
+/// rmcp's client would not send, and the bytes it would hide): initialized
+/// as a `version` client; killed when dropped.
+async fn raw_server(
+    artifacts: &std::path::Path,
+    version: &str,
+) -> (
+    tokio::process::Child,
+    tokio::process::ChildStdin,
+    tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+) {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-    let dir = tempfile::tempdir().unwrap();
     let mut child = tokio::process::Command::new(FINANCE)
-        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .env("WARDEN_ARTIFACTS_DIR", artifacts)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
     stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
     let reply: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-    assert_eq!(reply["id"], 1);
+    assert_eq!(reply["id"], 0, "{reply}");
     stdin
         .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
         .await
         .unwrap();
+    (child, stdin, lines)
+}
+
+#[tokio::test]
+async fn a_malformed_json_rpc_line_gets_a_parse_error_and_serving_continues() {
+    // A raw garbage line on stdin must not kill the server.
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, mut stdin, mut lines) = raw_server(dir.path(), "2025-06-18").await;
     stdin.write_all(b"this is not json\n").await.unwrap();
     let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
     stdin.write_all(format!("{list}\n").as_bytes()).await.unwrap();
@@ -361,5 +378,99 @@ fn list_tools_shows_each_guards_first_sentence_whole() {
     assert!(
         !dir.path().join("artifacts").exists(),
         "--list-tools creates no artifacts directory"
+    );
+}
+
+/// The longest error line a hostile value may cost on the wire: a
+/// protocol error's 2,048-byte message with its envelope, or a tool error
+/// whose message appears in its text and its structuredContent (JSON
+/// escaping included) — a few KiB, not the value's size.
+const MAX_ERROR_LINE_BYTES: usize = 8 * 1024;
+
+#[tokio::test]
+async fn a_hostile_value_quoted_in_an_error_comes_back_bounded_and_keeps_nothing() {
+    // Every error quotes what it refuses; a 200 KB name, symbol or URI
+    // comes back elided to warden_core's MAX_ERROR_MESSAGE_BYTES, head and
+    // fix kept, and no task is made to hold an oversized error.
+    use tokio::io::AsyncWriteExt;
+    use warden::limits::{MAX_ERROR_FIELD_BYTES, MAX_ERROR_MESSAGE_BYTES};
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut stdin, mut lines) = raw_server(dir.path(), "2025-11-25").await;
+    let hostile = "k".repeat(200_000);
+    let requests = [
+        (
+            "tools/call",
+            json!({"name": "get_quote", "arguments": {"symbol": hostile}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "price_option_t", "arguments": {"option_type": hostile}}),
+        ),
+        (
+            "tools/call",
+            json!({"name": "get_quote", "arguments": {"symbol": "AAPL", hostile.as_str(): 1}}),
+        ),
+        ("tools/call", json!({"name": hostile, "arguments": {}})),
+        (
+            "resources/read",
+            json!({"uri": format!("warden://artifacts/{hostile}")}),
+        ),
+        ("prompts/get", json!({"name": hostile})),
+        (hostile.as_str(), json!({})),
+    ];
+    for (id, (method, params)) in requests.iter().enumerate() {
+        let request = json!({"jsonrpc": "2.0", "id": id + 1, "method": method, "params": params});
+        stdin.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+        let line = lines.next_line().await.unwrap().expect("an answer");
+        assert!(
+            line.len() <= MAX_ERROR_LINE_BYTES,
+            "{} bytes for {:.40}: {:.300}",
+            line.len(),
+            method,
+            line
+        );
+        let answer: Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(answer["id"], id + 1);
+        let message = match answer["error"]["message"].as_str() {
+            Some(protocol) => protocol.to_string(),
+            None => {
+                assert_eq!(answer["result"]["isError"], true, "{line:.300}");
+                let text = answer["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                let text: Value = serde_json::from_str(text).unwrap_or_else(|e| panic!("{e}: {line:.300}"));
+                let error = &text["error"];
+                let field = error["field"].as_str().unwrap_or_default();
+                assert!(field.len() <= MAX_ERROR_FIELD_BYTES, "{error:.300}");
+                error["message"]
+                    .as_str()
+                    .unwrap_or_else(|| panic!("{line:.600}"))
+                    .to_string()
+            }
+        };
+        assert!(message.len() <= MAX_ERROR_MESSAGE_BYTES, "{}", message.len());
+        assert!(message.contains(" bytes elided]…"), "{message:.300}");
+    }
+    // The symbol's error keeps its field first and its fix last.
+    stdin
+        .write_all(format!("{}\n", json!({"jsonrpc": "2.0", "id": 99, "method": "tools/call", "params": {"name": "get_quote", "arguments": {"symbol": "z".repeat(100_000)}}})).as_bytes())
+        .await
+        .unwrap();
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    let text: Value = serde_json::from_str(answer["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    let message = text["error"]["message"].as_str().unwrap().to_string();
+    assert!(
+        message.starts_with("symbol: unknown symbol 'zzz"),
+        "{message:.100}"
+    );
+    assert!(message.contains("known symbols: AAPL"), "{message}");
+    // None of them was big enough to be kept as a task.
+    let list = json!({"jsonrpc": "2.0", "id": 100, "method": "tools/call", "params": {"name": "list_tasks", "arguments": {}}});
+    stdin.write_all(format!("{list}\n").as_bytes()).await.unwrap();
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(
+        answer["result"]["structuredContent"]["tasks"],
+        json!([]),
+        "{answer}"
     );
 }

@@ -7,6 +7,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::limits::{MAX_ERROR_FIELD_BYTES, MAX_ERROR_MESSAGE_BYTES};
+
 /// Why a task (a script run or a coding task) did not end well: the `kind`
 /// of its result's `error`, serialised as the lowercase words clients
 /// already read. Guard calls have [`codes`] instead; this is the task's
@@ -283,20 +285,22 @@ pub struct GuardError {
 }
 
 impl GuardError {
-    /// An error with a code of the guard's own choosing.
+    /// An error with a code of the guard's own choosing. The message is
+    /// held to [`MAX_ERROR_MESSAGE_BYTES`] ([`bound_message`]).
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
-            message: message.into(),
+            message: bound_message(message.into(), MAX_ERROR_MESSAGE_BYTES),
             field: None,
             retry_after_seconds: None,
         }
     }
 
     /// Names the input field at fault (kept when the code is not
-    /// `invalid_input`, e.g. `arguments_too_large` on one argument).
+    /// `invalid_input`, e.g. `arguments_too_large` on one argument), held
+    /// to [`MAX_ERROR_FIELD_BYTES`].
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
-        self.field = Some(field.into());
+        self.field = Some(bound_message(field.into(), MAX_ERROR_FIELD_BYTES));
         self
     }
 
@@ -309,19 +313,41 @@ impl GuardError {
     /// A value the guard decoded but cannot accept. The message is prefixed
     /// with the field name: `volatility: must be >= 0, got -0.2`.
     pub fn invalid_input(field: impl Into<String>, message: impl AsRef<str>) -> Self {
-        let field = field.into();
-        Self {
-            code: codes::INVALID_INPUT.into(),
-            message: format!("{field}: {}", message.as_ref()),
-            field: Some(field),
-            retry_after_seconds: None,
-        }
+        let field = bound_message(field.into(), MAX_ERROR_FIELD_BYTES);
+        Self::new(codes::INVALID_INPUT, format!("{field}: {}", message.as_ref())).with_field(field)
     }
 
     /// The guard ran and failed for a reason that is not the caller's input.
     pub fn failed(message: impl Into<String>) -> Self {
         Self::new(codes::GUARD_FAILED, message)
     }
+}
+
+/// `text` when it is at most `max` bytes long; else its head and its tail
+/// around `…[N bytes elided]…`, cut at character boundaries, `max` bytes at
+/// most in all: three quarters of what is kept is the head (a message says
+/// what is wrong first), the rest the tail (and how to fix it last).
+pub fn bound_message(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    // The marker's own length, with the widest count it can hold.
+    let marker_bytes = "…[ bytes elided]…".len() + text.len().to_string().len();
+    let kept = max.saturating_sub(marker_bytes);
+    let mut head = kept * 3 / 4;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (kept - head);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!(
+        "{}…[{} bytes elided]…{}",
+        &text[..head],
+        tail - head,
+        &text[tail..]
+    )
 }
 
 /// The text of a panic payload, when it has one.
@@ -390,5 +416,87 @@ mod documented {
         all.sort_unstable();
         all.dedup();
         assert_eq!(all.len(), codes::ALL.len());
+    }
+}
+
+#[cfg(test)]
+mod bounded {
+    use super::{GuardError, bound_message, codes};
+    use crate::limits::{MAX_ERROR_FIELD_BYTES, MAX_ERROR_MESSAGE_BYTES};
+
+    #[test]
+    fn a_short_message_is_kept_whole() {
+        let error = GuardError::invalid_input("symbol", "unknown symbol 'ZZZ'; known symbols: AAPL");
+        assert_eq!(error.message, "symbol: unknown symbol 'ZZZ'; known symbols: AAPL");
+        assert_eq!(error.field.as_deref(), Some("symbol"));
+    }
+
+    #[test]
+    fn a_hostile_value_quoted_in_a_message_is_elided_keeping_its_head_and_fix() {
+        let message = format!(
+            "unknown symbol '{}'; known symbols: AAPL, MSFT",
+            "é".repeat(100_000)
+        );
+        let whole = format!("symbol: {message}");
+        let error = GuardError::invalid_input("symbol", message);
+        assert!(
+            error.message.len() <= MAX_ERROR_MESSAGE_BYTES,
+            "{}",
+            error.message.len()
+        );
+        assert!(
+            error.message.starts_with("symbol: unknown symbol 'éé"),
+            "{}",
+            error.message
+        );
+        assert!(
+            error.message.ends_with("éé'; known symbols: AAPL, MSFT"),
+            "{}",
+            error.message
+        );
+        // The marker counts what was left out, to the byte.
+        let (head, rest) = error.message.split_once("…[").expect("marker");
+        let (count, tail) = rest.split_once(" bytes elided]…").expect("marker");
+        let count: usize = count.parse().expect("count");
+        assert_eq!(head.len() + count + tail.len(), whole.len());
+        assert!(whole.starts_with(head) && whole.ends_with(tail));
+    }
+
+    #[test]
+    fn a_hostile_field_name_is_elided_in_the_field_and_the_message() {
+        let key = "k".repeat(200_000);
+        let error = GuardError::invalid_input(key.clone(), "unknown key");
+        assert!(
+            error
+                .field
+                .as_ref()
+                .is_some_and(|f| f.len() <= MAX_ERROR_FIELD_BYTES)
+        );
+        assert!(error.message.len() <= MAX_ERROR_MESSAGE_BYTES);
+        let error = GuardError::new(codes::ARGUMENTS_TOO_LARGE, "too large").with_field(key);
+        assert!(
+            error
+                .field
+                .as_ref()
+                .is_some_and(|f| f.len() <= MAX_ERROR_FIELD_BYTES)
+        );
+    }
+
+    #[test]
+    fn the_bound_is_exact_at_every_length_and_on_characters() {
+        for len in [0, 1, 255, 256, 257, 300, 5_000] {
+            for unit in ["a", "é", "😀"] {
+                let text = unit.repeat(len);
+                let bounded = bound_message(text.clone(), 256);
+                assert!(
+                    bounded.len() <= 256 || text.len() <= 256,
+                    "{len} {unit}: {}",
+                    bounded.len()
+                );
+                if text.len() <= 256 {
+                    assert_eq!(bounded, text);
+                }
+            }
+        }
     }
 }

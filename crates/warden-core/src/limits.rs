@@ -30,7 +30,27 @@
 //! promise they keep, and lowering them buys nothing an operator needs.
 //!
 //! This module holds what every part shares: [`LimitError`] and
-//! [`env_number`]. Core itself enforces no limit.
+//! [`env_number`], and the one bound core enforces itself, on the length
+//! of an error message ([`MAX_ERROR_MESSAGE_BYTES`]), since every layer
+//! makes its errors with core's [`crate::error::GuardError`].
+
+/// The longest error message Warden sends, in bytes: 2,048, for a
+/// [`crate::error::GuardError`] (every guard's and built-in's error) and for
+/// a JSON-RPC protocol error (an unknown tool, method, resource or prompt).
+/// A message quotes what it refuses (`unknown symbol '…'`, serde's
+/// `invalid type: string "…"`), and a hostile argument of megabytes would
+/// otherwise come back whole, once per bad call, and fill the answer bound
+/// and a task on disk to say "invalid input". A longer message keeps its
+/// head (the field and what was wrong) and its tail (the fix), cut at
+/// character boundaries around `…[N bytes elided]…`
+/// ([`crate::error::bound_message`]). Not tunable: it is part of the error
+/// format, and no message Warden writes itself comes near it.
+pub const MAX_ERROR_MESSAGE_BYTES: usize = 2_048;
+
+/// The longest `field` an error names, in bytes: 256. A field is the
+/// caller's argument name or a path into it (`calls[3].arguments.spot`); a
+/// longer one is a hostile key, elided like a long message.
+pub const MAX_ERROR_FIELD_BYTES: usize = 256;
 
 /// An environment override that could not be used.
 #[derive(Debug, thiserror::Error)]

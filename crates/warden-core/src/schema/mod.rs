@@ -95,14 +95,13 @@ pub fn output_value<O: serde::Serialize>(
                 .map(|(value, _)| value)
                 .ok_or_else(|| {
                     let field = path_text(&path);
-                    GuardError {
-                        code: codes::NON_FINITE_OUTPUT.into(),
-                        message: format!(
+                    GuardError::new(
+                        codes::NON_FINITE_OUTPUT,
+                        format!(
                             "{field}: the guard returned {number}, which JSON cannot carry, and the output schema allows no string or null there; return a finite number, or declare the field as a number-or-string (\"Infinity\"/\"-Infinity\", null for NaN)"
                         ),
-                        field: Some(field),
-                        retry_after_seconds: None,
-                    }
+                    )
+                    .with_field(field)
                 })?;
             set(&mut value, &path[usize::from(wraps)..], replacement);
         }
@@ -255,11 +254,10 @@ pub fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, Guar
             Some(field) if !inner.contains(&format!("`{field}`")) => format!("{field}: {inner}"),
             _ => inner,
         };
-        GuardError {
-            code: codes::INVALID_ARGUMENTS.into(),
-            message: format!("invalid arguments: {message}"),
-            field,
-            retry_after_seconds: None,
+        let error = GuardError::new(codes::INVALID_ARGUMENTS, format!("invalid arguments: {message}"));
+        match field {
+            Some(field) => error.with_field(field),
+            None => error,
         }
     })
 }

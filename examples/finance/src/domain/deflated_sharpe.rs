@@ -85,7 +85,8 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
     let scalars =
         input.sharpe.is_some() || input.n_obs.is_some() || input.skew.is_some() || input.kurtosis.is_some();
     match (&input.returns, scalars) {
-        (Some(_), true) => Err(DomainError::new(
+        (Some(_), true) => Err(DomainError::field(
+            "returns",
             "give either returns or sharpe/n_obs/skew/kurtosis, not both",
         )),
         (Some(v), false) => {
@@ -121,8 +122,10 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
         )),
         (None, _) => {
             let (Some(sr), Some(t)) = (input.sharpe, input.n_obs) else {
-                return Err(DomainError::new(
-                    "give returns, or sharpe (per observation) together with n_obs",
+                let missing = if input.sharpe.is_none() { "sharpe" } else { "n_obs" };
+                return Err(DomainError::field(
+                    missing,
+                    "missing: give returns, or sharpe (per observation) together with n_obs",
                 ));
             };
             if !sr.is_finite() {
@@ -136,8 +139,17 @@ fn observed(input: &DeflatedSharpeInput) -> Result<(f64, f64, f64, f64), DomainE
             }
             let sk = input.skew.unwrap_or(0.0);
             let ku = input.kurtosis.unwrap_or(3.0);
-            if !sk.is_finite() || !ku.is_finite() {
-                return Err(DomainError::new("skew and kurtosis must be finite numbers"));
+            if !sk.is_finite() {
+                return Err(DomainError::field(
+                    "skew",
+                    format!("must be a finite number, got {sk}"),
+                ));
+            }
+            if !ku.is_finite() {
+                return Err(DomainError::field(
+                    "kurtosis",
+                    format!("must be a finite number, got {ku}"),
+                ));
             }
             if ku < 1.0 + sk * sk {
                 return Err(DomainError::field(
@@ -261,10 +273,15 @@ pub fn check_deflated_sharpe(
     let (sr, t, sk, ku) = observed(&input)?;
     let den = 1.0 - sk * sr + (ku - 1.0) / 4.0 * sr * sr;
     if den <= 0.0 {
-        return Err(DomainError::new(format!(
-            "1 − skew·SR + (kurtosis − 1)/4·SR² = {} is not positive; check sharpe, skew and kurtosis",
-            fmt_num(den, 6)
-        )));
+        // The three together are impossible; kurtosis is the one to look
+        // at first (an excess kurtosis given as Pearson's is the usual slip).
+        return Err(DomainError::field(
+            "kurtosis",
+            format!(
+                "1 − skew·SR + (kurtosis − 1)/4·SR² = {} is not positive; check sharpe, skew and kurtosis",
+                fmt_num(den, 6)
+            ),
+        ));
     }
     let nf = n as f64;
     let sr0 = expected_max_sharpe(n, mu, v);

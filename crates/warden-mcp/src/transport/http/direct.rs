@@ -361,7 +361,7 @@ fn answer_message(id: RequestId, answered: Answered) -> ServerJsonRpcMessage {
             id,
             result,
         }),
-        Err(error) => ServerJsonRpcMessage::error(error, Some(id)),
+        Err(error) => crate::transport::bounded(ServerJsonRpcMessage::error(error, Some(id))),
     }
 }
 

@@ -81,11 +81,41 @@ where
         let call = self.mcp.clone().oneshot(request);
         async move {
             match call.await {
-                Ok(response) => response,
+                Ok(response) => bounded_refusal(response).await,
                 Err(never) => match never {},
             }
         }
     }
+}
+
+/// `response` with the JSON-RPC error of one of rmcp's own refusals held
+/// to the bound every transport applies ([`crate::transport::bounded`]):
+/// rmcp answers some requests itself, never reaching the service (an
+/// `Mcp-Name` header that does not match the body quotes the body's
+/// value, whatever its size). Only a client error bigger than the bound is
+/// read and rewritten; every other response passes untouched.
+async fn bounded_refusal(response: Response) -> Response {
+    use http_body::Body as _;
+    use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
+    let small = response
+        .body()
+        .size_hint()
+        .upper()
+        .is_some_and(|bytes| bytes <= MAX_ERROR_MESSAGE_BYTES as u64);
+    if !response.status().is_client_error() || small {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // rmcp's refusal is a body it made whole in memory.
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return Response::from_parts(parts, axum::body::Body::empty());
+    };
+    let bytes = match serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(&bytes) {
+        Ok(message) => serde_json::to_vec(&crate::transport::bounded(message)).map_or(bytes, Into::into),
+        Err(_) => bytes,
+    };
+    parts.headers.remove(axum::http::header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// The endpoint as a tower service: a clone is an `Arc` count.

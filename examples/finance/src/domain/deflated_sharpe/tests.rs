@@ -100,6 +100,27 @@ fn refusals() {
 }
 
 #[test]
+fn every_refusal_names_the_field_to_fix() {
+    // An input refusal without a field would reach the caller as
+    // `guard_failed`, as if the guard had broken: each names one.
+    let field = |v: Value| run(v).unwrap_err().field;
+    let named = |f: &str| Some(f.to_string());
+    assert_eq!(
+        field(json!({"returns": [0.1, 0.2, 0.0], "sharpe": 0.1, "n_trials": 1})),
+        named("returns")
+    );
+    assert_eq!(field(json!({"n_trials": 1})), named("sharpe"));
+    assert_eq!(field(json!({"sharpe": 0.1, "n_trials": 1})), named("n_obs"));
+    assert_eq!(field(json!({"n_obs": 100, "n_trials": 1})), named("sharpe"));
+    // Pearson kurtosis 1 + skew², skew·SR = 2: the one point where the
+    // variance term is zero.
+    assert_eq!(
+        field(json!({"sharpe": 1.0, "n_obs": 100, "skew": 2.0, "kurtosis": 5.0, "n_trials": 1})),
+        named("kurtosis")
+    );
+}
+
+#[test]
 fn trials_mean_and_benchmark_match_an_independent_scipy_computation() {
     // Pins SR₀ = M + √V·z(N), DSR, PSR(SR_b) and both MinTRLs against scipy 1.17 (Bailey &
     // López de Prado 2012 eq. for PSR/MinTRL, 2014 for SR₀), computed independently:

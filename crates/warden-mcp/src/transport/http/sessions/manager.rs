@@ -307,6 +307,7 @@ impl Routes {
 
     /// Routes one message of the service (see the module docs).
     async fn route(&mut self, message: ServerJsonRpcMessage) {
+        let message = crate::transport::bounded(message);
         let answered = match &message {
             JsonRpcMessage::Response(response) => Some(response.id.clone()),
             JsonRpcMessage::Error(error) => error.id.clone(),
