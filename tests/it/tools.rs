@@ -190,17 +190,25 @@ async fn raw_server(
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        .expect("spawn the server");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
     let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    stdin.write_all(format!("{init}\n").as_bytes()).await.unwrap();
-    let reply: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    stdin
+        .write_all(format!("{init}\n").as_bytes())
+        .await
+        .expect("write initialize");
+    let reply = lines
+        .next_line()
+        .await
+        .expect("read")
+        .expect("an initialize answer");
+    let reply: Value = serde_json::from_str(&reply).expect("JSON");
     assert_eq!(reply["id"], 0, "{reply}");
     stdin
         .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
         .await
-        .unwrap();
+        .expect("write initialized");
     (child, stdin, lines)
 }
 
