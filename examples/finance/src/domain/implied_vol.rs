@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::error::DomainError;
 use super::options::{Bsm, OptionType};
+use super::payload::{show_f64, show_f64_to};
 
 /// Largest volatility searched: 1,000% a year. A price that needs more is
 /// within a rounding error of the upper bound.
@@ -79,7 +80,10 @@ pub fn implied_volatility(input: ImpliedVolInput) -> Result<ImpliedVol, DomainEr
     if !input.price.is_finite() || input.price <= 0.0 {
         return Err(DomainError::field(
             "price",
-            format!("must be a finite price per share > 0, got {}", input.price),
+            format!(
+                "must be a finite price per share > 0, got {}",
+                show_f64(input.price)
+            ),
         ));
     }
     if base.t <= 0.0 {
@@ -87,7 +91,7 @@ pub fn implied_volatility(input: ImpliedVolInput) -> Result<ImpliedVol, DomainEr
             "time_to_expiry",
             format!(
                 "must be > 0: at expiry the price is intrinsic value and says nothing about volatility, got {}",
-                base.t
+                show_f64(base.t)
             ),
         ));
     }
@@ -106,9 +110,12 @@ pub fn implied_volatility(input: ImpliedVolInput) -> Result<ImpliedVol, DomainEr
         return Err(DomainError::field(
             "price",
             format!(
-                "{} is {side} no-arbitrage bound {bound:.6} (bounds {lower:.6} < price < {upper:.6} for this \
+                "{} is {side} no-arbitrage bound {} (bounds {} < price < {} for this \
 option): no volatility reproduces it; check the price, the option type and the rate",
-                input.price
+                show_f64(input.price),
+                show_f64_to(bound, 6),
+                show_f64_to(lower, 6),
+                show_f64_to(upper, 6)
             ),
         ));
     }

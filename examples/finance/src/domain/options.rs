@@ -7,6 +7,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::error::DomainError;
+use super::payload::show_f64;
 use super::stats::norm_cdf;
 
 /// Which right the option gives.
@@ -59,13 +60,19 @@ pub(super) struct Bsm {
     pub q: f64,
 }
 
+/// The largest |rate × time_to_expiry| (and |dividend_yield ×
+/// time_to_expiry|) priced: e^±700 is within a double (whose limit is
+/// e^709.8), with room left for the price per share it multiplies. A
+/// real rate of 20% over 30 years is 6.
+const MAX_DISCOUNT_EXPONENT: f64 = 700.0;
+
 fn finite(field: &str, x: f64) -> Result<f64, DomainError> {
     if x.is_finite() {
         Ok(x)
     } else {
         Err(DomainError::field(
             field,
-            format!("must be a finite number, got {x}"),
+            format!("must be a finite number, got {}", show_f64(x)),
         ))
     }
 }
@@ -92,26 +99,55 @@ impl Bsm {
         if s <= 0.0 {
             return Err(DomainError::field(
                 "spot",
-                format!("must be > 0 (price per share), got {s}"),
+                format!("must be > 0 (price per share), got {}", show_f64(s)),
             ));
         }
         if k <= 0.0 {
             return Err(DomainError::field(
                 "strike",
-                format!("must be > 0 (price per share), got {k}"),
+                format!("must be > 0 (price per share), got {}", show_f64(k)),
             ));
         }
         if t < 0.0 {
             return Err(DomainError::field(
                 "time_to_expiry",
-                format!("must be >= 0 (years: 0.5 = six months), got {t}"),
+                format!("must be >= 0 (years: 0.5 = six months), got {}", show_f64(t)),
             ));
         }
         if vol < 0.0 {
             return Err(DomainError::field(
                 "volatility",
-                format!("must be >= 0 (a decimal: 0.25 = 25%), got {vol}"),
+                format!("must be >= 0 (a decimal: 0.25 = 25%), got {}", show_f64(vol)),
             ));
+        }
+        // The model discounts the strike by e^(−rT) and the spot by
+        // e^(−qT); past what a double holds either is 0 or infinite and
+        // the price is not a number (a rate given in percent, or a time in
+        // days, is the usual cause). Refused here, naming the input, rather
+        // than answered with a price that is not one.
+        for (field, yearly) in [("rate", r), ("dividend_yield", q)] {
+            if (yearly * t).abs() > MAX_DISCOUNT_EXPONENT {
+                return Err(DomainError::field(
+                    field,
+                    format!(
+                        "{field} × time_to_expiry = {} is beyond ±{MAX_DISCOUNT_EXPONENT}: e^(−{field}·T) overflows; give an annualised decimal (0.05 = 5%) and the time in years",
+                        show_f64(yearly * t)
+                    ),
+                ));
+            }
+        }
+        for (field, value, exponent) in [("spot", s, -q * t), ("strike", k, -r * t)] {
+            let discounted = value * exponent.exp();
+            if !discounted.is_normal() {
+                return Err(DomainError::field(
+                    field,
+                    format!(
+                        "{} discounted over time_to_expiry is {}, beyond what the model can price; give a price per share",
+                        show_f64(value),
+                        show_f64(discounted)
+                    ),
+                ));
+            }
         }
         Ok(Self {
             kind,
@@ -274,6 +310,28 @@ pub(super) mod tests {
             bad(&|i| i.dividend_yield = f64::INFINITY),
             "dividend_yield: must be a finite number, got inf"
         );
+        // Finite inputs whose discounting a double cannot hold: refused,
+        // naming the input, never priced as inf or NaN.
+        assert!(bad(&|i| i.rate = 1e300).starts_with("rate: rate × time_to_expiry = 1e300 is beyond ±700"));
+        assert!(
+            bad(&|i| {
+                i.dividend_yield = -0.5;
+                i.time_to_expiry = 2_000.0;
+            })
+            .starts_with("dividend_yield: dividend_yield × time_to_expiry = -1000 is beyond ±700")
+        );
+        assert!(
+            bad(&|i| {
+                i.spot = 1e300;
+                i.dividend_yield = -1.0;
+                i.time_to_expiry = 100.0;
+            })
+            .starts_with("spot: 1e300 discounted over time_to_expiry is inf")
+        );
+        assert!(bad(&|i| i.strike = 1e-310).starts_with("strike: 1e-310 discounted"));
+        // Extreme but real inputs still price.
+        let hyperinflation = input(OptionType::Call, 100.0, 100.0, 2.0, 0.8, 1.5);
+        assert!(price_option(hyperinflation).unwrap().is_finite());
     }
 
     #[test]

@@ -26,7 +26,7 @@ pub use evidence::{
 };
 pub use frame::{FRAME_KEYS, Frame, frame};
 pub use keys::{check_keys, edit_distance, near_miss};
-pub use number::{F64OrInf, f64_inf, num, parse_number, show};
+pub use number::{F64OrInf, f64_inf, num, parse_number, show, show_f64, show_f64_to};
 pub use series::{SERIES_KEYS, Series, series};
 
 /// Largest accepted tool argument, in bytes of JSON (8 MB).

@@ -63,6 +63,32 @@ pub fn parse_number(v: &Value) -> Result<f64, String> {
     }
 }
 
+/// `x` for an error message, as Rust prints it (`0.05`, `-0.2`, `100`),
+/// but in exponent form (`1e300`, `-1e-12`) from 10¹⁶ up and below 10⁻⁵,
+/// where the plain form runs to hundreds of digits or zeros.
+pub fn show_f64(x: f64) -> String {
+    if plain(x) {
+        format!("{x}")
+    } else {
+        format!("{x:e}")
+    }
+}
+
+/// `x` with `dp` decimals for an error message (`21.000000`), in exponent
+/// form (`1.000000e300`) where [`show_f64`] uses it.
+pub fn show_f64_to(x: f64, dp: usize) -> String {
+    if plain(x) {
+        format!("{x:.dp$}")
+    } else {
+        format!("{x:.dp$e}")
+    }
+}
+
+/// Whether `x` reads well in plain decimals.
+fn plain(x: f64) -> bool {
+    !x.is_finite() || x == 0.0 || (1e-5..1e16).contains(&x.abs())
+}
+
 /// A short rendering of a JSON value for an error message (≤ 60 characters).
 pub fn show(v: &Value) -> String {
     let s = v.to_string();
