@@ -40,7 +40,7 @@ pub struct CostCurveInput {
     pub turnover: Value,
     /// Your trading cost in basis points per side (1 bp = 0.01%), charged on turnover.
     pub cost_bps: f64,
-    /// Periods per year for annualising (252 trading days, 52 weeks, 12 months). Default 252.
+    /// Periods per year for annualising (252 trading days, 52 weeks, 12 months; at most 31,536,000, one a second). Default 252.
     #[serde(default = "default_periods_per_year")]
     pub periods_per_year: f64,
     /// Risk-free return per period as a decimal (not annual: 0.0002 per day ≈ 5% a year). Default 0.

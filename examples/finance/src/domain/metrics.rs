@@ -4,18 +4,27 @@
 //! floored at 0: a return of -100% or worse wipes the account out), CAGR,
 //! maximum drawdown, and biased sample moments (skewness, Pearson kurtosis).
 
-/// Arithmetic mean; NaN for an empty slice.
+/// Arithmetic mean; NaN for an empty slice. Summed as offsets from the
+/// first value (shifted data), so a constant series averages to its value
+/// exactly: ten 0.01s summed plainly average 0.009999999999999998.
 pub fn mean(x: &[f64]) -> f64 {
-    x.iter().sum::<f64>() / x.len() as f64
+    let Some(&origin) = x.first() else {
+        return f64::NAN;
+    };
+    origin + x.iter().map(|v| v - origin).sum::<f64>() / x.len() as f64
 }
 
-/// Sample standard deviation with ddof = 1; NaN below two values.
+/// Sample standard deviation with ddof = 1; NaN below two values. Taken
+/// about the shifted mean ([`mean`]), so a series that does not vary has a
+/// deviation of exactly 0 — not rounding noise of 1e-17 that would make
+/// its Sharpe ratio 1e16 instead of ±∞.
 pub fn std_dev(x: &[f64]) -> f64 {
     if x.len() < 2 {
         return f64::NAN;
     }
-    let m = mean(x);
-    (x.iter().map(|v| (v - m) * (v - m)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
+    let origin = x[0];
+    let m = x.iter().map(|v| v - origin).sum::<f64>() / x.len() as f64;
+    (x.iter().map(|v| (v - origin - m) * (v - origin - m)).sum::<f64>() / (x.len() - 1) as f64).sqrt()
 }
 
 /// `num / den` where a zero denominator gives ±∞ by the numerator's sign (0 for 0/0).
@@ -198,6 +207,19 @@ mod tests {
         assert_eq!(total_return(&r), -1.0);
         assert_eq!(cagr(&r, 252.0), -1.0);
         assert_eq!(max_drawdown(&r).max_drawdown, -1.0);
+    }
+
+    #[test]
+    fn a_series_that_does_not_vary_has_no_deviation() {
+        // Ten 0.01s: summed plainly they average 0.009999999999999998 and
+        // "deviate" by 3e-17, a Sharpe ratio of 8.7e16; shifted, exactly 0.
+        let flat = [0.01; 10];
+        assert_eq!(mean(&flat), 0.01);
+        assert_eq!(std_dev(&flat), 0.0);
+        assert_eq!(sharpe(&flat, 0.0, 252.0), f64::INFINITY);
+        assert!(moments(&flat).0.is_nan());
+        // Shifting changes nothing else.
+        assert!((mean(&R) - 0.01).abs() < 1e-17);
     }
 
     #[test]

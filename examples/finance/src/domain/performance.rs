@@ -32,7 +32,7 @@ pub struct PerformanceInput {
     /// Simple returns per period, decimals (0.01 = 1%).
     #[schemars(with = "Series")]
     pub returns: Value,
-    /// Periods per year for annualising (252 trading days, 52 weeks, 12 months). Default 252.
+    /// Periods per year for annualising (252 trading days, 52 weeks, 12 months; at most 31,536,000, one a second). Default 252.
     #[serde(default = "default_periods_per_year")]
     pub periods_per_year: f64,
     /// Risk-free return per period as a decimal, for the Sharpe ratio. Default 0.

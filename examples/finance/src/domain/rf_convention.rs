@@ -31,7 +31,7 @@ pub const MAX_PLAUSIBLE_ANNUAL_RF: f64 = 0.25;
 pub struct RfConventionInput {
     /// Risk-free return per period as a decimal (0.0002 per day ≈ 5% a year).
     pub rf: f64,
-    /// Periods per year of the returns rf goes with (252 trading days, 52, 12, 1). Default 252.
+    /// Periods per year of the returns rf goes with (252 trading days, 52, 12, 1; at most 31,536,000). Default 252.
     #[serde(default = "default_periods_per_year")]
     pub periods_per_year: f64,
 }
@@ -41,17 +41,25 @@ pub fn default_periods_per_year() -> f64 {
     252.0
 }
 
-/// Refuses a non-finite or non-positive `periods_per_year`.
+/// Refuses a non-finite or non-positive `periods_per_year`, or one above [`MAX_PERIODS_PER_YEAR`].
 pub(super) fn check_periods_per_year(p: f64) -> Result<f64, DomainError> {
-    if p.is_finite() && p > 0.0 {
+    if p.is_finite() && p > 0.0 && p <= MAX_PERIODS_PER_YEAR {
         Ok(p)
     } else {
         Err(DomainError::field(
             "periods_per_year",
-            format!("must be a finite number > 0 (252 for daily, 12 for monthly), got {p}"),
+            format!(
+                "must be a number > 0 and at most {MAX_PERIODS_PER_YEAR} (252 for daily, 12 for monthly, 98280 for one-minute bars), got {}",
+                super::payload::show_f64(p)
+            ),
         ))
     }
 }
+
+/// The most periods a year can hold: one a second, all year (31,536,000).
+/// Past it the annualising factors (P, √P) only scale rounding noise into
+/// a CAGR of infinity; a value that large is a count of something else.
+pub(super) const MAX_PERIODS_PER_YEAR: f64 = 31_536_000.0;
 
 /// Refuses a non-finite rf or one at or below −1 (−100% per period).
 pub(super) fn check_rf(field: &str, rf: f64) -> Result<f64, DomainError> {
@@ -317,5 +325,12 @@ mod tests {
         })
         .unwrap_err();
         assert_eq!(e.field.as_deref(), Some("periods_per_year"));
+        // More periods than seconds in a year: a count of something else,
+        // which would only annualise rounding noise into infinities.
+        let e = check_periods_per_year(1e300).unwrap_err();
+        assert_eq!(e.field.as_deref(), Some("periods_per_year"));
+        assert!(e.message.ends_with("got 1e300"), "{e}");
+        assert!(check_periods_per_year(MAX_PERIODS_PER_YEAR).is_ok());
+        assert!(check_periods_per_year(MAX_PERIODS_PER_YEAR * 1.0001).is_err());
     }
 }
