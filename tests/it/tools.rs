@@ -482,3 +482,36 @@ async fn a_hostile_value_quoted_in_an_error_comes_back_bounded_and_keeps_nothing
         "{answer}"
     );
 }
+
+#[tokio::test]
+async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_not_found() {
+    // rmcp reads such a request as a custom one and would answer -32601
+    // "tools/call": the client is told what did not parse, and where.
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (_child, mut stdin, mut lines) = raw_server(dir.path(), "2025-11-25").await;
+    let cases = [
+        (
+            json!({"name": "get_quote", "arguments": [1, 2]}),
+            "tools/call",
+            -32602,
+            "arguments",
+        ),
+        (json!({"arguments": {}}), "tools/call", -32602, "name"),
+        (json!({"uri": 7}), "resources/read", -32602, "uri"),
+        (json!({}), "tools/frobnicate", -32601, "'tools/frobnicate'"),
+    ];
+    for (id, (params, method, code, named)) in cases.into_iter().enumerate() {
+        let request = json!({"jsonrpc": "2.0", "id": id + 1, "method": method, "params": params});
+        stdin.write_all(format!("{request}\n").as_bytes()).await.unwrap();
+        let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(answer["id"], id + 1, "{answer}");
+        assert_eq!(answer["error"]["code"], code, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(message.contains(method) && message.contains(named), "{message}");
+    }
+    let ping = json!({"jsonrpc": "2.0", "id": 99, "method": "ping"});
+    stdin.write_all(format!("{ping}\n").as_bytes()).await.unwrap();
+    let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+    assert_eq!(answer["result"], json!({}), "still serving: {answer}");
+}

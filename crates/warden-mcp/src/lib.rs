@@ -50,6 +50,7 @@ mod serving;
 mod status;
 mod tasks;
 mod transport;
+mod unparsed;
 mod view;
 mod waiting;
 

@@ -6,10 +6,10 @@
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CancelTaskParams, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SubscribeRequestParams, Tool, UnsubscribeRequestParams, UpdateTaskParams,
+    CustomRequest, CustomResult, GetPromptRequestParams, GetPromptResponse, GetTaskParams, GetTaskResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SubscribeRequestParams, Tool, UnsubscribeRequestParams, UpdateTaskParams,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -317,6 +317,16 @@ impl ServerHandler for WardenServer {
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
         self.tools().iter().find(|t| t.name == name).cloned()
+    }
+
+    /// A request rmcp read as no MCP request: a known method whose params
+    /// do not parse, or an unknown method ([`crate::unparsed`]).
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(crate::unparsed::refusal(&request))
     }
 
     async fn call_tool(

@@ -1,0 +1,174 @@
+//! Requests rmcp could read as no MCP request.
+//!
+//! rmcp's request type is an untagged union that ends in `CustomRequest`:
+//! a known method whose params do not parse (a `tools/call` whose
+//! `arguments` is a list, or that has no `name`) falls through to it like
+//! an unknown method, and rmcp's default answer to both is -32601 "method
+//! not found" with the method's name as the whole message — wrong for the
+//! first, and no help for either. Here a known method gets -32602 (invalid
+//! params) saying what did not parse and where; an unknown one -32601
+//! naming it. The transports bound both messages
+//! ([`crate::transport::bounded`]).
+
+// Logging and resources/subscribe are deprecated in 2026-07-28 and still
+// served for the revisions before it: their params are read like any other.
+#[allow(deprecated)]
+use rmcp::model::{
+    CallToolRequest, CancelTaskRequest, CompleteRequest, ConstString, CustomRequest, DiscoverRequest,
+    ErrorCode, ErrorData, GetPromptRequest, GetSkillRequest, GetTaskRequest, InitializeRequest,
+    ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest, ListSkillsRequest,
+    ListToolsRequest, PingRequest, ReadResourceDirectoryRequest, ReadResourceRequest, Request,
+    RequestNoParam, RequestOptionalParam, SetLevelRequest, SubscribeRequest, SubscriptionsListenRequest,
+    UnsubscribeRequest, UpdateTaskRequest,
+};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The answer to `request`, which rmcp read as no MCP request.
+pub(crate) fn refusal(request: &CustomRequest) -> ErrorData {
+    let method = request.method.as_str();
+    let Some(reason) = KNOWN
+        .iter()
+        .find(|(known, _)| *known == method)
+        .map(|(_, reason)| reason)
+    else {
+        return ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: '{method}' is not an MCP method this server serves"),
+            None,
+        );
+    };
+    let why =
+        reason(request.params.clone()).unwrap_or_else(|| "they do not match what the method takes".into());
+    ErrorData::invalid_params(format!("invalid params for {method}: {why}"), None)
+}
+
+/// Why `params` are not those of one method: `None` when they are.
+type Reason = fn(Option<Value>) -> Option<String>;
+
+/// Every request method rmcp reads, with its reader.
+#[allow(deprecated)]
+const KNOWN: [(&str, Reason); 21] = [
+    known::<PingRequest>(),
+    known::<InitializeRequest>(),
+    known::<DiscoverRequest>(),
+    known::<CompleteRequest>(),
+    known::<SetLevelRequest>(),
+    known::<GetPromptRequest>(),
+    known::<ListPromptsRequest>(),
+    known::<ListResourcesRequest>(),
+    known::<ListResourceTemplatesRequest>(),
+    known::<ReadResourceRequest>(),
+    known::<SubscriptionsListenRequest>(),
+    known::<SubscribeRequest>(),
+    known::<UnsubscribeRequest>(),
+    known::<CallToolRequest>(),
+    known::<ListToolsRequest>(),
+    known::<GetTaskRequest>(),
+    known::<UpdateTaskRequest>(),
+    known::<CancelTaskRequest>(),
+    known::<ListSkillsRequest>(),
+    known::<GetSkillRequest>(),
+    known::<ReadResourceDirectoryRequest>(),
+];
+
+const fn known<R: Typed>() -> (&'static str, Reason) {
+    (R::METHOD, R::reason)
+}
+
+/// `params` read as `P`: the error, with the path to where it failed.
+fn unreadable<P: DeserializeOwned>(params: Value) -> Option<String> {
+    serde_path_to_error::deserialize::<_, P>(params)
+        .err()
+        .map(|error| {
+            let path = error.path().to_string();
+            match path.as_str() {
+                "." | "" => error.into_inner().to_string(),
+                _ => format!("{path}: {}", error.into_inner()),
+            }
+        })
+}
+
+/// A request type of rmcp's: the method it answers, and why params are
+/// not its own. Its params are read alone, not inside the request: rmcp
+/// reads them flattened beside `_meta`, which loses the path to the fault.
+trait Typed {
+    const METHOD: &'static str;
+    fn reason(params: Option<Value>) -> Option<String>;
+}
+
+impl<M: ConstString, P: DeserializeOwned> Typed for Request<M, P> {
+    const METHOD: &'static str = M::VALUE;
+    fn reason(params: Option<Value>) -> Option<String> {
+        match params {
+            Some(params) => unreadable::<P>(params),
+            None => Some("params are required".into()),
+        }
+    }
+}
+
+impl<M: ConstString, P: DeserializeOwned> Typed for RequestOptionalParam<M, P> {
+    const METHOD: &'static str = M::VALUE;
+    fn reason(params: Option<Value>) -> Option<String> {
+        params.and_then(unreadable::<P>)
+    }
+}
+
+impl<M: ConstString> Typed for RequestNoParam<M> {
+    const METHOD: &'static str = M::VALUE;
+    fn reason(_: Option<Value>) -> Option<String> {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn answer(method: &str, params: Option<Value>) -> ErrorData {
+        let mut request = CustomRequest::new(method, None);
+        request.params = params;
+        refusal(&request)
+    }
+
+    #[test]
+    fn a_known_method_with_params_it_cannot_read_is_invalid_params_saying_where() {
+        let list = answer(
+            "tools/call",
+            Some(json!({"name": "get_quote", "arguments": [1, 2]})),
+        );
+        assert_eq!(list.code, ErrorCode::INVALID_PARAMS);
+        assert!(
+            list.message.starts_with("invalid params for tools/call: "),
+            "{}",
+            list.message
+        );
+        assert!(list.message.contains("arguments"), "{}", list.message);
+        let nameless = answer("tools/call", Some(json!({"arguments": {}})));
+        assert_eq!(nameless.code, ErrorCode::INVALID_PARAMS);
+        assert!(nameless.message.contains("name"), "{}", nameless.message);
+        let bare = answer("resources/read", None);
+        assert_eq!(bare.code, ErrorCode::INVALID_PARAMS, "{}", bare.message);
+    }
+
+    #[test]
+    fn an_unknown_method_is_method_not_found_naming_it() {
+        let unknown = answer("tools/frobnicate", Some(json!({})));
+        assert_eq!(unknown.code, ErrorCode::METHOD_NOT_FOUND);
+        assert!(
+            unknown.message.contains("'tools/frobnicate'"),
+            "{}",
+            unknown.message
+        );
+    }
+
+    #[test]
+    fn every_method_rmcp_reads_is_known_once() {
+        let mut methods: Vec<&str> = KNOWN.iter().map(|(method, _)| *method).collect();
+        methods.sort_unstable();
+        methods.dedup();
+        assert_eq!(methods.len(), KNOWN.len());
+        assert!(methods.contains(&"tools/call") && methods.contains(&"tasks/get"));
+    }
+}
