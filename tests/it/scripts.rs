@@ -367,6 +367,9 @@ async fn a_broken_final_answer_fails_the_task_with_the_reason() {
         result["summary"].as_str().unwrap().contains("no_action"),
         "{result}"
     );
+    // Like every failed task, it says why in `error` too.
+    assert_eq!(result["error"]["kind"], "runtime", "{result}");
+    assert_eq!(result["error"]["message"], result["summary"], "{result}");
 }
 
 #[tokio::test]

@@ -21,7 +21,7 @@ use crate::limits::{
     AGENT_MAX_MODEL_CALLS, AGENT_MAX_OBSERVATION_BYTES, AGENT_MAX_STEPS, AGENT_PLANNING_INTERVAL,
 };
 use warden_calls::events::Origin;
-use warden_core::error::{GuardError, TaskError, TaskErrorKind};
+use warden_core::error::{GuardError, TaskErrorKind};
 use warden_core::future::BoxFuture;
 use warden_script::host::progress::{Progress, note};
 use warden_script::host::session::{Budget, RunEnd, Session};
@@ -124,6 +124,7 @@ async fn converse(
         }
         Err(reason) => TaskResult::failure(
             TaskStatus::Failed,
+            TaskErrorKind::Worker,
             format!("the script worker failed to start: {reason}"),
         ),
     };
@@ -181,6 +182,7 @@ impl Agent<'_> {
             if self.model_calls >= AGENT_MAX_MODEL_CALLS {
                 return TaskResult::failure(
                     TaskStatus::Failed,
+                    TaskErrorKind::Limit,
                     format!("model call budget ({AGENT_MAX_MODEL_CALLS}) exhausted; {last_problem}"),
                 );
             }
@@ -259,6 +261,7 @@ impl Agent<'_> {
         }
         TaskResult::failure(
             TaskStatus::Failed,
+            TaskErrorKind::Limit,
             format!("step budget ({AGENT_MAX_STEPS}) exhausted; {last_problem}"),
         )
     }
@@ -332,8 +335,11 @@ impl Agent<'_> {
                 "the task used {} model tokens, its limit is {limit} (WARDEN_TASK_TOKENS): no further model call was made",
                 self.usage.total_tokens
             );
-            return Err(TaskResult::failure(TaskStatus::Failed, message.clone())
-                .with_error(TaskError::new(TaskErrorKind::Limit, message)));
+            return Err(TaskResult::failure(
+                TaskStatus::Failed,
+                TaskErrorKind::Limit,
+                message,
+            ));
         }
         self.within_daily_tokens().await?;
         self.model_calls += 1;
@@ -404,13 +410,16 @@ impl Agent<'_> {
             if error.kind == "timeout" && Instant::now() >= self.task.deadline {
                 return abnormal_end(RunEnd::TimedOut, self.task.timeout);
             }
-            TaskResult::failure(TaskStatus::Failed, format!("model call {n} failed: {error}")).with_error(
-                ResultError::Model(ModelFailure {
-                    kind: TaskErrorKind::Model,
-                    model_error: error.kind.to_string(),
-                    message: error.message,
-                }),
+            TaskResult::failure(
+                TaskStatus::Failed,
+                TaskErrorKind::Model,
+                format!("model call {n} failed: {error}"),
             )
+            .with_error(ResultError::Model(ModelFailure {
+                kind: TaskErrorKind::Model,
+                model_error: error.kind.to_string(),
+                message: error.message,
+            }))
         })
     }
 
@@ -492,8 +501,11 @@ impl Agent<'_> {
             Err(error) => {
                 let message =
                     format!("cannot check the daily model token limit, so no model call was made: {error}");
-                return Err(TaskResult::failure(TaskStatus::Failed, message.clone())
-                    .with_error(TaskError::new(TaskErrorKind::Storage, message)));
+                return Err(TaskResult::failure(
+                    TaskStatus::Failed,
+                    TaskErrorKind::Storage,
+                    message,
+                ));
             }
         };
         if used < limit {
@@ -503,8 +515,11 @@ impl Agent<'_> {
             "principal '{}' used {used} model tokens today ({today}, UTC), its daily limit is {limit} (WARDEN_PRINCIPAL_DAILY_TOKENS): no model call was made; it resets at 00:00 UTC",
             principal.as_str()
         );
-        Err(TaskResult::failure(TaskStatus::Failed, message.clone())
-            .with_error(TaskError::new(TaskErrorKind::Limit, message)))
+        Err(TaskResult::failure(
+            TaskStatus::Failed,
+            TaskErrorKind::Limit,
+            message,
+        ))
     }
 
     /// Adds one answered call to the task's usage in the store, for the

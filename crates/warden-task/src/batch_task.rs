@@ -6,7 +6,7 @@ use tokio_util::sync::CancellationToken;
 use crate::runner::Ending;
 use crate::{Claim, TaskResult, TaskRunner, TaskStatus};
 use warden_calls::events::Origin;
-use warden_core::error::GuardError;
+use warden_core::error::{GuardError, TaskErrorKind};
 use warden_core::future::BoxFuture;
 use warden_script::host::session::WorkerFacts;
 
@@ -63,6 +63,7 @@ impl TaskRunner {
                     }
                     Err(error) => TaskResult::failure(
                         TaskStatus::Failed,
+                        TaskErrorKind::Guard,
                         format!("the batch was refused: {}", error.message),
                     )
                     .with_error(error),

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::{TaskResult, TaskRunner, TaskStatus, result_dir};
 use warden_calls::tenant::Principal;
-use warden_core::error::{TaskError, TaskErrorKind};
+use warden_core::error::TaskErrorKind;
 use warden_core::future::BoxFuture;
 
 impl TaskRunner {
@@ -56,9 +56,8 @@ impl TaskRunner {
                     "the call ran but its result could not be saved: {}",
                     error.message
                 );
-                result = TaskResult::failure(TaskStatus::Failed, summary.clone())
-                    .with_task_id(id)
-                    .with_error(TaskError::new(TaskErrorKind::Storage, summary));
+                result =
+                    TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Storage, summary).with_task_id(id);
                 let _ = self.store.write_result(id, &result.to_bytes());
             }
             if let Err(error) = self.records.end(id, &result).await {

@@ -27,6 +27,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> TaskResult {
     match end {
         RunEnd::TimedOut => TaskResult::failure(
             TaskStatus::TimedOut,
+            TaskErrorKind::Timeout,
             format!(
                 "the task did not finish within {} s; its worker was killed",
                 timeout.as_secs()
@@ -38,6 +39,7 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> TaskResult {
         )),
         RunEnd::Cancelled => TaskResult::failure(
             TaskStatus::Cancelled,
+            TaskErrorKind::Cancelled,
             "the request was cancelled; the script worker was killed",
         ),
         RunEnd::Crashed(reason) => {
@@ -46,20 +48,27 @@ pub fn abnormal_end(end: RunEnd, timeout: Duration) -> TaskResult {
             } else {
                 TaskErrorKind::Worker
             };
-            TaskResult::failure(TaskStatus::Failed, format!("the script worker failed: {reason}"))
-                .with_error(TaskError::new(kind, reason))
+            TaskResult::failure(
+                TaskStatus::Failed,
+                kind,
+                format!("the script worker failed: {reason}"),
+            )
+            .with_error(TaskError::new(kind, reason))
         }
         RunEnd::Paused => TaskResult::failure(
             TaskStatus::Failed,
+            TaskErrorKind::Worker,
             "the run stopped on a question for the person, and this kind of task cannot wait for the answer",
         )
         .with_error(TaskError::new(
             TaskErrorKind::Worker,
             "only a detached run_script task waits for the person's answer",
         )),
-        RunEnd::Finished(_) => {
-            TaskResult::failure(TaskStatus::Failed, "internal: finished run passed as abnormal")
-        }
+        RunEnd::Finished(_) => TaskResult::failure(
+            TaskStatus::Failed,
+            TaskErrorKind::Worker,
+            "internal: finished run passed as abnormal",
+        ),
     }
 }
 

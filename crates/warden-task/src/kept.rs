@@ -16,7 +16,7 @@ use serde_json::Value;
 
 use crate::{TaskResult, TaskRunner, TaskStatus, VALUE_FILE, result_dir};
 use warden_calls::events::Origin;
-use warden_core::error::GuardError;
+use warden_core::error::{GuardError, TaskErrorKind};
 use warden_core::future::BoxFuture;
 
 impl TaskRunner {
@@ -68,6 +68,7 @@ impl TaskRunner {
             if let Err(error) = saved {
                 let failed = TaskResult::failure(
                     TaskStatus::Failed,
+                    TaskErrorKind::Storage,
                     format!("the answer could not be kept: {}", error.message),
                 )
                 .with_task_id(&id);

@@ -27,7 +27,8 @@
 //! use warden_task::{TaskResult, TaskStatus};
 //!
 //! // A task that did not finish is never `success`: its result says how it ended.
-//! let result = TaskResult::failure(TaskStatus::TimedOut, "the task ran out of time");
+//! use warden_core::error::TaskErrorKind;
+//! let result = TaskResult::failure(TaskStatus::TimedOut, TaskErrorKind::Timeout, "the task ran out of time");
 //! assert_eq!(result.status.as_str(), "timed_out");
 //! let saved: serde_json::Value = serde_json::from_slice(&result.to_bytes()).expect("JSON");
 //! assert_eq!(saved["status"], "timed_out");

@@ -639,6 +639,7 @@ pub struct Beat {
 fn lease_lapsed() -> TaskResult {
     TaskResult::failure(
         TaskStatus::Failed,
+        TaskErrorKind::Interrupted,
         "interrupted: the server running this task stopped renewing its lease (it died or lost the task store)",
     )
     .with_error(TaskError::new(
@@ -651,6 +652,7 @@ fn lease_lapsed() -> TaskResult {
 pub fn interrupted() -> TaskResult {
     TaskResult::failure(
         TaskStatus::Failed,
+        TaskErrorKind::Interrupted,
         "interrupted: the server running this task stopped before it finished",
     )
     .with_error(TaskError::new(

@@ -275,9 +275,17 @@ impl TaskResult {
         }
     }
 
-    /// A failed task result with `summary` saying why.
-    pub fn failure(status: TaskStatus, summary: impl Into<String>) -> Self {
-        Self::ended(status, "failed", summary)
+    /// A task result that is not a success (failed, timed out or
+    /// cancelled): `summary` says why, and so does its `error`, of `kind`.
+    /// Every such result carries an error, for the client that reads
+    /// `error.kind`; [`TaskResult::with_error`] puts a fuller one in its
+    /// place (a script's, with its line; a refused batch's guard error).
+    pub fn failure(status: TaskStatus, kind: TaskErrorKind, summary: impl Into<String>) -> Self {
+        let summary = summary.into();
+        Self {
+            error: Some(TaskError::new(kind, summary.clone()).into()),
+            ..Self::ended(status, "failed", summary)
+        }
     }
 
     /// The result fields of an accepted final answer.
@@ -442,9 +450,25 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_result_that_is_not_a_success_always_says_why_in_its_error() {
+        let cancelled = TaskResult::failure(
+            TaskStatus::Cancelled,
+            TaskErrorKind::Cancelled,
+            "the client went away",
+        );
+        assert_eq!(cancelled.error_kind(), Some(TaskErrorKind::Cancelled));
+        let json = cancelled.to_json();
+        assert_eq!(json["error"]["kind"], "cancelled");
+        assert_eq!(json["error"]["message"], json["summary"]);
+        // A fuller error takes its place.
+        let refused = cancelled.with_error(GuardError::invalid_input("x", "bad"));
+        assert_eq!(refused.to_json()["error"]["code"], "invalid_input");
+    }
+
+    #[test]
     fn a_result_serialises_as_the_json_clients_read() {
         // The shapes the untyped result had: absent fields absent, a null value present.
-        let mut result = TaskResult::failure(TaskStatus::TimedOut, "late")
+        let mut result = TaskResult::failure(TaskStatus::TimedOut, TaskErrorKind::Timeout, "late")
             .with_error(TaskError::new(TaskErrorKind::Timeout, "deadline"))
             .with_task_id("task_1");
         result.value = Some(Value::Null);
@@ -454,18 +478,19 @@ mod tests {
                    "assumptions": [], "task_id": "task_1", "value": null,
                    "error": {"kind": "timeout", "message": "deadline", "line": null, "column": null}})
         );
-        let model =
-            TaskResult::failure(TaskStatus::Failed, "m").with_error(ResultError::Model(ModelFailure {
+        let model = TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Model, "m").with_error(
+            ResultError::Model(ModelFailure {
                 kind: TaskErrorKind::Model,
                 model_error: "timeout".into(),
                 message: "slow".into(),
-            }));
+            }),
+        );
         assert_eq!(
             model.to_json()["error"],
             json!({"kind": "model", "model_error": "timeout", "message": "slow"})
         );
-        let refused =
-            TaskResult::failure(TaskStatus::Failed, "r").with_error(GuardError::invalid_input("x", "bad"));
+        let refused = TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Guard, "r")
+            .with_error(GuardError::invalid_input("x", "bad"));
         assert_eq!(refused.error_kind(), None);
         assert_eq!(refused.to_json()["error"]["code"], "invalid_input");
     }
@@ -474,9 +499,9 @@ mod tests {
     fn a_saved_result_reads_back_as_it_was_written() {
         // result.json round-trips through the type, error variants included.
         for result in [
-            TaskResult::failure(TaskStatus::Failed, "x")
-                .with_error(TaskError::new(TaskErrorKind::Storage, "disk")),
-            TaskResult::failure(TaskStatus::Failed, "x").with_error(GuardError::invalid_input("f", "bad")),
+            TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Storage, "disk"),
+            TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Guard, "x")
+                .with_error(GuardError::invalid_input("f", "bad")),
             TaskResult::ended(TaskStatus::Success, "analysis", "ok"),
         ] {
             let back: TaskResult = serde_json::from_value(result.to_json()).unwrap();

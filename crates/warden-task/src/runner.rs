@@ -246,6 +246,7 @@ impl TaskRunner {
                 Err(error) => {
                     let result = TaskResult::failure(
                         TaskStatus::Failed,
+                        TaskErrorKind::Storage,
                         format!("the task could not be set up: {}", error.message),
                     )
                     .with_error(TaskError::new(TaskErrorKind::Storage, error.message.as_str()));
@@ -291,8 +292,7 @@ impl TaskRunner {
                 Ok(waiting) => Err(waiting),
                 Err(reason) => {
                     let reason = reason.to_string();
-                    let result = TaskResult::failure(TaskStatus::Failed, reason.clone())
-                        .with_error(TaskError::new(TaskErrorKind::Worker, reason));
+                    let result = TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Worker, reason);
                     Ok(task.finish(origin, result, *facts).await)
                 }
             },

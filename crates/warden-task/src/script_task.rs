@@ -156,14 +156,21 @@ fn script_result(outcome: RunOutcome, calls: usize, calls_ok: usize, deadline: I
         } else {
             TaskStatus::Failed
         };
-        TaskResult::failure(status, format!("{} error: {}", error.kind, error.message)).with_error(error)
+        TaskResult::failure(
+            status,
+            error.kind,
+            format!("{} error: {}", error.kind, error.message),
+        )
+        .with_error(error)
     } else if let Some(answer) = &outcome.final_answer {
         match crate::contract::check(answer, calls, calls_ok) {
             Ok(answer) => TaskResult::answer(&answer),
-            Err(reason) => TaskResult::failure(
-                TaskStatus::Failed,
-                format!("the final answer broke the contract: {reason}"),
-            ),
+            // An error like any other a script ends on, so a client that
+            // reads `error.kind` of a failed task always finds one.
+            Err(reason) => {
+                let summary = format!("the final answer broke the contract: {reason}");
+                TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Runtime, summary)
+            }
         }
     } else {
         let task_type = if calls_ok > 0 { "analysis" } else { "no_action" };

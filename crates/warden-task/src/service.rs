@@ -117,6 +117,7 @@ impl TaskRunner {
         } else {
             super::TaskResult::failure(
                 super::TaskStatus::Cancelled,
+                warden_core::error::TaskErrorKind::Cancelled,
                 "cancelled while it waited for its principal's running task to end; it never started",
             )
         };

@@ -73,6 +73,7 @@ impl Drop for Task {
         }
         let result = TaskResult::failure(
             TaskStatus::Cancelled,
+            TaskErrorKind::Cancelled,
             "the request ended before the task finished; the task was cancelled",
         )
         .with_task_id(&self.id)
@@ -106,6 +107,7 @@ impl Task {
         Box::pin(async move {
             let result = TaskResult::failure(
                 TaskStatus::Failed,
+                TaskErrorKind::Storage,
                 format!("the task could not be set up: {}", error.message),
             )
             .with_task_id(&self.id)
@@ -255,8 +257,7 @@ impl Task {
                     })
                 });
             if let Err(summary) = stored {
-                let failed = TaskResult::failure(TaskStatus::Failed, summary.clone())
-                    .with_error(TaskError::new(TaskErrorKind::Storage, summary));
+                let failed = TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Storage, summary);
                 result = TaskResult {
                     request_id: result.request_id,
                     task_id: result.task_id,

@@ -154,7 +154,7 @@ mod tests {
     fn the_request_events_read_how_a_call_ended_from_the_typed_reply() {
         // A task's status, type and error kind; a data answer's own status, else success.
         let timed_out = Reply::from(
-            TaskResult::failure(TaskStatus::TimedOut, "late")
+            TaskResult::failure(TaskStatus::TimedOut, TaskErrorKind::Timeout, "late")
                 .with_error(TaskError::new(TaskErrorKind::Timeout, "deadline")),
         );
         assert_eq!(

@@ -105,8 +105,10 @@ impl WardenServer {
         );
         warden_calls::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
         let text = format!("the task did not run: {}", error.message);
-        let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
-            warden_core::error::TaskError::new(warden_core::error::TaskErrorKind::Forbidden, text),
+        let ended = TaskResult::failure(
+            TaskStatus::Failed,
+            warden_core::error::TaskErrorKind::Forbidden,
+            text,
         );
         let _ = self.runtime.records().end(&record.id, &ended).await;
         drop(slot);

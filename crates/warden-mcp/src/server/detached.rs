@@ -180,8 +180,10 @@ impl WardenServer {
             .iter()
             .find(|b| b.name() == tool && b.runs_as_task())
         else {
+            // Queued under another build of the app: this server refuses it.
             let result = TaskResult::failure(
                 TaskStatus::Failed,
+                warden_core::error::TaskErrorKind::Forbidden,
                 format!("the queued task names '{tool}', which this server does not run as a task"),
             );
             let _ = self.runtime.records().end(&record.id, &result).await;
@@ -240,8 +242,10 @@ impl WardenServer {
             }
             .unwrap_or("the call ended before its task began")
             .to_string();
-            let ended = TaskResult::failure(TaskStatus::Failed, text.clone()).with_error(
-                warden_core::error::TaskError::new(warden_core::error::TaskErrorKind::Storage, text),
+            let ended = TaskResult::failure(
+                TaskStatus::Failed,
+                warden_core::error::TaskErrorKind::Storage,
+                text,
             );
             let _ = self.runtime.records().end(&record.id, &ended).await;
             self.tasks.forget_claimed(&record.id);

@@ -40,7 +40,7 @@ use warden_core::TaskSupport;
 use super::warden_server::WardenServer;
 use crate::tasks::QueuedRequest;
 use warden_calls::executor::Admitted;
-use warden_core::error::{GuardError, TaskError, TaskErrorKind, codes};
+use warden_core::error::{GuardError, TaskErrorKind, codes};
 use warden_task::{TaskResult, TaskStatus};
 
 /// The extension's id, as a client declares it.
@@ -225,7 +225,11 @@ impl WardenServer {
 fn ending(result: &CallToolResult, error: Option<&GuardError>, cancelled: bool) -> TaskResult {
     let mut ended = match error {
         None => TaskResult::bare(TaskStatus::Success),
-        Some(_) if cancelled => TaskResult::failure(TaskStatus::Cancelled, "cancelled while the call ran"),
+        Some(_) if cancelled => TaskResult::failure(
+            TaskStatus::Cancelled,
+            TaskErrorKind::Cancelled,
+            "cancelled while the call ran",
+        ),
         Some(error) => {
             let summary = format!("the call failed ({}): {}", error.code, error.message);
             let kind = if PROTOCOL_FAILURES.contains(&error.code.as_str()) {
@@ -233,7 +237,7 @@ fn ending(result: &CallToolResult, error: Option<&GuardError>, cancelled: bool) 
             } else {
                 TaskErrorKind::Guard
             };
-            TaskResult::failure(TaskStatus::Failed, summary.clone()).with_error(TaskError::new(kind, summary))
+            TaskResult::failure(TaskStatus::Failed, kind, summary)
         }
     };
     ended.answer = serde_json::to_value(result).ok();
