@@ -320,7 +320,7 @@ impl ServerHandler for WardenServer {
     }
 
     /// A request rmcp read as no MCP request: a known method whose params
-    /// do not parse, or an unknown method ([`crate::unparsed`]).
+    /// do not parse, or an unknown method (`crate::unparsed`).
     async fn on_custom_request(
         &self,
         request: CustomRequest,
