@@ -7,7 +7,8 @@
 //! not found" with the method's name as the whole message — wrong for the
 //! first, and no help for either. Here a known method gets -32602 (invalid
 //! params) saying what did not parse and where; an unknown one -32601
-//! naming it. The transports bound both messages
+//! naming it, and so does, asked without a session, one the stateless
+//! revision removed (`initialize`, `ping`, …: 404 on HTTP, as it requires). The transports bound both messages
 //! ([`crate::transport::bounded`]).
 
 // Logging and resources/subscribe are deprecated in 2026-07-28 and still
@@ -24,9 +25,19 @@ use rmcp::model::{
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-/// The answer to `request`, which rmcp read as no MCP request.
-pub(crate) fn refusal(request: &CustomRequest) -> ErrorData {
+/// The answer to `request`, which rmcp read as no MCP request; `stateless`
+/// when it came without a session (2026-07-28), where the methods that
+/// revision removed are not found whatever their params (rmcp's HTTP
+/// service answers -32601 with 404).
+pub(crate) fn refusal(request: &CustomRequest, stateless: bool) -> ErrorData {
     let method = request.method.as_str();
+    if stateless && REMOVED_WHEN_STATELESS.contains(&method) {
+        return ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: '{method}' is not a method of the stateless revision (2026-07-28)"),
+            None,
+        );
+    }
     let Some(reason) = KNOWN
         .iter()
         .find(|(known, _)| *known == method)
@@ -70,6 +81,16 @@ const KNOWN: [(&str, Reason); 21] = [
     known::<ListSkillsRequest>(),
     known::<GetSkillRequest>(),
     known::<ReadResourceDirectoryRequest>(),
+];
+
+/// The methods the stateless revision (2026-07-28) removed.
+#[allow(deprecated)]
+const REMOVED_WHEN_STATELESS: [&str; 5] = [
+    <InitializeRequest as Typed>::METHOD,
+    <PingRequest as Typed>::METHOD,
+    <SetLevelRequest as Typed>::METHOD,
+    <SubscribeRequest as Typed>::METHOD,
+    <UnsubscribeRequest as Typed>::METHOD,
 ];
 
 const fn known<R: Typed>() -> (&'static str, Reason) {
@@ -129,7 +150,7 @@ mod tests {
     fn answer(method: &str, params: Option<Value>) -> ErrorData {
         let mut request = CustomRequest::new(method, None);
         request.params = params;
-        refusal(&request)
+        refusal(&request, false)
     }
 
     #[test]
@@ -161,6 +182,18 @@ mod tests {
             "{}",
             unknown.message
         );
+    }
+
+    #[test]
+    fn a_method_the_stateless_revision_removed_is_not_found_when_asked_statelessly() {
+        let mut request = CustomRequest::new("initialize", None);
+        request.params = Some(json!({}));
+        assert_eq!(refusal(&request, true).code, ErrorCode::METHOD_NOT_FOUND);
+        assert_eq!(refusal(&request, false).code, ErrorCode::INVALID_PARAMS);
+        let unknown = CustomRequest::new("tools/frobnicate", None);
+        assert_eq!(refusal(&unknown, true).code, ErrorCode::METHOD_NOT_FOUND);
+        let call = CustomRequest::new("tools/call", Some(json!({"arguments": []})));
+        assert_eq!(refusal(&call, true).code, ErrorCode::INVALID_PARAMS);
     }
 
     #[test]

@@ -324,9 +324,9 @@ impl ServerHandler for WardenServer {
     async fn on_custom_request(
         &self,
         request: CustomRequest,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
-        Err(crate::unparsed::refusal(&request))
+        Err(crate::unparsed::refusal(&request, is_stateless(&context)))
     }
 
     async fn call_tool(

@@ -92,8 +92,8 @@ where
 /// to the bound every transport applies ([`crate::transport::bounded`]):
 /// rmcp answers some requests itself, never reaching the service (an
 /// `Mcp-Name` header that does not match the body quotes the body's
-/// value, whatever its size). Only a client error bigger than the bound is
-/// read and rewritten; every other response passes untouched.
+/// value, whatever its size). Only a JSON client error bigger than the
+/// bound is read and rewritten; every other response passes untouched.
 async fn bounded_refusal(response: Response) -> Response {
     use http_body::Body as _;
     use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
@@ -102,7 +102,12 @@ async fn bounded_refusal(response: Response) -> Response {
         .size_hint()
         .upper()
         .is_some_and(|bytes| bytes <= MAX_ERROR_MESSAGE_BYTES as u64);
-    if !response.status().is_client_error() || small {
+    // A stream is never read here, whatever its status: only a JSON body.
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .is_some_and(|kind| kind.as_bytes().starts_with(b"application/json"));
+    if !response.status().is_client_error() || small || !json {
         return response;
     }
     let (mut parts, body) = response.into_parts();
