@@ -4,9 +4,11 @@
 //! an approval covers the call it was given for, and receipts hash
 //! integers beyond 2^53 exactly.
 
+use std::time::Duration;
+
 use rmcp::ServiceExt;
-use rmcp::model::CallToolRequestParams;
-use rmcp::service::{RoleClient, RunningService};
+use rmcp::model::{CallToolRequestParams, ClientRequest};
+use rmcp::service::{PeerRequestOptions, RoleClient, RunningService};
 use serde_json::{Value, json};
 use sha2::Digest as _;
 
@@ -256,4 +258,77 @@ async fn a_refusal_names_why_nobody_can_be_asked() {
             .contains("did not declare the elicitation capability"),
         "{batch}"
     );
+}
+
+#[tokio::test]
+async fn cancelling_a_script_while_the_person_is_asked_withdraws_the_form_and_runs_nothing() {
+    // The person answers yes only after the request was cancelled: the form is withdrawn, the
+    // late yes runs nothing, the task is recorded cancelled, and the server serves on.
+    let person = Approver::slow(Duration::from_secs(20));
+    let (client, dir) = with_person(person.clone()).await;
+    let Value::Object(arguments) = json!({"script": r#"wipe_scratch(#{record: "ledger"}).result"#}) else {
+        panic!("object arguments")
+    };
+    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("run_script").with_arguments(arguments),
+    ));
+    let pending = client
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .expect("sent");
+    assert!(
+        eventually(Duration::from_secs(10), || person.forms().len() == 1).await,
+        "the form never came"
+    );
+    pending
+        .cancel(Some("the person changed their mind".into()))
+        .await
+        .expect("cancelled");
+    assert!(
+        eventually(Duration::from_secs(5), || person.withdrawn() == 1).await,
+        "the server did not withdraw the form"
+    );
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter().any(|e| e["event"] == "destructive_call_confirmed")
+            && r.iter()
+                .any(|e| e["event"] == "request_finished" && e["tool"] == "run_script")
+    })
+    .await;
+    let confirmed = events
+        .iter()
+        .find(|e| e["event"] == "destructive_call_confirmed")
+        .expect("recorded");
+    assert_eq!(confirmed["approved"], false, "{confirmed}");
+    assert_eq!(confirmed["action"], "cancelled", "{confirmed}");
+    let tasks = call(&client, "list_tasks", json!({})).await;
+    assert_eq!(tasks["tasks"][0]["status"], "cancelled", "{tasks}");
+    // The server still answers, and wipe_scratch never started.
+    let after = call(&client, "add_pure", json!({"a": 1, "b": 2})).await;
+    assert_eq!(after["result"], 3.0, "{after}");
+    let events = events_until(&dir.path().join("events.jsonl"), |r| {
+        r.iter()
+            .any(|e| e["tool"] == "add_pure" && e["event"] == "request_finished")
+    })
+    .await;
+    assert!(!started(&events, "wipe_scratch"), "wipe_scratch ran");
+}
+
+#[tokio::test]
+async fn a_client_that_takes_no_forms_is_sent_none() {
+    // Declaring only URL-mode elicitation: no confirmation form is sent, the refusal says what
+    // to declare, and nothing runs.
+    let person = Approver::url_only();
+    let (client, _dir) = with_person(person.clone()).await;
+    let ran = call(
+        &client,
+        "run_script",
+        json!({"script": r#"let out = ""; try { wipe_scratch(#{record: "ledger"}); } catch (e) { out = e.message; } out"#}),
+    )
+    .await;
+    let said = ran["value"].as_str().unwrap_or_default();
+    assert!(
+        said.contains("did not declare the elicitation capability for forms"),
+        "{ran}"
+    );
+    assert!(person.forms().is_empty(), "a form was sent");
 }

@@ -55,6 +55,7 @@ const CLIENT_CAPABILITIES_META_KEY: &str = "io.modelcontextprotocol/clientCapabi
 /// the request's own `_meta` capabilities.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct CanAnswer {
+    /// Form-mode elicitation.
     pub elicit: bool,
     /// URL-mode elicitation (`elicitation.url`).
     pub url: bool,
@@ -72,12 +73,19 @@ impl CanAnswer {
                 .and_then(|c| c.get(name))
                 .is_some_and(|v| !v.is_null())
         };
-        let url = capabilities
+        let elicitation = capabilities
             .and_then(|c| c.get("elicitation"))
-            .and_then(|e| e.get("url"))
-            .is_some_and(|v| !v.is_null());
+            .filter(|v| !v.is_null());
+        let mode = |name: &str| {
+            elicitation
+                .and_then(|e| e.get(name))
+                .is_some_and(|v| !v.is_null())
+        };
+        let url = mode("url");
         Self {
-            elicit: declared("elicitation"),
+            // An empty `elicitation` is form mode (2025-06-18's shape); a
+            // client that names only `url` takes no forms.
+            elicit: elicitation.is_some() && (mode("form") || !url),
             url,
             sample: declared("sampling"),
             roots: declared("roots"),
@@ -86,7 +94,7 @@ impl CanAnswer {
 
     #[cfg(feature = "http")]
     pub(crate) fn any(self) -> bool {
-        self.elicit || self.sample || self.roots
+        self.elicit || self.url || self.sample || self.roots
     }
 }
 

@@ -2,7 +2,9 @@
 //! confirmation forms: the client declares elicitation, accepts (or
 //! declines) every form and keeps each form's message for the test.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rmcp::ClientHandler;
 use rmcp::model::{ClientConfig, ElicitRequestParams, ElicitResult, ElicitationAction, ErrorData};
@@ -15,6 +17,13 @@ use serde_json::json;
 pub struct Approver {
     forms: Arc<Mutex<Vec<String>>>,
     declines: bool,
+    /// How long the person looks at a form before answering.
+    thinks: Option<Duration>,
+    /// Forms the server withdrew (`notifications/cancelled`) while the
+    /// person was still looking at them.
+    withdrawn: Arc<AtomicUsize>,
+    /// Declares URL-mode elicitation only: it takes no forms.
+    url_only: bool,
 }
 
 impl Approver {
@@ -26,6 +35,28 @@ impl Approver {
         }
     }
 
+    /// A person who approves every form after `thinks`, or at once when
+    /// the server withdraws it: the answer that arrives too late.
+    pub fn slow(thinks: Duration) -> Self {
+        Self {
+            thinks: Some(thinks),
+            ..Self::default()
+        }
+    }
+
+    /// A client declaring only URL-mode elicitation (`{"url": {}}`).
+    pub fn url_only() -> Self {
+        Self {
+            url_only: true,
+            ..Self::default()
+        }
+    }
+
+    /// How many forms the server withdrew while they were on screen.
+    pub fn withdrawn(&self) -> usize {
+        self.withdrawn.load(Ordering::SeqCst)
+    }
+
     pub fn forms(&self) -> Vec<String> {
         self.forms.lock().expect("forms").clone()
     }
@@ -33,17 +64,30 @@ impl Approver {
 
 impl ClientHandler for Approver {
     fn get_info(&self) -> ClientConfig {
-        let capabilities = serde_json::from_value(json!({"elicitation": {}})).expect("capabilities");
+        let elicitation = if self.url_only {
+            json!({"url": {}})
+        } else {
+            json!({})
+        };
+        let capabilities = serde_json::from_value(json!({"elicitation": elicitation})).expect("capabilities");
         ClientConfig::new(capabilities, rmcp::model::Implementation::new("approver", "1.0"))
     }
 
     async fn create_elicitation(
         &self,
         request: ElicitRequestParams,
-        _context: RequestContext<RoleClient>,
+        context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
         if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
             self.forms.lock().expect("forms").push(message);
+        }
+        if let Some(thinks) = self.thinks {
+            tokio::select! {
+                () = tokio::time::sleep(thinks) => {}
+                () = context.ct.cancelled() => {
+                    self.withdrawn.fetch_add(1, Ordering::SeqCst);
+                }
+            }
         }
         if self.declines {
             return Ok(ElicitResult::new(ElicitationAction::Decline));

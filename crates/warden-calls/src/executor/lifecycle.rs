@@ -331,6 +331,19 @@ mod tests {
         Ok(1.0)
     }
 
+    static COUNTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// Counts its runs (a side effect a test can see).
+    fn counted(_: &Resources, _: Nothing) -> Result<f64, GuardError> {
+        COUNTED.fetch_add(1, Ordering::SeqCst);
+        Ok(1.0)
+    }
+
+    /// An isolated guard: this executor has no worker binary to run it.
+    fn far(_: Nothing) -> Result<f64, GuardError> {
+        Ok(1.0)
+    }
+
     /// An executor with one call slot and one running guard-thread permit
     /// (plus one overdue), waiting 50 ms for either.
     fn executor(dir: &std::path::Path) -> Executor {
@@ -341,7 +354,8 @@ mod tests {
             admission_wait: Duration::from_millis(50),
             ..CallLimits::default()
         };
-        let registry = Registry::new(vec![guard(quick), guard(hold)]).expect("registry");
+        let registry =
+            Registry::new(vec![guard(quick), guard(hold), guard(counted), guard(far)]).expect("registry");
         let launcher = WorkerLauncher::new(dir.join("no-worker"), dir.to_path_buf(), 1 << 20, 1 << 20);
         Executor::new(
             Arc::new(registry),
@@ -454,5 +468,51 @@ mod tests {
         LET_GO.store(true, Ordering::SeqCst);
         assert!(next.is_ok(), "{next:?}");
         assert_eq!(finished(&events, dir.path()).len(), 2);
+    }
+
+    #[tokio::test]
+    async fn a_request_that_is_over_starts_no_call_on_any_path() {
+        // Cancelled, or past its task's deadline: refused before it begins, in process or
+        // isolated, through `call` and `begin_here`; the guard never runs and nothing is settled.
+        let dir = tempfile::tempdir().expect("temp dir");
+        let executor = executor(dir.path());
+        let events = Events::disabled().with_task_log(dir.path());
+        let origin = Origin::request("script", "run_script");
+        let runtime = tokio::runtime::Handle::current();
+        let scope = || Borrowed {
+            events: &events,
+            origin: &origin,
+            record: None,
+        };
+        for guard in ["counted", "far"] {
+            let cancelled = request(guard, &origin, &events, Admission::InTask);
+            cancelled.cancel.cancel();
+            let refused = executor.call(cancelled).await.expect_err("cancelled");
+            assert_eq!(refused.status, Status::Cancelled, "{guard}");
+            assert_eq!(refused.error.code, codes::CANCELLED, "{guard}");
+            assert!(
+                refused.error.message.contains("did not start"),
+                "{}",
+                refused.error.message
+            );
+            let overdue = request(guard, &origin, &events, Admission::InTask)
+                .in_task(tokio::time::Instant::now() - Duration::from_millis(1));
+            let refused = executor.call(overdue).await.expect_err("past its deadline");
+            assert_eq!(refused.status, Status::TimedOut, "{guard}");
+            assert_eq!(refused.error.code, codes::TIMED_OUT, "{guard}");
+        }
+        let cancelled = request("counted", &origin, &events, Admission::InTask);
+        cancelled.cancel.cancel();
+        let refused = executor
+            .begin_here(&cancelled, &runtime, scope())
+            .map(|_| ())
+            .expect_err("cancelled");
+        assert_eq!(refused.status, Status::Cancelled);
+        assert_eq!(COUNTED.load(Ordering::SeqCst), 0, "the guard ran");
+        assert!(finished(&events, dir.path()).is_empty());
+        // The same request, not cancelled, runs.
+        let live = request("counted", &origin, &events, Admission::InTask);
+        assert!(executor.call(live).await.is_ok());
+        assert_eq!(COUNTED.load(Ordering::SeqCst), 1);
     }
 }

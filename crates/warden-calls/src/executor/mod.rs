@@ -465,7 +465,37 @@ impl Executor {
     /// Looks the guard up and checks the arguments' depth and size. A
     /// guard the policy denies the caller is, for it, a guard that does not
     /// exist: the same `unknown_guard` error, naming only what it may call.
+    ///
+    /// A request that is over starts nothing: once it is cancelled or past
+    /// its outer deadline, no call of it begins, on any path. An in-process
+    /// guard cannot be stopped once it runs, so this is where a destructive
+    /// call the person approved while its request was being cancelled (the
+    /// answer outran the cancellation) is stopped.
     fn check(&self, request: &CallRequest<'_>) -> Result<&warden_core::guard::Guard, Failure> {
+        if request.cancel.is_cancelled() {
+            return Err(Failure::new(
+                Status::Cancelled,
+                GuardError::new(
+                    codes::CANCELLED,
+                    format!(
+                        "call to '{}' did not start: its request was cancelled",
+                        request.guard
+                    ),
+                ),
+            ));
+        }
+        if request.deadline_cap.is_some_and(|cap| cap <= Instant::now()) {
+            return Err(Failure::new(
+                Status::TimedOut,
+                GuardError::new(
+                    codes::TIMED_OUT,
+                    format!(
+                        "call to '{}' did not start: its task's deadline had passed",
+                        request.guard
+                    ),
+                ),
+            ));
+        }
         let origin = request.origin;
         let guard = self
             .registry

@@ -327,3 +327,20 @@ fn questions_asked_at_once_go_out_together_under_their_keys_and_come_back_in_ord
     assert_eq!(answers[0]["content"]["name"], "Ada");
     assert_eq!(answers[2]["roots"][0]["uri"], "file:///r");
 }
+
+#[test]
+fn forms_are_declared_by_an_empty_elicitation_or_its_form_mode_never_by_url_alone() {
+    // A client naming only URL mode is sent no form (it would refuse one).
+    let of = |capabilities: serde_json::Value| {
+        let mut meta = RequestMetaObject::default();
+        meta.insert(CLIENT_CAPABILITIES_META_KEY.into(), capabilities);
+        let can = CanAnswer::of(&meta);
+        (can.elicit, can.url)
+    };
+    assert_eq!(of(json!({"elicitation": {}})), (true, false));
+    assert_eq!(of(json!({"elicitation": {"form": {}}})), (true, false));
+    assert_eq!(of(json!({"elicitation": {"url": {}}})), (false, true));
+    assert_eq!(of(json!({"elicitation": {"form": {}, "url": {}}})), (true, true));
+    assert_eq!(of(json!({"elicitation": null})), (false, false));
+    assert_eq!(of(json!({})), (false, false));
+}

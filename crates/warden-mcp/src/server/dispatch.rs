@@ -191,7 +191,11 @@ impl WardenServer {
         // destructive call (`executor::confirm`): possible only with a
         // client that takes forms, so only then is an asker in scope.
         if crate::asking::can_elicit(&context.peer) {
-            let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
+            let asker = crate::asking::asker(
+                context.peer.clone(),
+                self.executor.limits().max_timeout,
+                context.ct.clone(),
+            );
             warden_core::ask::scope(asker, call).await
         } else if crate::rounds::CanAnswer::of(&context.meta).elicit {
             warden_core::reach::nobody(STATELESS, call).await
@@ -301,7 +305,11 @@ impl WardenServer {
         let origin = request_origin("direct", name, context);
         let call = self.guard_call(name, arguments, origin, context.ct.clone(), receipt);
         // The guard may ask this call's client (`warden::ask`).
-        let asker = crate::asking::asker(context.peer.clone(), self.executor.limits().max_timeout);
+        let asker = crate::asking::asker(
+            context.peer.clone(),
+            self.executor.limits().max_timeout,
+            context.ct.clone(),
+        );
         let call = warden_core::ask::scope(asker, call);
         crate::notices::forwarding(context, name, &self.log_level, call).await
     }

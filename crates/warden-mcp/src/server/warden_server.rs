@@ -40,7 +40,7 @@ pub struct WardenServer {
 }
 
 /// Why nobody can be asked for a client that did not declare elicitation.
-pub(super) const NO_ELICITATION: &str = "this client did not declare the elicitation capability";
+pub(super) const NO_ELICITATION: &str = "this client did not declare the elicitation capability for forms (`elicitation: {}` or `elicitation.form`)";
 
 /// Why nobody can be asked on a stateless (2026-07-28) request, although
 /// its client declared elicitation: a script's or batch's confirmation
