@@ -226,19 +226,41 @@ fn set(value: &mut Value, path: &[Step], replacement: Value) {
 /// Decodes call arguments into `T`, naming the offending field on failure:
 /// `spot: invalid type: string "abc", expected f64`.
 ///
-/// A member whose value is `null` counts as not given, so an optional
-/// argument with a default accepts `null` too: OpenAI strict mode makes
-/// every property required and sends `null` for the ones the model omits
-/// (see `schema::portable`).
+/// A member whose value is `null` where `T` takes no `null` counts as not
+/// given, so an optional argument with a default accepts `null` too:
+/// OpenAI strict mode makes every property required and sends `null` for
+/// the ones the model omits (see `schema::portable`). Where `T` takes a
+/// `null` (an `Option`, or free-form JSON such as a table's records) it is
+/// data and stays: a column that is `null` in every record is still a
+/// column. Only the members `T` refuses are dropped, one at a time, where
+/// the decoder says it failed; arguments without such a member decode in
+/// one pass.
 pub fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, GuardError> {
     let mut arguments = if arguments.is_null() {
         Value::Object(Map::new())
     } else {
         arguments
     };
-    drop_null_members(&mut arguments);
     // Fast path: valid arguments decode without path tracking; only a
-    // failure pays for a second pass that names the field.
+    // failure pays for the passes that find a refused `null` or name the
+    // field.
+    if let Ok(decoded) = T::deserialize(&arguments) {
+        return Ok(decoded);
+    }
+    let mut nulls = count_null_members(&arguments);
+    while nulls > 0 {
+        let refused = match serde_path_to_error::deserialize::<_, T>(&arguments) {
+            Ok(decoded) => return Ok(decoded),
+            Err(error) => error.path().clone(),
+        };
+        if !remove_null_member(&mut arguments, &refused) {
+            break;
+        }
+        nulls -= 1;
+    }
+    // A `null` the decoder could not place (inside an untagged enum, say)
+    // still counts as not given.
+    drop_null_members(&mut arguments);
     if let Ok(decoded) = T::deserialize(&arguments) {
         return Ok(decoded);
     }
@@ -260,6 +282,46 @@ pub fn decode_arguments<T: DeserializeOwned>(arguments: Value) -> Result<T, Guar
             None => error,
         }
     })
+}
+
+/// How many object members inside `value` are `null`.
+fn count_null_members(value: &Value) -> usize {
+    match value {
+        Value::Object(map) => map
+            .values()
+            .map(|member| usize::from(member.is_null()) + count_null_members(member))
+            .sum(),
+        Value::Array(items) => items.iter().map(count_null_members).sum(),
+        _ => 0,
+    }
+}
+
+/// Removes the member at `path` when it is a `null` member of an object;
+/// false (nothing removed) for any other place.
+fn remove_null_member(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let Some((Segment::Map { key }, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut at = value;
+    for segment in parents {
+        let next = match segment {
+            Segment::Map { key } => at.get_mut(key.as_str()),
+            Segment::Seq { index } => at.get_mut(*index),
+            Segment::Enum { .. } | Segment::Unknown => None,
+        };
+        match next {
+            Some(next) => at = next,
+            None => return false,
+        }
+    }
+    match at {
+        Value::Object(map) if map.get(key.as_str()).is_some_and(Value::is_null) => {
+            map.remove(key.as_str()).is_some()
+        }
+        _ => false,
+    }
 }
 
 /// Removes `null`-valued members from every object inside `value`.
@@ -362,6 +424,45 @@ mod tests {
         }
         let decoded: WithDefault = decode_arguments(json!({"a": 1, "b": null, "c": null})).unwrap();
         assert_eq!((decoded.a, decoded.b, decoded.c), (1.0, 0.0, None));
+        // Nested, and in a list of structs, the same.
+        #[derive(Debug, Deserialize)]
+        struct Outer {
+            inner: WithDefault,
+            rows: Vec<WithDefault>,
+            #[serde(default)]
+            tags: Vec<String>,
+        }
+        let decoded: Outer = decode_arguments(json!({
+            "inner": {"a": 2, "b": null, "c": null},
+            "rows": [{"a": 3, "b": null}, {"a": 4, "b": 5, "c": null}],
+            "tags": null}))
+        .unwrap();
+        assert_eq!((decoded.inner.a, decoded.inner.b), (2.0, 0.0));
+        assert_eq!((decoded.rows[0].b, decoded.rows[1].b), (0.0, 5.0));
+        assert!(decoded.tags.is_empty());
+    }
+
+    #[test]
+    fn a_null_the_type_takes_is_data_and_stays() {
+        // Free-form records keep a column that is null in every row, even beside a refused null.
+        #[derive(Debug, Deserialize)]
+        struct Table {
+            records: Value,
+            #[serde(default)]
+            scale: f64,
+        }
+        let arguments = json!({"records": [{"symbol": "AAA", "end": null}], "scale": null});
+        let decoded: Table = decode_arguments(arguments).unwrap();
+        assert_eq!(decoded.records, json!([{"symbol": "AAA", "end": null}]));
+        assert_eq!(decoded.scale, 0.0);
+        // A refused null that is not a member (an array item) is still named.
+        #[derive(Debug, Deserialize)]
+        #[allow(dead_code)]
+        struct Numbers {
+            values: Vec<f64>,
+        }
+        let err = decode_arguments::<Numbers>(json!({"values": [1, null]})).unwrap_err();
+        assert_eq!(err.field.as_deref(), Some("values[1]"), "{}", err.message);
     }
 
     fn sample_fn() {}
