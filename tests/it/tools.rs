@@ -515,3 +515,37 @@ async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_
     let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(answer["result"], json!({}), "still serving: {answer}");
 }
+
+#[tokio::test]
+async fn a_client_of_an_older_revision_gets_only_content_it_can_read() {
+    // resource_link exists from 2025-06-18: a 2025-03-26 client's run_script result links its
+    // output in a text block instead (its SDK refuses the whole result otherwise); 2025-06-18 gets
+    // the link.
+    use tokio::io::AsyncWriteExt;
+    let script =
+        r#"write_artifact("a.csv", "x\n1\n"); final_answer(#{task_type: "analysis", summary: "one"})"#;
+    for (version, link) in [("2025-03-26", false), ("2024-11-05", false), ("2025-06-18", true)] {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let (_child, mut stdin, mut lines) = raw_server(dir.path(), version).await;
+        let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                             "params": {"name": "run_script", "arguments": {"script": script}}});
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .expect("write");
+        let line = lines.next_line().await.expect("read").expect("an answer");
+        let answer: Value = serde_json::from_str(&line).expect("JSON");
+        let content = answer["result"]["content"].as_array().expect("content").clone();
+        let types: Vec<&str> = content.iter().filter_map(|b| b["type"].as_str()).collect();
+        assert_eq!(types.contains(&"resource_link"), link, "{version}: {types:?}");
+        if !link {
+            assert!(types.iter().all(|t| *t == "text"), "{version}: {types:?}");
+            assert!(
+                content.iter().any(|b| b["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains("/outputs/a.csv") && t.contains("read_artifact"))),
+                "{version}: {content:?}"
+            );
+        }
+    }
+}

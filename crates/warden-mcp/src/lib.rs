@@ -43,6 +43,7 @@ pub mod limits;
 mod notices;
 mod receipts;
 mod resources;
+mod revision;
 mod rounds;
 pub mod serve;
 mod server;

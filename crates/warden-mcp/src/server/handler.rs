@@ -334,6 +334,8 @@ impl ServerHandler for WardenServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.dispatch(request, context).await
+        let revision = context.peer.peer_info().map(|info| info.protocol_version.clone());
+        let response = self.dispatch(request, context).await?;
+        Ok(crate::revision::readable(response, revision.as_ref()))
     }
 }
