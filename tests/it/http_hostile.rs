@@ -462,3 +462,31 @@ async fn a_hostile_value_quoted_in_a_refusal_comes_back_bounded() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_stateless_request_of_a_removed_method_is_not_found_and_says_why() {
+    // 2026-07-28 has no ping or initialize: 404 and -32601, as the revision requires, with a
+    // message that says so (rmcp's own refusal named only the method).
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"},
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    for method in ["ping", "logging/setLevel"] {
+        let body = json!({"jsonrpc": "2.0", "id": 5, "method": method,
+                          "params": {"level": "info", "_meta": meta}});
+        let answer = post(&server.url, &body, &[NEWER, ("mcp-method", method)])
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(answer.status(), 404, "{method}");
+        let answer: Value = serde_json::from_str(&answer.text().await.expect("body")).expect("JSON");
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains(&format!(
+                "'{method}' is not a method of the stateless revision (2026-07-28)"
+            )),
+            "{answer}"
+        );
+    }
+}

@@ -406,9 +406,13 @@ impl Book {
                 if answer.approved {
                     Decision::Approved(answer.clone())
                 } else {
+                    let how = match answer.action {
+                        Action::Decline => "declined it",
+                        Action::Cancel => "dismissed the form",
+                        Action::Accept => "answered the form without confirming",
+                    };
                     Decision::Declined(format!(
-                        "the person did not approve this call of '{guard}' ({:?})",
-                        answer.action
+                        "the person did not approve this call of '{guard}': they {how}"
                     ))
                 }
             }

@@ -31,12 +31,8 @@ use serde_json::Value;
 /// service answers -32601 with 404).
 pub(crate) fn refusal(request: &CustomRequest, stateless: bool) -> ErrorData {
     let method = request.method.as_str();
-    if stateless && REMOVED_WHEN_STATELESS.contains(&method) {
-        return ErrorData::new(
-            ErrorCode::METHOD_NOT_FOUND,
-            format!("method not found: '{method}' is not a method of the stateless revision (2026-07-28)"),
-            None,
-        );
+    if let Some(removed) = removed_when_stateless(method).filter(|_| stateless) {
+        return removed;
     }
     let Some(reason) = KNOWN
         .iter()
@@ -52,6 +48,22 @@ pub(crate) fn refusal(request: &CustomRequest, stateless: bool) -> ErrorData {
     let why =
         reason(request.params.clone()).unwrap_or_else(|| "they do not match what the method takes".into());
     ErrorData::invalid_params(format!("invalid params for {method}: {why}"), None)
+}
+
+/// The refusal of `method` asked statelessly, when the stateless revision
+/// (2026-07-28) removed it: not found, saying so. rmcp's HTTP service
+/// refuses these itself with only the method's name as the message; the
+/// endpoint puts this one in its place.
+pub(crate) fn removed_when_stateless(method: &str) -> Option<ErrorData> {
+    REMOVED_WHEN_STATELESS.contains(&method).then(|| {
+        ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "method not found: '{method}' is not a method of the stateless revision (2026-07-28); a client of that revision needs none of initialize, ping, logging/setLevel, resources/subscribe, resources/unsubscribe"
+            ),
+            None,
+        )
+    })
 }
 
 /// Why `params` are not those of one method: `None` when they are.

@@ -200,7 +200,7 @@ fn a_client_that_did_not_declare_the_capability_is_not_asked() {
     assert!(
         error
             .message
-            .contains("elicitation capability in this request's _meta"),
+            .contains("elicitation capability for forms (`elicitation: {}` or `elicitation.form`) in this request's _meta"),
         "{}",
         error.message
     );

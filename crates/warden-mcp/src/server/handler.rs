@@ -117,8 +117,10 @@ impl ServerHandler for WardenServer {
     async fn set_level(
         &self,
         request: SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        // A stateless request sets its level in its own `_meta`.
+        not_removed("logging/setLevel", &context)?;
         self.log_level.set(request.level);
         Ok(())
     }
@@ -139,16 +141,18 @@ impl ServerHandler for WardenServer {
     async fn subscribe(
         &self,
         request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        not_removed("resources/subscribe", &context)?;
         self.known_resource(&request.uri)
     }
 
     async fn unsubscribe(
         &self,
         request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
+        not_removed("resources/unsubscribe", &context)?;
         self.known_resource(&request.uri)
     }
 
@@ -337,5 +341,16 @@ impl ServerHandler for WardenServer {
         let revision = context.peer.peer_info().map(|info| info.protocol_version.clone());
         let response = self.dispatch(request, context).await?;
         Ok(crate::revision::readable(response, revision.as_ref()))
+    }
+}
+
+/// `Ok` unless `method` came as a stateless request, which the revision
+/// that removed it answers "method not found" (rmcp refuses a stateless
+/// `ping` itself, and over HTTP the rest too, before the handler; over
+/// stdio these reach it).
+fn not_removed(method: &str, context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    match crate::unparsed::removed_when_stateless(method).filter(|_| is_stateless(context)) {
+        Some(refusal) => Err(refusal),
+        None => Ok(()),
     }
 }

@@ -24,10 +24,18 @@ use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
 /// name, a resource URI), some of them from rmcp itself (its unknown-method
 /// error is the method's name); bounded here, where each transport
 /// serialises what the service sends, none is missed. `tools/call` answers
-/// are bounded before they get here (`crate::bound`).
+/// are bounded before they get here (`crate::bound`). rmcp's refusal of a
+/// stateless request of a method 2026-07-28 removed (`ping`, …), whose
+/// message is the bare method name, gets one that says why
+/// ([`crate::unparsed::removed_when_stateless`]).
 pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
     if let JsonRpcMessage::Error(error) = &mut message {
         let error = &mut error.error;
+        if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND
+            && let Some(why) = crate::unparsed::removed_when_stateless(&error.message)
+        {
+            *error = why;
+        }
         if error.message.len() > MAX_ERROR_MESSAGE_BYTES {
             let text = std::mem::take(&mut error.message).into_owned();
             error.message = warden_core::error::bound_message(text, MAX_ERROR_MESSAGE_BYTES).into();

@@ -92,8 +92,11 @@ where
 /// to the bound every transport applies ([`crate::transport::bounded`]):
 /// rmcp answers some requests itself, never reaching the service (an
 /// `Mcp-Name` header that does not match the body quotes the body's
-/// value, whatever its size). Only a JSON client error bigger than the
-/// bound is read and rewritten; every other response passes untouched.
+/// value, whatever its size), and says why: a stateless request of a
+/// method 2026-07-28 removed (404), whose message rmcp makes the bare
+/// method name, gets one that says why. Only
+/// a JSON client error bigger than the bound, or a 404, is read and
+/// rewritten; every other response passes untouched.
 async fn bounded_refusal(response: Response) -> Response {
     use http_body::Body as _;
     use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
@@ -107,7 +110,8 @@ async fn bounded_refusal(response: Response) -> Response {
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .is_some_and(|kind| kind.as_bytes().starts_with(b"application/json"));
-    if !response.status().is_client_error() || small || !json {
+    let not_found = response.status() == axum::http::StatusCode::NOT_FOUND;
+    if !response.status().is_client_error() || (small && !not_found) || !json {
         return response;
     }
     let (mut parts, body) = response.into_parts();
