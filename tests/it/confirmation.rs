@@ -258,6 +258,8 @@ async fn a_refusal_names_why_nobody_can_be_asked() {
             .contains("did not declare the elicitation capability"),
         "{batch}"
     );
+    // Refused as the script's call is: forbidden, not a problem with the input.
+    assert_eq!(batch["error"]["code"], "forbidden", "{batch}");
 }
 
 #[tokio::test]

@@ -81,14 +81,16 @@ pub(crate) fn plan(
     let mut found: Vec<Found> = Vec::new();
     let mut own_bytes = Vec::with_capacity(count);
     let mut planned = Vec::with_capacity(count);
+    // Problems that are a destructive call nobody can confirm.
+    let mut unconfirmable = 0;
     for (index, call) in calls.into_iter().enumerate() {
-        check_name(
+        unconfirmable += usize::from(check_name(
             index,
             &call.name,
             registry,
             if allow_destructive { Ok(()) } else { confirmable },
             &mut problems,
-        );
+        ));
         let at = format!("calls[{index}].arguments");
         let arguments = Value::Object(call.arguments);
         let mut deps = BTreeSet::new();
@@ -128,7 +130,7 @@ pub(crate) fn plan(
     check_sizes(&found, &sizes, &own_bytes, &planned, limits.max_argument_bytes)?;
     // Within the cap: parse each file once, and check the columns named.
     let tables = load_tables(&found, &sizes, &loader, &mut problems);
-    match refused(&problems) {
+    match refused(&problems, unconfirmable == problems.len()) {
         None => Ok((planned, tables)),
         Some(error) => Err(error),
     }
@@ -168,13 +170,19 @@ fn load_tables(
 }
 
 /// The one error listing every problem found (the field is the first
-/// offending location), or none.
-fn refused(problems: &[(String, String)]) -> Option<GuardError> {
+/// offending location), or none: `forbidden` when every problem is a
+/// destructive call nobody can confirm (as a script's call of it is), else
+/// `invalid_input`.
+fn refused(problems: &[(String, String)], all_unconfirmable: bool) -> Option<GuardError> {
     let (field, _) = problems.first()?;
     let listed: Vec<String> = problems.iter().map(|(at, m)| format!("{at}: {m}")).collect();
     Some(
         GuardError::new(
-            codes::INVALID_INPUT,
+            if all_unconfirmable {
+                codes::FORBIDDEN
+            } else {
+                codes::INVALID_INPUT
+            },
             format!(
                 "batch refused before any call ran ({} problem{}): {}",
                 problems.len(),
@@ -280,13 +288,14 @@ reference to {} of task {} ({size} bytes): split the batch",
 
 /// The guard must exist and, unless destructive calls may run here (the
 /// app allows them, or the person can confirm each), not be destructive.
+/// True when the problem found is a destructive call nobody can confirm.
 fn check_name(
     index: usize,
     name: &str,
     registry: &Visible<'_>,
     destructive_ok: Result<(), &'static str>,
     problems: &mut Vec<(String, String)>,
-) {
+) -> bool {
     let at = format!("calls[{index}].name");
     match registry.get(name) {
         None => {
@@ -303,6 +312,7 @@ fn check_name(
                     registry.names().join(", ")
                 ),
             ));
+            false
         }
         Some(guard) if guard.hints.destructive && destructive_ok.is_err() => {
             let why = destructive_ok.err().unwrap_or_default();
@@ -314,7 +324,8 @@ can be asked here: {why}; call it directly, one deliberate call at a time (the a
 App::allow_destructive_in_batch)"
                 ),
             ));
+            true
         }
-        Some(_) => {}
+        Some(_) => false,
     }
 }
