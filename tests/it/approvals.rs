@@ -612,3 +612,120 @@ final_answer(#{task_type: "analysis", summary: mapped, metrics: #{price: p}})"#;
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0]["client_order_id"], "iso-1");
 }
+
+// ---- A replay repeats no side effect the person did not see happen ----
+
+/// Two orders whose client order ids come from a timing loop: other ids on every run.
+const TIMED_ORDERS: &str = r#"let t = timestamp(); let n = 0; while t.elapsed < 0.02 { n += 1; }
+for i in 0..2 { place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 100, client_order_id: `t-${n}-${i}`}); }
+final_answer(#{task_type: "analysis", summary: "placed", metrics: #{n: n}})"#;
+
+#[tokio::test]
+async fn a_replay_repeats_only_calls_of_idempotent_guards_that_ran_with_the_same_arguments() {
+    // The recorded approval admits the same order again (a duplicate: no new ledger line); a plan's
+    // count does not admit orders with other ids; a guard that is not idempotent never runs again.
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let server = crate::common::http::HttpServer::start(
+        FINANCE,
+        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
+    )
+    .await;
+    let person = crate::common::approver::Approver::default();
+    let client = stateless(&server, person.clone()).await;
+    let replay_of = |result: &Value| {
+        let id = result["task_id"].as_str().expect("a task id").to_string();
+        let client = &client;
+        async move {
+            let replayed = client
+                .call_tool(call_params("replay_task", json!({"task_id": id}), None))
+                .await
+                .expect("answered");
+            structured(&replayed)
+        }
+    };
+
+    let same = structured(
+        &client
+            .call_tool(call_params("run_script", script(PRICE_THEN_ORDER), None))
+            .await
+            .expect("answered"),
+    );
+    assert_eq!(same["status"], "success", "{same}");
+    let replayed = replay_of(&same).await;
+    assert_eq!(replayed["replay_status"], "success", "{replayed}");
+    assert_eq!(
+        ledger(&ledger_path).len(),
+        1,
+        "the same order again is a duplicate"
+    );
+
+    let timed = structured(
+        &client
+            .call_tool(call_params("run_script", script(TIMED_ORDERS), None))
+            .await
+            .expect("answered"),
+    );
+    assert_eq!(timed["status"], "success", "{timed}");
+    assert_eq!(ledger(&ledger_path).len(), 3);
+    let replayed = replay_of(&timed).await;
+    assert_eq!(replayed["replay_status"], "failed", "{replayed}");
+    assert_eq!(
+        ledger(&ledger_path).len(),
+        3,
+        "no order the person never saw placed"
+    );
+    assert_eq!(
+        person.forms().len(),
+        2,
+        "a replay asks nobody: {:?}",
+        person.forms()
+    );
+
+    // A guard that is not idempotent (the testbed's wipe_scratch): refused in the replay.
+    let testbed = crate::common::http::HttpServer::start(TESTBED, &[]).await;
+    let client = stateless(&testbed, person.clone()).await;
+    let wiped = structured(
+        &client
+            .call_tool(call_params(
+                "run_script",
+                script(r#"wipe_scratch(#{record: "ledger"}).result"#),
+                None,
+            ))
+            .await
+            .expect("answered"),
+    );
+    assert_eq!(wiped["status"], "success", "{wiped}");
+    let id = wiped["task_id"].as_str().expect("a task id");
+    let replayed = structured(
+        &client
+            .call_tool(call_params("replay_task", json!({"task_id": id}), None))
+            .await
+            .expect("answered"),
+    );
+    assert_eq!(replayed["replay_status"], "failed", "{replayed}");
+    let replay_id = replayed["replay_task_id"].as_str().expect("a replay task");
+    let events = events_until(&testbed.artifacts.path().join("events.jsonl"), |r| {
+        r.iter()
+            .any(|e| e["event"] == "destructive_call_confirmed" && e["task_id"] == replay_id)
+    })
+    .await;
+    let refusal = events
+        .iter()
+        .find(|e| e["event"] == "destructive_call_confirmed" && e["task_id"] == replay_id)
+        .expect("recorded");
+    assert_eq!(refusal["approved"], false, "{refusal}");
+    assert!(
+        refusal["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not idempotent"),
+        "{refusal}"
+    );
+    assert!(
+        !events.iter().any(|e| e["event"] == "function_call_started"
+            && e["function"] == "wipe_scratch"
+            && e["task_id"] == replay_id),
+        "wipe_scratch ran again"
+    );
+}

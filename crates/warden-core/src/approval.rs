@@ -242,6 +242,9 @@ struct Inner {
     plan_declined: bool,
     /// Destructive calls outside the plan reached so far.
     calls: u64,
+    /// A replay's: the destructive calls its original task ran, not yet
+    /// matched (see [`Book::replaying`]).
+    ran: Vec<(String, String)>,
 }
 
 impl Book {
@@ -250,13 +253,36 @@ impl Book {
     }
 
     /// The book of a replay (`replay_task`): the recorded `answers` admit
-    /// exactly the calls they admitted (of idempotent guards only, see
-    /// [`Book::replays`]), and nothing else is asked: a call with no
-    /// recorded answer is refused.
-    pub fn replaying(answers: Vec<ApprovalRecord>) -> Arc<Self> {
+    /// the calls they admitted, each only as often as the original task
+    /// made it with the same arguments (`ran`: the guard and arguments'
+    /// SHA-256 of each destructive call it ran), and of idempotent guards
+    /// only (see [`Book::replays`]); nothing else is asked: a call with no
+    /// recorded answer is refused. A plan's answer admits calls by count,
+    /// so without `ran` a replay whose script computes other arguments
+    /// (a timestamp, a random id) would make new side effects under it.
+    pub fn replaying(answers: Vec<ApprovalRecord>, ran: Vec<(String, String)>) -> Arc<Self> {
         let mut book = Self::answered_with(answers);
         book.replay = true;
+        book.lock().ran = ran;
         Arc::new(book)
+    }
+
+    /// Whether the original task of this replay ran `guard` with
+    /// arguments hashing to `arguments_sha256` a call not yet matched;
+    /// matches it when so. Always false outside a replay.
+    pub fn ran_before(&self, guard: &str, arguments_sha256: &str) -> bool {
+        let mut inner = self.lock();
+        match inner
+            .ran
+            .iter()
+            .position(|(g, sha)| g == guard && sha == arguments_sha256)
+        {
+            Some(at) => {
+                inner.ran.remove(at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// The book of a run whose answers are all given up front (a
@@ -283,6 +309,7 @@ impl Book {
                 plan_left: BTreeMap::new(),
                 plan_declined: false,
                 calls: 0,
+                ran: Vec::new(),
             }),
             can_ask,
             replay: false,

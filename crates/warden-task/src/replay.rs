@@ -406,6 +406,26 @@ fn saved_result(view: View<'_>, task_id: &str) -> Result<TaskResult, GuardError>
     })
 }
 
+/// The destructive calls `task_id` ran (succeeded), as guard and
+/// arguments' SHA-256, in order: what a replay's recorded approvals may
+/// admit again ([`warden_core::approval::Book::replaying`]). A record the
+/// file summarised away, or a file that cannot be read, admits nothing.
+fn destructive_calls_ran(view: View<'_>, registry: &Registry, task_id: &str) -> Vec<(String, String)> {
+    recorded_calls(view, task_id)
+        .unwrap_or_default()
+        .iter()
+        .filter(|call| call.get("status").and_then(Value::as_str) == Some("success"))
+        .filter_map(|call| {
+            let guard = call.get("function")?.as_str()?;
+            let sha = call.get("arguments_sha256")?.as_str()?;
+            registry
+                .get(guard)
+                .is_some_and(|g| g.hints.destructive)
+                .then(|| (guard.to_string(), sha.to_string()))
+        })
+        .collect()
+}
+
 /// The per-call records of function_calls.json (its closing summary, if
 /// any, left out).
 fn recorded_calls(view: View<'_>, task_id: &str) -> Result<Vec<serde_json::Map<String, Value>>, GuardError> {
@@ -560,7 +580,9 @@ pub fn replay<'a>(
         let replayed = if receipt.approvals.is_empty() {
             run.await?
         } else {
-            let book = warden_core::approval::Book::replaying(receipt.approvals.clone());
+            let ran =
+                destructive_calls_ran(runner.store.view(&principal), runner.executor.registry(), task_id);
+            let book = warden_core::approval::Book::replaying(receipt.approvals.clone(), ran);
             warden_core::reach::durable(book, run).await?
         };
         let Some(replay_id) = replayed.task_id.clone() else {

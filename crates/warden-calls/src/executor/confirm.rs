@@ -135,7 +135,7 @@ pub fn destructive_call(
         Reach::Recorded { book, .. } if book.planned(name) => {
             return from_book(
                 book,
-                name,
+                guard,
                 arguments_sha256,
                 message,
                 requested_schema,
@@ -147,7 +147,7 @@ pub fn destructive_call(
         Reach::Durable(book) => {
             return from_book(
                 book,
-                name,
+                guard,
                 arguments_sha256,
                 message,
                 requested_schema,
@@ -284,20 +284,52 @@ fn nobody_can_answer(name: &str, why: &str) -> GuardError {
 /// declined or not what was approved, or (no answer yet) the question
 /// is set and the run pauses: `input_required`, which the script door
 /// turns into the end of the run (the worker never sees it).
+///
+/// A replay's book admits a recorded approval again only for an
+/// idempotent guard, and only for a call its original task made with the
+/// same arguments: a replay never makes a side effect the person did not
+/// see happen once.
 fn from_book(
     book: &Book,
-    name: &str,
+    guard: &Guard,
     arguments_sha256: String,
     message: String,
     requested_schema: Value,
     origin: &Origin,
     events: &Events,
 ) -> Result<Consent, GuardError> {
+    let name = guard.name.as_str();
     let approval = Approval {
         guard: name.to_string(),
         arguments_sha256: arguments_sha256.clone(),
     };
-    match book.decide(name, &arguments_sha256) {
+    let refuse = |why: String| {
+        events.emit(
+            origin,
+            "destructive_call_confirmed",
+            json!({"function": name, "approved": false, "action": "refused",
+                   "arguments_sha256": arguments_sha256, "reason": why}),
+        );
+        Err(GuardError::new(
+            codes::FORBIDDEN,
+            format!("the destructive call '{name}' did not run: {why}"),
+        ))
+    };
+    if book.replays() && !guard.hints.idempotent {
+        return refuse(format!(
+            "a replay never runs '{name}' again: it is not idempotent, so running it again would repeat its side effect"
+        ));
+    }
+    let decision = book.decide(name, &arguments_sha256);
+    if matches!(decision, Decision::Planned | Decision::Approved(_))
+        && book.replays()
+        && !book.ran_before(name, &arguments_sha256)
+    {
+        return refuse(format!(
+            "the original task never ran '{name}' with these arguments ({arguments_sha256}), so its recorded approval does not admit the call in a replay"
+        ));
+    }
+    match decision {
         Decision::Planned => {
             events.emit(
                 origin,
@@ -316,18 +348,7 @@ fn from_book(
             );
             Ok(Consent::Confirmed(approval))
         }
-        Decision::Declined(why) | Decision::Refused(why) => {
-            events.emit(
-                origin,
-                "destructive_call_confirmed",
-                json!({"function": name, "approved": false, "action": "refused",
-                       "arguments_sha256": arguments_sha256, "reason": why}),
-            );
-            Err(GuardError::new(
-                codes::FORBIDDEN,
-                format!("the destructive call '{name}' did not run: {why}"),
-            ))
-        }
+        Decision::Declined(why) | Decision::Refused(why) => refuse(why),
         Decision::Ask(key) => {
             events.emit(
                 origin,
