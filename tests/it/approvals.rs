@@ -729,3 +729,54 @@ async fn a_replay_repeats_only_calls_of_idempotent_guards_that_ran_with_the_same
         "wipe_scratch ran again"
     );
 }
+
+#[tokio::test]
+async fn a_stateless_batch_approval_is_used_once() {
+    // The retry that carries the plan's answer runs the batch; the same state and answer sent
+    // again are refused (the batch's task no longer waits), and no second order is placed.
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let server = crate::common::http::HttpServer::start(
+        FINANCE,
+        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
+    )
+    .await;
+    let client = stateless(&server, crate::common::approver::Approver::default()).await;
+    let batch = batch_of_orders("once");
+    let first = client
+        .call_tool_once(call_params("run_batch", batch.clone(), None))
+        .await
+        .expect("answered");
+    let rmcp::model::CallToolResponse::InputRequired(asked) = first else {
+        panic!("expected input_required, got {first:?}")
+    };
+    let state = asked.request_state.clone().expect("a requestState");
+    let retry = || {
+        let mut params = call_params("run_batch", batch.clone(), None);
+        params.request_state = Some(state.clone());
+        params.input_responses = Some(
+            std::iter::once((
+                "plan".to_string(),
+                json!({"action": "accept", "content": {"confirm": true}}),
+            ))
+            .collect(),
+        );
+        client.call_tool_once(params)
+    };
+    let done = retry().await.expect("answered");
+    let rmcp::model::CallToolResponse::Complete(done) = done else {
+        panic!("expected the batch's result, got {done:?}")
+    };
+    assert_eq!(structured(&done)["succeeded"], 3, "{done:?}");
+    assert_eq!(ledger(&ledger_path).len(), 2);
+    let again = retry().await;
+    let Err(rmcp::ServiceError::McpError(refused)) = again else {
+        panic!("expected a refusal, got {again:?}")
+    };
+    assert!(
+        refused.message.contains("not waiting for input"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(ledger(&ledger_path).len(), 2, "no order placed twice");
+}

@@ -33,12 +33,18 @@ impl Builtin for RunBatch {
     fn call<'a>(&'a self, call: Call<'a>) -> BoxFuture<'a, Result<Reply, GuardError>> {
         Box::pin(async move {
             let input: RunBatchInput = decode(call.arguments)?;
-            if let Some(claim) = call.claim.as_deref() {
-                // Asked for as an MCP task: the batch gets a task of its own.
+            // Asked for as an MCP task, or run where it may wait for the
+            // person (a stateless request's first round): the batch gets a
+            // task of its own, whose record waits with its question and is
+            // answered once (`crate::waiting`).
+            let may_wait = warden_core::reach::Reach::here()
+                .book()
+                .is_some_and(|book| book.request().is_some());
+            if call.claim.is_some() || may_wait {
                 return call
                     .ctx
                     .tasks()
-                    .run_batch_task(input, call.origin, call.cancel, Some(claim))
+                    .run_batch_task(input, call.origin, call.cancel, call.claim.as_deref())
                     .await
                     .map(Reply::from);
             }

@@ -101,11 +101,8 @@ impl WardenServer {
         {
             let arguments = request.arguments.map(Value::Object).unwrap_or(Value::Null);
             let (state, responses) = (request.request_state.as_deref(), request.input_responses.as_ref());
-            return if script {
-                self.run_script_stateless(index, arguments, state, responses, context)
-                    .await
-            } else if batch {
-                self.run_batch_stateless(index, arguments, state, responses, context)
+            return if script || batch {
+                self.run_task_stateless(index, arguments, state, responses, context)
                     .await
             } else {
                 self.run_coding_task_stateless(index, arguments, state, responses, context)

@@ -11,10 +11,10 @@
 //! `question_answered` event either way.
 //!
 //! A batch's destructive calls are known from the batch itself, so its one
-//! question (the plan: each destructive guard and how many calls) comes
-//! before anything runs; the sealed `requestState` holds that question,
-//! and the retry with the answer runs the batch under it. A script's
-//! questions come as it runs:
+//! question (the plan) comes before anything runs; otherwise a batch waits
+//! and resumes as a script does, below, so its answer is used once (a
+//! `requestState` that carried the answer itself could be sent again and
+//! run the batch again). A script's questions come as it runs:
 //!
 //! The first round runs the script as a task here, under an approval book
 //! (`warden_core::approval`) that may pause it: when the script reaches a
@@ -110,37 +110,9 @@ impl WardenServer {
         Ok(self.answer_of(outcome, &origin).await.into())
     }
 
-    /// A batch, see the module docs. `state` and `responses` are the retry's.
-    pub(super) async fn run_batch_stateless(
-        &self,
-        index: usize,
-        arguments: serde_json::Value,
-        state: Option<&str>,
-        responses: Option<&InputResponses>,
-        context: &RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        let builtin = self.builtins[index].as_ref();
-        let principal = principal_of(context);
-        let binding = Binding::new(&principal, builtin.name(), &arguments);
-        let book = match opened(&binding, state, responses)? {
-            None => Book::new(Default::default()),
-            Some(waiting) => Book::answered(vec![
-                answered(&waiting, "batch question", &principal, responses)?.1,
-            ]),
-        };
-        let origin = request_origin(builtin.mode(), builtin.name(), context);
-        let run = self.builtin_outcome(builtin, arguments, origin, context.ct.clone(), (None, None));
-        let (outcome, origin) = warden_core::reach::durable(book.clone(), run).await;
-        if let Some(pending) = book.pending()
-            && outcome.is_err()
-        {
-            return self.ask("", &pending, &binding, Carry::Question);
-        }
-        Ok(self.answer_of(outcome, &origin).await.into())
-    }
-
-    /// See the module docs. `state` and `responses` are the retry's.
-    pub(super) async fn run_script_stateless(
+    /// A script or a batch, see the module docs. `state` and `responses`
+    /// are the retry's.
+    pub(super) async fn run_task_stateless(
         &self,
         index: usize,
         arguments: serde_json::Value,
