@@ -221,8 +221,7 @@ pub enum Decision {
 pub struct Book {
     inner: Mutex<Inner>,
     /// Whether a call with no answer may stop the run on a question;
-    /// `false` for a replay and for a run whose answers came with its
-    /// request (a stateless batch's retry).
+    /// `false` for a replay.
     can_ask: bool,
     /// Whether this is a replay's book (see [`Book::replays`]).
     replay: bool,
@@ -283,12 +282,6 @@ impl Book {
             }
             None => false,
         }
-    }
-
-    /// The book of a run whose answers are all given up front (a
-    /// stateless batch's retry): nothing more is asked.
-    pub fn answered(answers: Vec<ApprovalRecord>) -> Arc<Self> {
-        Arc::new(Self::answered_with(answers))
     }
 
     fn answered_with(answers: Vec<ApprovalRecord>) -> Self {
@@ -450,7 +443,7 @@ impl Book {
             )),
             None if self.can_ask => Decision::Ask(key),
             None => Decision::Refused(format!(
-                "there is no answer for this call of '{guard}' ({key}) and nobody is asked here (a replay, or a run whose answers came with its request)"
+                "there is no answer for this call of '{guard}' ({key}) and nobody is asked in a replay"
             )),
         }
     }
