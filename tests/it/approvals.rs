@@ -233,6 +233,12 @@ async fn a_loop_of_five_orders_asks_once_and_places_five() {
         "{message}"
     );
     assert!(message.contains("client_order_id"), "{message}");
+    // The plan shows the script that computes the arguments, every line of it.
+    assert!(
+        message.contains("Here is the whole script, exactly as it will run:\n```\n")
+            && message.contains(FIVE_ORDERS),
+        "{message}"
+    );
     update(server.peer(), &id, json!({"plan": accept()}))
         .await
         .expect("answered");
@@ -751,6 +757,15 @@ async fn a_stateless_batch_approval_is_used_once() {
         panic!("expected input_required, got {first:?}")
     };
     let state = asked.request_state.clone().expect("a requestState");
+    // The plan's form shows each destructive call with its arguments, not only a count.
+    let wire = serde_json::to_value(&asked).expect("serializes");
+    let message = wire["inputRequests"]["plan"]["params"]["message"]
+        .as_str()
+        .expect("the plan's form");
+    assert!(
+        message.contains(r#"calls[1] 'place_paper_order' with {"client_order_id":"once-1""#),
+        "{message}"
+    );
     let retry = || {
         let mut params = call_params("run_batch", batch.clone(), None);
         params.request_state = Some(state.clone());
@@ -779,4 +794,29 @@ async fn a_stateless_batch_approval_is_used_once() {
         refused.message
     );
     assert_eq!(ledger(&ledger_path).len(), 2, "no order placed twice");
+}
+
+#[tokio::test]
+async fn a_batch_too_large_to_show_in_its_plan_form_is_refused_before_anything_runs() {
+    // The person must see every call a plan approves: past MAX_PLAN_SOURCE_BYTES nothing is asked.
+    let testbed = crate::common::http::HttpServer::start(TESTBED, &[]).await;
+    let client = stateless(&testbed, crate::common::approver::Approver::default()).await;
+    let note = "n".repeat(warden::limits::MAX_PLAN_SOURCE_BYTES);
+    let batch = json!({"calls": [{"name": "wipe_scratch", "arguments": {"record": "ledger", "note": note}}]});
+    let answered = client
+        .call_tool(call_params("run_batch", batch, None))
+        .await
+        .expect("answered");
+    let result = structured(&answered);
+    let error = &result["error"];
+    assert_eq!(error["code"], "forbidden", "{result}");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("MAX_PLAN_SOURCE_BYTES"),
+        "{result}"
+    );
+    let events = std::fs::read_to_string(testbed.artifacts.path().join("events.jsonl")).unwrap_or_default();
+    assert!(!events.contains("\"function_call_started\""), "a call ran");
 }

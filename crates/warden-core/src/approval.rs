@@ -156,15 +156,37 @@ pub fn describe(plan: &[PlanItem]) -> String {
         .collect()
 }
 
+/// `source` (a script's text, a batch's calls as listed) as a plan's form
+/// shows it ([`shown`]), or `None` when that is larger than
+/// [`MAX_PLAN_SOURCE_BYTES`](crate::limits::MAX_PLAN_SOURCE_BYTES): such a
+/// source gets no plan.
+pub fn plan_source(source: &str) -> Option<String> {
+    let shown = shown(source);
+    (shown.len() <= crate::limits::MAX_PLAN_SOURCE_BYTES).then_some(shown)
+}
+
 /// The plan's question (key [`PLAN_KEY`]) of a `what` ("script", "batch")
-/// whose source hashes to `source_sha256`.
-pub fn plan_question(plan: &[PlanItem], source_sha256: &str, what: &str) -> Pending {
+/// whose source hashes to `source_sha256`; `shown_source` is that source
+/// as [`plan_source`] shows it. A plan admits calls by count, their
+/// arguments computed as the source runs, so the form shows the source
+/// itself, every line: what the person approves is that program.
+pub fn plan_question(plan: &[PlanItem], source_sha256: &str, what: &str, shown_source: &str) -> Pending {
+    let (listing, fence) = match what {
+        "batch" => (
+            "its calls of them, in order (a `$result` reference is the output of an earlier call)",
+            "",
+        ),
+        _ => ("the whole script, exactly as it will run", "```\n"),
+    };
     Pending {
         key: PLAN_KEY.to_string(),
         message: format!(
             "A {what} wants to make these destructive calls (they change something outside Warden), each with \
-             arguments it computes as it runs:\n{}Approve the plan? It allows these calls and no more ({what} {source_sha256}).",
-            describe(plan)
+             arguments it computes as it runs:\n{}\nHere is {listing}:\n{fence}{}{}{fence}\nApprove the plan? It allows \
+             these calls and no more ({what} {source_sha256}).",
+            describe(plan),
+            shown_source,
+            if shown_source.ends_with('\n') { "" } else { "\n" },
         ),
         requested_schema: confirm_schema("Approve the plan"),
         guard: String::new(),
@@ -172,6 +194,40 @@ pub fn plan_question(plan: &[PlanItem], source_sha256: &str, what: &str) -> Pend
         plan: plan.to_vec(),
         script_sha256: source_sha256.to_string(),
     }
+}
+
+/// `text` as a confirmation form shows it: every character that would not
+/// show on a screen as itself escaped as `\u{…}`, so nothing the guard
+/// receives, or the source that computes it, can be hidden from the
+/// person or drawn as something it is not.
+pub fn shown(text: &str) -> String {
+    text.chars()
+        .fold(String::with_capacity(text.len()), |mut out, c| {
+            if c != '\n' && c != '\t' && invisible(c) {
+                out.push_str(&format!("\\u{{{:x}}}", c as u32));
+            } else {
+                out.push(c);
+            }
+            out
+        })
+}
+
+/// Characters a form must not show raw: controls (C0 — [`shown`] keeps
+/// the line feed and the tab —, DEL, C1), line and paragraph separators, format characters (zero-width,
+/// bidirectional controls, tags, Arabic and Syriac marks, the soft
+/// hyphen, …), variation selectors, private-use characters, and
+/// characters that draw as blank (Hangul fillers, the braille blank, the
+/// object replacement character, musical and shorthand format controls).
+/// A line separator would draw fake lines inside a value; a format
+/// character reorders or hides what is shown.
+fn invisible(c: char) -> bool {
+    matches!(c as u32,
+        0x0000..=0x001F | 0x007F..=0x009F | 0x00AD | 0x034F | 0x0600..=0x0605 | 0x061C | 0x06DD
+        | 0x070F | 0x0890..=0x0891 | 0x08E2 | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
+        | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x2800 | 0x3164 | 0xFE00..=0xFE0F
+        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFC | 0x110BD | 0x110CD | 0x13430..=0x1345F
+        | 0x1BCA0..=0x1BCA3 | 0x1D159 | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF
+        | 0xE000..=0xF8FF | 0xF0000..=0x10FFFF)
 }
 
 /// What a paused task carries to its resumption, kept in its record.
@@ -580,5 +636,42 @@ mod tests {
         });
         assert_eq!(book.start("sha256:s", &plan), None);
         assert!(matches!(book.decide("order", "x"), Decision::Refused(m) if m.contains("declined")));
+    }
+
+    #[test]
+    fn a_form_escapes_what_would_draw_fake_lines_or_nothing() {
+        // Separators, C1 controls, DEL, format and blank-looking characters are escaped;
+        // newlines, tabs and ordinary text (accents, CJK, emoji) are shown as they are.
+        let hostile = "a\u{2028}\"record\": \"x\"\u{2029}b\u{85}c\u{7f}d\u{600}e\u{2800}f\u{fffc}g\u{1bca0}h\u{e000}i\rj";
+        assert_eq!(
+            shown(hostile),
+            "a\\u{2028}\"record\": \"x\"\\u{2029}b\\u{85}c\\u{7f}d\\u{600}e\\u{2800}f\\u{fffc}g\\u{1bca0}h\\u{e000}i\\u{d}j"
+        );
+        let plain = "for s in [\"é\", \"東京\", \"🙂\"] {\n\tplace(s);\n}";
+        assert_eq!(shown(plain), plain);
+    }
+
+    #[test]
+    fn a_plan_shows_its_whole_source_or_there_is_no_plan() {
+        // Within the bound the form carries every line; past it, no plan is offered.
+        let plan = vec![PlanItem {
+            guard: "wipe".into(),
+            max_calls: 2,
+            arguments: vec!["record".into()],
+        }];
+        let source = "wipe(#{record: \"a\"});\nwipe(#{record: \"b\"});\n";
+        let shown = plan_source(source).expect("fits");
+        let question = plan_question(&plan, "sha256:s", "script", &shown);
+        assert!(question.message.contains(source), "{}", question.message);
+        assert!(
+            question.message.contains("'wipe' at most 2 times"),
+            "{}",
+            question.message
+        );
+        let limit = crate::limits::MAX_PLAN_SOURCE_BYTES;
+        assert!(plan_source(&"x".repeat(limit)).is_some());
+        assert!(plan_source(&"x".repeat(limit + 1)).is_none());
+        // Escapes count: a source that fits raw but not escaped gets no plan.
+        assert!(plan_source(&"\u{200b}".repeat(limit / 3)).is_none());
     }
 }

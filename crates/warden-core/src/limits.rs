@@ -30,9 +30,11 @@
 //! promise they keep, and lowering them buys nothing an operator needs.
 //!
 //! This module holds what every part shares: [`LimitError`] and
-//! [`env_number`], and the one bound core enforces itself, on the length
-//! of an error message ([`MAX_ERROR_MESSAGE_BYTES`]), since every layer
-//! makes its errors with core's [`crate::error::GuardError`].
+//! [`env_number`], and the bounds core enforces itself: on the length of an
+//! error message ([`MAX_ERROR_MESSAGE_BYTES`]), since every layer makes its
+//! errors with core's [`crate::error::GuardError`], and on the source a
+//! plan's form shows ([`MAX_PLAN_SOURCE_BYTES`]), since core writes that
+//! form ([`crate::approval`]).
 
 /// The longest error message Warden sends, in bytes: 2,048, for a
 /// [`crate::error::GuardError`] (every guard's and built-in's error) and for
@@ -51,6 +53,17 @@ pub const MAX_ERROR_MESSAGE_BYTES: usize = 2_048;
 /// caller's argument name or a path into it (`calls[3].arguments.spot`); a
 /// longer one is a hostile key, elided like a long message.
 pub const MAX_ERROR_FIELD_BYTES: usize = 256;
+
+/// The largest source a plan's confirmation form shows: 16,384 bytes of a
+/// script's text, or of a batch's destructive calls as listed, after
+/// invisible characters are escaped. A plan approves calls whose
+/// arguments the source computes, so the person is shown the source
+/// itself, every line of it; a script whose text is larger gets no plan
+/// (each destructive call is then asked on its own, with its exact
+/// arguments, and an unplanned destructive `map_call` is refused where a
+/// run can pause), and such a batch is refused `forbidden`, naming this
+/// limit. A contract with the person, not a budget: no override.
+pub const MAX_PLAN_SOURCE_BYTES: usize = 16_384;
 
 /// An environment override that could not be used.
 #[derive(Debug, thiserror::Error)]

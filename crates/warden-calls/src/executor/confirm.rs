@@ -402,9 +402,9 @@ pub async fn destructive_call_async(
 /// The arguments as the form shows them: one `"key": value` line per
 /// argument in canonical key order, values in JSON (so quotes, newlines
 /// and control characters are escaped), and every character that does
-/// not show on a screen (zero-width, bidirectional overrides, tags, the
-/// soft hyphen, …) escaped as `\u{…}` so nothing the guard receives can
-/// be hidden from the person.
+/// not show on a screen as itself escaped as `\u{…}`
+/// ([`warden_core::approval::shown`]) so nothing the guard receives can be
+/// hidden from the person.
 fn shown_arguments(arguments: &Value) -> String {
     let text = match arguments {
         Value::Object(map) => {
@@ -421,23 +421,7 @@ fn shown_arguments(arguments: &Value) -> String {
         }
         other => format!("{other}\n"),
     };
-    text.chars()
-        .fold(String::with_capacity(text.len()), |mut out, c| {
-            if invisible(c) {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            } else {
-                out.push(c);
-            }
-            out
-        })
-}
-
-/// Characters that take no visible space or reorder what is shown.
-fn invisible(c: char) -> bool {
-    matches!(c as u32,
-        0x00AD | 0x034F | 0x061C | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
-        | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x206F | 0x3164 | 0xFE00..=0xFE0F
-        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFB | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF)
+    warden_core::approval::shown(&text)
 }
 
 #[cfg(test)]

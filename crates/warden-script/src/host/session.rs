@@ -402,14 +402,14 @@ impl Session {
         code: &str,
     ) -> Result<Option<Arc<std::sync::Mutex<Journal>>>, super::journal::JournalError> {
         let script_sha256 = warden_core::receipt::sha256_hex(code.as_bytes());
-        let plan = super::plan::scan(code, ctx.executor.registry());
+        let (plan, shown) = planned(code, ctx.executor.registry());
         if let Some(key) = book.start(&script_sha256, &plan) {
             ctx.events.emit(
                 ctx.origin,
                 "destructive_call_waiting",
                 json!({"key": key, "plan": plan}),
             );
-            let mut pending = plan_question(&plan, &script_sha256);
+            let mut pending = plan_question(&plan, &script_sha256, &shown);
             pending.key = key;
             book.ask(pending);
             return Ok(None);
@@ -434,15 +434,22 @@ impl Session {
             .clone();
         let script_sha256 = warden_core::receipt::sha256_hex(code.as_bytes());
         let registry = ctx.executor.registry();
-        let plan = if registry.iter().any(|g| g.hints.destructive) {
-            super::plan::scan(code, registry)
+        let (plan, shown) = if registry.iter().any(|g| g.hints.destructive) {
+            planned(code, registry)
         } else {
-            Vec::new()
+            (Vec::new(), String::new())
         };
         book.start_live(&script_sha256, &[], true);
         if !plan.is_empty() {
             let approved = self
-                .ask_plan_live(ctx, &book, asker.clone(), &plan, &script_sha256, deadline)
+                .ask_plan_live(
+                    ctx,
+                    &book,
+                    asker.clone(),
+                    (&plan, &shown),
+                    &script_sha256,
+                    deadline,
+                )
                 .await;
             book.start_live(&script_sha256, &plan, approved);
         }
@@ -456,11 +463,11 @@ impl Session {
         ctx: &Context<'_>,
         book: &Arc<warden_core::approval::Book>,
         asker: warden_core::ask::Asker,
-        plan: &[warden_core::approval::PlanItem],
+        (plan, shown): (&[warden_core::approval::PlanItem], &str),
         script_sha256: &str,
         deadline: Instant,
     ) -> bool {
-        let pending = plan_question(plan, script_sha256);
+        let pending = plan_question(plan, script_sha256, shown);
         let question = warden_core::ask::Question::Elicit {
             message: pending.message.clone(),
             requested_schema: pending.requested_schema.clone(),
@@ -594,12 +601,31 @@ impl Session {
     }
 }
 
-/// The plan's question of a script.
+/// The plan's question of a script, showing `shown` (its text).
 fn plan_question(
     plan: &[warden_core::approval::PlanItem],
     script_sha256: &str,
+    shown: &str,
 ) -> warden_core::approval::Pending {
-    warden_core::approval::plan_question(plan, script_sha256, "script")
+    warden_core::approval::plan_question(plan, script_sha256, "script", shown)
+}
+
+/// The plan the scan finds in `code`, and `code` as its form shows it;
+/// no plan when the text is too large to show in full
+/// ([`warden_core::approval::plan_source`]): each destructive call is then
+/// asked on its own, with its exact arguments.
+fn planned(
+    code: &str,
+    registry: &warden_core::registry::Registry,
+) -> (Vec<warden_core::approval::PlanItem>, String) {
+    let plan = super::plan::scan(code, registry);
+    if plan.is_empty() {
+        return (plan, String::new());
+    }
+    match warden_core::approval::plan_source(code) {
+        Some(shown) => (plan, shown),
+        None => (Vec::new(), String::new()),
+    }
 }
 
 /// Answers a request the door thread handed over, through the door.

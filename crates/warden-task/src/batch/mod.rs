@@ -191,12 +191,39 @@ fn ask_plan_first(
     if plan.is_empty() {
         return Ok(());
     }
-    let names: Vec<&str> = calls.iter().map(|c| c.name.as_str()).collect();
-    let source = warden_core::receipt::digest(&serde_json::json!(names));
+    // The plan is bound to the whole batch (every call's name and
+    // arguments as given, references in place) and shows its destructive
+    // calls in full: the person approves these calls, not a count.
+    let whole: Vec<serde_json::Value> = calls
+        .iter()
+        .map(|c| serde_json::json!({"name": c.name, "arguments": c.arguments}))
+        .collect();
+    let source = warden_core::receipt::digest(&serde_json::Value::Array(whole));
+    let listing: String = calls
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| {
+            executor
+                .registry()
+                .get(&c.name)
+                .is_some_and(|g| g.hints.destructive)
+        })
+        .map(|(i, c)| format!("calls[{i}] '{}' with {}\n", c.name, c.arguments))
+        .collect();
+    let Some(shown) = warden_core::approval::plan_source(&listing) else {
+        return Err(GuardError::new(
+            warden_core::error::codes::FORBIDDEN,
+            format!(
+                "the batch's destructive calls are {} bytes as the approval form would show them, above its {}-byte limit (MAX_PLAN_SOURCE_BYTES), and the person must see every call they approve; split the batch or pass smaller arguments",
+                listing.len(),
+                warden_core::limits::MAX_PLAN_SOURCE_BYTES
+            ),
+        ));
+    };
     let Some(key) = book.start(&source, &plan) else {
         return Ok(());
     };
-    let mut pending = warden_core::approval::plan_question(&plan, &source, "batch");
+    let mut pending = warden_core::approval::plan_question(&plan, &source, "batch", &shown);
     pending.key = key;
     book.ask(pending);
     Err(GuardError::new(
