@@ -820,3 +820,63 @@ async fn a_batch_too_large_to_show_in_its_plan_form_is_refused_before_anything_r
     let events = std::fs::read_to_string(testbed.artifacts.path().join("events.jsonl")).unwrap_or_default();
     assert!(!events.contains("\"function_call_started\""), "a call ran");
 }
+
+#[tokio::test]
+async fn a_stateless_state_answers_only_the_question_it_was_issued_for() {
+    // A while loop's orders are asked one by one: the state of call-1 kept and sent with an
+    // answer to call-2 is refused; the state issued with call-2 answers it.
+    let dir = tempfile::tempdir().unwrap();
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let server = crate::common::http::HttpServer::start(
+        FINANCE,
+        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
+    )
+    .await;
+    let client = stateless(&server, crate::common::approver::Approver::default()).await;
+    let code = r#"let i = 0;
+while i < 2 { place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 1, client_order_id: `w-${i}`}); i += 1; }
+i"#;
+    let round = |state: Option<String>, key: Option<&str>| {
+        let mut params = call_params("run_script", script(code), None);
+        params.request_state = state;
+        params.input_responses = key.map(|key| {
+            std::iter::once((
+                key.to_string(),
+                json!({"action": "accept", "content": {"confirm": true}}),
+            ))
+            .collect()
+        });
+        client.call_tool_once(params)
+    };
+    let asked = |answer: Result<rmcp::model::CallToolResponse, rmcp::ServiceError>| match answer {
+        Ok(rmcp::model::CallToolResponse::InputRequired(asked)) => {
+            let wire = serde_json::to_value(&asked).expect("serializes");
+            let key = wire["inputRequests"]
+                .as_object()
+                .and_then(|r| r.keys().next().cloned())
+                .expect("a question");
+            (key, asked.request_state.expect("a requestState"))
+        }
+        other => panic!("expected input_required, got {other:?}"),
+    };
+    let (first, first_state) = asked(round(None, None).await);
+    assert_eq!(first, "call-1");
+    let (second, second_state) = asked(round(Some(first_state.clone()), Some("call-1")).await);
+    assert_eq!(second, "call-2");
+    let stale = round(Some(first_state), Some("call-2")).await;
+    let Err(rmcp::ServiceError::McpError(refused)) = stale else {
+        panic!("expected a refusal, got {stale:?}")
+    };
+    assert!(
+        refused.message.contains("issued for question 'call-1'"),
+        "{}",
+        refused.message
+    );
+    assert_eq!(ledger(&ledger_path).len(), 1, "only the first order so far");
+    let done = round(Some(second_state), Some("call-2")).await;
+    let Ok(rmcp::model::CallToolResponse::Complete(done)) = done else {
+        panic!("expected the result, got {done:?}")
+    };
+    assert_eq!(structured(&done)["status"], "success", "{done:?}");
+    assert_eq!(ledger(&ledger_path).len(), 2);
+}

@@ -538,11 +538,12 @@ impl Round {
 /// and the answers so far (see `crate::waiting`), and the question's key.
 #[derive(Debug, Serialize, Deserialize)]
 pub(crate) struct WaitingTask {
-    /// Empty for a batch: nothing ran before its question, so no task
-    /// waits; the question itself is in `pending`.
     pub task_id: String,
+    /// The question this state was issued for: the retry answers it, and
+    /// nothing asked later (`crate::waiting::answer`).
     pub key: String,
-    /// A batch's plan question, answered by the retry.
+    /// A coding task's question, answered by the retry (its task has
+    /// ended; the retry runs a new one with the answer).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<warden_core::approval::Pending>,
 }

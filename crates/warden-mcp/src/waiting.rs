@@ -87,6 +87,7 @@ pub(crate) async fn answer(
     record: &TaskRecord,
     principal: &str,
     responses: &InputResponses,
+    question: Option<&str>,
 ) -> Result<(), ErrorData> {
     let refuse = |message: String| {
         Err(ErrorData::invalid_params(
@@ -110,6 +111,14 @@ pub(crate) async fn answer(
             record.id
         ));
     };
+    // A stateless retry's sealed state names the question it was issued
+    // for: a state kept from an earlier round answers nothing later.
+    if let Some(question) = question.filter(|key| *key != pending.key) {
+        return refuse(format!(
+            "this requestState was issued for question '{question}', and task '{}' now waits on '{}'; retry with the requestState of the answer that asked it",
+            record.id, pending.key
+        ));
+    }
     let form = form_answer(&pending, responses)?;
     let at = warden_task::store::iso8601(warden_task::store::now_ms());
     carried

@@ -265,6 +265,7 @@ impl ServerHandler for WardenServer {
             &record,
             principal.as_str(),
             &request.input_responses,
+            None,
         )
         .await?;
         let mut origin = Origin::request("direct", "tasks/update");

@@ -128,7 +128,14 @@ impl WardenServer {
         };
         let record = self.owned_task(&principal, &waiting.task_id).await?;
         let responses = responses.cloned().unwrap_or_default();
-        crate::waiting::answer(self.runtime.records(), &record, principal.as_str(), &responses).await?;
+        crate::waiting::answer(
+            self.runtime.records(),
+            &record,
+            principal.as_str(),
+            &responses,
+            Some(&waiting.key),
+        )
+        .await?;
         self.tasks.submitted.notify_one();
         self.resumed(&principal, &record.id, &binding, context).await
     }
