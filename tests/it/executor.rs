@@ -318,3 +318,47 @@ async fn a_burst_then_a_clean_shutdown_leaves_every_record_complete_and_in_order
         .count();
     assert!(ran > 0, "no call ran");
 }
+
+#[tokio::test]
+async fn a_script_cancelled_while_an_in_process_guard_runs_records_what_the_guard_did() {
+    // An in-process guard cannot be stopped: the run's end waits for it (until its own deadline),
+    // so its record is its outcome (success), not `cancelled`, while the task is cancelled.
+    use rmcp::model::{CallToolRequestParams, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+    let server = Server::start(TESTBED).await;
+    let Value::Object(arguments) = json!({"script": "sleep_in_process(#{millis: 700}); 1"}) else {
+        unreachable!()
+    };
+    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("run_script").with_arguments(arguments),
+    ));
+    let pending = server
+        .client
+        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .await
+        .expect("sent");
+    let events = server
+        .events_until(|r| {
+            r.iter()
+                .any(|e| e["event"] == "function_call_started" && e["function"] == "sleep_in_process")
+        })
+        .await;
+    assert!(!events.is_empty());
+    pending.cancel(Some("stop".into())).await.expect("cancelled");
+    let events = server
+        .events_until(|r| {
+            r.iter()
+                .any(|e| e["event"] == "request_finished" && e["tool"] == "run_script")
+        })
+        .await;
+    let finished = events
+        .iter()
+        .find(|e| e["event"] == "function_call_finished" && e["function"] == "sleep_in_process")
+        .expect("the call's record");
+    assert_eq!(finished["status"], "success", "{finished}");
+    let request = events
+        .iter()
+        .find(|e| e["event"] == "request_finished" && e["tool"] == "run_script")
+        .expect("the request's record");
+    assert_eq!(request["status"], "cancelled", "{request}");
+}

@@ -245,6 +245,9 @@ pub(crate) struct Door {
     /// settles that call; the other side then leaves it alone. A call left
     /// here when the door goes settles itself `cancelled` (see [`Call`]).
     in_flight: Mutex<Option<InFlight>>,
+    /// Told when a door thread settles its own in-flight call (see
+    /// [`Door::let_in_flight_finish`]).
+    settled: tokio::sync::Notify,
     /// Identity of the active door thread; bumped when the watchdog
     /// replaces a stuck one.
     generation: AtomicU64,
@@ -294,6 +297,7 @@ impl Door {
             reader: Mutex::new(BufReader::with_capacity(READ_BUFFER, from_worker)),
             writer: Mutex::new(Some(to_worker)),
             in_flight: Mutex::new(None),
+            settled: tokio::sync::Notify::new(),
             generation: AtomicU64::new(0),
             scope: Mutex::new(None),
             calls: Arc::new(Mutex::new(calls)),
@@ -352,6 +356,27 @@ impl Door {
             next = next.min(in_flight.call.deadline());
         }
         next
+    }
+
+    /// Waits until the in-flight call, if any, settles itself, or until its
+    /// deadline. An in-process guard cannot be stopped: a run that ends
+    /// while one runs (cancelled, its worker gone) lets it finish, so its
+    /// record says what it did — an order placed is a `success`, not
+    /// `cancelled` — and only a call still running at its own deadline is
+    /// then settled as abandoned ([`Door::settle_overdue`]).
+    pub(crate) async fn let_in_flight_finish(&self) {
+        loop {
+            let notified = self.settled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            let Some(due) = lock(&self.in_flight).as_ref().map(|f| f.call.deadline()) else {
+                return;
+            };
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(due) => return,
+            }
+        }
     }
 
     /// Settles the in-flight call if its deadline has passed (or at once
@@ -589,7 +614,9 @@ impl Door {
                 _ => None,
             }
         };
-        Some(in_flight?.call.finish(outcome))
+        let settled = in_flight?.call.finish(outcome);
+        self.settled.notify_waiters();
+        Some(settled)
     }
 
     /// The journal of the current run, if it keeps one.

@@ -374,6 +374,7 @@ impl Session {
                 RunEnd::TimedOut => Status::TimedOut,
                 _ => Status::Failed,
             };
+            self.door.let_in_flight_finish().await;
             self.door.settle_overdue(Instant::now(), Some(status));
             let status = self.reap().await;
             self.exit_status = Some(describe(status));
