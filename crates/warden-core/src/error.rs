@@ -94,6 +94,19 @@ impl TaskError {
             column: None,
         }
     }
+
+    /// The error of a task whose server stopped under it (`why`), saying
+    /// what its own files cannot: its guard calls are written to them as
+    /// the task ends, so the calls it made since it last paused (an order
+    /// the person approved included) are only in the server's log.
+    pub fn interrupted(why: &str) -> Self {
+        Self::new(
+            TaskErrorKind::Interrupted,
+            format!(
+                "{why}; guard calls it made since it last paused may be missing from its function_calls.json and events.jsonl: the server's events.jsonl records each one (function_call_finished, destructive_call_confirmed with this task_id)"
+            ),
+        )
+    }
 }
 
 /// Stable error codes used by the framework itself: every code the server

@@ -642,8 +642,7 @@ fn lease_lapsed() -> TaskResult {
         TaskErrorKind::Interrupted,
         "interrupted: the server running this task stopped renewing its lease (it died or lost the task store)",
     )
-    .with_error(TaskError::new(
-        TaskErrorKind::Interrupted,
+    .with_error(TaskError::interrupted(
         "the server running this task stopped renewing its lease",
     ))
 }
@@ -655,8 +654,7 @@ pub fn interrupted() -> TaskResult {
         TaskErrorKind::Interrupted,
         "interrupted: the server running this task stopped before it finished",
     )
-    .with_error(TaskError::new(
-        TaskErrorKind::Interrupted,
+    .with_error(TaskError::interrupted(
         "the server process that ran this task is gone",
     ))
 }

@@ -419,8 +419,7 @@ impl ArtifactStore {
                 "status": "failed", "task_type": "failed", "task_id": id,
                 "summary": "interrupted: the server running this task stopped before it finished",
                 "metrics": {}, "assumptions": [],
-                "error": warden_core::error::TaskError::new(
-                    warden_core::error::TaskErrorKind::Interrupted,
+                "error": warden_core::error::TaskError::interrupted(
                     "the server process that ran this task is gone",
                 ),
                 "owner": owner,
