@@ -763,7 +763,12 @@ async fn a_stateless_batch_approval_is_used_once() {
         .as_str()
         .expect("the plan's form");
     assert!(
-        message.contains(r#"calls[1] 'place_paper_order' with {"client_order_id":"once-1""#),
+        message.contains(r#"calls[1] 'place_paper_order' (destructive) with {"client_order_id":"once-1""#),
+        "{message}"
+    );
+    // The call whose output feeds its limit price is shown too.
+    assert!(
+        message.contains(r#"calls[0] 'get_quote' with {"symbol":"AAPL"}"#),
         "{message}"
     );
     let retry = || {

@@ -145,7 +145,8 @@ pub fn describe(plan: &[PlanItem]) -> String {
             let arguments = if item.arguments.is_empty() {
                 String::new()
             } else {
-                format!(" with arguments {}", item.arguments.join(", "))
+                let names: Vec<String> = item.arguments.iter().map(|name| inert(name)).collect();
+                format!(" with arguments {}", names.join(", "))
             };
             let times = match item.max_calls {
                 1 => "once".to_string(),
@@ -165,28 +166,47 @@ pub fn plan_source(source: &str) -> Option<String> {
     (shown.len() <= crate::limits::MAX_PLAN_SOURCE_BYTES).then_some(shown)
 }
 
+/// An argument name as a form's text shows it outside a code block: as
+/// written when it is a plain name, else quoted with every character that
+/// is not a letter, digit or `_` escaped (`"\u{3c}!--"`), so a key the
+/// script made up cannot be read as markup.
+fn inert(name: &str) -> String {
+    if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_') && shown(name) == name {
+        return name.to_string();
+    }
+    let escaped: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() && shown(c.encode_utf8(&mut [0; 4])).len() == c.len_utf8() {
+                c.to_string()
+            } else {
+                format!("\\u{{{:x}}}", c as u32)
+            }
+        })
+        .collect();
+    format!("\"{escaped}\"")
+}
+
 /// The plan's question (key [`PLAN_KEY`]) of a `what` ("script", "batch")
 /// whose source hashes to `source_sha256`; `shown_source` is that source
 /// as [`plan_source`] shows it. A plan admits calls by count, their
 /// arguments computed as the source runs, so the form shows the source
 /// itself, every line: what the person approves is that program.
 pub fn plan_question(plan: &[PlanItem], source_sha256: &str, what: &str, shown_source: &str) -> Pending {
-    let (listing, fence) = match what {
-        "batch" => (
-            "its calls of them, in order (a `$result` reference is the output of an earlier call)",
-            "",
-        ),
-        _ => ("the whole script, exactly as it will run", "```\n"),
+    let listing = match what {
+        "batch" => {
+            "its destructive calls and every call whose output they use, in order (a `$result` reference is the output of the call it names)"
+        }
+        _ => "the whole script, exactly as it will run",
     };
     Pending {
         key: PLAN_KEY.to_string(),
         message: format!(
             "A {what} wants to make these destructive calls (they change something outside Warden), each with \
-             arguments it computes as it runs:\n{}\nHere is {listing}:\n{fence}{}{}{fence}\nApprove the plan? It allows \
-             these calls and no more ({what} {source_sha256}).",
+             arguments it computes as it runs:\n{}\nHere is {listing}:\n{}Approve the plan? It allows these calls \
+             and no more ({what} {source_sha256}).",
             describe(plan),
-            shown_source,
-            if shown_source.ends_with('\n') { "" } else { "\n" },
+            fenced(shown_source),
         ),
         requested_schema: confirm_schema("Approve the plan"),
         guard: String::new(),
@@ -194,6 +214,19 @@ pub fn plan_question(plan: &[PlanItem], source_sha256: &str, what: &str, shown_s
         plan: plan.to_vec(),
         script_sha256: source_sha256.to_string(),
     }
+}
+
+/// `text` in a fenced code block whose fence is longer than any run of
+/// backticks inside it. Forms are plain text, but many clients draw them
+/// as Markdown: there, outside a code block, an HTML comment (`<!--` in one
+/// value, `-->` in a later one) or a fence inside the text would hide the
+/// lines between from the person. Inside a fence nothing is markup, and
+/// nothing in the text can close it.
+pub fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    let newline = if text.ends_with('\n') { "" } else { "\n" };
+    format!("{fence}\n{text}{newline}{fence}\n")
 }
 
 /// `text` as a confirmation form shows it: every character that would not
@@ -673,5 +706,31 @@ mod tests {
         assert!(plan_source(&"x".repeat(limit + 1)).is_none());
         // Escapes count: a source that fits raw but not escaped gets no plan.
         assert!(plan_source(&"\u{200b}".repeat(limit / 3)).is_none());
+    }
+
+    #[test]
+    fn a_form_cannot_be_made_to_hide_lines_from_a_markdown_renderer() {
+        // The fence outgrows any backtick run in the text; odd argument names are quoted and escaped.
+        let hostile = "a\n```\n<!--\nhidden();\n-->\n````\nb";
+        let block = fenced(hostile);
+        assert!(
+            block.starts_with("`````\n") && block.ends_with("\n`````\n"),
+            "{block}"
+        );
+        assert_eq!(fenced("x"), "```\nx\n```\n");
+        assert_eq!(inert("record"), "record");
+        assert_eq!(inert("<!--"), "\"\\u{3c}\\u{21}\\u{2d}\\u{2d}\"");
+        let plan = vec![PlanItem {
+            guard: "wipe".into(),
+            max_calls: 2,
+            arguments: vec!["<!--".into(), "record".into()],
+        }];
+        let question = plan_question(&plan, "sha256:s", "script", hostile);
+        assert!(
+            !question.message.contains("with arguments <!--"),
+            "{}",
+            question.message
+        );
+        assert!(question.message.contains(&block), "{}", question.message);
     }
 }

@@ -194,12 +194,13 @@ pub fn destructive_call(
 /// their digest (what an approval record proves).
 fn form_message(name: &str, shown: &str, arguments_sha256: &str, origin: &Origin) -> String {
     format!(
-        "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{shown}\narguments_sha256: {arguments_sha256}\nRun it?",
+        "A {} wants to call '{name}', which is annotated destructive (it changes something outside Warden), with exactly these arguments (every one of them):\n{}arguments_sha256: {arguments_sha256}\nRun it?",
         if origin.mode == "coding_agent" {
             "coding task"
         } else {
             "script"
-        }
+        },
+        warden_core::approval::fenced(shown)
     )
 }
 

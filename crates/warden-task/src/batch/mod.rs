@@ -199,16 +199,31 @@ fn ask_plan_first(
         .map(|c| serde_json::json!({"name": c.name, "arguments": c.arguments}))
         .collect();
     let source = warden_core::receipt::digest(&serde_json::Value::Array(whole));
-    let listing: String = calls
+    // Its destructive calls, and every call whose output feeds one of
+    // them (a `$result` reference): the values the person approves come
+    // from those.
+    let destructive = |c: &plan::Planned| {
+        executor
+            .registry()
+            .get(&c.name)
+            .is_some_and(|g| g.hints.destructive)
+    };
+    let mut shown_calls: BTreeSet<usize> = (0..calls.len()).filter(|&i| destructive(&calls[i])).collect();
+    let mut frontier: Vec<usize> = shown_calls.iter().copied().collect();
+    while let Some(i) = frontier.pop() {
+        for &dep in &calls[i].deps {
+            if shown_calls.insert(dep) {
+                frontier.push(dep);
+            }
+        }
+    }
+    let listing: String = shown_calls
         .iter()
-        .enumerate()
-        .filter(|(_, c)| {
-            executor
-                .registry()
-                .get(&c.name)
-                .is_some_and(|g| g.hints.destructive)
+        .map(|&i| {
+            let c = &calls[i];
+            let mark = if destructive(c) { " (destructive)" } else { "" };
+            format!("calls[{i}] '{}'{mark} with {}\n", c.name, c.arguments)
         })
-        .map(|(i, c)| format!("calls[{i}] '{}' with {}\n", c.name, c.arguments))
         .collect();
     let Some(shown) = warden_core::approval::plan_source(&listing) else {
         return Err(GuardError::new(
