@@ -323,14 +323,15 @@ async fn a_script_placing_orders_the_scan_cannot_bound_asks_each_one() {
     assert_eq!(lines[4]["client_order_id"], "loop-4");
 }
 
-/// The body of the first fenced block tagged `tag` in `text`.
+/// The body of the first fenced block tagged `tag` in `text`, whose fence
+/// may be longer than three backticks (a block that shows a fence).
 fn fenced<'a>(text: &'a str, tag: &str) -> &'a str {
     let open = format!("```{tag}\n");
-    let start = text
-        .find(&open)
-        .map(|i| i + open.len())
-        .unwrap_or_else(|| panic!("a ```{tag} block"));
-    let end = text[start..].find("\n```").expect("a closing fence");
+    let at = text.find(&open).unwrap_or_else(|| panic!("a ```{tag} block"));
+    let ticks = 3 + text[..at].chars().rev().take_while(|c| *c == '`').count();
+    let start = at + open.len();
+    let close = format!("\n{}\n", "`".repeat(ticks));
+    let end = text[start..].find(&close).expect("a closing fence");
     &text[start..start + end]
 }
 
