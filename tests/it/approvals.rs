@@ -287,6 +287,20 @@ final_answer(#{task_type: "analysis", summary: third, metrics: #{}})"#;
 
 // ---- The same flows on a stateless (2026-07-28) request: multi-round-trip input ----
 
+/// The finance server over HTTP with a ledger of its own: the directory
+/// (kept while the test runs), the ledger's path and the server.
+async fn finance_over_http() -> (
+    tempfile::TempDir,
+    std::path::PathBuf,
+    crate::common::http::HttpServer,
+) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let ledger = ledger_path.to_str().expect("a UTF-8 path").to_string();
+    let server = crate::common::http::HttpServer::start(FINANCE, &[("WARDEN_FINANCE_LEDGER", &ledger)]).await;
+    (dir, ledger_path, server)
+}
+
 /// A stateless client of `server` answering forms as `person`.
 async fn stateless(
     server: &crate::common::http::HttpServer,
@@ -303,13 +317,7 @@ async fn stateless(
 
 #[tokio::test]
 async fn a_stateless_run_script_asks_with_input_required_and_the_retry_places_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_path = dir.path().join("ledger.jsonl");
-    let server = crate::common::http::HttpServer::start(
-        FINANCE,
-        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
-    )
-    .await;
+    let (_dir, ledger_path, server) = finance_over_http().await;
     let person = crate::common::approver::Approver::default();
     let client = stateless(&server, person.clone()).await;
 
@@ -353,13 +361,7 @@ async fn a_stateless_run_script_asks_with_input_required_and_the_retry_places_on
 
 #[tokio::test]
 async fn a_stateless_decline_places_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_path = dir.path().join("ledger.jsonl");
-    let server = crate::common::http::HttpServer::start(
-        FINANCE,
-        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
-    )
-    .await;
+    let (_dir, ledger_path, server) = finance_over_http().await;
     let client = stateless(&server, crate::common::approver::Approver::declining()).await;
     let done = client
         .call_tool(call_params("run_script", script(PRICE_THEN_ORDER), None))
@@ -479,13 +481,7 @@ async fn a_detached_batch_asks_its_plan_before_anything_runs_and_runs_when_appro
 
 #[tokio::test]
 async fn a_stateless_batch_asks_its_plan_once_and_a_decline_runs_no_order() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_path = dir.path().join("ledger.jsonl");
-    let server = crate::common::http::HttpServer::start(
-        FINANCE,
-        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
-    )
-    .await;
+    let (_dir, ledger_path, server) = finance_over_http().await;
     let person = crate::common::approver::Approver::default();
     let client = stateless(&server, person.clone()).await;
     let done = client
@@ -630,13 +626,7 @@ final_answer(#{task_type: "analysis", summary: "placed", metrics: #{n: n}})"#;
 async fn a_replay_repeats_only_calls_of_idempotent_guards_that_ran_with_the_same_arguments() {
     // The recorded approval admits the same order again (a duplicate: no new ledger line); a plan's
     // count does not admit orders with other ids; a guard that is not idempotent never runs again.
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_path = dir.path().join("ledger.jsonl");
-    let server = crate::common::http::HttpServer::start(
-        FINANCE,
-        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
-    )
-    .await;
+    let (_dir, ledger_path, server) = finance_over_http().await;
     let person = crate::common::approver::Approver::default();
     let client = stateless(&server, person.clone()).await;
     let replay_of = |result: &Value| {
@@ -740,13 +730,7 @@ async fn a_replay_repeats_only_calls_of_idempotent_guards_that_ran_with_the_same
 async fn a_stateless_batch_approval_is_used_once() {
     // The retry that carries the plan's answer runs the batch; the same state and answer sent
     // again are refused (the batch's task no longer waits), and no second order is placed.
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_path = dir.path().join("ledger.jsonl");
-    let server = crate::common::http::HttpServer::start(
-        FINANCE,
-        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
-    )
-    .await;
+    let (_dir, ledger_path, server) = finance_over_http().await;
     let client = stateless(&server, crate::common::approver::Approver::default()).await;
     let batch = batch_of_orders("once");
     let first = client
@@ -830,13 +814,7 @@ async fn a_batch_too_large_to_show_in_its_plan_form_is_refused_before_anything_r
 async fn a_stateless_state_answers_only_the_question_it_was_issued_for() {
     // A while loop's orders are asked one by one: the state of call-1 kept and sent with an
     // answer to call-2 is refused; the state issued with call-2 answers it.
-    let dir = tempfile::tempdir().unwrap();
-    let ledger_path = dir.path().join("ledger.jsonl");
-    let server = crate::common::http::HttpServer::start(
-        FINANCE,
-        &[("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())],
-    )
-    .await;
+    let (_dir, ledger_path, server) = finance_over_http().await;
     let client = stateless(&server, crate::common::approver::Approver::default()).await;
     let code = r#"let i = 0;
 while i < 2 { place_paper_order(#{symbol: "AAPL", side: "buy", quantity: 1, client_order_id: `w-${i}`}); i += 1; }
