@@ -863,3 +863,87 @@ i"#;
     assert_eq!(structured(&done)["status"], "success", "{done:?}");
     assert_eq!(ledger(&ledger_path).len(), 2);
 }
+
+#[tokio::test]
+async fn an_order_placed_before_the_server_was_killed_is_in_the_interrupted_tasks_records() {
+    // The person approves an order; the script runs on; the server is SIGKILLed. The task's
+    // files were to be written as it ended, so without the order's records written through
+    // they said only that it had asked (function_calls.json from the pause: input_required).
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let env = [("WARDEN_FINANCE_LEDGER", ledger_path.to_str().unwrap())];
+    let mut first = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let code = r#"place_paper_order(#{symbol: "NVDA", side: "buy", quantity: 10, client_order_id: "kill-1"});
+let t = timestamp(); while t.elapsed < 25.0 {} 1"#;
+    let id = start_task(first.peer(), "run_script", script(code), None)
+        .await
+        .task
+        .task_id;
+    let waiting = until_waiting_or_ended(first.peer(), &id).await;
+    assert_eq!(waiting["status"], "input_required", "{waiting}");
+    update(first.peer(), &id, json!({"call-1": accept()}))
+        .await
+        .expect("answered");
+    // The order's end is on disk as soon as it settles (written through, not at the task's end).
+    let log = artifacts.join(&id).join("events.jsonl");
+    let settled = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(r#""event":"function_call_finished""#) && l.contains("place_paper_order"))
+    };
+    assert!(
+        eventually(Duration::from_secs(20), settled).await,
+        "the order's end was not written through"
+    );
+    assert_eq!(ledger(&ledger_path).len(), 1);
+    first.kill().await;
+
+    let second = StdioServer::start(FINANCE, &artifacts, &env, true).await;
+    let ended = poll_until_ended(second.peer(), &id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    assert_eq!(done["status"], "failed", "{done}");
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts.join(&id).join("result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    assert_eq!(saved["error"]["kind"], "interrupted", "{saved}");
+    let effects = saved["side_effects"].as_array().cloned().unwrap_or_default();
+    assert_eq!(effects.len(), 1, "{saved}");
+    assert_eq!(effects[0]["function"], "place_paper_order");
+    assert_eq!(effects[0]["status"], "success");
+    let approved = waiting["inputRequests"]["call-1"]["params"]["message"]
+        .as_str()
+        .and_then(|m| m.split("arguments_sha256: ").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|sha| {
+            sha.trim_matches(|c: char| !c.is_ascii_alphanumeric() && c != ':')
+                .to_string()
+        })
+        .expect("the form names the arguments' SHA-256");
+    assert_eq!(
+        effects[0]["arguments_sha256"],
+        approved.as_str(),
+        "the call run is the call approved"
+    );
+    assert!(
+        saved["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("place_paper_order (success)"),
+        "{saved}"
+    );
+    // function_calls.json keeps what the pause wrote and adds the order, then says what it lacks.
+    let calls: Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts.join(&id).join("function_calls.json")).expect("calls"),
+    )
+    .expect("function_calls.json is JSON");
+    let calls = calls.as_array().cloned().unwrap_or_default();
+    assert_eq!(calls.len(), 3, "{calls:?}");
+    assert_eq!(calls[0]["error_type"], "input_required", "{calls:?}");
+    assert_eq!(calls[1]["function"], "place_paper_order");
+    assert_eq!(calls[1]["status"], "success");
+    assert_eq!(calls[1]["arguments_sha256"], approved.as_str());
+    assert_eq!(calls[2]["interrupted"], true, "{calls:?}");
+}

@@ -41,6 +41,7 @@
 //! lose their records at the next access.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,6 +55,7 @@ use super::store::{
 use super::{TaskResult, TaskStatus};
 use crate::limits::TASK_SWEEP_MIN_INTERVAL;
 use warden_calls::artifacts::ArtifactStore;
+use warden_calls::events::recovered;
 use warden_calls::node;
 use warden_calls::tenant::Principal;
 use warden_core::error::{TaskError, TaskErrorKind};
@@ -166,7 +168,10 @@ impl Records {
                 };
                 // Directories a dead server left without result.json get an
                 // `interrupted` one; records follow their directories.
-                self.artifacts.mark_interrupted();
+                for id in self.artifacts.dead_tasks() {
+                    self.end_dead(&id);
+                }
+                self.artifacts.request_prune();
                 // A new embedded store takes in the directories already
                 // here; a shared database does not (a node's directory is
                 // its scratch space).
@@ -527,13 +532,52 @@ impl Records {
         }
         let ending = match self.artifacts.task_facts(&record.id).1 {
             Some(saved) => ending_of_saved(saved),
-            None => {
-                let result = interrupted().with_task_id(&record.id);
-                let _ = self.artifacts.write_result(&record.id, &result.to_bytes());
-                ending_of(&result)
-            }
+            None => ending_of(&self.end_dead(&record.id)),
         };
         store.end(&record.id, &ending).await
+    }
+
+    /// Ends the directory of task `id`, whose server died under it:
+    /// `interrupted`, naming every side effect it started (read back from
+    /// its events.jsonl, see [`warden_calls::events::recovered`]), which its
+    /// `function_calls.json` lists too; then its `result.json`, the commit.
+    fn end_dead(&self, id: &str) -> TaskResult {
+        let recovered = self
+            .artifacts
+            .open_task_file(id, "events.jsonl")
+            .map(recovered::side_effects)
+            .unwrap_or_default();
+        let mut result = interrupted().with_task_id(id);
+        if !recovered.side_effects.is_empty() {
+            let calls = warden_script::host::calls::FUNCTION_CALLS_FILE;
+            let existing = self.artifacts.open_task_file(id, calls).ok().and_then(|file| {
+                let mut bytes = Vec::new();
+                file.take(MAX_RECOVERED_CALLS_BYTES)
+                    .read_to_end(&mut bytes)
+                    .ok()
+                    .map(|_| bytes)
+            });
+            let rewritten = warden_script::host::calls::recovered(
+                existing.as_deref(),
+                &recovered.side_effects,
+                recovered.cut,
+            );
+            let _ = self.artifacts.write_task_file(id, calls, &rewritten);
+            let listed: Vec<String> = recovered
+                .side_effects
+                .iter()
+                .map(|s| format!("{} ({})", s.function, s.status))
+                .collect();
+            let summary = format!(
+                "interrupted: the server running this task stopped before it finished; it had started {} call(s) of destructive guards: {} (see side_effects)",
+                listed.len(),
+                listed.join(", ")
+            );
+            result.summary = Some(summary);
+            result.side_effects = Some(recovered.side_effects);
+        }
+        let _ = self.artifacts.write_result(id, &result.to_bytes());
+        result
     }
 
     /// Records the ended tasks of the directories a new store finds.
@@ -621,6 +665,12 @@ pub async fn open_database(
         },
     })
 }
+
+/// Bytes of a dead task's `function_calls.json` read to append its side
+/// effects: 16 MiB, far above what [`warden_script::limits::DEFAULT_CALLS_RECORDED`]
+/// records take; a longer file cannot be read whole, and the rewritten one
+/// says so instead of keeping a cut list.
+const MAX_RECOVERED_CALLS_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Retries of a failed record ending: 5, 0.2 s to 3.2 s apart (about 6 s
 /// in all).

@@ -426,8 +426,8 @@ fn destructive_calls_ran(view: View<'_>, registry: &Registry, task_id: &str) -> 
         .collect()
 }
 
-/// The per-call records of function_calls.json (its closing summary, if
-/// any, left out).
+/// The per-call records of function_calls.json (its closing summary or
+/// the note of a task whose server died, if any, left out).
 fn recorded_calls(view: View<'_>, task_id: &str) -> Result<Vec<serde_json::Map<String, Value>>, GuardError> {
     let text = read_text(view, task_id, warden_script::host::calls::FUNCTION_CALLS_FILE)?;
     let records: Vec<Value> = serde_json::from_str(&text).map_err(|e| {
@@ -438,7 +438,9 @@ fn recorded_calls(view: View<'_>, task_id: &str) -> Result<Vec<serde_json::Map<S
     Ok(records
         .into_iter()
         .filter_map(|record| match record {
-            Value::Object(map) if !map.contains_key("summarized") => Some(map),
+            Value::Object(map) if !map.contains_key("summarized") && !map.contains_key("interrupted") => {
+                Some(map)
+            }
             _ => None,
         })
         .collect())

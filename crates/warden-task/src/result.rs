@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 
 use super::TaskStatus;
 use crate::batch::{BatchCounts, BatchResult};
+use warden_calls::events::recovered::SideEffect;
 use warden_core::error::{GuardError, TaskError, TaskErrorKind};
 use warden_script::protocol::Layers;
 
@@ -36,6 +37,11 @@ pub struct TaskResult {
     pub assumptions: Option<Vec<Value>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ResultError>,
+    /// A task whose server died under it: every call of a destructive
+    /// guard it started and how far each got, read back from its own
+    /// events.jsonl (`warden_calls::events::recovered`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub side_effects: Option<Vec<SideEffect>>,
 
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
@@ -236,6 +242,7 @@ impl TaskResult {
             metrics: None,
             assumptions: None,
             error: None,
+            side_effects: None,
             request_id: None,
             task_id: None,
             task_dir: None,

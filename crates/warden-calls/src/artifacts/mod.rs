@@ -34,7 +34,7 @@ use std::os::fd::OwnedFd;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::limits::CallLimits;
 use crate::tenant::Principal;
@@ -374,21 +374,14 @@ impl ArtifactStore {
         (true, facts.bytes, facts.principal)
     }
 
-    /// Marks `interrupted` every task a dead server left running: no
-    /// `result.json`, and an owner that is gone (or no owner file and
-    /// older than a minute). Called once when a server opens the store;
-    /// also asks for a retention pass, so a store over its budgets is
-    /// trimmed without waiting for a task. Returns the ids marked.
-    pub fn mark_interrupted(&self) -> Vec<String> {
-        let marked = self.mark_dead_tasks();
-        self.request_prune();
-        marked
-    }
-
-    fn mark_dead_tasks(&self) -> Vec<String> {
-        let mut marked = Vec::new();
+    /// The tasks a dead server left running: no `result.json`, not
+    /// waiting for the person, and an owner that is gone (or no owner file
+    /// and older than a minute). Called once when a server opens the
+    /// store, which ends each `interrupted` (`warden_task::records`).
+    pub fn dead_tasks(&self) -> Vec<String> {
+        let mut dead = Vec::new();
         let Ok(root) = safe_path::open_root(&self.root) else {
-            return marked;
+            return dead;
         };
         let running: Vec<String> = lock(&self.running).keys().cloned().collect();
         for id in self.task_ids() {
@@ -405,31 +398,24 @@ impl ArtifactStore {
             {
                 continue;
             }
-            let owner = owner::read_at(&dir).ok().flatten();
-            let dead = match &owner {
+            let gone = match owner::read_at(&dir).ok().flatten() {
                 Some(owner) => !owner.alive(),
                 None => std::fs::symlink_metadata(self.root.join(&id))
                     .map(|m| retention::age(&m) > std::time::Duration::from_secs(60))
                     .unwrap_or(false),
             };
-            if !dead {
-                continue;
-            }
-            let result = json!({
-                "status": "failed", "task_type": "failed", "task_id": id,
-                "summary": "interrupted: the server running this task stopped before it finished",
-                "metrics": {}, "assumptions": [],
-                "error": warden_core::error::TaskError::interrupted(
-                    "the server process that ran this task is gone",
-                ),
-                "owner": owner,
-            });
-            let bytes = serde_json::to_vec_pretty(&result).unwrap_or_default();
-            if safe_path::write_atomic_at(&dir, "filename", &[RESULT_FILE], &bytes, Commit).is_ok() {
-                marked.push(id);
+            if gone {
+                dead.push(id);
             }
         }
-        marked
+        dead
+    }
+
+    /// A file directly in a task's directory, opened to read: never
+    /// through a link, a regular file only.
+    pub fn open_task_file(&self, task_id: &str, name: &str) -> Result<std::fs::File, GuardError> {
+        let dir = self.open_task(task_id)?;
+        safe_path::open_read_at(&dir, "filename", &[name])
     }
 
     fn check_id(task_id: &str) -> Result<(), GuardError> {

@@ -16,8 +16,10 @@
 //! following links and created 0600.
 
 mod batch;
+pub mod recovered;
 mod rotate;
 
+use std::fs::File;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -84,7 +86,8 @@ impl Origin {
 pub struct Events {
     writer: Option<Arc<batch::Batcher>>,
     /// A task's own events.jsonl, written in addition to the global log.
-    /// Buffered; flushed by [`Events::flush_task_log`] when the task ends.
+    /// Buffered; flushed by [`Events::flush_task_log`] when the task ends,
+    /// and put on disk at once by [`Events::write_through`].
     task_log: Option<Arc<std::sync::Mutex<TaskLog>>>,
 }
 
@@ -97,6 +100,9 @@ struct TaskLog {
     /// Set once the cap was hit and the marker record written: later
     /// records go to the global log only.
     closed: bool,
+    /// The task directory, whose entries are synced by the first
+    /// [`Events::write_through`] (`None` once they are).
+    dir: Option<std::path::PathBuf>,
 }
 
 impl TaskLog {
@@ -113,6 +119,19 @@ impl TaskLog {
         }
         self.closed = true;
         let _ = self.file.append(&truncation_marker(lines, self.max_bytes));
+    }
+
+    /// Writes and syncs what is gathered; the first time, also the task
+    /// directory and the directory holding it, so the log's name survives
+    /// a crash of the machine with its records.
+    fn write_through(&mut self) -> std::io::Result<()> {
+        self.file.sync()?;
+        if let Some(dir) = self.dir.take() {
+            for dir in [Some(dir.as_path()), dir.parent()].into_iter().flatten() {
+                File::open(dir)?.sync_all()?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -197,6 +216,7 @@ impl Events {
                     written: 0,
                     max_bytes: DEFAULT_TASK_EVENTS_MAX_BYTES,
                     closed: false,
+                    dir: Some(task_dir.to_path_buf()),
                 }))
             }),
         }
@@ -208,6 +228,22 @@ impl Events {
             && let Ok(mut log) = log.lock()
         {
             let _ = log.file.flush();
+        }
+    }
+
+    /// Puts the task log's records on disk now: written, synced, and (the
+    /// first time) the directory entries that name the log synced too. For
+    /// the records of a side effect, which must outlive a crash of the
+    /// server or the machine: a destructive guard's call is written through
+    /// before it runs and when it settles (`executor::lifecycle`), so a task
+    /// whose server died still says what it started (`recovered`). Nothing
+    /// without a task log; an error fails no call (a write the disk
+    /// refuses loses its records, as any write of the log does).
+    pub fn write_through(&self) {
+        if let Some(log) = &self.task_log
+            && let Ok(mut log) = log.lock()
+        {
+            let _ = log.write_through();
         }
     }
 

@@ -99,6 +99,12 @@ impl Appender {
         self.pending.clear();
         outcome
     }
+
+    /// Writes what is gathered and syncs the file's data to the disk.
+    pub(crate) fn sync(&mut self) -> std::io::Result<()> {
+        self.flush()?;
+        self.file.sync_data()
+    }
 }
 
 impl Drop for Appender {

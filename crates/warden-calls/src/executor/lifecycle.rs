@@ -136,6 +136,9 @@ pub struct Call<S: CallScope> {
     /// True until the call is settled; what makes `Drop` a no-op after
     /// [`Call::finish`] or [`Call::abandon`].
     open: bool,
+    /// The guard is annotated destructive: its records say so and are
+    /// written through (see [`Call::begin`]).
+    destructive: bool,
 }
 
 impl<S: CallScope> std::fmt::Debug for Call<S> {
@@ -149,22 +152,40 @@ impl<S: CallScope> std::fmt::Debug for Call<S> {
 }
 
 impl<S: CallScope> Call<S> {
-    /// Begins a call of `guard`: records `function_call_started` and opens
-    /// its `function.call` span. The admission (`slot`, `held`) is already
-    /// done; from here on the call is settled exactly once.
+    /// Begins a call of `guard` with `arguments`: records
+    /// `function_call_started` and opens its `function.call` span. The
+    /// admission (`slot`, `held`) is already done; from here on the call is
+    /// settled exactly once.
+    ///
+    /// A side effect is on disk before it happens: the records of a
+    /// destructive guard's call carry `"destructive": true` (the start also
+    /// the arguments' SHA-256, the end the output's) and are written through
+    /// to the task's own log before the function runs and when it settles
+    /// ([`Events::write_through`]). So a task whose server or machine died
+    /// under it still names every side effect it started and how far each
+    /// got (`warden_calls::events::recovered`).
     pub(super) fn begin(
         guard: &Guard,
+        arguments: &Value,
         scope: S,
         timeout: Duration,
         deadline: Instant,
         (slot, held): (Option<Admitted>, Option<Held>),
     ) -> Self {
         let call_id = crate::events::next_id("call");
-        scope.events().emit(
-            scope.origin(),
-            "function_call_started",
-            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()}),
-        );
+        let destructive = guard.hints.destructive;
+        let mut started =
+            json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()});
+        if destructive {
+            started["destructive"] = Value::Bool(true);
+            started["arguments_sha256"] = Value::String(warden_core::receipt::digest(arguments));
+        }
+        scope
+            .events()
+            .emit(scope.origin(), "function_call_started", started);
+        if destructive {
+            scope.events().write_through();
+        }
         let span = crate::telemetry::start(
             "function.call",
             opentelemetry::trace::SpanKind::Internal,
@@ -185,6 +206,7 @@ impl<S: CallScope> Call<S> {
             slot,
             held,
             open: true,
+            destructive,
         }
     }
 
@@ -244,17 +266,24 @@ impl<S: CallScope> Call<S> {
         self.slot = None;
         let duration = self.at.elapsed();
         crate::telemetry::end(&self.span, status.as_str(), error_type);
-        self.scope.events().emit(
-            self.scope.origin(),
-            "function_call_finished",
-            json!({
-                "function": self.function,
-                "call_id": self.call_id,
-                "status": status.as_str(),
-                "error_type": error_type,
-                "duration_ms": duration.as_secs_f64() * 1000.0,
-            }),
-        );
+        let mut finished = json!({
+            "function": self.function,
+            "call_id": self.call_id,
+            "status": status.as_str(),
+            "error_type": error_type,
+            "duration_ms": duration.as_secs_f64() * 1000.0,
+        });
+        if self.destructive {
+            finished["destructive"] = Value::Bool(true);
+            finished["output_sha256"] =
+                output.map_or(Value::Null, |o| warden_core::receipt::digest(o).into());
+        }
+        self.scope
+            .events()
+            .emit(self.scope.origin(), "function_call_finished", finished);
+        if self.destructive {
+            self.scope.events().write_through();
+        }
         self.scope.settled(&Settled {
             function: &self.function,
             status,
@@ -339,6 +368,17 @@ mod tests {
         Ok(1.0)
     }
 
+    /// A side effect: reads its own task log from the disk while it runs.
+    fn wipe(_: &Resources, _: Nothing) -> Result<f64, GuardError> {
+        let dir = WIPE_LOG.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let on_disk = dir.map(|d| std::fs::read_to_string(d.join("events.jsonl")).unwrap_or_default());
+        *WIPE_SAW.lock().unwrap_or_else(|p| p.into_inner()) = on_disk;
+        Ok(1.0)
+    }
+
+    static WIPE_LOG: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
+    static WIPE_SAW: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+
     /// An isolated guard: this executor has no worker binary to run it.
     fn far(_: Nothing) -> Result<f64, GuardError> {
         Ok(1.0)
@@ -354,8 +394,14 @@ mod tests {
             admission_wait: Duration::from_millis(50),
             ..CallLimits::default()
         };
-        let registry =
-            Registry::new(vec![guard(quick), guard(hold), guard(counted), guard(far)]).expect("registry");
+        let registry = Registry::new(vec![
+            guard(quick),
+            guard(hold),
+            guard(counted),
+            guard(far),
+            guard(wipe).destructive(),
+        ])
+        .expect("registry");
         let launcher = WorkerLauncher::new(dir.join("no-worker"), dir.to_path_buf(), 1 << 20, 1 << 20);
         Executor::new(
             Arc::new(registry),
@@ -382,6 +428,38 @@ mod tests {
         .events(events)
     }
 
+    /// What each test starts from: a temporary task directory, the
+    /// executor, a task log in that directory and a request's origin.
+    struct Setup {
+        dir: tempfile::TempDir,
+        executor: Executor,
+        events: Events,
+        origin: Origin,
+    }
+
+    impl Setup {
+        fn new(mode: &'static str, tool: &str) -> Self {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let executor = executor(dir.path());
+            let events = Events::disabled().with_task_log(dir.path());
+            Self {
+                dir,
+                executor,
+                events,
+                origin: Origin::request(mode, tool),
+            }
+        }
+
+        /// The scope of a call borrowed from this request, with no record of the caller's.
+        fn scope(&self) -> Borrowed<'_> {
+            Borrowed {
+                events: &self.events,
+                origin: &self.origin,
+                record: None,
+            }
+        }
+    }
+
     /// The `function_call_finished` records of the task log in `dir`.
     fn finished(events: &Events, dir: &std::path::Path) -> Vec<Value> {
         events.flush_task_log();
@@ -394,23 +472,80 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_side_effect_is_on_disk_before_it_runs_and_as_soon_as_it_settles() {
+        // A destructive guard's start is written through to the task's log before the function
+        // runs, with the arguments' hash; its end as it settles. Other calls' records wait in the
+        // buffer until the task ends.
+        let setup = Setup::new("script", "run_script");
+        let Setup {
+            dir,
+            executor,
+            events,
+            origin,
+        } = &setup;
+        let runtime = tokio::runtime::Handle::current();
+        let scope = || setup.scope();
+        *WIPE_LOG.lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.path().to_path_buf());
+        let on_disk = || std::fs::read_to_string(dir.path().join("events.jsonl")).unwrap_or_default();
+        let quick = request("quick", origin, events, Admission::InTask);
+        let (call, here) = executor.begin_here(&quick, &runtime, scope()).expect("begun");
+        assert!(call.finish(here.run(json!({}))).is_ok());
+        assert_eq!(
+            on_disk(),
+            "",
+            "an ordinary call's records wait for the task's end"
+        );
+
+        let wipe = request("wipe", origin, events, Admission::InTask)
+            .consent(super::super::confirm::Consent::Direct);
+        let (call, here) = executor.begin_here(&wipe, &runtime, scope()).expect("begun");
+        let output = call.finish(here.run(json!({}))).expect("it ran");
+        let saw = WIPE_SAW
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default();
+        let started: Vec<Value> = saw
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["event"] == "function_call_started" && r["function"] == "wipe")
+            .collect();
+        assert_eq!(started.len(), 1, "the guard saw its start on disk: {saw}");
+        assert_eq!(started[0]["destructive"], true);
+        assert_eq!(
+            started[0]["arguments_sha256"],
+            warden_core::receipt::digest(&json!({})).as_str()
+        );
+        let text = on_disk();
+        let ended = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["event"] == "function_call_finished" && r["function"] == "wipe")
+            .expect("its end is on disk before the task ends");
+        assert_eq!(ended["status"], "success");
+        assert_eq!(
+            ended["output_sha256"],
+            warden_core::receipt::digest(&output).as_str()
+        );
+    }
+
+    #[tokio::test]
     async fn a_begun_call_nobody_finishes_is_settled_cancelled_exactly_once() {
         // Dropping a begun call settles it `cancelled` once; a finished one is never settled twice.
-        let dir = tempfile::tempdir().expect("temp dir");
-        let executor = executor(dir.path());
-        let events = Events::disabled().with_task_log(dir.path());
-        let origin = Origin::request("script", "run_script");
+        let setup = Setup::new("script", "run_script");
+        let Setup {
+            dir,
+            executor,
+            events,
+            origin,
+        } = &setup;
         let runtime = tokio::runtime::Handle::current();
-        let scope = || Borrowed {
-            events: &events,
-            origin: &origin,
-            record: None,
-        };
-        let abandoned = request("quick", &origin, &events, Admission::InTask);
+        let scope = || setup.scope();
+        let abandoned = request("quick", origin, events, Admission::InTask);
         let (call, here) = executor.begin_here(&abandoned, &runtime, scope()).expect("begun");
         drop(here);
         drop(call);
-        let records = finished(&events, dir.path());
+        let records = finished(events, dir.path());
         assert_eq!(records.len(), 1, "{records:?}");
         assert_eq!(records[0]["status"], "cancelled");
         assert_eq!(records[0]["error_type"], "cancelled");
@@ -420,7 +555,7 @@ mod tests {
             .expect("permit free again");
         let outcome = call.finish(here.run(json!({})));
         assert!(outcome.is_ok(), "{outcome:?}");
-        let records = finished(&events, dir.path());
+        let records = finished(events, dir.path());
         assert_eq!(records.len(), 2, "{records:?}");
         assert_eq!(records[1]["status"], "success");
     }
@@ -474,18 +609,17 @@ mod tests {
     async fn a_request_that_is_over_starts_no_call_on_any_path() {
         // Cancelled, or past its task's deadline: refused before it begins, in process or
         // isolated, through `call` and `begin_here`; the guard never runs and nothing is settled.
-        let dir = tempfile::tempdir().expect("temp dir");
-        let executor = executor(dir.path());
-        let events = Events::disabled().with_task_log(dir.path());
-        let origin = Origin::request("script", "run_script");
+        let setup = Setup::new("script", "run_script");
+        let Setup {
+            dir,
+            executor,
+            events,
+            origin,
+        } = &setup;
         let runtime = tokio::runtime::Handle::current();
-        let scope = || Borrowed {
-            events: &events,
-            origin: &origin,
-            record: None,
-        };
+        let scope = || setup.scope();
         for guard in ["counted", "far"] {
-            let cancelled = request(guard, &origin, &events, Admission::InTask);
+            let cancelled = request(guard, origin, events, Admission::InTask);
             cancelled.cancel.cancel();
             let refused = executor.call(cancelled).await.expect_err("cancelled");
             assert_eq!(refused.status, Status::Cancelled, "{guard}");
@@ -495,13 +629,13 @@ mod tests {
                 "{}",
                 refused.error.message
             );
-            let overdue = request(guard, &origin, &events, Admission::InTask)
+            let overdue = request(guard, origin, events, Admission::InTask)
                 .in_task(tokio::time::Instant::now() - Duration::from_millis(1));
             let refused = executor.call(overdue).await.expect_err("past its deadline");
             assert_eq!(refused.status, Status::TimedOut, "{guard}");
             assert_eq!(refused.error.code, codes::TIMED_OUT, "{guard}");
         }
-        let cancelled = request("counted", &origin, &events, Admission::InTask);
+        let cancelled = request("counted", origin, events, Admission::InTask);
         cancelled.cancel.cancel();
         let refused = executor
             .begin_here(&cancelled, &runtime, scope())
@@ -509,9 +643,9 @@ mod tests {
             .expect_err("cancelled");
         assert_eq!(refused.status, Status::Cancelled);
         assert_eq!(COUNTED.load(Ordering::SeqCst), 0, "the guard ran");
-        assert!(finished(&events, dir.path()).is_empty());
+        assert!(finished(events, dir.path()).is_empty());
         // The same request, not cancelled, runs.
-        let live = request("counted", &origin, &events, Admission::InTask);
+        let live = request("counted", origin, events, Admission::InTask);
         assert!(executor.call(live).await.is_ok());
         assert_eq!(COUNTED.load(Ordering::SeqCst), 1);
     }

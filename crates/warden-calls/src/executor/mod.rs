@@ -526,7 +526,7 @@ impl Executor {
         if let Some(cap) = request.deadline_cap {
             deadline = deadline.min(cap);
         }
-        Call::begin(guard, scope, timeout, deadline, admitted)
+        Call::begin(guard, &request.arguments, scope, timeout, deadline, admitted)
     }
 
     /// Admits one direct call for `principal`, or a tool that then runs

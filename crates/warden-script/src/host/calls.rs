@@ -27,6 +27,7 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use crate::limits::DEFAULT_CALLS_RECORDED;
+use warden_calls::events::recovered::{self, SideEffect};
 
 /// Every guard call of a task, in its directory.
 pub const FUNCTION_CALLS_FILE: &str = "function_calls.json";
@@ -384,9 +385,145 @@ impl Drop for CallLog {
     }
 }
 
+/// A dead task's `function_calls.json` (`existing`, the one its last
+/// pause wrote, if any) with the side effects it started since that pause
+/// appended — each as a record like any call's, `unknown` for one that
+/// never settled — and one closing record `{"interrupted": true, "note"}`
+/// saying what the list lacks. The records of `existing` are kept as they
+/// are; a file that cannot be read is replaced, and the note says so.
+/// See `warden_calls::events::recovered`.
+pub fn recovered(existing: Option<&[u8]>, side_effects: &[SideEffect], cut: bool) -> Vec<u8> {
+    let (kept, unreadable) = match existing.map(serde_json::from_slice::<Vec<serde_json::Value>>) {
+        None => (Vec::new(), false),
+        Some(Ok(records)) => (records, false),
+        Some(Err(_)) => (Vec::new(), true),
+    };
+    let mut out = b"[".to_vec();
+    let mut separator: &[u8] = b"\n";
+    for record in &kept {
+        out.extend_from_slice(separator);
+        out.extend_from_slice(&serde_json::to_vec(record).unwrap_or_default());
+        separator = b",\n";
+    }
+    for side_effect in side_effects.iter().filter(|s| s.since_pause) {
+        out.extend_from_slice(separator);
+        CallRecord {
+            function: &side_effect.function,
+            status: match side_effect.status.as_str() {
+                "success" => "success",
+                "timed_out" => "timed_out",
+                "cancelled" => "cancelled",
+                "failed" => "failed",
+                _ => recovered::UNKNOWN,
+            },
+            error_type: match side_effect.status.as_str() {
+                "success" => None,
+                recovered::UNKNOWN => Some(INTERRUPTED),
+                _ => side_effect.error_type.as_deref(),
+            },
+            duration_ns: 0,
+            execution: if side_effect.isolated {
+                "isolated"
+            } else {
+                "in_process"
+            },
+            arguments_sha256: side_effect.arguments_sha256.as_deref(),
+            output_sha256: side_effect.output_sha256.as_deref(),
+        }
+        .write_json(&mut out);
+        separator = b",\n";
+    }
+    let mut note = String::from(
+        "the server stopped while this task ran: the records above are those written when it last paused (if it did), \
+         then every call of a destructive guard it started since (each written to its events.jsonl before it ran; \
+         status unknown: it started and may have taken effect). Other calls since its last pause are in the server's \
+         events.jsonl only",
+    );
+    if unreadable {
+        note.push_str("; the list written at its last pause could not be read and is not kept");
+    }
+    if cut {
+        note.push_str("; its events.jsonl reached its cap, so side effects after that are in the server's events.jsonl only");
+    }
+    out.extend_from_slice(separator);
+    out.extend_from_slice(
+        &serde_json::to_vec(&serde_json::json!({"interrupted": true, "note": note})).unwrap_or_default(),
+    );
+    out.extend_from_slice(b"\n]\n");
+    out
+}
+
+/// The `error_type` of a recovered side effect that did not succeed.
+const INTERRUPTED: &str = "interrupted";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn side_effect(function: &str, status: &str, since_pause: bool) -> SideEffect {
+        serde_json::from_value::<SideEffect>(serde_json::json!({
+            "function": function, "status": status, "arguments_sha256": "sha256:aa",
+            "error_type": (status == "failed").then_some("invalid_input"),
+        }))
+        .map(|mut s| {
+            s.since_pause = since_pause;
+            s
+        })
+        .expect("a side effect")
+    }
+
+    #[test]
+    fn a_dead_tasks_list_keeps_what_its_pause_wrote_and_adds_the_side_effects_since() {
+        let paused = br#"[
+{"function":"place_paper_order","status":"failed","error_type":"input_required","duration_ms":0.000000,"execution":"in_process","arguments_sha256":null,"output_sha256":null}
+]
+"#;
+        let effects = [
+            side_effect("wipe", "success", false),
+            side_effect("place_paper_order", "success", true),
+            side_effect("place_paper_order", "failed", true),
+            side_effect("place_paper_order", recovered::UNKNOWN, true),
+        ];
+        let text = super::recovered(Some(paused), &effects, false);
+        let list: Vec<serde_json::Value> = serde_json::from_slice(&text).expect("valid JSON");
+        let seen: Vec<_> = list
+            .iter()
+            .map(|r| (r["status"].as_str(), r["error_type"].as_str()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some("failed"), Some("input_required")),
+                (Some("success"), None),
+                (Some("failed"), Some("invalid_input")),
+                (Some("unknown"), Some("interrupted")),
+                (None, None),
+            ]
+        );
+        assert_eq!(list[1]["arguments_sha256"], "sha256:aa");
+        assert_eq!(list[4]["interrupted"], true);
+        // One record per line, as a streamed log has them.
+        assert_eq!(String::from_utf8_lossy(&text).lines().count(), 7);
+
+        // No list (it never paused) or one that cannot be read: the side effects alone, and the note says which.
+        let fresh: Vec<serde_json::Value> =
+            serde_json::from_slice(&super::recovered(None, &effects[1..2], true)).expect("JSON");
+        assert_eq!(fresh.len(), 2);
+        assert!(
+            fresh[1]["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("reached its cap"))
+        );
+        let torn: Vec<serde_json::Value> =
+            serde_json::from_slice(&super::recovered(Some(b"[\n{\"fun"), &effects[1..2], false))
+                .expect("JSON");
+        assert_eq!(torn.len(), 2);
+        assert!(
+            torn[1]["note"]
+                .as_str()
+                .is_some_and(|n| n.contains("could not be read"))
+        );
+    }
 
     fn record(status: &'static str) -> CallRecord<'static> {
         CallRecord {
