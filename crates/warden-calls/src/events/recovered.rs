@@ -119,6 +119,7 @@ fn read_record(line: &[u8], found: &mut Recovered) {
         return;
     };
     let field = |key: &str| record.get(key).and_then(Value::as_str).map(str::to_string);
+    let side_effect = record.get("destructive") == Some(&Value::Bool(true));
     match record.get("event").and_then(Value::as_str) {
         Some("task_waiting") => found.side_effects.iter_mut().for_each(|s| s.since_pause = false),
         Some("task_events_truncated") => found.cut = true,
