@@ -393,18 +393,20 @@ impl Drop for CallLog {
 /// are; a file that cannot be read is replaced, and the note says so.
 /// See `warden_calls::events::recovered`.
 pub fn recovered(existing: Option<&[u8]>, side_effects: &[SideEffect], cut: bool) -> Vec<u8> {
-    let (kept, unreadable) = match existing.map(serde_json::from_slice::<Vec<serde_json::Value>>) {
-        None => (Vec::new(), false),
-        Some(Ok(records)) => (records, false),
-        Some(Err(_)) => (Vec::new(), true),
+    // The list as written, byte for byte, up to its closing bracket; a
+    // file that is not a JSON list is not kept.
+    let kept = existing.filter(|bytes| serde_json::from_slice::<Vec<serde::de::IgnoredAny>>(bytes).is_ok());
+    let unreadable = existing.is_some() && kept.is_none();
+    let mut out = match kept {
+        Some(bytes) => bytes
+            .trim_ascii()
+            .strip_suffix(b"]")
+            .unwrap_or(b"[")
+            .trim_ascii_end()
+            .to_vec(),
+        None => b"[".to_vec(),
     };
-    let mut out = b"[".to_vec();
-    let mut separator: &[u8] = b"\n";
-    for record in &kept {
-        out.extend_from_slice(separator);
-        out.extend_from_slice(&serde_json::to_vec(record).unwrap_or_default());
-        separator = b",\n";
-    }
+    let mut separator: &[u8] = if out == b"[" { b"\n" } else { b",\n" };
     for side_effect in side_effects.iter().filter(|s| s.since_pause) {
         out.extend_from_slice(separator);
         CallRecord {
@@ -501,6 +503,15 @@ mod tests {
             ]
         );
         assert_eq!(list[1]["arguments_sha256"], "sha256:aa");
+        assert!(
+            text.starts_with(&paused[..paused.len() - 3]),
+            "the paused records are kept byte for byte"
+        );
+        for empty in [&b"[]\n"[..], b" [ \n ] "] {
+            let list: Vec<serde_json::Value> =
+                serde_json::from_slice(&super::recovered(Some(empty), &effects[1..2], false)).expect("JSON");
+            assert_eq!(list.len(), 2);
+        }
         assert_eq!(list[4]["interrupted"], true);
         // One record per line, as a streamed log has them.
         assert_eq!(String::from_utf8_lossy(&text).lines().count(), 7);
