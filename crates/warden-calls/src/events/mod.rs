@@ -103,6 +103,9 @@ struct TaskLog {
     /// The task directory, whose entries are synced by the first
     /// [`Events::write_through`] (`None` once they are).
     dir: Option<std::path::PathBuf>,
+    /// Records were appended since the last [`Events::write_through`]: a
+    /// log past its cap takes none, and costs no sync.
+    unsynced: bool,
 }
 
 impl TaskLog {
@@ -112,6 +115,7 @@ impl TaskLog {
         if self.closed {
             return;
         }
+        self.unsynced = true;
         if self.written + lines.len() as u64 <= self.max_bytes {
             self.written += lines.len() as u64;
             let _ = self.file.append(lines);
@@ -125,6 +129,9 @@ impl TaskLog {
     /// directory and the directory holding it, so the log's name survives
     /// a crash of the machine with its records.
     fn write_through(&mut self) -> std::io::Result<()> {
+        if !std::mem::replace(&mut self.unsynced, false) {
+            return Ok(());
+        }
         self.file.sync()?;
         if let Some(dir) = self.dir.take() {
             for dir in [Some(dir.as_path()), dir.parent()].into_iter().flatten() {
@@ -217,6 +224,7 @@ impl Events {
                     max_bytes: DEFAULT_TASK_EVENTS_MAX_BYTES,
                     closed: false,
                     dir: Some(task_dir.to_path_buf()),
+                    unsynced: false,
                 }))
             }),
         }
