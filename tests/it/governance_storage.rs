@@ -515,14 +515,18 @@ async fn a_task_left_by_a_killed_server_is_interrupted_after_restart() {
     let result = &structured(&answer)["result"];
     assert_eq!(result["status"], "failed", "{result}");
     assert_eq!(result["error"]["kind"], "interrupted", "{result}");
-    // It says where the calls it made before the crash are recorded, since its own files may not.
+    // It says where the calls it made before the crash are recorded, since its own files may not,
+    // and, read back from its own log (written through at each one), that it made no side effect.
+    let message = result["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        result["error"]["message"]
-            .as_str()
-            .unwrap_or_default()
-            .contains("the server's events.jsonl records each one"),
+        message.contains("the server's events.jsonl records each one"),
         "{result}"
     );
+    assert!(
+        message.contains("it had started no call of a destructive guard"),
+        "{result}"
+    );
+    assert!(result.get("side_effects").is_none(), "{result}");
     let listed = structured(&again.call("list_tasks", json!({})).await);
     let entry = listed["tasks"]
         .as_array()

@@ -96,15 +96,15 @@ impl TaskError {
     }
 
     /// The error of a task whose server stopped under it (`why`), saying
-    /// what its own files hold: its guard calls are written to them as the
-    /// task ends, except the calls of destructive guards, written through
-    /// before they run; so the other calls it made since it last paused are
-    /// only in the server's log.
+    /// what its own files cannot: its guard calls are written to them as
+    /// the task ends, so the calls it made since it last paused are only in
+    /// the server's log. (A task whose own log the next server read says
+    /// more: its side effects, see `warden_task::records`.)
     pub fn interrupted(why: &str) -> Self {
         Self::new(
             TaskErrorKind::Interrupted,
             format!(
-                "{why}; each call of a destructive guard it started was written to its own events.jsonl before it ran (side_effects and function_calls.json list those read back from there; status unknown: it started and may have taken effect); its other guard calls since it last paused may be missing from its files: the server's events.jsonl records each one (function_call_finished with this task_id)"
+                "{why}; guard calls it made since it last paused may be missing from its files: the server's events.jsonl records each one (function_call_finished with this task_id)"
             ),
         )
     }

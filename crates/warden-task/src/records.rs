@@ -541,13 +541,46 @@ impl Records {
     /// `interrupted`, naming every side effect it started (read back from
     /// its events.jsonl, see [`warden_calls::events::recovered`]), which its
     /// `function_calls.json` lists too; then its `result.json`, the commit.
+    /// A task without a log of its own (a guard call run as an MCP task
+    /// keeps none) gets the plain `interrupted` result.
     fn end_dead(&self, id: &str) -> TaskResult {
-        let recovered = self
-            .artifacts
-            .open_task_file(id, "events.jsonl")
-            .map(recovered::side_effects)
-            .unwrap_or_default();
         let mut result = interrupted().with_task_id(id);
+        let Ok(log) = self.artifacts.open_task_file(id, "events.jsonl") else {
+            let _ = self.artifacts.write_result(id, &result.to_bytes());
+            return result;
+        };
+        let recovered = recovered::side_effects(log);
+        let listed: Vec<String> = recovered
+            .side_effects
+            .iter()
+            .map(|s| format!("{} ({})", s.function, s.status))
+            .collect();
+        let started = if listed.is_empty() {
+            "it had started no call of a destructive guard".to_string()
+        } else {
+            format!(
+                "it had started {} call(s) of destructive guards: {} (see side_effects)",
+                listed.len(),
+                listed.join(", ")
+            )
+        };
+        let cut = if recovered.cut {
+            "; its events.jsonl reached its cap, so calls after that are in the server's events.jsonl only"
+        } else {
+            ""
+        };
+        result.summary = Some(format!(
+            "interrupted: the server running this task stopped before it finished; {started}{cut}"
+        ));
+        result.error = Some(
+            TaskError::new(
+                TaskErrorKind::Interrupted,
+                format!(
+                    "the server process that ran this task is gone; {started} (each is written to the task's events.jsonl before it runs and as it ends: status unknown means it started and may have taken effect){cut}; its other guard calls since it last paused may be missing from its files: the server's events.jsonl records each one (function_call_finished with this task_id)"
+                ),
+            )
+            .into(),
+        );
         if !recovered.side_effects.is_empty() {
             let calls = warden_script::host::calls::FUNCTION_CALLS_FILE;
             let existing = self.artifacts.open_task_file(id, calls).ok().and_then(|file| {
@@ -563,17 +596,6 @@ impl Records {
                 recovered.cut,
             );
             let _ = self.artifacts.write_task_file(id, calls, &rewritten);
-            let listed: Vec<String> = recovered
-                .side_effects
-                .iter()
-                .map(|s| format!("{} ({})", s.function, s.status))
-                .collect();
-            let summary = format!(
-                "interrupted: the server running this task stopped before it finished; it had started {} call(s) of destructive guards: {} (see side_effects)",
-                listed.len(),
-                listed.join(", ")
-            );
-            result.summary = Some(summary);
             result.side_effects = Some(recovered.side_effects);
         }
         let _ = self.artifacts.write_result(id, &result.to_bytes());
