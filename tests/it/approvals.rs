@@ -904,6 +904,10 @@ let t = timestamp(); while t.elapsed < 25.0 {} 1"#;
     let ended = poll_until_ended(second.peer(), &id, Duration::from_secs(30)).await;
     let done = wire(ended.last().expect("an answer"));
     assert_eq!(done["status"], "failed", "{done}");
+    // tasks/get names the side effect beside the error.
+    let shown = &done["error"]["data"]["side_effects"];
+    assert_eq!(shown[0]["function"], "place_paper_order", "{done}");
+    assert_eq!(shown[0]["status"], "success", "{done}");
     let saved: Value = serde_json::from_str(
         &std::fs::read_to_string(artifacts.join(&id).join("result.json")).expect("result.json"),
     )

@@ -225,13 +225,19 @@ pub(crate) fn detailed(
         },
         McpStatus::Working => TaskPayload::Working,
         McpStatus::Cancelled => TaskPayload::Cancelled,
-        McpStatus::Failed => TaskPayload::Failed {
-            error: object(json!({
-                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-                "message": record.summary.clone().unwrap_or_else(|| "interrupted".into()),
-                "data": {"task_id": record.id, "error": record.error},
-            })),
-        },
+        McpStatus::Failed => {
+            let mut data = json!({"task_id": record.id, "error": record.error});
+            if let Some(side_effects) = side_effects(store, principal, record) {
+                data["side_effects"] = side_effects;
+            }
+            TaskPayload::Failed {
+                error: object(json!({
+                    "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                    "message": record.summary.clone().unwrap_or_else(|| "interrupted".into()),
+                    "data": data,
+                })),
+            }
+        }
         _ => TaskPayload::Completed {
             result: object(
                 serde_json::to_value(completed(store, principal, record, limit)).unwrap_or_default(),
@@ -239,6 +245,20 @@ pub(crate) fn detailed(
         },
     };
     DetailedTask::new(task, payload)
+}
+
+/// The side effects a task whose server died had started, from its
+/// `result.json` (see `warden_task::records`): what its failed `tasks/get`
+/// carries besides the error, so the client sees which calls may have
+/// taken effect. At most `MAX_RESULT_SIDE_EFFECTS` of them.
+fn side_effects(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> Option<Value> {
+    let Ok(Saved::Whole(text)) = read_saved(store.view(principal), &record.id) else {
+        return None;
+    };
+    let result = serde_json::from_str::<TaskResult>(&text).ok()?;
+    result
+        .side_effects
+        .map(|listed| serde_json::to_value(listed).unwrap_or_default())
 }
 
 /// The call result of an ended task, from its `result.json`; when that

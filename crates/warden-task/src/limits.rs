@@ -201,6 +201,13 @@ pub const DEFAULT_PRINCIPAL_DAILY_TOKENS: u64 = 0;
 /// for the rest. Keeps a result under [`MAX_INLINE_RESULT_BYTES`](warden_calls::limits::MAX_INLINE_RESULT_BYTES).
 pub const MAX_RESULT_ARTIFACTS: usize = 100;
 
+/// Side effects listed in an interrupted task's result (`side_effects`):
+/// the last 100 it started (the one the server died in is last). Its
+/// summary counts every one by status, and its `function_calls.json`
+/// lists every one. A plan can approve a loop of destructive calls up to
+/// the door's call budget, so the list needs a bound of its own.
+pub const MAX_RESULT_SIDE_EFFECTS: usize = 100;
+
 /// Largest `value` returned inline in a task result: 64 KiB of JSON. A
 /// larger value is saved as `value.json` in the task directory and the
 /// result says where (`value_file`, `value_bytes`).

@@ -53,7 +53,7 @@ use super::store::{
     Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, now_ms,
 };
 use super::{TaskResult, TaskStatus};
-use crate::limits::TASK_SWEEP_MIN_INTERVAL;
+use crate::limits::{MAX_RESULT_SIDE_EFFECTS, TASK_SWEEP_MIN_INTERVAL};
 use warden_calls::artifacts::ArtifactStore;
 use warden_calls::events::recovered;
 use warden_calls::node;
@@ -549,21 +549,8 @@ impl Records {
             let _ = self.artifacts.write_result(id, &result.to_bytes());
             return result;
         };
-        let recovered = recovered::side_effects(log);
-        let listed: Vec<String> = recovered
-            .side_effects
-            .iter()
-            .map(|s| format!("{} ({})", s.function, s.status))
-            .collect();
-        let started = if listed.is_empty() {
-            "it had started no call of a destructive guard".to_string()
-        } else {
-            format!(
-                "it had started {} call(s) of destructive guards: {} (see side_effects)",
-                listed.len(),
-                listed.join(", ")
-            )
-        };
+        let mut recovered = recovered::side_effects(log);
+        let started = started_side_effects(&recovered.side_effects);
         let cut = if recovered.cut {
             "; its events.jsonl reached its cap, so calls after that are in the server's events.jsonl only"
         } else {
@@ -596,6 +583,8 @@ impl Records {
                 recovered.cut,
             );
             let _ = self.artifacts.write_task_file(id, calls, &rewritten);
+            let listed = &mut recovered.side_effects;
+            listed.drain(..listed.len().saturating_sub(MAX_RESULT_SIDE_EFFECTS));
             result.side_effects = Some(recovered.side_effects);
         }
         let _ = self.artifacts.write_result(id, &result.to_bytes());
@@ -686,6 +675,39 @@ pub async fn open_database(
                 .into()
         },
     })
+}
+
+/// What a dead task's summary says of its side effects: how many, by
+/// status, and the first few by name (the list itself is in its result
+/// and its `function_calls.json`).
+fn started_side_effects(side_effects: &[recovered::SideEffect]) -> String {
+    /// Side effects a summary names.
+    const NAMED: usize = 5;
+    if side_effects.is_empty() {
+        return "it had started no call of a destructive guard".into();
+    }
+    let mut by_status: std::collections::BTreeMap<&str, usize> = Default::default();
+    for side_effect in side_effects {
+        *by_status.entry(side_effect.status.as_str()).or_default() += 1;
+    }
+    let counts: Vec<String> = by_status
+        .iter()
+        .map(|(status, n)| format!("{n} {status}"))
+        .collect();
+    let mut named: Vec<String> = side_effects
+        .iter()
+        .take(NAMED)
+        .map(|s| format!("{} ({})", s.function, s.status))
+        .collect();
+    if side_effects.len() > NAMED {
+        named.push(format!("… {} more", side_effects.len() - NAMED));
+    }
+    format!(
+        "it had started {} call(s) of destructive guards, {}: {} (side_effects lists the last {MAX_RESULT_SIDE_EFFECTS}, function_calls.json every one)",
+        side_effects.len(),
+        counts.join(", "),
+        named.join(", ")
+    )
 }
 
 /// Bytes of a dead task's `function_calls.json` read to append its side

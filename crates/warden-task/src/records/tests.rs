@@ -57,3 +57,60 @@ async fn a_postgres_url_goes_to_the_opener_and_without_one_names_the_feature() {
         vec![url.to_string(), "postgresql://db/tasks".to_string()]
     );
 }
+
+#[test]
+fn a_dead_task_lists_its_last_side_effects_and_counts_every_one() {
+    // A plan can approve a loop of orders: the result lists the last MAX_RESULT_SIDE_EFFECTS (the
+    // one the server died in last), the summary counts all of them, function_calls.json lists all.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let artifacts = ArtifactStore::new(dir.path(), 10);
+    let (id, task_dir) = artifacts
+        .create_task(&warden_calls::tenant::Principal::local())
+        .expect("a task directory");
+    let total = MAX_RESULT_SIDE_EFFECTS + 20;
+    let mut log = String::new();
+    for n in 0..total {
+        let call = format!("c{n}");
+        log += &serde_json::json!({"event": "function_call_started", "function": "place_paper_order",
+            "call_id": call, "destructive": true, "arguments_sha256": format!("sha256:{n}")})
+        .to_string();
+        log.push('\n');
+        if n + 1 < total {
+            log += &serde_json::json!({"event": "function_call_finished", "function": "place_paper_order",
+                "call_id": call, "destructive": true, "status": "success"})
+            .to_string();
+            log.push('\n');
+        }
+    }
+    std::fs::write(task_dir.join("events.jsonl"), log).expect("log");
+    let records = Records::new(
+        artifacts,
+        Duration::from_secs(3600),
+        &crate::limits::TaskLimits::default(),
+    );
+
+    let result = records.end_dead(&id);
+    let listed = result.side_effects.clone().unwrap_or_default();
+    assert_eq!(listed.len(), MAX_RESULT_SIDE_EFFECTS);
+    assert_eq!(listed.last().map(|s| s.status.as_str()), Some(recovered::UNKNOWN));
+    assert_eq!(listed[0].arguments_sha256.as_deref(), Some("sha256:20"));
+    let summary = result.summary.clone().unwrap_or_default();
+    assert!(summary.contains(&format!("{total} call(s)")), "{summary}");
+    assert!(
+        summary.contains(&format!("{} success, 1 unknown", total - 1)),
+        "{summary}"
+    );
+    assert!(summary.contains(&format!("… {} more", total - 5)), "{summary}");
+    assert!(summary.len() < 600, "the summary is bounded: {summary}");
+    let calls: Vec<Value> =
+        serde_json::from_slice(&std::fs::read(task_dir.join("function_calls.json")).expect("calls"))
+            .expect("JSON");
+    assert_eq!(calls.len(), total + 1, "every one, then the note");
+    let saved: Value =
+        serde_json::from_slice(&std::fs::read(task_dir.join("result.json")).expect("result")).expect("JSON");
+    assert_eq!(saved["error"]["kind"], "interrupted");
+    assert_eq!(
+        saved["side_effects"].as_array().map(Vec::len),
+        Some(MAX_RESULT_SIDE_EFFECTS)
+    );
+}
