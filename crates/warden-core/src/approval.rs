@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::ask::Action;
+use crate::screen::shown;
 
 /// The key of a script's plan question.
 pub const PLAN_KEY: &str = "plan";
@@ -227,40 +228,6 @@ pub fn fenced(text: &str) -> String {
     let fence = "`".repeat(longest.max(2) + 1);
     let newline = if text.ends_with('\n') { "" } else { "\n" };
     format!("{fence}\n{text}{newline}{fence}\n")
-}
-
-/// `text` as a confirmation form shows it: every character that would not
-/// show on a screen as itself escaped as `\u{…}`, so nothing the guard
-/// receives, or the source that computes it, can be hidden from the
-/// person or drawn as something it is not.
-pub fn shown(text: &str) -> String {
-    text.chars()
-        .fold(String::with_capacity(text.len()), |mut out, c| {
-            if c != '\n' && c != '\t' && invisible(c) {
-                out.push_str(&format!("\\u{{{:x}}}", c as u32));
-            } else {
-                out.push(c);
-            }
-            out
-        })
-}
-
-/// Characters a form must not show raw: controls (C0 — [`shown`] keeps
-/// the line feed and the tab —, DEL, C1), line and paragraph separators, format characters (zero-width,
-/// bidirectional controls, tags, Arabic and Syriac marks, the soft
-/// hyphen, …), variation selectors, private-use characters, and
-/// characters that draw as blank (Hangul fillers, the braille blank, the
-/// object replacement character, musical and shorthand format controls).
-/// A line separator would draw fake lines inside a value; a format
-/// character reorders or hides what is shown.
-fn invisible(c: char) -> bool {
-    matches!(c as u32,
-        0x0000..=0x001F | 0x007F..=0x009F | 0x00AD | 0x034F | 0x0600..=0x0605 | 0x061C | 0x06DD
-        | 0x070F | 0x0890..=0x0891 | 0x08E2 | 0x115F | 0x1160 | 0x17B4 | 0x17B5 | 0x180B..=0x180F
-        | 0x200B..=0x200F | 0x2028..=0x202E | 0x2060..=0x206F | 0x2800 | 0x3164 | 0xFE00..=0xFE0F
-        | 0xFEFF | 0xFFA0 | 0xFFF0..=0xFFFC | 0x110BD | 0x110CD | 0x13430..=0x1345F
-        | 0x1BCA0..=0x1BCA3 | 0x1D159 | 0x1D173..=0x1D17A | 0xE0000..=0xE0FFF
-        | 0xE000..=0xF8FF | 0xF0000..=0x10FFFF)
 }
 
 /// What a paused task carries to its resumption, kept in its record.

@@ -85,13 +85,29 @@ pub struct TaskError {
 }
 
 impl TaskError {
-    /// An error with no position in the code.
+    /// An error with no position in the code; its message shown as it is
+    /// ([`crate::screen::visible`]: a script's error may quote any string it made).
     pub fn new(kind: TaskErrorKind, message: impl Into<String>) -> Self {
         Self {
             kind,
-            message: message.into(),
+            message: crate::screen::visible(message.into()),
             line: None,
             column: None,
+        }
+    }
+
+    /// An error at `line` and `column` of the code (a script's), its
+    /// message shown as [`TaskError::new`] shows it.
+    pub fn at(
+        kind: TaskErrorKind,
+        message: impl Into<String>,
+        line: Option<usize>,
+        column: Option<usize>,
+    ) -> Self {
+        Self {
+            line,
+            column,
+            ..Self::new(kind, message)
         }
     }
 
@@ -300,11 +316,12 @@ pub struct GuardError {
 
 impl GuardError {
     /// An error with a code of the guard's own choosing. The message is
-    /// held to [`MAX_ERROR_MESSAGE_BYTES`] ([`bound_message`]).
+    /// held to [`MAX_ERROR_MESSAGE_BYTES`] ([`bound_message`]) and shown
+    /// as it is ([`crate::screen::visible`]).
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
             code: code.into(),
-            message: bound_message(message.into(), MAX_ERROR_MESSAGE_BYTES),
+            message: bound_message(crate::screen::visible(message.into()), MAX_ERROR_MESSAGE_BYTES),
             field: None,
             retry_after_seconds: None,
         }
@@ -314,7 +331,10 @@ impl GuardError {
     /// `invalid_input`, e.g. `arguments_too_large` on one argument), held
     /// to [`MAX_ERROR_FIELD_BYTES`].
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
-        self.field = Some(bound_message(field.into(), MAX_ERROR_FIELD_BYTES));
+        self.field = Some(bound_message(
+            crate::screen::visible(field.into()),
+            MAX_ERROR_FIELD_BYTES,
+        ));
         self
     }
 
@@ -512,5 +532,23 @@ mod bounded {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod shown {
+    use super::{GuardError, TaskError, TaskErrorKind};
+
+    #[test]
+    fn an_input_echoed_into_a_message_cannot_hide_or_reorder_its_words() {
+        // A symbol with a NUL and a right-to-left override, echoed by a guard's own message.
+        let error = GuardError::invalid_input("symbol", "got \"AAPL\u{0}\u{202e}yub\"; give A-Z");
+        assert_eq!(error.message, "symbol: got \"AAPL\\u{0}\\u{202e}yub\"; give A-Z");
+        // A field name is shown the same way; line feeds, tabs and visible non-ASCII stay.
+        let error = GuardError::new("invalid_arguments", "a\n\tb: ≤ 2 … γ₃").with_field("x\u{200b}y");
+        assert_eq!(error.message, "a\n\tb: ≤ 2 … γ₃");
+        assert_eq!(error.field.as_deref(), Some("x\\u{200b}y"));
+        let task = TaskError::new(TaskErrorKind::Runtime, "thrown: \u{2066}hidden");
+        assert_eq!(task.message, "thrown: \\u{2066}hidden");
     }
 }

@@ -39,6 +39,7 @@ pub mod reach;
 pub mod receipt;
 pub mod registry;
 pub mod schema;
+pub mod screen;
 pub mod search;
 pub mod signature;
 

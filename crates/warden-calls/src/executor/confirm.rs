@@ -404,7 +404,7 @@ pub async fn destructive_call_async(
 /// argument in canonical key order, values in JSON (so quotes, newlines
 /// and control characters are escaped), and every character that does
 /// not show on a screen as itself escaped as `\u{…}`
-/// ([`warden_core::approval::shown`]) so nothing the guard receives can be
+/// ([`warden_core::screen::shown`]) so nothing the guard receives can be
 /// hidden from the person.
 fn shown_arguments(arguments: &Value) -> String {
     let text = match arguments {
@@ -422,7 +422,7 @@ fn shown_arguments(arguments: &Value) -> String {
         }
         other => format!("{other}\n"),
     };
-    warden_core::approval::shown(&text)
+    warden_core::screen::shown(&text)
 }
 
 #[cfg(test)]

@@ -17,12 +17,7 @@ fn position(pos: Position) -> (Option<usize>, Option<usize>) {
 
 fn make(kind: Kind, message: String, pos: Position) -> ScriptError {
     let (line, column) = position(pos);
-    ScriptError {
-        kind,
-        message,
-        line,
-        column,
-    }
+    ScriptError::at(kind, message, line, column)
 }
 
 /// A runtime error, unwrapped from function-call frames so the position is

@@ -293,12 +293,12 @@ fn refused(problems: &[check::Problem]) -> super::protocol::ScriptError {
         message.push_str(&format!("\n- {at}{}", problem.message));
     }
     let first = problems.first();
-    super::protocol::ScriptError {
-        kind: warden_core::error::TaskErrorKind::Parse,
+    super::protocol::ScriptError::at(
+        warden_core::error::TaskErrorKind::Parse,
         message,
-        line: first.and_then(|p| p.line),
-        column: first.and_then(|p| p.column),
-    }
+        first.and_then(|p| p.line),
+        first.and_then(|p| p.column),
+    )
 }
 
 fn is_final_answer(error: &EvalAltResult) -> bool {
