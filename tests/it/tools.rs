@@ -517,6 +517,55 @@ async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_
 }
 
 #[tokio::test]
+async fn an_error_shows_what_it_echoes_escaped_on_every_path() {
+    // A right-to-left override and a NUL in a tool name, a method, a resource URI, a prompt name,
+    // a field name and a value: each error quotes it escaped, never raw, so it cannot reorder or
+    // hide the words a person or a model reads around it.
+    use tokio::io::AsyncWriteExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (_child, mut stdin, mut lines) = raw_server(dir.path(), "2025-11-25").await;
+    let hostile = "x\u{202e}y\u{0}";
+    let requests = [
+        json!({"method": "tools/call", "params": {"name": hostile, "arguments": {}}}),
+        json!({"method": format!("foo/{hostile}"), "params": {}}),
+        json!({"method": "resources/read", "params": {"uri": format!("warden://{hostile}")}}),
+        json!({"method": "prompts/get", "params": {"name": hostile}}),
+        json!({"method": "tools/call", "params": {"name": "get_quote", "arguments": {"symbol": hostile}}}),
+        json!({"method": "tools/call", "params": {"name": "get_quote", "arguments": {hostile: "AAPL"}}}),
+    ];
+    for (id, mut request) in requests.into_iter().enumerate() {
+        request["jsonrpc"] = json!("2.0");
+        request["id"] = json!(id + 1);
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .await
+            .expect("write");
+        let line = lines.next_line().await.expect("read").expect("an answer");
+        let answer: Value = serde_json::from_str(&line).expect("JSON");
+        let shown = match answer.get("error") {
+            Some(error) => error["message"].as_str().unwrap_or_default().to_string(),
+            // A guard's error result: its JSON in the text.
+            None => {
+                let text = answer["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap_or_default();
+                let error = serde_json::from_str::<Value>(text).expect("an error's JSON")["error"].clone();
+                format!(
+                    "{} {}",
+                    error["message"].as_str().unwrap_or_default(),
+                    error["field"]
+                )
+            }
+        };
+        assert!(shown.contains("x\\u{202e}y\\u{0}"), "{request}: {shown}");
+        assert!(
+            !shown.contains('\u{202e}') && !shown.contains('\u{0}'),
+            "{request}: {shown}"
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_client_of_an_older_revision_gets_only_content_it_can_read() {
     // resource_link exists from 2025-06-18: a 2025-03-26 client's run_script result links its
     // output in a text block instead (its SDK refuses the whole result otherwise); 2025-06-18 gets

@@ -18,8 +18,10 @@ pub(crate) use stdio::{StdioTransport, TransportLimits};
 use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage};
 use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
-/// `message` as every transport sends it: a protocol error's text held to
-/// [`MAX_ERROR_MESSAGE_BYTES`] and its `data` to as many bytes of JSON.
+/// `message` as every transport sends it: a protocol error's text shown as
+/// a person reads it (invisible characters escaped,
+/// [`warden_core::screen::visible`]) and held to
+/// [`MAX_ERROR_MESSAGE_BYTES`], and its `data` to as many bytes of JSON.
 /// Protocol errors quote what they refuse (an unknown tool's or method's
 /// name, a resource URI), some of them from rmcp itself (its unknown-method
 /// error is the method's name); bounded here, where each transport
@@ -36,10 +38,8 @@ pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage
         {
             *error = why;
         }
-        if error.message.len() > MAX_ERROR_MESSAGE_BYTES {
-            let text = std::mem::take(&mut error.message).into_owned();
-            error.message = warden_core::error::bound_message(text, MAX_ERROR_MESSAGE_BYTES).into();
-        }
+        let shown = warden_core::screen::visible(std::mem::take(&mut error.message).into_owned());
+        error.message = warden_core::error::bound_message(shown, MAX_ERROR_MESSAGE_BYTES).into();
         if let Some(data) = error.data.take() {
             let fitted = if warden_core::answer::size(&data) > MAX_ERROR_MESSAGE_BYTES {
                 warden_core::answer::fit(&data, MAX_ERROR_MESSAGE_BYTES).0
