@@ -931,6 +931,10 @@ let t = timestamp(); while t.elapsed < 25.0 {} 1"#;
         approved.as_str(),
         "the call run is the call approved"
     );
+    // And who approved it, and when.
+    assert_eq!(effects[0]["approval"]["key"], "call-1", "{saved}");
+    assert_eq!(effects[0]["approval"]["principal"], "local", "{saved}");
+    assert_eq!(effects[0]["approval"]["action"], "accept", "{saved}");
     assert!(
         saved["summary"]
             .as_str()

@@ -35,6 +35,12 @@ pub struct SideEffect {
     /// Why it did not succeed, when it settled so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_type: Option<String>,
+    /// The person's answer that let it run, when one did (not for a
+    /// direct call or the operator's standing permission): who answered
+    /// which question, how, and when. The whole answer is in the task's
+    /// records (`destructive_call_confirmed`, its receipt once it ends).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<Approved>,
     /// SHA-256 of what it returned, when it succeeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_sha256: Option<String>,
@@ -50,6 +56,24 @@ pub struct SideEffect {
     call_id: Option<String>,
 }
 
+/// Who approved a side effect, as its `destructive_call_confirmed` record
+/// has it (see [`warden_core::approval::ApprovalRecord`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approved {
+    /// `call-N` or `plan`.
+    pub key: String,
+    pub principal: String,
+    /// `accept` (the form's box ticked), as the person answered.
+    pub action: String,
+    /// When, ISO 8601 UTC.
+    pub at: String,
+}
+
+/// Approvals read and not yet matched to the call they let run, at most
+/// this many (an approved call the executor then refused, cancelled or
+/// past its deadline, leaves one).
+const PENDING_APPROVALS: usize = 64;
+
 /// The status of a side effect that started and never settled.
 pub const UNKNOWN: &str = "unknown";
 
@@ -61,6 +85,9 @@ pub struct Recovered {
     /// The log reached its cap ([`crate::limits::DEFAULT_TASK_EVENTS_MAX_BYTES`]):
     /// calls after that are in the server's events.jsonl only.
     pub cut: bool,
+    /// Approvals not yet matched to a call: (guard, arguments' SHA-256,
+    /// who approved).
+    pending: Vec<(String, Option<String>, Approved)>,
 }
 
 /// Reads a task's `events.jsonl` for the calls of destructive guards it
@@ -83,6 +110,19 @@ pub fn side_effects(log: impl Read) -> Recovered {
         read_record(&line, &mut found);
     }
     found
+}
+
+/// The approval that let `function` run with `arguments_sha256`: the
+/// latest pending one for exactly that call, taken.
+fn approval_of(
+    pending: &mut Vec<(String, Option<String>, Approved)>,
+    function: Option<&str>,
+    arguments_sha256: Option<&str>,
+) -> Option<Approved> {
+    let at = pending.iter().rposition(|(f, sha, _)| {
+        Some(f.as_str()) == function && sha.is_some() && sha.as_deref() == arguments_sha256
+    })?;
+    Some(pending.remove(at).2)
 }
 
 /// Reads past the rest of an overlong line.
@@ -112,7 +152,8 @@ fn read_record(line: &[u8], found: &mut Recovered) {
     let pause = text.contains(r#""event":"task_waiting""#);
     let cut = text.contains(r#""event":"task_events_truncated""#);
     let side_effect = text.contains(r#""destructive":true"#);
-    if !(pause || cut || side_effect) {
+    let confirmed = text.contains(r#""event":"destructive_call_confirmed""#);
+    if !(pause || cut || side_effect || confirmed) {
         return;
     }
     let Ok(record) = serde_json::from_str::<Value>(&text) else {
@@ -123,9 +164,39 @@ fn read_record(line: &[u8], found: &mut Recovered) {
     match record.get("event").and_then(Value::as_str) {
         Some("task_waiting") => found.side_effects.iter_mut().for_each(|s| s.since_pause = false),
         Some("task_events_truncated") => found.cut = true,
+        Some("destructive_call_confirmed") if record.get("approved") == Some(&Value::Bool(true)) => {
+            let approval = &record["approval"];
+            let text = |key: &str| {
+                approval
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string()
+            };
+            let approved = Approved {
+                key: text("key"),
+                principal: text("principal"),
+                action: text("action"),
+                at: text("at"),
+            };
+            if found.pending.len() == PENDING_APPROVALS {
+                found.pending.remove(0);
+            }
+            // Every call a plan admits has a record of its own, naming it.
+            found.pending.push((
+                field("function").unwrap_or_default(),
+                field("arguments_sha256"),
+                approved,
+            ));
+        }
         Some("function_call_started") if side_effect => found.side_effects.push(SideEffect {
             function: field("function").unwrap_or_default(),
             arguments_sha256: field("arguments_sha256"),
+            approval: approval_of(
+                &mut found.pending,
+                field("function").as_deref(),
+                field("arguments_sha256").as_deref(),
+            ),
             status: UNKNOWN.into(),
             error_type: None,
             output_sha256: None,
@@ -178,6 +249,16 @@ mod tests {
             "{{\"event\":\"function_call_started\",\"destructive\":true,\"pad\":\"{}\"}}\n",
             "x".repeat(70_000)
         );
+        // The person's answer, then the call it let run; a refused answer lets nothing run.
+        log += &line(
+            serde_json::json!({"event": "destructive_call_confirmed", "function": "order",
+            "approved": false, "action": "refused", "arguments_sha256": "sha256:cc"}),
+        );
+        log += &line(
+            serde_json::json!({"event": "destructive_call_confirmed", "function": "order",
+            "approved": true, "action": "accept", "arguments_sha256": "sha256:cc",
+            "approval": {"key": "call-2", "principal": "alice", "action": "accept", "at": "2026-12-07T08:00:00Z"}}),
+        );
         log += &line(
             serde_json::json!({"event": "function_call_started", "function": "order", "call_id": "c2",
             "destructive": true, "arguments_sha256": "sha256:cc", "execution_mode": "in_process"}),
@@ -214,6 +295,13 @@ mod tests {
             found.side_effects[2].arguments_sha256.as_deref(),
             Some("sha256:dd")
         );
+        let approval = found.side_effects[1].approval.as_ref().expect("who approved it");
+        assert_eq!(
+            (approval.key.as_str(), approval.principal.as_str()),
+            ("call-2", "alice")
+        );
+        assert_eq!(approval.at, "2026-12-07T08:00:00Z");
+        assert!(found.side_effects[0].approval.is_none() && found.side_effects[2].approval.is_none());
         assert!(!found.cut);
     }
 
