@@ -334,3 +334,118 @@ async fn a_client_that_takes_no_forms_is_sent_none() {
     );
     assert!(person.forms().is_empty(), "a form was sent");
 }
+
+#[tokio::test]
+async fn the_servers_own_requests_are_numbered_from_1_and_their_answers_and_withdrawals_match() {
+    // The TypeScript SDK 1.x ignores a cancellation of request 0 (its #2283), so a session's first
+    // form stayed on screen once withdrawn: on the wire the server's requests start at 1, the
+    // client's answer with that id is the one taken, and a withdrawal names the same id.
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let mut child = tokio::process::Command::new(FINANCE)
+        .env("WARDEN_ARTIFACTS_DIR", dir.path().join("artifacts"))
+        .env("WARDEN_FINANCE_LEDGER", &ledger_path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let mut send = async |message: Value| {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .expect("write");
+    };
+    send(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let order = |id: &str| json!({"script": format!(r#"place_paper_order(#{{symbol: "AAPL", side: "buy", quantity: 1, client_order_id: "{id}"}})"#)});
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("an answer in time")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    assert_eq!(next().await["id"], 0, "the initialize answer");
+
+    // The first form: id 1, and the answer sent back with id 1 places the order.
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "run_script", "arguments": order("first")}}))
+    .await;
+    let form = next().await;
+    assert_eq!(form["method"], "elicitation/create", "{form}");
+    assert_eq!(form["id"], 1, "the server's first request is 1, never 0: {form}");
+    send(json!({"jsonrpc": "2.0", "id": form["id"], "result": {"action": "accept", "content": {"confirm": true}}})).await;
+    let answer = next().await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(
+        answer["result"]["structuredContent"]["status"], "success",
+        "{answer}"
+    );
+
+    // The second form is withdrawn when its call is cancelled: the withdrawal names its id.
+    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                "params": {"name": "run_script", "arguments": order("second")}}))
+    .await;
+    let form = next().await;
+    assert_eq!(form["method"], "elicitation/create", "{form}");
+    assert_eq!(form["id"], 2, "{form}");
+    send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})).await;
+    let withdrawn = next().await;
+    assert_eq!(withdrawn["method"], "notifications/cancelled", "{withdrawn}");
+    assert_eq!(withdrawn["params"]["requestId"], form["id"], "{withdrawn}");
+    let placed = std::fs::read_to_string(&ledger_path).unwrap_or_default();
+    assert_eq!(placed.lines().count(), 1, "only the first order: {placed}");
+}
+
+#[tokio::test]
+async fn over_an_http_session_a_withdrawn_form_reaches_the_client_that_shows_it() {
+    // The server's cancellation of its own form goes where the form went (the stream of the
+    // call that asked), numbered as the form was: the client's form is withdrawn, not left open.
+    let server = crate::common::http::HttpServer::start(TESTBED, &[]).await;
+    let person = Approver::slow(Duration::from_secs(20));
+    let client = server
+        .client_with(
+            person.clone(),
+            None,
+            rmcp::service::ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("session");
+    for round in 1..=2 {
+        // The client's requests outnumber the server's: ids in the two spaces differ.
+        client.list_tools(None).await.expect("tools/list");
+        let Value::Object(arguments) = json!({"script": r#"wipe_scratch(#{record: "ledger"}).result"#})
+        else {
+            panic!("object arguments")
+        };
+        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+            CallToolRequestParams::new("run_script").with_arguments(arguments),
+        ));
+        let pending = client
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await
+            .expect("sent");
+        assert!(
+            eventually(Duration::from_secs(10), || person.forms().len() == round).await,
+            "form {round} never came"
+        );
+        pending
+            .cancel(Some("changed my mind".into()))
+            .await
+            .expect("cancelled");
+        assert!(
+            eventually(Duration::from_secs(5), || person.withdrawn() == round).await,
+            "form {round} was not withdrawn"
+        );
+    }
+}

@@ -15,7 +15,9 @@ pub(crate) mod stdio;
 
 pub(crate) use stdio::{StdioTransport, TransportLimits};
 
-use rmcp::model::{JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{
+    ClientJsonRpcMessage, JsonRpcMessage, RequestId, ServerJsonRpcMessage, ServerNotification,
+};
 use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
 /// `message` as every transport sends it: a protocol error's text shown as
@@ -50,4 +52,60 @@ pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage
         }
     }
     message
+}
+
+/// How far the ids of the server's own requests are moved on the wire: 1.
+///
+/// rmcp numbers a session's requests to the client (a form, a completion
+/// request) from 0, and the TypeScript SDK 1.x — Claude Desktop's, the
+/// Inspector's — ignores a `notifications/cancelled` for request 0 (a
+/// falsy-id check: its issue #2283), so the first form of a session stayed
+/// on the person's screen after the server withdrew it. Every transport
+/// numbers them from 1 instead: [`outgoing`] moves the request's id (and
+/// the id a cancellation of it names) up, [`incoming`] moves the client's
+/// answer back down.
+const REQUEST_ID_SHIFT: i64 = 1;
+
+/// `message` as it leaves on any transport: [`bounded`], and a request of
+/// the server's own (or the cancellation of one) numbered as the wire
+/// numbers them (see [`REQUEST_ID_SHIFT`]). The server cancels only its
+/// own requests, so every cancellation it sends names one.
+pub(crate) fn outgoing(message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
+    let mut message = bounded(message);
+    match &mut message {
+        JsonRpcMessage::Request(request) => shift(&mut request.id, REQUEST_ID_SHIFT),
+        JsonRpcMessage::Notification(notification) => {
+            if let ServerNotification::CancelledNotification(cancelled) = &mut notification.notification
+                && let Some(id) = cancelled.params.request_id.as_mut()
+            {
+                shift(id, REQUEST_ID_SHIFT);
+            }
+        }
+        _ => {}
+    }
+    message
+}
+
+/// `message` as the service reads it: a client's answer (a response or an
+/// error: a client answers only the server's requests) numbered back as
+/// rmcp numbered the request (see [`REQUEST_ID_SHIFT`]).
+pub(crate) fn incoming(mut message: ClientJsonRpcMessage) -> ClientJsonRpcMessage {
+    match &mut message {
+        JsonRpcMessage::Response(response) => shift(&mut response.id, -REQUEST_ID_SHIFT),
+        JsonRpcMessage::Error(error) => {
+            if let Some(id) = error.id.as_mut() {
+                shift(id, -REQUEST_ID_SHIFT);
+            }
+        }
+        _ => {}
+    }
+    message
+}
+
+/// Moves a numeric id by `by` (ids rmcp gives are numbers; a string id is
+/// left as it is).
+fn shift(id: &mut RequestId, by: i64) {
+    if let RequestId::Number(n) = id {
+        *n = n.saturating_add(by);
+    }
 }

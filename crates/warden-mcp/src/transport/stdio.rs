@@ -290,7 +290,7 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        let item = super::bounded(item);
+        let item = super::outgoing(item);
         let answers = match &item {
             JsonRpcMessage::Response(response) => Some(response.id.clone()),
             JsonRpcMessage::Error(error) => error.id.clone(),
@@ -367,7 +367,8 @@ where
                     }
                     return Some(JsonRpcMessage::Notification(notification));
                 }
-                Some(other) => return Some(other),
+                // A client's answer to one of the server's requests.
+                Some(other) => return Some(super::incoming(other)),
             }
         }
     }

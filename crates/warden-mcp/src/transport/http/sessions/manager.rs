@@ -133,6 +133,10 @@ impl Session {
 enum Key {
     Request(RequestId),
     Progress(ProgressToken),
+    /// A request of the server's own (a form) sent on a request's stream:
+    /// the server's cancellation of it goes the same way. Server and client
+    /// number their requests apart, so it is not a [`Key::Request`].
+    Asked(RequestId),
 }
 
 struct Routes {
@@ -307,7 +311,11 @@ impl Routes {
 
     /// Routes one message of the service (see the module docs).
     async fn route(&mut self, message: ServerJsonRpcMessage) {
-        let message = crate::transport::bounded(message);
+        let message = crate::transport::outgoing(message);
+        let asked = match &message {
+            JsonRpcMessage::Request(request) => Some(request.id.clone()),
+            _ => None,
+        };
         let answered = match &message {
             JsonRpcMessage::Response(response) => Some(response.id.clone()),
             JsonRpcMessage::Error(error) => error.id.clone(),
@@ -333,7 +341,7 @@ impl Routes {
             JsonRpcMessage::Notification(JsonRpcNotification {
                 notification: ServerNotification::CancelledNotification(cancelled),
                 ..
-            }) => cancelled.params.request_id.clone().map(Key::Request),
+            }) => cancelled.params.request_id.clone().map(Key::Asked),
             JsonRpcMessage::Request(request) => request
                 .request
                 .extensions()
@@ -345,6 +353,10 @@ impl Routes {
         let event = ServerSseMessage::from_message(message);
         match key.and_then(|key| self.keys.get(&key).copied()) {
             Some(http_request) => {
+                if let (Some(id), Some(request)) = (asked, self.requests.get_mut(&http_request)) {
+                    request.keys.push(Key::Asked(id.clone()));
+                    self.keys.insert(Key::Asked(id), http_request);
+                }
                 let delivered = match self.requests.get_mut(&http_request) {
                     Some(request) => request.stream.send(event).await,
                     None => false,
@@ -511,7 +523,12 @@ impl rmcp::transport::Transport<RoleServer> for SessionTransport {
 
     fn receive(&mut self) -> impl Future<Output = Option<ClientJsonRpcMessage>> + Send {
         let inbound = &mut self.inbound;
-        async move { inbound.recv().await.map(|message| *message) }
+        async move {
+            inbound
+                .recv()
+                .await
+                .map(|message| crate::transport::incoming(*message))
+        }
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
