@@ -570,19 +570,27 @@ impl Records {
         );
         if !recovered.side_effects.is_empty() {
             let calls = warden_script::host::calls::FUNCTION_CALLS_FILE;
-            let existing = self.artifacts.open_task_file(id, calls).ok().and_then(|file| {
-                let mut bytes = Vec::new();
-                file.take(MAX_RECOVERED_CALLS_BYTES)
-                    .read_to_end(&mut bytes)
-                    .ok()
-                    .map(|_| bytes)
-            });
-            let rewritten = warden_script::host::calls::recovered(
-                existing.as_deref(),
-                &recovered.side_effects,
-                recovered.cut,
-            );
-            let _ = self.artifacts.write_task_file(id, calls, &rewritten);
+            // A list too large to read whole is left as it is (the result
+            // still names the side effects): never replaced by a shorter one.
+            let existing = match self.artifacts.open_task_file(id, calls) {
+                Ok(file) if file.metadata().is_ok_and(|m| m.len() > MAX_RECOVERED_CALLS_BYTES) => None,
+                Ok(file) => {
+                    let mut bytes = Vec::new();
+                    file.take(MAX_RECOVERED_CALLS_BYTES)
+                        .read_to_end(&mut bytes)
+                        .ok()
+                        .map(|_| Some(bytes))
+                }
+                Err(_) => Some(None),
+            };
+            if let Some(existing) = existing {
+                let rewritten = warden_script::host::calls::recovered(
+                    existing.as_deref(),
+                    &recovered.side_effects,
+                    recovered.cut,
+                );
+                let _ = self.artifacts.write_task_file(id, calls, &rewritten);
+            }
             let listed = &mut recovered.side_effects;
             listed.drain(..listed.len().saturating_sub(MAX_RESULT_SIDE_EFFECTS));
             result.side_effects = Some(recovered.side_effects);
@@ -712,8 +720,8 @@ fn started_side_effects(side_effects: &[recovered::SideEffect]) -> String {
 
 /// Bytes of a dead task's `function_calls.json` read to append its side
 /// effects: 16 MiB, far above what [`warden_script::limits::DEFAULT_CALLS_RECORDED`]
-/// records take; a longer file cannot be read whole, and the rewritten one
-/// says so instead of keeping a cut list.
+/// records take; a longer file is left as it is (its records are never
+/// replaced by fewer), and only the result names the side effects.
 const MAX_RECOVERED_CALLS_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Retries of a failed record ending: 5, 0.2 s to 3.2 s apart (about 6 s

@@ -114,3 +114,28 @@ fn a_dead_task_lists_its_last_side_effects_and_counts_every_one() {
         Some(MAX_RESULT_SIDE_EFFECTS)
     );
 }
+
+#[test]
+fn a_dead_tasks_list_too_large_to_read_whole_is_left_as_it_is() {
+    // Its records are never replaced by fewer: the result alone names the side effect.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let artifacts = ArtifactStore::new(dir.path(), 10);
+    let (id, task_dir) = artifacts
+        .create_task(&warden_calls::tenant::Principal::local())
+        .expect("a task directory");
+    let log = serde_json::json!({"event": "function_call_started", "function": "place_paper_order",
+        "call_id": "c0", "destructive": true, "arguments_sha256": "sha256:0"});
+    std::fs::write(task_dir.join("events.jsonl"), format!("{log}\n")).expect("log");
+    let large = vec![b' '; usize::try_from(MAX_RECOVERED_CALLS_BYTES).expect("fits") + 1];
+    std::fs::write(task_dir.join("function_calls.json"), &large).expect("calls");
+    let records = Records::new(
+        artifacts,
+        Duration::from_secs(3600),
+        &crate::limits::TaskLimits::default(),
+    );
+
+    let result = records.end_dead(&id);
+    assert_eq!(result.side_effects.map(|s| s.len()), Some(1));
+    let kept = std::fs::metadata(task_dir.join("function_calls.json")).expect("still there");
+    assert_eq!(kept.len(), large.len() as u64, "left as it was");
+}
