@@ -955,3 +955,62 @@ let t = timestamp(); while t.elapsed < 25.0 {} 1"#;
     assert_eq!(calls[1]["arguments_sha256"], approved.as_str());
     assert_eq!(calls[2]["interrupted"], true, "{calls:?}");
 }
+
+#[tokio::test]
+async fn a_dead_tasks_side_effects_in_tasks_get_stay_within_the_answer_bound() {
+    // A plan let a task place 100 orders before its server died: tasks/get names the last ones
+    // that fit the smallest answer bound, and how many there were; the result keeps them all.
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let id = format!("task_{}", "ab".repeat(16));
+    let task = artifacts.join(&id);
+    std::fs::create_dir_all(task.join("outputs")).unwrap();
+    // Its server is gone: a pid no process has.
+    std::fs::write(
+        task.join("owner.json"),
+        r#"{"pid": 4194303, "principal": "local"}"#,
+    )
+    .unwrap();
+    let mut log = String::new();
+    for n in 0..100 {
+        for (event, extra) in [
+            (
+                "function_call_started",
+                json!({"arguments_sha256": format!("sha256:{:064x}", n)}),
+            ),
+            (
+                "function_call_finished",
+                json!({"status": "success", "output_sha256": format!("sha256:{:064x}", n + 1000)}),
+            ),
+        ] {
+            let mut record = json!({"event": event, "function": "place_paper_order", "call_id": format!("c{n}"),
+                                    "destructive": true});
+            for (key, value) in extra.as_object().unwrap() {
+                record[key] = value.clone();
+            }
+            log += &format!("{record}\n");
+        }
+    }
+    std::fs::write(task.join("events.jsonl"), log).unwrap();
+    let server = StdioServer::start(FINANCE, &artifacts, &[("WARDEN_MAX_ANSWER_BYTES", "8192")], true).await;
+    let answer = wire(&get_task(server.peer(), &id).await.expect("tasks/get"));
+    assert_eq!(answer["status"], "failed", "{answer}");
+    let data = &answer["error"]["data"];
+    let shown = data["side_effects"].as_array().cloned().unwrap_or_default();
+    assert!(!shown.is_empty() && shown.len() < 100, "{} shown", shown.len());
+    assert_eq!(data["side_effects_total"], 100, "{data}");
+    assert_eq!(
+        shown.last().map(|s| s["arguments_sha256"].clone()),
+        Some(json!(format!("sha256:{:064x}", 99))),
+        "the last ones are shown"
+    );
+    assert!(
+        answer.to_string().len() <= 8192,
+        "{} bytes",
+        answer.to_string().len()
+    );
+    let saved: Value =
+        serde_json::from_str(&std::fs::read_to_string(task.join("result.json")).expect("result.json"))
+            .unwrap();
+    assert_eq!(saved["side_effects"].as_array().map(Vec::len), Some(100));
+}

@@ -226,17 +226,19 @@ pub(crate) fn detailed(
         McpStatus::Working => TaskPayload::Working,
         McpStatus::Cancelled => TaskPayload::Cancelled,
         McpStatus::Failed => {
-            let mut data = json!({"task_id": record.id, "error": record.error});
-            if let Some(side_effects) = side_effects(store, principal, record) {
-                data["side_effects"] = side_effects;
+            let mut error = json!({
+                "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
+                "message": record.summary.clone().unwrap_or_else(|| "interrupted".into()),
+                "data": {"task_id": record.id, "error": record.error},
+            });
+            let room = limit.saturating_sub(ANSWER_ENVELOPE_BYTES + warden_core::answer::size(&error));
+            if let Some((listed, total)) = side_effects(store, principal, record, room) {
+                error["data"]["side_effects"] = listed;
+                if let Some(total) = total {
+                    error["data"]["side_effects_total"] = total.into();
+                }
             }
-            TaskPayload::Failed {
-                error: object(json!({
-                    "code": rmcp::model::ErrorCode::INTERNAL_ERROR.0,
-                    "message": record.summary.clone().unwrap_or_else(|| "interrupted".into()),
-                    "data": data,
-                })),
-            }
+            TaskPayload::Failed { error: object(error) }
         }
         _ => TaskPayload::Completed {
             result: object(
@@ -250,15 +252,32 @@ pub(crate) fn detailed(
 /// The side effects a task whose server died had started, from its
 /// `result.json` (see `warden_task::records`): what its failed `tasks/get`
 /// carries besides the error, so the client sees which calls may have
-/// taken effect. At most `MAX_RESULT_SIDE_EFFECTS` of them.
-fn side_effects(store: &ArtifactStore, principal: &Principal, record: &TaskRecord) -> Option<Value> {
+/// taken effect. The last ones that fit `room` bytes (the answer bound's
+/// share left by the error), with the total when that is fewer than the
+/// result lists; `get_task_result` pages the whole result.
+fn side_effects(
+    store: &ArtifactStore,
+    principal: &Principal,
+    record: &TaskRecord,
+    room: usize,
+) -> Option<(Value, Option<usize>)> {
     let Ok(Saved::Whole(text)) = read_saved(store.view(principal), &record.id) else {
         return None;
     };
-    let result = serde_json::from_str::<TaskResult>(&text).ok()?;
-    result
-        .side_effects
-        .map(|listed| serde_json::to_value(listed).unwrap_or_default())
+    let listed = serde_json::from_str::<TaskResult>(&text).ok()?.side_effects?;
+    let total = listed.len();
+    // Room for the key, the brackets and the total.
+    let mut used = 64;
+    let kept = listed
+        .iter()
+        .rev()
+        .take_while(|side_effect| {
+            used += warden_core::answer::size(side_effect) + 1;
+            used <= room
+        })
+        .count();
+    let shown = serde_json::to_value(&listed[total - kept..]).unwrap_or_default();
+    Some((shown, (kept < total).then_some(total)))
 }
 
 /// The call result of an ended task, from its `result.json`; when that
