@@ -642,7 +642,7 @@ async fn call_batch_file(tasks: &warden_task::TaskRunner, file: &std::path::Path
         &tasks.store,
         tasks.limits(),
         input,
-        &origin,
+        (&origin, tasks.executor.events()),
         tokio_util::sync::CancellationToken::new(),
     )
     .await;

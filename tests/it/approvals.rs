@@ -477,6 +477,10 @@ async fn a_detached_batch_asks_its_plan_before_anything_runs_and_runs_when_appro
     let done = wire(ended.last().expect("an answer"));
     assert_eq!(done["result"]["structuredContent"]["succeeded"], 3, "{done}");
     assert_eq!(ledger(&ledger_path).len(), 2);
+    // The batch's calls are in its task's own log (where a side effect is written through
+    // before it runs, so a crash cannot hide it).
+    assert_eq!(starts_of(&artifacts, &id, "get_quote"), 1);
+    assert_eq!(starts_of(&artifacts, &id, "place_paper_order"), 2);
 }
 
 #[tokio::test]

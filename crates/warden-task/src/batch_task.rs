@@ -32,7 +32,7 @@ impl TaskRunner {
                     &self.store,
                     self.limits(),
                     input,
-                    &under_task,
+                    (&under_task, &task.events),
                     cancel,
                 )
                 .await;

@@ -53,7 +53,7 @@ impl Builtin for RunBatch {
                 call.ctx.store(),
                 call.ctx.tasks().limits(),
                 input,
-                call.origin,
+                (call.origin, call.ctx.executor().events()),
                 call.cancel,
             )
             .await

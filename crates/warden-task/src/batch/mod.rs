@@ -48,7 +48,7 @@ use refs::ref_id;
 use schedule::{Outcome, execute};
 use serde_json::Value;
 use warden_calls::artifacts::ArtifactStore;
-use warden_calls::events::Origin;
+use warden_calls::events::{Events, Origin};
 use warden_calls::executor::Executor;
 use warden_core::error::GuardError;
 use warden_core::future::BoxFuture;
@@ -79,7 +79,10 @@ fn destructive_plan<'a>(
 /// Most significant figures `digits` accepts (an f64 holds about 17).
 const MAX_DIGITS: u64 = 17;
 
-/// Plans, admits and runs a batch; the result lists every call.
+/// Plans, admits and runs a batch; the result lists every call. Its
+/// calls are recorded in `events`: the executor's log, or a batch task's
+/// handle that also writes its own log (where a destructive call is
+/// written through before it runs, see `warden_calls::events::recovered`).
 /// Boxed: compiled here once, not in each crate that awaits it
 /// ([`warden_core::future`]).
 pub fn run<'a>(
@@ -87,7 +90,7 @@ pub fn run<'a>(
     store: &'a ArtifactStore,
     limits: &'a crate::limits::TaskLimits,
     input: RunBatchInput,
-    origin: &'a Origin,
+    (origin, events): (&'a Origin, &'a Events),
     cancel: CancellationToken,
 ) -> BoxFuture<'a, Result<BatchResult, GuardError>> {
     Box::pin(async move {
@@ -125,7 +128,7 @@ pub fn run<'a>(
             calls,
             &tables,
             &names,
-            origin,
+            (origin, events),
             &cancel,
             (input.receipt, asker, limits.allow_destructive_in_batch),
         )

@@ -26,7 +26,7 @@ use super::artifact::ARTIFACT_KEY;
 use super::artifact::{self, ArtifactError, Tables};
 use super::plan::Planned;
 use super::refs::{self, RefError, ref_id};
-use warden_calls::events::Origin;
+use warden_calls::events::{Events, Origin};
 use warden_calls::executor::arguments::json_size;
 use warden_calls::executor::confirm::Consent;
 use warden_calls::executor::{CallRequest, Executor, Failure, Status};
@@ -55,7 +55,7 @@ pub(super) async fn execute(
     calls: Vec<Planned>,
     tables: &Tables,
     names: &[String],
-    origin: &Origin,
+    (origin, events): (&Origin, &Events),
     cancel: &CancellationToken,
     (receipts, asker, allow_destructive): (bool, warden_core::reach::Reach, bool),
 ) -> Vec<Outcome> {
@@ -126,6 +126,7 @@ pub(super) async fn execute(
                             receipts,
                             asker: asker.clone(),
                             allow_destructive,
+                            events: events.clone(),
                         },
                     ));
                     index_of.insert(handle.id(), i);
@@ -298,6 +299,8 @@ struct Terms {
     /// Whether destructive guards run without asking
     /// (`TaskLimits::allow_destructive_in_batch`).
     allow_destructive: bool,
+    /// Where the calls are recorded (a batch task's own log too).
+    events: Events,
 }
 
 /// One call, holding one of the batch's worker permits until it ends.
@@ -313,6 +316,7 @@ async fn run_one(
         receipts,
         asker,
         allow_destructive,
+        events,
     }: Terms,
 ) -> Outcome {
     let started = StdInstant::now();
@@ -323,7 +327,7 @@ async fn run_one(
                 guard,
                 &arguments,
                 &origin,
-                executor.events(),
+                &events,
                 asker,
                 deadline.into_std(),
             )
@@ -349,6 +353,7 @@ async fn run_one(
         .call(
             CallRequest::new(&name, arguments, &origin, cancel)
                 .in_task(deadline)
+                .events(&events)
                 .consent(consent),
         )
         .await;
