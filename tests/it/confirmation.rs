@@ -449,3 +449,103 @@ async fn over_an_http_session_a_withdrawn_form_reaches_the_client_that_shows_it(
         );
     }
 }
+
+#[tokio::test]
+async fn an_answer_racing_the_cancellation_leaves_records_that_match_the_ledger() {
+    // The person's yes and the client's cancellation arrive together, 64 times, 0–1.5 ms apart:
+    // an order may or may not be placed, but whatever happened, the task's
+    // function_calls.json says so (an order placed is a success record). The records of a
+    // destructive call are synced to disk as it begins and as it settles, which widened two
+    // windows in which the run could end and close its records around a call still running.
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let artifacts = dir.path().join("artifacts");
+    let ledger_path = dir.path().join("ledger.jsonl");
+    let mut child = tokio::process::Command::new(FINANCE)
+        .env("WARDEN_ARTIFACTS_DIR", &artifacts)
+        .env("WARDEN_FINANCE_LEDGER", &ledger_path)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let mut write = async |message: Value| {
+        stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .expect("write");
+    };
+    write(
+        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "0"}}}),
+    )
+    .await;
+    let mut read = async || -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+            .await
+            .expect("a line in time")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    };
+    assert_eq!(read().await["id"], 0);
+    write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let trials = 64;
+    for trial in 0..trials {
+        let id = trial + 1;
+        let script = format!(
+            r#"place_paper_order(#{{symbol: "AAPL", side: "buy", quantity: 1, client_order_id: "race-{trial}"}})"#
+        );
+        write(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                     "params": {"name": "run_script", "arguments": {"script": script}}}))
+        .await;
+        // Until its form (an earlier call's late answer or withdrawal may come first).
+        let form = loop {
+            let message = read().await;
+            if message["method"] == "elicitation/create" {
+                break message;
+            }
+        };
+        write(json!({"jsonrpc": "2.0", "id": form["id"], "result": {"action": "accept", "content": {"confirm": true}}}))
+            .await;
+        tokio::time::sleep(Duration::from_micros(100 * (trial as u64 % 16))).await;
+        write(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}))
+            .await;
+    }
+    // Every task's records against the ledger, order by order.
+    let placed = std::fs::read_to_string(&ledger_path).unwrap_or_default();
+    let mut disagree = Vec::new();
+    for entry in std::fs::read_dir(&artifacts).expect("artifacts").flatten() {
+        let task = entry.path();
+        let Ok(source) = std::fs::read_to_string(task.join("agent_actions/action_001.rhai")) else {
+            continue;
+        };
+        let Some(order) = (0..trials)
+            .map(|t| format!("race-{t}"))
+            .find(|o| source.contains(&format!("\"{o}\"")))
+        else {
+            continue;
+        };
+        // Until the task's files are whole (its result is its commit).
+        assert!(
+            eventually(Duration::from_secs(10), || task.join("result.json").exists()).await,
+            "{order}: no result"
+        );
+        let calls: Value = serde_json::from_str(
+            &std::fs::read_to_string(task.join("function_calls.json")).unwrap_or_default(),
+        )
+        .unwrap_or(Value::Null);
+        let recorded = calls.as_array().is_some_and(|c| {
+            c.iter()
+                .any(|r| r["function"] == "place_paper_order" && r["status"] == "success")
+        });
+        let in_ledger = placed.contains(&format!("\"{order}\""));
+        if recorded != in_ledger {
+            disagree.push((order, in_ledger, calls));
+        }
+    }
+    assert!(disagree.is_empty(), "records and ledger disagree: {disagree:?}");
+}

@@ -224,6 +224,18 @@ impl CallScope for InRun {
     }
 }
 
+/// What the door's threads are doing with a call: running one (parked
+/// where the watchdog can settle it), and/or settling the one whose guard
+/// just returned — its records are written then (a destructive call's
+/// synced to disk), and the run's end waits for them too.
+#[derive(Default)]
+struct Slot {
+    call: Option<InFlight>,
+    /// The deadline of a call its own thread took out to settle, until it
+    /// has (see [`Door::let_in_flight_finish`]).
+    settling: Option<Instant>,
+}
+
 /// A call running on a door thread.
 struct InFlight {
     /// The door thread running it (see [`Door::generation`]).
@@ -244,13 +256,19 @@ pub(crate) struct Door {
     /// (the thread when the guard returns, or the watchdog at the deadline)
     /// settles that call; the other side then leaves it alone. A call left
     /// here when the door goes settles itself `cancelled` (see [`Call`]).
-    in_flight: Mutex<Option<InFlight>>,
+    in_flight: Mutex<Slot>,
     /// Told when a door thread settles its own in-flight call (see
     /// [`Door::let_in_flight_finish`]).
     settled: tokio::sync::Notify,
     /// Identity of the active door thread; bumped when the watchdog
     /// replaces a stuck one.
     generation: AtomicU64,
+    /// The current run is over (cancelled, timed out, its worker gone):
+    /// set by [`Door::let_in_flight_finish`] before it looks at
+    /// `in_flight`, read by a door thread right after it parks a call
+    /// there, so a call begun as the run ended either is waited for or
+    /// never runs (see [`Door::run_one`]). Cleared for the next run.
+    over: std::sync::atomic::AtomicBool,
     /// The current run's attribution, replaced by [`Door::set_scope`].
     scope: Mutex<Option<Arc<Run>>>,
     /// Every guard call of the session: function_calls.json and counts.
@@ -296,9 +314,10 @@ impl Door {
             executor,
             reader: Mutex::new(BufReader::with_capacity(READ_BUFFER, from_worker)),
             writer: Mutex::new(Some(to_worker)),
-            in_flight: Mutex::new(None),
+            in_flight: Mutex::default(),
             settled: tokio::sync::Notify::new(),
             generation: AtomicU64::new(0),
+            over: std::sync::atomic::AtomicBool::new(false),
             scope: Mutex::new(None),
             calls: Arc::new(Mutex::new(calls)),
             detailed_pure_left: Mutex::new(DEFAULT_PURE_CALLS_DETAILED),
@@ -313,6 +332,7 @@ impl Door {
 
     /// Sets what the next run's calls are attributed to.
     pub(crate) fn set_scope(&self, scope: RunScope) {
+        self.over.store(false, Ordering::SeqCst);
         *lock(&self.scope) = Some(Arc::new(Run {
             scope,
             calls: self.calls.clone(),
@@ -352,24 +372,31 @@ impl Door {
         if let Some(shortest) = self.shortest_timeout {
             next = next.min(now + shortest);
         }
-        if let Some(in_flight) = lock(&self.in_flight).as_ref() {
+        if let Some(in_flight) = lock(&self.in_flight).call.as_ref() {
             next = next.min(in_flight.call.deadline());
         }
         next
     }
 
-    /// Waits until the in-flight call, if any, settles itself, or until its
-    /// deadline. An in-process guard cannot be stopped: a run that ends
-    /// while one runs (cancelled, its worker gone) lets it finish, so its
-    /// record says what it did — an order placed is a `success`, not
-    /// `cancelled` — and only a call still running at its own deadline is
-    /// then settled as abandoned ([`Door::settle_overdue`]).
+    /// Waits until the in-flight call, if any, has settled itself (its
+    /// records written), or until its deadline. An in-process guard cannot
+    /// be stopped: a run that ends while one runs (cancelled, its worker
+    /// gone) lets it finish, so its record says what it did — an order
+    /// placed is a `success`, not `cancelled` — and only a call still
+    /// running at its own deadline is then settled as abandoned
+    /// ([`Door::settle_overdue`]).
     pub(crate) async fn let_in_flight_finish(&self) {
+        // Before the slot is looked at: a call parked after this never runs.
+        self.over.store(true, Ordering::SeqCst);
         loop {
             let notified = self.settled.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            let Some(due) = lock(&self.in_flight).as_ref().map(|f| f.call.deadline()) else {
+            let due = {
+                let slot = lock(&self.in_flight);
+                slot.call.as_ref().map(|f| f.call.deadline()).or(slot.settling)
+            };
+            let Some(due) = due else {
                 return;
             };
             tokio::select! {
@@ -386,8 +413,8 @@ impl Door {
     pub(crate) fn settle_overdue(self: &Arc<Self>, now: Instant, forced: Option<Status>) {
         let in_flight = {
             let mut slot = lock(&self.in_flight);
-            match slot.as_ref() {
-                Some(in_flight) if forced.is_some() || in_flight.call.deadline() <= now => slot.take(),
+            match slot.call.as_ref() {
+                Some(in_flight) if forced.is_some() || in_flight.call.deadline() <= now => slot.call.take(),
                 _ => None,
             }
         };
@@ -604,17 +631,40 @@ impl Door {
                 return Some(Err(failure));
             }
         };
-        // Parked where the watchdog can settle it while the guard runs.
-        *lock(&self.in_flight) = Some(InFlight { generation, call });
+        // Parked where the watchdog can settle it while the guard runs;
+        // unless the run ended while it was being begun (a destructive
+        // call's start is synced to disk first): then whoever ended it may
+        // have found the slot empty and closed the run's records, so the
+        // guard must not run — the call settles `cancelled`.
+        {
+            let mut slot = lock(&self.in_flight);
+            if self.over.load(Ordering::SeqCst) {
+                drop(slot);
+                let failure = Failure::new(
+                    Status::Cancelled,
+                    GuardError::new(
+                        warden_core::error::codes::CANCELLED,
+                        format!("call to '{guard}' did not start: its run ended as it began"),
+                    ),
+                );
+                return Some(call.finish(Err(failure)));
+            }
+            slot.call = Some(InFlight { generation, call });
+        }
         let outcome = here.run(request.arguments);
         let in_flight = {
             let mut slot = lock(&self.in_flight);
-            match slot.as_ref() {
-                Some(in_flight) if in_flight.generation == generation => slot.take(),
+            match slot.call.as_ref() {
+                Some(in_flight) if in_flight.generation == generation => {
+                    let taken = slot.call.take();
+                    slot.settling = taken.as_ref().map(|f| f.call.deadline());
+                    taken
+                }
                 _ => None,
             }
         };
         let settled = in_flight?.call.finish(outcome);
+        lock(&self.in_flight).settling = None;
         self.settled.notify_waiters();
         Some(settled)
     }
