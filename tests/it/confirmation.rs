@@ -335,57 +335,82 @@ async fn a_client_that_takes_no_forms_is_sent_none() {
     assert!(person.forms().is_empty(), "a form was sent");
 }
 
+/// The finance server (its own ledger in `dir`) over raw stdio, initialized
+/// by a client that takes forms: for what rmcp's client hides (request ids).
+struct RawClient {
+    _child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl RawClient {
+    async fn finance_with_forms(dir: &std::path::Path) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(FINANCE)
+            .env("WARDEN_ARTIFACTS_DIR", dir.join("artifacts"))
+            .env("WARDEN_FINANCE_LEDGER", dir.join("ledger.jsonl"))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn the server");
+        let stdin = child.stdin.take().expect("piped stdin");
+        let lines = tokio::io::BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+        let mut client = Self {
+            _child: child,
+            stdin,
+            lines,
+        };
+        client
+            .send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+                "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "0"}}}))
+            .await;
+        assert_eq!(client.next().await["id"], 0, "the initialize answer");
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        client
+    }
+
+    async fn send(&mut self, message: Value) {
+        use tokio::io::AsyncWriteExt;
+        self.stdin
+            .write_all(format!("{message}\n").as_bytes())
+            .await
+            .expect("write");
+    }
+
+    async fn next(&mut self) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .expect("a line in time")
+            .expect("read")
+            .expect("a line");
+        serde_json::from_str(&line).expect("JSON")
+    }
+}
+
 #[tokio::test]
 async fn the_servers_own_requests_are_numbered_from_1_and_their_answers_and_withdrawals_match() {
     // The TypeScript SDK 1.x ignores a cancellation of request 0 (its #2283), so a session's first
     // form stayed on screen once withdrawn: on the wire the server's requests start at 1, the
     // client's answer with that id is the one taken, and a withdrawal names the same id.
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger_path = dir.path().join("ledger.jsonl");
-    let mut child = tokio::process::Command::new(FINANCE)
-        .env("WARDEN_ARTIFACTS_DIR", dir.path().join("artifacts"))
-        .env("WARDEN_FINANCE_LEDGER", &ledger_path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the server");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-    let mut send = async |message: Value| {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .expect("write");
-    };
-    send(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-        "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "0"}}}),
-    )
-    .await;
-    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let mut client = RawClient::finance_with_forms(dir.path()).await;
     let order = |id: &str| json!({"script": format!(r#"place_paper_order(#{{symbol: "AAPL", side: "buy", quantity: 1, client_order_id: "{id}"}})"#)});
-    let mut next = async || -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("an answer in time")
-            .expect("read")
-            .expect("a line");
-        serde_json::from_str(&line).expect("JSON")
-    };
-    assert_eq!(next().await["id"], 0, "the initialize answer");
 
     // The first form: id 1, and the answer sent back with id 1 places the order.
-    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": "run_script", "arguments": order("first")}}))
-    .await;
-    let form = next().await;
+        .await;
+    let form = client.next().await;
     assert_eq!(form["method"], "elicitation/create", "{form}");
     assert_eq!(form["id"], 1, "the server's first request is 1, never 0: {form}");
-    send(json!({"jsonrpc": "2.0", "id": form["id"], "result": {"action": "accept", "content": {"confirm": true}}})).await;
-    let answer = next().await;
+    client.send(json!({"jsonrpc": "2.0", "id": form["id"], "result": {"action": "accept", "content": {"confirm": true}}})).await;
+    let answer = client.next().await;
     assert_eq!(answer["id"], 1, "{answer}");
     assert_eq!(
         answer["result"]["structuredContent"]["status"], "success",
@@ -393,14 +418,17 @@ async fn the_servers_own_requests_are_numbered_from_1_and_their_answers_and_with
     );
 
     // The second form is withdrawn when its call is cancelled: the withdrawal names its id.
-    send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                 "params": {"name": "run_script", "arguments": order("second")}}))
-    .await;
-    let form = next().await;
+        .await;
+    let form = client.next().await;
     assert_eq!(form["method"], "elicitation/create", "{form}");
     assert_eq!(form["id"], 2, "{form}");
-    send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})).await;
-    let withdrawn = next().await;
+    client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}}))
+        .await;
+    let withdrawn = client.next().await;
     assert_eq!(withdrawn["method"], "notifications/cancelled", "{withdrawn}");
     assert_eq!(withdrawn["params"]["requestId"], form["id"], "{withdrawn}");
     let placed = std::fs::read_to_string(&ledger_path).unwrap_or_default();
@@ -457,62 +485,32 @@ async fn an_answer_racing_the_cancellation_leaves_records_that_match_the_ledger(
     // function_calls.json says so (an order placed is a success record). The records of a
     // destructive call are synced to disk as it begins and as it settles, which widened two
     // windows in which the run could end and close its records around a call still running.
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
     let dir = tempfile::tempdir().expect("temp dir");
     let artifacts = dir.path().join("artifacts");
     let ledger_path = dir.path().join("ledger.jsonl");
-    let mut child = tokio::process::Command::new(FINANCE)
-        .env("WARDEN_ARTIFACTS_DIR", &artifacts)
-        .env("WARDEN_FINANCE_LEDGER", &ledger_path)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the server");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-    let mut write = async |message: Value| {
-        stdin
-            .write_all(format!("{message}\n").as_bytes())
-            .await
-            .expect("write");
-    };
-    write(
-        json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
-        "capabilities": {"elicitation": {}}, "clientInfo": {"name": "raw", "version": "0"}}}),
-    )
-    .await;
-    let mut read = async || -> Value {
-        let line = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-            .await
-            .expect("a line in time")
-            .expect("read")
-            .expect("a line");
-        serde_json::from_str(&line).expect("JSON")
-    };
-    assert_eq!(read().await["id"], 0);
-    write(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let mut client = RawClient::finance_with_forms(dir.path()).await;
     let trials = 64;
     for trial in 0..trials {
         let id = trial + 1;
         let script = format!(
             r#"place_paper_order(#{{symbol: "AAPL", side: "buy", quantity: 1, client_order_id: "race-{trial}"}})"#
         );
-        write(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+        client
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
                      "params": {"name": "run_script", "arguments": {"script": script}}}))
-        .await;
+            .await;
         // Until its form (an earlier call's late answer or withdrawal may come first).
         let form = loop {
-            let message = read().await;
+            let message = client.next().await;
             if message["method"] == "elicitation/create" {
                 break message;
             }
         };
-        write(json!({"jsonrpc": "2.0", "id": form["id"], "result": {"action": "accept", "content": {"confirm": true}}}))
+        client.send(json!({"jsonrpc": "2.0", "id": form["id"], "result": {"action": "accept", "content": {"confirm": true}}}))
             .await;
         tokio::time::sleep(Duration::from_micros(100 * (trial as u64 % 16))).await;
-        write(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}))
+        client
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}))
             .await;
     }
     // Every task's records against the ledger, order by order.
