@@ -513,9 +513,8 @@ async fn an_answer_racing_the_cancellation_leaves_records_that_match_the_ledger(
             .send(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}))
             .await;
     }
-    // Every task's records against the ledger, order by order.
-    let placed = std::fs::read_to_string(&ledger_path).unwrap_or_default();
-    let mut disagree = Vec::new();
+    // Every task, once its files are whole (its result is its commit)...
+    let mut tasks = Vec::new();
     for entry in std::fs::read_dir(&artifacts).expect("artifacts").flatten() {
         let task = entry.path();
         let Ok(source) = std::fs::read_to_string(task.join("agent_actions/action_001.rhai")) else {
@@ -527,11 +526,17 @@ async fn an_answer_racing_the_cancellation_leaves_records_that_match_the_ledger(
         else {
             continue;
         };
-        // Until the task's files are whole (its result is its commit).
         assert!(
             eventually(Duration::from_secs(10), || task.join("result.json").exists()).await,
             "{order}: no result"
         );
+        tasks.push((order, task));
+    }
+    assert_eq!(tasks.len(), trials, "a task per trial");
+    // ...against the ledger, order by order.
+    let placed = std::fs::read_to_string(&ledger_path).unwrap_or_default();
+    let mut disagree = Vec::new();
+    for (order, task) in tasks {
         let calls: Value = serde_json::from_str(
             &std::fs::read_to_string(task.join("function_calls.json")).unwrap_or_default(),
         )
