@@ -264,7 +264,14 @@ fn side_effects(
     let Ok(Saved::Whole(text)) = read_saved(store.view(principal), &record.id) else {
         return None;
     };
-    let listed = serde_json::from_str::<TaskResult>(&text).ok()?.side_effects?;
+    /// The one field read here: deserializing the whole `TaskResult` from
+    /// text as well as from a `Value` (as `completed` does) compiled its
+    /// 60 KB reader twice.
+    #[derive(serde::Deserialize)]
+    struct Listed {
+        side_effects: Option<Vec<warden_calls::events::recovered::SideEffect>>,
+    }
+    let listed = serde_json::from_str::<Listed>(&text).ok()?.side_effects?;
     let total = listed.len();
     // Room for the key, the brackets and the total.
     let mut used = 64;
@@ -295,10 +302,12 @@ pub(crate) fn completed(
     };
     match saved {
         Some(value) => {
+            let typed = TaskResult::deserialize(&value);
             // A guard task: the answer its plain call returns.
-            let answer = TaskResult::deserialize(&value)
+            let answer = typed
+                .as_ref()
                 .ok()
-                .and_then(|typed| typed.answer)
+                .and_then(|typed| typed.answer.clone())
                 .and_then(|answer| serde_json::from_value::<CallToolResult>(answer).ok());
             if let Some(answer) = answer {
                 return answer;
@@ -306,7 +315,7 @@ pub(crate) fn completed(
             let success = SavedHead::of(&value).succeeded();
             // Its files, read through the type (a result this version
             // cannot read as one gets no links or images).
-            let mut answer = match TaskResult::deserialize(&value) {
+            let mut answer = match typed {
                 Ok(typed) => task_answer(store.view(principal), Some(value), typed, success, limit),
                 Err(_) => Answer::plain(if success {
                     CallToolResult::structured(value)

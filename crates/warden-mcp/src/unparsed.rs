@@ -109,17 +109,42 @@ const fn known<R: Typed>() -> (&'static str, Reason) {
     (R::METHOD, R::reason)
 }
 
-/// `params` read as `P`: the error, with the path to where it failed.
+/// Members of a request's params read again one by one to find the one
+/// that failed: every MCP method's params have fewer.
+const PROBED_MEMBERS: usize = 8;
+
+/// `params` read as `P`: the error, with the member of `params` where it
+/// failed. That member is found by reading `params` again without each
+/// member in turn (moved out and back, never copied): the one whose absence
+/// changes the error (to "missing field", or to none) is where it is. A
+/// path-tracking reader (`serde_path_to_error`) would name deeper places,
+/// but instantiated for each of rmcp's params types it added 0.1 MB to
+/// every app's binary for an error path (docs/benchmarks.md, fifteenth
+/// round); the member is what a client needs to fix a request.
 fn unreadable<P: DeserializeOwned>(params: Value) -> Option<String> {
-    serde_path_to_error::deserialize::<_, P>(params)
-        .err()
-        .map(|error| {
-            let path = error.path().to_string();
-            match path.as_str() {
-                "." | "" => error.into_inner().to_string(),
-                _ => format!("{path}: {}", error.into_inner()),
-            }
-        })
+    let error = P::deserialize(&params).err()?.to_string();
+    // A missing member's own message names it.
+    if error.starts_with("missing field") {
+        return Some(error);
+    }
+    let mut params = params;
+    let keys: Vec<String> = match params.as_object() {
+        Some(members) => members.keys().take(PROBED_MEMBERS).cloned().collect(),
+        None => return Some(error),
+    };
+    for key in keys {
+        let Some(value) = params.as_object_mut().and_then(|members| members.remove(&key)) else {
+            continue;
+        };
+        let without = P::deserialize(&params);
+        if let Some(members) = params.as_object_mut() {
+            members.insert(key.clone(), value);
+        }
+        if without.map_or_else(|other| other.to_string() != error, |_| true) {
+            return Some(format!("{key}: {error}"));
+        }
+    }
+    Some(error)
 }
 
 /// A request type of rmcp's: the method it answers, and why params are
@@ -181,6 +206,21 @@ mod tests {
         let nameless = answer("tools/call", Some(json!({"arguments": {}})));
         assert_eq!(nameless.code, ErrorCode::INVALID_PARAMS);
         assert!(nameless.message.contains("name"), "{}", nameless.message);
+        // The member at fault is named, whichever it is and whatever its
+        // neighbours hold.
+        let typed = answer(
+            "tools/call",
+            Some(json!({"arguments": {"symbol": "AAPL"}, "name": 5, "task": {"ttl": 1}})),
+        );
+        assert!(
+            typed
+                .message
+                .starts_with("invalid params for tools/call: name: invalid type: integer `5`"),
+            "{}",
+            typed.message
+        );
+        let not_an_object = answer("tools/call", Some(json!([1])));
+        assert_eq!(not_an_object.code, ErrorCode::INVALID_PARAMS);
         let bare = answer("resources/read", None);
         assert_eq!(bare.code, ErrorCode::INVALID_PARAMS, "{}", bare.message);
     }
