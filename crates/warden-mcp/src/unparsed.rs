@@ -219,6 +219,18 @@ mod tests {
             "{}",
             typed.message
         );
+        // At most PROBED_MEMBERS members are read again: past them the
+        // message is serde's alone, however many members a request brings.
+        let mut crowded = serde_json::Map::new();
+        for n in 0..PROBED_MEMBERS * 4 {
+            crowded.insert(format!("a{n:03}"), json!(n));
+        }
+        crowded.insert("name".into(), json!(5));
+        let unnamed = answer("tools/call", Some(Value::Object(crowded)));
+        assert_eq!(
+            unnamed.message,
+            "invalid params for tools/call: invalid type: integer `5`, expected a string"
+        );
         let not_an_object = answer("tools/call", Some(json!([1])));
         assert_eq!(not_an_object.code, ErrorCode::INVALID_PARAMS);
         let bare = answer("resources/read", None);
