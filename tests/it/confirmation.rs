@@ -41,6 +41,17 @@ async fn call(client: &RunningService<RoleClient, Approver>, tool: &str, argumen
 }
 
 /// `sha256:` and the hex SHA-256 of `bytes`.
+/// A `run_script` that wipes the ledger: a destructive call the person is
+/// asked about, for the tests that cancel it while the form is open.
+fn wipe_ledger() -> ClientRequest {
+    let Value::Object(arguments) = json!({"script": r#"wipe_scratch(#{record: "ledger"}).result"#}) else {
+        panic!("object arguments")
+    };
+    ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("run_script").with_arguments(arguments),
+    ))
+}
+
 fn sha256(bytes: &[u8]) -> String {
     let digest = sha2::Sha256::digest(bytes);
     format!(
@@ -268,14 +279,8 @@ async fn cancelling_a_script_while_the_person_is_asked_withdraws_the_form_and_ru
     // late yes runs nothing, the task is recorded cancelled, and the server serves on.
     let person = Approver::slow(Duration::from_secs(20));
     let (client, dir) = with_person(person.clone()).await;
-    let Value::Object(arguments) = json!({"script": r#"wipe_scratch(#{record: "ledger"}).result"#}) else {
-        panic!("object arguments")
-    };
-    let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
-        CallToolRequestParams::new("run_script").with_arguments(arguments),
-    ));
     let pending = client
-        .send_cancellable_request(request, PeerRequestOptions::no_options())
+        .send_cancellable_request(wipe_ledger(), PeerRequestOptions::no_options())
         .await
         .expect("sent");
     assert!(
@@ -452,15 +457,8 @@ async fn over_an_http_session_a_withdrawn_form_reaches_the_client_that_shows_it(
     for round in 1..=2 {
         // The client's requests outnumber the server's: ids in the two spaces differ.
         client.list_tools(None).await.expect("tools/list");
-        let Value::Object(arguments) = json!({"script": r#"wipe_scratch(#{record: "ledger"}).result"#})
-        else {
-            panic!("object arguments")
-        };
-        let request = ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
-            CallToolRequestParams::new("run_script").with_arguments(arguments),
-        ));
         let pending = client
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .send_cancellable_request(wipe_ledger(), PeerRequestOptions::no_options())
             .await
             .expect("sent");
         assert!(

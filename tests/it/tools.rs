@@ -483,6 +483,21 @@ async fn a_hostile_value_quoted_in_an_error_comes_back_bounded_and_keeps_nothing
     );
 }
 
+/// Sends `request` to a [`raw_server`] and reads the one line that answers it.
+async fn exchange(
+    stdin: &mut tokio::process::ChildStdin,
+    lines: &mut tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    request: &Value,
+) -> Value {
+    use tokio::io::AsyncWriteExt;
+    stdin
+        .write_all(format!("{request}\n").as_bytes())
+        .await
+        .expect("write");
+    let line = lines.next_line().await.expect("read").expect("an answer");
+    serde_json::from_str(&line).expect("JSON")
+}
+
 #[tokio::test]
 async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_not_found() {
     // rmcp reads such a request as a custom one and would answer -32601
@@ -521,7 +536,6 @@ async fn an_error_shows_what_it_echoes_escaped_on_every_path() {
     // A right-to-left override and a NUL in a tool name, a method, a resource URI, a prompt name,
     // a field name and a value: each error quotes it escaped, never raw, so it cannot reorder or
     // hide the words a person or a model reads around it.
-    use tokio::io::AsyncWriteExt;
     let dir = tempfile::tempdir().expect("temp dir");
     let (_child, mut stdin, mut lines) = raw_server(dir.path(), "2025-11-25").await;
     let hostile = "x\u{202e}y\u{0}";
@@ -536,12 +550,7 @@ async fn an_error_shows_what_it_echoes_escaped_on_every_path() {
     for (id, mut request) in requests.into_iter().enumerate() {
         request["jsonrpc"] = json!("2.0");
         request["id"] = json!(id + 1);
-        stdin
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .expect("write");
-        let line = lines.next_line().await.expect("read").expect("an answer");
-        let answer: Value = serde_json::from_str(&line).expect("JSON");
+        let answer = exchange(&mut stdin, &mut lines, &request).await;
         let shown = match answer.get("error") {
             Some(error) => error["message"].as_str().unwrap_or_default().to_string(),
             // A guard's error result: its JSON in the text.
@@ -570,7 +579,6 @@ async fn a_client_of_an_older_revision_gets_only_content_it_can_read() {
     // resource_link exists from 2025-06-18: a 2025-03-26 client's run_script result links its
     // output in a text block instead (its SDK refuses the whole result otherwise); 2025-06-18 gets
     // the link.
-    use tokio::io::AsyncWriteExt;
     let script =
         r#"write_artifact("a.csv", "x\n1\n"); final_answer(#{task_type: "analysis", summary: "one"})"#;
     for (version, link) in [("2025-03-26", false), ("2024-11-05", false), ("2025-06-18", true)] {
@@ -578,12 +586,7 @@ async fn a_client_of_an_older_revision_gets_only_content_it_can_read() {
         let (_child, mut stdin, mut lines) = raw_server(dir.path(), version).await;
         let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                              "params": {"name": "run_script", "arguments": {"script": script}}});
-        stdin
-            .write_all(format!("{request}\n").as_bytes())
-            .await
-            .expect("write");
-        let line = lines.next_line().await.expect("read").expect("an answer");
-        let answer: Value = serde_json::from_str(&line).expect("JSON");
+        let answer = exchange(&mut stdin, &mut lines, &request).await;
         let content = answer["result"]["content"].as_array().expect("content").clone();
         let types: Vec<&str> = content.iter().filter_map(|b| b["type"].as_str()).collect();
         assert_eq!(types.contains(&"resource_link"), link, "{version}: {types:?}");
