@@ -110,7 +110,8 @@ impl Drop for Raw {
 
 #[test]
 fn malformed_messages_get_error_replies_with_their_id_and_serving_goes_on() {
-    // Broken JSON → -32700 with the id a lenient scan recovers; wrong shape → -32600; then a ping works.
+    // Broken JSON → -32700 with the id a lenient scan recovers; wrong shape → -32600; too deep and a
+    // batch say so; then a ping works.
     let mut raw = Raw::start(FINANCE, &[]);
     raw.send_line(br#"{"jsonrpc":"2.0","id":41,"method":"tools/list","params":{"#);
     let reply = raw.next(10);
@@ -124,6 +125,32 @@ fn malformed_messages_get_error_replies_with_their_id_and_serving_goes_on() {
     let reply = raw.next(10);
     assert_eq!(reply["id"], Value::Null, "{reply}");
     assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    // Valid JSON nested deeper than serde_json reads is told so, not that it is broken.
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":44,"method":"ping","params":{{"x":{}{}}}}}"#,
+        "[".repeat(150),
+        "]".repeat(150)
+    );
+    raw.send_line(deep.as_bytes());
+    let reply = raw.next(10);
+    assert_eq!(reply["id"], 44, "{reply}");
+    assert_eq!(reply["error"]["code"], -32700, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("nests 152 levels") && message.contains("at most 127"),
+        "{message}"
+    );
+    // A batch is named as one.
+    raw.send_line(br#"[{"jsonrpc":"2.0","id":45,"method":"ping"}]"#);
+    let reply = raw.next(10);
+    assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("JSON-RPC batch"),
+        "{reply}"
+    );
     raw.send(&json!({"jsonrpc": "2.0", "id": 43, "method": "ping"}));
     let reply = raw.next(10);
     assert_eq!(reply["id"], 43, "{reply}");

@@ -490,3 +490,79 @@ async fn a_stateless_request_of_a_removed_method_is_not_found_and_says_why() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_body_that_is_not_a_message_gets_a_json_rpc_error_not_unsupported_media_type() {
+    // rmcp answered these 415 with a plain-text body although the Content-Type was right:
+    // now 400 and the JSON-RPC error the stdio transport gives, with the id when one can be
+    // read, and the server goes on serving.
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let raw = |body: Vec<u8>, content_type: &'static str| {
+        reqwest::Client::new()
+            .post(&server.url)
+            .header("content-type", content_type)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .body(body)
+    };
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{{"name":"get_quote","arguments":{{"symbol":{}{}}}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let cases: [(&[u8], i64, Value, &str); 4] = [
+        (b"{not json", -32700, Value::Null, "is not valid JSON"),
+        (deep.as_bytes(), -32700, json!(9), "nests 203 levels"),
+        (
+            br#"[{"jsonrpc":"2.0","id":1,"method":"tools/list"}]"#,
+            -32600,
+            Value::Null,
+            "JSON-RPC batch",
+        ),
+        (
+            br#"{"jsonrpc":"2.0","id":"q-3"}"#,
+            -32600,
+            json!("q-3"),
+            "expected a JSON-RPC 2.0 request",
+        ),
+    ];
+    for (body, code, id, says) in cases {
+        let answer = raw(body.to_vec(), "application/json")
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(
+            answer.status(),
+            400,
+            "{}",
+            String::from_utf8_lossy(&body[..body.len().min(80)])
+        );
+        assert_eq!(answer.headers()["content-type"], "application/json");
+        let reply: Value = answer.json().await.expect("a JSON-RPC error");
+        assert_eq!(reply["jsonrpc"], "2.0", "{reply}");
+        assert_eq!(reply["error"]["code"], code, "{reply}");
+        assert!(reply.get("id").is_some_and(|got| *got == id), "{reply}");
+        let message = reply["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(says), "{message}");
+    }
+    // A body that is not declared JSON keeps rmcp's 415: the Content-Type is what is wrong.
+    let answer = raw(b"{not json".to_vec(), "text/plain")
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), 415);
+    // Serving goes on.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {
+        "name": "get_quote", "arguments": {"symbol": "AAPL"},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let answer = post(
+        &server.url,
+        &body,
+        &[NEWER, ("mcp-method", "tools/call"), ("mcp-name", "get_quote")],
+    )
+    .send()
+    .await
+    .expect("answered");
+    assert_eq!(answer.status(), 200);
+}

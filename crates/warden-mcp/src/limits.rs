@@ -179,6 +179,16 @@ pub const TASK_POLL_INTERVAL_MS: u64 = 500;
 /// what the server writes.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = DEFAULT_MAX_ARGUMENT_BYTES + MESSAGE_ENVELOPE_BYTES;
 
+/// Deepest nesting of one JSON-RPC message the server reads (a stdin line,
+/// an HTTP POST body): 127 levels of objects and lists, the message's own
+/// object included. This is serde_json's recursion limit (128, counted
+/// down before each level; the level that reaches 0 is refused), not a
+/// choice of Warden's: a deeper message is answered `-32700` naming its
+/// depth and this limit (over HTTP with 400), never taken for broken JSON,
+/// and the server keeps serving. A call's arguments are held to far less
+/// ([`MAX_ARGUMENT_DEPTH`](warden_calls::limits::MAX_ARGUMENT_DEPTH)).
+pub const PARSED_DEPTH: usize = 127;
+
 /// Room for the JSON-RPC envelope above the argument cap: 1 MiB. The
 /// effective message cap is at least `max_argument_bytes` plus this.
 pub const MESSAGE_ENVELOPE_BYTES: usize = 1024 * 1024;

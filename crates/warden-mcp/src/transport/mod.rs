@@ -12,6 +12,7 @@
 pub(crate) mod http;
 mod recover;
 pub(crate) mod stdio;
+mod unreadable;
 
 pub(crate) use stdio::{StdioTransport, TransportLimits};
 

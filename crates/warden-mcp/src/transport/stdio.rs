@@ -17,7 +17,8 @@
 //!
 //! Unparseable JSON gets `-32700` and well-formed JSON that is not a valid
 //! message gets `-32600`, both with the id recovered by a tolerant scan
-//! (`id: null` when none can be read, as JSON-RPC 2.0 specifies), and the
+//! (`id: null` when none can be read, as JSON-RPC 2.0 specifies) and the
+//! words the HTTP transport uses too ([`super::unreadable`]), and the
 //! server keeps serving. Replies the transport writes itself go through the
 //! same writer as the service's, one whole line at a time.
 
@@ -29,9 +30,11 @@ use rmcp::RoleServer;
 use rmcp::model::{ClientNotification, ErrorCode, JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, OwnedSemaphorePermit, Semaphore};
+
+use super::unreadable::{Framing, Unreadable};
 
 /// Bytes kept from the start of an oversized line to find its request id:
 /// 4 KiB. Clients put `id` before `params`, so it is within the first few
@@ -93,10 +96,9 @@ enum Line {
 enum Rejected {
     /// Longer than `max_message_bytes` (`total` bytes).
     TooLarge { total: usize },
-    /// Not JSON: `-32700`.
-    NotJson(serde_json::Error),
-    /// JSON, but not a JSON-RPC message the server understands: `-32600`.
-    NotAMessage(serde_json::Error),
+    /// Not JSON, or JSON but not a JSON-RPC message the server understands
+    /// (see [`super::unreadable`]).
+    Unreadable(Unreadable),
 }
 
 type Writer<W> = Arc<Mutex<Option<W>>>;
@@ -191,13 +193,17 @@ where
         }
     }
 
-    /// Starts writing an error reply of the transport's own.
+    /// Starts writing an error reply of the transport's own (bounded as
+    /// every protocol error is: it may quote the request's id).
     fn reply_error(&mut self, id: Option<RequestId>, code: ErrorCode, message: String) {
-        let reply = json!({
-            "jsonrpc": "2.0",
-            "id": id.map_or(Value::Null, |id| id.into_json_value()),
-            "error": {"code": code.0, "message": message},
-        });
+        self.refuse(id, Unreadable { code, message });
+    }
+
+    /// Starts writing the answer to a message the service does not get,
+    /// after the lines before it.
+    fn refuse(&mut self, id: Option<RequestId>, refused: Unreadable) {
+        tracing::warn!(code = refused.code.0, ?id, "{}", refused.message);
+        let reply = refused.reply(id);
         let write = self.write.clone();
         self.reply = Some(tokio::spawn(async move {
             let mut bytes = reply.to_string().into_bytes();
@@ -209,30 +215,18 @@ where
     /// Answers the line in `line`, which the service cannot take.
     fn reject(&mut self, why: Rejected) {
         let id = super::recover::request_id(&self.line);
-        let (code, message) = match why {
-            Rejected::TooLarge { total } => (
-                ErrorCode::INVALID_REQUEST,
-                format!(
+        let refused = match why {
+            Rejected::TooLarge { total } => Unreadable {
+                code: ErrorCode::INVALID_REQUEST,
+                message: format!(
                     "message too large: {total} bytes, the limit is {} bytes (WARDEN_MAX_MESSAGE_BYTES); \
 send large data as an artifact or in several calls",
                     self.limits.max_message_bytes
                 ),
-            ),
-            Rejected::NotJson(error) => (
-                ErrorCode::PARSE_ERROR,
-                format!(
-                    "parse error: the message is not valid JSON ({error}); send one JSON-RPC message per line"
-                ),
-            ),
-            Rejected::NotAMessage(error) => (
-                ErrorCode::INVALID_REQUEST,
-                format!(
-                    "invalid request: {error}; expected a JSON-RPC 2.0 request, notification or response"
-                ),
-            ),
+            },
+            Rejected::Unreadable(unreadable) => unreadable,
         };
-        tracing::warn!(code = code.0, ?id, "{message}");
-        self.reply_error(id, code, message);
+        self.refuse(id, refused);
     }
 
     /// Classifies the whole line in `line`: a message for the service, or
@@ -249,9 +243,10 @@ send large data as an artifact or in several calls",
             Err(error) => {
                 let why = match serde_json::from_slice::<Value>(text) {
                     Ok(value) if ignorable_notification(&value) => return None,
-                    Ok(_) => Rejected::NotAMessage(error),
-                    Err(error) => Rejected::NotJson(error),
+                    Ok(_) => Unreadable::not_a_message(text, &error, Framing::Line),
+                    Err(error) => Unreadable::not_json(text, &error, Framing::Line),
                 };
+                let why = Rejected::Unreadable(why);
                 self.reject(why);
                 None
             }

@@ -3,6 +3,7 @@
 //! ```text
 //!  Host ─► authentication ─► principal's requests ─► body pace ─► drain refusal
 //!       ─► in-flight count ─► session bounds ─► direct path ─► rmcp
+//!       (─► its refusals in JSON-RPC's terms)
 //! ```
 //!
 //! Each step is a method of the state it keeps (in its own module), which
@@ -18,14 +19,16 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use axum::body::Body;
 use axum::extract::Request;
-use axum::response::Response;
+use axum::http::{Method, StatusCode};
+use axum::response::{IntoResponse, Response};
 use futures_util::future::BoxFuture;
 use tower::ServiceExt;
 use tower_service::Service;
 
 use super::refusal::Refused;
-use super::{auth, body, direct, drain, health, host, requests, sessions};
+use super::{auth, body, direct, drain, health, host, malformed, requests, sessions};
 
 /// What the endpoint's steps keep, and `mcp`, rmcp's service, last.
 pub(super) struct Steps<M> {
@@ -77,12 +80,30 @@ where
         })
     }
 
+    /// rmcp's answer, with its refusals in JSON-RPC's terms: a body it
+    /// cannot read as a message ([`malformed`], kept for that: the body
+    /// pace has it in memory, so keeping it is a reference count) and a
+    /// JSON error over the bound ([`bounded_refusal`]).
     fn rmcp(&self, request: Request) -> impl Future<Output = Response> + use<M> {
-        let call = self.mcp.clone().oneshot(request);
+        let mcp = self.mcp.clone();
         async move {
-            match call.await {
-                Ok(response) => bounded_refusal(response).await,
+            let (request, body) =
+                if request.method() == Method::POST && malformed::declares_json(request.headers()) {
+                    let (parts, body) = request.into_parts();
+                    match axum::body::to_bytes(body, usize::MAX).await {
+                        Ok(bytes) => (Request::from_parts(parts, Body::from(bytes.clone())), Some(bytes)),
+                        Err(_) => return StatusCode::BAD_REQUEST.into_response(),
+                    }
+                } else {
+                    (request, None)
+                };
+            let response = match mcp.oneshot(request).await {
+                Ok(response) => response,
                 Err(never) => match never {},
+            };
+            match body {
+                Some(body) => bounded_refusal(malformed::answer(response, &body)).await,
+                None => bounded_refusal(response).await,
             }
         }
     }

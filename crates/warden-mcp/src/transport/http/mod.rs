@@ -37,6 +37,7 @@ mod endpoint;
 mod health;
 mod host;
 mod listener;
+mod malformed;
 mod mcp_first;
 mod origin;
 mod refusal;

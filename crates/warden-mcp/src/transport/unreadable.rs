@@ -1,0 +1,178 @@
+//! The answer to a message the server read but cannot take, the same on
+//! every transport: a stdio line and an HTTP POST body that is not JSON get
+//! `-32700`, JSON that is not a JSON-RPC message gets `-32600`, each with
+//! the id a tolerant scan recovers ([`super::recover`]) and a message that
+//! says what to change.
+//!
+//! Two cases get their own words, because serde's would mislead: a message
+//! nested deeper than serde_json parses ([`PARSED_DEPTH`]) is valid JSON,
+//! so "not valid JSON (recursion limit exceeded)" sent people looking for a
+//! syntax error; and a JSON array is a JSON-RPC batch, which MCP no longer
+//! takes (2025-06-18 removed them).
+
+use rmcp::model::{ErrorCode, ErrorData, JsonRpcError, JsonRpcVersion2_0, RequestId};
+use serde_json::Value;
+
+use warden_calls::executor::arguments::text_depth;
+use warden_calls::limits::MAX_ARGUMENT_DEPTH;
+
+use crate::limits::PARSED_DEPTH;
+
+/// How the transport frames one message, for the message's fix.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Framing {
+    /// One message per line (stdio).
+    Line,
+    /// One message per POST body (Streamable HTTP).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    Body,
+}
+
+impl Framing {
+    fn unit(self) -> &'static str {
+        match self {
+            Self::Line => "the line",
+            Self::Body => "the request body",
+        }
+    }
+
+    fn one_message(self) -> &'static str {
+        match self {
+            Self::Line => "send one JSON-RPC message per line",
+            Self::Body => "send one JSON-RPC message as the body of each POST",
+        }
+    }
+}
+
+/// Why `text` (which did not parse as a message) is refused: its error
+/// code and message. `error` is serde's reason it is not JSON, or, for
+/// JSON, why it is not a message.
+#[derive(Debug)]
+pub(crate) struct Unreadable {
+    pub(crate) code: ErrorCode,
+    pub(crate) message: String,
+}
+
+impl Unreadable {
+    /// `text` is not JSON serde_json can read.
+    pub(crate) fn not_json(text: &[u8], error: &serde_json::Error, framing: Framing) -> Self {
+        let depth = text_depth(text);
+        let message = if error.is_syntax() && depth > PARSED_DEPTH {
+            format!(
+                "parse error: {} nests {depth} levels of objects and lists; a message may nest at most \
+{PARSED_DEPTH} (and a call's arguments {MAX_ARGUMENT_DEPTH}): pass flatter data, or write large \
+structures as an artifact",
+                framing.unit()
+            )
+        } else {
+            format!(
+                "parse error: {} is not valid JSON ({error}); {}",
+                framing.unit(),
+                framing.one_message()
+            )
+        };
+        Self {
+            code: ErrorCode::PARSE_ERROR,
+            message,
+        }
+    }
+
+    /// `text` is JSON but not a JSON-RPC message the server understands.
+    pub(crate) fn not_a_message(text: &[u8], error: &serde_json::Error, framing: Framing) -> Self {
+        let batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        let message = if batch {
+            format!(
+                "invalid request: {} is a JSON array (a JSON-RPC batch), which MCP does not take \
+since 2025-06-18; {}",
+                framing.unit(),
+                framing.one_message()
+            )
+        } else {
+            format!("invalid request: {error}; expected a JSON-RPC 2.0 request, notification or response")
+        };
+        Self {
+            code: ErrorCode::INVALID_REQUEST,
+            message,
+        }
+    }
+
+    /// The JSON-RPC error answering it, for request `id`, its message shown
+    /// and bounded as every protocol error is. An id that cannot be read
+    /// is `null`, as JSON-RPC 2.0 requires of a parse error or an invalid
+    /// request (2026-07-28 lets it be left out; `null` reads on every
+    /// revision).
+    pub(crate) fn reply(self, id: Option<RequestId>) -> Value {
+        let error = JsonRpcError {
+            jsonrpc: JsonRpcVersion2_0,
+            id,
+            error: ErrorData::new(self.code, self.message, None),
+        };
+        let bounded = super::bounded(rmcp::model::ServerJsonRpcMessage::Error(error));
+        let mut reply = serde_json::to_value(bounded).unwrap_or_default();
+        if let Some(reply) = reply.as_object_mut() {
+            reply.entry("id").or_insert(Value::Null);
+        }
+        reply
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nested(levels: usize) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"x":{}{}}}}}"#,
+            "[".repeat(levels - 2),
+            "]".repeat(levels - 2)
+        )
+    }
+
+    #[test]
+    fn the_parsed_depth_is_serde_jsons() {
+        // The message object and `params` are two levels of the count.
+        let deepest = nested(PARSED_DEPTH);
+        assert_eq!(text_depth(deepest.as_bytes()), PARSED_DEPTH);
+        assert!(serde_json::from_str::<Value>(&deepest).is_ok());
+        let deeper = nested(PARSED_DEPTH + 1);
+        assert!(serde_json::from_str::<Value>(&deeper).is_err());
+    }
+
+    #[test]
+    fn a_message_too_deep_to_parse_is_told_so_not_that_it_is_broken() {
+        let text = nested(200);
+        let Err(error) = serde_json::from_str::<Value>(&text) else {
+            panic!("200 levels parsed");
+        };
+        let refused = Unreadable::not_json(text.as_bytes(), &error, Framing::Body);
+        assert_eq!(refused.code, ErrorCode::PARSE_ERROR);
+        assert!(
+            refused.message.contains("nests 200 levels"),
+            "{}",
+            refused.message
+        );
+        assert!(refused.message.contains("at most 127"), "{}", refused.message);
+        assert!(!refused.message.contains("not valid JSON"), "{}", refused.message);
+
+        let broken = br#"{"jsonrpc":"2.0","id":1,"#;
+        let Err(error) = serde_json::from_slice::<Value>(broken) else {
+            panic!("parsed");
+        };
+        let refused = Unreadable::not_json(broken, &error, Framing::Line);
+        assert!(refused.message.contains("not valid JSON"), "{}", refused.message);
+        assert!(refused.message.contains("per line"), "{}", refused.message);
+    }
+
+    #[test]
+    fn a_batch_is_named_as_one() {
+        let text = br#" [{"jsonrpc":"2.0","id":1,"method":"ping"}]"#;
+        let error = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(text)
+            .expect_err("a batch is not a message");
+        let refused = Unreadable::not_a_message(text, &error, Framing::Body);
+        assert_eq!(refused.code, ErrorCode::INVALID_REQUEST);
+        assert!(refused.message.contains("JSON-RPC batch"), "{}", refused.message);
+        let reply = refused.reply(None);
+        assert!(reply.get("id").is_some_and(Value::is_null), "{reply}");
+        assert_eq!(reply["error"]["code"], -32600, "{reply}");
+    }
+}
