@@ -243,7 +243,7 @@ send large data as an artifact or in several calls",
             Err(error) => {
                 let why = match serde_json::from_slice::<Value>(text) {
                     Ok(value) if ignorable_notification(&value) => return None,
-                    Ok(_) => Unreadable::not_a_message(text, &error, Framing::Line),
+                    Ok(value) => Unreadable::not_a_message(&value, &error, Framing::Line),
                     Err(error) => Unreadable::not_json(text, &error, Framing::Line),
                 };
                 let why = Rejected::Unreadable(why);

@@ -77,10 +77,11 @@ structures as an artifact",
         }
     }
 
-    /// `text` is JSON but not a JSON-RPC message the server understands.
-    pub(crate) fn not_a_message(text: &[u8], error: &serde_json::Error, framing: Framing) -> Self {
-        let batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-        let message = if batch {
+    /// `value` (read from `text`) is JSON but not a JSON-RPC message the
+    /// server understands; `error` is serde's reason, used when the member
+    /// at fault cannot be named ([`at_fault`]).
+    pub(crate) fn not_a_message(value: &Value, error: &serde_json::Error, framing: Framing) -> Self {
+        let message = if value.is_array() {
             format!(
                 "invalid request: {} is a JSON array (a JSON-RPC batch), which MCP does not take \
 since 2025-06-18; {}",
@@ -88,7 +89,8 @@ since 2025-06-18; {}",
                 framing.one_message()
             )
         } else {
-            format!("invalid request: {error}; expected a JSON-RPC 2.0 request, notification or response")
+            let why = at_fault(value).unwrap_or_else(|| error.to_string());
+            format!("invalid request: {why}; expected a JSON-RPC 2.0 request, notification or response")
         };
         Self {
             code: ErrorCode::INVALID_REQUEST,
@@ -113,6 +115,64 @@ since 2025-06-18; {}",
             reply.entry("id").or_insert(Value::Null);
         }
         reply
+    }
+}
+
+/// The member that keeps `value` from being a JSON-RPC message, in the
+/// words of the rule it breaks; `None` when it breaks none of these (serde's
+/// reason is then the best there is: bad `params` of a known method are
+/// answered by the service, not here). rmcp reads a message as one of
+/// several shapes and says only that none matched.
+fn at_fault(value: &Value) -> Option<String> {
+    let Some(message) = value.as_object() else {
+        return Some(format!(
+            "a JSON-RPC message is a JSON object, not {}",
+            kind(value)
+        ));
+    };
+    match message.get("jsonrpc") {
+        Some(Value::String(version)) if version == "2.0" => {}
+        Some(other) => return Some(format!(r#""jsonrpc" must be "2.0", not {other}"#)),
+        None => return Some(r#""jsonrpc": "2.0" is missing"#.into()),
+    }
+    if let Some(id) = message.get("id")
+        && !(id.is_string() || id.is_i64() || id.is_u64())
+    {
+        return Some(format!(
+            r#""id" must be a string or an integer, not {}"#,
+            kind(id)
+        ));
+    }
+    if let Some(method) = message.get("method")
+        && !method.is_string()
+    {
+        return Some(format!(r#""method" must be a string, not {}"#, kind(method)));
+    }
+    if let Some(params) = message.get("params")
+        && !params.is_object()
+    {
+        return Some(format!(r#""params" must be an object, not {}"#, kind(params)));
+    }
+    let answers = message.contains_key("result") || message.contains_key("error");
+    if !message.contains_key("method") && !answers {
+        return Some(
+            r#"it has neither a "method" (a request or notification) nor a "result" or "error" (a response)"#
+                .into(),
+        );
+    }
+    None
+}
+
+/// What kind of JSON value `value` is, for a message about it.
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "an integer",
+        Value::Number(_) => "a number that is not a 64-bit integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
     }
 }
 
@@ -163,12 +223,54 @@ mod tests {
         assert!(refused.message.contains("per line"), "{}", refused.message);
     }
 
+    /// The refusal of `text`, which must be JSON and not a message.
+    fn refused(text: &str) -> Unreadable {
+        let error =
+            serde_json::from_str::<rmcp::model::ClientJsonRpcMessage>(text).expect_err("not a message");
+        let value: Value = serde_json::from_str(text).expect("JSON");
+        Unreadable::not_a_message(&value, &error, Framing::Line)
+    }
+
+    #[test]
+    fn the_member_at_fault_is_named() {
+        for (text, says) in [
+            (
+                r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+                r#""id" must be a string or an integer, not null"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#,
+                "not a number that is not a 64-bit integer",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#,
+                "not an object",
+            ),
+            (
+                r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#,
+                r#""jsonrpc" must be "2.0", not "1.0""#,
+            ),
+            (r#"{"id":1,"method":"ping"}"#, r#""jsonrpc": "2.0" is missing"#),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":7}"#,
+                r#""method" must be a string, not an integer"#,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#,
+                r#""params" must be an object, not an array"#,
+            ),
+            (r#"{"jsonrpc":"2.0","id":1}"#, r#"neither a "method""#),
+            ("7", "a JSON object, not an integer"),
+        ] {
+            let refused = refused(text);
+            assert_eq!(refused.code, ErrorCode::INVALID_REQUEST);
+            assert!(refused.message.contains(says), "{text}: {}", refused.message);
+        }
+    }
+
     #[test]
     fn a_batch_is_named_as_one() {
-        let text = br#" [{"jsonrpc":"2.0","id":1,"method":"ping"}]"#;
-        let error = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(text)
-            .expect_err("a batch is not a message");
-        let refused = Unreadable::not_a_message(text, &error, Framing::Body);
+        let refused = refused(r#" [{"jsonrpc":"2.0","id":1,"method":"ping"}]"#);
         assert_eq!(refused.code, ErrorCode::INVALID_REQUEST);
         assert!(refused.message.contains("JSON-RPC batch"), "{}", refused.message);
         let reply = refused.reply(None);

@@ -44,7 +44,7 @@ pub(super) fn answer(response: Response, body: &Bytes) -> Response {
     // A `Value`, not `IgnoredAny`: skipping a value checks neither its
     // depth nor its strings' escapes.
     let refused = match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(_) => Unreadable::not_a_message(body, &error, Framing::Body),
+        Ok(value) => Unreadable::not_a_message(&value, &error, Framing::Body),
         Err(error) => Unreadable::not_json(body, &error, Framing::Body),
     };
     let reply = refused.reply(request_id(body));
