@@ -566,3 +566,44 @@ async fn a_body_that_is_not_a_message_gets_a_json_rpc_error_not_unsupported_medi
     .expect("answered");
     assert_eq!(answer.status(), 200);
 }
+
+#[tokio::test]
+async fn an_initialize_whose_params_cannot_be_read_is_invalid_params_not_a_missing_session() {
+    // rmcp reads such an initialize as no initialize and asked for a session id (400, plain
+    // text): the client was sent after a session it was trying to open.
+    let server = HttpServer::start(FINANCE, &[]).await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {
+        "protocolVersion": 5, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let answer = post(&server.url, &body, &[]).send().await.expect("answered");
+    assert_eq!(answer.status(), 400);
+    assert!(answer.headers().get("mcp-session-id").is_none());
+    let reply: Value = answer.json().await.expect("a JSON-RPC error");
+    assert_eq!(reply["id"], 3, "{reply}");
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("initialize: protocolVersion: invalid type"),
+        "{message}"
+    );
+    // Any other request without a session is still told to bring one.
+    let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
+    let answer = post(&server.url, &body, &[("mcp-protocol-version", "2025-11-25")])
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), 400);
+    assert!(
+        answer
+            .text()
+            .await
+            .expect("body")
+            .contains("Session ID is required")
+    );
+    // A readable initialize opens a session as before.
+    let answer = post(&server.url, &initialize(), &[])
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), 200);
+    assert!(answer.headers().get("mcp-session-id").is_some());
+}

@@ -87,11 +87,15 @@ where
     fn rmcp(&self, request: Request) -> impl Future<Output = Response> + use<M> {
         let mcp = self.mcp.clone();
         async move {
-            let (request, body) =
+            let (request, sent) =
                 if request.method() == Method::POST && malformed::declares_json(request.headers()) {
+                    let in_session = malformed::in_session(request.headers());
                     let (parts, body) = request.into_parts();
                     match axum::body::to_bytes(body, usize::MAX).await {
-                        Ok(bytes) => (Request::from_parts(parts, Body::from(bytes.clone())), Some(bytes)),
+                        Ok(bytes) => (
+                            Request::from_parts(parts, Body::from(bytes.clone())),
+                            Some((bytes, in_session)),
+                        ),
                         Err(_) => return StatusCode::BAD_REQUEST.into_response(),
                     }
                 } else {
@@ -101,8 +105,10 @@ where
                 Ok(response) => response,
                 Err(never) => match never {},
             };
-            match body {
-                Some(body) => bounded_refusal(malformed::answer(response, &body)).await,
+            match sent {
+                Some((body, in_session)) => {
+                    bounded_refusal(malformed::answer(response, &body, in_session)).await
+                }
                 None => bounded_refusal(response).await,
             }
         }

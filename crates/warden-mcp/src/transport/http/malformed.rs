@@ -1,4 +1,6 @@
-//! A POST body that is not a JSON-RPC message gets the JSON-RPC error
+//! A POST body rmcp cannot take gets a JSON-RPC error that says why.
+//!
+//! One that is not a JSON-RPC message gets the error
 //! every transport gives ([`crate::transport::unreadable`]): `400`, with
 //! `-32700` for text that is not JSON (or nests deeper than serde_json
 //! reads) and `-32600` for JSON that is not a message, the request's id
@@ -11,6 +13,13 @@
 //! JSON (a wrong `Content-Type` keeps rmcp's 415, which is the truth then):
 //! a body that reads as a message passes untouched, and no request that
 //! rmcp accepts is parsed twice.
+//!
+//! An `initialize` whose params rmcp cannot read (a `protocolVersion` that
+//! is a number, no `clientInfo`) is no initialize to rmcp, so without a
+//! session it answered "Bad Request: Session ID is required", sending the
+//! client after a session it was trying to open. It gets `400` with the
+//! `-32602` a known method with unreadable params gets on every path
+//! ([`crate::unparsed`]), naming the member at fault.
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode, header};
@@ -32,12 +41,24 @@ pub(super) fn declares_json(headers: &HeaderMap) -> bool {
 }
 
 /// The answer for rmcp's `response` to a POST whose JSON-declared body was
-/// `body`: the JSON-RPC error when rmcp refused the body as unreadable,
-/// else `response` itself.
-pub(super) fn answer(response: Response, body: &Bytes) -> Response {
-    if response.status() != StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        return response;
+/// `body`: the JSON-RPC error when rmcp refused the body as unreadable or
+/// as no initialize, else `response` itself.
+/// `body` was sent `in_session` (with an `Mcp-Session-Id`) or not.
+pub(super) fn answer(response: Response, body: &Bytes, in_session: bool) -> Response {
+    match response.status() {
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => not_a_message(response, body),
+        StatusCode::BAD_REQUEST if !in_session => unread_initialize(response, body),
+        _ => response,
     }
+}
+
+/// Whether `headers` name a session (`Mcp-Session-Id`).
+pub(super) fn in_session(headers: &HeaderMap) -> bool {
+    headers.contains_key("mcp-session-id")
+}
+
+/// rmcp's 415 to a body it could not read as a message.
+fn not_a_message(response: Response, body: &Bytes) -> Response {
     let Err(error) = serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(body) else {
         return response;
     };
@@ -48,5 +69,27 @@ pub(super) fn answer(response: Response, body: &Bytes) -> Response {
         Err(error) => Unreadable::not_json(body, &error, Framing::Body),
     };
     let reply = refused.reply(request_id(body));
+    (StatusCode::BAD_REQUEST, axum::Json(reply)).into_response()
+}
+
+/// rmcp's 400 to a session-less POST that is no initialize to it: an
+/// `initialize` whose params it could not read gets the invalid-params
+/// error naming what did not parse.
+fn unread_initialize(response: Response, body: &Bytes) -> Response {
+    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+    let Ok(JsonRpcMessage::Request(request)) = serde_json::from_slice::<ClientJsonRpcMessage>(body) else {
+        return response;
+    };
+    let ClientRequest::CustomRequest(custom) = &request.request else {
+        return response;
+    };
+    if custom.method != "initialize" {
+        return response;
+    }
+    let refused = Unreadable {
+        code: rmcp::model::ErrorCode::INVALID_PARAMS,
+        message: crate::unparsed::refusal(custom, false).message.into_owned(),
+    };
+    let reply = refused.reply(Some(request.id));
     (StatusCode::BAD_REQUEST, axum::Json(reply)).into_response()
 }
