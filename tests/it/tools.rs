@@ -515,6 +515,12 @@ async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_
         (json!({"arguments": {}}), "tools/call", -32602, "name"),
         (json!({"uri": 7}), "resources/read", -32602, "uri"),
         (json!({}), "tools/frobnicate", -32601, "'tools/frobnicate'"),
+        (
+            json!({"protocolVersion": 5, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}),
+            "initialize",
+            -32602,
+            "protocolVersion",
+        ),
     ];
     for (id, (params, method, code, named)) in cases.into_iter().enumerate() {
         let request = json!({"jsonrpc": "2.0", "id": id + 1, "method": method, "params": params});
@@ -529,6 +535,38 @@ async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_
     stdin.write_all(format!("{ping}\n").as_bytes()).await.unwrap();
     let answer: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
     assert_eq!(answer["result"], json!({}), "still serving: {answer}");
+}
+
+#[tokio::test]
+async fn a_first_initialize_whose_params_cannot_be_read_is_told_so_and_a_readable_one_still_opens() {
+    // rmcp reads it as no initialize and answered it as a stateless request missing its `_meta`.
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut child = tokio::process::Command::new(FINANCE)
+        .env("WARDEN_ARTIFACTS_DIR", dir.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the server");
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let client = json!({"name": "raw", "version": "0"});
+    let unreadable = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": [], "clientInfo": client}});
+    let answer = exchange(&mut stdin, &mut lines, &unreadable).await;
+    assert_eq!(answer["id"], 1, "{answer}");
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("invalid params for initialize: capabilities: "),
+        "{message}"
+    );
+    let readable = json!({"jsonrpc": "2.0", "id": 2, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}});
+    let answer = exchange(&mut stdin, &mut lines, &readable).await;
+    assert_eq!(answer["result"]["protocolVersion"], "2025-11-25", "{answer}");
 }
 
 #[tokio::test]

@@ -341,6 +341,10 @@ where
             match message {
                 None => continue,
                 Some(JsonRpcMessage::Request(request)) => {
+                    if let Some(refused) = Unreadable::unread_initialize(&request.request) {
+                        self.refuse(Some(request.id), refused);
+                        continue;
+                    }
                     if self.pending.contains(&request.id) {
                         let id = request.id.clone();
                         self.reply_error(

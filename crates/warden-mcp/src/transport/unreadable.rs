@@ -4,6 +4,9 @@
 //! the id a tolerant scan recovers ([`super::recover`]) and a message that
 //! says what to change.
 //!
+//! An `initialize` whose params do not parse is answered here too
+//! ([`Unreadable::unread_initialize`]).
+//!
 //! Two cases get their own words, because serde's would mislead: a message
 //! nested deeper than serde_json parses ([`PARSED_DEPTH`]) is valid JSON,
 //! so "not valid JSON (recursion limit exceeded)" sent people looking for a
@@ -96,6 +99,22 @@ since 2025-06-18; {}",
             code: ErrorCode::INVALID_REQUEST,
             message,
         }
+    }
+
+    /// An `initialize` whose params rmcp could not read (it then reads it
+    /// as a request of no known kind): the invalid-params error naming the
+    /// member at fault ([`crate::unparsed`]). rmcp would answer it as
+    /// anything but an initialize — on stdio as a stateless request
+    /// without its `_meta`, over HTTP as a request without a session — so
+    /// the transports answer it themselves. `None` for any other request.
+    pub(crate) fn unread_initialize(request: &rmcp::model::ClientRequest) -> Option<Self> {
+        let rmcp::model::ClientRequest::CustomRequest(custom) = request else {
+            return None;
+        };
+        (custom.method == "initialize").then(|| Self {
+            code: ErrorCode::INVALID_PARAMS,
+            message: crate::unparsed::refusal(custom, false).message.into_owned(),
+        })
     }
 
     /// The JSON-RPC error answering it, for request `id`, its message shown

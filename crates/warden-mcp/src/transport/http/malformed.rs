@@ -76,19 +76,12 @@ fn not_a_message(response: Response, body: &Bytes) -> Response {
 /// `initialize` whose params it could not read gets the invalid-params
 /// error naming what did not parse.
 fn unread_initialize(response: Response, body: &Bytes) -> Response {
-    use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+    use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage};
     let Ok(JsonRpcMessage::Request(request)) = serde_json::from_slice::<ClientJsonRpcMessage>(body) else {
         return response;
     };
-    let ClientRequest::CustomRequest(custom) = &request.request else {
+    let Some(refused) = Unreadable::unread_initialize(&request.request) else {
         return response;
-    };
-    if custom.method != "initialize" {
-        return response;
-    }
-    let refused = Unreadable {
-        code: rmcp::model::ErrorCode::INVALID_PARAMS,
-        message: crate::unparsed::refusal(custom, false).message.into_owned(),
     };
     let reply = refused.reply(Some(request.id));
     (StatusCode::BAD_REQUEST, axum::Json(reply)).into_response()
