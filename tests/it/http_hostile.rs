@@ -585,6 +585,16 @@ async fn an_initialize_whose_params_cannot_be_read_is_invalid_params_not_a_missi
         message.contains("initialize: protocolVersion: invalid type"),
         "{message}"
     );
+    // A stateless request without its `_meta` is told what a client of either revision does.
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list"});
+    let answer = post(&server.url, &body, &[NEWER, ("mcp-method", "tools/list")])
+        .send()
+        .await
+        .expect("answered");
+    assert_eq!(answer.status(), 400);
+    let reply: Value = answer.json().await.expect("a JSON-RPC error");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("sends initialize first"), "{message}");
     // Any other request without a session is still told to bring one.
     let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"});
     let answer = post(&server.url, &body, &[("mcp-protocol-version", "2025-11-25")])

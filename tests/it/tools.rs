@@ -552,6 +552,13 @@ async fn a_first_initialize_whose_params_cannot_be_read_is_told_so_and_a_readabl
         .expect("spawn the server");
     let mut stdin = child.stdin.take().expect("piped stdin");
     let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    // A request before any initialize, without the stateless revision's `_meta`: told what a
+    // client of either revision does.
+    let early = json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"});
+    let answer = exchange(&mut stdin, &mut lines, &early).await;
+    assert_eq!(answer["error"]["code"], -32602, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("sends initialize first"), "{message}");
     let client = json!({"name": "raw", "version": "0"});
     let unreadable = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": [], "clientInfo": client}});

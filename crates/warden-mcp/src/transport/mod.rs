@@ -32,7 +32,8 @@ use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
 /// are bounded before they get here (`crate::bound`). rmcp's refusal of a
 /// stateless request of a method 2026-07-28 removed (`ping`, …), whose
 /// message is the bare method name, gets one that says why
-/// ([`crate::unparsed::removed_when_stateless`]).
+/// ([`crate::unparsed::removed_when_stateless`]); its refusal of a request
+/// without `_meta` or a session says what either revision's client does.
 pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
     if let JsonRpcMessage::Error(error) = &mut message {
         let error = &mut error.error;
@@ -40,6 +41,9 @@ pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage
             && let Some(why) = crate::unparsed::removed_when_stateless(&error.message)
         {
             *error = why;
+        }
+        if error.code == rmcp::model::ErrorCode::INVALID_PARAMS && error.message.contains(MISSING_META) {
+            error.message = format!("{}{META_HINT}", error.message).into();
         }
         let shown = warden_core::screen::visible(std::mem::take(&mut error.message).into_owned());
         error.message = warden_core::error::bound_message(shown, MAX_ERROR_MESSAGE_BYTES).into();
@@ -54,6 +58,29 @@ pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage
     }
     message
 }
+
+/// An error `message` as JSON, [`bounded`], with `"id": null` when its
+/// request's id could not be read: JSON-RPC 2.0 requires the member (rmcp
+/// leaves it out, as 2026-07-28 allows; `null` reads on every revision).
+pub(crate) fn error_value(message: ServerJsonRpcMessage) -> serde_json::Value {
+    let mut value = serde_json::to_value(bounded(message)).unwrap_or_default();
+    if let Some(object) = value.as_object_mut()
+        && object.contains_key("error")
+    {
+        object.entry("id").or_insert(serde_json::Value::Null);
+    }
+    value
+}
+
+/// rmcp's words for a request that came with neither a session nor the
+/// stateless revision's `_meta`.
+const MISSING_META: &str = "request _meta is missing or has malformed required fields";
+
+/// What such a request's client should do, for either revision: rmcp's
+/// message names only the 2026-07-28 fields, which sent a client of an
+/// earlier revision that had forgotten `initialize` after them.
+const META_HINT: &str = "; a client of the 2026-07-28 revision sends both in every request's \
+_meta, a client of an earlier revision sends initialize first";
 
 /// How far the ids of the server's own requests are moved on the wire: 1.
 ///

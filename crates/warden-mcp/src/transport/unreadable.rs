@@ -117,23 +117,16 @@ since 2025-06-18; {}",
         })
     }
 
-    /// The JSON-RPC error answering it, for request `id`, its message shown
-    /// and bounded as every protocol error is. An id that cannot be read
-    /// is `null`, as JSON-RPC 2.0 requires of a parse error or an invalid
-    /// request (2026-07-28 lets it be left out; `null` reads on every
-    /// revision).
+    /// The JSON-RPC error answering it, for request `id` (`null` when it
+    /// could not be read), its message shown and bounded as every protocol
+    /// error is ([`super::error_value`]).
     pub(crate) fn reply(self, id: Option<RequestId>) -> Value {
         let error = JsonRpcError {
             jsonrpc: JsonRpcVersion2_0,
             id,
             error: ErrorData::new(self.code, self.message, None),
         };
-        let bounded = super::bounded(rmcp::model::ServerJsonRpcMessage::Error(error));
-        let mut reply = serde_json::to_value(bounded).unwrap_or_default();
-        if let Some(reply) = reply.as_object_mut() {
-            reply.entry("id").or_insert(Value::Null);
-        }
-        reply
+        super::error_value(rmcp::model::ServerJsonRpcMessage::Error(error))
     }
 }
 

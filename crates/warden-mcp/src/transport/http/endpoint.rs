@@ -121,24 +121,17 @@ where
 /// `Mcp-Name` header that does not match the body quotes the body's
 /// value, whatever its size), and says why: a stateless request of a
 /// method 2026-07-28 removed (404), whose message rmcp makes the bare
-/// method name, gets one that says why. Only
-/// a JSON client error bigger than the bound, or a 404, is read and
-/// rewritten; every other response passes untouched.
+/// method name, gets one that says why, and so does a request with neither
+/// a session nor the stateless `_meta`. Only a JSON client error (rare, and
+/// a body rmcp made whole) is read and rewritten; every other response
+/// passes untouched.
 async fn bounded_refusal(response: Response) -> Response {
-    use http_body::Body as _;
-    use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
-    let small = response
-        .body()
-        .size_hint()
-        .upper()
-        .is_some_and(|bytes| bytes <= MAX_ERROR_MESSAGE_BYTES as u64);
     // A stream is never read here, whatever its status: only a JSON body.
     let json = response
         .headers()
         .get(axum::http::header::CONTENT_TYPE)
         .is_some_and(|kind| kind.as_bytes().starts_with(b"application/json"));
-    let not_found = response.status() == axum::http::StatusCode::NOT_FOUND;
-    if !response.status().is_client_error() || (small && !not_found) || !json {
+    if !response.status().is_client_error() || !json {
         return response;
     }
     let (mut parts, body) = response.into_parts();
@@ -147,7 +140,7 @@ async fn bounded_refusal(response: Response) -> Response {
         return Response::from_parts(parts, axum::body::Body::empty());
     };
     let bytes = match serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(&bytes) {
-        Ok(message) => serde_json::to_vec(&crate::transport::bounded(message)).map_or(bytes, Into::into),
+        Ok(message) => serde_json::to_vec(&crate::transport::error_value(message)).map_or(bytes, Into::into),
         Err(_) => bytes,
     };
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);
