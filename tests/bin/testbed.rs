@@ -199,6 +199,13 @@ fn wipe_scratch(input: WipeInput) -> Result<String, GuardError> {
     Ok(format!("wiped {}", input.record))
 }
 
+/// The same "deletion", run only as an MCP task and taking half a minute:
+/// a server killed under it must leave the side effect on record.
+fn wipe_scratch_slowly(input: WipeInput) -> Result<String, GuardError> {
+    std::thread::sleep(Duration::from_secs(30));
+    wipe_scratch(input)
+}
+
 /// Set to make the server (started with no arguments, as a client starts
 /// it) print a line to stdout before `run()`: the fault preflight's
 /// `mcp.stdout` check must catch. Workers and CLI commands stay quiet.
@@ -317,6 +324,13 @@ fn main() -> std::process::ExitCode {
         )
         .guard(guard(misbehave))
         .guard(guard(wipe_scratch).destructive())
+        .guard(
+            guard(wipe_scratch_slowly)
+                .destructive()
+                .in_process()
+                .timeout(Duration::from_secs(60))
+                .task_support(warden::TaskSupport::Required),
+        )
         .guard(guard(many_rows).in_process())
         // Logs once: a stateless request gets the message only when its
         // `_meta` sets a log level.

@@ -868,6 +868,41 @@ i"#;
     assert_eq!(ledger(&ledger_path).len(), 2);
 }
 
+/// Whether task `id`'s own log gets an `event` record of `function`
+/// within 20 s.
+async fn written_through(artifacts: &Path, id: &str, event: &str, function: &str) -> bool {
+    let log = artifacts.join(id).join("events.jsonl");
+    let event = format!(r#""event":"{event}""#);
+    let found = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .any(|l| l.contains(&event) && l.contains(function))
+    };
+    eventually(Duration::from_secs(20), found).await
+}
+
+/// Task `id`, whose server was killed, as a second `binary` on
+/// `artifacts` ends it: its `tasks/get` answer (failed) and its
+/// `result.json` (interrupted).
+async fn interrupted_after_restart(
+    binary: &str,
+    artifacts: &Path,
+    env: &[(&str, &str)],
+    id: &str,
+) -> (Value, Value) {
+    let second = StdioServer::start(binary, artifacts, env, true).await;
+    let ended = poll_until_ended(second.peer(), id, Duration::from_secs(30)).await;
+    let done = wire(ended.last().expect("an answer"));
+    assert_eq!(done["status"], "failed", "{done}");
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(artifacts.join(id).join("result.json")).expect("result.json"),
+    )
+    .expect("JSON");
+    assert_eq!(saved["error"]["kind"], "interrupted", "{saved}");
+    (done, saved)
+}
+
 #[tokio::test]
 async fn an_order_placed_before_the_server_was_killed_is_in_the_interrupted_tasks_records() {
     // The person approves an order; the script runs on; the server is SIGKILLed. The task's
@@ -890,33 +925,18 @@ let t = timestamp(); while t.elapsed < 25.0 {} 1"#;
         .await
         .expect("answered");
     // The order's end is on disk as soon as it settles (written through, not at the task's end).
-    let log = artifacts.join(&id).join("events.jsonl");
-    let settled = || {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .any(|l| l.contains(r#""event":"function_call_finished""#) && l.contains("place_paper_order"))
-    };
     assert!(
-        eventually(Duration::from_secs(20), settled).await,
+        written_through(&artifacts, &id, "function_call_finished", "place_paper_order").await,
         "the order's end was not written through"
     );
     assert_eq!(ledger(&ledger_path).len(), 1);
     first.kill().await;
 
-    let second = StdioServer::start(FINANCE, &artifacts, &env, true).await;
-    let ended = poll_until_ended(second.peer(), &id, Duration::from_secs(30)).await;
-    let done = wire(ended.last().expect("an answer"));
-    assert_eq!(done["status"], "failed", "{done}");
+    let (done, saved) = interrupted_after_restart(FINANCE, &artifacts, &env, &id).await;
     // tasks/get names the side effect beside the error.
     let shown = &done["error"]["data"]["side_effects"];
     assert_eq!(shown[0]["function"], "place_paper_order", "{done}");
     assert_eq!(shown[0]["status"], "success", "{done}");
-    let saved: Value = serde_json::from_str(
-        &std::fs::read_to_string(artifacts.join(&id).join("result.json")).expect("result.json"),
-    )
-    .expect("JSON");
-    assert_eq!(saved["error"]["kind"], "interrupted", "{saved}");
     let effects = saved["side_effects"].as_array().cloned().unwrap_or_default();
     assert_eq!(effects.len(), 1, "{saved}");
     assert_eq!(effects[0]["function"], "place_paper_order");
@@ -958,6 +978,53 @@ let t = timestamp(); while t.elapsed < 25.0 {} 1"#;
     assert_eq!(calls[1]["status"], "success");
     assert_eq!(calls[1]["arguments_sha256"], approved.as_str());
     assert_eq!(calls[2]["interrupted"], true, "{calls:?}");
+}
+
+#[tokio::test]
+async fn a_destructive_guard_run_as_an_mcp_task_leaves_its_side_effect_on_record_when_the_server_dies() {
+    // The client's own call of a destructive guard, run as an MCP task: its start is written
+    // through to the task's own log before the function runs (it kept no log before, so the
+    // interrupted task said nothing of the deletion it had started).
+    let dir = tempfile::tempdir().unwrap();
+    let artifacts = dir.path().join("artifacts");
+    let mut first = StdioServer::start(TESTBED, &artifacts, &[], true).await;
+    let arguments = json!({"record": "ledger-7"});
+    let id = start_task(first.peer(), "wipe_scratch_slowly", arguments.clone(), None)
+        .await
+        .task
+        .task_id;
+    assert!(
+        written_through(&artifacts, &id, "function_call_started", "wipe_scratch_slowly").await,
+        "the call's start was not written through"
+    );
+    first.kill().await;
+
+    let (done, saved) = interrupted_after_restart(TESTBED, &artifacts, &[], &id).await;
+    let shown = &done["error"]["data"]["side_effects"];
+    assert_eq!(shown[0]["function"], "wipe_scratch_slowly", "{done}");
+    assert_eq!(shown[0]["status"], "unknown", "{done}");
+    let effects = saved["side_effects"].as_array().cloned().unwrap_or_default();
+    assert_eq!(effects.len(), 1, "{saved}");
+    // The arguments' canonical JSON is their compact form here (one member).
+    let sha = {
+        use sha2::Digest;
+        format!(
+            "sha256:{:x}",
+            sha2::Sha256::digest(arguments.to_string().as_bytes())
+        )
+    };
+    assert_eq!(
+        effects[0]["arguments_sha256"],
+        sha.as_str(),
+        "the call recorded is the call made"
+    );
+    assert!(
+        saved["summary"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("wipe_scratch_slowly (unknown)"),
+        "{saved}"
+    );
 }
 
 #[tokio::test]

@@ -9,7 +9,10 @@
 //! ([`TaskRunner::end_claimed`]: a task directory holding `result.json`,
 //! copied to the object store when there is one, then the record), or
 //! waiting for the person ([`TaskRunner::pause_claimed`]: its questions and
-//! answers so far in the record, no directory, no slot).
+//! answers so far in the record, no slot). A destructive guard's task has
+//! its directory from before the call (the MCP layer makes it, so that the
+//! call's start is written through to the task's own log); any other has
+//! none until it ends.
 
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;

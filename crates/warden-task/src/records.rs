@@ -542,7 +542,8 @@ impl Records {
     /// its events.jsonl, see [`warden_calls::events::recovered`]), which its
     /// `function_calls.json` lists too; then its `result.json`, the commit.
     /// A task without a log of its own (a guard call run as an MCP task
-    /// keeps none) gets the plain `interrupted` result.
+    /// keeps one only when the guard is destructive) gets the plain
+    /// `interrupted` result.
     fn end_dead(&self, id: &str) -> TaskResult {
         let mut result = interrupted().with_task_id(id);
         let Ok(log) = self.artifacts.open_task_file(id, "events.jsonl") else {

@@ -377,13 +377,14 @@ impl WardenServer {
         cancel: CancellationToken,
         receipt: bool,
     ) -> CallToolResult {
-        self.guard_answer(name, arguments, origin, cancel, receipt)
+        self.guard_answer(name, arguments, origin, cancel, receipt, None)
             .await
             .0
     }
 
     /// [`WardenServer::guard_call`], with the error of a call that failed
-    /// (a guard task tells a tool error from a protocol one by it).
+    /// (a guard task tells a tool error from a protocol one by it), its
+    /// records also in `task_events` when given (a guard task's own log).
     pub(crate) async fn guard_answer(
         &self,
         name: &str,
@@ -391,14 +392,17 @@ impl WardenServer {
         origin: Origin,
         cancel: CancellationToken,
         receipt: bool,
+        task_events: Option<&warden_calls::events::Events>,
     ) -> (CallToolResult, Option<GuardError>) {
-        let scope = RequestScope::open(self.executor.events(), &origin);
+        let events = task_events.unwrap_or(self.executor.events());
+        let scope = RequestScope::open(events, &origin);
         // Hashed before the call, which consumes them.
         let arguments_sha256 = receipt.then(|| warden_core::receipt::digest(&arguments));
         let outcome = self
             .executor
             .call(
                 CallRequest::new(name, arguments, &origin, cancel)
+                    .events(events)
                     .consent(warden_calls::executor::confirm::Consent::Direct),
             )
             .await;

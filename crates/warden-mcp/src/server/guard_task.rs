@@ -183,10 +183,34 @@ impl WardenServer {
             return;
         };
         self.tasks.hold_claimed(&record.id, &cancel);
+        let task_events = match self.side_effect_log(&tool, &record) {
+            Ok(events) => events,
+            Err(error) => {
+                drop(slot);
+                let summary = format!(
+                    "the call did not run: its side effect could not be put on record first ({})",
+                    error.message
+                );
+                let ended = TaskResult::failure(TaskStatus::Failed, TaskErrorKind::Storage, summary);
+                self.tasks.end_claimed(&record.owner, &record.id, ended).await;
+                warden_calls::telemetry::end(&origin.trace, "failed", Some(error.code.as_str()));
+                return;
+            }
+        };
         let mut carried = request.resume.clone().unwrap_or_default();
         let round = crate::rounds::Round::for_task(&carried.responses);
-        let call = self.guard_answer(&tool, request.arguments, origin.clone(), cancel.clone(), false);
+        let call = self.guard_answer(
+            &tool,
+            request.arguments,
+            origin.clone(),
+            cancel.clone(),
+            false,
+            task_events.as_ref(),
+        );
         let (result, error) = warden_core::ask::scope(round.asker(), call).await;
+        if let Some(events) = &task_events {
+            events.flush_task_log();
+        }
         drop(slot);
         self.tasks.submitted.notify_one();
         let open = round.take_requests();
@@ -217,6 +241,34 @@ impl WardenServer {
         self.tasks.end_claimed(&record.owner, &record.id, ended).await;
         let code = error.as_ref().map(|error| error.code.as_str());
         warden_calls::telemetry::end(&origin.trace, status.as_str(), code);
+    }
+}
+
+impl WardenServer {
+    /// The task's own log, for a destructive guard: its directory made now,
+    /// so that the executor writes the call's start through to
+    /// `events.jsonl` before the function runs and its end as it settles,
+    /// as it does for a script's destructive calls. A server that dies
+    /// under the call then leaves the side effect on record: the next one
+    /// to open the store ends the task `interrupted` with it in
+    /// `side_effects` (`warden_task::records`). Other guards keep no log
+    /// of their own (their directory is made when they end). `Err` when
+    /// the directory cannot be made: the call must not run unrecorded.
+    fn side_effect_log(
+        &self,
+        tool: &str,
+        record: &warden_task::store::TaskRecord,
+    ) -> Result<Option<warden_calls::events::Events>, GuardError> {
+        let destructive = self
+            .executor
+            .registry()
+            .get(tool)
+            .is_some_and(|guard| guard.hints.destructive);
+        if !destructive {
+            return Ok(None);
+        }
+        let dir = self.tasks.store.create_task_with_id(&record.owner, &record.id)?;
+        Ok(Some(self.executor.events().with_task_log(&dir)))
     }
 }
 
