@@ -227,6 +227,9 @@ impl WardenServer {
             );
             let resume = serde_json::to_value(&carried).unwrap_or(Value::Null);
             if self.tasks.pause_claimed(&record.id, &resume, &message).await {
+                // A destructive guard's directory waits with the task; it
+                // no longer runs here.
+                self.tasks.store.end_task(&record.id);
                 self.executor.events().emit(
                     &origin,
                     "task_waiting",

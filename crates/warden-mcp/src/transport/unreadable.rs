@@ -47,9 +47,8 @@ impl Framing {
     }
 }
 
-/// Why `text` (which did not parse as a message) is refused: its error
-/// code and message. `error` is serde's reason it is not JSON, or, for
-/// JSON, why it is not a message.
+/// Why a message the transport read does not reach the service: its
+/// JSON-RPC error code and message.
 #[derive(Debug)]
 pub(crate) struct Unreadable {
     pub(crate) code: ErrorCode,

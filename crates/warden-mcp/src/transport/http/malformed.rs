@@ -41,9 +41,9 @@ pub(super) fn declares_json(headers: &HeaderMap) -> bool {
 }
 
 /// The answer for rmcp's `response` to a POST whose JSON-declared body was
-/// `body`: the JSON-RPC error when rmcp refused the body as unreadable or
-/// as no initialize, else `response` itself.
-/// `body` was sent `in_session` (with an `Mcp-Session-Id`) or not.
+/// `body`, sent `in_session` (with an `Mcp-Session-Id`) or not: the
+/// JSON-RPC error when rmcp refused the body as unreadable or as no
+/// initialize, else `response` itself.
 pub(super) fn answer(response: Response, body: &Bytes, in_session: bool) -> Response {
     match response.status() {
         StatusCode::UNSUPPORTED_MEDIA_TYPE => not_a_message(response, body),
