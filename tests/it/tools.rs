@@ -174,15 +174,30 @@ async fn every_bad_input_class_is_answered_and_the_server_keeps_serving() {
 /// The finance server on pipes, spoken to in raw JSON-RPC lines (what
 /// rmcp's client would not send, and the bytes it would hide): initialized
 /// as a `version` client; killed when dropped.
-async fn raw_server(
-    artifacts: &std::path::Path,
-    version: &str,
-) -> (
+async fn raw_server(artifacts: &std::path::Path, version: &str) -> RawServer {
+    use tokio::io::AsyncWriteExt;
+    let (child, mut stdin, mut lines) = spawn_raw(artifacts);
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
+    let reply = exchange(&mut stdin, &mut lines, &init).await;
+    assert_eq!(reply["id"], 0, "{reply}");
+    stdin
+        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
+        .await
+        .expect("write initialized");
+    (child, stdin, lines)
+}
+
+/// A [`raw_server`]'s process and pipes.
+type RawServer = (
     tokio::process::Child,
     tokio::process::ChildStdin,
     tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
-) {
-    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+);
+
+/// The example server on `artifacts`, spoken to as a [`raw_server`] but
+/// not yet initialized; killed when dropped.
+fn spawn_raw(artifacts: &std::path::Path) -> RawServer {
+    use tokio::io::{AsyncBufReadExt, BufReader};
     let mut child = tokio::process::Command::new(FINANCE)
         .env("WARDEN_ARTIFACTS_DIR", artifacts)
         .stdin(std::process::Stdio::piped())
@@ -191,24 +206,8 @@ async fn raw_server(
         .kill_on_drop(true)
         .spawn()
         .expect("spawn the server");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}});
-    stdin
-        .write_all(format!("{init}\n").as_bytes())
-        .await
-        .expect("write initialize");
-    let reply = lines
-        .next_line()
-        .await
-        .expect("read")
-        .expect("an initialize answer");
-    let reply: Value = serde_json::from_str(&reply).expect("JSON");
-    assert_eq!(reply["id"], 0, "{reply}");
-    stdin
-        .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")
-        .await
-        .expect("write initialized");
+    let stdin = child.stdin.take().expect("piped stdin");
+    let lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
     (child, stdin, lines)
 }
 
@@ -540,18 +539,8 @@ async fn a_known_method_with_params_it_cannot_read_is_invalid_params_not_method_
 #[tokio::test]
 async fn a_first_initialize_whose_params_cannot_be_read_is_told_so_and_a_readable_one_still_opens() {
     // rmcp reads it as no initialize and answered it as a stateless request missing its `_meta`.
-    use tokio::io::{AsyncBufReadExt, BufReader};
     let dir = tempfile::tempdir().expect("temp dir");
-    let mut child = tokio::process::Command::new(FINANCE)
-        .env("WARDEN_ARTIFACTS_DIR", dir.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn the server");
-    let mut stdin = child.stdin.take().expect("piped stdin");
-    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
+    let (_child, mut stdin, mut lines) = spawn_raw(dir.path());
     // A request before any initialize, without the stateless revision's `_meta`: told what a
     // client of either revision does.
     let early = json!({"jsonrpc": "2.0", "id": 0, "method": "tools/list"});
