@@ -31,7 +31,7 @@ use sqlx::Connection;
 
 use common::http::{HttpServer, PRINCIPALS};
 use common::tasks::{cancel_task, client_config, get_task, start_task, wire};
-use common::{ENDLESS, FINANCE, read_jsonl, structured};
+use common::{ENDLESS, FINANCE, TESTBED, read_jsonl, structured};
 
 /// One cluster test at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
@@ -76,6 +76,8 @@ fn rand_u128() -> u128 {
 /// Nodes on one fresh database and one fresh S3 prefix, with alice's and
 /// bob's API tokens.
 struct Cluster {
+    /// The server every node runs (the example app unless a test says).
+    binary: &'static str,
     nodes: Vec<HttpServer>,
     database: String,
     env: Vec<(String, String)>,
@@ -84,6 +86,11 @@ struct Cluster {
 
 impl Cluster {
     async fn start(count: usize, extra: &[(&str, &str)]) -> Cluster {
+        Self::start_with(FINANCE, count, extra).await
+    }
+
+    /// [`Cluster::start`] with every node running `binary`.
+    async fn start_with(binary: &'static str, count: usize, extra: &[(&str, &str)]) -> Cluster {
         let database = fresh_database().await;
         let store = format!("{}/{}", required("WARDEN_TEST_S3_URL"), uuid_hex());
         let tokens = tempfile::tempdir().expect("temp dir");
@@ -97,6 +104,7 @@ impl Cluster {
         ];
         env.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
         let mut cluster = Cluster {
+            binary,
             nodes: Vec::new(),
             database,
             env,
@@ -112,7 +120,7 @@ impl Cluster {
         let id = format!("node-{}", self.nodes.len());
         let mut env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
         env.push(("WARDEN_NODE_ID", id.as_str()));
-        self.nodes.push(HttpServer::start(FINANCE, &env).await);
+        self.nodes.push(HttpServer::start(self.binary, &env).await);
     }
 
     /// A session client of `who` on node `n`, declaring the tasks extension.
@@ -320,6 +328,84 @@ async fn a_killed_nodes_tasks_are_interrupted_within_the_lease_and_nothing_else_
         answer["status"], "completed",
         "the finished task is unchanged: {answer}"
     );
+}
+
+#[tokio::test]
+async fn a_killed_nodes_destructive_call_is_named_by_the_node_that_ends_its_task() {
+    // Node 0 runs a destructive guard as an MCP task and is killed mid-call. Node 1 cannot read
+    // node 0's directory; it finds the call in the database, where node 0 recorded it before the
+    // function ran, and ends the task naming it. A node started later reads the same from S3.
+    let _one = ONE_AT_A_TIME.lock().await;
+    let lease = 3;
+    let mut cluster = Cluster::start_with(TESTBED, 1, &[("WARDEN_TASK_LEASE_SECONDS", "3")]).await;
+    let first = cluster.client(0, "alice").await;
+    let arguments = json!({"record": "ledger-7"});
+    let id = start_task(&first, "wipe_scratch_slowly", arguments.clone(), None)
+        .await
+        .task
+        .task_id;
+    let start = Instant::now();
+    while cluster.side_effects(&id).await.is_empty() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "the call's start was never recorded"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let recorded = cluster.side_effects(&id).await;
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0]["status"], "unknown", "{recorded:?}");
+    cluster.add_node().await;
+    let other = cluster.client(1, "alice").await;
+    let _ = cluster.nodes[0].child.start_kill();
+    let answer = ended(&other, &id, Duration::from_secs(lease + 10)).await;
+    let sha = {
+        use sha2::Digest;
+        format!(
+            "sha256:{:x}",
+            sha2::Sha256::digest(arguments.to_string().as_bytes())
+        )
+    };
+    let named = |answer: &Value| {
+        assert_eq!(answer["status"], "failed", "{answer}");
+        let message = answer["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("stopped renewing its lease")
+                && message.contains("wipe_scratch_slowly (unknown)"),
+            "{answer}"
+        );
+        let shown = &answer["error"]["data"]["side_effects"];
+        assert_eq!(shown.as_array().map(Vec::len), Some(1), "{answer}");
+        assert_eq!(shown[0]["function"], "wipe_scratch_slowly", "{answer}");
+        assert_eq!(shown[0]["status"], "unknown", "{answer}");
+        assert_eq!(
+            shown[0]["arguments_sha256"],
+            sha.as_str(),
+            "the call recorded is the call made"
+        );
+    };
+    named(&answer);
+    cluster.add_node().await;
+    let third = cluster.client(2, "alice").await;
+    named(&ended(&third, &id, Duration::from_secs(5)).await);
+}
+
+impl Cluster {
+    /// The side effects task `id` recorded in the database, in order.
+    async fn side_effects(&self, id: &str) -> Vec<Value> {
+        let mut conn = sqlx::PgConnection::connect(&self.database)
+            .await
+            .expect("connect");
+        let rows: Vec<String> =
+            sqlx::query_scalar("SELECT side_effect FROM task_side_effects WHERE task_id = $1 ORDER BY seq")
+                .bind(id)
+                .fetch_all(&mut conn)
+                .await
+                .expect("side effects");
+        rows.iter()
+            .map(|text| serde_json::from_str(text).expect("JSON"))
+            .collect()
+    }
 }
 
 impl Cluster {
@@ -711,4 +797,20 @@ final_answer(#{task_type: "analysis", summary: "ordered", metrics: #{price: q.pr
             .count()
     };
     assert_eq!((started("get_quote"), started("place_paper_order")), (0, 1));
+    // The order is in the database too, with the answer that let it run (its end is written
+    // without a wait: give it a moment).
+    let start = Instant::now();
+    let recorded = loop {
+        let recorded = cluster.side_effects(&id).await;
+        if recorded.iter().all(|r| r["status"] != "unknown") || start.elapsed() > Duration::from_secs(5) {
+            break recorded;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(recorded.len(), 1, "{recorded:?}");
+    assert_eq!(recorded[0]["function"], "place_paper_order");
+    assert_eq!(recorded[0]["status"], "success");
+    assert_eq!(recorded[0]["approval"]["key"], "call-1", "{recorded:?}");
+    assert_eq!(recorded[0]["approval"]["principal"], "alice", "{recorded:?}");
+    assert_eq!(recorded[0]["approval"]["action"], "accept", "{recorded:?}");
 }

@@ -48,10 +48,12 @@ use sqlx::Row;
 use sqlx::postgres::{PgArguments, PgConnectOptions, PgListener, PgPool, PgPoolOptions, PgRow, PgSslMode};
 use tokio::sync::Notify;
 
+use warden_calls::events::recovered::SideEffect;
 use warden_calls::tenant::Principal;
 use warden_task::store::migrations::{self, SchemaTooNew, Step};
 use warden_task::store::{
-    Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, UsageEntry, UsageRow,
+    Claimed, Ending, Enqueued, Lapsed, State, StoreError, StoreOpener, TaskRecord, TaskStore, UsageEntry,
+    UsageRow,
 };
 
 pub mod steps;
@@ -514,7 +516,8 @@ impl TaskStore for PgStore {
     async fn expire_leases(&self, now_ms: i64, ending: &Ending) -> Result<Vec<String>, StoreError> {
         let statement = sqlx::query(
             "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4, request = NULL \
-             WHERE state = 'running' AND lease_until_ms < $5 RETURNING id",
+             WHERE state = 'running' AND lease_until_ms < $5 \
+             AND NOT EXISTS (SELECT 1 FROM task_side_effects s WHERE s.task_id = tasks.id) RETURNING id",
         );
         let rows = bind_ending(statement, ending)
             .bind(now_ms)
@@ -522,6 +525,95 @@ impl TaskStore for PgStore {
             .await
             .map_err(query)?;
         rows.iter().map(|row| row.try_get("id").map_err(query)).collect()
+    }
+
+    /// One row per call (`task_id`, `call_id`), its status beside the
+    /// side effect's JSON; removed with the task's record.
+    async fn put_side_effect(
+        &self,
+        id: &str,
+        call_id: &str,
+        side_effect: &SideEffect,
+    ) -> Result<(), StoreError> {
+        let text = serde_json::to_string(side_effect).map_err(|e| StoreError::Query(e.to_string()))?;
+        sqlx::query(
+            "INSERT INTO task_side_effects (task_id, call_id, status, side_effect) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (task_id, call_id) DO UPDATE SET status = EXCLUDED.status, side_effect = EXCLUDED.side_effect",
+        )
+        .bind(id)
+        .bind(clean(call_id).into_owned())
+        .bind(clean(&side_effect.status).into_owned())
+        .bind(text)
+        .execute(&self.pool)
+        .await
+        .map_err(query)?;
+        Ok(())
+    }
+
+    /// Each lapsed task with side effects is read, then ended by its own
+    /// `UPDATE … WHERE` the lease still lapsed: a renewal or another
+    /// node's ending in between wins, and the task is skipped.
+    async fn expire_leases_with_side_effects(
+        &self,
+        now_ms: i64,
+        limit: usize,
+        ending: &(dyn for<'l> Fn(&'l Lapsed) -> Ending + Send + Sync),
+    ) -> Result<Vec<Lapsed>, StoreError> {
+        let lapsed: Vec<(String, String)> = sqlx::query_as(
+            "SELECT id, owner FROM tasks WHERE state = 'running' AND lease_until_ms < $1 \
+             AND EXISTS (SELECT 1 FROM task_side_effects s WHERE s.task_id = tasks.id)",
+        )
+        .bind(now_ms)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(query)?;
+        let mut ended = Vec::new();
+        for (id, owner) in lapsed {
+            let mut last: Vec<String> = sqlx::query_scalar(
+                "SELECT side_effect FROM task_side_effects WHERE task_id = $1 ORDER BY seq DESC LIMIT $2",
+            )
+            .bind(&id)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(query)?;
+            last.reverse();
+            let counts: Vec<(String, i64)> = sqlx::query_as(
+                "SELECT status, COUNT(*) FROM task_side_effects WHERE task_id = $1 GROUP BY status",
+            )
+            .bind(&id)
+            .fetch_all(&self.pool)
+            .await
+            .map_err(query)?;
+            let found = Lapsed {
+                side_effects: last
+                    .iter()
+                    .filter_map(|text| serde_json::from_str(text).ok())
+                    .collect(),
+                by_status: counts
+                    .into_iter()
+                    .map(|(status, n)| (status, u64::try_from(n).unwrap_or(0)))
+                    .collect(),
+                owner: Principal::new(&owner)
+                    .map_err(|e| StoreError::Query(format!("record owner '{owner}': {e}")))?,
+                id,
+            };
+            let ending = ending(&found);
+            let statement = sqlx::query(
+                "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4, request = NULL \
+                 WHERE id = $5 AND state = 'running' AND lease_until_ms < $6",
+            );
+            let done = bind_ending(statement, &ending)
+                .bind(&found.id)
+                .bind(now_ms)
+                .execute(&self.pool)
+                .await
+                .map_err(query)?;
+            if done.rows_affected() == 1 {
+                ended.push(found);
+            }
+        }
+        Ok(ended)
     }
 
     async fn queued(&self) -> Result<u64, StoreError> {

@@ -175,6 +175,9 @@ pub mod codes {
     pub const RESOURCE_MISSING: &str = "resource_missing";
     /// A managed resource failed to load, or is not available in this process.
     pub const RESOURCE_UNAVAILABLE: &str = "resource_unavailable";
+    /// A destructive call's start could not be recorded in the shared task
+    /// store before it ran (the store did not answer): it did not run.
+    pub const SIDE_EFFECT_UNRECORDED: &str = "side_effect_unrecorded";
     /// An artifact is larger than the artifact cap.
     pub const ARTIFACT_TOO_LARGE: &str = "artifact_too_large";
     /// A script worker's pipe to the server is gone.
@@ -258,6 +261,7 @@ pub mod codes {
         RESOURCE_MISSING,
         RESOURCE_UNAVAILABLE,
         ARTIFACT_TOO_LARGE,
+        SIDE_EFFECT_UNRECORDED,
         DOOR_CLOSED,
         DOOR_PROTOCOL,
         MODEL_NOT_CONFIGURED,

@@ -46,6 +46,7 @@ pub mod contract;
 /// How tasks end: status, abnormal ends, the names of their files.
 mod ending;
 mod kept;
+mod ledger;
 pub mod limits;
 mod phases;
 pub mod records;

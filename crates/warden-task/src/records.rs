@@ -40,7 +40,7 @@
 //! while serving; directories removed by the artifact store's own budgets
 //! lose their records at the next access.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -50,7 +50,7 @@ use tokio::sync::OnceCell;
 
 use super::result::SavedHead;
 use super::store::{
-    Claimed, Ending, Enqueued, State, StoreError, StoreOpener, TaskRecord, TaskStore, now_ms,
+    Claimed, Ending, Enqueued, Lapsed, State, StoreError, StoreOpener, TaskRecord, TaskStore, now_ms,
 };
 use super::{TaskResult, TaskStatus};
 use crate::limits::{MAX_RESULT_SIDE_EFFECTS, TASK_SWEEP_MIN_INTERVAL};
@@ -364,7 +364,47 @@ impl Records {
             ..ending_of(&lease_lapsed())
         };
         let _ = store.expire_leases(now_ms(), &lapsed).await;
+        let with_side_effects = |lapsed: &Lapsed| ending_of(&lapsed_with_side_effects(lapsed));
+        if let Ok(ended) = store
+            .expire_leases_with_side_effects(now_ms(), MAX_RESULT_SIDE_EFFECTS, &with_side_effects)
+            .await
+        {
+            for lapsed in ended {
+                self.keep_lapsed(lapsed).await;
+            }
+        }
         beat
+    }
+
+    /// Gives a task whose lease ran out after it put side effects on
+    /// record the `result.json` its node never wrote (the one its record's
+    /// ending came from, naming them), in a directory of its own here and,
+    /// with a remote copy attached, there too: so a failed `tasks/get` on
+    /// any node carries them in `error.data.side_effects`, as after a
+    /// restart on one machine. The record is ended first and is the truth;
+    /// a file that cannot be written leaves the record saying it all the
+    /// same (summary and error name the side effects), and is logged.
+    async fn keep_lapsed(&self, lapsed: Lapsed) {
+        let artifacts = self.artifacts.clone();
+        let result = lapsed_with_side_effects(&lapsed);
+        let kept = tokio::task::spawn_blocking(move || {
+            artifacts.create_task_with_id(&lapsed.owner, &lapsed.id)?;
+            let calls = warden_script::host::calls::recovered(None, &lapsed.side_effects, false);
+            artifacts.write_task_file(
+                &lapsed.id,
+                warden_script::host::calls::FUNCTION_CALLS_FILE,
+                &calls,
+            )?;
+            artifacts.write_result(&lapsed.id, &result.to_bytes())?;
+            artifacts.upload_task(&lapsed.id)
+        })
+        .await;
+        if let Ok(Err(error)) = kept {
+            tracing::warn!(
+                "the result of a task whose lease ran out was not kept as a file: {}",
+                error.message
+            );
+        }
     }
 
     /// Ends a task's record from its result (`status`, `summary`, `error`),
@@ -551,7 +591,10 @@ impl Records {
             return result;
         };
         let mut recovered = recovered::side_effects(log);
-        let started = started_side_effects(&recovered.side_effects);
+        let started = format!(
+            "{} (side_effects lists the last {MAX_RESULT_SIDE_EFFECTS}, function_calls.json every one)",
+            started_side_effects(&recovered.side_effects, &by_status(&recovered.side_effects))
+        );
         let cut = if recovered.cut {
             "; its events.jsonl reached its cap, so calls after that are in the server's events.jsonl only"
         } else {
@@ -689,15 +732,12 @@ pub async fn open_database(
 /// What a dead task's summary says of its side effects: how many, by
 /// status, and the first few by name (the list itself is in its result
 /// and its `function_calls.json`).
-fn started_side_effects(side_effects: &[recovered::SideEffect]) -> String {
+fn started_side_effects(side_effects: &[recovered::SideEffect], by_status: &BTreeMap<String, u64>) -> String {
     /// Side effects a summary names.
     const NAMED: usize = 5;
-    if side_effects.is_empty() {
+    let total: u64 = by_status.values().sum();
+    if total == 0 {
         return "it had started no call of a destructive guard".into();
-    }
-    let mut by_status: std::collections::BTreeMap<&str, usize> = Default::default();
-    for side_effect in side_effects {
-        *by_status.entry(side_effect.status.as_str()).or_default() += 1;
     }
     let counts: Vec<String> = by_status
         .iter()
@@ -708,15 +748,24 @@ fn started_side_effects(side_effects: &[recovered::SideEffect]) -> String {
         .take(NAMED)
         .map(|s| format!("{} ({})", s.function, s.status))
         .collect();
-    if side_effects.len() > NAMED {
-        named.push(format!("… {} more", side_effects.len() - NAMED));
+    let listed = u64::try_from(named.len()).unwrap_or(u64::MAX);
+    if total > listed {
+        named.push(format!("… {} more", total - listed));
     }
     format!(
-        "it had started {} call(s) of destructive guards, {}: {} (side_effects lists the last {MAX_RESULT_SIDE_EFFECTS}, function_calls.json every one)",
-        side_effects.len(),
+        "it had started {total} call(s) of destructive guards, {}: {}",
         counts.join(", "),
         named.join(", ")
     )
+}
+
+/// Side effects counted by status.
+fn by_status(side_effects: &[recovered::SideEffect]) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for side_effect in side_effects {
+        *counts.entry(side_effect.status.clone()).or_default() += 1;
+    }
+    counts
 }
 
 /// Bytes of a dead task's `function_calls.json` read to append its side
@@ -748,6 +797,29 @@ fn lease_lapsed() -> TaskResult {
     .with_error(TaskError::interrupted(
         "the server running this task stopped renewing its lease",
     ))
+}
+
+/// The result of a task whose lease ran out after it put side effects on
+/// record in the shared store: `interrupted`, naming them as
+/// [`Records::end_dead`] names those it reads from a directory (the dead
+/// node's is out of reach here).
+fn lapsed_with_side_effects(lapsed: &Lapsed) -> TaskResult {
+    let started = started_side_effects(&lapsed.side_effects, &lapsed.by_status);
+    let mut result = lease_lapsed().with_task_id(&lapsed.id);
+    result.summary = Some(format!(
+        "interrupted: the server running this task stopped renewing its lease (it died or lost the task store); {started} (side_effects lists the last {MAX_RESULT_SIDE_EFFECTS})"
+    ));
+    result.error = Some(
+        TaskError::new(
+            TaskErrorKind::Interrupted,
+            format!(
+                "the server running this task stopped renewing its lease; {started} (each was recorded in the shared task store before it ran and as it ended: status unknown means it started and may have taken effect); its other records are in that server's artifacts directory"
+            ),
+        )
+        .into(),
+    );
+    result.side_effects = Some(lapsed.side_effects.clone());
+    result
 }
 
 /// The result of a task whose server died before it finished.

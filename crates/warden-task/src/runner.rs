@@ -118,6 +118,18 @@ impl TaskRunner {
         self
     }
 
+    /// The event handle of task `id`, whose directory is `dir`: its own
+    /// `events.jsonl` besides the server's, and on a shared store its
+    /// ledger, where each destructive call's start is recorded before it
+    /// runs (see `warden_calls::events::ledger`).
+    pub fn task_events(&self, id: &str, dir: &std::path::Path) -> warden_calls::events::Events {
+        let events = self.executor.events().with_task_log(dir);
+        match crate::ledger::StoreLedger::for_task(&self.records, id) {
+            Some(ledger) => events.with_ledger(ledger),
+            None => events,
+        }
+    }
+
     /// Takes a request of the principal's rate and a task slot (within
     /// its task limit), and creates the task directory, owned by
     /// `origin.principal`, and its record; `cancel` is the request's
@@ -145,7 +157,7 @@ impl TaskRunner {
             let (slot, id, dir) = self.seat(origin, cancel, claim).await?;
             let started = std::time::Instant::now();
             origin.task_id = Some(id.clone());
-            let events = self.executor.events().with_task_log(&dir);
+            let events = self.task_events(&id, &dir);
             events.emit(
                 origin,
                 "task_created",

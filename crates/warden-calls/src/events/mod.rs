@@ -16,6 +16,7 @@
 //! following links and created 0600.
 
 mod batch;
+pub mod ledger;
 pub mod recovered;
 mod rotate;
 
@@ -89,6 +90,10 @@ pub struct Events {
     /// Buffered; flushed by [`Events::flush_task_log`] when the task ends,
     /// and put on disk at once by [`Events::write_through`].
     task_log: Option<Arc<std::sync::Mutex<TaskLog>>>,
+    /// Where a destructive call's start is also put before it runs, when
+    /// the task's node may die where no other node can read its log
+    /// ([`ledger`]).
+    ledger: Option<Arc<dyn ledger::Ledger>>,
 }
 
 /// A task's own event log and how much of its byte cap it has used.
@@ -205,6 +210,7 @@ impl Events {
             Self {
                 writer: Some(batcher),
                 task_log: None,
+                ledger: None,
             },
             guard,
         ))
@@ -227,7 +233,20 @@ impl Events {
                     unsynced: false,
                 }))
             }),
+            ledger: self.ledger.clone(),
         }
+    }
+
+    /// A handle that also puts the task's side effects on `ledger` (see
+    /// [`ledger`]): for a task on a shared store, whose node may die.
+    pub fn with_ledger(mut self, ledger: Arc<dyn ledger::Ledger>) -> Self {
+        self.ledger = Some(ledger);
+        self
+    }
+
+    /// The ledger the task's side effects go on, if it has one.
+    pub(crate) fn ledger(&self) -> Option<&dyn ledger::Ledger> {
+        self.ledger.as_deref()
     }
 
     /// Flushes the task log (call when the task ends).

@@ -56,6 +56,41 @@ pub struct SideEffect {
     call_id: Option<String>,
 }
 
+impl SideEffect {
+    /// A call of `function` with arguments hashing to `arguments_sha256`,
+    /// started and not (yet) settled: status [`UNKNOWN`]. What a
+    /// [`super::ledger::Ledger`] records before the call runs.
+    pub fn started(function: &str, arguments_sha256: &str) -> Self {
+        Self {
+            function: function.to_string(),
+            arguments_sha256: Some(arguments_sha256.to_string()),
+            status: UNKNOWN.into(),
+            error_type: None,
+            approval: None,
+            output_sha256: None,
+            since_pause: true,
+            isolated: false,
+            call_id: None,
+        }
+    }
+
+    /// The same side effect, let run by `approval` (see [`Self::approval`]).
+    pub fn approved_by(self, approval: Option<Approved>) -> Self {
+        Self { approval, ..self }
+    }
+
+    /// The same side effect, settled with `status` (and why, and the
+    /// output's SHA-256 when it succeeded).
+    pub fn settled(self, status: &str, error_type: Option<&str>, output_sha256: Option<String>) -> Self {
+        Self {
+            status: status.to_string(),
+            error_type: error_type.map(str::to_string),
+            output_sha256,
+            ..self
+        }
+    }
+}
+
 /// Who approved a side effect, as its `destructive_call_confirmed` record
 /// has it (see [`warden_core::approval::ApprovalRecord`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -23,6 +23,7 @@
 
 use serde_json::{Value, json};
 
+use crate::events::recovered::Approved;
 use crate::events::{Events, Origin};
 use crate::limits::CONFIRMED_ARGUMENTS_MAX_BYTES;
 use warden_core::approval::{ApprovalRecord, Book, Decision, Pending, confirm_schema};
@@ -57,6 +58,30 @@ pub enum Consent {
 pub struct Approval {
     guard: String,
     arguments_sha256: String,
+    /// Who answered, how and when, when the answer was kept (a script's,
+    /// a batch's, a plan's): what the call's side effect names on its
+    /// task's ledger (`crate::events::ledger`).
+    answer: Option<Approved>,
+}
+
+impl Approval {
+    /// Who answered, how and when, when that was kept.
+    pub(crate) fn answer(&self) -> Option<&Approved> {
+        self.answer.as_ref()
+    }
+}
+
+/// The answer as a side effect's record names it.
+fn approved(record: &ApprovalRecord) -> Approved {
+    Approved {
+        key: record.key.clone(),
+        principal: record.principal.clone(),
+        action: serde_json::to_value(record.action)
+            .ok()
+            .and_then(|action| action.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        at: record.at.clone(),
+    }
 }
 
 /// `Ok` when `guard` may run with `arguments` under `consent`. Called by
@@ -187,7 +212,13 @@ pub fn destructive_call(
         json!({"function": name, "approved": approved, "action": action,
                "arguments_sha256": arguments_sha256, "approval": record}),
     );
-    settle(name, answer, approved, arguments_sha256)
+    settle(
+        name,
+        answer,
+        approved,
+        arguments_sha256,
+        record.as_ref().map(self::approved),
+    )
 }
 
 /// The form's text: who wants to run what, with every argument shown and
@@ -211,11 +242,13 @@ fn settle(
     answer: Result<Value, GuardError>,
     approved: bool,
     arguments_sha256: String,
+    kept: Option<Approved>,
 ) -> Result<Consent, GuardError> {
     match answer {
         Ok(_) if approved => Ok(Consent::Confirmed(Approval {
             guard: name.to_string(),
             arguments_sha256,
+            answer: kept,
         })),
         Ok(_) => Err(GuardError::new(
             codes::FORBIDDEN,
@@ -300,9 +333,10 @@ fn from_book(
     events: &Events,
 ) -> Result<Consent, GuardError> {
     let name = guard.name.as_str();
-    let approval = Approval {
+    let approval = |answer: Option<&ApprovalRecord>| Approval {
         guard: name.to_string(),
         arguments_sha256: arguments_sha256.clone(),
+        answer: answer.map(approved),
     };
     let refuse = |why: String| {
         events.emit(
@@ -332,13 +366,14 @@ fn from_book(
     }
     match decision {
         Decision::Planned => {
+            let plan = book.plan_answer();
             events.emit(
                 origin,
                 "destructive_call_confirmed",
                 json!({"function": name, "approved": true, "action": "plan",
-                       "arguments_sha256": arguments_sha256, "approval": book.plan_answer()}),
+                       "arguments_sha256": arguments_sha256, "approval": plan}),
             );
-            Ok(Consent::Confirmed(approval))
+            Ok(Consent::Confirmed(approval(plan.as_ref())))
         }
         Decision::Approved(record) => {
             events.emit(
@@ -347,7 +382,7 @@ fn from_book(
                 json!({"function": name, "approved": true, "action": record.action,
                        "arguments_sha256": arguments_sha256, "approval": record}),
             );
-            Ok(Consent::Confirmed(approval))
+            Ok(Consent::Confirmed(approval(Some(&record))))
         }
         Decision::Declined(why) | Decision::Refused(why) => refuse(why),
         Decision::Ask(key) => {
@@ -450,6 +485,7 @@ mod tests {
         let approval = Consent::Confirmed(Approval {
             guard: destructive.name.clone(),
             arguments_sha256: warden_core::receipt::digest(&ledger),
+            answer: None,
         });
         let refused = admits(&destructive, &ledger, &Consent::None).expect_err("refused");
         assert_eq!(refused.code, codes::FORBIDDEN);

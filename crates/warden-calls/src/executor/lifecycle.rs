@@ -30,10 +30,13 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use super::admission::Admitted;
+use super::confirm::Consent;
 use super::threads::Held;
 use super::{Failure, Status};
+use crate::events::recovered::SideEffect;
 use crate::events::{Events, Origin};
-use warden_core::error::codes;
+use warden_core::error::{GuardError, codes};
+use warden_core::future::BoxFuture;
 use warden_core::guard::{Guard, Resources};
 
 /// Who a begun call's records are about and where they go, for as long as
@@ -136,9 +139,10 @@ pub struct Call<S: CallScope> {
     /// True until the call is settled; what makes `Drop` a no-op after
     /// [`Call::finish`] or [`Call::abandon`].
     open: bool,
-    /// The guard is annotated destructive: its records say so and are
-    /// written through (see [`Call::begin`]).
-    destructive: bool,
+    /// The side effect this call makes, when its guard is annotated
+    /// destructive: its records say so and are written through, and its
+    /// task's ledger gets them (see [`Call::begin`]).
+    side_effect: Option<SideEffect>,
 }
 
 impl<S: CallScope> std::fmt::Debug for Call<S> {
@@ -166,24 +170,31 @@ impl<S: CallScope> Call<S> {
     /// got (`warden_calls::events::recovered`).
     pub(super) fn begin(
         guard: &Guard,
-        arguments: &Value,
+        (arguments, consent): (&Value, &Consent),
         scope: S,
         timeout: Duration,
         deadline: Instant,
         (slot, held): (Option<Admitted>, Option<Held>),
     ) -> Self {
         let call_id = crate::events::next_id("call");
-        let destructive = guard.hints.destructive;
+        let side_effect = guard
+            .hints
+            .destructive
+            .then(|| SideEffect::started(&guard.name, &warden_core::receipt::digest(arguments)))
+            .map(|side_effect| match consent {
+                Consent::Confirmed(approval) => side_effect.approved_by(approval.answer().cloned()),
+                _ => side_effect,
+            });
         let mut started =
             json!({"function": guard.name, "call_id": call_id, "execution_mode": guard.mode.as_str()});
-        if destructive {
+        if let Some(side_effect) = &side_effect {
             started["destructive"] = Value::Bool(true);
-            started["arguments_sha256"] = Value::String(warden_core::receipt::digest(arguments));
+            started["arguments_sha256"] = side_effect.arguments_sha256.clone().into();
         }
         scope
             .events()
             .emit(scope.origin(), "function_call_started", started);
-        if destructive {
+        if side_effect.is_some() {
             scope.events().write_through();
         }
         let span = crate::telemetry::start(
@@ -206,8 +217,38 @@ impl<S: CallScope> Call<S> {
             slot,
             held,
             open: true,
-            destructive,
+            side_effect,
         }
+    }
+
+    /// Puts the start of this call's side effect on its task's ledger
+    /// ([`crate::events::ledger`]), when it makes one and the task has a
+    /// ledger: the executor awaits it before the function runs. `None`:
+    /// nothing to put there.
+    pub(super) fn put_on_ledger(&self) -> Option<BoxFuture<'static, Result<(), String>>> {
+        let side_effect = self.side_effect.as_ref()?;
+        let ledger = self.scope.events().ledger()?;
+        Some(ledger.started(&self.call_id, side_effect))
+    }
+
+    /// Settles a call whose side effect could not be put on its task's
+    /// ledger (`reason`) before its function ran, which it then never
+    /// does; returns the failure for the caller's answer.
+    pub(super) fn unrecorded(mut self, reason: &str) -> Failure {
+        let failure = Failure::new(
+            Status::Failed,
+            GuardError::new(
+                codes::SIDE_EFFECT_UNRECORDED,
+                format!(
+                    "'{}' is annotated destructive and its start could not be recorded in the shared task store \
+                     before it ran ({reason}); it did not run: retry once the store answers (the server's /readyz \
+                     says when)",
+                    self.function
+                ),
+            ),
+        );
+        self.settle(failure.status, Some(&failure.error.code), None);
+        failure
     }
 
     /// The guard called.
@@ -273,16 +314,23 @@ impl<S: CallScope> Call<S> {
             "error_type": error_type,
             "duration_ms": duration.as_secs_f64() * 1000.0,
         });
-        if self.destructive {
+        let output_sha256 = self
+            .side_effect
+            .as_ref()
+            .and_then(|_| output.map(warden_core::receipt::digest));
+        if self.side_effect.is_some() {
             finished["destructive"] = Value::Bool(true);
-            finished["output_sha256"] =
-                output.map_or(Value::Null, |o| warden_core::receipt::digest(o).into());
+            finished["output_sha256"] = output_sha256.clone().into();
         }
         self.scope
             .events()
             .emit(self.scope.origin(), "function_call_finished", finished);
-        if self.destructive {
+        if let Some(side_effect) = self.side_effect.take() {
             self.scope.events().write_through();
+            if let Some(ledger) = self.scope.events().ledger() {
+                let settled = side_effect.settled(status.as_str(), error_type, output_sha256);
+                ledger.settled(&self.call_id, &settled);
+            }
         }
         self.scope.settled(&Settled {
             function: &self.function,
@@ -376,6 +424,120 @@ mod tests {
         Ok(1.0)
     }
 
+    static ERASED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+    /// A destructive guard that counts its runs (for the ledger's test alone).
+    fn erase(_: &Resources, _: Nothing) -> Result<f64, GuardError> {
+        ERASED.fetch_add(1, Ordering::SeqCst);
+        Ok(2.0)
+    }
+
+    /// A ledger in memory: every start and settlement it was given, in
+    /// order; `refuse` makes it refuse starts.
+    #[derive(Debug, Default)]
+    struct Kept {
+        entries: std::sync::Mutex<Vec<(String, SideEffect)>>,
+        refuse: bool,
+    }
+
+    impl crate::events::ledger::Ledger for Kept {
+        fn started(&self, call_id: &str, side_effect: &SideEffect) -> BoxFuture<'static, Result<(), String>> {
+            let outcome = if self.refuse {
+                Err("the database did not answer".to_string())
+            } else {
+                let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+                entries.push((call_id.to_string(), side_effect.clone()));
+                Ok(())
+            };
+            Box::pin(async move { outcome })
+        }
+
+        fn settled(&self, call_id: &str, side_effect: &SideEffect) {
+            let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+            entries.push((call_id.to_string(), side_effect.clone()));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_side_effect_its_ledger_cannot_record_never_runs_and_one_it_records_is_settled_there() {
+        // A task on a shared store puts each destructive call's start on its ledger before the
+        // function runs; a start the ledger refuses refuses the call, on both ways to begin one.
+        let setup = Setup::new("script", "run_script");
+        let origin = &setup.origin;
+        let kept = Arc::new(Kept::default());
+        let events = setup.events.clone().with_ledger(kept.clone());
+        let erase = || {
+            request("erase", origin, &events, Admission::InTask)
+                .consent(super::super::confirm::Consent::Direct)
+        };
+        let output = setup.executor.call(erase()).await.expect("it ran");
+        assert_eq!(ERASED.load(Ordering::SeqCst), 1);
+        let entries = kept.entries.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        assert_eq!(entries.len(), 2, "{entries:?}");
+        assert_eq!(
+            entries[0].0, entries[1].0,
+            "one call id for the start and the end"
+        );
+        assert_eq!(entries[0].1.status, "unknown");
+        assert_eq!(
+            entries[0].1.arguments_sha256.as_deref(),
+            Some(warden_core::receipt::digest(&json!({})).as_str())
+        );
+        assert_eq!(entries[1].1.status, "success");
+        assert_eq!(
+            entries[1].1.output_sha256.as_deref(),
+            Some(warden_core::receipt::digest(&output).as_str())
+        );
+        // An ordinary call puts nothing there.
+        let quick = request("quick", origin, &events, Admission::InTask);
+        setup.executor.call(quick).await.expect("quick ran");
+        assert_eq!(kept.entries.lock().unwrap_or_else(|p| p.into_inner()).len(), 2);
+
+        let refusing = Arc::new(Kept {
+            refuse: true,
+            ..Kept::default()
+        });
+        let events = setup.events.clone().with_ledger(refusing);
+        let erase = || {
+            request("erase", origin, &events, Admission::InTask)
+                .consent(super::super::confirm::Consent::Direct)
+        };
+        let refused = setup.executor.call(erase()).await.expect_err("unrecorded");
+        assert_eq!(refused.error.code, codes::SIDE_EFFECT_UNRECORDED);
+        assert!(
+            refused.error.message.contains("did not run"),
+            "{}",
+            refused.error.message
+        );
+        // The door's way: begun on a thread that is not the runtime's.
+        let runtime = tokio::runtime::Handle::current();
+        let executor = &setup.executor;
+        let door = std::thread::scope(|threads| {
+            threads
+                .spawn(|| {
+                    let scope = Borrowed {
+                        events: &events,
+                        origin,
+                        record: None,
+                    };
+                    executor.begin_here(&erase(), &runtime, scope).map(|_| ())
+                })
+                .join()
+        });
+        let refused = door.expect("the door thread").expect_err("unrecorded");
+        assert_eq!(refused.error.code, codes::SIDE_EFFECT_UNRECORDED);
+        assert_eq!(
+            ERASED.load(Ordering::SeqCst),
+            1,
+            "a refused side effect never ran"
+        );
+        let records = finished(&events, setup.dir.path());
+        let erased: Vec<&Value> = records.iter().filter(|r| r["function"] == "erase").collect();
+        assert_eq!(erased.len(), 3, "{records:?}");
+        assert_eq!(erased[2]["status"], "failed");
+        assert_eq!(erased[2]["error_type"], codes::SIDE_EFFECT_UNRECORDED);
+    }
+
     static WIPE_LOG: std::sync::Mutex<Option<std::path::PathBuf>> = std::sync::Mutex::new(None);
     static WIPE_SAW: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
 
@@ -400,6 +562,7 @@ mod tests {
             guard(counted),
             guard(far),
             guard(wipe).destructive(),
+            guard(erase).destructive(),
         ])
         .expect("registry");
         let launcher = WorkerLauncher::new(dir.join("no-worker"), dir.to_path_buf(), 1 << 20, 1 << 20);

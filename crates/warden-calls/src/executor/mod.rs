@@ -364,7 +364,14 @@ impl Executor {
             origin: request.origin,
             record: request.record,
         };
-        Ok(self.start(guard, request, scope, (slot, held)))
+        let call = self.start(guard, request, scope, (slot, held));
+        match call.put_on_ledger() {
+            Some(recorded) => match on_ledger(recorded, call.deadline()).await {
+                Ok(()) => Ok(call),
+                Err(reason) => Err(call.unrecorded(&reason)),
+            },
+            None => Ok(call),
+        }
     }
 
     /// Runs a begun call's function by its mode (a worker process when the
@@ -453,6 +460,11 @@ impl Executor {
             .threads
             .acquire_blocking(runtime, request.deadline_cap, &request.cancel)?;
         let call = self.start(guard, request, scope, (None, Some(held.clone())));
+        if let Some(recorded) = call.put_on_ledger()
+            && let Err(reason) = runtime.block_on(on_ledger(recorded, call.deadline()))
+        {
+            return Err(call.unrecorded(&reason));
+        }
         let here = Here {
             guard,
             resources: &self.resources,
@@ -526,7 +538,14 @@ impl Executor {
         if let Some(cap) = request.deadline_cap {
             deadline = deadline.min(cap);
         }
-        Call::begin(guard, &request.arguments, scope, timeout, deadline, admitted)
+        Call::begin(
+            guard,
+            (&request.arguments, &request.consent),
+            scope,
+            timeout,
+            deadline,
+            admitted,
+        )
     }
 
     /// Admits one direct call for `principal`, or a tool that then runs
@@ -579,4 +598,16 @@ impl Executor {
             )),
         }
     }
+}
+
+/// Waits for a side effect's start to be on its task's ledger, at most
+/// until the call's deadline (a store that hangs must not hold a call past
+/// it); `Err` says why it is not.
+async fn on_ledger(
+    recorded: warden_core::future::BoxFuture<'static, Result<(), String>>,
+    deadline: Instant,
+) -> Result<(), String> {
+    tokio::time::timeout_at(deadline, recorded)
+        .await
+        .unwrap_or_else(|_| Err("the task store did not answer before the call's deadline".into()))
 }

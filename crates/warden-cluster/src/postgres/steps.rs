@@ -53,6 +53,19 @@ pub const POSTGRES: &[Step] = &[
           );
           CREATE INDEX usage_by_day ON usage (day, owner)",
     },
+    Step {
+        version: 3,
+        description: "side effects recorded before they run",
+        sql: "CREATE TABLE task_side_effects (
+            task_id TEXT COLLATE \"C\" NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,
+            call_id TEXT COLLATE \"C\" NOT NULL,
+            seq BIGSERIAL NOT NULL,
+            status TEXT NOT NULL,
+            side_effect TEXT NOT NULL,
+            PRIMARY KEY (task_id, call_id)
+          );
+          CREATE INDEX task_side_effects_in_order ON task_side_effects (task_id, seq)",
+    },
 ];
 
 #[cfg(test)]

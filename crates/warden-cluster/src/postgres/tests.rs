@@ -713,3 +713,115 @@ async fn a_task_waits_for_the_person_and_the_first_answer_queues_it_again() {
     db.drop().await;
     checked.expect("waiting for the person");
 }
+
+#[tokio::test]
+async fn a_lapsed_task_is_ended_once_naming_the_side_effects_its_node_recorded() {
+    // A node records each destructive call before it runs; when its lease lapses, the node
+    // that ends the task reads them (the last `limit`, all counted) and nobody ends it twice.
+    let _server = SERVER.read().await;
+    let db = Db::new().await;
+    let nodes = [db.open().await, db.open().await, db.open().await];
+    let store = &nodes[0];
+    store
+        .create(&sample("task_plain", "alice", 10))
+        .await
+        .expect("create");
+    store
+        .create(&sample("task_wipes", "alice", 20))
+        .await
+        .expect("create");
+    store
+        .create(&sample("task_live", "alice", 30))
+        .await
+        .expect("create");
+    for n in 0..4 {
+        let call = format!("call_{n}");
+        let started = SideEffect::started("wipe", &format!("sha256:{n:064x}"));
+        store
+            .put_side_effect("task_wipes", &call, &started)
+            .await
+            .expect("start");
+        if n < 3 {
+            let settled = started.settled("success", None, Some(format!("sha256:{:064x}", n + 100)));
+            store
+                .put_side_effect("task_wipes", &call, &settled)
+                .await
+                .expect("settle");
+        }
+    }
+    let live = SideEffect::started("wipe", "sha256:ff");
+    store
+        .put_side_effect("task_live", "call_x", &live)
+        .await
+        .expect("start");
+    // task_live renewed its lease; the others lapsed.
+    store
+        .renew("here/1/1", &["task_live".to_string()], 1_000_000)
+        .await
+        .expect("renew");
+    let plain = store
+        .expire_leases(100_000, &ending(TaskStatus::Failed, 100_000))
+        .await
+        .expect("expire");
+    assert_eq!(
+        plain,
+        ["task_plain"],
+        "a task with side effects is not ended blind"
+    );
+    let mut beats = JoinSet::new();
+    for node in &nodes {
+        let node = node.clone();
+        beats.spawn(async move {
+            let compose = |lapsed: &Lapsed| Ending {
+                summary: format!("{} side effects", lapsed.by_status.values().sum::<u64>()),
+                ..ending(TaskStatus::Failed, 100_000)
+            };
+            node.expire_leases_with_side_effects(100_000, 2, &compose).await
+        });
+    }
+    let mut ended = Vec::new();
+    while let Some(done) = beats.join_next().await {
+        ended.extend(done.expect("beat").expect("expire"));
+    }
+    assert_eq!(ended.len(), 1, "ended once: {ended:?}");
+    let lapsed = &ended[0];
+    assert_eq!(lapsed.id, "task_wipes");
+    assert_eq!(lapsed.owner.as_str(), "alice");
+    let shown: Vec<(&str, &str)> = lapsed
+        .side_effects
+        .iter()
+        .map(|s| {
+            (
+                s.status.as_str(),
+                s.arguments_sha256.as_deref().unwrap_or_default(),
+            )
+        })
+        .collect();
+    let (two, three) = (format!("sha256:{:064x}", 2), format!("sha256:{:064x}", 3));
+    assert_eq!(
+        shown,
+        [("success", two.as_str()), ("unknown", three.as_str())],
+        "the last two, oldest first"
+    );
+    assert_eq!(
+        lapsed.by_status,
+        [("success".to_string(), 3), ("unknown".to_string(), 1)].into(),
+    );
+    let record = store.get("task_wipes").await.expect("get").expect("present");
+    assert_eq!(record.state, State::Ended(TaskStatus::Failed));
+    assert_eq!(record.summary.as_deref(), Some("4 side effects"));
+    assert_eq!(
+        store.get("task_live").await.expect("get").expect("present").state,
+        State::Running,
+        "a held lease is not ended"
+    );
+    // The side effects go with the record.
+    store.delete("task_wipes").await.expect("delete");
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM task_side_effects WHERE task_id = 'task_wipes'")
+        .fetch_one(&store.pool)
+        .await
+        .expect("count");
+    assert_eq!(left, 0);
+    drop(nodes);
+    db.drop().await;
+}

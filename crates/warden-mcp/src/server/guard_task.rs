@@ -271,7 +271,7 @@ impl WardenServer {
             return Ok(None);
         }
         let dir = self.tasks.store.create_task_with_id(&record.owner, &record.id)?;
-        Ok(Some(self.executor.events().with_task_log(&dir)))
+        Ok(Some(self.tasks.task_events(&record.id, &dir)))
     }
 }
 

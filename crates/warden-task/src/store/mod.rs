@@ -24,6 +24,7 @@ pub mod sqlite;
 use serde_json::Value;
 
 pub use crate::TaskStatus;
+use warden_calls::events::recovered::SideEffect;
 use warden_calls::tenant::Principal;
 
 /// Where a task stands.
@@ -110,6 +111,21 @@ impl TaskRecord {
     pub fn expires_ms(&self) -> i64 {
         self.created_ms.saturating_add(self.ttl_ms)
     }
+}
+
+/// A running task whose lease ran out after it had put side effects on
+/// record ([`TaskStore::put_side_effect`]): what
+/// [`TaskStore::expire_leases_with_side_effects`] read of them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Lapsed {
+    pub id: String,
+    pub owner: Principal,
+    /// The last side effects it started, oldest first (at most the limit
+    /// asked for).
+    pub side_effects: Vec<SideEffect>,
+    /// Every side effect it started, counted by status (`unknown`,
+    /// `success`, …).
+    pub by_status: std::collections::BTreeMap<String, u64>,
 }
 
 /// How a running task ended, for [`TaskStore::end`].
@@ -377,9 +393,37 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
     async fn renew(&self, node: &str, ids: &[String], lease_until_ms: i64)
     -> Result<Vec<String>, StoreError>;
 
-    /// Ends the running tasks whose lease ran out before `now_ms` with
-    /// `ending` (`interrupted`); returns their ids.
+    /// Ends the running tasks whose lease ran out before `now_ms` and that
+    /// put no side effect on record with `ending` (`interrupted`); returns
+    /// their ids.
     async fn expire_leases(&self, now_ms: i64, ending: &Ending) -> Result<Vec<String>, StoreError>;
+
+    /// Records a destructive call of task `id` (see
+    /// `warden_calls::events::ledger`): its start, status `unknown`, or —
+    /// for a `call_id` already recorded — how it settled. Durable when it
+    /// returns. A store whose tasks' directories can always be read by
+    /// whoever ends them (the embedded one) keeps none.
+    async fn put_side_effect(
+        &self,
+        _id: &str,
+        _call_id: &str,
+        _side_effect: &SideEffect,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
+
+    /// Ends the running tasks whose lease ran out before `now_ms` and that
+    /// put side effects on record, each with the ending `ending` makes of
+    /// them (the last `limit`, and the counts of all); returns what it read
+    /// of each it ended. Each is ended once, whichever server asks.
+    async fn expire_leases_with_side_effects(
+        &self,
+        _now_ms: i64,
+        _limit: usize,
+        _ending: &(dyn for<'l> Fn(&'l Lapsed) -> Ending + Send + Sync),
+    ) -> Result<Vec<Lapsed>, StoreError> {
+        Ok(Vec::new())
+    }
 
     /// How many tasks are queued.
     async fn queued(&self) -> Result<u64, StoreError>;
