@@ -550,15 +550,7 @@ impl TaskStore for PgStore {
         Ok(())
     }
 
-    /// Each lapsed task with side effects is read, then ended by its own
-    /// `UPDATE … WHERE` the lease still lapsed: a renewal or another
-    /// node's ending in between wins, and the task is skipped.
-    async fn expire_leases_with_side_effects(
-        &self,
-        now_ms: i64,
-        limit: usize,
-        ending: &(dyn for<'l> Fn(&'l Lapsed) -> Ending + Send + Sync),
-    ) -> Result<Vec<Lapsed>, StoreError> {
+    async fn lapsed_with_side_effects(&self, now_ms: i64, limit: usize) -> Result<Vec<Lapsed>, StoreError> {
         let lapsed: Vec<(String, String)> = sqlx::query_as(
             "SELECT id, owner FROM tasks WHERE state = 'running' AND lease_until_ms < $1 \
              AND EXISTS (SELECT 1 FROM task_side_effects s WHERE s.task_id = tasks.id)",
@@ -567,7 +559,7 @@ impl TaskStore for PgStore {
         .fetch_all(&self.pool)
         .await
         .map_err(query)?;
-        let mut ended = Vec::new();
+        let mut found = Vec::with_capacity(lapsed.len());
         for (id, owner) in lapsed {
             let mut last: Vec<String> = sqlx::query_scalar(
                 "SELECT side_effect FROM task_side_effects WHERE task_id = $1 ORDER BY seq DESC LIMIT $2",
@@ -585,7 +577,7 @@ impl TaskStore for PgStore {
             .fetch_all(&self.pool)
             .await
             .map_err(query)?;
-            let found = Lapsed {
+            found.push(Lapsed {
                 side_effects: last
                     .iter()
                     .filter_map(|text| serde_json::from_str(text).ok())
@@ -597,23 +589,25 @@ impl TaskStore for PgStore {
                 owner: Principal::new(&owner)
                     .map_err(|e| StoreError::Query(format!("record owner '{owner}': {e}")))?,
                 id,
-            };
-            let ending = ending(&found);
-            let statement = sqlx::query(
-                "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4, request = NULL \
-                 WHERE id = $5 AND state = 'running' AND lease_until_ms < $6",
-            );
-            let done = bind_ending(statement, &ending)
-                .bind(&found.id)
-                .bind(now_ms)
-                .execute(&self.pool)
-                .await
-                .map_err(query)?;
-            if done.rows_affected() == 1 {
-                ended.push(found);
-            }
+            });
         }
-        Ok(ended)
+        Ok(found)
+    }
+
+    /// One `UPDATE … WHERE` the lease still lapsed: a renewal or another
+    /// node's ending in between wins.
+    async fn end_lapsed(&self, id: &str, now_ms: i64, ending: &Ending) -> Result<bool, StoreError> {
+        let statement = sqlx::query(
+            "UPDATE tasks SET state = $1, summary = $2, error = $3, updated_ms = $4, request = NULL \
+             WHERE id = $5 AND state = 'running' AND lease_until_ms < $6",
+        );
+        let done = bind_ending(statement, ending)
+            .bind(id)
+            .bind(now_ms)
+            .execute(&self.pool)
+            .await
+            .map_err(query)?;
+        Ok(done.rows_affected() == 1)
     }
 
     async fn queued(&self) -> Result<u64, StoreError> {

@@ -364,46 +364,74 @@ impl Records {
             ..ending_of(&lease_lapsed())
         };
         let _ = store.expire_leases(now_ms(), &lapsed).await;
-        let with_side_effects = |lapsed: &Lapsed| ending_of(&lapsed_with_side_effects(lapsed));
-        if let Ok(ended) = store
-            .expire_leases_with_side_effects(now_ms(), MAX_RESULT_SIDE_EFFECTS, &with_side_effects)
-            .await
-        {
-            for lapsed in ended {
-                self.keep_lapsed(lapsed).await;
+        let now = now_ms();
+        if let Ok(found) = store.lapsed_with_side_effects(now, MAX_RESULT_SIDE_EFFECTS).await {
+            for lapsed in found {
+                self.end_lapsed(store.as_ref(), lapsed, now).await;
             }
         }
         beat
     }
 
-    /// Gives a task whose lease ran out after it put side effects on
-    /// record the `result.json` its node never wrote (the one its record's
-    /// ending came from, naming them), in a directory of its own here and,
-    /// with a remote copy attached, there too: so a failed `tasks/get` on
-    /// any node carries them in `error.data.side_effects`, as after a
-    /// restart on one machine. The record is ended first and is the truth;
-    /// a file that cannot be written leaves the record saying it all the
-    /// same (summary and error name the side effects), and is logged.
-    async fn keep_lapsed(&self, lapsed: Lapsed) {
-        let artifacts = self.artifacts.clone();
+    /// Ends a task whose lease ran out after it put side effects on record
+    /// (the dead node's directory is out of reach): `interrupted`, naming
+    /// them. As when a task ends, its files come first: a `result.json`
+    /// (and a `function_calls.json` of the side effects) in a directory of
+    /// its own here and, with a remote copy attached, there too, so that a
+    /// failed `tasks/get` on any node carries them in
+    /// `error.data.side_effects`, as after a restart on one machine; then
+    /// the record. A directory this server already has for it (the dead
+    /// server used the same one) gets only a `result.json` it lacks. A
+    /// task whose lease was renewed or that another server ended first
+    /// meanwhile keeps its record, and the directory made here goes. Files
+    /// that cannot be written are logged; the record still names the side
+    /// effects in its summary and error.
+    async fn end_lapsed(&self, store: &dyn TaskStore, lapsed: Lapsed, now: i64) {
         let result = lapsed_with_side_effects(&lapsed);
+        let artifacts = self.artifacts.clone();
+        let (id, bytes) = (lapsed.id.clone(), result.to_bytes());
         let kept = tokio::task::spawn_blocking(move || {
-            artifacts.create_task_with_id(&lapsed.owner, &lapsed.id)?;
-            let calls = warden_script::host::calls::recovered(None, &lapsed.side_effects, false);
-            artifacts.write_task_file(
-                &lapsed.id,
-                warden_script::host::calls::FUNCTION_CALLS_FILE,
-                &calls,
-            )?;
-            artifacts.write_result(&lapsed.id, &result.to_bytes())?;
-            artifacts.upload_task(&lapsed.id)
+            let made = artifacts.create_task_with_id(&lapsed.owner, &lapsed.id).is_ok();
+            let written = (|| {
+                if made {
+                    let calls = warden_script::host::calls::recovered(None, &lapsed.side_effects, false);
+                    artifacts.write_task_file(
+                        &lapsed.id,
+                        warden_script::host::calls::FUNCTION_CALLS_FILE,
+                        &calls,
+                    )?;
+                }
+                artifacts.ensure_result(&lapsed.id, &bytes)?;
+                artifacts.upload_task(&lapsed.id)
+            })();
+            (made, written)
         })
         .await;
-        if let Ok(Err(error)) = kept {
-            tracing::warn!(
-                "the result of a task whose lease ran out was not kept as a file: {}",
-                error.message
-            );
+        let made = match kept {
+            Ok((made, Err(error))) => {
+                tracing::warn!(
+                    task_id = %id,
+                    "the result of a task whose lease ran out was not kept as a file: {}",
+                    error.message
+                );
+                made
+            }
+            Ok((made, Ok(()))) => made,
+            Err(_) => false,
+        };
+        let ended = store
+            .end_lapsed(
+                &id,
+                now,
+                &Ending {
+                    at_ms: now_ms(),
+                    ..ending_of(&result)
+                },
+            )
+            .await;
+        if made && !matches!(ended, Ok(true)) {
+            let artifacts = self.artifacts.clone();
+            let _ = tokio::task::spawn_blocking(move || artifacts.remove_task(&id)).await;
         }
     }
 

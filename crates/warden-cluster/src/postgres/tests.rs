@@ -768,20 +768,24 @@ async fn a_lapsed_task_is_ended_once_naming_the_side_effects_its_node_recorded()
         ["task_plain"],
         "a task with side effects is not ended blind"
     );
+    let found = store.lapsed_with_side_effects(100_000, 2).await.expect("lapsed");
+    assert_eq!(found.len(), 1, "{found:?}");
+    // Three nodes' heartbeats end it: once.
     let mut beats = JoinSet::new();
     for node in &nodes {
-        let node = node.clone();
+        let (node, lapsed) = (node.clone(), found[0].clone());
         beats.spawn(async move {
-            let compose = |lapsed: &Lapsed| Ending {
+            let ending = Ending {
                 summary: format!("{} side effects", lapsed.by_status.values().sum::<u64>()),
                 ..ending(TaskStatus::Failed, 100_000)
             };
-            node.expire_leases_with_side_effects(100_000, 2, &compose).await
+            let ended = node.end_lapsed(&lapsed.id, 100_000, &ending).await;
+            ended.map(|ended| ended.then_some(lapsed))
         });
     }
     let mut ended = Vec::new();
     while let Some(done) = beats.join_next().await {
-        ended.extend(done.expect("beat").expect("expire"));
+        ended.extend(done.expect("beat").expect("end"));
     }
     assert_eq!(ended.len(), 1, "ended once: {ended:?}");
     let lapsed = &ended[0];
@@ -814,6 +818,20 @@ async fn a_lapsed_task_is_ended_once_naming_the_side_effects_its_node_recorded()
         store.get("task_live").await.expect("get").expect("present").state,
         State::Running,
         "a held lease is not ended"
+    );
+    assert!(
+        !store
+            .end_lapsed("task_live", 100_000, &ending(TaskStatus::Failed, 100_000))
+            .await
+            .expect("end"),
+        "nor ended by a late heartbeat"
+    );
+    assert!(
+        store
+            .lapsed_with_side_effects(100_000, 2)
+            .await
+            .expect("lapsed")
+            .is_empty()
     );
     // The side effects go with the record.
     store.delete("task_wipes").await.expect("delete");

@@ -115,7 +115,7 @@ impl TaskRecord {
 
 /// A running task whose lease ran out after it had put side effects on
 /// record ([`TaskStore::put_side_effect`]): what
-/// [`TaskStore::expire_leases_with_side_effects`] read of them.
+/// [`TaskStore::lapsed_with_side_effects`] read of them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Lapsed {
     pub id: String,
@@ -412,18 +412,18 @@ pub trait TaskStore: Send + Sync + std::fmt::Debug {
         Ok(())
     }
 
-    /// Ends the running tasks whose lease ran out before `now_ms` and that
-    /// put side effects on record, each with the ending `ending` makes of
-    /// them (the last `limit`, and the counts of all); returns what it read
-    /// of each it ended. Each is ended once, whichever server asks.
-    async fn expire_leases_with_side_effects(
-        &self,
-        _now_ms: i64,
-        _limit: usize,
-        _ending: &(dyn for<'l> Fn(&'l Lapsed) -> Ending + Send + Sync),
-    ) -> Result<Vec<Lapsed>, StoreError> {
+    /// The running tasks whose lease ran out before `now_ms` and that put
+    /// side effects on record (none on a store that keeps none), each with
+    /// the last `limit` of them and the counts of all: each is then ended
+    /// with [`TaskStore::end_lapsed`].
+    async fn lapsed_with_side_effects(&self, _now_ms: i64, _limit: usize) -> Result<Vec<Lapsed>, StoreError> {
         Ok(Vec::new())
     }
+
+    /// Ends task `id` with `ending` if it still runs under a lease that
+    /// ran out before `now_ms`; `false` if it does not (renewed, or ended
+    /// first by another server).
+    async fn end_lapsed(&self, id: &str, now_ms: i64, ending: &Ending) -> Result<bool, StoreError>;
 
     /// How many tasks are queued.
     async fn queued(&self) -> Result<u64, StoreError>;

@@ -584,6 +584,28 @@ impl TaskStore for SqliteStore {
             .await
     }
 
+    async fn end_lapsed(&self, id: &str, now_ms: i64, ending: &Ending) -> Result<bool, StoreError> {
+        let id = id.to_owned();
+        let ending = EndingColumns::from(ending);
+        self.pool
+            .run(move |c| {
+                let done = c.execute(
+                    "UPDATE tasks SET state = ?, summary = ?, error = ?, updated_ms = ?, request = NULL \
+                     WHERE id = ? AND state = 'running' AND lease_until_ms < ?",
+                    params![
+                        ending.state,
+                        ending.summary,
+                        ending.error,
+                        ending.at_ms,
+                        id,
+                        now_ms
+                    ],
+                )?;
+                Ok(done == 1)
+            })
+            .await
+    }
+
     async fn queued(&self) -> Result<u64, StoreError> {
         self.pool.run(|c| count_of(c, QUEUED)).await
     }

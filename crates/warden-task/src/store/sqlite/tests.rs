@@ -145,6 +145,18 @@ async fn the_queue_hands_each_task_to_one_claimer_within_its_limits_and_leases_r
         !store.cancel_queued("task_q1", &ending).await.expect("cancel"),
         "running, not queued"
     );
+    // The embedded store keeps no side effects (whoever ends a task reads its directory), and
+    // a held lease is not ended as a lapsed one; a lapsed one is, once.
+    assert!(
+        store
+            .lapsed_with_side_effects(20_000, 10)
+            .await
+            .expect("lapsed")
+            .is_empty()
+    );
+    assert!(!store.end_lapsed("task_q1", 5_000, &ending).await.expect("end"));
+    assert!(store.end_lapsed("task_q1", 20_000, &ending).await.expect("end"));
+    assert!(!store.end_lapsed("task_q1", 20_000, &ending).await.expect("end"));
 }
 
 /// Claims with `n` concurrent claimers until the queue is empty; the
