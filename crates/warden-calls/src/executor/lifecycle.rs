@@ -167,7 +167,13 @@ impl<S: CallScope> Call<S> {
     /// to the task's own log before the function runs and when it settles
     /// ([`Events::write_through`]). So a task whose server or machine died
     /// under it still names every side effect it started and how far each
-    /// got (`warden_calls::events::recovered`).
+    /// got (`warden_calls::events::recovered`). A task on a shared store
+    /// also has a ledger beyond its node ([`crate::events::ledger`]): the
+    /// executor puts the start there before the function runs
+    /// ([`Call::put_on_ledger`]) and refuses the call when it cannot
+    /// ([`Call::unrecorded`]); the end follows as the call settles. The
+    /// side effect names the person's answer that let it run, when one did
+    /// (`consent`).
     pub(super) fn begin(
         guard: &Guard,
         (arguments, consent): (&Value, &Consent),
@@ -327,7 +333,10 @@ impl<S: CallScope> Call<S> {
             .emit(self.scope.origin(), "function_call_finished", finished);
         if let Some(side_effect) = self.side_effect.take() {
             self.scope.events().write_through();
-            if let Some(ledger) = self.scope.events().ledger() {
+            // A start the ledger did not take has no end there: it never ran.
+            if let Some(ledger) = self.scope.events().ledger()
+                && error_type != Some(codes::SIDE_EFFECT_UNRECORDED)
+            {
                 let settled = side_effect.settled(status.as_str(), error_type, output_sha256);
                 ledger.settled(&self.call_id, &settled);
             }
@@ -497,7 +506,7 @@ mod tests {
             refuse: true,
             ..Kept::default()
         });
-        let events = setup.events.clone().with_ledger(refusing);
+        let events = setup.events.clone().with_ledger(refusing.clone());
         let erase = || {
             request("erase", origin, &events, Admission::InTask)
                 .consent(super::super::confirm::Consent::Direct)
@@ -531,6 +540,8 @@ mod tests {
             1,
             "a refused side effect never ran"
         );
+        let ended = refusing.entries.lock().unwrap_or_else(|p| p.into_inner()).len();
+        assert_eq!(ended, 0, "and has no end on the ledger");
         let records = finished(&events, setup.dir.path());
         let erased: Vec<&Value> = records.iter().filter(|r| r["function"] == "erase").collect();
         assert_eq!(erased.len(), 3, "{records:?}");
