@@ -355,6 +355,8 @@ async fn a_killed_nodes_destructive_call_is_named_by_the_node_that_ends_its_task
     let recorded = cluster.side_effects(&id).await;
     assert_eq!(recorded.len(), 1, "{recorded:?}");
     assert_eq!(recorded[0]["status"], "unknown", "{recorded:?}");
+    // Two nodes outlive it: both heartbeats find the lapsed lease, one ends the task.
+    cluster.add_node().await;
     cluster.add_node().await;
     let other = cluster.client(1, "alice").await;
     let _ = cluster.nodes[0].child.start_kill();
@@ -385,9 +387,13 @@ async fn a_killed_nodes_destructive_call_is_named_by_the_node_that_ends_its_task
         );
     };
     named(&answer);
+    let second = cluster.client(2, "alice").await;
+    named(&ended(&second, &id, Duration::from_secs(5)).await);
+    // A node started later reads the task's copy in the bucket.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     cluster.add_node().await;
-    let third = cluster.client(2, "alice").await;
-    named(&ended(&third, &id, Duration::from_secs(5)).await);
+    let later = cluster.client(3, "alice").await;
+    named(&ended(&later, &id, Duration::from_secs(5)).await);
 }
 
 impl Cluster {

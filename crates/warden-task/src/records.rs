@@ -383,7 +383,9 @@ impl Records {
     /// the record. A directory this server already has for it (the dead
     /// server used the same one) gets only a `result.json` it lacks. A
     /// task whose lease was renewed or that another server ended first
-    /// meanwhile keeps its record, and the directory made here goes. Files
+    /// meanwhile keeps its record, and the directory made here goes; the
+    /// copy in the bucket stays (the same files from the server that ended
+    /// it, or replaced by the task's own when it ends). Files
     /// that cannot be written are logged; the record still names the side
     /// effects in its summary and error.
     async fn end_lapsed(&self, store: &dyn TaskStore, lapsed: Lapsed, now: i64) {
@@ -431,7 +433,7 @@ impl Records {
             .await;
         if made && !matches!(ended, Ok(true)) {
             let artifacts = self.artifacts.clone();
-            let _ = tokio::task::spawn_blocking(move || artifacts.remove_task(&id)).await;
+            let _ = tokio::task::spawn_blocking(move || artifacts.remove_directory(&id)).await;
         }
     }
 

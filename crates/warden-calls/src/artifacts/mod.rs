@@ -601,15 +601,26 @@ impl ArtifactStore {
     /// then deleted; and its object-store copy, whichever node ran it. A
     /// task running here is never removed.
     pub fn remove_task(&self, task_id: &str) {
+        if self.remove_directory(task_id) {
+            self.remove_remote(task_id);
+        }
+    }
+
+    /// Removes this node's directory of a task, renamed out of sight then
+    /// deleted, and leaves its object-store copy: for a directory made here
+    /// for a task whose record another server ended meanwhile, whose copy
+    /// is that server's. `false` (nothing done) for a task running here or
+    /// an id that names no task.
+    pub fn remove_directory(&self, task_id: &str) -> bool {
         if Self::check_id(task_id).is_err() || lock(&self.running).contains_key(task_id) {
-            return;
+            return false;
         }
         let trash = self.root.join(format!("{}{task_id}", retention::TRASH_PREFIX));
         if std::fs::rename(self.root.join(task_id), &trash).is_ok() {
             let _ = std::fs::remove_dir_all(trash);
         }
         self.pruner.forget(task_id);
-        self.remove_remote(task_id);
+        true
     }
 
     /// The ids of the task directories retention removed since the last
