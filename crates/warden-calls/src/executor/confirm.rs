@@ -501,6 +501,56 @@ mod tests {
     }
 
     #[test]
+    fn an_answer_the_run_keeps_travels_with_the_approval_it_gives() {
+        // A live answer a script run keeps says who let the call run, how and when:
+        // what its side effect names on its task's ledger. A bare asker keeps no answer.
+        let destructive = guard(wipe).destructive();
+        let arguments = json!({"record": "ledger"});
+        let origin = Origin::request("script", "run_script");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        let yes: warden_core::ask::Asker =
+            std::sync::Arc::new(|_, _| Ok(json!({"action": "accept", "content": {"confirm": true}})));
+        let book = Book::new(Default::default());
+        let live = Reach::Recorded {
+            asker: yes.clone(),
+            book: book.clone(),
+        };
+        let given = destructive_call(
+            &destructive,
+            &arguments,
+            &origin,
+            &Events::disabled(),
+            &live,
+            deadline,
+        );
+        let Ok(Consent::Confirmed(approval)) = given else {
+            panic!("approved: {given:?}")
+        };
+        let answer = approval.answer().expect("the run kept the answer").clone();
+        assert_eq!(
+            (
+                answer.key.as_str(),
+                answer.principal.as_str(),
+                answer.action.as_str()
+            ),
+            ("call-1", "local", "accept")
+        );
+        assert!(!answer.at.is_empty());
+        let bare = destructive_call(
+            &destructive,
+            &arguments,
+            &origin,
+            &Events::disabled(),
+            &Reach::Asker(yes),
+            deadline,
+        );
+        let Ok(Consent::Confirmed(approval)) = bare else {
+            panic!("approved: {bare:?}")
+        };
+        assert!(approval.answer().is_none());
+    }
+
+    #[test]
     fn every_argument_is_shown_and_invisible_characters_are_escaped() {
         // The form lists every key on its own line and escapes what a screen would not show.
         let shown =
