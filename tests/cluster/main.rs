@@ -185,7 +185,11 @@ async fn ended(client: &RunningService<RoleClient, ClientConfig>, id: &str, limi
     }
 }
 
-async fn call(client: &RunningService<RoleClient, ClientConfig>, tool: &str, arguments: Value) -> Value {
+async fn call<H: rmcp::ClientHandler>(
+    client: &RunningService<RoleClient, H>,
+    tool: &str,
+    arguments: Value,
+) -> Value {
     let Value::Object(arguments) = arguments else {
         panic!("arguments must be an object")
     };
@@ -394,6 +398,83 @@ async fn a_killed_nodes_destructive_call_is_named_by_the_node_that_ends_its_task
     cluster.add_node().await;
     let later = cluster.client(3, "alice").await;
     named(&ended(&later, &id, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn a_destructive_call_the_database_cannot_record_does_not_run() {
+    // The person approves a script's deletion while the database goes down: the call's start
+    // cannot be recorded, so it does not run (side_effect_unrecorded), and the script is told.
+    let _one = ONE_AT_A_TIME.lock().await;
+    let control = required("WARDEN_TEST_PG_RESTART");
+    let cluster = Cluster::start_with(TESTBED, 1, &[]).await;
+    let stop = control.clone();
+    let approver = common::approver::Approver::approving_after(move || {
+        let stopped = std::process::Command::new("sh")
+            .args(["-c", &format!("{stop} stop")])
+            .status()
+            .expect("stop the database");
+        assert!(stopped.success(), "the stop command failed");
+    });
+    let client = cluster.nodes[0]
+        .client_with(
+            approver.clone(),
+            Some(token("alice")),
+            ClientLifecycleMode::Initialize,
+        )
+        .await
+        .expect("initialize over HTTP");
+    let script = r#"let r = wipe_scratch(#{record: "ledger-9"}); r"#;
+    let asked = Instant::now();
+    let answer = call(
+        &client,
+        "run_script",
+        json!({"script": script, "timeout_seconds": 60}),
+    )
+    .await;
+    // The call's start waited for a connection (5 s), the task's ending for at most 6 s more.
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(25), "answered after {took:?}");
+    let started = tokio::process::Command::new("sh")
+        .args(["-c", &format!("{control} start")])
+        .status()
+        .await
+        .expect("start the database");
+    assert!(started.success(), "the start command failed");
+    assert_eq!(approver.forms().len(), 1, "asked once");
+    let text = answer.to_string();
+    assert!(
+        text.contains("side_effect_unrecorded") && text.contains("did not run"),
+        "{answer}"
+    );
+    assert_ne!(answer["status"], "success", "{answer}");
+    // Once the database is back the record ends as the answer did (a heartbeat writes the
+    // ending it could not take), and nothing of the call is there: no start, so no end either.
+    let task = answer["task_id"].as_str().expect("a task id").to_string();
+    let start = Instant::now();
+    loop {
+        if let Ok(mut conn) = sqlx::PgConnection::connect(&cluster.database).await {
+            let state: Option<String> = sqlx::query_scalar("SELECT state FROM tasks WHERE id = $1")
+                .bind(&task)
+                .fetch_optional(&mut conn)
+                .await
+                .expect("state");
+            if state.as_deref() == Some("failed") {
+                let rows: i64 =
+                    sqlx::query_scalar("SELECT COUNT(*) FROM task_side_effects WHERE task_id = $1")
+                        .bind(&task)
+                        .fetch_one(&mut conn)
+                        .await
+                        .expect("count");
+                assert_eq!(rows, 0);
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the record did not end once the database was back"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 impl Cluster {

@@ -448,12 +448,19 @@ impl Records {
         let ending = ending_of(result);
         let ended = match self.open().await {
             Ok(store) => {
+                // Each attempt may wait for a connection (a shared store's
+                // acquire timeout): the window bounds them all.
+                let until = tokio::time::Instant::now() + END_RETRY_WINDOW;
                 let mut pause = Duration::from_millis(200);
-                let mut attempts = 0;
                 loop {
-                    match store.end(id, &ending).await {
-                        Err(StoreError::Query(_)) if attempts < END_RETRIES => {
-                            attempts += 1;
+                    let attempt = tokio::time::timeout_at(until, store.end(id, &ending)).await;
+                    match attempt.unwrap_or_else(|_| {
+                        Err(StoreError::Query(format!(
+                            "the task store did not take the ending within {} s",
+                            END_RETRY_WINDOW.as_secs()
+                        )))
+                    }) {
+                        Err(StoreError::Query(_)) if tokio::time::Instant::now() + pause < until => {
                             tokio::time::sleep(pause).await;
                             pause *= 2;
                         }
@@ -804,9 +811,12 @@ fn by_status(side_effects: &[recovered::SideEffect]) -> BTreeMap<String, u64> {
 /// replaced by fewer), and only the result names the side effects.
 const MAX_RECOVERED_CALLS_BYTES: u64 = 16 * 1024 * 1024;
 
-/// Retries of a failed record ending: 5, 0.2 s to 3.2 s apart (about 6 s
-/// in all).
-const END_RETRIES: u32 = 5;
+/// How long a task's ending is tried before its answer goes out without
+/// it (kept, and written by a later heartbeat): 6 s, the attempts 0.2 s,
+/// 0.4 s, … apart. A bound on time, not on attempts: each attempt on a
+/// shared store that is down waits for a connection (its acquire timeout,
+/// 5 s), so five attempts held a task's answer for half a minute.
+const END_RETRY_WINDOW: Duration = Duration::from_secs(6);
 
 /// What one heartbeat found for this server.
 #[derive(Debug, Default)]

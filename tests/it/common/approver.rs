@@ -24,6 +24,9 @@ pub struct Approver {
     withdrawn: Arc<AtomicUsize>,
     /// Declares URL-mode elicitation only: it takes no forms.
     url_only: bool,
+    /// Run while the form is on screen, before the answer (the world
+    /// changing while the person decides).
+    meanwhile: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl Approver {
@@ -48,6 +51,14 @@ impl Approver {
     pub fn url_only() -> Self {
         Self {
             url_only: true,
+            ..Self::default()
+        }
+    }
+
+    /// A person who approves every form once `meanwhile` has run.
+    pub fn approving_after(meanwhile: impl Fn() + Send + Sync + 'static) -> Self {
+        Self {
+            meanwhile: Some(Arc::new(meanwhile)),
             ..Self::default()
         }
     }
@@ -88,6 +99,11 @@ impl ClientHandler for Approver {
                     self.withdrawn.fetch_add(1, Ordering::SeqCst);
                 }
             }
+        }
+        if let Some(meanwhile) = self.meanwhile.clone() {
+            tokio::task::spawn_blocking(move || meanwhile())
+                .await
+                .expect("meanwhile");
         }
         if self.declines {
             return Ok(ElicitResult::new(ElicitationAction::Decline));
