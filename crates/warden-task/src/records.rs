@@ -421,16 +421,7 @@ impl Records {
             Ok((made, Ok(()))) => made,
             Err(_) => false,
         };
-        let ended = store
-            .end_lapsed(
-                &id,
-                now,
-                &Ending {
-                    at_ms: now_ms(),
-                    ..ending_of(&result)
-                },
-            )
-            .await;
+        let ended = store.end_lapsed(&id, now, &ending_of(&result)).await;
         if made && !matches!(ended, Ok(true)) {
             let artifacts = self.artifacts.clone();
             let _ = tokio::task::spawn_blocking(move || artifacts.remove_directory(&id)).await;
