@@ -59,7 +59,7 @@ fn prune(parent: &Path) {
         .map(|e| e.path())
         .collect();
     // Names start with a UTC timestamp, so name order is age order.
-    dirs.sort();
+    dirs.sort_unstable();
     let excess = dirs.len().saturating_sub(KEEP_PREFLIGHT_DIRS);
     for old in dirs.into_iter().take(excess) {
         let _ = std::fs::remove_dir_all(old);

@@ -115,7 +115,7 @@ pub fn vocabulary<'a>(guards: impl IntoIterator<Item = &'a Guard>) -> (SlotIndex
         }
     }
     for guards in used_by.values_mut() {
-        guards.sort();
+        guards.sort_unstable();
     }
     (used_by, required_by)
 }

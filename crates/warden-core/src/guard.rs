@@ -110,7 +110,7 @@ impl Resources {
             .values()
             .map(|(name, reason)| (*name, reason.as_str()))
             .collect();
-        failed.sort();
+        failed.sort_unstable();
         failed
     }
 

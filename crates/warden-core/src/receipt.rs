@@ -193,9 +193,9 @@ fn write_object<V>(
     mut write_value: impl FnMut(V, &mut Vec<u8>) -> Option<()>,
 ) -> Option<()> {
     if members.iter().any(|(key, _)| key.bytes().any(|b| b >= 0xEE)) {
-        members.sort_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
+        members.sort_unstable_by(|(a, _), (b, _)| a.encode_utf16().cmp(b.encode_utf16()));
     } else if !members.is_sorted_by(|(a, _), (b, _)| a <= b) {
-        members.sort_by_key(|(key, _)| *key);
+        members.sort_unstable_by_key(|(key, _)| *key);
     }
     out.push(b'{');
     for (i, (key, member)) in members.into_iter().enumerate() {

@@ -116,7 +116,7 @@ pub fn rank<'a>(guards: &[&'a Guard], query: &str) -> Vec<(f64, &'a Guard)> {
         .enumerate()
         .map(|(at, (guard, fields))| (fields.score(&query, &rarity), at, *guard))
         .collect();
-    ranked.sort_by(|(a, at_a, _), (b, at_b, _)| b.total_cmp(a).then(at_a.cmp(at_b)));
+    ranked.sort_unstable_by(|(a, at_a, _), (b, at_b, _)| b.total_cmp(a).then(at_a.cmp(at_b)));
     ranked
         .into_iter()
         .map(|(score, _, guard)| (score, guard))

@@ -123,7 +123,7 @@ pub fn mcp_tools(registry: &Registry, limits: &warden_calls::limits::CallLimits)
 pub fn all_tools(registry: &Registry, limits: &warden_calls::limits::CallLimits) -> Vec<Tool> {
     let mut tools = mcp_tools(registry, limits);
     tools.extend(crate::builtins::all().iter().map(|b| b.tool()));
-    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools.sort_unstable_by(|a, b| a.name.cmp(&b.name));
     tools
 }
 

@@ -30,7 +30,6 @@
 
 use rmcp::ErrorData;
 use rmcp::model::{CallToolResult, DetailedTask, JsonObject, Task, TaskPayload, TaskStatus as McpStatus};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::bound::{Answer, Whole};
@@ -302,7 +301,7 @@ pub(crate) fn completed(
     };
     match saved {
         Some(value) => {
-            let typed = TaskResult::deserialize(&value);
+            let typed = TaskResult::from_json(&value);
             // A guard task: the answer its plain call returns.
             let answer = typed
                 .as_ref()

@@ -110,7 +110,7 @@ pub fn configure(app_names: &[String]) -> Result<(), WorkerEnvError> {
     for name in operator.split(',').map(str::trim).filter(|n| !n.is_empty()) {
         names.push(checked(WORKER_ENV_VAR, name)?);
     }
-    names.sort();
+    names.sort_unstable();
     names.dedup();
     if let Ok(mut extra) = EXTRA_NAMES.write() {
         *extra = names;

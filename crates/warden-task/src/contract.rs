@@ -214,7 +214,7 @@ pub fn missing_form(summary: &str, missing: &Map<String, Value>) -> (String, Val
         if !alternatives.is_empty() {
             let mut group = alternatives;
             group.push(name.clone());
-            group.sort();
+            group.sort_unstable();
             if !groups.contains(&group) {
                 groups.push(group);
             }

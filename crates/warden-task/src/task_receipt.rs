@@ -146,7 +146,7 @@ pub fn build(
 fn hash_files(dir: &Path, sub: &str) -> Vec<FileHash> {
     let mut found = Vec::new();
     walk(&dir.join(sub), sub, &mut found);
-    found.sort_by(|a, b| a.path.cmp(&b.path));
+    found.sort_unstable_by(|a, b| a.path.cmp(&b.path));
     found
 }
 

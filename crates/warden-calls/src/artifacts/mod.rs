@@ -690,7 +690,7 @@ impl ArtifactStore {
                     .then(|| (meta.modified().unwrap_or(std::time::UNIX_EPOCH), name, None))
             })
             .collect();
-        tasks.sort_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
+        tasks.sort_unstable_by(|a, b| (b.0, &b.1).cmp(&(a.0, &a.1)));
         tasks
             .into_iter()
             .map(|(modified, name, facts)| (name, modified, facts))

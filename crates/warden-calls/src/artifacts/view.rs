@@ -123,7 +123,7 @@ impl View<'_> {
             Place::Local(dir) => {
                 let mut found = Vec::new();
                 walk(dir, "", 0, &mut found);
-                found.sort();
+                found.sort_unstable();
                 Ok(found)
             }
             Place::Remote(remote) => remote.files(task_id),

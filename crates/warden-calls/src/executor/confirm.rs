@@ -445,7 +445,7 @@ fn shown_arguments(arguments: &Value) -> String {
     let text = match arguments {
         Value::Object(map) => {
             let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
+            keys.sort_unstable();
             let mut lines = String::new();
             for key in keys {
                 lines.push_str(&Value::from(key.as_str()).to_string());

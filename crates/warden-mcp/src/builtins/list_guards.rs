@@ -72,7 +72,7 @@ impl Builtin for ListGuards {
                 category: f.category,
                 entry: script_entry(f),
             }));
-            rows.sort_by(|a, b| a.name.cmp(b.name));
+            rows.sort_unstable_by(|a, b| a.name.cmp(b.name));
             let mut categories: Vec<&str> = rows.iter().map(|r| r.category).collect();
             categories.sort_unstable();
             categories.dedup();

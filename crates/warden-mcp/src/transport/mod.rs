@@ -17,7 +17,7 @@ mod unreadable;
 pub(crate) use stdio::{StdioTransport, TransportLimits};
 
 use rmcp::model::{
-    ClientJsonRpcMessage, JsonRpcMessage, RequestId, ServerJsonRpcMessage, ServerNotification,
+    ClientJsonRpcMessage, JsonRpcError, JsonRpcMessage, RequestId, ServerJsonRpcMessage, ServerNotification,
 };
 use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
 
@@ -36,37 +36,43 @@ use warden_core::limits::MAX_ERROR_MESSAGE_BYTES;
 /// without `_meta` or a session says what either revision's client does.
 pub(crate) fn bounded(mut message: ServerJsonRpcMessage) -> ServerJsonRpcMessage {
     if let JsonRpcMessage::Error(error) = &mut message {
-        let error = &mut error.error;
-        if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND
-            && let Some(why) = crate::unparsed::removed_when_stateless(&error.message)
-        {
-            *error = why;
-        }
-        if error.code == rmcp::model::ErrorCode::INVALID_PARAMS && error.message.contains(MISSING_META) {
-            error.message = format!("{}{META_HINT}", error.message).into();
-        }
-        let shown = warden_core::screen::visible(std::mem::take(&mut error.message).into_owned());
-        error.message = warden_core::error::bound_message(shown, MAX_ERROR_MESSAGE_BYTES).into();
-        if let Some(data) = error.data.take() {
-            let fitted = if warden_core::answer::size(&data) > MAX_ERROR_MESSAGE_BYTES {
-                warden_core::answer::fit(&data, MAX_ERROR_MESSAGE_BYTES).0
-            } else {
-                data
-            };
-            error.data = Some(fitted);
-        }
+        bound_error(&mut error.error);
     }
     message
 }
 
-/// An error `message` as JSON, [`bounded`], with `"id": null` when its
-/// request's id could not be read: JSON-RPC 2.0 requires the member (rmcp
-/// leaves it out, as 2026-07-28 allows; `null` reads on every revision).
-pub(crate) fn error_value(message: ServerJsonRpcMessage) -> serde_json::Value {
-    let mut value = serde_json::to_value(bounded(message)).unwrap_or_default();
-    if let Some(object) = value.as_object_mut()
-        && object.contains_key("error")
+/// A protocol error as [`bounded`] leaves it.
+fn bound_error(error: &mut rmcp::model::ErrorData) {
+    if error.code == rmcp::model::ErrorCode::METHOD_NOT_FOUND
+        && let Some(why) = crate::unparsed::removed_when_stateless(&error.message)
     {
+        *error = why;
+    }
+    if error.code == rmcp::model::ErrorCode::INVALID_PARAMS && error.message.contains(MISSING_META) {
+        error.message = format!("{}{META_HINT}", error.message).into();
+    }
+    let shown = warden_core::screen::visible(std::mem::take(&mut error.message).into_owned());
+    error.message = warden_core::error::bound_message(shown, MAX_ERROR_MESSAGE_BYTES).into();
+    if let Some(data) = error.data.take() {
+        let fitted = if warden_core::answer::size(&data) > MAX_ERROR_MESSAGE_BYTES {
+            warden_core::answer::fit(&data, MAX_ERROR_MESSAGE_BYTES).0
+        } else {
+            data
+        };
+        error.data = Some(fitted);
+    }
+}
+
+/// An `error` as JSON, bounded as [`bounded`] bounds it, with `"id": null`
+/// when its request's id could not be read: JSON-RPC 2.0 requires the
+/// member (rmcp leaves it out, as 2026-07-28 allows; `null` reads on every
+/// revision). It takes the error alone, not a whole message: turning a
+/// `ServerJsonRpcMessage` into a `Value` compiled a second serialiser of
+/// every result and notification rmcp knows (50 KB of the one-guard app).
+pub(crate) fn error_value(mut error: JsonRpcError) -> serde_json::Value {
+    bound_error(&mut error.error);
+    let mut value = serde_json::to_value(error).unwrap_or_default();
+    if let Some(object) = value.as_object_mut() {
         object.entry("id").or_insert(serde_json::Value::Null);
     }
     value

@@ -125,7 +125,7 @@ since 2025-06-18; {}",
             id,
             error: ErrorData::new(self.code, self.message, None),
         };
-        super::error_value(rmcp::model::ServerJsonRpcMessage::Error(error))
+        super::error_value(error)
     }
 }
 

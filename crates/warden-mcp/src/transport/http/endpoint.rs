@@ -139,8 +139,8 @@ async fn bounded_refusal(response: Response) -> Response {
     let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return Response::from_parts(parts, axum::body::Body::empty());
     };
-    let bytes = match serde_json::from_slice::<rmcp::model::ServerJsonRpcMessage>(&bytes) {
-        Ok(message) => serde_json::to_vec(&crate::transport::error_value(message)).map_or(bytes, Into::into),
+    let bytes = match serde_json::from_slice::<rmcp::model::JsonRpcError>(&bytes) {
+        Ok(error) => serde_json::to_vec(&crate::transport::error_value(error)).map_or(bytes, Into::into),
         Err(_) => bytes,
     };
     parts.headers.remove(axum::http::header::CONTENT_LENGTH);

@@ -419,7 +419,7 @@ fn allowed_hosts(local: SocketAddr, url: &str) -> Vec<String> {
     {
         hosts.push(host.trim_start_matches('[').trim_end_matches(']').to_string());
     }
-    hosts.sort();
+    hosts.sort_unstable();
     hosts.dedup();
     hosts
 }

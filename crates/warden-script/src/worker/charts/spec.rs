@@ -462,7 +462,7 @@ fn grid(rows: &[Map], x: &str, y: &str, z: &str, z_label: String) -> Result<Data
     }
     let distinct = |pick: fn(&(usize, f64, f64, f64)) -> f64| {
         let mut values: Vec<f64> = triples.iter().map(pick).collect();
-        values.sort_by(f64::total_cmp);
+        values.sort_unstable_by(f64::total_cmp);
         values.dedup();
         values
     };
