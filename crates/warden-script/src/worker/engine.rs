@@ -21,8 +21,15 @@ use crate::limits::{
 /// Value thrown through `on_progress` when the deadline passes.
 pub const DEADLINE_MARK: &str = "__warden_deadline";
 
-/// Operations between two deadline checks (a clock read costs ~20 ns).
-const DEADLINE_CHECK_EVERY: u64 = 4096;
+/// Operations between two deadline checks: 256. A check (the deadline's
+/// lock and a clock read) costs about 40 ns, a fraction of a nanosecond per
+/// operation at this spacing. An operation can be dear native work — a
+/// string padded to 10,000 characters takes microseconds — so the spacing
+/// sets how late a script notices its deadline: at 4,096 that loop stopped
+/// itself 20–35 ms late on this VM, or not within the server's
+/// [`crate::limits::SCRIPT_KILL_GRACE`] (50 ms) and was killed without the
+/// classified `timeout` error; at 256, under 5 ms (docs/benchmarks.md).
+const DEADLINE_CHECK_EVERY: u64 = 256;
 
 /// Output printed by a script, capped at [`SCRIPT_MAX_OUTPUT_BYTES`].
 #[derive(Debug, Default)]
@@ -86,4 +93,40 @@ pub fn build(state: &EngineState) -> Engine {
         }
     });
     engine
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicI64;
+    use std::time::Duration;
+
+    /// A script notices its deadline within `DEADLINE_CHECK_EVERY`
+    /// operations of its passing, counted in operations rather than time so
+    /// the test is the same on any machine: a native call (`nap`) outlives
+    /// the deadline, then the loop counts how many iterations run before the
+    /// engine stops it: about six operations each, so 41 at 256 operations
+    /// between checks and 680 at 4,096.
+    #[test]
+    fn a_script_stops_within_the_check_spacing_once_its_deadline_passed() {
+        let state = EngineState::default();
+        let mut engine = build(&state);
+        engine.register_fn("nap", || std::thread::sleep(Duration::from_millis(20)));
+        let after = Arc::new(AtomicI64::new(0));
+        let counted = after.clone();
+        engine.register_fn("count", move |n: i64| counted.store(n, Ordering::Relaxed));
+        *state.deadline.lock().unwrap() = Some(Instant::now() + Duration::from_millis(5));
+        let stopped = engine
+            .run("nap(); let n = 0; loop { n += 1; count(n); }")
+            .expect_err("the loop never ends by itself");
+        assert!(
+            matches!(*stopped, rhai::EvalAltResult::ErrorTerminated(ref mark, _) if mark.to_string() == DEADLINE_MARK),
+            "{stopped}"
+        );
+        let iterations = after.load(Ordering::Relaxed) as u64;
+        assert!(
+            iterations > 0 && iterations <= 64,
+            "{iterations} iterations ran after the deadline passed"
+        );
+    }
 }
