@@ -28,7 +28,8 @@ pub const DEADLINE_MARK: &str = "__warden_deadline";
 /// sets how late a script notices its deadline: at 4,096 that loop stopped
 /// itself 20–35 ms late on this VM, or not within the server's
 /// [`crate::limits::SCRIPT_KILL_GRACE`] (50 ms) and was killed without the
-/// classified `timeout` error; at 256, under 5 ms (docs/benchmarks.md).
+/// classified `timeout` error; at 256 the whole task answered 7.5–20 ms
+/// after its deadline, its own ending included (docs/benchmarks.md).
 const DEADLINE_CHECK_EVERY: u64 = 256;
 
 /// Output printed by a script, capped at [`SCRIPT_MAX_OUTPUT_BYTES`].
