@@ -219,27 +219,30 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
 
     let started = std::time::Instant::now();
     let task = endless_task(&server, 20);
-    // The endless task's worker: not one of the two before it, which may
-    // still be children of the zygote for a moment while they are reaped.
+    // The endless task's worker, as the server names it once the worker
+    // said hello (confined, in its own session): a child of the zygote
+    // picked from /proc could be a process between its fork and its first
+    // steps, or one that vanished a moment later (test runs caught both).
     let found = std::cell::Cell::new(None);
     assert!(
         eventually(Duration::from_secs(10), || {
-            found.set(workers_of(zygote).into_iter().find(|pid| !pids.contains(pid)));
+            found.set(started_worker(&server, &pids));
             found.get().is_some()
         })
         .await,
         "the task's worker never started"
     );
     let worker = found.get().expect("found above");
-    // The worker leads its own group and session: it calls setsid right
-    // after the fork, so a look in between still sees the zygote's (one
-    // CI run did). Waited for, not assumed; a worker that never calls it
-    // fails here.
     assert!(
-        eventually(Duration::from_secs(5), || group_and_session(worker)
-            == Some((worker, worker)))
-        .await,
-        "the worker never led its own process group and session: {:?}",
+        workers_of(zygote).contains(&worker),
+        "the task's worker {worker} is a child of the script zygote {zygote}: {:?}",
+        live_children(zygote)
+    );
+    // The worker leads its own group and session.
+    assert_eq!(
+        group_and_session(worker),
+        Some((worker, worker)),
+        "{:?}",
         std::fs::read_to_string(format!("/proc/{worker}/stat"))
     );
     // Out of the server's network namespace; in the zygote's when the
@@ -266,6 +269,16 @@ async fn script_workers_are_forked_one_per_task_and_a_killed_script_zygote_costs
     let now = script_zygotes(&server);
     assert_eq!(now.len(), 1, "{now:?}");
     assert_ne!(now[0], zygote, "a new script zygote");
+}
+
+/// The pid of a script worker the server reported started
+/// (`task_worker_started` in its events.jsonl) other than `known`.
+fn started_worker(server: &Server, known: &[u32]) -> Option<u32> {
+    crate::common::read_jsonl(&server.artifacts.path().join("events.jsonl"))
+        .iter()
+        .filter(|event| event["event"] == "task_worker_started")
+        .filter_map(|event| event["pid"].as_u64().and_then(|pid| u32::try_from(pid).ok()))
+        .find(|pid| !known.contains(pid))
 }
 
 /// The process group and session of `pid`, from `/proc/<pid>/stat`.
